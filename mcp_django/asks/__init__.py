@@ -1,0 +1,5 @@
+"""Asking the client: the context handlers use, and the engines behind it."""
+
+from .kinds import Ask, ElicitResult, Root, SampleResult, confirm, elicit, elicit_url, list_roots, sample
+
+__all__ = ["Ask", "ElicitResult", "Root", "SampleResult", "confirm", "elicit", "elicit_url", "list_roots", "sample"]

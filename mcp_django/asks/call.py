@@ -1,0 +1,63 @@
+"""One request as the ask engines see it, whatever transport brought it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..auth import Principal
+from ..protocol.revisions import ClientCapabilities
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+@dataclass(eq=False)
+class Call:
+    method: str
+    params: dict[str, Any]
+    request_id: Any
+    version: str
+    era: str  # "modern" (2026-07-28) or "legacy"
+    transport: str  # "http", "wsgi", "websocket"
+    capabilities: ClientCapabilities
+    principal: Principal
+    client_info: dict[str, Any] | None = None
+    client_address: str | None = None
+    # Sends a JSON-RPC notification to the client; called on the event loop's thread.
+    notify: Callable[[dict[str, Any]], None] | None = None
+    log_level: str | None = None
+    request_factory: Callable[[], Any] | None = field(default=None, repr=False)
+    # The legacy session that sends server-to-client requests, when there is one.
+    session: Any = None
+
+    @cached_property
+    def request(self) -> Any:
+        """The Django ``HttpRequest`` (built on first use on the fast path)."""
+        request = self.request_factory() if self.request_factory else None
+        if request is not None and not hasattr(request, "user"):
+            request.user = self.principal.user
+        return request
+
+    @property
+    def progress_token(self) -> Any:
+        meta = self.params.get("_meta")
+        return meta.get("progressToken") if isinstance(meta, dict) else None
+
+    @property
+    def target(self) -> str:
+        value = self.params.get("uri" if self.method == "resources/read" else "name")
+        return value if isinstance(value, str) else ""
+
+    def wants_log(self, level: str) -> bool:
+        if self.notify is None:
+            return False
+        threshold = self.log_level
+        if threshold is None:
+            # 2026-07-28: no logLevel in _meta means the client wants no log messages.
+            return self.era == "legacy"
+        try:
+            return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+        except ValueError:
+            return True

@@ -1,0 +1,221 @@
+"""The things a handler can ask the client, and the answers they turn into.
+
+An :class:`Ask` is era-neutral: ``method`` and ``params`` are what travels as an
+``inputRequests`` entry (2026-07-28) or as a server-to-client request (legacy).
+``parse`` turns the client's raw answer into what the handler receives, and
+refuses a malformed one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .. import schema as schemas
+from ..protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
+
+Action = Literal["accept", "decline", "cancel"]
+
+
+class AnswerInvalid(MCPError):
+    """The client's answer to an ask does not have the shape the ask needs."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(INVALID_PARAMS, f"the answer to input request {key!r} is not valid: {problem}")
+        self.key = key
+
+
+@dataclass
+class Ask:
+    method: str
+    params: dict[str, Any]
+    capability: str
+    kind: str
+    key: str | None = None
+    parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
+
+    @property
+    def digest(self) -> str:
+        """Identifies the question, so a stale answer to a different question is never reused."""
+        return hashlib.sha256(canonical([self.method, self.params])).hexdigest()[:24]
+
+    def default_key(self) -> str:
+        return f"{self.kind}-{self.digest[:12]}"
+
+    def required_capability(self) -> dict[str, Any]:
+        head, _, sub = self.capability.partition(".")
+        return {head: {sub: {}} if sub else {}}
+
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params}
+
+
+@dataclass
+class ElicitResult:
+    """The user's answer to an elicitation. ``data`` is the validated content when accepted."""
+
+    action: Action
+    data: Any = None
+    content: dict[str, Any] | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
+@dataclass
+class SampleResult:
+    role: str
+    content: Any
+    model: str
+    stop_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        blocks = self.content if isinstance(self.content, list) else [self.content]
+        return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+@dataclass
+class Root:
+    uri: str
+    name: str | None = None
+
+
+def _require_dict(key: str, raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise AnswerInvalid(key, "expected an object")
+    return raw
+
+
+def _action(key: str, raw: dict[str, Any]) -> Action:
+    action = raw.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        raise AnswerInvalid(key, "action must be accept, decline or cancel")
+    return action
+
+
+def _elicit_parser(json_schema: dict[str, Any], serializer: Any) -> Callable[[str, Any], ElicitResult]:
+    def parse(key: str, raw: Any) -> ElicitResult:
+        raw = _require_dict(key, raw)
+        action = _action(key, raw)
+        content = raw.get("content")
+        if action != "accept":
+            return ElicitResult(action, None, content if isinstance(content, dict) else None)
+        if not isinstance(content, dict):
+            raise AnswerInvalid(key, "an accepted elicitation needs content (an object)")
+        if serializer is not None:
+            instance = serializer(data=content)
+            if not instance.is_valid():
+                raise AnswerInvalid(key, str(dict(instance.errors)))
+            return ElicitResult(action, dict(instance.validated_data), content)
+        errors = schemas.validate(content, json_schema)
+        if errors:
+            raise AnswerInvalid(key, "; ".join(errors))
+        return ElicitResult(action, content, content)
+
+    return parse
+
+
+def elicit(message: str, schema: Any, *, key: str | None = None) -> Ask:
+    """A form: ``schema`` is a JSON schema dict, a dataclass, a TypedDict or a DRF serializer."""
+    serializer = None
+    if isinstance(schema, dict):
+        json_schema = schema
+    elif schemas.is_serializer(schema):
+        serializer = schema if isinstance(schema, type) else type(schema)
+        json_schema = schemas.serializer_schema(schema)
+    else:
+        json_schema = schemas.type_schema(schema)
+    if json_schema.get("type") != "object":
+        raise TypeError("an elicitation schema must describe an object")
+    params = {"mode": "form", "message": message, "requestedSchema": json_schema}
+    return Ask("elicitation/create", params, "elicitation.form", "elicit", key, _elicit_parser(json_schema, serializer))
+
+
+CONFIRM_SCHEMA = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Confirm", "default": False}},
+    "required": ["confirm"],
+}
+
+
+def confirm(message: str, *, key: str | None = None) -> Ask:
+    """Yes or no: true only when the user accepts and ticks confirm."""
+    inner = _elicit_parser(CONFIRM_SCHEMA, None)
+
+    def parse(k: str, raw: Any) -> bool:
+        result = inner(k, raw)
+        return bool(result.accepted and result.data.get("confirm"))
+
+    params = {"mode": "form", "message": message, "requestedSchema": CONFIRM_SCHEMA}
+    return Ask("elicitation/create", params, "elicitation.form", "confirm", key, parse)
+
+
+def elicit_url(message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None) -> Ask:
+    """Send the user to a URL (an OAuth consent, a payment page) and wait for them."""
+
+    def parse(k: str, raw: Any) -> ElicitResult:
+        raw = _require_dict(k, raw)
+        return ElicitResult(_action(k, raw))
+
+    params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
+    ask = Ask("elicitation/create", params, "elicitation.url", "elicit-url", key, parse)
+    params["elicitationId"] = elicitation_id or ask.digest
+    return ask
+
+
+def sample(
+    prompt: str | list[dict[str, Any]],
+    *,
+    max_tokens: int = 512,
+    system_prompt: str | None = None,
+    temperature: float | None = None,
+    stop_sequences: list[str] | None = None,
+    model_preferences: dict[str, Any] | None = None,
+    include_context: str | None = None,
+    key: str | None = None,
+) -> Ask:
+    """Ask the client's model. ``prompt`` is a user message's text, or a list of messages."""
+    messages = (
+        [{"role": "user", "content": {"type": "text", "text": prompt}}] if isinstance(prompt, str) else list(prompt)
+    )
+    params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+    for name, value in (
+        ("systemPrompt", system_prompt),
+        ("temperature", temperature),
+        ("stopSequences", stop_sequences),
+        ("modelPreferences", model_preferences),
+        ("includeContext", include_context),
+    ):
+        if value is not None:
+            params[name] = value
+
+    def parse(k: str, raw: Any) -> SampleResult:
+        raw = _require_dict(k, raw)
+        content, role, model = raw.get("content"), raw.get("role"), raw.get("model")
+        if role not in ("assistant", "user") or not isinstance(model, str):
+            raise AnswerInvalid(k, "a sampling result needs role and model")
+        blocks = content if isinstance(content, list) else [content]
+        if not blocks or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks):
+            raise AnswerInvalid(k, "a sampling result needs content blocks")
+        stop = raw.get("stopReason")
+        return SampleResult(role, content, model, stop if isinstance(stop, str) else None)
+
+    return Ask("sampling/createMessage", params, "sampling", "sample", key, parse)
+
+
+def list_roots(*, key: str | None = None) -> Ask:
+    def parse(k: str, raw: Any) -> list[Root]:
+        raw = _require_dict(k, raw)
+        roots = raw.get("roots")
+        if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots):
+            raise AnswerInvalid(k, "roots must be a list of objects with a uri")
+        return [Root(r["uri"], r.get("name") if isinstance(r.get("name"), str) else None) for r in roots]
+
+    return Ask("roots/list", {}, "roots", "roots", key, parse)

@@ -1,0 +1,278 @@
+"""The 2026-07-28 round engine: the replay rule.
+
+An attempt runs the handler from the start. An ask whose answer is known (from
+this request's ``inputResponses`` or from earlier rounds carried in the sealed
+``requestState``) returns it; an ask without one is recorded and ends the
+attempt. Asks started together (``asyncio.gather``, a TaskGroup, ``ask_all``)
+all register before the attempt ends, so they share one round. The engine then
+answers ``input_required`` with the pending asks and a new sealed state holding
+every answer so far and the handler's ``ctx.state``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import signals
+from ..conf import mcp_settings
+from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
+from ..registry import Handler
+from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
+from .call import Call
+from .invoke import invoke, make_context
+from .kinds import Ask
+
+# How many loop turns sibling asks get to register before an attempt ends.
+_SETTLE_TURNS = 16
+
+
+class InputRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """Ends an attempt whose asks have no answer yet.
+
+    A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
+    """
+
+
+class RoundCapExceeded(StateRefused):
+    def __init__(self, cap: int) -> None:
+        super().__init__(Reason.ROUND_CAP)
+        self.message = f"this request needed more than {cap} rounds of input"
+        self.args = (self.message,)
+
+
+def missing_capability(ask: Ask) -> MCPError:
+    required = ask.required_capability()
+    return MCPError(
+        MISSING_CAPABILITY,
+        f"this request needs the client capability {ask.capability!r}, which it did not declare",
+        {"requiredCapabilities": required},
+    )
+
+
+class ReplayBackend:
+    """Answers asks from what the client has already said, or records them as pending."""
+
+    def __init__(
+        self,
+        call: Call,
+        known: dict[str, dict[str, Any]],
+        asked: dict[str, str] | None,
+        responses: dict[str, Any],
+    ) -> None:
+        self.call = call
+        self.known = known
+        self.responses = responses
+        # None: no requestState, so this round's answers are matched by key alone.
+        self.asked = asked
+        self.pending: dict[str, Ask] = {}
+        self.used: dict[str, dict[str, Any]] = {}
+        self.error: MCPError | None = None
+        self.wake: asyncio.Event | None = None
+        self._default_keys: dict[str, int] = {}
+
+    def _key(self, ask: Ask) -> str:
+        if ask.key:
+            return ask.key
+        base = ask.default_key()
+        n = self._default_keys.get(base, 0) + 1
+        self._default_keys[base] = n
+        # The same question asked twice in one attempt gets distinct, deterministic keys.
+        return base if n == 1 else f"{base}-{n}"
+
+    def _answer(self, key: str, ask: Ask) -> tuple[bool, Any]:
+        digest = ask.digest
+        if key in self.responses:
+            asked = self.asked.get(key) if self.asked is not None else digest
+            if asked == digest:
+                return True, self.responses[key]
+        record = self.known.get(key)
+        if record is not None and record["q"] == digest:
+            return True, record["a"]
+        return False, None
+
+    def _lookup(self, asks: Sequence[Ask]) -> tuple[list[Any], bool]:
+        values: list[Any] = []
+        missing = False
+        for ask in asks:
+            key = self._key(ask)
+            ask.key = key
+            found, raw = self._answer(key, ask)
+            if found:
+                try:
+                    values.append(ask.parse(key, raw))
+                except MCPError as exc:
+                    self.error = exc
+                    raise
+                self.used[key] = {"q": ask.digest, "a": raw}
+                continue
+            if not self.call.capabilities.supports(ask.capability):
+                self.error = missing_capability(ask)
+                raise self.error
+            self.pending[key] = ask
+            values.append(None)
+            missing = True
+        return values, missing
+
+    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
+        values, missing = self._lookup(asks)
+        if missing:
+            raise InputRequired
+        return values
+
+    async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
+        values, missing = self._lookup(asks)
+        if missing:
+            if self.wake is not None:
+                self.wake.set()
+            # Park until the engine ends the attempt (it cancels this task).
+            await asyncio.get_running_loop().create_future()
+        return values
+
+    def carried_answers(self) -> dict[str, dict[str, Any]]:
+        return {**self.known, **self.used}
+
+
+@dataclass
+class Outcome:
+    """What one request's attempt came to."""
+
+    value: Any = None
+    input_required: dict[str, Any] | None = None
+    round: int = 0
+    asks: dict[str, str] = field(default_factory=dict)
+
+
+async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayBackend) -> tuple[bool, Any]:
+    """Run the handler once; (True, value) when it finished, (False, None) when asks are pending."""
+    if not handler.is_async:
+        try:
+            return True, await invoke(handler, kwargs_for(ctx), ctx)
+        except InputRequired:
+            return False, None
+    backend.wake = asyncio.Event()
+    task = asyncio.ensure_future(invoke(handler, kwargs_for(ctx), ctx))
+    waiter = asyncio.ensure_future(backend.wake.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            seen = -1
+            for _ in range(_SETTLE_TURNS):
+                if len(backend.pending) == seen or task.done():
+                    break
+                seen = len(backend.pending)
+                for _ in range(4):
+                    await asyncio.sleep(0)
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        waiter.cancel()
+    if task.done() and not backend.pending:
+        return True, task.result()
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved: an attempt that ended owes nobody its error
+    return False, None
+
+
+async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
+    """Serve one tools/call, prompts/get or resources/read under the replay rule."""
+    params = call.params
+    responses = params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise InvalidParams("inputResponses must be an object")
+    token = params.get("requestState")
+    claims: Claims | None = None
+    if token is not None:
+        try:
+            claims = unseal(
+                token,
+                method=call.method,
+                target=call.target,
+                principal=call.principal.digest,
+                digest=params_digest(params),
+            )
+        except StateRefused as refusal:
+            await refused(call, handler.kind, refusal.reason)
+            raise
+    backend = ReplayBackend(
+        call,
+        known=claims.answers if claims else {},
+        asked=claims.asked if claims else None,
+        responses=responses,
+    )
+    ctx = make_context(handler, call, backend, dict(claims.state) if claims else {})
+    error: BaseException | None = None
+    finished, value = False, None
+    try:
+        finished, value = await _attempt(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
+    except BaseException as exc:  # noqa: BLE001 - sorted out below, after the engine's own errors
+        error = exc
+    if backend.error is not None:
+        if backend.error.code == MISSING_CAPABILITY:
+            await signals.capability_missing.asend(handler.kind, event=_event(call, "missing_capability"))
+        raise backend.error
+    if error is not None and not (backend.pending and isinstance(error, Exception)):
+        raise error
+    if finished and not backend.pending:
+        return Outcome(value=value, round=claims.round if claims else 0)
+    round_no = (claims.round if claims else 0) + 1
+    if round_no > mcp_settings.MAX_INPUT_ROUNDS:
+        refusal = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
+        await refused(call, handler.kind, refusal.reason)
+        raise refusal
+    new_state = seal(
+        Claims(
+            method=call.method,
+            target=call.target,
+            principal=call.principal.digest,
+            digest=params_digest(params),
+            round=round_no,
+            answers=backend.carried_answers(),
+            asked={key: ask.digest for key, ask in backend.pending.items()},
+            state={str(k): str(v) for k, v in ctx.state.items()},
+        )
+    )
+    if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
+        raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
+    asks = {key: ask.method for key, ask in backend.pending.items()}
+    if mcp_settings.AUDIT_ROUNDS:
+        event = _event(call, "round")
+        event.round, event.asks = round_no, asks
+        await signals.round_started.asend(handler.kind, event=event)
+    return Outcome(
+        input_required={
+            "resultType": "input_required",
+            "inputRequests": {key: ask.wire() for key, ask in backend.pending.items()},
+            "requestState": new_state,
+        },
+        round=round_no,
+        asks=asks,
+    )
+
+
+def _event(call: Call, kind: str) -> signals.Event:
+    return signals.Event(
+        kind=kind,
+        era=call.era,
+        transport=call.transport,
+        method=call.method,
+        target=call.target,
+        principal=call.principal,
+        request_id=call.request_id,
+        client_address=call.client_address,
+        version=call.version,
+    )
+
+
+async def refused(call: Call, sender: str, reason: str) -> None:
+    event = _event(call, "state_refused")
+    event.reason = str(reason)
+    started = time.perf_counter()
+    await signals.state_refused.asend(sender, event=event)
+    event.duration_ms = (time.perf_counter() - started) * 1000

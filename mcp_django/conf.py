@@ -1,0 +1,161 @@
+"""The ``MCP_DJANGO`` settings dict, read through one object.
+
+Every property reads ``django.conf.settings`` on access, so ``override_settings``
+works in tests and nothing is written back into the settings module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
+
+DEFAULTS: dict[str, Any] = {
+    # Secret(s) the requestState keys are derived from. A list rotates keys: the
+    # first seals, every one verifies. None: a random key per process.
+    "REQUEST_STATE_KEY": None,
+    # Seal requestState with AES-256-GCM (the client cannot read it) instead of
+    # signing it with HMAC-SHA256 (readable, tamper-evident).
+    "ENCRYPT_REQUEST_STATE": False,
+    # Seconds a requestState stays valid after it is issued.
+    "REQUEST_STATE_LIFETIME": 600,
+    # A longer requestState is refused before anything decodes it.
+    "MAX_REQUEST_STATE_BYTES": 64 * 1024,
+    # The most input_required rounds one request may take.
+    "MAX_INPUT_ROUNDS": 10,
+    # Serve callers that present no credentials, as the anonymous principal.
+    "ALLOW_ANONYMOUS": False,
+    # DRF authentication classes, tried in order.
+    "AUTHENTICATION_CLASSES": [
+        "mcp_django.auth.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    # Browser origins allowed besides the endpoint's own; "*" allows any.
+    "ALLOWED_ORIGINS": [],
+    # The largest request body accepted, in bytes.
+    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    # The name of the module discovered in each installed app.
+    "HANDLER_MODULE": "mcp",
+    "SERVER_NAME": "mcp-django",
+    "SERVER_TITLE": None,
+    "INSTRUCTIONS": None,
+    # Caching hints on list results and resources/read (2026-07-28).
+    "LIST_TTL_MS": 0,
+    "CACHE_SCOPE": "private",
+    # Seconds a legacy server-to-client request waits for the client's reply.
+    "ASK_TIMEOUT": 300,
+    # Write an audit row for each input round and completion (refusals always).
+    "AUDIT_ROUNDS": True,
+}
+
+
+class MCPSettings:
+    """Typed access to ``settings.MCP_DJANGO`` merged over ``DEFAULTS``."""
+
+    def __init__(self) -> None:
+        # Values are parsed once and cached: they sit on the per-request path.
+        # The cache is dropped whenever Django reports MCP_DJANGO changed.
+        self._cache: dict[str, Any] = {}
+
+    def _get(self, name: str) -> Any:
+        user = getattr(settings, "MCP_DJANGO", None) or {}
+        return user.get(name, DEFAULTS[name])
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.isupper():
+            cache = object.__getattribute__(self, "_cache")
+            try:
+                return cache[name]
+            except KeyError:
+                value = object.__getattribute__(self, name)
+                cache[name] = value
+                return value
+        return object.__getattribute__(self, name)
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+    @property
+    def REQUEST_STATE_KEY(self) -> list[bytes] | None:
+        value = self._get("REQUEST_STATE_KEY")
+        if value in (None, "", [], ()):
+            return None
+        values = value if isinstance(value, (list, tuple)) else [value]
+        return [v.encode() if isinstance(v, str) else bytes(v) for v in values if v]
+
+    @property
+    def ENCRYPT_REQUEST_STATE(self) -> bool:
+        return bool(self._get("ENCRYPT_REQUEST_STATE"))
+
+    @property
+    def REQUEST_STATE_LIFETIME(self) -> int:
+        return int(self._get("REQUEST_STATE_LIFETIME"))
+
+    @property
+    def MAX_REQUEST_STATE_BYTES(self) -> int:
+        return int(self._get("MAX_REQUEST_STATE_BYTES"))
+
+    @property
+    def MAX_INPUT_ROUNDS(self) -> int:
+        return int(self._get("MAX_INPUT_ROUNDS"))
+
+    @property
+    def ALLOW_ANONYMOUS(self) -> bool:
+        return bool(self._get("ALLOW_ANONYMOUS"))
+
+    @property
+    def AUTHENTICATION_CLASSES(self) -> list[type]:
+        return [import_string(p) if isinstance(p, str) else p for p in self._get("AUTHENTICATION_CLASSES")]
+
+    @property
+    def ALLOWED_ORIGINS(self) -> list[str]:
+        return list(self._get("ALLOWED_ORIGINS"))
+
+    @property
+    def MAX_REQUEST_BYTES(self) -> int:
+        return int(self._get("MAX_REQUEST_BYTES"))
+
+    @property
+    def HANDLER_MODULE(self) -> str:
+        return str(self._get("HANDLER_MODULE"))
+
+    @property
+    def SERVER_NAME(self) -> str:
+        return str(self._get("SERVER_NAME"))
+
+    @property
+    def SERVER_TITLE(self) -> str | None:
+        return self._get("SERVER_TITLE")
+
+    @property
+    def INSTRUCTIONS(self) -> str | None:
+        return self._get("INSTRUCTIONS")
+
+    @property
+    def LIST_TTL_MS(self) -> int:
+        return int(self._get("LIST_TTL_MS"))
+
+    @property
+    def CACHE_SCOPE(self) -> str:
+        return str(self._get("CACHE_SCOPE"))
+
+    @property
+    def ASK_TIMEOUT(self) -> float:
+        return float(self._get("ASK_TIMEOUT"))
+
+    @property
+    def AUDIT_ROUNDS(self) -> bool:
+        return bool(self._get("AUDIT_ROUNDS"))
+
+
+mcp_settings = MCPSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("MCP_DJANGO", "DEBUG", "SECRET_KEY"):
+        mcp_settings.reload()
+
+
+setting_changed.connect(_reload)

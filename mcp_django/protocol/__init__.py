@@ -1,0 +1,1 @@
+"""The wire protocol: JSON-RPC messages, revisions and method dispatch."""

@@ -1,0 +1,260 @@
+"""Method dispatch: what each MCP method does, whatever transport brought it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .. import __version__, content, schema
+from ..asks import replay
+from ..asks.call import Call
+from ..asks.invoke import run_in_thread
+from ..conf import mcp_settings
+from ..registry import Handler, Registry, ResourceTemplate, Tool
+from .jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY, InvalidParams, MCPError
+from .revisions import ALL_VERSIONS, META_SERVER_INFO
+
+logger = logging.getLogger("mcp_django")
+
+Engine = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
+
+# The engine each era runs asks with; the legacy engine registers itself here.
+ENGINES: dict[str, Engine] = {"modern": replay.run}
+
+MODERN_METHODS = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+
+
+def server_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
+    if mcp_settings.SERVER_TITLE:
+        info["title"] = mcp_settings.SERVER_TITLE
+    return info
+
+
+def server_capabilities(era: str) -> dict[str, Any]:
+    caps: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": {}, "completions": {}}
+    if era == "legacy":
+        caps["logging"] = {}
+        caps["resources"] = {"subscribe": True}
+    return caps
+
+
+class Dispatcher:
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+            "server/discover": self.discover,
+            "tools/list": self.list_tools,
+            "tools/call": self.call_tool,
+            "prompts/list": self.list_prompts,
+            "prompts/get": self.get_prompt,
+            "resources/list": self.list_resources,
+            "resources/templates/list": self.list_templates,
+            "resources/read": self.read_resource,
+            "completion/complete": self.complete,
+        }
+
+    async def handle(self, call: Call) -> dict[str, Any]:
+        """The result of one request, or :class:`MCPError`."""
+        method = self.methods.get(call.method)
+        if method is None or (call.era == "modern" and call.method not in MODERN_METHODS):
+            raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        result = await method(call)
+        if call.era == "modern":
+            result.setdefault("resultType", "complete")
+        return result
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _cache_hints(call: Call, result: dict[str, Any]) -> dict[str, Any]:
+        if call.era == "modern":
+            result["ttlMs"] = mcp_settings.LIST_TTL_MS
+            result["cacheScope"] = mcp_settings.CACHE_SCOPE
+        return result
+
+    @staticmethod
+    def _anonymous_allowed(handler: Handler, call: Call) -> bool:
+        if not call.principal.is_anonymous:
+            return True
+        return handler.allow_anonymous is not False
+
+    async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
+        handlers = [h for h in handlers if self._anonymous_allowed(h, call)]
+        if not any(h.guarded for h in handlers):
+            return handlers
+        request = call.request
+
+        def check() -> list[Handler]:
+            return [h for h in handlers if not h.guarded or h.has_permission(call.principal.user, _drf(request, call))]
+
+        return await run_in_thread(check)
+
+    async def _allowed(self, call: Call, handler: Handler) -> bool:
+        if not self._anonymous_allowed(handler, call):
+            return False
+        if not handler.guarded:
+            return True
+        request = call.request
+        return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
+
+    async def _run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
+        return await ENGINES[call.era](handler, arguments, call)
+
+    # -- methods ------------------------------------------------------------------------
+
+    async def discover(self, call: Call) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(ALL_VERSIONS),
+            "capabilities": server_capabilities("modern"),
+            "_meta": {META_SERVER_INFO: server_info()},
+        }
+        if mcp_settings.INSTRUCTIONS:
+            result["instructions"] = mcp_settings.INSTRUCTIONS
+        return self._cache_hints(call, result)
+
+    async def list_tools(self, call: Call) -> dict[str, Any]:
+        tools = await self._visible(call, list(self.registry.tools.values()))
+        return self._cache_hints(call, {"tools": [t.descriptor() for t in tools]})
+
+    async def list_prompts(self, call: Call) -> dict[str, Any]:
+        prompts = await self._visible(call, list(self.registry.prompts.values()))
+        return self._cache_hints(call, {"prompts": [p.descriptor() for p in prompts]})
+
+    async def list_resources(self, call: Call) -> dict[str, Any]:
+        resources = await self._visible(call, list(self.registry.resources.values()))
+        return self._cache_hints(call, {"resources": [r.descriptor() for r in resources]})
+
+    async def list_templates(self, call: Call) -> dict[str, Any]:
+        templates = await self._visible(call, list(self.registry.templates.values()))
+        return self._cache_hints(call, {"resourceTemplates": [t.descriptor() for t in templates]})
+
+    async def call_tool(self, call: Call) -> dict[str, Any]:
+        name = call.params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("params.name must be a string")
+        tool = self.registry.tools.get(name)
+        if tool is None or not await self._allowed(call, tool):
+            raise InvalidParams(f"Unknown tool: {name}")
+        arguments = call.params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise InvalidParams("params.arguments must be an object")
+        problems = _argument_problems(tool, arguments)
+        if problems:
+            return content.error_result("Invalid arguments: " + "; ".join(problems))
+        try:
+            outcome = await self._run(tool, arguments, call)
+        except content.ToolError as exc:
+            return content.error_result(str(exc))
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("tool %s failed", name)
+            return content.error_result(f"Error executing tool {name}")
+        if outcome.input_required is not None:
+            return outcome.input_required
+        return content.tool_result(outcome.value)
+
+    async def get_prompt(self, call: Call) -> dict[str, Any]:
+        name = call.params.get("name")
+        prompt = self.registry.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None or not await self._allowed(call, prompt):
+            raise InvalidParams(f"Unknown prompt: {name}")
+        arguments = call.params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise InvalidParams("params.arguments must be an object of strings")
+        missing = [a["name"] for a in prompt.arguments if a["required"] and a["name"] not in arguments]
+        if missing:
+            raise InvalidParams(f"missing required arguments: {', '.join(missing)}")
+        known = {a["name"] for a in prompt.arguments}
+        outcome = await self._guarded_run(prompt, {k: v for k, v in arguments.items() if k in known}, call)
+        if outcome.input_required is not None:
+            return outcome.input_required
+        result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
+        if prompt.description:
+            result["description"] = prompt.description
+        return result
+
+    async def read_resource(self, call: Call) -> dict[str, Any]:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("params.uri must be a string")
+        found = self.registry.find_resource(uri)
+        if found is None or not await self._allowed(call, found[0]):
+            code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+            raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+        handler, variables = found
+        outcome = await self._guarded_run(handler, variables, call)
+        if outcome.input_required is not None:
+            return outcome.input_required
+        mime = getattr(handler, "mime_type", None)
+        value = outcome.value
+        if isinstance(value, list) and all(isinstance(v, dict) and "uri" in v for v in value):
+            contents = value
+        else:
+            contents = [content.resource_contents(uri, value, mime)]
+        return self._cache_hints(call, {"contents": contents})
+
+    async def _guarded_run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
+        try:
+            return await self._run(handler, arguments, call)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("%s %s failed", handler.kind, handler.name)
+            raise MCPError(INTERNAL_ERROR, f"Error in {handler.kind} {handler.name}") from None
+
+    async def complete(self, call: Call) -> dict[str, Any]:
+        ref = call.params.get("ref")
+        argument = call.params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams("params.ref and params.argument are required")
+        completer = None
+        if ref.get("type") == "ref/prompt":
+            prompt = self.registry.prompts.get(ref.get("name"))
+            completer = prompt.completions.get(argument.get("name")) if prompt else None
+        elif ref.get("type") == "ref/resource":
+            found = self.registry.find_resource(ref.get("uri", "")) or (
+                (self.registry.templates.get(ref.get("uri", "")), {}) if ref.get("uri") in self.registry.templates else None
+            )
+            handler = found[0] if found else None
+            if isinstance(handler, ResourceTemplate):
+                completer = handler.completions.get(argument.get("name"))
+        values: list[str] = []
+        if completer is not None:
+            value = argument.get("value", "")
+            out = completer(value)
+            if hasattr(out, "__await__"):
+                out = await out
+            values = [str(v) for v in out][:100]
+        return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+
+
+def _argument_problems(tool: Tool, arguments: dict[str, Any]) -> list[str]:
+    problems = schema.validate(arguments, tool.input_schema)
+    if tool.accepts is not None:
+        problems += [f"{name}: unexpected argument" for name in arguments if name not in tool.accepts]
+    return problems
+
+
+def _drf(request: Any, call: Call) -> Any:
+    from rest_framework.request import Request
+
+    drf = Request(request)
+    drf.user = call.principal.user
+    return drf

@@ -1,0 +1,148 @@
+"""Protocol revisions we serve and the per-request fields of 2026-07-28."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jsonrpc import HEADER_MISMATCH, UNSUPPORTED_VERSION, InvalidParams, MCPError
+
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+LATEST_MODERN = MODERN_VERSIONS[0]
+LATEST_LEGACY = LEGACY_VERSIONS[0]
+ALL_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
+
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+
+# Methods whose params name a target, and the header that must repeat it.
+NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+@dataclass(frozen=True)
+class ClientCapabilities:
+    """What the client said it can answer, for this request (or session)."""
+
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def supports(self, kind: str) -> bool:
+        """``"elicitation"``/``"elicitation.form"``, ``"elicitation.url"``, ``"sampling"``, ``"roots"``, ..."""
+        head, _, sub = kind.partition(".")
+        value = self.raw.get(head)
+        if not isinstance(value, dict):
+            return False
+        if head == "elicitation":
+            # `elicitation: {}` declares form mode only; `{url: {}}` alone is URL mode only.
+            if sub in ("", "form"):
+                return not value or "form" in value
+            return sub in value
+        return not sub or sub in value
+
+    def __contains__(self, kind: str) -> bool:
+        return self.supports(kind)
+
+
+@dataclass(frozen=True)
+class RequestMeta:
+    version: str
+    capabilities: ClientCapabilities
+    client_info: dict[str, Any] | None
+    log_level: str | None = None
+
+
+def read_meta(params: dict[str, Any]) -> RequestMeta:
+    """The 2026-07-28 per-request fields, present and well-formed (-32602).
+
+    The version is checked afterwards by :func:`check_version`, after the
+    transport has compared its headers with it: a mismatch is reported first.
+    """
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise InvalidParams("params._meta is required and must be an object")
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str) or not version:
+        raise InvalidParams(f"params._meta[{META_VERSION!r}] is required")
+    caps = meta.get(META_CAPABILITIES)
+    if not isinstance(caps, dict):
+        raise InvalidParams(f"params._meta[{META_CAPABILITIES!r}] is required and must be an object")
+    info = meta.get(META_CLIENT_INFO)
+    level = meta.get(META_LOG_LEVEL)
+    return RequestMeta(
+        version=version,
+        capabilities=ClientCapabilities(caps),
+        client_info=info if isinstance(info, dict) else None,
+        log_level=level if isinstance(level, str) else None,
+    )
+
+
+def check_version(meta: RequestMeta) -> None:
+    if meta.version not in MODERN_VERSIONS:
+        raise MCPError(
+            UNSUPPORTED_VERSION,
+            f"unsupported protocol version {meta.version!r}",
+            {"supported": list(MODERN_VERSIONS), "requested": meta.version},
+        )
+
+
+def decode_header_value(value: str) -> str:
+    """Header values outside ASCII arrive as ``=?base64?...?=``."""
+    value = value.strip(" \t")
+    if value.startswith("=?base64?") and value.endswith("?=") and len(value) >= 11:
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise MCPError(HEADER_MISMATCH, "a header's base64 value does not decode") from None
+    return value
+
+
+def check_headers(headers: dict[str, str], method: str, params: dict[str, Any], meta: RequestMeta) -> None:
+    """Headers must repeat what the body says (2026-07-28 Streamable HTTP)."""
+    version = headers.get("mcp-protocol-version")
+    if version is None:
+        raise MCPError(HEADER_MISMATCH, "the MCP-Protocol-Version header is required")
+    if version != meta.version:
+        raise MCPError(HEADER_MISMATCH, "the MCP-Protocol-Version header does not match params._meta")
+    header_method = headers.get("mcp-method")
+    if header_method is None:
+        raise MCPError(HEADER_MISMATCH, "the Mcp-Method header is required")
+    if decode_header_value(header_method) != method:
+        raise MCPError(HEADER_MISMATCH, "the Mcp-Method header does not match the request's method")
+    field_name = NAMED_METHODS.get(method)
+    if field_name is not None:
+        header_name = headers.get("mcp-name")
+        if header_name is None:
+            raise MCPError(HEADER_MISMATCH, "the Mcp-Name header is required for " + method)
+        if decode_header_value(header_name) != params.get(field_name):
+            raise MCPError(HEADER_MISMATCH, f"the Mcp-Name header does not match params.{field_name}")
+
+
+def _header_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else str(value)
+
+
+def check_param_headers(headers: dict[str, str], input_schema: dict[str, Any], arguments: dict[str, Any]) -> None:
+    """Arguments a tool mirrors into ``Mcp-Param-*`` headers must match them (-32020)."""
+    properties = input_schema.get("properties")
+    if not isinstance(properties, dict):
+        return
+    for name, prop in properties.items():
+        header = prop.get("x-mcp-header") if isinstance(prop, dict) else None
+        if not isinstance(header, str):
+            continue
+        raw = headers.get("mcp-param-" + header.lower())
+        if name not in arguments:
+            if raw is not None:
+                raise MCPError(HEADER_MISMATCH, f"the Mcp-Param-{header} header has no matching argument")
+            continue
+        if raw is None:
+            raise MCPError(HEADER_MISMATCH, f"the Mcp-Param-{header} header is required")
+        if decode_header_value(raw) != _header_text(arguments[name]):
+            raise MCPError(HEADER_MISMATCH, f"the Mcp-Param-{header} header does not match arguments.{name}")

@@ -1,0 +1,350 @@
+"""Tools, prompts and resources registered in code, and the decorators that register them."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from . import schema as schemas
+
+TOOL_NAME_MAX = 64
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+Func = Callable[..., Any]
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    from .asks.context import Context
+
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] in ("Context", "SyncContext", "AsyncContext")
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _context_param(func: Func) -> str | None:
+    try:
+        hints = get_type_hints(func)
+    except Exception:
+        hints = {}
+    for name, param in inspect.signature(func).parameters.items():
+        annotation = hints.get(name, param.annotation)
+        if name == "ctx" or _is_context_annotation(annotation):
+            return name
+    return None
+
+
+def _dotted(func: Any) -> str:
+    target = getattr(func, "view_class", None) or getattr(func, "cls", None) or func
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+def _describe(func: Func, description: str | None) -> str:
+    if description is not None:
+        return description
+    doc = inspect.getdoc(func) or ""
+    return doc.split("\n\n", 1)[0].strip()
+
+
+@dataclass(eq=False)
+class Handler:
+    """What every registered handler shares."""
+
+    name: str
+    func: Func
+    description: str = ""
+    title: str | None = None
+    permissions: tuple[str, ...] = ()
+    permission_classes: tuple[Any, ...] = ()
+    allow_anonymous: bool | None = None
+    meta: dict[str, Any] | None = None
+    source: str = ""
+    context_param: str | None = None
+    is_async: bool = False
+    kind: str = "handler"
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.func)
+        if self.context_param is None:
+            self.context_param = _context_param(self.func)
+        if not self.source:
+            self.source = _dotted(self.func)
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.permissions or self.permission_classes)
+
+    def has_permission(self, user: Any, request: Any) -> bool:
+        """Sync: permission checks may query the database."""
+        if self.permissions and not user.has_perms(self.permissions):
+            return False
+        for cls in self.permission_classes:
+            if not cls().has_permission(request, self):
+                return False
+        return True
+
+    def kwargs(self, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        kwargs = dict(arguments)
+        if self.context_param:
+            kwargs[self.context_param] = ctx
+        return kwargs
+
+    def descriptor(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class Tool(Handler):
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    # Names of the parameters the handler accepts from arguments; None: it takes **kwargs.
+    accepts: frozenset[str] | None = None
+    kind: str = "tool"
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            out["title"] = self.title
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+@dataclass(eq=False)
+class Prompt(Handler):
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    completions: dict[str, Func] = field(default_factory=dict)
+    kind: str = "prompt"
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments}
+        if self.title:
+            out["title"] = self.title
+        return out
+
+
+@dataclass(eq=False)
+class Resource(Handler):
+    uri: str = ""
+    mime_type: str | None = None
+    kind: str = "resource"
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                out[key] = value
+        return out
+
+
+@dataclass(eq=False)
+class ResourceTemplate(Handler):
+    uri_template: str = ""
+    mime_type: str | None = None
+    completions: dict[str, Func] = field(default_factory=dict)
+    kind: str = "template"
+    pattern: re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        parts = _TEMPLATE_VAR.split(self.uri_template)
+        regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts))
+        self.pattern = re.compile(f"^{regex}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        assert self.pattern is not None
+        m = self.pattern.match(uri)
+        return m.groupdict() if m else None
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                out[key] = value
+        return out
+
+
+class Registry:
+    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, Tool] = {}
+        self.prompts: dict[str, Prompt] = {}
+        self.resources: dict[str, Resource] = {}
+        self.templates: dict[str, ResourceTemplate] = {}
+        # (kind, name, source) of registrations that reused a taken name; a system check reports them.
+        self.duplicates: list[tuple[str, str, str]] = []
+
+    # -- registration ---------------------------------------------------------
+
+    def _add(self, table: dict[str, Any], item: Handler, key: str) -> None:
+        if key in table and table[key].source != item.source:
+            self.duplicates.append((item.kind, key, item.source))
+            return
+        table[key] = item
+
+    def add_tool(self, tool: Tool) -> Tool:
+        self._add(self.tools, tool, tool.name)
+        return tool
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        permissions: Iterable[str] = (),
+        permission_classes: Iterable[Any] = (),
+        allow_anonymous: bool | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Callable[[Func], Func]:
+        """Register a sync or async function as a tool.
+
+        The input schema comes from the signature (``ctx`` excluded) unless given.
+        """
+
+        def decorator(func: Func) -> Func:
+            ctx_param = _context_param(func)
+            sig = inspect.signature(func)
+            takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+            accepts = None if takes_any else frozenset(n for n in sig.parameters if n != ctx_param)
+            self.add_tool(
+                Tool(
+                    name=name or func.__name__,
+                    func=func,
+                    description=_describe(func, description),
+                    title=title,
+                    input_schema=input_schema
+                    or schemas.signature_schema(func, skip={ctx_param} if ctx_param else set()),
+                    output_schema=output_schema,
+                    annotations=annotations,
+                    permissions=tuple(permissions),
+                    permission_classes=tuple(permission_classes),
+                    allow_anonymous=allow_anonymous,
+                    meta=meta,
+                    context_param=ctx_param,
+                    accepts=accepts,
+                )
+            )
+            return func
+
+        return decorator
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        permissions: Iterable[str] = (),
+        permission_classes: Iterable[Any] = (),
+        allow_anonymous: bool | None = None,
+        completions: dict[str, Func] | None = None,
+    ) -> Callable[[Func], Func]:
+        """Register a function returning a string, a message or a list of messages."""
+
+        def decorator(func: Func) -> Func:
+            ctx_param = _context_param(func)
+            params = schemas.signature_schema(func, skip={ctx_param} if ctx_param else set())
+            required = set(params.get("required", []))
+            arguments = []
+            for arg, arg_schema in params["properties"].items():
+                entry: dict[str, Any] = {"name": arg, "required": arg in required}
+                if arg_schema.get("description"):
+                    entry["description"] = arg_schema["description"]
+                arguments.append(entry)
+            item = Prompt(
+                name=name or func.__name__,
+                func=func,
+                description=_describe(func, description),
+                title=title,
+                arguments=arguments,
+                completions=dict(completions or {}),
+                permissions=tuple(permissions),
+                permission_classes=tuple(permission_classes),
+                allow_anonymous=allow_anonymous,
+                context_param=ctx_param,
+            )
+            self._add(self.prompts, item, item.name)
+            return func
+
+        return decorator
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        permissions: Iterable[str] = (),
+        permission_classes: Iterable[Any] = (),
+        allow_anonymous: bool | None = None,
+        completions: dict[str, Func] | None = None,
+    ) -> Callable[[Func], Func]:
+        """Register a resource; a URI with ``{placeholders}`` registers a template."""
+
+        def decorator(func: Func) -> Func:
+            common: dict[str, Any] = dict(
+                name=name or func.__name__,
+                func=func,
+                description=_describe(func, description),
+                title=title,
+                mime_type=mime_type,
+                permissions=tuple(permissions),
+                permission_classes=tuple(permission_classes),
+                allow_anonymous=allow_anonymous,
+            )
+            if _TEMPLATE_VAR.search(uri):
+                item = ResourceTemplate(uri_template=uri, completions=dict(completions or {}), **common)
+                self._add(self.templates, item, uri)
+            else:
+                self._add(self.resources, Resource(uri=uri, **common), uri)
+            return func
+
+        return decorator
+
+    # -- lookup ---------------------------------------------------------------
+
+    def find_resource(self, uri: str) -> tuple[Handler, dict[str, str]] | None:
+        resource = self.resources.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self.templates.values():
+            params = template.match(uri)
+            if params is not None:
+                return template, params
+        return None
+
+    def all_handlers(self) -> list[Handler]:
+        return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]
+
+    @property
+    def guarded(self) -> bool:
+        return any(h.guarded for h in self.all_handlers())
+
+
+def name_problems(registry: Registry) -> list[str]:
+    """Tool names that clients refuse."""
+    out = []
+    for tool in registry.tools.values():
+        if len(tool.name) > TOOL_NAME_MAX:
+            out.append(f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters")
+        elif not _NAME_RE.match(tool.name):
+            out.append(f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'")
+    return out
+
+
+mcp = Registry()

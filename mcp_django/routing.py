@@ -1,0 +1,25 @@
+"""Routes for the project's ``asgi.py`` (Channels' ``URLRouter``).
+
+    from mcp_django.routing import mcp_urlpatterns
+    application = ProtocolTypeRouter({
+        "http": URLRouter([*mcp_urlpatterns(), re_path(r"", django_asgi_app)]),
+        "websocket": URLRouter(mcp_urlpatterns()),
+    })
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import path, re_path
+
+from .transports.asgi import MCPApplication
+
+application = MCPApplication()
+
+
+def mcp_urlpatterns(prefix: str = "mcp", app: Any = None) -> list[Any]:
+    """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike)."""
+    app = app or application
+    prefix = prefix.strip("/")
+    return [path(prefix, app), re_path(rf"^{prefix}/$", app)]

@@ -1,0 +1,335 @@
+"""JSON schemas derived from Python: signatures, dataclasses, TypedDicts, DRF serializers.
+
+Also a small validator for the subset of JSON Schema these produce (and that
+elicitation allows), so arguments and answers are checked without a runtime
+dependency on a full JSON Schema library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import enum
+import inspect
+import types
+import typing
+import uuid
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+_PRIMITIVES: dict[Any, dict[str, Any]] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    decimal.Decimal: {"type": "number"},
+    datetime.datetime: {"type": "string", "format": "date-time"},
+    datetime.date: {"type": "string", "format": "date"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
+    type(None): {"type": "null"},
+    Any: {},
+}
+
+
+def is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
+
+
+def is_serializer(tp: Any) -> bool:
+    try:
+        from rest_framework import serializers
+    except ImportError:  # pragma: no cover
+        return False
+    return (isinstance(tp, type) and issubclass(tp, serializers.BaseSerializer)) or isinstance(
+        tp, serializers.BaseSerializer
+    )
+
+
+def type_schema(tp: Any, *, _seen: frozenset[Any] = frozenset()) -> dict[str, Any]:
+    """The JSON schema of a Python annotation."""
+    origin = get_origin(tp)
+    if origin is typing.Annotated:
+        base, *extras = get_args(tp)
+        schema = dict(type_schema(base, _seen=_seen))
+        for extra in extras:
+            if isinstance(extra, str):
+                schema["description"] = extra
+            elif isinstance(extra, dict):
+                schema.update(extra)
+        return schema
+    if tp in _PRIMITIVES:
+        return dict(_PRIMITIVES[tp])
+    if origin is Literal:
+        values = list(get_args(tp))
+        schema: dict[str, Any] = {"enum": values}
+        kinds = {type(v) for v in values}
+        if len(kinds) == 1 and next(iter(kinds)) in _PRIMITIVES:
+            schema = {**_PRIMITIVES[next(iter(kinds))], "enum": values}
+        return schema
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        nullable = len(args) != len(get_args(tp))
+        if len(args) == 1:
+            inner = type_schema(args[0], _seen=_seen)
+            if nullable and "type" in inner and isinstance(inner["type"], str):
+                return {**inner, "type": [inner["type"], "null"]}
+            return {"anyOf": [inner, {"type": "null"}]} if nullable else inner
+        options = [type_schema(a, _seen=_seen) for a in args]
+        if nullable:
+            options.append({"type": "null"})
+        return {"anyOf": options}
+    if origin in (list, tuple, set, frozenset, typing.Sequence) or tp in (list, tuple, set):
+        args = get_args(tp)
+        schema = {"type": "array"}
+        if args and not (origin is tuple and len(args) != 2 and ... not in args):
+            schema["items"] = type_schema(args[0], _seen=_seen)
+        if origin in (set, frozenset):
+            schema["uniqueItems"] = True
+        return schema
+    if origin in (dict, typing.Mapping) or tp is dict:
+        args = get_args(tp)
+        schema = {"type": "object"}
+        if len(args) == 2 and args[1] is not Any:
+            schema["additionalProperties"] = type_schema(args[1], _seen=_seen)
+        return schema
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        values = [m.value for m in tp]
+        schema = {"enum": values}
+        if all(isinstance(v, str) for v in values):
+            schema["type"] = "string"
+        elif all(isinstance(v, int) for v in values):
+            schema["type"] = "integer"
+        return schema
+    if tp in _seen:
+        # Recursive types would make an endless schema; clients cannot take those.
+        return {"type": "object"}
+    if dataclasses.is_dataclass(tp) or is_typeddict(tp):
+        return object_schema(tp, _seen=_seen | {tp})
+    if is_serializer(tp):
+        return serializer_schema(tp)
+    return {}
+
+
+def object_schema(tp: Any, *, _seen: frozenset[Any] = frozenset()) -> dict[str, Any]:
+    """Object schema of a dataclass or TypedDict."""
+    hints = get_type_hints(tp, include_extras=True)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    if dataclasses.is_dataclass(tp):
+        for f in dataclasses.fields(tp):
+            properties[f.name] = type_schema(hints.get(f.name, Any), _seen=_seen)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                required.append(f.name)
+            elif f.default is not dataclasses.MISSING and _jsonable(f.default):
+                properties[f.name]["default"] = f.default
+    else:
+        required_keys = getattr(tp, "__required_keys__", frozenset(hints))
+        for name, hint in hints.items():
+            properties[name] = type_schema(hint, _seen=_seen)
+            if name in required_keys:
+                required.append(name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def signature_schema(func: Any, *, skip: set[str]) -> dict[str, Any]:
+    """The input schema of a handler: one property per parameter, except ``skip``."""
+    sig = inspect.signature(func)
+    hints = get_type_hints(func, include_extras=True)
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, param in sig.parameters.items():
+        if name in skip or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        schema = type_schema(hints.get(name, Any))
+        if param.default is inspect.Parameter.empty:
+            required.append(name)
+        elif _jsonable(param.default):
+            schema["default"] = param.default
+        properties[name] = schema
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def serializer_schema(serializer: Any, *, for_output: bool = False) -> dict[str, Any]:
+    """Object schema of a DRF serializer: writable fields as input, readable ones as output."""
+    instance = serializer() if isinstance(serializer, type) else serializer
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, f in instance.fields.items():
+        if for_output and f.write_only:
+            continue
+        if not for_output and f.read_only:
+            continue
+        schema = field_schema(f, for_output=for_output)
+        properties[name] = schema
+        if not for_output and f.required:
+            required.append(name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
+    from rest_framework import serializers as s
+
+    schema: dict[str, Any]
+    if isinstance(f, s.ListSerializer):
+        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
+    elif isinstance(f, s.BaseSerializer):
+        schema = serializer_schema(f, for_output=for_output)
+    elif isinstance(f, s.MultipleChoiceField):
+        schema = {"type": "array", "items": {"enum": [_choice(k) for k in f.choices]}, "uniqueItems": True}
+    elif isinstance(f, s.ChoiceField):
+        values = [_choice(k) for k in f.choices]
+        schema = {"enum": values}
+        if all(isinstance(v, str) for v in values):
+            schema["type"] = "string"
+        elif all(isinstance(v, int) for v in values):
+            schema["type"] = "integer"
+    elif isinstance(f, s.BooleanField):
+        schema = {"type": "boolean"}
+    elif isinstance(f, s.IntegerField):
+        schema = {"type": "integer"}
+        _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, (s.FloatField, s.DecimalField)):
+        schema = {"type": "number"}
+        _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, s.EmailField):
+        schema = {"type": "string", "format": "email"}
+    elif isinstance(f, s.URLField):
+        schema = {"type": "string", "format": "uri"}
+    elif isinstance(f, s.UUIDField):
+        schema = {"type": "string", "format": "uuid"}
+    elif isinstance(f, s.DateTimeField):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(f, s.DateField):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(f, s.ListField):
+        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
+        _bounds(schema, f, "minItems", "maxItems", attrs=("min_length", "max_length"))
+    elif isinstance(f, (s.DictField, s.JSONField, s.HStoreField)):
+        schema = {"type": "object"} if not isinstance(f, s.JSONField) else {}
+    elif isinstance(f, s.PrimaryKeyRelatedField):
+        schema = {"type": "integer"}
+    elif isinstance(f, s.ManyRelatedField):
+        schema = {"type": "array", "items": field_schema(f.child_relation, for_output=for_output)}
+    elif isinstance(f, s.CharField):
+        schema = {"type": "string"}
+        _bounds(schema, f, "minLength", "maxLength", attrs=("min_length", "max_length"))
+    else:
+        schema = {}
+    label = getattr(f, "label", None)
+    if label:
+        schema["title"] = str(label)
+    if getattr(f, "help_text", None):
+        schema["description"] = str(f.help_text)
+    default = getattr(f, "default", s.empty)
+    if default is not s.empty and not callable(default) and _jsonable(default):
+        schema["default"] = default
+    if getattr(f, "allow_null", False) and isinstance(schema.get("type"), str):
+        schema["type"] = [schema["type"], "null"]
+    return schema
+
+
+def _choice(value: Any) -> Any:
+    return value if _jsonable(value) else str(value)
+
+
+def _bounds(schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[str, str] = ("min_value", "max_value")) -> None:
+    for key, attr in zip((low, high), attrs, strict=True):
+        value = getattr(f, attr, None)
+        if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
+            schema[key] = int(value) if isinstance(value, int) else float(value)
+
+
+# -- validation -------------------------------------------------------------------
+
+_TYPES: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
+    or isinstance(v, float) and v.is_integer(),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def validate(value: Any, schema: dict[str, Any], *, root: dict[str, Any] | None = None, path: str = "") -> list[str]:
+    """Errors of ``value`` against ``schema`` (an empty list when it is valid).
+
+    Covers type, enum, const, required, properties, additionalProperties, items,
+    anyOf/oneOf/allOf, bounds and local ``$ref``; other keywords are not checked.
+    """
+    root = root if root is not None else schema
+    where = path or "value"
+    if not isinstance(schema, dict):
+        return []
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
+        return validate(value, target, root=root, path=path)
+    errors: list[str] = []
+    expected = schema.get("type")
+    if expected is not None:
+        kinds = expected if isinstance(expected, list) else [expected]
+        if not any(_TYPES.get(k, lambda v: True)(value) for k in kinds):
+            return [f"{where}: expected {' or '.join(kinds)}"]
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{where}: must be one of {schema['enum']!r}")
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{where}: must be {schema['const']!r}")
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            matches = sum(not validate(value, s, root=root, path=path) for s in schema[key])
+            if matches == 0 or (key == "oneOf" and matches > 1):
+                errors.append(f"{where}: does not match {key}")
+    for sub in schema.get("allOf", []):
+        errors.extend(validate(value, sub, root=root, path=path))
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        for name in schema.get("required", []):
+            if name not in value:
+                errors.append(f"{path + '.' if path else ''}{name}: this field is required")
+        extra = schema.get("additionalProperties", True)
+        for name, item in value.items():
+            sub_path = f"{path}.{name}" if path else name
+            if name in props:
+                errors.extend(validate(item, props[name], root=root, path=sub_path))
+            elif extra is False:
+                errors.append(f"{sub_path}: unexpected property")
+            elif isinstance(extra, dict):
+                errors.extend(validate(item, extra, root=root, path=sub_path))
+    if isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for i, item in enumerate(value):
+                errors.extend(validate(item, items, root=root, path=f"{path}[{i}]"))
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            errors.append(f"{where}: at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append(f"{where}: at most {schema['maxItems']} items")
+    if isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            errors.append(f"{where}: at least {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append(f"{where}: at most {schema['maxLength']} characters")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{where}: must be >= {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(f"{where}: must be <= {schema['maximum']}")
+    return errors

@@ -1,0 +1,140 @@
+"""The ASGI application serving the MCP endpoint (the fast path).
+
+It is mounted in the project's ``asgi.py`` beside Django's own application, so an
+MCP request does not go through Django's handler, middleware or request signals:
+those cost more CPU per request than the whole MCP exchange. Django's request
+object is still built when a handler or an authentication class needs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+from ..conf import mcp_settings
+from ..registry import Registry
+from .http import HttpEndpoint, HttpIn, HttpOut
+
+Scope = dict[str, Any]
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1").strip(" \t")
+        out[name] = f"{out[name]}, {value}" if name in out and name != "cookie" else value
+    return out
+
+
+def _client(scope: Scope) -> str | None:
+    client = scope.get("client")
+    return client[0] if client else None
+
+
+class MCPApplication:
+    """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, with Channels, websockets."""
+
+    def __init__(self, registry: Registry | None = None) -> None:
+        self._registry = registry
+        self._endpoint: HttpEndpoint | None = None
+        self._websocket: Any = None
+
+    @property
+    def endpoint(self) -> HttpEndpoint:
+        if self._endpoint is None:
+            from .. import registry as registry_module
+            from . import endpoint_for
+
+            self._endpoint = endpoint_for(self._registry or registry_module.mcp)
+        return self._endpoint
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self.http(scope, receive, send)
+        elif kind == "websocket":
+            if self._websocket is None:
+                from .websocket import websocket_application
+
+                self._websocket = websocket_application(self._registry)
+            await self._websocket(scope, receive, send)
+        elif kind == "lifespan":
+            message = await receive()
+            while message["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+                message = await receive()
+            await send({"type": "lifespan.shutdown.complete"})
+
+    async def http(self, scope: Scope, receive: Any, send: Any) -> None:
+        limit = mcp_settings.MAX_REQUEST_BYTES
+        chunks: list[bytes] = []
+        size = 0
+        too_large = False
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                too_large = True
+            elif chunk:
+                chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+
+        def request_factory() -> Any:
+            from django.core.handlers.asgi import ASGIRequest
+
+            return ASGIRequest(scope, io.BytesIO(body))
+
+        req = HttpIn(
+            method=scope["method"],
+            headers=_headers(scope),
+            body=body,
+            client_address=_client(scope),
+            request_factory=request_factory,
+            too_large=too_large,
+        )
+        disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            out = await self.endpoint.handle(req, disconnected)
+            await _send(out, send, disconnected)
+        finally:
+            disconnected.cancel()
+
+
+async def _wait_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _send(out: HttpOut, send: Any, disconnected: asyncio.Future[Any]) -> None:
+    if out.status == 499:  # the client went away; nobody to answer
+        return
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out.headers]
+    if out.events is None:
+        headers.append((b"content-length", str(len(out.body)).encode()))
+        await send({"type": "http.response.start", "status": out.status, "headers": headers})
+        await send({"type": "http.response.body", "body": out.body})
+        return
+    await send({"type": "http.response.start", "status": out.status, "headers": headers})
+    events = out.events
+    try:
+        while True:
+            next_chunk = asyncio.ensure_future(anext(events))
+            await asyncio.wait({next_chunk, disconnected}, return_when=asyncio.FIRST_COMPLETED)
+            if not next_chunk.done():
+                next_chunk.cancel()
+                return
+            try:
+                chunk = next_chunk.result()
+            except StopAsyncIteration:
+                break
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

@@ -1,0 +1,325 @@
+"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view).
+
+One POST carries one JSON-RPC message. The answer is JSON, or an SSE stream
+when the handler sends notifications (progress, log) before its result: the
+choice is made lazily, so a plain call never pays for a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from ..asks.call import Call
+from ..asks.invoke import run_in_thread
+from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate, may_carry_credentials
+from ..conf import mcp_settings
+from ..protocol import jsonrpc
+from ..protocol.dispatch import MODERN_METHODS, Dispatcher
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, dumps
+from ..protocol.revisions import (
+    LEGACY_VERSIONS,
+    check_headers,
+    check_param_headers,
+    check_version,
+    read_meta,
+)
+from ..registry import Registry
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+
+@dataclass
+class HttpIn:
+    """One HTTP request, as the transport received it."""
+
+    method: str
+    headers: dict[str, str]  # lower-case names, values with surrounding whitespace removed
+    body: bytes
+    client_address: str | None
+    request_factory: Callable[[], Any]
+    transport: str = "http"
+    # False where the server cannot stream (the WSGI view): answers are always JSON.
+    can_stream: bool = True
+    too_large: bool = False
+
+
+@dataclass
+class HttpOut:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    # When set, the response is an SSE stream of these chunks.
+    events: AsyncIterator[bytes] | None = None
+
+
+def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
+
+
+def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
+
+
+def sse_event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + dumps(message) + b"\n\n"
+
+
+def host_allowed(headers: dict[str, str]) -> bool:
+    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding)."""
+    host = headers.get("host", "")
+    domain, _port = split_domain_port(host)
+    allowed = settings.ALLOWED_HOSTS
+    if settings.DEBUG and not allowed:
+        allowed = [".localhost", "127.0.0.1", "[::1]"]
+    return bool(domain) and validate_host(domain, allowed)
+
+
+def origin_allowed(headers: dict[str, str]) -> bool:
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    allowed = mcp_settings.ALLOWED_ORIGINS
+    if "*" in allowed or origin in allowed:
+        return True
+    # Same origin: a browser page served by this site.
+    return urlsplit(origin).netloc == headers.get("host")
+
+
+def accepts(headers: dict[str, str], kind: str) -> bool:
+    accept = headers.get("accept", "*/*")
+    return kind in accept or "*/*" in accept
+
+
+def is_legacy(headers: dict[str, str], message: Any) -> bool:
+    """Era routing on one endpoint: sessions and handshake versions are legacy."""
+    if "mcp-session-id" in headers:
+        return True
+    version = headers.get("mcp-protocol-version")
+    if version is not None:
+        return version in LEGACY_VERSIONS
+    if not isinstance(message, dict):
+        return False
+    if message.get("method") == "initialize" or ("method" not in message and "id" in message):
+        return True
+    params = message.get("params")
+    return isinstance(params, dict) and "_meta" not in params and message.get("method") not in MODERN_METHODS
+
+
+class LegacyHandler:
+    """Interface of the legacy session transport (2025-11-25 and earlier)."""
+
+    async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+        raise NotImplementedError
+
+    async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
+        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
+        return None
+
+
+class HttpEndpoint:
+    """The MCP endpoint's logic for one HTTP request."""
+
+    legacy: LegacyHandler | None = None
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.dispatcher = Dispatcher(registry)
+
+    async def principal(self, req: HttpIn, request: Any) -> Principal:
+        """Raises :class:`AuthenticationFailed` (401) when the caller may not in."""
+        if not may_carry_credentials(req.headers):
+            principal = ANONYMOUS
+        else:
+            principal = await run_in_thread(authenticate, request)
+        if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
+            raise AuthenticationFailed("Authentication credentials were not provided.")
+        return principal
+
+    async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
+        if not host_allowed(req.headers):
+            return error_out(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
+        if not origin_allowed(req.headers):
+            return error_out(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
+        cors = self._cors(req.headers)
+        if req.method == "OPTIONS":
+            return HttpOut(204, cors)
+        if req.method != "POST":
+            if self.legacy is not None:
+                out = await self.legacy.handle_other(req, disconnected)
+                if out is not None:
+                    return out
+            return HttpOut(405, [("allow", "POST"), *cors])
+        content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if content_type != JSON:
+            return error_out(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
+        if req.too_large:
+            return error_out(None, MCPError(INVALID_REQUEST, "request body too large", http_status=413))
+        if not accepts(req.headers, JSON):
+            return error_out(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
+        try:
+            message = jsonrpc.loads(req.body)
+        except ValueError:
+            return error_out(None, MCPError(jsonrpc.PARSE_ERROR, "Parse error"))
+        if is_legacy(req.headers, message):
+            if self.legacy is None:
+                return error_out(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
+            return await self.legacy.handle(req, message, disconnected)
+        out = await self.modern(req, message, disconnected)
+        out.headers.extend(cors)
+        return out
+
+    def _cors(self, headers: dict[str, str]) -> list[tuple[str, str]]:
+        origin = headers.get("origin")
+        if origin is None or origin == f"http://{headers.get('host')}" or origin == f"https://{headers.get('host')}":
+            return []
+        return [
+            ("access-control-allow-origin", origin),
+            ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
+            (
+                "access-control-allow-headers",
+                "content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, last-event-id",
+            ),
+            ("access-control-expose-headers", "mcp-session-id"),
+            ("vary", "origin"),
+        ]
+
+    async def modern(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+        kind = jsonrpc.classify(message)
+        if kind == "notification":
+            return HttpOut(202)
+        request_id = message.get("id") if isinstance(message, dict) else None
+        if kind != "request":
+            if isinstance(message, list):
+                return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported"))
+            return error_out(request_id, MCPError(INVALID_REQUEST, "Invalid Request"))
+        method: str = message["method"]
+        if method not in MODERN_METHODS:
+            return error_out(request_id, MCPError(METHOD_NOT_FOUND, f"Method not found: {method}"))
+        params = message.get("params") or {}
+        try:
+            meta = read_meta(params)
+            check_headers(req.headers, method, params, meta)
+            check_version(meta)
+            if method == "tools/call":
+                tool = self.registry.tools.get(params.get("name"))
+                arguments = params.get("arguments")
+                if tool is not None and isinstance(arguments, dict):
+                    check_param_headers(req.headers, tool.input_schema, arguments)
+        except MCPError as exc:
+            return error_out(request_id, exc)
+        request = None
+
+        def request_factory() -> Any:
+            nonlocal request
+            if request is None:
+                request = req.request_factory()
+            return request
+
+        try:
+            principal = await self.principal(req, request_factory() if may_carry_credentials(req.headers) else None)
+        except AuthenticationFailed as exc:
+            return unauthorized(request_id, exc)
+        call = Call(
+            method=method,
+            params=params,
+            request_id=request_id,
+            version=meta.version,
+            era="modern",
+            transport=req.transport,
+            capabilities=meta.capabilities,
+            principal=principal,
+            client_info=meta.client_info,
+            client_address=req.client_address,
+            log_level=meta.log_level,
+            request_factory=request_factory,
+        )
+        return await respond(self.dispatcher, call, can_stream=req.can_stream and accepts(req.headers, SSE), disconnected=disconnected)
+
+
+def unauthorized(request_id: Any, exc: AuthenticationFailed) -> HttpOut:
+    error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
+    extra = [("www-authenticate", 'Token realm="mcp"')] if exc.status == 401 else []
+    return error_out(request_id, error, extra)
+
+
+async def respond(
+    dispatcher: Dispatcher,
+    call: Call,
+    *,
+    can_stream: bool,
+    disconnected: Awaitable[Any] | None,
+    stream_headers: list[tuple[str, str]] | None = None,
+    run: Callable[[Call], Awaitable[dict[str, Any]]] | None = None,
+) -> HttpOut:
+    """Run one request; answer JSON, or SSE once the handler sends a notification first."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    if can_stream:
+        call.notify = queue.put_nowait
+    started = time.perf_counter()
+    task = asyncio.ensure_future(_answer(run or dispatcher.handle, call, started))
+    getter = asyncio.ensure_future(queue.get())
+    waiters: set[asyncio.Future[Any]] = {task, getter}
+    gone = asyncio.ensure_future(disconnected) if disconnected is not None else None
+    if gone is not None:
+        waiters.add(gone)
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        getter.cancel()
+        raise
+    if gone is not None and gone.done() and not task.done():
+        task.cancel()
+        getter.cancel()
+        return HttpOut(499)
+    if task.done() and not (getter.done() or queue.qsize()):
+        getter.cancel()
+        if gone is not None:
+            gone.cancel()
+        status, payload = task.result()
+        return json_out(status, payload)
+
+    async def stream() -> AsyncIterator[bytes]:
+        try:
+            pending = getter
+            while True:
+                if pending.done():
+                    yield sse_event(pending.result())
+                    while not queue.empty():
+                        yield sse_event(queue.get_nowait())
+                    pending = asyncio.ensure_future(queue.get())
+                if task.done():
+                    pending.cancel()
+                    while not queue.empty():
+                        yield sse_event(queue.get_nowait())
+                    yield sse_event(task.result()[1])
+                    return
+                await asyncio.wait({task, pending}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # The client closing the stream cancels the request.
+            if not task.done():
+                task.cancel()
+            if gone is not None:
+                gone.cancel()
+
+    headers = [("content-type", SSE), ("cache-control", "no-cache"), *(stream_headers or [])]
+    return HttpOut(200, headers, events=stream())
+
+
+async def _answer(run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call, started: float) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON-RPC response) for one request."""
+    try:
+        result = await run(call)
+    except MCPError as exc:
+        status = exc.http_status if call.era == "modern" else 200
+        return status, jsonrpc.error_response(call.request_id, exc)
+    return 200, jsonrpc.response(call.request_id, result)

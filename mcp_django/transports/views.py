@@ -1,0 +1,44 @@
+"""A plain Django view for the endpoint, for WSGI stacks (``include("mcp_django.urls")``).
+
+2026-07-28 needs no held connection, so JSON answers over WSGI serve it fully.
+Streaming (progress notifications) and legacy sessions need the ASGI route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from .http import HttpIn
+
+
+def _headers(request: HttpRequest) -> dict[str, str]:
+    return {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
+
+
+@csrf_exempt
+async def mcp_view(request: HttpRequest) -> HttpResponse:
+    from .. import registry
+    from . import endpoint_for
+
+    endpoint = endpoint_for(registry.mcp)
+    body = request.body
+    from ..conf import mcp_settings
+
+    req = HttpIn(
+        method=request.method or "GET",
+        headers=_headers(request),
+        body=body,
+        client_address=request.META.get("REMOTE_ADDR"),
+        request_factory=lambda: request,
+        transport="wsgi",
+        can_stream=False,
+        too_large=len(body) > mcp_settings.MAX_REQUEST_BYTES,
+    )
+    out: Any = await endpoint.handle(req)
+    response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)
+    for name, value in out.headers:
+        response[name] = value
+    return response

@@ -1,0 +1,60 @@
+"""Demo tools: what an mcp-django project's handlers look like."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from mcp_django import Context, SyncContext, mcp
+
+
+@mcp.tool()
+def echo(text: Annotated[str, "The text to send back"]) -> str:
+    """Send the text back."""
+    return text
+
+
+@mcp.tool()
+async def whoami(ctx: Context) -> dict[str, object]:
+    """Who the server thinks is calling."""
+    user = ctx.user
+    return {"principal": ctx.principal, "username": user.get_username() if user.is_authenticated else None}
+
+
+@dataclass
+class Trip:
+    destination: str
+    nights: int
+    budget: Literal["low", "medium", "high"] = "medium"
+
+
+@mcp.tool()
+async def plan_trip(ctx: Context, traveller: str) -> str:
+    """Plan a trip: asks the traveller for details and the client's model for ideas, in one round.
+
+    Nothing here changes data before the last ask, so replaying it is safe.
+    """
+    trip, roots = await asyncio.gather(
+        ctx.elicit(f"Where should {traveller} go?", Trip),
+        ctx.list_roots() if ctx.supports("roots") else asyncio.sleep(0, result=[]),
+    )
+    if not trip:
+        return "No trip planned."
+    ctx.state["destination"] = trip.data["destination"]
+    ideas = await ctx.sample(
+        f"Suggest three things to do in {trip.data['destination']} over {trip.data['nights']} nights "
+        f"on a {trip.data['budget']} budget.",
+        max_tokens=200,
+    )
+    if not await ctx.confirm(f"Book {trip.data['nights']} nights in {trip.data['destination']}?"):
+        return "Trip not booked."
+    return f"Booked {traveller} to {trip.data['destination']} ({len(roots)} root(s) seen). Ideas: {ideas.text}"
+
+
+@mcp.tool()
+def clear_cache(ctx: SyncContext, region: str) -> str:
+    """A sync handler: confirm, then act."""
+    if not ctx.confirm(f"Clear the {region} cache?"):
+        return "Left the cache alone."
+    return f"Cleared the {region} cache."

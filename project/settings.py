@@ -1,0 +1,130 @@
+"""Settings of the demo project. Deployment settings come from the environment.
+
+DJANGO_DEBUG, DJANGO_SECRET_KEY, ALLOWED_HOSTS (comma-separated), DATABASE_URL
+(sqlite:///path or postgres://user:pass@host:port/name; SQLite by default),
+REDIS_URL (a Redis channel layer; in-memory without it), and the MCP_* variables
+that fill MCP_DJANGO.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        name = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path) or ":memory:"
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name}
+    if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
+        }
+    raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r}")
+
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-demo-only-change-me-0123456789abcdef")
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "channels",
+    "mcp_django",
+    "project.conformance",
+    "project.demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "project.wsgi.application"
+ASGI_APPLICATION = "project.asgi.application"
+
+DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL")
+CHANNEL_LAYERS = (
+    {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+MCP_DJANGO = {
+    "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY") or None,
+    "ENCRYPT_REQUEST_STATE": env_bool("MCP_ENCRYPT_REQUEST_STATE", False),
+    "REQUEST_STATE_LIFETIME": int(os.environ.get("MCP_REQUEST_STATE_LIFETIME", "600")),
+    "MAX_REQUEST_STATE_BYTES": int(os.environ.get("MCP_MAX_REQUEST_STATE_BYTES", str(64 * 1024))),
+    # The demo lets anonymous callers in (the app's default is off).
+    "ALLOW_ANONYMOUS": env_bool("MCP_ALLOW_ANONYMOUS", True),
+    "SERVER_NAME": "mcp-django-demo",
+    "INSTRUCTIONS": "A demo Django project served over MCP by mcp-django.",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")}},
+}
