@@ -1,0 +1,108 @@
+"""Run the official MCP conformance suite against the demo project.
+
+Starts the demo under uvicorn on a free loopback port (fresh SQLite database),
+runs `conformance server --suite all` for each protocol revision, and prints a
+summary of every check. Exits non-zero when any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_VERSIONS = ("2026-07-28", "2025-11-25")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port: int, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"the demo server did not start on port {port}")
+
+
+def summarize(out_dir: Path) -> tuple[int, int, list[str]]:
+    passed, failed, problems = 0, 0, []
+    for checks_file in sorted(out_dir.glob("*/checks.json")):
+        scenario = checks_file.parent.name
+        for check in json.loads(checks_file.read_text()):
+            status = check.get("status")
+            if status == "SUCCESS":
+                passed += 1
+            elif status == "FAILURE":
+                failed += 1
+                problems.append(f"FAIL {scenario} {check.get('id')}: {check.get('errorMessage', '')}")
+            elif status == "WARNING":
+                problems.append(f"warn {scenario} {check.get('id')}: {check.get('errorMessage', '')}")
+    return passed, failed, problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--node", required=True)
+    parser.add_argument("--suite", required=True, help="path of the conformance package's dist/index.js")
+    parser.add_argument("--spec-version", action="append", choices=SPEC_VERSIONS)
+    parser.add_argument("--scenario", help="run one scenario only")
+    parser.add_argument("--out", default=None, help="folder for checks.json files")
+    args = parser.parse_args()
+    versions = args.spec_version or list(SPEC_VERSIONS)
+
+    work = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
+    out_root = Path(args.out) if args.out else work / "out"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
+        "MCP_ALLOW_ANONYMOUS": "1",
+    }
+    env.pop("REDIS_URL", None)
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [python, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+    )
+    total_failed = 0
+    try:
+        wait_for(port)
+        for version in versions:
+            out_dir = out_root / version
+            out_dir.mkdir(parents=True, exist_ok=True)
+            command = [args.node, args.suite, "server", "--url", f"http://127.0.0.1:{port}/mcp", "-o", str(out_dir)]
+            command += ["--scenario", args.scenario] if args.scenario else ["--suite", "all"]
+            command += ["--spec-version", version]
+            run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+            passed, failed, problems = summarize(out_dir)
+            total_failed += failed + (1 if run.returncode and not failed else 0)
+            print(f"== conformance {version}: {passed} passed, {failed} failed")
+            for line in problems:
+                print("   " + line)
+            if run.returncode and not failed:
+                print(run.stdout[-3000:], run.stderr[-3000:])
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(f"conformance: {'all checks passed' if not total_failed else f'{total_failed} failed'}")
+    return 1 if total_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

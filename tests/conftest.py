@@ -1,0 +1,158 @@
+"""Fixtures shared by the suite: a live ASGI server, raw HTTP helpers, SDK clients."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+MODERN = "2026-07-28"
+META_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CAPS = "io.modelcontextprotocol/clientCapabilities"
+META_INFO = "io.modelcontextprotocol/clientInfo"
+ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """uvicorn serving project.asgi in a thread of this process (it shares the test database)."""
+
+    def __init__(self) -> None:
+        import uvicorn
+
+        from project.asgi import application
+
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> None:
+        self.thread.start()
+        deadline = time.time() + 15
+        while not self.server.started:
+            if time.time() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def live_server_instance() -> Iterator[LiveServer]:
+    server = LiveServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def live_url(live_server_instance: LiveServer, transactional_db: None) -> str:
+    """URL of the live /mcp endpoint; the test's database is visible to it."""
+    return live_server_instance.url
+
+
+def meta(caps: dict[str, Any] | None = None, version: str = MODERN, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        META_VERSION: version,
+        META_CAPS: ALL_CAPS if caps is None else caps,
+        META_INFO: {"name": "tests", "version": "1"},
+    }
+    out.update(extra)
+    return out
+
+
+class Raw:
+    """Hand-made 2026-07-28 requests, for the wire details the SDK hides."""
+
+    def __init__(self, url: str, client: httpx.Client) -> None:
+        self.url = url
+        self.client = client
+        self.next_id = 1
+
+    def headers(self, method: str, params: dict[str, Any], **extra: str) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": method,
+        }
+        name = params.get("uri" if method == "resources/read" else "name")
+        if method in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+            headers["mcp-name"] = name
+        headers.update(extra)
+        return headers
+
+    def post(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        caps: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+        with_meta: bool = True,
+        request_id: Any = None,
+    ) -> httpx.Response:
+        params = dict(params or {})
+        if with_meta and "_meta" not in params:
+            params["_meta"] = meta(caps)
+        if request_id is None:
+            request_id = self.next_id
+            self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        return self.client.post(self.url, json=body, headers={**self.headers(method, params), **(headers or {})})
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None, **kw: Any) -> httpx.Response:
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        for key in ("inputResponses", "requestState"):
+            if key in kw:
+                params[key] = kw.pop(key)
+        return self.post("tools/call", params, **kw)
+
+
+@pytest.fixture
+def raw(live_url: str) -> Iterator[Raw]:
+    with httpx.Client(timeout=30) as client:
+        yield Raw(live_url, client)
+
+
+def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+@contextlib.asynccontextmanager
+async def sdk_client(url: str, *, token: str | None = None, mode: str = MODERN, **kwargs: Any) -> AsyncIterator[Any]:
+    """The official SDK's client (mcp 2.x) on our endpoint."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Token {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None, **kwargs) as client:
+            yield client

@@ -1,0 +1,24 @@
+"""Test settings: the demo project with a fixed requestState key.
+
+DATABASE_URL picks the database (SQLite in memory by default; the suite also
+runs on PostgreSQL), REDIS_URL the channel layer (in-memory by default).
+"""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
+
+from project.settings import *  # noqa: E402,F403
+from project.settings import DATABASES, MCP_DJANGO  # noqa: E402
+
+DEBUG = False
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+MCP_DJANGO = {
+    **MCP_DJANGO,
+    "REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop",
+    "ALLOW_ANONYMOUS": True,
+}
+if os.environ.get("MCP_TEST_DB_NAME"):
+    # Lets several suites share one PostgreSQL server at once.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ["MCP_TEST_DB_NAME"]}
