@@ -1,0 +1,139 @@
+"""requestState sealing: every refusal reason, both algorithms, key rotation."""
+
+from __future__ import annotations
+
+import base64
+import time
+
+import pytest
+from django.test import override_settings
+
+from mcp_django import state
+from mcp_django.conf import mcp_settings
+from mcp_django.state import Claims, Reason, StateRefused, seal, unseal
+
+BINDING = {"method": "tools/call", "target": "t", "principal": "p", "digest": "d"}
+KEY_A = "a" * 40
+KEY_B = "b" * 40
+
+
+def claims(**overrides: object) -> Claims:
+    values = {**BINDING, "answers": {"k": {"q": "x", "a": {"action": "accept"}}}, "state": {"s": "1"}, "round": 2}
+    values.update(overrides)
+    return Claims(**values)  # type: ignore[arg-type]
+
+
+def refused(token: str, **binding: object) -> Reason:
+    with pytest.raises(StateRefused) as info:
+        unseal(token, **{**BINDING, **binding})  # type: ignore[arg-type]
+    assert info.value.code == -32602
+    assert info.value.message == "the requestState is not valid"
+    return info.value.reason
+
+
+@pytest.fixture(params=[False, True], ids=["hmac", "aes-gcm"])
+def algorithm(request: pytest.FixtureRequest):
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": request.param}):
+        yield request.param
+
+
+def test_round_trip_keeps_answers_state_and_round(algorithm: bool) -> None:
+    token = seal(claims())
+    back = unseal(token, **BINDING)
+    assert back.answers == {"k": {"q": "x", "a": {"action": "accept"}}}
+    assert back.state == {"s": "1"}
+    assert back.round == 2
+    assert back.expires_at - back.issued_at == mcp_settings.REQUEST_STATE_LIFETIME
+
+
+def test_hmac_payload_is_readable_and_aes_payload_is_not(algorithm: bool) -> None:
+    token = seal(claims(state={"secret": "swordfish"}))
+    parts = token.split(".")
+    if algorithm:
+        assert len(parts) == 3
+        assert b"swordfish" not in base64.urlsafe_b64decode(parts[2] + "==")
+    else:
+        assert len(parts) == 4
+        assert b"swordfish" in base64.urlsafe_b64decode(parts[2] + "==")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("method", "prompts/get", Reason.WRONG_METHOD),
+        ("target", "other_tool", Reason.WRONG_TARGET),
+        ("principal", "someone-else", Reason.WRONG_PRINCIPAL),
+        ("digest", "other-params", Reason.WRONG_PARAMS),
+    ],
+)
+def test_binding_mismatches(algorithm: bool, field: str, value: str, reason: Reason) -> None:
+    token = seal(claims())
+    assert refused(token, **{field: value}) == reason
+
+
+def test_tampered_payload_and_mac(algorithm: bool) -> None:
+    token = seal(claims())
+    assert refused(token + "-TAMPERED") in (Reason.BAD_SIGNATURE, Reason.MALFORMED)
+    parts = token.split(".")
+    body = bytearray(base64.urlsafe_b64decode(parts[2] + "=" * (-len(parts[2]) % 4)))
+    body[len(body) // 2] ^= 1
+    parts[2] = base64.urlsafe_b64encode(bytes(body)).rstrip(b"=").decode()
+    assert refused(".".join(parts)) == Reason.BAD_SIGNATURE
+
+
+def test_expired(algorithm: bool) -> None:
+    token = seal(claims(), now=time.time() - mcp_settings.REQUEST_STATE_LIFETIME - 1)
+    assert refused(token) == Reason.EXPIRED
+
+
+def test_too_large_is_refused_before_decoding(algorithm: bool) -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "MAX_REQUEST_STATE_BYTES": 100}):
+        assert refused("v1." + "A" * 200) == Reason.TOO_LARGE
+
+
+@pytest.mark.parametrize("token", ["", "v1", "v2.x.y.z", "v1..", "v1.kid.%%%.***", 12345, None, ["v1"]])
+def test_malformed(algorithm: bool, token: object) -> None:
+    assert refused(token) in (Reason.MALFORMED, Reason.UNKNOWN_KEY)  # type: ignore[arg-type]
+
+
+def test_unknown_key_and_rotation() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        old = seal(claims())
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
+        assert refused(old) == Reason.UNKNOWN_KEY
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
+        assert unseal(old, **BINDING).round == 2  # the old key still verifies
+        fresh = seal(claims())
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
+        assert unseal(fresh, **BINDING).round == 2  # and the new first key sealed it
+
+
+def test_ephemeral_key_refuses_state_of_a_configured_key() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        token = seal(claims())
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": None}):
+        assert state.keyring().ephemeral
+        assert refused(token) == Reason.UNKNOWN_KEY
+
+
+def test_signed_with_a_key_but_sealed_mode_mismatch_is_malformed() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": False}):
+        token = seal(claims())
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": True}):
+        assert refused(token) == Reason.MALFORMED
+
+
+def test_principal_digest_is_keyed() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        a = state.principal_digest("auth.user:1")
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
+        b = state.principal_digest("auth.user:1")
+    assert a != b and "user" not in a
+
+
+def test_params_digest_ignores_round_fields_only() -> None:
+    base = {"name": "t", "arguments": {"a": 1, "b": [1, 2]}}
+    digest = state.params_digest(base)
+    assert state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
+    assert state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
+    assert state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
