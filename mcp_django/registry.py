@@ -182,6 +182,29 @@ class Registry:
         self.templates: dict[str, ResourceTemplate] = {}
         # (kind, name, source) of registrations that reused a taken name; a system check reports them.
         self.duplicates: list[tuple[str, str, str]] = []
+        # Called with "tools", "prompts" or "resources" when a list changes after startup.
+        self._listeners: set[Callable[[str], None]] = set()
+
+    # -- change notification ----------------------------------------------------
+
+    def subscribe(self, listener: Callable[[str], None]) -> None:
+        self._listeners.add(listener)
+
+    def unsubscribe(self, listener: Callable[[str], None]) -> None:
+        self._listeners.discard(listener)
+
+    def changed(self, kind: str) -> None:
+        """Tell listeners (subscriptions/listen streams) that a list changed."""
+        for listener in list(self._listeners):
+            listener(kind)
+
+    def remove(self, kind: str, key: str) -> Handler | None:
+        """Unregister a tool, prompt, resource or template (by name, or URI for resources)."""
+        table = {"tools": self.tools, "prompts": self.prompts, "resources": self.resources, "templates": self.templates}[kind]
+        removed = table.pop(key, None)
+        if removed is not None:
+            self.changed("resources" if kind == "templates" else kind)
+        return removed
 
     # -- registration ---------------------------------------------------------
 
@@ -190,6 +213,8 @@ class Registry:
             self.duplicates.append((item.kind, key, item.source))
             return
         table[key] = item
+        if self._listeners:
+            self.changed({"tool": "tools", "prompt": "prompts"}.get(item.kind, "resources"))
 
     def add_tool(self, tool: Tool) -> Tool:
         self._add(self.tools, tool, tool.name)

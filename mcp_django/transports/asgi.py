@@ -128,7 +128,10 @@ async def _send(out: HttpOut, send: Any, disconnected: asyncio.Future[Any]) -> N
             next_chunk = asyncio.ensure_future(anext(events))
             await asyncio.wait({next_chunk, disconnected}, return_when=asyncio.FIRST_COMPLETED)
             if not next_chunk.done():
+                # The client closed the stream: that cancels the request. Let the
+                # generator unwind from the cancelled step before closing it.
                 next_chunk.cancel()
+                await asyncio.wait({next_chunk})
                 return
             try:
                 chunk = next_chunk.result()

@@ -395,3 +395,26 @@ async def test_input_required_result_prompt(ctx: Context) -> str:
         key="user_context",
     )
     return f"Use the following context: {result.data['context'] if result else 'none'}"
+
+
+# -- list changes (subscriptions/listen) --------------------------------------------------
+
+
+def _dynamic_tool() -> str:
+    return "This tool exists only for a moment."
+
+
+@mcp.tool()
+def test_trigger_tool_change() -> str:
+    """Adds a tool and removes it again: listeners are told the tool list changed."""
+    mcp.tool(name="test_dynamic_tool", description="A tool added at run time")(_dynamic_tool)
+    mcp.remove("tools", "test_dynamic_tool")
+    return "tool list changed"
+
+
+@mcp.tool()
+def test_trigger_prompt_change() -> str:
+    """Adds a prompt and removes it again: listeners are told the prompt list changed."""
+    mcp.prompt(name="test_dynamic_prompt", description="A prompt added at run time")(_dynamic_tool)
+    mcp.remove("prompts", "test_dynamic_prompt")
+    return "prompt list changed"
