@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import __version__, content, schema
+from .. import __version__, content, schema, signals
 from ..asks import replay
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
 from ..registry import Handler, Registry, ResourceTemplate, Tool
-from .jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND_LEGACY, InvalidParams, MCPError
+from ..state import StateRefused
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    RESOURCE_NOT_FOUND_LEGACY,
+    InvalidParams,
+    MCPError,
+    notification,
+)
 from .revisions import ALL_VERSIONS, META_SERVER_INFO
 
 logger = logging.getLogger("mcp_django")
@@ -33,8 +45,13 @@ MODERN_METHODS = frozenset(
         "resources/templates/list",
         "resources/read",
         "completion/complete",
+        "subscriptions/listen",
     }
 )
+
+# subscriptions/listen filter fields, by the registry's list names.
+_LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 
 def server_info() -> dict[str, Any]:
@@ -45,10 +62,15 @@ def server_info() -> dict[str, Any]:
 
 
 def server_capabilities(era: str) -> dict[str, Any]:
-    caps: dict[str, Any] = {"tools": {}, "prompts": {}, "resources": {}, "completions": {}}
+    caps: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True},
+        "completions": {},
+    }
     if era == "legacy":
         caps["logging"] = {}
-        caps["resources"] = {"subscribe": True}
+        caps["resources"] = {"subscribe": True, "listChanged": True}
     return caps
 
 
@@ -65,6 +87,7 @@ class Dispatcher:
             "resources/templates/list": self.list_templates,
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
+            "subscriptions/listen": self.listen,
         }
 
     async def handle(self, call: Call) -> dict[str, Any]:
@@ -72,9 +95,15 @@ class Dispatcher:
         method = self.methods.get(call.method)
         if method is None or (call.era == "modern" and call.method not in MODERN_METHODS):
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        result = await method(call)
+        if call.method in FINISH_SIGNALLED:
+            result = await _signal_finish(method, call)
+        else:
+            result = await method(call)
         if call.era == "modern":
             result.setdefault("resultType", "complete")
+            # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
+            meta = result.get("_meta")
+            result["_meta"] = {META_SERVER_INFO: server_info(), **meta} if meta else {META_SERVER_INFO: server_info()}
         return result
 
     # -- helpers ------------------------------------------------------------------------
@@ -219,6 +248,32 @@ class Dispatcher:
             logger.exception("%s %s failed", handler.kind, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error in {handler.kind} {handler.name}") from None
 
+    async def listen(self, call: Call) -> dict[str, Any]:
+        """subscriptions/listen: a stream of list-changed notifications the client opted in to."""
+        if call.notify is None:
+            raise MCPError(INVALID_REQUEST, "subscriptions/listen needs a stream: send Accept: text/event-stream")
+        requested = call.params.get("notifications")
+        if not isinstance(requested, dict):
+            raise InvalidParams("params.notifications must be an object")
+        agreed = {field: True for field in _LIST_FILTERS.values() if requested.get(field) is True}
+        tag = {META_SUBSCRIPTION_ID: call.request_id}
+        call.notify(notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
+        changes: asyncio.Queue[str] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def on_change(kind: str) -> None:
+            # Lists may change from any thread (a sync handler registering a tool).
+            loop.call_soon_threadsafe(changes.put_nowait, kind)
+
+        self.registry.subscribe(on_change)
+        try:
+            while True:
+                kind = await changes.get()
+                if agreed.get(_LIST_FILTERS.get(kind, "")):
+                    call.notify(notification(f"notifications/{kind}/list_changed", {"_meta": tag}))
+        finally:
+            self.registry.unsubscribe(on_change)
+
     async def complete(self, call: Call) -> dict[str, Any]:
         ref = call.params.get("ref")
         argument = call.params.get("argument")
@@ -243,6 +298,59 @@ class Dispatcher:
                 out = await out
             values = [str(v) for v in out][:100]
         return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+
+
+# The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
+FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
+_SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> dict[str, Any]:
+    """Run an ask-capable method and send ``call_finished`` with its outcome.
+
+    Rounds, refused states and missing capabilities are sent by the engine as
+    their own events, so they are not sent again here. With no receiver
+    connected, ``asend`` returns at once; the audit log's receiver only queues
+    the row, so no database work sits between the result and the client.
+    """
+    try:
+        result = await method(call)
+    except asyncio.CancelledError:
+        if signals.call_finished.receivers:
+            await _send_finished(call, "cancelled", "")
+        raise
+    except MCPError as exc:
+        if signals.call_finished.receivers and not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
+            await _send_finished(call, "failed", f"error {exc.code}")
+        raise
+    except Exception as exc:
+        if signals.call_finished.receivers:
+            await _send_finished(call, "failed", type(exc).__name__)
+        raise
+    if signals.call_finished.receivers and result.get("resultType") != "input_required":
+        if result.get("isError"):
+            await _send_finished(call, "failed", "tool error")
+        else:
+            await _send_finished(call, "completed", "")
+    return result
+
+
+async def _send_finished(call: Call, outcome: str, reason: str) -> None:
+    event = signals.Event(
+        kind=outcome,
+        era=call.era,
+        transport=call.transport,
+        method=call.method,
+        target=call.target,
+        principal=call.principal,
+        request_id=call.request_id,
+        client_address=call.client_address,
+        version=call.version,
+        reason=reason,
+        outcome=outcome,
+        duration_ms=(time.perf_counter() - call.started) * 1000,
+    )
+    await signals.call_finished.asend(_SENDER[call.method], event=event)
 
 
 def _argument_problems(tool: Tool, arguments: dict[str, Any]) -> list[str]:
