@@ -10,8 +10,9 @@ class MCPDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401 - registers the system checks
+        from . import audit, checks  # noqa: F401 - checks registers the system checks
         from .conf import mcp_settings
 
         # Like admin.py: every installed app's mcp.py registers its handlers.
         autodiscover_modules(mcp_settings.HANDLER_MODULE)
+        audit.connect()

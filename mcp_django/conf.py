@@ -46,8 +46,26 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_SCOPE": "private",
     # Seconds a legacy server-to-client request waits for the client's reply.
     "ASK_TIMEOUT": 300,
-    # Write an audit row for each input round and completion (refusals always).
-    "AUDIT_ROUNDS": True,
+    # The audit log (mcp_django.models.AuditEvent); keys given here override
+    # AUDIT_DEFAULTS one by one. Signals are sent either way: these only decide
+    # which rows mcp-django itself writes.
+    "AUDIT": {},
+}
+
+AUDIT_DEFAULTS: dict[str, Any] = {
+    # False: write no rows at all (a project may keep only its own signal receivers).
+    "ENABLED": True,
+    # A row per input_required round (input-request keys and kinds).
+    "ROUNDS": True,
+    # A row per finished tools/call, prompts/get, resources/read (completed, failed, cancelled).
+    "CALLS": True,
+    # A row per legacy server-to-client request and its outcome.
+    "ASKS": True,
+    # A row per refused requestState and per missing-capability refusal, committed
+    # before the client is answered.
+    "REFUSALS": True,
+    # The most rows the background writer inserts in one statement.
+    "BATCH_SIZE": 500,
 }
 
 
@@ -146,8 +164,17 @@ class MCPSettings:
         return float(self._get("ASK_TIMEOUT"))
 
     @property
+    def AUDIT(self) -> dict[str, Any]:
+        audit = {**AUDIT_DEFAULTS, **(self._get("AUDIT") or {})}
+        user = getattr(settings, "MCP_DJANGO", None) or {}
+        if "AUDIT_ROUNDS" in user:  # the older spelling of AUDIT["ROUNDS"]
+            audit["ROUNDS"] = bool(user["AUDIT_ROUNDS"])
+        return audit
+
+    @property
     def AUDIT_ROUNDS(self) -> bool:
-        return bool(self._get("AUDIT_ROUNDS"))
+        audit = self.AUDIT
+        return bool(audit["ENABLED"] and audit["ROUNDS"])
 
 
 mcp_settings = MCPSettings()

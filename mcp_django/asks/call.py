@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +32,8 @@ class Call:
     request_factory: Callable[[], Any] | None = field(default=None, repr=False)
     # The legacy session that sends server-to-client requests, when there is one.
     session: Any = None
+    # time.perf_counter() when the request reached the engines: audit rows' durations start here.
+    started: float = field(default_factory=time.perf_counter)
 
     @cached_property
     def request(self) -> Any:

@@ -215,7 +215,9 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         error = exc
     if backend.error is not None:
         if backend.error.code == MISSING_CAPABILITY:
-            await signals.capability_missing.asend(handler.kind, event=_event(call, "missing_capability"))
+            event = _event(call, "missing_capability")
+            event.reason = _capability_name(backend.error.data)
+            await signals.capability_missing.asend(handler.kind, event=event)
         raise backend.error
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
@@ -241,10 +243,10 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
         raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
     asks = {key: ask.method for key, ask in backend.pending.items()}
-    if mcp_settings.AUDIT_ROUNDS:
-        event = _event(call, "round")
-        event.round, event.asks = round_no, asks
-        await signals.round_started.asend(handler.kind, event=event)
+    # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
+    event = _event(call, "round")
+    event.round, event.asks = round_no, asks
+    await signals.round_started.asend(handler.kind, event=event)
     return Outcome(
         input_required={
             "resultType": "input_required",
@@ -267,12 +269,24 @@ def _event(call: Call, kind: str) -> signals.Event:
         request_id=call.request_id,
         client_address=call.client_address,
         version=call.version,
+        duration_ms=(time.perf_counter() - call.started) * 1000,
     )
 
 
+def _capability_name(data: Any) -> str:
+    """``{"elicitation": {"url": {}}}`` -> ``"elicitation.url"``: which capability was missing."""
+    required = data.get("requiredCapabilities") if isinstance(data, dict) else None
+    if not isinstance(required, dict):
+        return ""
+    names = []
+    for head, sub in required.items():
+        subs = list(sub) if isinstance(sub, dict) else []
+        names.extend(f"{head}.{s}" for s in subs) if subs else names.append(head)
+    return ",".join(names)
+
+
 async def refused(call: Call, sender: str, reason: str) -> None:
+    """Tell the receivers (the audit log among them) before the client hears the refusal."""
     event = _event(call, "state_refused")
     event.reason = str(reason)
-    started = time.perf_counter()
     await signals.state_refused.asend(sender, event=event)
-    event.duration_ms = (time.perf_counter() - started) * 1000

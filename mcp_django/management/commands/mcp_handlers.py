@@ -1,0 +1,55 @@
+"""``manage.py mcp_handlers``: what the MCP endpoint serves."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+
+def describe(handler: Any) -> dict[str, Any]:
+    from ..admin import _address, _schema
+
+    out: dict[str, Any] = {
+        "kind": handler.kind,
+        "name": handler.name,
+        "address": _address(handler),
+        "description": handler.description,
+        "source": handler.source,
+        "async": handler.is_async,
+        "schema": _schema(handler),
+    }
+    if handler.permissions:
+        out["permissions"] = list(handler.permissions)
+    if handler.allow_anonymous is not None:
+        out["allow_anonymous"] = handler.allow_anonymous
+    return out
+
+
+class Command(BaseCommand):
+    help = "List the registered MCP tools, prompts, resources and resource templates."
+    # Runs before the setup is right (that is when a key is needed, or a duplicate is looked for).
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print a JSON array instead of a table.")
+        parser.add_argument(
+            "--kind", choices=["tool", "prompt", "resource", "template"], help="Only handlers of this kind."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from ...registry import mcp
+
+        handlers = [h for h in mcp.all_handlers() if not options["kind"] or h.kind == options["kind"]]
+        rows = [describe(h) for h in handlers]
+        if options["json"]:
+            self.stdout.write(json.dumps(rows, indent=2, default=str))
+            return
+        if not rows:
+            self.stdout.write("No handlers are registered.")
+            return
+        width = max(len(r["address"]) for r in rows)
+        for r in rows:
+            first_line = (r["description"] or "").splitlines()[0] if r["description"] else ""
+            self.stdout.write(f"{r['kind']:<9} {r['address']:<{width}}  {r['source']}  {first_line}".rstrip())

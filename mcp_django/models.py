@@ -1,0 +1,94 @@
+"""The audit log: one row per round, outcome, refusal and legacy ask.
+
+A row says *that* something happened to whom, never *what* was said: no state
+contents, answers, arguments or secrets are stored. The user foreign key is set
+to NULL when the user is deleted, while ``principal`` keeps the label the
+engine saw, so the trail survives the account.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Kind(models.TextChoices):
+    ROUND = "round", _("input round")
+    COMPLETED = "completed", _("completed")
+    FAILED = "failed", _("failed")
+    CANCELLED = "cancelled", _("cancelled")
+    STATE_REFUSED = "state_refused", _("refused state")
+    MISSING_CAPABILITY = "missing_capability", _("missing capability")
+    ASK = "ask", _("legacy ask")
+
+
+#: Kinds that end a call (their count is a handler's "calls").
+CALL_KINDS = (Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED)
+#: Kinds where the server turned the request away before or instead of the handler's result.
+REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
+
+
+class AuditEvent(models.Model):
+    created = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
+    kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices, db_index=True)
+    # The refusal reason (mcp_django.state.Reason), the missing capability, or why a call failed.
+    reason = models.CharField(_("reason"), max_length=48, blank=True, db_index=True)
+    # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
+    outcome = models.CharField(_("outcome"), max_length=16, blank=True)
+    version = models.CharField(_("protocol revision"), max_length=16, blank=True, db_index=True)
+    era = models.CharField(_("era"), max_length=8, blank=True)
+    transport = models.CharField(_("transport"), max_length=16, blank=True)
+    method = models.CharField(_("method"), max_length=64, blank=True, db_index=True)
+    # A tool or prompt name, or a resource URI (client-chosen, so truncated to fit).
+    target = models.CharField(_("target"), max_length=500, blank=True, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        verbose_name=_("user"),
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    principal = models.CharField(_("principal"), max_length=150, blank=True, db_index=True)
+    request_id = models.CharField(_("JSON-RPC request id"), max_length=100, blank=True)
+    round = models.PositiveIntegerField(_("round"), null=True, blank=True)
+    # Input-request key -> ask method ("elicitation/create", ...): what was asked, never the answer.
+    asks = models.JSONField(_("input requests"), default=dict, blank=True)
+    client_address = models.CharField(_("client address"), max_length=64, blank=True)
+    duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
+        ordering = ["-created", "-id"]
+        indexes = [
+            # The handler page counts rows per (method, target, kind).
+            models.Index(fields=["method", "target", "kind"], name="mcp_audit_handler_idx"),
+            # The changelist's commonest view: one kind, newest first.
+            models.Index(fields=["kind", "-created"], name="mcp_audit_kind_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        what = self.get_kind_display()
+        detail = self.reason or self.outcome
+        if detail:
+            what = f"{what} ({detail})"
+        target = f" {self.target}" if self.target else ""
+        when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created else "?"
+        return f"{when} {what}: {self.method}{target} by {self.principal or '?'}"
+
+
+class RegisteredHandler(AuditEvent):
+    """No table of its own: gives the admin a "Registered handlers" entry on its index.
+
+    The admin lists models, not views; a proxy is the least surprising way to put
+    the handler page next to the audit log without asking projects to edit their
+    admin templates or use a custom ``AdminSite``.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = _("registered handler")
+        verbose_name_plural = _("registered handlers")
