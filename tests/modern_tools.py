@@ -134,3 +134,12 @@ async def modtest_resource(ctx: Context, name: str) -> str:
     if not await ctx.confirm(f"Read {name}?", key="read"):
         return "refused"
     return f"secret {name}"
+
+
+WORDING = {"text": "Proceed?"}
+
+
+@mcp.tool()
+async def modtest_stale(ctx: Context) -> str:
+    """The question comes from outside the arguments (like data that changed between rounds)."""
+    return "yes" if await ctx.confirm(WORDING["text"], key="proceed") else "no"
