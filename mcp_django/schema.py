@@ -141,7 +141,12 @@ def _jsonable(value: Any) -> bool:
 def signature_schema(func: Any, *, skip: set[str]) -> dict[str, Any]:
     """The input schema of a handler: one property per parameter, except ``skip``."""
     sig = inspect.signature(func)
-    hints = get_type_hints(func, include_extras=True)
+    try:
+        hints = get_type_hints(func, include_extras=True)
+    except Exception:
+        # An annotation that cannot be resolved (a name imported only for type
+        # checking) describes nothing we can use: those parameters take any value.
+        hints = {}
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, param in sig.parameters.items():

@@ -15,7 +15,10 @@ from .http import HttpIn
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:
-    return {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
+    headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
+    # Django has already checked ALLOWED_HOSTS here (get_host raises otherwise).
+    headers["host"] = request.get_host()
+    return headers
 
 
 @csrf_exempt

@@ -1,0 +1,56 @@
+"""The same endpoint through Django's view stack (include("mcp_django.urls")), as a WSGI stack serves it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.conftest import MODERN, meta
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client: Client, method: str, params: dict[str, Any], **headers: str) -> Any:
+    params = {**params, "_meta": meta()}
+    extra = {"HTTP_MCP_PROTOCOL_VERSION": MODERN, "HTTP_MCP_METHOD": method, "HTTP_ACCEPT": "application/json, text/event-stream"}
+    if "name" in params:
+        extra["HTTP_MCP_NAME"] = params["name"]
+    extra.update(headers)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    return client.post("/mcp", body, content_type="application/json", **extra)
+
+
+def test_rounds_over_the_django_view() -> None:
+    client = Client()
+    first = post(client, "tools/call", {"name": "test_input_required_result_elicitation", "arguments": {}})
+    assert first.status_code == 200
+    state = first.json()["result"]["requestState"]
+    done = post(
+        client,
+        "tools/call",
+        {
+            "name": "test_input_required_result_elicitation",
+            "arguments": {},
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Wes"}}},
+            "requestState": state,
+        },
+    )
+    assert done.json()["result"]["content"][0]["text"] == "Hello, Wes!"
+
+
+def test_view_answers_json_even_with_progress() -> None:
+    client = Client()
+    params = {"name": "test_tool_with_progress", "arguments": {}}
+    response = post(client, "tools/call", {**params})
+    assert response["content-type"] == "application/json"
+    assert response.json()["result"]["content"][0]["text"].startswith("Progress reported")
+
+
+def test_view_errors_and_csrf_exemption() -> None:
+    client = Client(enforce_csrf_checks=True)
+    r = post(client, "tools/list", {}, HTTP_MCP_METHOD="prompts/list")
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32020
+    assert client.get("/mcp").status_code == 405
