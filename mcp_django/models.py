@@ -72,7 +72,7 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         what = self.get_kind_display()
-        detail = self.reason or self.outcome
+        detail = self.reason or (self.outcome if self.outcome != self.kind else "")
         if detail:
             what = f"{what} ({detail})"
         target = f" {self.target}" if self.target else ""

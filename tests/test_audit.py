@@ -1,0 +1,386 @@
+"""The audit log over the real endpoint: every event kind and refusal reason, and what a row holds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import override_settings
+from rest_framework.authtoken.models import Token
+
+from mcp_django import audit, signals
+from mcp_django.asks.call import Call
+from mcp_django.auth import ANONYMOUS, Principal
+from mcp_django.conf import mcp_settings
+from mcp_django.models import AuditEvent, Kind
+from mcp_django.protocol.dispatch import Dispatcher
+from mcp_django.protocol.revisions import ClientCapabilities
+from mcp_django.registry import Registry
+from mcp_django.state import Claims, Reason, params_digest, principal_digest, seal
+from tests.conftest import Raw
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOOL = "test_input_required_result_elicitation"
+ADA = {"action": "accept", "content": {"name": "Ada-the-secret-answer"}}
+SECRET_ARGUMENT = "argument-secret-7f3a"
+
+
+@pytest.fixture(autouse=True)
+def _flushed() -> Iterator[None]:
+    # Rows of an earlier test must not land in this one's table, nor this one's in the next.
+    audit.flush()
+    yield
+    audit.flush()
+
+
+def rows(**filters: Any) -> list[AuditEvent]:
+    audit.flush()
+    return list(AuditEvent.objects.filter(**filters).order_by("id"))
+
+
+def result(r: httpx.Response) -> dict[str, Any]:
+    body = r.json()
+    assert "error" not in body, body
+    return body["result"]
+
+
+def first_state(raw: Raw, name: str = TOOL) -> str:
+    out = result(raw.call(name))
+    assert out["resultType"] == "input_required"
+    return out["requestState"]
+
+
+def sealed(**overrides: Any) -> str:
+    claims: dict[str, Any] = {
+        "method": "tools/call",
+        "target": TOOL,
+        "principal": principal_digest("anonymous"),
+        "digest": params_digest({"name": TOOL, "arguments": {}}),
+        "round": 1,
+        "asked": {},
+    }
+    now = overrides.pop("now", None)
+    claims.update(overrides)
+    return seal(Claims(**claims), now=now)
+
+
+def assert_secret_free(row: AuditEvent, *secrets: str) -> None:
+    stored = json.dumps({f.attname: getattr(row, f.attname) for f in AuditEvent._meta.fields}, default=str)
+    for secret in secrets:
+        assert secret not in stored, (secret, stored)
+
+
+# -- rounds and outcomes ------------------------------------------------------------------
+
+
+def test_round_then_completion(raw: Raw) -> None:
+    first = raw.call(TOOL, request_id="first-id")
+    state = result(first)["requestState"]
+    done = raw.call(TOOL, inputResponses={"user_name": ADA}, requestState=state, request_id=42)
+    assert result(done)["content"][0]["text"] == "Hello, Ada-the-secret-answer!"
+
+    round_row, completed = rows()
+    assert round_row.kind == Kind.ROUND and completed.kind == Kind.COMPLETED
+    assert round_row.round == 1
+    assert round_row.asks == {"user_name": "elicitation/create"}
+    assert round_row.request_id == "first-id" and completed.request_id == "42"
+    for row in (round_row, completed):
+        assert (row.method, row.target, row.version, row.era, row.transport) == (
+            "tools/call",
+            TOOL,
+            "2026-07-28",
+            "modern",
+            "http",
+        )
+        assert row.principal == "anonymous" and row.user_id is None
+        assert row.client_address == "127.0.0.1"
+        assert row.duration_ms is not None and row.duration_ms >= 0
+        assert row.created is not None
+        assert_secret_free(row, state, "Ada-the-secret-answer", state.split(".")[-1])
+    assert "input round" in str(round_row) and TOOL in str(round_row) and "anonymous" in str(round_row)
+
+
+def test_prompt_and_resource_calls(raw: Raw) -> None:
+    assert "messages" in result(raw.post("prompts/get", {"name": "test_simple_prompt"}))
+    assert "contents" in result(raw.post("resources/read", {"uri": "test://template/7/data"}))
+    prompt, resource = rows()
+    assert (prompt.kind, prompt.method, prompt.target) == (Kind.COMPLETED, "prompts/get", "test_simple_prompt")
+    assert (resource.kind, resource.method, resource.target) == (Kind.COMPLETED, "resources/read", "test://template/7/data")
+
+
+def test_failed_tool_and_failed_request(raw: Raw) -> None:
+    assert result(raw.call("test_error_handling"))["isError"] is True
+    assert "error" in raw.post("prompts/get", {"name": "test_prompt_with_arguments"}).json()  # missing arguments
+    tool_error, bad_request = rows()
+    assert (tool_error.kind, tool_error.reason) == (Kind.FAILED, "tool error")
+    assert (bad_request.kind, bad_request.reason, bad_request.method) == (Kind.FAILED, "error -32602", "prompts/get")
+
+
+def test_arguments_are_not_stored(raw: Raw) -> None:
+    assert result(raw.call("echo", {"text": SECRET_ARGUMENT}))["content"][0]["text"] == SECRET_ARGUMENT
+    (row,) = rows()
+    assert row.kind == Kind.COMPLETED and row.target == "echo"
+    assert_secret_free(row, SECRET_ARGUMENT)
+
+
+def test_cancelled_call_is_recorded() -> None:
+    registry = Registry()
+    started = asyncio.Event()
+
+    @registry.tool()
+    async def slow() -> str:
+        started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+    call = Call(
+        method="tools/call",
+        params={"name": "slow", "arguments": {}},
+        request_id=9,
+        version="2026-07-28",
+        era="modern",
+        transport="http",
+        capabilities=ClientCapabilities({}),
+        principal=ANONYMOUS,
+    )
+
+    async def run() -> None:
+        task = asyncio.ensure_future(Dispatcher(registry).handle(call))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    (row,) = rows()
+    assert (row.kind, row.target, row.request_id) == (Kind.CANCELLED, "slow", "9")
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def refuse(raw: Raw, state: str, name: str = TOOL) -> AuditEvent:
+    """Send a bad requestState; its row must be committed when the answer arrives (no flush)."""
+    response = raw.call(name, inputResponses={"user_name": ADA}, requestState=state, request_id="refused-1")
+    assert response.json()["error"]["code"] == -32602
+    found = list(AuditEvent.objects.filter(kind=Kind.STATE_REFUSED))
+    assert len(found) == 1, "the refusal's row was not committed before the client was answered"
+    row = found[0]
+    assert (row.method, row.target, row.request_id, row.principal) == ("tools/call", name, "refused-1", "anonymous")
+    assert row.version == "2026-07-28" and row.transport == "http" and row.client_address == "127.0.0.1"
+    assert row.duration_ms is not None
+    assert_secret_free(row, state, "Ada-the-secret-answer")
+    return row
+
+
+def tampered_mac(state: str) -> str:
+    head, mac = state.rsplit(".", 1)
+    return f"{head}.{('A' if mac[0] != 'A' else 'B')}{mac[1:]}"
+
+
+def other_kid(state: str) -> str:
+    version, _kid, rest = state.split(".", 2)
+    return f"{version}.AAAAAAAA.{rest}"
+
+
+@pytest.mark.parametrize(
+    ("reason", "make"),
+    [
+        (Reason.MALFORMED, lambda raw: "not-a-request-state"),
+        (Reason.BAD_SIGNATURE, lambda raw: tampered_mac(first_state(raw))),
+        (Reason.UNKNOWN_KEY, lambda raw: other_kid(first_state(raw))),
+        (Reason.EXPIRED, lambda raw: sealed(now=time.time() - mcp_settings.REQUEST_STATE_LIFETIME - 5)),
+        (Reason.WRONG_METHOD, lambda raw: sealed(method="prompts/get")),
+        (Reason.WRONG_TARGET, lambda raw: first_state(raw, "test_input_required_result_tampered_state")),
+        (Reason.WRONG_PRINCIPAL, lambda raw: sealed(principal=principal_digest("auth.user:999"))),
+        (Reason.WRONG_PARAMS, lambda raw: sealed(digest=params_digest({"name": TOOL, "arguments": {"x": 1}}))),
+    ],
+)
+def test_each_refusal_reason(raw: Raw, reason: Reason, make: Any) -> None:
+    row = refuse(raw, make(raw))
+    assert row.reason == reason
+
+
+def test_too_large(raw: Raw) -> None:
+    state = first_state(raw)
+    with override_settings(MCP_DJANGO={**_mcp(), "MAX_REQUEST_STATE_BYTES": 64}):
+        row = refuse(raw, state)
+    assert row.reason == Reason.TOO_LARGE
+
+
+def test_round_cap(raw: Raw) -> None:
+    with override_settings(MCP_DJANGO={**_mcp(), "MAX_INPUT_ROUNDS": 0}):
+        response = raw.call(TOOL, request_id="capped")
+        assert response.json()["error"]["code"] == -32602
+        (row,) = AuditEvent.objects.filter(kind=Kind.STATE_REFUSED)
+    assert (row.reason, row.request_id) == (Reason.ROUND_CAP, "capped")
+    assert not rows(kind=Kind.ROUND)  # the round over the cap was never issued
+
+
+def test_missing_capability(raw: Raw) -> None:
+    response = raw.call("test_input_required_result_sampling", caps={"elicitation": {}}, request_id=5)
+    assert response.json()["error"]["code"] == -32021
+    (row,) = AuditEvent.objects.filter(kind=Kind.MISSING_CAPABILITY)  # committed before the answer
+    assert (row.reason, row.target, row.request_id) == ("sampling", "test_input_required_result_sampling", "5")
+    assert not rows(kind=Kind.FAILED)  # one row per refusal, not a second "failed" one
+
+
+def test_missing_url_elicitation_names_the_sub_capability() -> None:
+    from mcp_django.asks.replay import _capability_name
+
+    assert _capability_name({"requiredCapabilities": {"elicitation": {"url": {}}}}) == "elicitation.url"
+    assert _capability_name({"requiredCapabilities": {"roots": {}}}) == "roots"
+    assert _capability_name(None) == ""
+
+
+# -- principals ---------------------------------------------------------------------------
+
+
+def test_user_foreign_key_survives_deletion(raw: Raw) -> None:
+    user = get_user_model().objects.create_user("auditor", password="x")
+    token = Token.objects.create(user=user)
+    response = raw.call("echo", {"text": "hi"}, headers={"Authorization": f"Token {token.key}"})
+    assert result(response)["content"][0]["text"] == "hi"
+    (row,) = rows()
+    assert row.user_id == user.pk and row.principal == f"auth.user:{user.pk}"
+    assert_secret_free(row, token.key)
+    pk = user.pk
+    user.delete()
+    row.refresh_from_db()
+    assert row.user_id is None and row.principal == f"auth.user:{pk}"
+
+
+# -- settings -----------------------------------------------------------------------------
+
+
+def _mcp() -> dict[str, Any]:
+    from django.conf import settings
+
+    return dict(settings.MCP_DJANGO)
+
+
+def test_rounds_off_keeps_refusals(raw: Raw) -> None:
+    with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ROUNDS": False}}):
+        state = first_state(raw)
+        refuse(raw, tampered_mac(state))
+    assert not rows(kind=Kind.ROUND)
+
+
+def test_legacy_rounds_setting_still_works(raw: Raw) -> None:
+    with override_settings(MCP_DJANGO={**_mcp(), "AUDIT_ROUNDS": False}):
+        assert mcp_settings.AUDIT_ROUNDS is False
+        first_state(raw)
+    assert not rows(kind=Kind.ROUND)
+
+
+def test_audit_disabled_writes_nothing_but_signals_still_fire(raw: Raw) -> None:
+    seen: list[signals.Event] = []
+
+    async def sink(sender: Any, event: signals.Event, **kwargs: Any) -> None:
+        seen.append(event)
+
+    signals.round_started.connect(sink)
+    signals.state_refused.connect(sink)
+    try:
+        with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ENABLED": False}}):
+            state = first_state(raw)
+            assert raw.call(TOOL, requestState="junk").json()["error"]["code"] == -32602
+            result(raw.call(TOOL, inputResponses={"user_name": ADA}, requestState=state))
+    finally:
+        signals.round_started.disconnect(sink)
+        signals.state_refused.disconnect(sink)
+    assert [e.kind for e in seen] == ["round", "state_refused"]
+    assert seen[1].reason == Reason.MALFORMED
+    assert rows() == []
+
+
+# -- legacy asks (the legacy engine sends ask_finished; here the signal is sent directly) ---
+
+
+@pytest.mark.parametrize("outcome", ["answered", "declined", "cancelled", "error", "timeout", "disconnect"])
+def test_ask_finished_outcomes(outcome: str) -> None:
+    user = get_user_model().objects.create_user("legacy")
+    event = signals.Event(
+        kind="ask",
+        era="legacy",
+        transport="websocket",
+        method="tools/call",
+        target="test_elicitation",
+        principal=Principal(user),
+        request_id=3,
+        client_address="10.0.0.8",
+        version="2025-11-25",
+        asks={"elicitation-abc": "elicitation/create"},
+        outcome=outcome,
+        duration_ms=12.5,
+    )
+    asyncio.run(signals.ask_finished.asend("tool", event=event))
+    (row,) = rows()
+    assert row.kind == Kind.ASK and row.outcome == outcome
+    assert (row.era, row.transport, row.version, row.client_address) == ("legacy", "websocket", "2025-11-25", "10.0.0.8")
+    assert row.asks == {"elicitation-abc": "elicitation/create"} and row.duration_ms == 12.5
+    assert row.user_id == user.pk and row.principal == f"auth.user:{user.pk}"
+    assert outcome in str(row)
+
+
+def test_asks_off_skips_ask_rows() -> None:
+    event = signals.Event(
+        kind="ask", era="legacy", transport="http", method="tools/call", target="t", principal=ANONYMOUS, outcome="answered"
+    )
+    with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ASKS": False}}):
+        asyncio.run(signals.ask_finished.asend("tool", event=event))
+    assert rows() == []
+
+
+def test_only_listed_fields_reach_the_row() -> None:
+    event = signals.Event(
+        kind="state_refused",
+        era="modern",
+        transport="http",
+        method="tools/call",
+        target="x" * 900,
+        principal="a-label",
+        request_id={"odd": "id"},
+    )
+    event.secret = "should-not-be-stored"  # type: ignore[attr-defined]
+    row = audit.row_for(event)
+    assert len(row["target"]) == 500 and row["principal"] == "a-label" and row["user_id"] is None
+    assert "should-not-be-stored" not in json.dumps(row, default=str)
+
+
+# -- the writer ---------------------------------------------------------------------------
+
+
+def test_completions_are_batched_off_the_request_path(raw: Raw) -> None:
+    # Hold the writer: while it is blocked, calls must still be answered, and their rows queue up.
+    blocked = threading.Event()
+    resume = threading.Event()
+
+    def hold() -> None:
+        blocked.set()
+        resume.wait(10)
+
+    audit.writer.put(None, hold)  # the writer runs hold() after this (empty) batch
+    assert blocked.wait(5)
+    try:
+        for i in range(5):
+            assert result(raw.call("echo", {"text": str(i)}))["content"][0]["text"] == str(i)
+    finally:
+        resume.set()
+    assert len(rows(kind=Kind.COMPLETED)) == 5
+
+
+def test_flush_without_a_writer_thread_writes_inline() -> None:
+    writer = audit.Writer()
+    event = signals.Event(kind="round", era="modern", transport="http", method="tools/call", target="t", principal=ANONYMOUS)
+    writer._queue.put(audit._Item(audit.row_for(event, Kind.ROUND)))
+    assert writer.flush()
+    assert [r.kind for r in AuditEvent.objects.all()] == [Kind.ROUND]
