@@ -95,6 +95,13 @@ CHANNEL_LAYERS = (
     if REDIS_URL
     else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 )
+# Legacy MCP sessions keep their shared state (ended, log level) in the cache:
+# with several processes it must be a shared one.
+CACHES = (
+    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    if REDIS_URL
+    else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

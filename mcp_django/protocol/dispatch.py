@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import __version__, content, schema, signals
-from ..asks import replay
+from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
@@ -31,8 +31,8 @@ logger = logging.getLogger("mcp_django")
 
 Engine = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
-# The engine each era runs asks with; the legacy engine registers itself here.
-ENGINES: dict[str, Engine] = {"modern": replay.run}
+# The engine each era runs asks with.
+ENGINES: dict[str, Engine] = {"modern": replay.run, "legacy": live.run}
 
 MODERN_METHODS = frozenset(
     {

@@ -133,6 +133,9 @@ class HttpEndpoint:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.dispatcher = Dispatcher(registry)
+        from .legacy_http import LegacyHttp  # it builds on this module
+
+        self.legacy = LegacyHttp(self)
 
     async def principal(self, req: HttpIn, request: Any) -> Principal:
         """Raises :class:`AuthenticationFailed` (401) when the caller may not in."""

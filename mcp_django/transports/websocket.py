@@ -1,13 +1,256 @@
-"""Websockets: not served yet (legacy transport work lands here)."""
+"""MCP over websockets, through Channels, at the HTTP endpoint's path (``ws://HOST/mcp``).
+
+Not a transport of the specification: the de-facto shape of the SDKs that once
+shipped one. Subprotocol ``mcp``, one JSON-RPC message per text frame, and the
+socket is the session: ``initialize`` fixes the version and capabilities until
+it closes. The caller is authenticated once, on the upgrade request, by the same
+classes as HTTP (the session cookie, ``Authorization: Token KEY``).
+
+A client may also speak 2026-07-28 on the socket: a request whose ``params._meta``
+names a protocol version is served statelessly, exactly as over HTTP
+(``input_required`` rounds, no server-to-client requests).
+
+Every request runs in its own task, so the socket keeps reading while handlers
+wait for answers. Closing the socket cancels every call in flight; sync
+handlers blocked in an ask are released (:class:`~mcp_django.asks.live.AskAborted`).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
+import itertools
+import logging
 from typing import Any
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from ..asks.call import Call
+from ..asks.live import LiveSession
+from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..protocol import jsonrpc, legacy
+from ..protocol.dispatch import MODERN_METHODS
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError
+from ..protocol.revisions import META_VERSION, check_version, read_meta
+from .http import HttpIn, host_allowed, origin_allowed
+
+logger = logging.getLogger("mcp_django")
+
+SUBPROTOCOL = "mcp"
+
+
+class SocketReplies:
+    """:class:`~mcp_django.asks.live.Replies` of one socket: the reply comes back on the same socket."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
+
+    def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]:
+        request_id = f"s{next(self._ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        return request_id, future
+
+    def close(self, request_id: str | int) -> None:
+        self.waiting.pop(request_id, None)
+
+    def deliver(self, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        future = self.waiting.get(request_id) if isinstance(request_id, (str, int)) else None
+        if future is not None and not future.done():
+            future.set_result(message)
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    from .asgi import _headers as asgi_headers
+
+    return asgi_headers(scope)
+
+
+class MCPWebsocketConsumer(AsyncWebsocketConsumer):
+    # The socket is the session: nothing needs to reach it through the channel layer,
+    # so it takes no channel (an alias that names no layer), and costs the layer nothing.
+    channel_layer_alias = "mcp_django.websocket.no-layer"
+    registry: Any = None
+
+    async def connect(self) -> None:
+        self.principal: Principal | None = None
+        self.record: legacy.SessionRecord | None = None
+        self.log_level: str | None = None
+        self.replies = SocketReplies()
+        self.calls: dict[str, asyncio.Task[Any]] = {}
+        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.writer: asyncio.Task[Any] | None = None
+        headers = _headers(self.scope)
+        # Browsers send cookies with a websocket upgrade from any page: the Origin
+        # check is what stops cross-site socket hijacking.
+        if not host_allowed(headers) or not origin_allowed(headers):
+            await self.close()
+            return
+        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
+            await self.close()
+            return
+        from .. import registry as registry_module
+        from . import endpoint_for
+
+        self.endpoint = endpoint_for(self.registry or registry_module.mcp)
+        scope = self.scope
+
+        def request_factory() -> Any:
+            from django.core.handlers.asgi import ASGIRequest
+
+            # Django's request for the upgrade (auth classes and handlers read it like any request).
+            return ASGIRequest({**scope, "type": "http", "method": "GET"}, io.BytesIO(b""))
+
+        self.request_factory = request_factory
+        self.req = HttpIn("GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport="websocket")
+        try:
+            request = request_factory() if may_carry_credentials(headers) else None
+            self.principal = await self.endpoint.principal(self.req, request)
+        except AuthenticationFailed:
+            await self.close()  # before accept: the upgrade is answered 403
+            return
+        await self.accept(subprotocol=SUBPROTOCOL)
+        self.writer = asyncio.ensure_future(self._write())
+
+    async def _write(self) -> None:
+        # One writer keeps frames in the order they were queued.
+        while True:
+            message = await self.outbox.get()
+            if message is None:
+                return
+            await self.send(text_data=jsonrpc.dumps(message).decode())
+
+    def emit(self, message: dict[str, Any]) -> None:
+        self.outbox.put_nowait(message)
+
+    async def disconnect(self, code: int) -> None:
+        tasks = list(self.calls.values()) if hasattr(self, "calls") else []
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if getattr(self, "writer", None) is not None:
+            self.writer.cancel()
+            with contextlib.suppress(BaseException):
+                await self.writer
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is None:
+            self.emit(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "MCP messages are text frames")))
+            return
+        try:
+            message = jsonrpc.loads(text_data)
+        except ValueError:
+            self.emit(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "Parse error")))
+            return
+        kind = jsonrpc.classify(message)
+        if kind == "response":
+            self.replies.deliver(message)
+        elif kind == "notification":
+            self.notification(message)
+        elif kind == "request":
+            key = jsonrpc.dumps(message["id"]).decode()
+            if key in self.calls:
+                self.emit(jsonrpc.error_response(message["id"], MCPError(INVALID_REQUEST, "this request id is in use")))
+                return
+            task = asyncio.ensure_future(self._serve(message))
+            self.calls[key] = task
+            task.add_done_callback(lambda _t: self.calls.pop(key, None))
+        else:
+            request_id = message.get("id") if isinstance(message, dict) else None
+            text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
+            self.emit(jsonrpc.error_response(request_id, MCPError(INVALID_REQUEST, text)))
+
+    def notification(self, message: dict[str, Any]) -> None:
+        if message["method"] == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and "requestId" in params:
+                task = self.calls.get(jsonrpc.dumps(params["requestId"]).decode())
+                if task is not None:
+                    task.cancel()
+
+    async def _serve(self, message: dict[str, Any]) -> None:
+        request_id = message["id"]
+        try:
+            result = await self._result(message)
+        except MCPError as exc:
+            self.emit(jsonrpc.error_response(request_id, exc))
+        except asyncio.CancelledError:
+            # Cancelled by the client, or the socket closed: no response (the spec says not to send one).
+            raise
+        except Exception:
+            logger.exception("websocket request %s failed", message.get("method"))
+            self.emit(jsonrpc.error_response(request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error")))
+        else:
+            self.emit(jsonrpc.response(request_id, result))
+
+    async def _result(self, message: dict[str, Any]) -> dict[str, Any]:
+        method: str = message["method"]
+        params = message.get("params") or {}
+        meta = params.get("_meta")
+        assert self.principal is not None
+        if isinstance(meta, dict) and META_VERSION in meta:
+            return await self._modern(message, method, params)
+        if method == "initialize":
+            if self.record is not None:
+                raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
+            self.record = legacy.read_initialize(params, self.principal.digest)
+            return legacy.initialize_result(self.record)
+        if method == "ping":
+            return {}
+        if self.record is None:
+            raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
+        if method in legacy.LIFECYCLE_METHODS:
+
+            async def set_level(level: str) -> None:
+                self.log_level = level
+
+            return await legacy.lifecycle(method, params, set_level)
+        call = Call(
+            method=method,
+            params=params,
+            request_id=message["id"],
+            version=self.record.version,
+            era="legacy",
+            transport="websocket",
+            capabilities=self.record.capabilities,
+            principal=self.principal,
+            client_info=self.record.client_info,
+            client_address=self.req.client_address,
+            notify=self.emit,
+            log_level=self.log_level,
+            request_factory=self.request_factory,
+            session=LiveSession(self.record, self.replies),
+        )
+        return await self.endpoint.dispatcher.handle(call)
+
+    async def _modern(self, message: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """2026-07-28 on the socket: each message stands alone, as on HTTP (without the headers)."""
+        if method not in MODERN_METHODS:
+            raise MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        meta = read_meta(params)
+        check_version(meta)
+        assert self.principal is not None
+        call = Call(
+            method=method,
+            params=params,
+            request_id=message["id"],
+            version=meta.version,
+            era="modern",
+            transport="websocket",
+            capabilities=meta.capabilities,
+            principal=self.principal,
+            client_info=meta.client_info,
+            client_address=self.req.client_address,
+            notify=self.emit,
+            log_level=meta.log_level,
+            request_factory=self.request_factory,
+        )
+        return await self.endpoint.dispatcher.handle(call)
 
 
 def websocket_application(registry: Any) -> Any:
-    async def refuse(scope: Any, receive: Any, send: Any) -> None:
-        await receive()
-        await send({"type": "websocket.close", "code": 1003})
-
-    return refuse
+    return MCPWebsocketConsumer.as_asgi(registry=registry)

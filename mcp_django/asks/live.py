@@ -1,0 +1,188 @@
+"""The legacy round engine: an ask is a real request to the client, awaited.
+
+On 2025-11-25 and earlier a handler runs once. Each ask sends a server-to-client
+JSON-RPC request (``elicitation/create``, ``sampling/createMessage``,
+``roots/list``) on the connection the call came in on (an SSE stream, a
+websocket) and waits for the client's reply, which the transport hands back by
+id. The answer goes through the same ``Ask.parse`` as under 2026-07-28, so a
+handler sees the same values in both eras.
+
+How the outcomes reach the handler:
+
+- accept / decline / cancel: the ``ElicitResult`` (``confirm`` is False unless accepted);
+- a JSON-RPC error reply: :class:`ClientError` (an ``MCPError`` with the client's code);
+- no reply within ``MCP_DJANGO["ASK_TIMEOUT"]`` seconds: :class:`AskTimeoutError`
+  (-32001); the client is told with ``notifications/cancelled``;
+- an ask the session's capabilities do not allow: the same -32021 with
+  ``data.requiredCapabilities`` as under 2026-07-28, before anything is sent (the
+  official SDK does the same on legacy sessions);
+- the call is cancelled (client disconnect, ``notifications/cancelled``): the
+  handler task is cancelled; a sync handler blocked in an ask gets
+  :class:`AskAborted`, a ``BaseException`` its ``except Exception`` cannot swallow.
+
+Parallel asks (``asyncio.gather``, ``ctx.ask_all``) are parallel requests.
+Sync handlers wait in their worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .. import signals
+from ..conf import mcp_settings
+from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
+from ..registry import Handler
+from .call import Call
+from .invoke import invoke, make_context
+from .kinds import Ask
+from .replay import Outcome, missing_capability
+
+REQUEST_TIMEOUT = -32001
+
+
+class ClientError(MCPError):
+    """The client answered a server-to-client request with a JSON-RPC error."""
+
+
+class AskTimeoutError(MCPError):
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(REQUEST_TIMEOUT, f"the client did not answer {method} within {timeout:g} seconds")
+
+
+class AskAborted(BaseException):  # a control-flow signal, like asyncio.CancelledError
+    """The call ended (cancelled, disconnected) while a sync handler waited for an answer."""
+
+
+class Replies(Protocol):
+    """The transport's side of a session: ids for our requests, and the futures their replies resolve."""
+
+    def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]: ...
+
+    def close(self, request_id: str | int) -> None: ...
+
+
+class LiveSession:
+    """``call.session`` on legacy revisions: sends server-to-client requests and awaits replies."""
+
+    def __init__(self, record: Any, replies: Replies) -> None:
+        self.record = record
+        self.replies = replies
+
+    async def request(self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
+        """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`."""
+        if call.notify is None:
+            raise MCPError(
+                INTERNAL_ERROR,
+                f"cannot send {method}: this connection carries no server-to-client requests "
+                "(a Streamable HTTP client must accept text/event-stream)",
+            )
+        timeout = mcp_settings.ASK_TIMEOUT if timeout is None else timeout
+        request_id, reply = self.replies.open()
+        try:
+            call.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            try:
+                message = await asyncio.wait_for(reply, timeout)
+            except TimeoutError:
+                call.notify(
+                    notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"})
+                )
+                raise AskTimeoutError(method, timeout) from None
+        finally:
+            self.replies.close(request_id)
+        error = message.get("error")
+        if error is not None:
+            if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+                raise ClientError(INTERNAL_ERROR, f"the client answered {method} with a malformed error")
+            raise ClientError(error["code"], str(error.get("message", "")), error.get("data"))
+        return message.get("result")
+
+
+class LiveBackend:
+    """Answers each ask by asking the client (see the module's docstring)."""
+
+    def __init__(self, call: Call, kind: str) -> None:
+        self.call = call
+        self.kind = kind
+        self.loop = asyncio.get_running_loop()
+        self._blocking: set[concurrent.futures.Future[Any]] = set()
+        self._counter = itertools.count(1)
+
+    def _check(self, asks: Sequence[Ask]) -> None:
+        # Refused before anything is sent: a half-asked round helps nobody.
+        for ask in asks:
+            if not self.call.capabilities.supports(ask.capability):
+                raise missing_capability(ask)
+
+    async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
+        self._check(asks)
+        return list(await asyncio.gather(*(self._ask(ask) for ask in asks)))
+
+    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
+        future = asyncio.run_coroutine_threadsafe(self.resolve(asks), self.loop)
+        self._blocking.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise AskAborted from None
+        finally:
+            self._blocking.discard(future)
+
+    def abort(self) -> None:
+        """Unblock sync handlers still waiting: the call is over."""
+        for future in list(self._blocking):
+            future.cancel()
+
+    async def _ask(self, ask: Ask) -> Any:
+        key = ask.key or f"{ask.default_key()}-{next(self._counter)}"
+        outcome = "error"
+        try:
+            raw = await self.call.session.request(self.call, ask.method, ask.params)
+            value = ask.parse(key, raw)
+            action = raw.get("action") if isinstance(raw, dict) else None
+            outcome = {"decline": "declined", "cancel": "cancelled"}.get(action, "answered")
+            return value
+        except AskTimeoutError:
+            outcome = "timeout"
+            raise
+        except asyncio.CancelledError:
+            outcome = "disconnect"
+            raise
+        finally:
+            await self._finished(key, ask, outcome)
+
+    async def _finished(self, key: str, ask: Ask, outcome: str) -> None:
+        if not signals.ask_finished.receivers:
+            return
+        event = signals.Event(
+            kind="ask",
+            era=self.call.era,
+            transport=self.call.transport,
+            method=self.call.method,
+            target=self.call.target,
+            principal=self.call.principal,
+            request_id=self.call.request_id,
+            client_address=self.call.client_address,
+            version=self.call.version,
+            asks={key: ask.method},
+            outcome=outcome,
+        )
+        # Shielded: an ask cut short by cancellation is still reported.
+        await asyncio.shield(signals.ask_finished.asend(self.kind, event=event))
+
+
+async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
+    """Serve one tools/call, prompts/get or resources/read on a legacy session: the handler runs once."""
+    if call.session is None:
+        raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
+    backend = LiveBackend(call, handler.kind)
+    # ctx.state lives for the call: there is nothing to carry between attempts.
+    ctx = make_context(handler, call, backend, {})
+    try:
+        value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+    finally:
+        backend.abort()
+    return Outcome(value=value)

@@ -1,0 +1,231 @@
+"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, lifecycle methods.
+
+A legacy client opens a session with ``initialize`` and keeps the capabilities it
+declared there for the whole session. Whatever the transport, the methods that
+exist only on these revisions are answered here; the rest go to the dispatcher.
+
+Session ids must work on every worker process without a database table, so the
+id *is* the session record: a signed token (HMAC-SHA256 with a key derived from
+``REQUEST_STATE_KEY``, the same keyring as ``requestState``) that carries the
+negotiated version, the client's capabilities and info, and a keyed hash of the
+principal that created it. What changes during a session (ended or not, the log
+level) lives in Django's cache, which is Redis when several processes serve.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+
+from ..asks.call import LOG_LEVELS
+from ..conf import mcp_settings
+from ..state import _hkdf, keyring
+from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, dumps, loads
+from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
+
+# Methods that exist only on the legacy revisions (2026-07-28 answers them -32601).
+LIFECYCLE_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+_TOKEN_PREFIX = "s1"
+# Tokens longer than this are refused before any decoding (a header, after all).
+_MAX_TOKEN = 8192
+# clientInfo is dropped from the token rather than let it grow without bound.
+_MAX_CLIENT_INFO = 1024
+
+
+def session_lifetime() -> int:
+    """Seconds a session lives (``MCP_DJANGO["SESSION_LIFETIME"]``, a day by default).
+
+    Bounded because an ended session is remembered in the cache only this long:
+    past it, the token itself has expired, so it can never come back to life.
+    """
+    return int((getattr(settings, "MCP_DJANGO", None) or {}).get("SESSION_LIFETIME", 86400))
+
+
+def session_cache() -> Any:
+    """The cache that shares session state between processes (``MCP_DJANGO["SESSION_CACHE"]``)."""
+    from django.core.cache import caches
+
+    return caches[(getattr(settings, "MCP_DJANGO", None) or {}).get("SESSION_CACHE", "default")]
+
+
+def negotiate(requested: Any) -> str:
+    """The client's version when we speak it, else our latest legacy one (the client may then leave)."""
+    return requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What a legacy session fixed at ``initialize``."""
+
+    version: str
+    capabilities: ClientCapabilities
+    client_info: dict[str, Any] | None
+    principal: str  # the keyed hash of the principal (auth.Principal.digest)
+    sid: str = field(default_factory=lambda: _b64(os.urandom(12)))
+    expires_at: int = 0
+
+
+def read_initialize(params: Any, principal: str) -> SessionRecord:
+    """The session an ``initialize`` request opens, or -32602 for malformed params."""
+    if not isinstance(params, dict):
+        raise InvalidParams("initialize needs params")
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        raise InvalidParams("params.protocolVersion must be a string")
+    caps = params.get("capabilities", {})
+    if not isinstance(caps, dict):
+        raise InvalidParams("params.capabilities must be an object")
+    info = params.get("clientInfo")
+    return SessionRecord(
+        version=negotiate(requested),
+        capabilities=ClientCapabilities(caps),
+        client_info=info if isinstance(info, dict) else None,
+        principal=principal,
+        expires_at=int(time.time()) + session_lifetime(),
+    )
+
+
+def initialize_result(record: SessionRecord) -> dict[str, Any]:
+    from .dispatch import server_capabilities, server_info
+
+    result: dict[str, Any] = {
+        "protocolVersion": record.version,
+        "capabilities": server_capabilities("legacy"),
+        "serverInfo": server_info(),
+    }
+    if mcp_settings.INSTRUCTIONS:
+        result["instructions"] = mcp_settings.INSTRUCTIONS
+    return result
+
+
+async def lifecycle(method: str, params: Any, set_log_level: Any) -> dict[str, Any]:
+    """ping, logging/setLevel, resources/(un)subscribe. ``initialize`` is the transport's."""
+    if method == "ping":
+        return {}
+    if not isinstance(params, dict):
+        raise InvalidParams(f"{method} needs params")
+    if method == "logging/setLevel":
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise MCPError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}")
+        await set_log_level(level)
+        return {}
+    if method in ("resources/subscribe", "resources/unsubscribe"):
+        if not isinstance(params.get("uri"), str):
+            raise InvalidParams("params.uri must be a string")
+        # Accepted: the registry's resources are static, so no update will ever be sent.
+        return {}
+    raise MCPError(INVALID_PARAMS, f"{method} is the transport's to answer")
+
+
+# -- sealed session ids --------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or len(text) % 4 == 1 or not all(c.isalnum() or c in "-_" for c in text):
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+@lru_cache(maxsize=8)
+def _session_keys(ring_id: int) -> dict[str, bytes]:
+    # Derived from each requestState MAC key with its own info string: a session
+    # token can never pass for a requestState, nor the reverse.
+    return {k.kid: _hkdf(k.mac_key, b"mcp-django legacy session v1") for k in keyring().keys}
+
+
+def _keys() -> tuple[str, dict[str, bytes]]:
+    ring = keyring()
+    keys = _session_keys(id(ring))
+    return ring.keys[0].kid, keys
+
+
+def seal_session(record: SessionRecord) -> str:
+    kid, keys = _keys()
+    info = record.client_info
+    if info is not None and len(dumps(info)) > _MAX_CLIENT_INFO:
+        info = None
+    payload = _b64(
+        dumps(
+            {
+                "s": record.sid,
+                "v": record.version,
+                "c": record.capabilities.raw,
+                "i": info,
+                "p": record.principal,
+                "exp": record.expires_at,
+            }
+        )
+    )
+    head = f"{_TOKEN_PREFIX}.{kid}.{payload}"
+    mac = hmac.new(keys[kid], head.encode(), hashlib.sha256).digest()
+    return f"{head}.{_b64(mac)}"
+
+
+def open_session(token: str) -> SessionRecord | None:
+    """The record a session id carries; None for anything we did not issue, or that expired."""
+    if len(token) > _MAX_TOKEN:
+        return None
+    parts = token.split(".")
+    if len(parts) != 4 or parts[0] != _TOKEN_PREFIX:
+        return None
+    _kid, keys = _keys()
+    key = keys.get(parts[1])
+    if key is None:
+        return None
+    try:
+        expected = hmac.new(key, ".".join(parts[:3]).encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(_unb64(parts[3]), expected):
+            return None
+        data = loads(_unb64(parts[2]))
+        record = SessionRecord(
+            version=data["v"],
+            capabilities=ClientCapabilities(data["c"]),
+            client_info=data["i"],
+            principal=data["p"],
+            sid=data["s"],
+            expires_at=data["exp"],
+        )
+    except (ValueError, binascii.Error, KeyError, TypeError):
+        return None
+    if record.version not in LEGACY_VERSIONS or not isinstance(record.expires_at, int) or time.time() >= record.expires_at:
+        return None
+    return record
+
+
+# -- what changes during a session: the shared store ----------------------------------------
+
+
+def _key(sid: str, what: str) -> str:
+    return f"mcp_django:session:{sid}:{what}"
+
+
+async def session_status(sid: str) -> tuple[bool, str | None]:
+    """(ended, log level) of a session, in one cache round trip."""
+    found = await session_cache().aget_many([_key(sid, "ended"), _key(sid, "level")])
+    return bool(found.get(_key(sid, "ended"))), found.get(_key(sid, "level"))
+
+
+async def set_session_log_level(record: SessionRecord, level: str) -> None:
+    await session_cache().aset(_key(record.sid, "level"), level, timeout=_remaining(record))
+
+
+async def end_session(record: SessionRecord) -> None:
+    await session_cache().aset(_key(record.sid, "ended"), True, timeout=_remaining(record))
+
+
+def _remaining(record: SessionRecord) -> int:
+    return max(1, record.expires_at - int(time.time()) + 1)
