@@ -37,12 +37,20 @@ run: venv
 	$(PY) manage.py migrate --noinput
 	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
 
+# The whole suite twice: SQLite with the in-memory channel layer, then
+# PostgreSQL with the Redis channel layer (started here when they are down).
+PG_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_DB ?= test_mcp_django
 test: venv
-	$(PY) -m pytest $(PYTEST_ARGS)
+	@echo "== tests on SQLite, in-memory channel layer"
+	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)
+	@scripts/services.sh
+	@echo "== tests on PostgreSQL, Redis channel layer"
+	DATABASE_URL=$(PG_URL) REDIS_URL=redis://127.0.0.1:6379/0 MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite on Django 5.2 LTS under Python 3.11.
 test-py311:
-	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11)
+	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_DB=test_mcp_django_py311
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -183,6 +183,7 @@ def test_unknown_tool_and_bad_arguments(raw: Raw) -> None:
 
 def test_tool_errors_are_results(raw: Raw) -> None:
     result = raw.call("test_error_handling").json()["result"]
+    assert result.pop("_meta")["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-django-demo"
     assert result == {
         "content": [{"type": "text", "text": "This tool intentionally returns an error for testing"}],
         "isError": True,
