@@ -48,6 +48,8 @@ class _Item:
     row: dict[str, Any] | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
+    # Close the writer's database connection after this batch (a flush: nothing may be left open).
+    close: bool = False
 
 
 def _truncate(value: Any, length: int) -> str:
@@ -100,9 +102,9 @@ class Writer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def put(self, row: dict[str, Any] | None, done: Callable[[], None] | None = None) -> None:
+    def put(self, row: dict[str, Any] | None, done: Callable[[], None] | None = None, *, close: bool = False) -> None:
         self._ensure_thread()
-        self._queue.put(_Item(row, done))
+        self._queue.put(_Item(row, done, close))
 
     def _ensure_thread(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -126,7 +128,7 @@ class Writer:
                 self._write(items)
             return True
         written = threading.Event()
-        self.put(None, written.set)
+        self.put(None, written.set, close=True)
         return written.wait(timeout)
 
     def _run(self) -> None:
@@ -157,7 +159,10 @@ class Writer:
         except Exception:
             logger.exception("mcp_django: could not write %d audit row(s)", len(rows))
         finally:
-            close_old_connections()
+            if any(item.close for item in batch):
+                connections.close_all()
+            else:
+                close_old_connections()
             for item in batch:
                 if item.done is not None:
                     item.done()

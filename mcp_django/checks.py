@@ -1,4 +1,16 @@
-"""System checks: misconfiguration is reported at ``manage.py check`` and at startup."""
+"""System checks: misconfiguration is reported at ``manage.py check`` and at startup.
+
+Ids are stable (projects silence them by id):
+
+- W001 no REQUEST_STATE_KEY while DEBUG is off
+- W002 a REQUEST_STATE_KEY shorter than 32 bytes
+- W003 anonymous access allowed while DEBUG is off
+- E004 Channels installed without ASGI_APPLICATION
+- E005 a tool name clients refuse (over 64 characters, or other characters)
+- E006 a tool, prompt or resource name registered twice
+- E007 an authentication class that cannot be imported
+- E008 an AUDIT setting that is not a dict or has unknown keys
+"""
 
 from __future__ import annotations
 
@@ -27,16 +39,18 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
                 id="mcp_django.W001",
             )
         ]
-    short = [i for i, key in enumerate(keys) if len(key) < MIN_KEY_BYTES]
-    if short:
-        return [
-            Warning(
-                f"MCP_DJANGO['REQUEST_STATE_KEY'] has a key shorter than {MIN_KEY_BYTES} bytes (position {short[0]}).",
-                hint="Use a random secret of 32 bytes or more (python manage.py mcp_generate_key).",
-                id="mcp_django.W002",
-            )
-        ]
-    return []
+    # Every short key is named: with rotation, an old short key still verifies forged states.
+    return [
+        Warning(
+            f"MCP_DJANGO['REQUEST_STATE_KEY'] key at position {i} is {len(key)} bytes; "
+            f"at least {MIN_KEY_BYTES} are needed.",
+            hint="Use a random secret of 32 bytes or more (python manage.py mcp_generate_key), "
+            "and drop short keys from the rotation list.",
+            id="mcp_django.W002",
+        )
+        for i, key in enumerate(keys)
+        if len(key) < MIN_KEY_BYTES
+    ]
 
 
 @register(Tags.security)
@@ -67,17 +81,28 @@ def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register()
 def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from .registry import TOOL_NAME_MAX, mcp, name_problems
+    from .registry import mcp
+
+    return handler_problems(mcp)
+
+
+def handler_problems(registry: Any) -> list[Any]:
+    """E005 and E006 for one registry (the default one at ``manage.py check``)."""
+    from .registry import TOOL_NAME_MAX, name_problems
 
     errors: list[Any] = [
-        Error(problem, hint=f"Pass name=... (at most {TOOL_NAME_MAX} characters).", id="mcp_django.E005")
-        for problem in name_problems(mcp)
+        Error(
+            problem,
+            hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
+            id="mcp_django.E005",
+        )
+        for problem in name_problems(registry)
     ]
-    for kind, name, source in mcp.duplicates:
+    for kind, name, source in registry.duplicates:
         errors.append(
             Error(
                 f"{kind} {name!r} is registered twice; {source} was ignored.",
-                hint="Give one of them another name.",
+                hint="Give one of them another name (name=... on its decorator).",
                 id="mcp_django.E006",
             )
         )
@@ -94,6 +119,34 @@ def check_authentication_classes(app_configs: Any = None, **kwargs: Any) -> list
                 f"MCP_DJANGO['AUTHENTICATION_CLASSES'] names a class that cannot be imported: {exc}",
                 hint="Use dotted paths of DRF authentication classes.",
                 id="mcp_django.E007",
+            )
+        ]
+    return []
+
+
+@register()
+def check_audit_setting(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    from .conf import AUDIT_DEFAULTS
+
+    user = (getattr(settings, "MCP_DJANGO", None) or {}).get("AUDIT", {})
+    if user is None:
+        user = {}
+    if not isinstance(user, dict):
+        return [
+            Error(
+                "MCP_DJANGO['AUDIT'] must be a dict.",
+                hint=f"Use a dict with the keys {', '.join(AUDIT_DEFAULTS)}.",
+                id="mcp_django.E008",
+            )
+        ]
+    # A misspelt key would silently leave the default in force (rounds still written, say).
+    unknown = sorted(set(user) - set(AUDIT_DEFAULTS))
+    if unknown:
+        return [
+            Error(
+                f"MCP_DJANGO['AUDIT'] has unknown key(s): {', '.join(map(str, unknown))}.",
+                hint=f"The keys are {', '.join(AUDIT_DEFAULTS)}.",
+                id="mcp_django.E008",
             )
         ]
     return []

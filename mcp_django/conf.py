@@ -165,7 +165,9 @@ class MCPSettings:
 
     @property
     def AUDIT(self) -> dict[str, Any]:
-        audit = {**AUDIT_DEFAULTS, **(self._get("AUDIT") or {})}
+        value = self._get("AUDIT")
+        # A value that is not a dict is reported by check mcp_django.E008; run on the defaults meanwhile.
+        audit = {**AUDIT_DEFAULTS, **(value if isinstance(value, dict) else {})}
         user = getattr(settings, "MCP_DJANGO", None) or {}
         if "AUDIT_ROUNDS" in user:  # the older spelling of AUDIT["ROUNDS"]
             audit["ROUNDS"] = bool(user["AUDIT_ROUNDS"])

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 
 def describe(handler: Any) -> dict[str, Any]:
-    from ..admin import _address, _schema
+    from ...admin import _address, _schema
 
     out: dict[str, Any] = {
         "kind": handler.kind,

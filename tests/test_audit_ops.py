@@ -1,0 +1,190 @@
+"""Operator tools: the management commands and every system check id."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_django import checks
+from mcp_django.models import AuditEvent, Kind
+from mcp_django.registry import Registry, mcp
+
+
+def run(*args: Any) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def mcp_with(**values: Any) -> dict[str, Any]:
+    return {**settings.MCP_DJANGO, **values}
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+def test_mcp_handlers_table() -> None:
+    out = run("mcp_handlers")
+    lines = out.splitlines()
+    assert len(lines) == len(mcp.all_handlers())
+    echo = next(line for line in lines if " echo " in line)
+    assert echo.startswith("tool") and "project.demo.mcp.echo" in echo and "Send the text back." in echo
+    assert any(line.startswith("template") and "test://template/{id}/data" in line for line in lines)
+
+
+def test_mcp_handlers_json() -> None:
+    rows = json.loads(run("mcp_handlers", "--json"))
+    by_name = {(r["kind"], r["name"]): r for r in rows}
+    echo = by_name[("tool", "echo")]
+    assert echo["source"] == "project.demo.mcp.echo" and echo["async"] is False
+    assert echo["schema"]["properties"]["text"]["type"] == "string"
+    assert by_name[("resource", "static-text")]["address"] == "test://static-text"
+    assert {r["kind"] for r in rows} == {"tool", "prompt", "resource", "template"}
+
+
+def test_mcp_handlers_kind() -> None:
+    rows = json.loads(run("mcp_handlers", "--json", "--kind", "prompt"))
+    assert rows and {r["kind"] for r in rows} == {"prompt"}
+
+
+@pytest.mark.django_db
+def test_mcp_audit_purge() -> None:
+    now = timezone.now()
+    for days in (0, 10, 40, 400):
+        AuditEvent.objects.create(kind=Kind.COMPLETED, method="tools/call", target=f"t{days}", created=now - timedelta(days=days))
+    assert "2 audit event(s) older than 30 day(s) would be deleted." in run("mcp_audit_purge", "--older-than", "30", "--dry-run")
+    assert AuditEvent.objects.count() == 4
+    assert "Deleted 2 audit event(s)" in run("mcp_audit_purge", "--older-than", "30")
+    assert sorted(AuditEvent.objects.values_list("target", flat=True)) == ["t0", "t10"]
+    assert "Deleted 0 audit event(s)" in run("mcp_audit_purge", "--older-than", "30")
+
+
+@pytest.mark.django_db
+def test_mcp_audit_purge_needs_days() -> None:
+    with pytest.raises(CommandError):
+        call_command("mcp_audit_purge")
+    with pytest.raises(CommandError, match="0 or more"):
+        call_command("mcp_audit_purge", "--older-than", "-1")
+
+
+def test_mcp_generate_key() -> None:
+    first, second = run("mcp_generate_key").strip(), run("mcp_generate_key").strip()
+    assert first != second and len(first.encode()) >= checks.MIN_KEY_BYTES
+    assert len(run("mcp_generate_key", "--bytes", "8").strip()) >= checks.MIN_KEY_BYTES  # never below the minimum
+    with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=first)):
+        assert checks.check_request_state_key() == []
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def ids(messages: list[Any]) -> list[str]:
+    for message in messages:
+        assert message.hint, message  # every message says how to fix it
+    return [m.id for m in messages]
+
+
+def test_w001_no_key_without_debug() -> None:
+    with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+        assert ids(checks.check_request_state_key()) == ["mcp_django.W001"]
+    with override_settings(DEBUG=True, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+        assert checks.check_request_state_key() == []
+
+
+def test_w002_short_keys() -> None:
+    long_key = "k" * 32
+    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY="short")):
+        assert ids(checks.check_request_state_key()) == ["mcp_django.W002"]
+    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=[long_key, "old", "older"])):
+        messages = checks.check_request_state_key()
+        assert ids(messages) == ["mcp_django.W002", "mcp_django.W002"]
+        assert "position 1" in messages[0].msg and "position 2" in messages[1].msg
+    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=[long_key, b"b" * 32])):
+        assert checks.check_request_state_key() == []
+
+
+def test_w003_anonymous_without_debug() -> None:
+    with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(ALLOW_ANONYMOUS=True)):
+        assert ids(checks.check_anonymous()) == ["mcp_django.W003"]
+    with override_settings(DEBUG=True, MCP_DJANGO=mcp_with(ALLOW_ANONYMOUS=True)):
+        assert checks.check_anonymous() == []
+    with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(ALLOW_ANONYMOUS=False)):
+        assert checks.check_anonymous() == []
+
+
+def test_e004_channels_without_asgi_application() -> None:
+    with override_settings(ASGI_APPLICATION=None):
+        assert ids(checks.check_asgi()) == ["mcp_django.E004"]
+    assert checks.check_asgi() == []  # the demo sets it
+
+
+def test_e005_tool_names() -> None:
+    registry = Registry()
+
+    @registry.tool(name="x" * 65)
+    def too_long() -> str:
+        return ""
+
+    @registry.tool(name="has space")
+    def spaced() -> str:
+        return ""
+
+    @registry.tool(name="y" * 64)
+    def just_fits() -> str:
+        return ""
+
+    messages = checks.handler_problems(registry)
+    assert ids(messages) == ["mcp_django.E005", "mcp_django.E005"]
+    assert "longer than 64" in messages[0].msg and "has space" in messages[1].msg
+
+
+def test_e006_duplicates() -> None:
+    registry = Registry()
+
+    def make(n: int) -> Any:
+        def same() -> str:
+            return str(n)
+
+        same.__qualname__ = f"same_{n}"  # a different source, the same name
+        return same
+
+    registry.tool(name="same")(make(1))
+    registry.tool(name="same")(make(2))
+    registry.prompt(name="p")(make(3))
+    registry.prompt(name="p")(make(4))
+    messages = checks.handler_problems(registry)
+    assert ids(messages) == ["mcp_django.E006", "mcp_django.E006"]
+    assert "tool 'same'" in messages[0].msg and "prompt 'p'" in messages[1].msg
+    assert checks.check_handlers() == []  # the demo's handlers are clean
+
+
+def test_e007_authentication_classes() -> None:
+    with override_settings(MCP_DJANGO=mcp_with(AUTHENTICATION_CLASSES=["no.such.Authentication"])):
+        assert ids(checks.check_authentication_classes()) == ["mcp_django.E007"]
+    assert checks.check_authentication_classes() == []
+
+
+def test_e008_audit_setting() -> None:
+    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"ROUND": False})):
+        messages = checks.check_audit_setting()
+        assert ids(messages) == ["mcp_django.E008"] and "ROUND" in messages[0].msg
+    with override_settings(MCP_DJANGO=mcp_with(AUDIT=False)):
+        assert ids(checks.check_audit_setting()) == ["mcp_django.E008"]
+    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"ROUNDS": False, "BATCH_SIZE": 10})):
+        assert checks.check_audit_setting() == []
+
+
+@pytest.mark.django_db
+def test_checks_run_from_manage_py() -> None:
+    from django.core.management.base import SystemCheckError
+
+    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"TYPO": 1})), pytest.raises(SystemCheckError, match=r"mcp_django\.E008"):
+        call_command("check")
