@@ -130,6 +130,16 @@ class Context:
         self._emit(notification("notifications/message", params))
         return self._done()
 
+    def elicitation_complete(self, elicitation_id: str) -> Any:
+        """Tell a legacy client that the URL elicitation ``elicitation_id`` has been completed.
+
+        (``notifications/elicitation/complete``, 2025-11-25.) Under 2026-07-28 there is
+        no stream to send it on, and the retry itself tells the client: nothing is sent.
+        """
+        if self.call.era == "legacy" and self.call.notify is not None:
+            self._emit(notification("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
+        return self._done()
+
     def debug(self, data: Any, **kw: Any) -> Any:
         return self.log("debug", data, **kw)
 

@@ -87,9 +87,7 @@ class LiveSession:
             try:
                 message = await asyncio.wait_for(reply, timeout)
             except TimeoutError:
-                call.notify(
-                    notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"})
-                )
+                call.notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
                 raise AskTimeoutError(method, timeout) from None
         finally:
             self.replies.close(request_id)

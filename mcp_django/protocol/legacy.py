@@ -33,7 +33,9 @@ from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
 
 # Methods that exist only on the legacy revisions (2026-07-28 answers them -32601).
-LIFECYCLE_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+LIFECYCLE_METHODS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
 _TOKEN_PREFIX = "s1"
 # Tokens longer than this are refused before any decoding (a header, after all).
 _MAX_TOKEN = 8192
@@ -201,7 +203,11 @@ def open_session(token: str) -> SessionRecord | None:
         )
     except (ValueError, binascii.Error, KeyError, TypeError):
         return None
-    if record.version not in LEGACY_VERSIONS or not isinstance(record.expires_at, int) or time.time() >= record.expires_at:
+    if (
+        record.version not in LEGACY_VERSIONS
+        or not isinstance(record.expires_at, int)
+        or time.time() >= record.expires_at
+    ):
         return None
     return record
 

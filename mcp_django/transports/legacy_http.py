@@ -45,7 +45,10 @@ class LegacyHttp(LegacyHandler):
         """The request's open session and its log level, or the HTTP answer refusing it."""
         token = req.headers.get("mcp-session-id")
         if token is None:
-            return error_out(None, MCPError(INVALID_REQUEST, "Mcp-Session-Id header is required: send initialize first", http_status=400))
+            return error_out(
+                None,
+                MCPError(INVALID_REQUEST, "Mcp-Session-Id header is required: send initialize first", http_status=400),
+            )
         record = legacy.open_session(token)
         if record is None:
             return error_out(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
@@ -55,7 +58,11 @@ class LegacyHttp(LegacyHandler):
         if version is not None and version != record.version:
             return error_out(
                 None,
-                MCPError(INVALID_REQUEST, f"MCP-Protocol-Version {version} is not this session's ({record.version})", http_status=400),
+                MCPError(
+                    INVALID_REQUEST,
+                    f"MCP-Protocol-Version {version} is not this session's ({record.version})",
+                    http_status=400,
+                ),
             )
         ended, level = await legacy.session_status(record.sid)
         if ended:
@@ -94,7 +101,9 @@ class LegacyHttp(LegacyHandler):
         if kind == "response":
             hub = await relay()
             if not await hub.route_reply(message, record.sid, record.principal):
-                return error_out(None, MCPError(INVALID_REQUEST, "this response answers no request of this server", http_status=400))
+                return error_out(
+                    None, MCPError(INVALID_REQUEST, "this response answers no request of this server", http_status=400)
+                )
             return HttpOut(202)
         return await self.request(req, message, record, level, principal, disconnected)
 
@@ -118,7 +127,9 @@ class LegacyHttp(LegacyHandler):
         method: str = message["method"]
         params = message.get("params") or {}
         if method == "initialize":
-            return json_out(200, jsonrpc.error_response(request_id, MCPError(INVALID_REQUEST, "the session is already initialized")))
+            return json_out(
+                200, jsonrpc.error_response(request_id, MCPError(INVALID_REQUEST, "the session is already initialized"))
+            )
         if method in legacy.LIFECYCLE_METHODS:
 
             async def set_level(value: str) -> None:

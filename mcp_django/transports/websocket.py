@@ -105,7 +105,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             return ASGIRequest({**scope, "type": "http", "method": "GET"}, io.BytesIO(b""))
 
         self.request_factory = request_factory
-        self.req = HttpIn("GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport="websocket")
+        self.req = HttpIn(
+            "GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport="websocket"
+        )
         try:
             request = request_factory() if may_carry_credentials(headers) else None
             self.principal = await self.endpoint.principal(self.req, request)

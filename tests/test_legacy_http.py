@@ -1,0 +1,277 @@
+"""Legacy sessions over Streamable HTTP, driven by the official SDK client in mode="legacy"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as types
+import pytest
+
+from tests import legacy_fixtures as fx
+from tests.conftest import sdk_client
+
+pytestmark = pytest.mark.anyio
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    fx.reset()
+
+
+async def name_ada(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def confirm_yes(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"confirm": True})
+
+
+async def paris(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(
+        role="assistant", content=types.TextContent(type="text", text="Paris"), model="m", stop_reason="endTurn"
+    )
+
+
+async def two_roots(ctx: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///a", name="a"), types.Root(uri="file:///b")])
+
+
+def text(result: types.CallToolResult) -> str:
+    assert not result.is_error, result
+    return result.content[0].text
+
+
+async def test_elicit(live_url: str) -> None:
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=name_ada) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert text(await client.call_tool("legacytest_elicit")) == "Hello, Ada!"
+    assert fx.RUNS["legacytest_elicit"] == 1
+
+
+async def test_confirm_sync_handler(live_url: str) -> None:
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=confirm_yes) as client:
+        assert text(await client.call_tool("legacytest_confirm")) == "confirmed"
+    assert fx.RUNS["legacytest_confirm"] == 1
+
+
+async def test_sample_and_roots(live_url: str) -> None:
+    async with sdk_client(live_url, mode="legacy", sampling_callback=paris, list_roots_callback=two_roots) as client:
+        assert text(await client.call_tool("legacytest_sample")) == "model said Paris"
+        assert text(await client.call_tool("legacytest_roots")) == "file:///a,file:///b"
+    assert fx.RUNS["legacytest_sample"] == 1
+    assert fx.RUNS["legacytest_roots"] == 1
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+async def test_decline_and_cancel_reach_the_handler(live_url: str, action: str) -> None:
+    async def answer(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action=action)
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=answer) as client:
+        assert text(await client.call_tool("legacytest_elicit")) == f"action={action}"
+        assert text(await client.call_tool("legacytest_confirm")) == "not confirmed"
+    assert fx.RUNS["legacytest_elicit"] == 1
+    assert fx.RUNS["legacytest_confirm"] == 1
+
+
+async def test_error_reply_reaches_the_handler(live_url: str) -> None:
+    async def refuse(ctx: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=-32050, message="the user closed the dialog")
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=refuse) as client:
+        assert text(await client.call_tool("legacytest_error")) == "client error -32050: the user closed the dialog"
+    assert fx.RUNS["legacytest_error"] == 1
+
+
+async def test_timeout(live_url: str, settings: Any) -> None:
+    settings.MCP_DJANGO = {**settings.MCP_DJANGO, "ASK_TIMEOUT": 0.3}
+    released = anyio.Event()
+
+    async def never(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        with anyio.move_on_after(10):
+            await released.wait()
+        return types.ElicitResult(action="decline")
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=never) as client:
+        assert text(await client.call_tool("legacytest_timeout")) == "timed out (-32001)"
+        released.set()
+    assert fx.RUNS["legacytest_timeout"] == 1
+
+
+async def test_parallel_asks_are_parallel_requests(live_url: str) -> None:
+    both = anyio.Event()
+    entered: list[str] = []
+
+    async def elicit_cb(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        entered.append("elicit")
+        with anyio.fail_after(10):
+            await both.wait()  # answered only once the sampling request has arrived too
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def sample_cb(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        entered.append("sample")
+        both.set()
+        return await paris(ctx, params)
+
+    async with sdk_client(
+        live_url,
+        mode="legacy",
+        elicitation_callback=elicit_cb,
+        sampling_callback=sample_cb,
+        list_roots_callback=two_roots,
+    ) as client:
+        assert text(await client.call_tool("legacytest_parallel")) == "Ada|Paris|2|yes"
+        assert text(await client.call_tool("legacytest_ask_all")) == "Ada|Paris|2"
+    assert sorted(entered[:2]) == ["elicit", "sample"]
+    assert fx.RUNS["legacytest_parallel"] == 1
+    assert fx.RUNS["legacytest_ask_all"] == 1
+
+
+async def test_missing_capability_is_32021(live_url: str) -> None:
+    from mcp import MCPError
+
+    async with sdk_client(live_url, mode="legacy") as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("legacytest_elicit")
+        assert raised.value.code == -32021
+        assert raised.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+async def test_sdk_cancellation_releases_a_blocked_sync_handler(live_url: str) -> None:
+    asked = anyio.Event()
+
+    async def hold(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.set()
+        await anyio.sleep(30)
+        return types.ElicitResult(action="decline")
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=hold) as client:
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool("legacytest_block")
+
+            group.start_soon(call)
+            with anyio.fail_after(10):
+                await asked.wait()
+            group.cancel_scope.cancel()
+    with anyio.fail_after(10):
+        while not fx.ABORTED.is_set():
+            await anyio.sleep(0.02)
+    assert fx.RUNS["legacytest_block"] == 1
+
+
+# -- the session itself, on the wire ------------------------------------------------------
+
+
+def _init(client: httpx.Client, url: str, **headers: str) -> tuple[str, dict[str, Any]]:
+    response = client.post(
+        url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, headers={**HEADERS, **headers}
+    )
+    assert response.status_code == 200
+    return response.headers["mcp-session-id"], response.json()
+
+
+def test_version_negotiation(live_url: str) -> None:
+    with httpx.Client(timeout=10) as client:
+        for asked, answered in [
+            ("2024-11-05", "2024-11-05"),
+            ("2025-03-26", "2025-03-26"),
+            ("2025-06-18", "2025-06-18"),
+            ("2025-11-25", "2025-11-25"),
+            ("2099-01-01", "2025-11-25"),
+        ]:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {**INIT, "protocolVersion": asked}}
+            result = client.post(live_url, json=body, headers=HEADERS).json()["result"]
+            assert result["protocolVersion"] == answered
+            assert "resultType" not in result
+            assert result["capabilities"]["logging"] == {}
+            assert result["serverInfo"]["name"]
+
+
+def test_session_lifecycle_and_errors(live_url: str) -> None:
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url)
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+        assert (
+            client.post(
+                live_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+            ).status_code
+            == 202
+        )
+        ping = client.post(live_url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers)
+        assert ping.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        level = client.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "loud"}},
+            headers=headers,
+        )
+        assert level.json()["error"]["code"] == -32602
+        listed = client.post(
+            live_url, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers=headers
+        ).json()["result"]
+        assert "ttlMs" not in listed and "resultType" not in listed
+        # A reply to a request we never sent is refused clearly.
+        stray = client.post(live_url, json={"jsonrpc": "2.0", "id": 99, "result": {}}, headers=headers)
+        assert stray.status_code == 400 and stray.json()["error"]["code"] == -32600
+        assert client.get(live_url, headers=headers).status_code == 405
+        assert client.delete(live_url, headers=headers).status_code == 200
+        gone = client.post(live_url, json={"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, headers=headers)
+        assert gone.status_code == 404
+        # No session, a forged one, a wrong version header.
+        no_session = client.post(
+            live_url, json={"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {}}, headers=HEADERS
+        )
+        assert no_session.status_code == 400
+        forged = client.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 7, "method": "ping"},
+            headers={**headers, "mcp-session-id": sid[:-2] + "xx"},
+        )
+        assert forged.status_code == 404
+        sid2, _ = _init(client, live_url)
+        wrong = client.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 8, "method": "ping"},
+            headers={**HEADERS, "mcp-session-id": sid2, "mcp-protocol-version": "2025-06-18"},
+        )
+        assert wrong.status_code == 400
+
+
+def test_log_level_is_honoured(live_url: str) -> None:
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url)
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+        body = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}
+        assert client.post(live_url, json=body, headers=headers).json()["result"] == {}
+        call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "legacytest_log"}}
+        from tests.conftest import sse_messages
+
+        messages = sse_messages(client.post(live_url, json=call, headers=headers))
+        logs = [m["params"] for m in messages if m.get("method") == "notifications/message"]
+        assert [(m["level"], m["data"]) for m in logs] == [("warning", "a warning line")]
+        assert messages[-1]["result"]["content"][0]["text"] == "logged"
+
+
+def test_session_is_bound_to_its_principal(live_url: str) -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    alice = Token.objects.create(user=User.objects.create_user("alice")).key
+    bob = Token.objects.create(user=User.objects.create_user("bob")).key
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url, authorization=f"Token {alice}")
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "legacytest_whoami"}}
+        mine = client.post(live_url, json=call, headers={**headers, "authorization": f"Token {alice}"})
+        assert mine.json()["result"]["content"][0]["text"].startswith("auth.user:")
+        theirs = client.post(live_url, json=call, headers={**headers, "authorization": f"Token {bob}"})
+        assert theirs.status_code == 403
+        anonymous = client.post(live_url, json=call, headers=headers)
+        assert anonymous.status_code == 403
+        assert client.delete(live_url, headers={**headers, "authorization": f"Token {bob}"}).status_code == 403
