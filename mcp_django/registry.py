@@ -341,6 +341,21 @@ class Registry:
 
         return decorator
 
+    def register_view(self, view: Any, **options: Any) -> list[Tool]:
+        """Serve an existing Django or DRF view as tools; returns the tools it made.
+
+        A viewset gives one tool per action (``orders_list``, ``orders_create``, ... and its
+        ``@action`` methods); an ``APIView`` or generic view one per HTTP method; a plain
+        Django view needs ``input_schema=``. Options: ``actions``, ``methods``, ``name`` /
+        ``names``, ``basename``, ``description`` / ``descriptions``, ``input_schema`` /
+        ``input_schemas``, ``output_schema``, ``path_params``, ``permissions``,
+        ``permission_classes``, ``allow_anonymous``, ``initkwargs``, ``body`` ("json" or
+        "form"). See :mod:`mcp_django.views_as_tools` and docs/views.md.
+        """
+        from .views_as_tools import view_tools
+
+        return [self.add_tool(tool) for tool in view_tools(view, **options)]
+
     # -- lookup ---------------------------------------------------------------
 
     def find_resource(self, uri: str) -> tuple[Handler, dict[str, str]] | None:

@@ -206,6 +206,9 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
     elif isinstance(f, s.IntegerField):
         schema = {"type": "integer"}
         _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, s.DecimalField) and for_output and _decimal_as_string(f):
+        # What DRF puts on the wire: COERCE_DECIMAL_TO_STRING makes decimals strings.
+        schema = {"type": "string", "format": "decimal"}
     elif isinstance(f, (s.FloatField, s.DecimalField)):
         schema = {"type": "number"}
         _bounds(schema, f, "minimum", "maximum")
@@ -241,9 +244,60 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
     default = getattr(f, "default", s.empty)
     if default is not s.empty and not callable(default) and _jsonable(default):
         schema["default"] = default
-    if getattr(f, "allow_null", False) and isinstance(schema.get("type"), str):
-        schema["type"] = [schema["type"], "null"]
+    if not for_output:
+        _validator_constraints(schema, f)
+    if getattr(f, "allow_blank", False) and "enum" in schema and "" not in schema["enum"]:
+        schema["enum"] = [*schema["enum"], ""]
+    if getattr(f, "allow_null", False):
+        if isinstance(schema.get("type"), str):
+            schema["type"] = [schema["type"], "null"]
+        if "enum" in schema and None not in schema["enum"]:
+            schema["enum"] = [*schema["enum"], None]
     return schema
+
+
+def _decimal_as_string(f: Any) -> bool:
+    from rest_framework.settings import api_settings
+
+    coerce = getattr(f, "coerce_to_string", None)
+    return bool(api_settings.COERCE_DECIMAL_TO_STRING if coerce is None else coerce)
+
+
+def _validator_constraints(schema: dict[str, Any], f: Any) -> None:
+    """The constraints of a field's validators that JSON Schema can say (the field still checks them all)."""
+    from django.core import validators as v
+
+    for validator in getattr(f, "validators", ()):
+        limit = getattr(validator, "limit_value", None)
+        if isinstance(validator, v.MinLengthValidator) and isinstance(limit, int):
+            schema.setdefault("minLength", limit)
+        elif isinstance(validator, v.MaxLengthValidator) and isinstance(limit, int):
+            schema.setdefault("maxLength", limit)
+        elif isinstance(validator, v.MinValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
+            schema.setdefault("minimum", int(limit) if isinstance(limit, int) else float(limit))
+        elif isinstance(validator, v.MaxValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
+            schema.setdefault("maximum", int(limit) if isinstance(limit, int) else float(limit))
+        elif isinstance(validator, v.URLValidator):
+            schema.setdefault("format", "uri")
+        elif isinstance(validator, v.EmailValidator):
+            schema.setdefault("format", "email")
+        elif isinstance(validator, v.RegexValidator) and not validator.inverse_match and not validator.flags:
+            pattern = _ecma_pattern(getattr(validator.regex, "pattern", ""))
+            if pattern:
+                schema.setdefault("pattern", pattern)
+    if schema.get("type") == "string" and getattr(f, "allow_blank", True) is False and "enum" not in schema:
+        # DRF refuses "" unless allow_blank; say so, so a client does not send it.
+        schema.setdefault("minLength", 1)
+
+
+def _ecma_pattern(pattern: str) -> str | None:
+    """A Python regex as JSON Schema's (ECMA-262) dialect, or None when it uses Python-only syntax."""
+    if not isinstance(pattern, str):
+        return None
+    pattern = pattern.replace("\\A", "^").replace("\\Z", "$").replace("\\z", "$")
+    if "(?" in pattern.replace("(?:", "").replace("(?=", "").replace("(?!", ""):
+        return None
+    return pattern
 
 
 def _choice(value: Any) -> Any:

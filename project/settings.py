@@ -56,6 +56,8 @@ INSTALLED_APPS = [
     "mcp_django",
     "project.conformance",
     "project.demo",
+    "django_filters",
+    "project.shop",
 ]
 
 MIDDLEWARE = [

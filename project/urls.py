@@ -3,6 +3,8 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # The demo shop's REST API; project/shop/mcp.py serves the same views as MCP tools.
+    path("api/", include("project.shop.urls")),
     # The same endpoint through Django's view stack, for WSGI deployments. Under
     # ASGI, project/asgi.py routes /mcp to the fast application before Django sees it.
     path("", include("mcp_django.urls")),

@@ -1,0 +1,48 @@
+"""The shop's views as MCP tools, and a prompt and a resource guarded by Django permissions."""
+
+from __future__ import annotations
+
+import json
+
+from rest_framework.permissions import IsAuthenticated
+
+from mcp_django import Context, mcp
+
+from .models import Product
+from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
+
+# products_list, products_retrieve, products_create, products_update,
+# products_partial_update, products_destroy: the write tools are listed only for users
+# with the matching shop.*_product permission (the viewset's DjangoModelPermissions).
+mcp.register_view(ProductViewSet)
+
+# orders_list ... orders_destroy, and orders_cancel from the @action.
+mcp.register_view(OrderViewSet)
+
+mcp.register_view(OrderSummary, name="orders_summary")
+
+mcp.register_view(
+    stock_report,
+    name="stock_report",
+    input_schema={
+        "type": "object",
+        "properties": {"at_most": {"type": "integer", "minimum": 0, "default": 5, "description": "Stock threshold"}},
+    },
+    permissions=["shop.view_product"],
+)
+
+
+@mcp.resource("shop://catalogue", mime_type="application/json", permissions=["shop.view_product"])
+def catalogue() -> str:
+    """Every product with its price and stock."""
+    rows = Product.objects.order_by("name").values("sku", "name", "price", "stock")
+    return json.dumps([{**row, "price": str(row["price"])} for row in rows])
+
+
+@mcp.prompt(permission_classes=[IsAuthenticated])
+def order_help(ctx: Context, question: str) -> str:
+    """Ask for help with your orders, using the shop's tools."""
+    return (
+        f"{ctx.user.get_username()} asks about their shop orders: {question}\n"
+        "Use orders_list (filters: status, shipping, product; search; ordering; page) and orders_retrieve to look."
+    )
