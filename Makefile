@@ -14,13 +14,14 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: help venv run test test-py311 test-postgres conformance conformance-install lint bench clean
+.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench clean
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
 	@echo "make test              run the whole test suite"
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make bench             run the benchmarks"
+	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "error: mcp-django's demo needs Python 3.12 or newer (python3.13, python3.12); none was found on PATH or under pyenv." >&2; exit 1; fi
@@ -55,6 +56,10 @@ test-py311:
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# Headless Chromium for the admin browser test (Debian's package; Playwright drives it, never downloads one).
+browser-deps:
+	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium chromium-driver; }
 
 conformance-install:
 	@mkdir -p $(CONF_DIR)

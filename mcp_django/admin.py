@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
+import django
 from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -140,6 +141,8 @@ class RegisteredHandlerAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "handlers": handler_rows(registry),
             "audit_url": reverse(f"{self.admin_site.name}:mcp_django_auditevent_changelist"),
+            # Django 6 styles breadcrumbs as a list, 5.2 as a div.
+            "breadcrumbs_as_list": django.VERSION >= (6, 0),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/mcp_django/handlers.html", context)
