@@ -1,0 +1,136 @@
+"""Views as tools: names, schemas and registration errors (no server), and a failing view (live)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.http import HttpRequest, JsonResponse
+from rest_framework import generics, serializers
+from rest_framework.authtoken.models import Token
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from mcp_django import mcp
+from mcp_django.registry import TOOL_NAME_MAX, Registry
+from mcp_django.schema import serializer_schema
+from mcp_django.views_as_tools import clip_name
+from project.shop.models import Order, Product
+from project.shop.serializers import OrderSerializer
+from project.shop.views import OrderViewSet
+from tests.conftest import sdk_client
+
+
+class Address(serializers.Serializer):
+    street = serializers.CharField(max_length=80)
+    postcode = serializers.RegexField(r"^\d{5}\Z")
+
+
+class Delivery(serializers.Serializer):
+    address = Address()
+    stops = Address(many=True, required=False)
+    speed = serializers.ChoiceField(choices=["slow", "fast"], allow_null=True)
+    code = serializers.CharField(read_only=True)
+    count = serializers.IntegerField(min_value=1, max_value=9)
+
+
+def test_serializer_input_schema() -> None:
+    schema = serializer_schema(Delivery)
+    props = schema["properties"]
+    assert schema["required"] == ["address", "speed", "count"]
+    assert "code" not in props  # read-only
+    assert props["address"]["properties"]["postcode"]["pattern"] == r"^\d{5}$"  # \Z is Python-only
+    assert props["address"]["required"] == ["street", "postcode"]
+    assert props["stops"]["type"] == "array" and props["stops"]["items"]["properties"]["street"]["maxLength"] == 80
+    assert props["speed"]["enum"] == ["slow", "fast", None]
+    assert (props["count"]["minimum"], props["count"]["maximum"]) == (1, 9)
+    out = serializer_schema(Delivery, for_output=True)["properties"]
+    assert "code" in out and "pattern" not in out["address"]["properties"]["postcode"]
+
+
+def test_output_schema_says_decimals_are_strings() -> None:
+    out = serializer_schema(OrderSerializer, for_output=True)["properties"]
+    assert out["total"]["type"] == "string"
+    assert serializer_schema(OrderSerializer)["properties"]["quantity"]["type"] == "integer"
+
+
+def test_viewset_names_and_overrides() -> None:
+    registry = Registry()
+    tools = registry.register_view(OrderViewSet, actions=["list", "destroy"], names={"destroy": "orders_remove"})
+    assert [t.name for t in tools] == ["orders_list", "orders_remove"]
+    registry.register_view(OrderViewSet, actions=["list"])  # the same view again: kept once, not a clash
+    assert list(registry.tools) == ["orders_list", "orders_remove"]
+    assert registry.duplicates == []
+    long = registry.register_view(OrderViewSet, actions=["partial_update"], basename="x" * 70)[0]
+    assert len(long.name) == TOOL_NAME_MAX and long.name == clip_name("x" * 70 + "_partial_update")
+    with pytest.raises(ImproperlyConfigured, match="longer than 64"):
+        registry.register_view(OrderViewSet, actions=["list"], name="y" * 65)
+    with pytest.raises(ImproperlyConfigured, match="no action"):
+        registry.register_view(OrderViewSet, actions=["explode"])
+
+
+class ProductList(generics.ListCreateAPIView):
+    queryset = Product.objects.all()
+
+    class _Serializer(serializers.ModelSerializer):
+        class Meta:
+            model = Product
+            fields = ["id", "name", "price"]
+
+    serializer_class = _Serializer
+
+
+def test_generic_views_map_methods_to_actions() -> None:
+    tools = Registry().register_view(ProductList)
+    assert [t.name for t in tools] == ["product_list_list", "product_list_create"]
+    assert tools[1].input_schema["required"] == ["name", "price"]
+    assert tools[0].output_schema["required"] == ["results"]  # no paginator: a {"results": [...]} envelope
+
+
+def plain(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({})
+
+
+def test_plain_views_need_an_input_schema() -> None:
+    with pytest.raises(ImproperlyConfigured, match="input_schema"):
+        Registry().register_view(plain)
+    tool = Registry().register_view(plain, input_schema={"type": "object", "properties": {}})[0]
+    assert tool.name == "plain"
+
+
+class Broken(APIView):
+    def get(self, request: Any) -> Response:
+        raise RuntimeError("secret connection string postgres://admin:hunter2@db")
+
+
+class Teapot(APIView):
+    def post(self, request: Any) -> Response:
+        return Response({"detail": "I am a teapot."}, status=418)
+
+
+@pytest.fixture
+def temporary_tools() -> Iterator[None]:
+    tools = [*mcp.register_view(Broken, name="test_views_broken"), *mcp.register_view(Teapot, name="test_views_teapot")]
+    yield
+    for tool in tools:
+        mcp.tools.pop(tool.name, None)
+
+
+@pytest.mark.anyio
+async def test_a_failing_view_is_an_error_without_internals(live_url: str, temporary_tools: None) -> None:
+    from django.contrib.auth.models import User
+
+    def make() -> str:
+        return Token.objects.create(user=User.objects.create_user("carol")).key
+
+    from tests.test_views import orm
+
+    token = orm(make)
+    async with sdk_client(live_url, token=token) as client:
+        broken = await client.call_tool("test_views_broken", {})
+        assert broken.is_error and broken.content[0].text == "The view failed with an internal error."
+        teapot = await client.call_tool("test_views_teapot", {})
+        assert teapot.is_error and teapot.content[0].text == "HTTP 418: I am a teapot."
+    assert not orm(Order.objects.exists)
