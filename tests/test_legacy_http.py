@@ -10,7 +10,7 @@ import mcp.types as types
 import pytest
 
 from tests import legacy_fixtures as fx
-from tests.conftest import sdk_client
+from tests.conftest import sdk_client, sse_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -169,6 +169,13 @@ async def test_sdk_cancellation_releases_a_blocked_sync_handler(live_url: str) -
 # -- the session itself, on the wire ------------------------------------------------------
 
 
+def final(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC response of a POST, answered as JSON or as an SSE stream."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return sse_messages(response)[-1]
+    return response.json()
+
+
 def _init(client: httpx.Client, url: str, **headers: str) -> tuple[str, dict[str, Any]]:
     response = client.post(
         url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, headers={**HEADERS, **headers}
@@ -211,10 +218,10 @@ def test_session_lifecycle_and_errors(live_url: str) -> None:
             json={"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "loud"}},
             headers=headers,
         )
-        assert level.json()["error"]["code"] == -32602
-        listed = client.post(
-            live_url, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers=headers
-        ).json()["result"]
+        assert final(level)["error"]["code"] == -32602
+        listed = final(
+            client.post(live_url, json={"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, headers=headers)
+        )["result"]
         assert "ttlMs" not in listed and "resultType" not in listed
         # A reply to a request we never sent is refused clearly.
         stray = client.post(live_url, json={"jsonrpc": "2.0", "id": 99, "result": {}}, headers=headers)
@@ -250,8 +257,6 @@ def test_log_level_is_honoured(live_url: str) -> None:
         body = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "warning"}}
         assert client.post(live_url, json=body, headers=headers).json()["result"] == {}
         call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "legacytest_log"}}
-        from tests.conftest import sse_messages
-
         messages = sse_messages(client.post(live_url, json=call, headers=headers))
         logs = [m["params"] for m in messages if m.get("method") == "notifications/message"]
         assert [(m["level"], m["data"]) for m in logs] == [("warning", "a warning line")]
@@ -269,9 +274,32 @@ def test_session_is_bound_to_its_principal(live_url: str) -> None:
         headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "legacytest_whoami"}}
         mine = client.post(live_url, json=call, headers={**headers, "authorization": f"Token {alice}"})
-        assert mine.json()["result"]["content"][0]["text"].startswith("auth.user:")
+        assert final(mine)["result"]["content"][0]["text"].startswith("auth.user:")
         theirs = client.post(live_url, json=call, headers={**headers, "authorization": f"Token {bob}"})
         assert theirs.status_code == 403
         anonymous = client.post(live_url, json=call, headers=headers)
         assert anonymous.status_code == 403
         assert client.delete(live_url, headers={**headers, "authorization": f"Token {bob}"}).status_code == 403
+
+
+def test_stream_closed_by_the_server_is_resumed(live_url: str) -> None:
+    """SEP-1699: test_reconnection closes its stream after one log; GET + Last-Event-ID brings the rest."""
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url)
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_reconnection"}}
+        first = client.post(live_url, json=call, headers=headers)
+        ids = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")]
+        assert first.text.startswith(f"id: {ids[0]}\nretry: ")
+        messages = sse_messages(first)
+        assert [m["params"]["data"] for m in messages] == ["Before disconnect"]
+        resumed = client.get(live_url, headers={**headers, "accept": "text/event-stream", "last-event-id": ids[-1]})
+        rest = sse_messages(resumed)
+        assert [m.get("params", {}).get("data") for m in rest[:-1]] == ["After reconnect"]
+        assert rest[-1]["id"] == 2 and rest[-1]["result"]["content"][0]["text"] == "Reconnection test completed"
+        # Another session cannot read it; an unknown event id is 404.
+        sid2, _ = _init(client, live_url)
+        other = {**headers, "mcp-session-id": sid2, "accept": "text/event-stream", "last-event-id": ids[-1]}
+        assert client.get(live_url, headers=other).status_code == 404
+        unknown = {**headers, "accept": "text/event-stream", "last-event-id": "nonsense"}
+        assert client.get(live_url, headers=unknown).status_code == 404

@@ -140,6 +140,19 @@ class Context:
             self._emit(notification("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
         return self._done()
 
+    def close_sse_stream(self) -> None:
+        """Close the legacy SSE stream of this call now; the call goes on (SEP-1699 polling).
+
+        The client reconnects with ``Last-Event-ID`` and receives the rest, result
+        included. Elsewhere (2026-07-28, websockets, JSON answers) it does nothing.
+        """
+        close = getattr(self.call.session, "close_stream", None)
+        if close is not None:
+            if isinstance(self, SyncContext) and self._loop is not None:
+                self._loop.call_soon_threadsafe(close)
+            else:
+                close()
+
     def debug(self, data: Any, **kw: Any) -> Any:
         return self.log("debug", data, **kw)
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from .. import signals
@@ -71,6 +71,8 @@ class LiveSession:
     def __init__(self, record: Any, replies: Replies) -> None:
         self.record = record
         self.replies = replies
+        # Set by a transport whose response stream the server may close early (legacy SSE).
+        self.close_stream: Callable[[], None] | None = None
 
     async def request(self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
         """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`."""

@@ -7,30 +7,113 @@
   ``text/event-stream``: the server's requests, then the result. The client's
   reply is a separate POST (202), routed to the worker holding the stream by
   :mod:`mcp_django.transports.relay`.
-- ``DELETE`` ends the session and cancels its calls on every worker. There is no
-  standalone ``GET`` stream (405): every server request belongs to a call and
-  travels on that call's stream.
+- Every event of a call's stream has an id, and the stream opens with a priming
+  event (an id, ``retry``, empty data): the server may close the stream before the
+  result (``ctx.close_sse_stream()``, SEP-1699) and the client resumes with
+  ``GET`` + ``Last-Event-ID``; the call goes on meanwhile. As the 2025-11-25
+  specification says, a dropped connection is not a cancellation: the client sends
+  ``notifications/cancelled`` (or ``DELETE``) for that, and an unanswered ask
+  still ends at ``ASK_TIMEOUT``.
+- ``DELETE`` ends the session and cancels its calls on every worker. A ``GET``
+  without ``Last-Event-ID`` is 405: there is no standalone stream, every server
+  request belongs to a call and travels on that call's stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
-from .http import JSON, SSE, HttpIn, HttpOut, LegacyHandler, accepts, error_out, json_out, respond, unauthorized
-from .relay import HttpReplies, relay
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
+from .http import (
+    JSON,
+    SSE,
+    HttpIn,
+    HttpOut,
+    LegacyHandler,
+    _answer,
+    accepts,
+    error_out,
+    json_out,
+    respond,
+    unauthorized,
+)
+from .relay import HttpReplies, Relay, relay
 
 if TYPE_CHECKING:
     from .http import HttpEndpoint
 
 # A reply to a request the client cancelled has no response body of its own (JSON-RPC reserved range).
 REQUEST_CANCELLED = -32800
+# The reconnection delay the priming event suggests, in milliseconds.
+RETRY_MS = 1000
+# How long a finished call's events stay available to a client resuming its stream.
+RESUME_SECONDS = 60
+
+
+class LegacyStream:
+    """The events of one call's response, numbered, kept until a while after the call ends.
+
+    Event ids are ``<key>.<n>@<channel>``: the worker's channel says where the
+    events are, should the resuming ``GET`` reach another worker.
+    """
+
+    def __init__(self, hub: Relay, sid: str) -> None:
+        self.hub = hub
+        self.sid = sid
+        self.key = hub.new_stream_key()
+        self.events: list[bytes] = []
+        self.changed = asyncio.Event()
+        self.finished = False
+        # Bumped by close(): followers attached before it end their connection.
+        self.cuts = 0
+        self.task: asyncio.Future[Any] | None = None
+        hub.streams[self.key] = self
+
+    def event_id(self, n: int) -> str:
+        return f"{self.key}.{n}@{self.hub.channel}"
+
+    def push(self, message: dict[str, Any]) -> None:
+        n = len(self.events) + 1
+        self.events.append(f"id: {self.event_id(n)}\nevent: message\ndata: ".encode() + dumps(message) + b"\n\n")
+        self.changed.set()
+
+    def close(self) -> None:
+        """End the client's connection now; the call goes on and the client may resume."""
+        self.cuts += 1
+        self.changed.set()
+
+    def finish(self, message: dict[str, Any]) -> None:
+        self.push(message)
+        self.finished = True
+        asyncio.get_running_loop().call_later(RESUME_SECONDS, self.hub.streams.pop, self.key, None)
+
+    async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
+        cuts = self.cuts
+        if prime:
+            yield f"id: {self.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode()
+        sent = after
+        while True:
+            while sent < len(self.events):
+                sent += 1
+                yield self.events[sent - 1]
+            if (self.finished and sent >= len(self.events)) or self.cuts != cuts:
+                return
+            self.changed.clear()
+            await self.changed.wait()
+
+
+def parse_event_id(value: str) -> tuple[str, int, str] | None:
+    head, _, channel = value.partition("@")
+    key, _, number = head.partition(".")
+    if not key.isdigit() or not number.isdigit() or not channel:
+        return None
+    return key, int(number), channel
 
 
 class LegacyHttp(LegacyHandler):
@@ -172,17 +255,28 @@ class LegacyHttp(LegacyHandler):
             finally:
                 hub.untrack(key)
 
-        return await respond(
-            dispatcher,
-            call,
-            can_stream=req.can_stream and accepts(req.headers, SSE),
-            disconnected=disconnected,
-            run=run,
-        )
+        if not (req.can_stream and accepts(req.headers, SSE)):
+            # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
+            return await respond(dispatcher, call, can_stream=False, disconnected=disconnected, run=run)
+        stream = LegacyStream(hub, record.sid)
+        call.notify = stream.push
+        call.session.close_stream = stream.close
+
+        async def serve() -> None:
+            _status, payload = await _answer(run, call, call.started)
+            stream.finish(payload)
+
+        # Not tied to this connection: the client may drop it and resume, the call goes on.
+        stream.task = asyncio.ensure_future(serve())
+        headers = [("content-type", SSE), ("cache-control", "no-cache")]
+        return HttpOut(200, headers, events=stream.follow(0, prime=True))
 
     async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
-        if req.method != "DELETE":
-            return None  # GET: 405, there is no standalone stream
+        if req.method not in ("DELETE", "GET"):
+            return None
+        last_event = req.headers.get("last-event-id") if req.method == "GET" else None
+        if req.method == "GET" and last_event is None:
+            return None  # 405: there is no standalone stream
         try:
             principal = await self._principal(req)
         except AuthenticationFailed as exc:
@@ -191,6 +285,20 @@ class LegacyHttp(LegacyHandler):
         if isinstance(found, HttpOut):
             return found
         record, _level = found
+        if last_event is not None:
+            return await self.resume(record, last_event)
         await legacy.end_session(record)
         await (await relay()).cancel(record.sid)
         return HttpOut(200, [("content-type", JSON)], b"")
+
+    async def resume(self, record: legacy.SessionRecord, last_event: str) -> HttpOut:
+        """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
+        hub = await relay()
+        parsed = parse_event_id(last_event)
+        stream = hub.streams.get(parsed[0]) if parsed is not None and parsed[2] == hub.channel else None
+        if stream is None or stream.sid != record.sid:
+            # Unknown, expired, another session's, or held by another worker: the
+            # client's SDK then reports the stream lost; the call itself is unaffected.
+            return error_out(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
+        headers = [("content-type", SSE), ("cache-control", "no-cache")]
+        return HttpOut(200, headers, events=stream.follow(parsed[1], prime=False))

@@ -57,6 +57,9 @@ class Relay:
         self._ids = itertools.count(1)
         self.waiters: dict[str, _Waiter] = {}
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
+        self.streams: dict[str, Any] = {}
+        self._stream_keys = itertools.count(1)
         self._tasks: list[asyncio.Task[Any]] = []
         self._ready: asyncio.Future[None] | None = None
 
@@ -124,6 +127,9 @@ class Relay:
             logger.warning("dropped a reply to %s sent from another session", request_id)
             return
         waiter.future.set_result(message)
+
+    def new_stream_key(self) -> str:
+        return str(next(self._stream_keys))
 
     # -- cancellation ------------------------------------------------------------------------
 

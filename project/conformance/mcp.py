@@ -231,8 +231,9 @@ def test_x_mcp_header(region: str = "<none>") -> str:
 
 @mcp.tool()
 async def test_reconnection(ctx: Context) -> str:
-    """Logs before and after a pause (the legacy SSE polling test)."""
+    """Logs, closes its legacy SSE stream, and finishes while the client reconnects (SEP-1699)."""
     await ctx.info("Before disconnect")
+    ctx.close_sse_stream()
     await asyncio.sleep(0.2)
     await ctx.info("After reconnect")
     return "Reconnection test completed"
