@@ -22,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PG = ("127.0.0.1", 5432)
 REDIS = ("127.0.0.1", 6379)
-DB_NAME = "mcp_legacy_multi"
+# Per run: two suites running at once must not migrate one database together.
+DB_NAME = f"mcp_legacy_multi_{os.getpid()}"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
@@ -55,12 +56,16 @@ def _ensure_services() -> None:
         _wait(REDIS, "Redis")
 
 
-def _fresh_database() -> str:
+def _admin(statement: str) -> None:
     import psycopg
 
     with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
+        conn.execute(statement)
+
+
+def _fresh_database() -> str:
+    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {DB_NAME}")
     return f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
 
 
@@ -104,6 +109,7 @@ def two_servers() -> Iterator[tuple[str, str]]:
             server.terminate()
         for server in servers:
             server.wait(10)
+        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
 def _events(lines: Iterator[str]) -> Iterator[dict]:
