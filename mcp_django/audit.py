@@ -134,22 +134,29 @@ class Writer:
     def _run(self) -> None:
         while True:
             try:
-                first = self._queue.get(timeout=_IDLE_CLOSE)
+                self._step()
+            except Exception:
+                # The writer must outlive any one failure, or every later row is lost.
+                logger.exception("mcp_django: the audit writer hit an error")
+
+    def _step(self) -> None:
+        size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
+        try:
+            first = self._queue.get(timeout=_IDLE_CLOSE)
+        except queue.Empty:
+            connections.close_all()
+            return
+        batch = [first]
+        urgent = first.done is not None
+        while len(batch) < size:
+            try:
+                # Someone is waiting (a refusal, a flush): take only what is already queued.
+                item = self._queue.get_nowait() if urgent else self._queue.get(timeout=_LINGER)
             except queue.Empty:
-                connections.close_all()
-                continue
-            batch = [first]
-            urgent = first.done is not None
-            size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
-            while len(batch) < size:
-                try:
-                    # Someone is waiting (a refusal, a flush): take only what is already queued.
-                    item = self._queue.get_nowait() if urgent else self._queue.get(timeout=_LINGER)
-                except queue.Empty:
-                    break
-                batch.append(item)
-                urgent = urgent or item.done is not None
-            self._write(batch)
+                break
+            batch.append(item)
+            urgent = urgent or item.done is not None
+        self._write(batch)
 
     def _write(self, batch: list[_Item]) -> None:
         rows = [item.row for item in batch if item.row is not None]
@@ -159,10 +166,14 @@ class Writer:
         except Exception:
             logger.exception("mcp_django: could not write %d audit row(s)", len(rows))
         finally:
-            if any(item.close for item in batch):
-                connections.close_all()
-            else:
-                close_old_connections()
+            try:
+                if any(item.close for item in batch):
+                    connections.close_all()
+                else:
+                    close_old_connections()
+            except Exception:
+                logger.exception("mcp_django: could not close the audit writer's connection")
+            # Whatever happened, nobody waits forever for this batch.
             for item in batch:
                 if item.done is not None:
                     item.done()
@@ -224,20 +235,27 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
 # cannot file an event under another kind.
 
 
+async def _write(event: signals.Event, kind: str) -> None:
+    if mcp_settings.AUDIT["ASYNC_WRITES"]:
+        record(event, kind)
+    else:
+        await record_now(event, kind)
+
+
 async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("ROUNDS"):
-        record(event, Kind.ROUND)
+        await _write(event, Kind.ROUND)
 
 
 async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("CALLS"):
         outcome = event.outcome or event.kind
-        record(event, outcome if outcome in _CALL_KINDS else Kind.FAILED)
+        await _write(event, outcome if outcome in _CALL_KINDS else Kind.FAILED)
 
 
 async def on_ask_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("ASKS"):
-        record(event, Kind.ASK)
+        await _write(event, Kind.ASK)
 
 
 async def on_state_refused(sender: Any, event: signals.Event, **kwargs: Any) -> None:

@@ -66,6 +66,12 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     "REFUSALS": True,
     # The most rows the background writer inserts in one statement.
     "BATCH_SIZE": 500,
+    # True: round, call and ask rows are queued and written after the response.
+    # False: they too are committed before the response, like refusals: one more
+    # database round trip per call, but nothing is written once a test has ended
+    # (a test suite on in-memory SQLite, whose flush between tests cannot wait
+    # for a concurrent writer, wants this).
+    "ASYNC_WRITES": True,
 }
 
 

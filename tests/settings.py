@@ -18,6 +18,10 @@ MCP_DJANGO = {
     **MCP_DJANGO,
     "REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop",
     "ALLOW_ANONYMOUS": True,
+    # Audit rows committed before each response, so none is written while the
+    # in-memory database is flushed between tests (tests/test_audit.py turns the
+    # production default, background writes, back on for itself).
+    "AUDIT": {"ASYNC_WRITES": False},
 }
 if os.environ.get("MCP_TEST_DB_NAME"):
     # Lets several suites share one PostgreSQL server at once.

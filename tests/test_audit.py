@@ -34,9 +34,16 @@ SECRET_ARGUMENT = "argument-secret-7f3a"
 
 
 @pytest.fixture(autouse=True)
-def _flushed() -> Iterator[None]:
-    # Rows of an earlier test must not land in this one's table, nor this one's in the next.
+def _background_writes(settings: Any) -> None:
+    # The production default, whatever the suite's settings say: rows queued, written after the answer.
+    settings.MCP_DJANGO = {**settings.MCP_DJANGO, "AUDIT": {"ASYNC_WRITES": True}}
+
+
+@pytest.fixture(autouse=True)
+def _flushed(_background_writes: None, transactional_db: None) -> Iterator[None]:
+    # Rows queued by earlier tests (this module's or others') must not count in this one.
     audit.flush()
+    AuditEvent.objects.all().delete()
     yield
     audit.flush()
 
@@ -338,6 +345,13 @@ def test_asks_off_skips_ask_rows() -> None:
     with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ASKS": False}}):
         asyncio.run(signals.ask_finished.asend("tool", event=event))
     assert rows() == []
+
+
+def test_synchronous_writes_commit_before_the_answer(raw: Raw) -> None:
+    with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ASYNC_WRITES": False}}):
+        assert result(raw.call("echo", {"text": "x"}))["content"][0]["text"] == "x"
+        # No flush: the row is there as soon as the client has its answer.
+        assert [r.kind for r in AuditEvent.objects.all()] == [Kind.COMPLETED]
 
 
 def test_only_listed_fields_reach_the_row() -> None:

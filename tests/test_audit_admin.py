@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -12,12 +13,22 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from mcp_django import audit
 from mcp_django.models import AuditEvent, Kind
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "admin:mcp_django_auditevent_changelist"
 HANDLERS = "admin:mcp_django_registeredhandler_changelist"
+
+
+@pytest.fixture(autouse=True)
+def _empty_log(db: None) -> Iterator[None]:
+    # Rows queued by earlier tests (other modules' requests) land before this one starts.
+    audit.flush()
+    AuditEvent.objects.all().delete()
+    yield
+    audit.flush()
 
 
 def event(kind: str, target: str = "echo", **extra: Any) -> AuditEvent:

@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from mcp_django import audit
+from mcp_django.models import AuditEvent
 from tests.conftest import Raw, free_port
 
 CHROMIUM = os.environ.get("MCP_CHROMIUM", "/usr/bin/chromium")
@@ -92,6 +93,8 @@ def _make_history(mcp_url: str) -> None:
 
 def test_admin_pages_in_a_browser(admin_server: AdminServer) -> None:
     sync_playwright = _browser_or_skip()
+    audit.flush()
+    AuditEvent.objects.all().delete()  # only this test's rows, whatever ran before
     get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
     _make_history(admin_server.url + "/mcp")
     ARTIFACTS.mkdir(exist_ok=True)

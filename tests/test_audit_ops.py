@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_django import checks
+from mcp_django import audit, checks
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.registry import Registry, mcp
 
@@ -57,6 +57,8 @@ def test_mcp_handlers_kind() -> None:
 
 @pytest.mark.django_db
 def test_mcp_audit_purge() -> None:
+    audit.flush()  # rows queued by earlier tests must not land in the middle of this one
+    AuditEvent.objects.all().delete()
     now = timezone.now()
     for days in (0, 10, 40, 400):
         AuditEvent.objects.create(kind=Kind.COMPLETED, method="tools/call", target=f"t{days}", created=now - timedelta(days=days))
