@@ -14,7 +14,7 @@ from typing import Any
 
 from ..conf import mcp_settings
 from ..registry import Registry
-from .http import HttpEndpoint, HttpIn, HttpOut
+from .http import Disconnect, HttpEndpoint, HttpIn, HttpOut
 
 Scope = dict[str, Any]
 
@@ -99,20 +99,15 @@ class MCPApplication:
             request_factory=request_factory,
             too_large=too_large,
         )
-        disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+        disconnected = Disconnect(receive)
         try:
             out = await self.endpoint.handle(req, disconnected)
             await _send(out, send, disconnected)
         finally:
-            disconnected.cancel()
+            disconnected.close()
 
 
-async def _wait_disconnect(receive: Any) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _send(out: HttpOut, send: Any, disconnected: asyncio.Future[Any]) -> None:
+async def _send(out: HttpOut, send: Any, disconnected: Disconnect) -> None:
     if out.status == 499:  # the client went away; nobody to answer
         return
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out.headers]
@@ -126,7 +121,7 @@ async def _send(out: HttpOut, send: Any, disconnected: asyncio.Future[Any]) -> N
     try:
         while True:
             next_chunk = asyncio.ensure_future(anext(events))
-            await asyncio.wait({next_chunk, disconnected}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({next_chunk, disconnected.future()}, return_when=asyncio.FIRST_COMPLETED)
             if not next_chunk.done():
                 # The client closed the stream: that cancels the request. Let the
                 # generator unwind from the cancelled step before closing it.

@@ -8,7 +8,6 @@ choice is made lazily, so a plain call never pays for a stream.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,6 +253,39 @@ def unauthorized(request_id: Any, exc: AuthenticationFailed) -> HttpOut:
     return error_out(request_id, error, extra)
 
 
+class Disconnect:
+    """Tells when the client went away, watching only once someone asks.
+
+    A watcher is a task reading the ASGI channel; most calls finish long before
+    it could matter, so it is started lazily (and awaiting this object starts it).
+    """
+
+    def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self._receive = receive
+        self._task: asyncio.Task[None] | None = None
+
+    def future(self) -> asyncio.Future[None]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._watch())
+        return self._task
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+
+    def __await__(self) -> Any:
+        # Shielded: whoever awaits us and is cancelled must not cancel the shared watcher.
+        return asyncio.shield(self.future()).__await__()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+# A call still running after this many seconds starts watching for a disconnect.
+_WATCH_AFTER = 0.02
+
+
 async def respond(
     dispatcher: Dispatcher,
     call: Call,
@@ -263,56 +295,68 @@ async def respond(
     stream_headers: list[tuple[str, str]] | None = None,
     run: Callable[[Call], Awaitable[dict[str, Any]]] | None = None,
 ) -> HttpOut:
-    """Run one request; answer JSON, or SSE once the handler sends a notification first."""
-    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    """Run one request; answer JSON, or SSE once the handler sends a notification first.
+
+    One task and one future per request: this is the hot path of every call.
+    """
+    loop = asyncio.get_running_loop()
+    events: list[dict[str, Any]] = []
+    wake: asyncio.Future[None] = loop.create_future()
+
+    def wake_up(_: Any = None) -> None:
+        if not wake.done():
+            wake.set_result(None)
+
     if can_stream:
-        call.notify = queue.put_nowait
-    started = time.perf_counter()
-    task = asyncio.ensure_future(_answer(run or dispatcher.handle, call, started))
-    getter = asyncio.ensure_future(queue.get())
-    waiters: set[asyncio.Future[Any]] = {task, getter}
-    gone = asyncio.ensure_future(disconnected) if disconnected is not None else None
-    if gone is not None:
-        waiters.add(gone)
+
+        def notify(message: dict[str, Any]) -> None:
+            events.append(message)
+            wake_up()
+
+        call.notify = notify
+    task = loop.create_task(_answer(run or dispatcher.handle, call, 0.0))
+    task.add_done_callback(wake_up)
+    gone: asyncio.Future[Any] | None = None
+
+    def watch() -> None:
+        nonlocal gone
+        assert disconnected is not None
+        gone = disconnected.future() if isinstance(disconnected, Disconnect) else asyncio.ensure_future(disconnected)
+        gone.add_done_callback(wake_up)
+
+    timer = loop.call_later(_WATCH_AFTER, watch) if disconnected is not None else None
     try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await wake
     except BaseException:
         task.cancel()
-        getter.cancel()
         raise
-    if gone is not None and gone.done() and not task.done():
-        task.cancel()
-        getter.cancel()
-        return HttpOut(499)
-    if task.done() and not (getter.done() or queue.qsize()):
-        getter.cancel()
+    finally:
+        if timer is not None:
+            timer.cancel()
         if gone is not None:
-            gone.cancel()
+            gone.remove_done_callback(wake_up)
+    if not task.done() and gone is not None and gone.done():
+        task.cancel()
+        return HttpOut(499)
+    if task.done() and not events:
         status, payload = task.result()
         return json_out(status, payload)
 
     async def stream() -> AsyncIterator[bytes]:
+        nonlocal wake
         try:
-            pending = getter
             while True:
-                if pending.done():
-                    yield sse_event(pending.result())
-                    while not queue.empty():
-                        yield sse_event(queue.get_nowait())
-                    pending = asyncio.ensure_future(queue.get())
+                while events:
+                    yield sse_event(events.pop(0))
                 if task.done():
-                    pending.cancel()
-                    while not queue.empty():
-                        yield sse_event(queue.get_nowait())
                     yield sse_event(task.result()[1])
                     return
-                await asyncio.wait({task, pending}, return_when=asyncio.FIRST_COMPLETED)
+                wake = loop.create_future()
+                await wake
         finally:
             # The client closing the stream cancels the request.
             if not task.done():
                 task.cancel()
-            if gone is not None:
-                gone.cancel()
 
     headers = [("content-type", SSE), ("cache-control", "no-cache"), *(stream_headers or [])]
     return HttpOut(200, headers, events=stream())
