@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import time
 from functools import cached_property
 from importlib import import_module
 from typing import Any
@@ -76,6 +79,88 @@ _HEADER_BOUND = (
     authentication.TokenAuthentication,
     authentication.BasicAuthentication,
 )
+
+
+class PrincipalCache:
+    """Principals found recently, by a digest of the credentials that found them.
+
+    Authentication costs a worker-thread hop and a query on every request; an
+    MCP client sends the same token many times a second. Entries live
+    ``AUTH_CACHE_SECONDS`` (0 turns the cache off). Saving or deleting a user or
+    a token clears the cache of this process at once; other processes see a
+    revoked token or a deactivated user once their entry expires.
+    """
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, tuple[float, Any]] = {}
+
+    @staticmethod
+    def key(headers: dict[str, str]) -> bytes | None:
+        if not all(issubclass(cls, _HEADER_BOUND) for cls in mcp_settings.AUTHENTICATION_CLASSES):
+            return None  # a custom class may look at anything: no safe key
+        session = ""
+        cookie = headers.get("cookie")
+        if cookie:
+            from django.http.cookie import parse_cookie
+
+            session = parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME, "")
+        material = f"{headers.get('authorization', '')}\0{session}".encode()
+        return hashlib.sha256(material).digest()
+
+    def get(self, key: bytes) -> Principal | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry[0] < time.monotonic():
+            self._entries.pop(key, None)
+            return None
+        # A copy of the user, as a fresh request would load it: a handler that changes
+        # request.user must not change the next caller's, and permissions are looked up
+        # anew (Django caches them on the user object).
+        user = copy.copy(entry[1])
+        for attr in _PER_REQUEST_ATTRS:
+            user.__dict__.pop(attr, None)
+        return Principal(user)
+
+    def put(self, key: bytes, principal: Principal) -> None:
+        ttl = mcp_settings.AUTH_CACHE_SECONDS
+        if ttl <= 0 or principal.is_anonymous:
+            return
+        if len(self._entries) >= self.MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = (time.monotonic() + ttl, principal.user)
+
+    def clear(self, *args: Any, **kwargs: Any) -> None:
+        self._entries.clear()
+
+
+# What Django's permission backends cache on a user object for one request.
+_PER_REQUEST_ATTRS = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
+
+principal_cache = PrincipalCache()
+
+
+def connect_cache_invalidation() -> None:
+    """Clear cached principals whenever a user or a token changes (called from AppConfig.ready)."""
+    from django.apps import apps
+    from django.contrib.auth import get_user_model
+    from django.db.models.signals import m2m_changed, post_delete, post_save
+
+    user_model = get_user_model()
+    models = [user_model]
+    for relation in ("groups", "user_permissions"):
+        through = getattr(getattr(user_model, relation, None), "through", None)
+        if through is not None:
+            m2m_changed.connect(principal_cache.clear, sender=through, dispatch_uid=f"mcp_django_auth_{relation}")
+    if apps.is_installed("rest_framework.authtoken"):
+        from rest_framework.authtoken.models import Token
+
+        models.append(Token)
+    for model in models:
+        post_save.connect(principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_save")
+        post_delete.connect(principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_delete")
 
 
 class AuthenticationFailed(Exception):

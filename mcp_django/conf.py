@@ -32,6 +32,10 @@ DEFAULTS: dict[str, Any] = {
         "mcp_django.auth.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
+    # Seconds an authenticated principal is remembered by its credentials (0: off).
+    # A revoked token or deactivated user is seen at once by the process that made
+    # the change, by other processes within this time.
+    "AUTH_CACHE_SECONDS": 10,
     # Browser origins allowed besides the endpoint's own; "*" allows any.
     "ALLOWED_ORIGINS": [],
     # The largest request body accepted, in bytes.
@@ -132,6 +136,10 @@ class MCPSettings:
     @property
     def AUTHENTICATION_CLASSES(self) -> list[type]:
         return [import_string(p) if isinstance(p, str) else p for p in self._get("AUTHENTICATION_CLASSES")]
+
+    @property
+    def AUTH_CACHE_SECONDS(self) -> float:
+        return float(self._get("AUTH_CACHE_SECONDS"))
 
     @property
     def ALLOWED_ORIGINS(self) -> list[str]:

@@ -24,7 +24,12 @@ def database_from_url(url: str) -> dict[str, object]:
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         name = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path) or ":memory:"
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": name}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": name,
+            "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
+            "CONN_HEALTH_CHECKS": True,
+        }
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         return {
             "ENGINE": "django.db.backends.postgresql",
@@ -34,6 +39,7 @@ def database_from_url(url: str) -> dict[str, object]:
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
             "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
+            "CONN_HEALTH_CHECKS": True,
         }
     raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r}")
 

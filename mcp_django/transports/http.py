@@ -18,7 +18,7 @@ from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
-from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate, may_carry_credentials
+from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate, may_carry_credentials, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.dispatch import MODERN_METHODS, Dispatcher
@@ -137,11 +137,26 @@ class HttpEndpoint:
         self.legacy = LegacyHttp(self)
 
     async def principal(self, req: HttpIn, request: Any) -> Principal:
-        """Raises :class:`AuthenticationFailed` (401) when the caller may not in."""
+        """Raises :class:`AuthenticationFailed` (401) when the caller may not in.
+
+        ``request`` is the Django request, or a callable that builds it (only
+        when the credentials are not in the principal cache).
+        """
         if not may_carry_credentials(req.headers):
             principal = ANONYMOUS
         else:
-            principal = await run_in_thread(authenticate, request)
+            key = principal_cache.key(req.headers)
+            cached = principal_cache.get(key) if key is not None else None
+            if cached is not None:
+                principal = cached
+                if not callable(request):
+                    request.user = principal.user
+            else:
+                if callable(request):
+                    request = request()
+                principal = await run_in_thread(authenticate, request)
+                if key is not None:
+                    principal_cache.put(key, principal)
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
             raise AuthenticationFailed("Authentication credentials were not provided.")
         return principal
@@ -227,7 +242,7 @@ class HttpEndpoint:
             return request
 
         try:
-            principal = await self.principal(req, request_factory() if may_carry_credentials(req.headers) else None)
+            principal = await self.principal(req, request_factory)
         except AuthenticationFailed as exc:
             return unauthorized(request_id, exc)
         call = Call(
