@@ -101,11 +101,15 @@ class Writer:
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        # Set when a queued row has someone waiting for it (a refusal, a flush).
+        self._urgent = threading.Event()
         self._thread: threading.Thread | None = None
 
     def put(self, row: dict[str, Any] | None, done: Callable[[], None] | None = None, *, close: bool = False) -> None:
         self._ensure_thread()
         self._queue.put(_Item(row, done, close))
+        if done is not None:
+            self._urgent.set()
 
     def _ensure_thread(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -148,15 +152,16 @@ class Writer:
             connections.close_all()
             return
         batch = [first]
-        urgent = first.done is not None
+        if first.done is None and not self._urgent.is_set():
+            # Let rows gather, then take them all at once: waking the writer for each
+            # row would cost the event loop a GIL hand-off per call.
+            self._urgent.wait(_LINGER)
+        self._urgent.clear()
         while len(batch) < size:
             try:
-                # Someone is waiting (a refusal, a flush): take only what is already queued.
-                item = self._queue.get_nowait() if urgent else self._queue.get(timeout=_LINGER)
+                batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-            batch.append(item)
-            urgent = urgent or item.done is not None
         self._write(batch)
 
     def _write(self, batch: list[_Item]) -> None:

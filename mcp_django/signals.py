@@ -2,8 +2,8 @@
 
 Every signal is sent with ``sender`` = the handler kind ("tool", "prompt",
 "resource") and ``event`` = an :class:`Event`. They are sent with
-``Signal.asend``: async receivers are awaited on the event loop, sync receivers
-run in a worker thread. A ``state_refused`` receiver has finished before the
+``asend``: async receivers are awaited on the event loop, one after another;
+sync receivers run in a worker thread. A ``state_refused`` receiver has finished before the
 client is answered.
 """
 
@@ -12,7 +12,33 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.dispatch import Signal
+from asgiref.sync import sync_to_async
+from django import dispatch
+
+
+class Signal(dispatch.Signal):
+    """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
+
+    ``Signal.asend`` gathers async receivers in tasks; these signals are sent on
+    every call, where a task costs more than the audit receiver's own work.
+    Sync receivers still run in a worker thread, as with ``asend``.
+    """
+
+    async def asend(self, sender: Any, **named: Any) -> list[tuple[Any, Any]]:
+        if not self.receivers:
+            return []
+        sync_receivers, async_receivers = self._live_receivers(sender)
+        responses: list[tuple[Any, Any]] = []
+        if sync_receivers:
+
+            def run() -> list[tuple[Any, Any]]:
+                return [(r, r(signal=self, sender=sender, **named)) for r in sync_receivers]
+
+            responses.extend(await sync_to_async(run)())
+        for receiver in async_receivers:
+            responses.append((receiver, await receiver(signal=self, sender=sender, **named)))
+        return responses
+
 
 #: A 2026-07-28 attempt ended with ``input_required`` (one round issued).
 round_started = Signal()
