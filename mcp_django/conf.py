@@ -6,6 +6,7 @@ works in tests and nothing is written back into the settings module.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from django.conf import settings
@@ -82,30 +83,19 @@ AUDIT_DEFAULTS: dict[str, Any] = {
 class MCPSettings:
     """Typed access to ``settings.MCP_DJANGO`` merged over ``DEFAULTS``."""
 
-    def __init__(self) -> None:
-        # Values are parsed once and cached: they sit on the per-request path.
-        # The cache is dropped whenever Django reports MCP_DJANGO changed.
-        self._cache: dict[str, Any] = {}
+    # Values are parsed once and kept as plain attributes (cached_property): they
+    # sit on the per-request path. reload() drops them whenever Django reports
+    # that MCP_DJANGO changed.
 
     def _get(self, name: str) -> Any:
         user = getattr(settings, "MCP_DJANGO", None) or {}
         return user.get(name, DEFAULTS[name])
 
-    def __getattribute__(self, name: str) -> Any:
-        if name.isupper():
-            cache = object.__getattribute__(self, "_cache")
-            try:
-                return cache[name]
-            except KeyError:
-                value = object.__getattribute__(self, name)
-                cache[name] = value
-                return value
-        return object.__getattribute__(self, name)
-
     def reload(self) -> None:
-        self._cache.clear()
+        for name in [n for n in self.__dict__ if n.isupper()]:
+            del self.__dict__[name]
 
-    @property
+    @cached_property
     def REQUEST_STATE_KEY(self) -> list[bytes] | None:
         value = self._get("REQUEST_STATE_KEY")
         if value in (None, "", [], ()):
@@ -113,71 +103,71 @@ class MCPSettings:
         values = value if isinstance(value, (list, tuple)) else [value]
         return [v.encode() if isinstance(v, str) else bytes(v) for v in values if v]
 
-    @property
+    @cached_property
     def ENCRYPT_REQUEST_STATE(self) -> bool:
         return bool(self._get("ENCRYPT_REQUEST_STATE"))
 
-    @property
+    @cached_property
     def REQUEST_STATE_LIFETIME(self) -> int:
         return int(self._get("REQUEST_STATE_LIFETIME"))
 
-    @property
+    @cached_property
     def MAX_REQUEST_STATE_BYTES(self) -> int:
         return int(self._get("MAX_REQUEST_STATE_BYTES"))
 
-    @property
+    @cached_property
     def MAX_INPUT_ROUNDS(self) -> int:
         return int(self._get("MAX_INPUT_ROUNDS"))
 
-    @property
+    @cached_property
     def ALLOW_ANONYMOUS(self) -> bool:
         return bool(self._get("ALLOW_ANONYMOUS"))
 
-    @property
+    @cached_property
     def AUTHENTICATION_CLASSES(self) -> list[type]:
         return [import_string(p) if isinstance(p, str) else p for p in self._get("AUTHENTICATION_CLASSES")]
 
-    @property
+    @cached_property
     def AUTH_CACHE_SECONDS(self) -> float:
         return float(self._get("AUTH_CACHE_SECONDS"))
 
-    @property
+    @cached_property
     def ALLOWED_ORIGINS(self) -> list[str]:
         return list(self._get("ALLOWED_ORIGINS"))
 
-    @property
+    @cached_property
     def MAX_REQUEST_BYTES(self) -> int:
         return int(self._get("MAX_REQUEST_BYTES"))
 
-    @property
+    @cached_property
     def HANDLER_MODULE(self) -> str:
         return str(self._get("HANDLER_MODULE"))
 
-    @property
+    @cached_property
     def SERVER_NAME(self) -> str:
         return str(self._get("SERVER_NAME"))
 
-    @property
+    @cached_property
     def SERVER_TITLE(self) -> str | None:
         return self._get("SERVER_TITLE")
 
-    @property
+    @cached_property
     def INSTRUCTIONS(self) -> str | None:
         return self._get("INSTRUCTIONS")
 
-    @property
+    @cached_property
     def LIST_TTL_MS(self) -> int:
         return int(self._get("LIST_TTL_MS"))
 
-    @property
+    @cached_property
     def CACHE_SCOPE(self) -> str:
         return str(self._get("CACHE_SCOPE"))
 
-    @property
+    @cached_property
     def ASK_TIMEOUT(self) -> float:
         return float(self._get("ASK_TIMEOUT"))
 
-    @property
+    @cached_property
     def AUDIT(self) -> dict[str, Any]:
         value = self._get("AUDIT")
         # A value that is not a dict is reported by check mcp_django.E008; run on the defaults meanwhile.
@@ -187,7 +177,7 @@ class MCPSettings:
             audit["ROUNDS"] = bool(user["AUDIT_ROUNDS"])
         return audit
 
-    @property
+    @cached_property
     def AUDIT_ROUNDS(self) -> bool:
         audit = self.AUDIT
         return bool(audit["ENABLED"] and audit["ROUNDS"])

@@ -8,8 +8,8 @@ import os
 
 os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
 
-from project.settings import *  # noqa: E402,F403
-from project.settings import DATABASES, MCP_DJANGO  # noqa: E402
+from project.settings import *  # noqa: F403
+from project.settings import DATABASES, MCP_DJANGO
 
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
@@ -26,3 +26,8 @@ MCP_DJANGO = {
 if os.environ.get("MCP_TEST_DB_NAME"):
     # Lets several suites share one PostgreSQL server at once.
     DATABASES["default"]["TEST"] = {"NAME": os.environ["MCP_TEST_DB_NAME"]}
+
+# Worker threads must not keep connections between tests: an open connection
+# holds locks on the in-memory SQLite database, and keeps PostgreSQL from
+# dropping the test database at the end.
+DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from concurrent.futures import ThreadPoolExecutor
+import functools
+import queue
+import threading
 from typing import Any
 
 from django.db import close_old_connections
@@ -13,10 +15,65 @@ from ..registry import Handler
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind
 
-# Sync handlers get their own pool rather than asgiref's single shared thread: a
-# legacy handler may block for minutes waiting for the client, and must not hold
-# up anyone else's sync work meanwhile.
-_executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="mcp-django")
+
+class WorkerPool:
+    """Threads for sync code, each result handed back with one ``call_soon_threadsafe``.
+
+    Sync handlers get their own pool rather than asgiref's single shared thread: a
+    legacy handler may block for minutes waiting for the client, and must not hold
+    up anyone else's sync work meanwhile. It is not ``run_in_executor``: that wraps
+    every job in a concurrent future chained to an asyncio future, which costs a
+    trivial sync tool more than the tool itself.
+    """
+
+    def __init__(self, max_workers: int = 32) -> None:
+        self.max_workers = max_workers
+        self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], run: Any) -> None:
+        with self._lock:
+            if self._idle == 0 and self._threads < self.max_workers:
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"mcp-django-{self._threads}", daemon=True).start()
+            else:
+                self._idle -= 1
+        self._jobs.put((loop, future, run))
+
+    def _work(self) -> None:
+        while True:
+            loop, future, run = self._jobs.get()
+            try:
+                result = run()
+            except BaseException as exc:
+                _hand_back(loop, future, None, exc)
+            else:
+                _hand_back(loop, future, result, None)
+            finally:
+                close_old_connections()
+            with self._lock:
+                self._idle += 1
+
+
+def _hand_back(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, exc)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting any more
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.done():  # the awaiting call was cancelled
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+_pool = WorkerPool()
 
 
 def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str, str] | None) -> Context:
@@ -27,14 +84,10 @@ def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str
 async def run_in_thread(func: Any, *args: Any) -> Any:
     """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections."""
 
-    def job() -> Any:
-        try:
-            return func(*args)
-        finally:
-            close_old_connections()
-
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_executor, contextvars.copy_context().run, job)
+    future = loop.create_future()
+    _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
+    return await future
 
 
 async def invoke(handler: Handler, kwargs: dict[str, Any], ctx: Context) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
@@ -72,14 +73,34 @@ def sse_event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + dumps(message) + b"\n\n"
 
 
+_host_verdicts: dict[str, bool] = {}
+
+
 def host_allowed(headers: dict[str, str]) -> bool:
-    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding)."""
+    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding).
+
+    Verdicts are remembered per Host value (a client sends the same one every
+    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change.
+    """
     host = headers.get("host", "")
-    domain, _port = split_domain_port(host)
-    allowed = settings.ALLOWED_HOSTS
-    if settings.DEBUG and not allowed:
-        allowed = [".localhost", "127.0.0.1", "[::1]"]
-    return bool(domain) and validate_host(domain, allowed)
+    verdict = _host_verdicts.get(host)
+    if verdict is None:
+        domain, _port = split_domain_port(host)
+        allowed = settings.ALLOWED_HOSTS
+        if settings.DEBUG and not allowed:
+            allowed = [".localhost", "127.0.0.1", "[::1]"]
+        verdict = bool(domain) and validate_host(domain, allowed)
+        if len(_host_verdicts) < 1024:
+            _host_verdicts[host] = verdict
+    return verdict
+
+
+def _forget_hosts(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("ALLOWED_HOSTS", "DEBUG"):
+        _host_verdicts.clear()
+
+
+setting_changed.connect(_forget_hosts)
 
 
 def origin_allowed(headers: dict[str, str]) -> bool:
