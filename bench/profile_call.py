@@ -93,4 +93,4 @@ if __name__ == "__main__":
     profile.enable()
     asyncio.run(main(n, token))
     profile.disable()
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
+    pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(int(os.environ.get("ROWS", "45")))

@@ -167,6 +167,8 @@ def main() -> int:
     }
     echo = [call_body("echo", {"text": "hello"})]
     echo_headers = {"mcp-method": "tools/call", "mcp-name": "echo"}
+    reverse = [call_body("reverse", {"text": "hello"})]
+    reverse_headers = {"mcp-method": "tools/call", "mcp-name": "reverse"}
     flow_headers = {"mcp-method": "tools/call", "mcp-name": "test_input_required_result_multi_round"}
     results: dict[str, dict[str, Any]] = {}
     try:
@@ -176,6 +178,8 @@ def main() -> int:
             ("echo, anonymous", "sdk", echo, echo_headers),
             ("echo, anonymous", "mcp-django", echo, echo_headers),
             ("echo, token auth", "mcp-django", echo, {**echo_headers, "authorization": f"Token {token}"}),
+            ("async tool", "sdk", reverse, reverse_headers),
+            ("async tool", "mcp-django", reverse, reverse_headers),
             ("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers),
             ("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers),
         ]
@@ -186,6 +190,7 @@ def main() -> int:
         for server in servers.values():
             server.stop()
 
+    print("echo is a sync tool (both servers run it in a worker thread); the async tool runs on the event loop in both.")
     print(f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'CPU µs/req':>11} {'RSS MiB':>8}")
     for key, row in results.items():
         label, name, connections = key.split("|")

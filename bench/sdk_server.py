@@ -17,6 +17,12 @@ def echo(text: str) -> str:
     return text
 
 
+@server.tool()
+async def reverse(text: str) -> str:
+    """Send the text back reversed (async)."""
+    return text[::-1]
+
+
 def _ask(key: str, message: str, field: str) -> types.InputRequiredResult:
     schema = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
     return types.InputRequiredResult(

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["mcp", "Context", "AsyncContext", "SyncContext", "get_context", "ToolError", "ToolResult", "__version__"]
+__all__ = ["AsyncContext", "Context", "SyncContext", "ToolError", "ToolResult", "__version__", "get_context", "mcp"]
 
 if TYPE_CHECKING:
     from .asks.context import AsyncContext, Context, SyncContext, get_context

@@ -22,7 +22,7 @@ from .conf import mcp_settings
 class Principal:
     """The caller as the state binds it: a stable label, and its keyed hash for requestState."""
 
-    __slots__ = ("user", "label", "__dict__")
+    __slots__ = ("__dict__", "label", "user")
 
     def __init__(self, user: Any) -> None:
         self.user = user

@@ -315,8 +315,8 @@ def _bounds(schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[st
 
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-    or isinstance(v, float) and v.is_integer(),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),

@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from mcp_django import Context, SyncContext, mcp
-from mcp_django.asks import confirm, elicit, sample
+from mcp_django.asks import confirm, sample
 
 runs: Counter[str] = Counter()
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}

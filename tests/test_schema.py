@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Annotated, Literal, Optional, TypedDict
+from typing import Annotated, Literal, TypedDict
 
 from rest_framework import serializers
 
@@ -25,11 +25,11 @@ class Point(TypedDict):
 @dataclasses.dataclass
 class Node:
     name: str
-    children: list["Node"] = dataclasses.field(default_factory=list)
+    children: list[Node] = dataclasses.field(default_factory=list)
 
 
 def test_signature_schema() -> None:
-    def tool(ctx: object, a: int, b: Annotated[str, "the b"], c: float = 1.5, d: Optional[bool] = None, e: Literal["x", "y"] = "x",
+    def tool(ctx: object, a: int, b: Annotated[str, "the b"], c: float = 1.5, d: bool | None = None, e: Literal["x", "y"] = "x",
              f: list[Point] | None = None, g: Color = Color.RED) -> None: ...
 
     s = schema.signature_schema(tool, skip={"ctx"})
@@ -83,7 +83,7 @@ def test_registry_names_and_context_parameter() -> None:
     registry = Registry()
 
     @registry.tool()
-    async def annotated(context: "schema.Any", n: int) -> int:  # noqa: F821 - a string annotation is fine
+    async def annotated(context: schema.Any, n: int) -> int:
         return n
 
     from mcp_django import Context

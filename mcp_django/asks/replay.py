@@ -30,7 +30,7 @@ from .kinds import Ask
 _SETTLE_TURNS = 16
 
 
-class InputRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class InputRequired(BaseException):
     """Ends an attempt whose asks have no answer yet.
 
     A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
@@ -211,7 +211,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     finished, value = False, None
     try:
         finished, value = await _attempt(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
-    except BaseException as exc:  # noqa: BLE001 - sorted out below, after the engine's own errors
+    except BaseException as exc:
         error = exc
     if backend.error is not None:
         if backend.error.code == MISSING_CAPABILITY:

@@ -16,6 +16,12 @@ def echo(text: Annotated[str, "The text to send back"]) -> str:
 
 
 @mcp.tool()
+async def reverse(text: Annotated[str, "The text to reverse"]) -> str:
+    """Send the text back reversed (an async tool: it runs on the event loop, no thread)."""
+    return text[::-1]
+
+
+@mcp.tool()
 async def whoami(ctx: Context) -> dict[str, object]:
     """Who the server thinks is calling."""
     user = ctx.user
