@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -83,12 +84,13 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    if not text or any(c not in _B64_ALPHABET for c in text) or len(text) % 4 == 1:
+    # Strict: Python's decoder would otherwise skip characters outside the alphabet.
+    if not text or len(text) % 4 == 1 or not _B64URL.fullmatch(text):
         raise ValueError("not base64url")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-_B64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def _hkdf(secret: bytes, info: bytes) -> bytes:

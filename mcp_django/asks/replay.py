@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +71,8 @@ class ReplayBackend:
         self.pending: dict[str, Ask] = {}
         self.used: dict[str, dict[str, Any]] = {}
         self.error: MCPError | None = None
-        self.wake: asyncio.Event | None = None
+        # Called when an ask finds no answer: it wakes the engine.
+        self.wake: Callable[..., None] | None = None
         self._default_keys: dict[str, int] = {}
 
     def _key(self, ask: Ask) -> str:
@@ -127,7 +128,7 @@ class ReplayBackend:
         values, missing = self._lookup(asks)
         if missing:
             if self.wake is not None:
-                self.wake.set()
+                self.wake()
             # Park until the engine ends the attempt (it cancels this task).
             await asyncio.get_running_loop().create_future()
         return values
@@ -153,24 +154,37 @@ async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayB
             return True, await invoke(handler, kwargs_for(ctx), ctx)
         except InputRequired:
             return False, None
-    backend.wake = asyncio.Event()
-    task = asyncio.ensure_future(invoke(handler, kwargs_for(ctx), ctx))
-    waiter = asyncio.ensure_future(backend.wake.wait())
+    loop = asyncio.get_running_loop()
+    # One future, resolved by whichever comes first: the handler finishing, or an
+    # ask without an answer. (Cheaper than an Event, a waiter task and asyncio.wait.)
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: Any = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    backend.wake = wake
+    task = loop.create_task(invoke(handler, kwargs_for(ctx), ctx))
+    task.add_done_callback(wake)
     try:
-        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        await woken
         if not task.done():
-            seen = -1
+            # Let asks started together (gather, TaskGroup) register. Tasks started
+            # together were queued before this wake-up, so plain siblings have asked
+            # already; one quiet loop turn more lets a sibling whose first await was
+            # ready (a cached lookup) reach its ask too.
+            seen, calm = len(backend.pending), 0
             for _ in range(_SETTLE_TURNS):
-                if len(backend.pending) == seen or task.done():
+                await asyncio.sleep(0)
+                if task.done():
                     break
+                calm = calm + 1 if len(backend.pending) == seen else 0
                 seen = len(backend.pending)
-                for _ in range(4):
-                    await asyncio.sleep(0)
+                if calm >= 1:
+                    break
     except BaseException:
         task.cancel()
         raise
-    finally:
-        waiter.cancel()
     if task.done() and not backend.pending:
         return True, task.result()
     task.cancel()
