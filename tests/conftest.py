@@ -62,11 +62,27 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live_server_instance() -> Iterator[LiveServer]:
+def live_server_instance(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
+    # Depending on django_db_setup makes the server stop before the test database goes.
     server = LiveServer()
     server.start()
     yield server
     server.stop()
+    with django_db_blocker.unblock():
+        _end_other_sessions()
+
+
+def _end_other_sessions() -> None:
+    """Worker threads of the server (pool, audit writer, Channels) may still hold
+    PostgreSQL sessions; the test database cannot be dropped while they do."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 @pytest.fixture
