@@ -86,9 +86,21 @@ def _end_other_sessions() -> None:
 
 
 @pytest.fixture
-def live_url(live_server_instance: LiveServer, transactional_db: None) -> str:
+def live_url(live_server_instance: LiveServer, transactional_db: None) -> Iterator[str]:
     """URL of the live /mcp endpoint; the test's database is visible to it."""
-    return live_server_instance.url
+    yield live_server_instance.url
+    # No audit row may still be on its way when the database is flushed.
+    from mcp_django import audit
+
+    audit.flush()
+
+
+def mcp_settings(**changes: Any) -> Any:
+    """override_settings for some MCP_DJANGO keys, keeping the test settings' others."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    return override_settings(MCP_DJANGO={**settings.MCP_DJANGO, **changes})
 
 
 def meta(caps: dict[str, Any] | None = None, version: str = MODERN, **extra: Any) -> dict[str, Any]:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from mcp_django.auth import principal_cache
-from tests.conftest import Raw
+from tests.conftest import Raw, mcp_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +42,7 @@ def test_the_cache_can_be_turned_off(raw: Raw) -> None:
     user = get_user_model().objects.create_user("gus", password="pw")
     token = Token.objects.create(user=user)
     settings = {"REQUEST_STATE_KEY": "x" * 40, "ALLOW_ANONYMOUS": True, "AUTH_CACHE_SECONDS": 0}
-    with override_settings(MCP_DJANGO=settings):
+    with mcp_settings(**settings):
         assert whoami(raw, token.key) == (200, "gus")
         assert not principal_cache._entries
 

@@ -7,10 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
-from django.test import override_settings
 
 import tests.modern_tools  # noqa: F401 - registers the modtest_ tools
-from tests.conftest import MODERN, Raw, meta, sse_messages
+from tests.conftest import MODERN, Raw, mcp_settings, meta, sse_messages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -147,7 +146,7 @@ def test_content_type_and_size(raw: Raw) -> None:
     headers = raw.headers("tools/list", {})
     r = raw.client.post(raw.url, content=b"{}", headers={**headers, "content-type": "text/plain"})
     assert r.status_code == 415
-    with override_settings(MCP_DJANGO={"MAX_REQUEST_BYTES": 1000, "ALLOW_ANONYMOUS": True}):
+    with mcp_settings(**{"MAX_REQUEST_BYTES": 1000, "ALLOW_ANONYMOUS": True}):
         r = raw.call("echo", {"text": "x" * 2000})
     assert r.status_code == 413
 
@@ -164,7 +163,7 @@ def test_host_and_origin(raw: Raw) -> None:
     host = raw.url.split("/")[2]
     same = raw.post("server/discover", headers={"origin": f"http://{host}"})
     assert same.status_code == 200
-    with override_settings(MCP_DJANGO={"ALLOWED_ORIGINS": ["https://app.example.com"], "ALLOW_ANONYMOUS": True}):
+    with mcp_settings(**{"ALLOWED_ORIGINS": ["https://app.example.com"], "ALLOW_ANONYMOUS": True}):
         listed = raw.post("server/discover", headers={"origin": "https://app.example.com"})
     assert listed.status_code == 200
     assert listed.headers["access-control-allow-origin"] == "https://app.example.com"

@@ -7,11 +7,10 @@ from typing import Any
 import httpx
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 import tests.modern_tools as tools
-from tests.conftest import Raw, meta
+from tests.conftest import Raw, mcp_settings, meta
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -211,20 +210,20 @@ def test_refused_states(raw: Raw) -> None:
 
 
 def test_expired_oversized_and_foreign_key(raw: Raw) -> None:
-    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": "k" * 40, "ALLOW_ANONYMOUS": True, "REQUEST_STATE_LIFETIME": 0}):
+    with mcp_settings(**{"REQUEST_STATE_KEY": "k" * 40, "ALLOW_ANONYMOUS": True, "REQUEST_STATE_LIFETIME": 0}):
         expired = first_round(raw, "modtest_swallow")["requestState"]
         assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=expired))
-    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": "k" * 40, "ALLOW_ANONYMOUS": True}):
+    with mcp_settings(**{"REQUEST_STATE_KEY": "k" * 40, "ALLOW_ANONYMOUS": True}):
         foreign = first_round(raw, "modtest_swallow")["requestState"]
     assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=foreign))
     state = first_round(raw, "modtest_swallow")["requestState"]
-    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop", "ALLOW_ANONYMOUS": True, "MAX_REQUEST_STATE_BYTES": 64}):
+    with mcp_settings(**{"REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop", "ALLOW_ANONYMOUS": True, "MAX_REQUEST_STATE_BYTES": 64}):
         assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=state))
 
 
 def test_round_cap(raw: Raw) -> None:
     settings = {"REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop", "ALLOW_ANONYMOUS": True, "MAX_INPUT_ROUNDS": 2}
-    with override_settings(MCP_DJANGO=settings):
+    with mcp_settings(**settings):
         state = None
         for i in range(2):
             kw: dict[str, Any] = {"inputResponses": {f"r{i - 1}": ACCEPT}, "requestState": state} if state else {}
@@ -236,7 +235,7 @@ def test_round_cap(raw: Raw) -> None:
 
 def test_encrypted_state_flow(raw: Raw) -> None:
     settings = {"REQUEST_STATE_KEY": "e" * 40, "ALLOW_ANONYMOUS": True, "ENCRYPT_REQUEST_STATE": True}
-    with override_settings(MCP_DJANGO=settings):
+    with mcp_settings(**settings):
         first = first_round(raw, "test_input_required_result_request_state")
         assert len(first["requestState"].split(".")) == 3 and "request-state-nonce" not in first["requestState"]
         done = result(
@@ -273,7 +272,7 @@ def test_authentication(raw: Raw) -> None:
     assert who["structuredContent"]["username"] == "alice"
     bad = raw.call("whoami", headers={"authorization": "Token nope"})
     assert bad.status_code == 401 and "www-authenticate" in bad.headers
-    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": "x" * 40, "ALLOW_ANONYMOUS": False}):
+    with mcp_settings(**{"REQUEST_STATE_KEY": "x" * 40, "ALLOW_ANONYMOUS": False}):
         refused = raw.call("whoami")
         assert refused.status_code == 401
         assert result(raw.call("whoami", headers={"authorization": f"Token {alice}"}))["structuredContent"]["username"] == "alice"

@@ -53,6 +53,26 @@ class Call:
         value = self.params.get("uri" if self.method == "resources/read" else "name")
         return value if isinstance(value, str) else ""
 
+    def event(self, kind: str, *, since: float | None = None, **fields: Any) -> Any:
+        """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
+        (by default the call's start) until now."""
+        from ..signals import Event
+
+        started = self.started if since is None else since
+        return Event(
+            kind=kind,
+            era=self.era,
+            transport=self.transport,
+            method=self.method,
+            target=self.target,
+            principal=self.principal,
+            request_id=self.request_id,
+            client_address=self.client_address,
+            version=self.version,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            **fields,
+        )
+
     def wants_log(self, level: str) -> bool:
         if self.notify is None:
             return False

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -139,6 +140,7 @@ class LiveBackend:
     async def _ask(self, ask: Ask) -> Any:
         key = ask.key or f"{ask.default_key()}-{next(self._counter)}"
         outcome = "error"
+        asked_at = time.perf_counter()
         try:
             raw = await self.call.session.request(self.call, ask.method, ask.params)
             value = ask.parse(key, raw)
@@ -152,24 +154,13 @@ class LiveBackend:
             outcome = "disconnect"
             raise
         finally:
-            await self._finished(key, ask, outcome)
+            await self._finished(key, ask, outcome, asked_at)
 
-    async def _finished(self, key: str, ask: Ask, outcome: str) -> None:
+    async def _finished(self, key: str, ask: Ask, outcome: str, asked_at: float) -> None:
         if not signals.ask_finished.receivers:
             return
-        event = signals.Event(
-            kind="ask",
-            era=self.call.era,
-            transport=self.call.transport,
-            method=self.call.method,
-            target=self.call.target,
-            principal=self.call.principal,
-            request_id=self.call.request_id,
-            client_address=self.call.client_address,
-            version=self.call.version,
-            asks={key: ask.method},
-            outcome=outcome,
-        )
+        # The row's duration is the ask's: from sending the request to its outcome.
+        event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
         # Shielded: an ask cut short by cancellation is still reported.
         await asyncio.shield(signals.ask_finished.asend(self.kind, event=event))
 

@@ -12,7 +12,6 @@ every answer so far and the handler's ``ctx.state``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -273,18 +272,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
 
 
 def _event(call: Call, kind: str) -> signals.Event:
-    return signals.Event(
-        kind=kind,
-        era=call.era,
-        transport=call.transport,
-        method=call.method,
-        target=call.target,
-        principal=call.principal,
-        request_id=call.request_id,
-        client_address=call.client_address,
-        version=call.version,
-        duration_ms=(time.perf_counter() - call.started) * 1000,
-    )
+    return call.event(kind)
 
 
 def _capability_name(data: Any) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -336,20 +335,7 @@ async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], ca
 
 
 async def _send_finished(call: Call, outcome: str, reason: str) -> None:
-    event = signals.Event(
-        kind=outcome,
-        era=call.era,
-        transport=call.transport,
-        method=call.method,
-        target=call.target,
-        principal=call.principal,
-        request_id=call.request_id,
-        client_address=call.client_address,
-        version=call.version,
-        reason=reason,
-        outcome=outcome,
-        duration_ms=(time.perf_counter() - call.started) * 1000,
-    )
+    event = call.event(outcome, reason=reason, outcome=outcome)
     await signals.call_finished.asend(_SENDER[call.method], event=event)
 
 
