@@ -1,0 +1,93 @@
+"""What kind of view a tool wraps, and the names derived from it."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from django.utils.text import camel_case_to_spaces
+
+from ..registry import TOOL_NAME_MAX
+
+logger = logging.getLogger("mcp_django")
+
+STANDARD_ACTIONS: dict[str, str] = {
+    "list": "get",
+    "retrieve": "get",
+    "create": "post",
+    "update": "put",
+    "partial_update": "patch",
+    "destroy": "delete",
+}
+DETAIL_ACTIONS = frozenset({"retrieve", "update", "partial_update", "destroy"})
+HTTP_METHODS = ("get", "post", "put", "patch", "delete")
+# Headers of the MCP request that must not reach the view: the credentials (the
+# principal is passed on instead), the MCP protocol headers, and what describes
+# the MCP body rather than the view's.
+DROPPED_HEADERS = (
+    "HTTP_AUTHORIZATION",
+    "HTTP_COOKIE",
+    "HTTP_ACCEPT",
+    "HTTP_MCP_",
+    "HTTP_CONTENT_",
+    "HTTP_LAST_EVENT_ID",
+)
+ACTION_TEXT = {
+    "list": "List {plural}.",
+    "retrieve": "Get one {name} by its {lookup}.",
+    "create": "Create a {name}.",
+    "update": "Replace a {name} (every writable field).",
+    "partial_update": "Change some fields of a {name}.",
+    "destroy": "Delete a {name}.",
+}
+
+
+# -- what kind of view -------------------------------------------------------------------
+
+
+def drf_api() -> Any:
+    try:
+        from rest_framework import generics, mixins, views, viewsets
+    except ImportError:  # pragma: no cover - DRF is a dependency; plain views need none of it
+        return None
+    return views, viewsets, generics, mixins
+
+
+def is_viewset(cls: Any) -> bool:
+    drf = drf_api()
+    return drf is not None and isinstance(cls, type) and issubclass(cls, drf[1].ViewSetMixin)
+
+
+def is_apiview(cls: Any) -> bool:
+    drf = drf_api()
+    return drf is not None and isinstance(cls, type) and issubclass(cls, drf[0].APIView)
+
+
+def view_class_of(view: Any) -> Any:
+    """The class behind ``view``: a class, or what ``as_view()`` made (``view_class``/``cls``)."""
+    if isinstance(view, type):
+        return view
+    return getattr(view, "cls", None) or getattr(view, "view_class", None)
+
+
+def snake_name(name: str) -> str:
+    for suffix in ("ViewSet", "APIView", "View"):
+        if name.endswith(suffix) and name != suffix:
+            name = name[: -len(suffix)]
+            break
+    return camel_case_to_spaces(name).replace(" ", "_") or "view"
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def clip_name(name: str) -> str:
+    """A derived name that fits the 64-character limit, kept unique by a hash of the full name."""
+    if len(name) <= TOOL_NAME_MAX:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: TOOL_NAME_MAX - 9]}_{digest}"

@@ -1,0 +1,180 @@
+"""Schemas of list views' query parameters (filters, search, ordering, pagination) and list output."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from .. import schema as schemas
+
+logger = logging.getLogger("mcp_django")
+
+# -- list parameters and list output ---------------------------------------------------------
+
+
+def query_parameters(view: Any, model: Any) -> dict[str, Any]:
+    """The arguments a list action takes: filters, search, ordering and pagination, as the view has them."""
+    out: dict[str, Any] = {}
+    for backend_cls in getattr(view, "filter_backends", ()) or ():
+        out.update(_backend_parameters(backend_cls, view, model))
+    paginator = getattr(view, "paginator", None)
+    if paginator is not None:
+        for param in paginator.get_schema_operation_parameters(view):
+            schema = openapi_to_json_schema(param.get("schema", {}))
+            if param.get("description"):
+                schema["description"] = str(param["description"])
+            if schema.get("type") == "integer" and param["name"] != "offset":
+                schema["minimum"] = 1
+            elif param["name"] == "offset":
+                schema["minimum"] = 0
+            max_size = getattr(paginator, "max_page_size", None) or getattr(paginator, "max_limit", None)
+            if max_size and param["name"] in (
+                getattr(paginator, "page_size_query_param", None),
+                getattr(paginator, "limit_query_param", None),
+            ):
+                schema["maximum"] = max_size
+            out[param["name"]] = schema
+    return out
+
+
+def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, Any]:
+    from rest_framework import filters
+
+    try:
+        from django_filters.rest_framework import DjangoFilterBackend
+    except ImportError:
+        DjangoFilterBackend = None  # noqa: N806 - the optional class, absent without django-filter
+
+    backend = backend_cls()
+    if DjangoFilterBackend is not None and isinstance(backend, DjangoFilterBackend):
+        return filterset_parameters(backend, view, model)
+    if isinstance(backend, filters.SearchFilter):
+        fields = getattr(view, "search_fields", None)
+        if not fields:
+            return {}
+        names = ", ".join(f.lstrip("^=@$") for f in fields)
+        return {backend.search_param: {"type": "string", "description": f"Search text, matched against {names}."}}
+    if isinstance(backend, filters.OrderingFilter):
+        fields = getattr(view, "ordering_fields", None)
+        schema: dict[str, Any] = {
+            "type": "string",
+            "description": "Order by a field; '-' first for descending; several comma-separated.",
+        }
+        if fields and fields != "__all__":
+            names = [f if isinstance(f, str) else f[0] for f in fields]
+            alternatives = "|".join(re.escape(n) for n in names)
+            schema["pattern"] = f"^-?({alternatives})(,-?({alternatives}))*$"
+            schema["description"] += f" One of: {', '.join(names)}."
+        return {backend.ordering_param: schema}
+    # Any other backend that describes itself for OpenAPI describes itself here too.
+    out: dict[str, Any] = {}
+    try:
+        params = backend.get_schema_operation_parameters(view)
+    except Exception:
+        return out
+    for param in params or ():
+        if param.get("in") == "query" and param.get("name"):
+            schema = openapi_to_json_schema(param.get("schema", {}))
+            if param.get("description"):
+                schema["description"] = str(param["description"])
+            out[param["name"]] = schema
+    return out
+
+
+def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
+    """One argument per django-filter filter, typed (django-filter's own OpenAPI says "string" for all)."""
+    queryset = model._default_manager.none() if model is not None else None
+    try:
+        filterset_class = backend.get_filterset_class(view, queryset)
+    except Exception:
+        logger.exception("mcp_django: could not read the filterset of %s", type(view).__name__)
+        return {}
+    if filterset_class is None:
+        return {}
+    out: dict[str, Any] = {}
+    for name, f in filterset_class.base_filters.items():
+        out.update(filter_schema(name, f))
+    return out
+
+
+def filter_schema(name: str, f: Any) -> dict[str, Any]:
+    import django_filters as df
+
+    def described(schema: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+        label = text or (str(f.label) if f.label else None)
+        if label:
+            schema["description"] = label
+        return schema
+
+    if isinstance(f, df.DateFromToRangeFilter):
+        return {
+            f"{name}_after": described({"type": "string", "format": "date"}),
+            f"{name}_before": described({"type": "string", "format": "date"}),
+        }
+    if isinstance(f, df.RangeFilter):
+        return {f"{name}_min": described({"type": "number"}), f"{name}_max": described({"type": "number"})}
+    if isinstance(f, df.BaseCSVFilter):
+        return {name: described({"type": "string"}, f"{f.label or name} (comma-separated values)")}
+    schema: dict[str, Any]
+    if isinstance(f, (df.MultipleChoiceFilter, df.ModelMultipleChoiceFilter)):
+        schema = {"type": "array", "items": _choice_schema(f)}
+    elif isinstance(f, (df.ChoiceFilter, df.ModelChoiceFilter)):
+        schema = _choice_schema(f)
+    elif isinstance(f, df.BooleanFilter):
+        schema = {"type": "boolean"}
+    elif isinstance(f, df.NumberFilter):
+        schema = {"type": "number"}
+    elif isinstance(f, df.IsoDateTimeFilter) or isinstance(f, df.DateTimeFilter):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(f, df.DateFilter):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(f, df.TimeFilter):
+        schema = {"type": "string", "format": "time"}
+    elif isinstance(f, df.UUIDFilter):
+        schema = {"type": "string", "format": "uuid"}
+    else:
+        schema = {"type": "string"}
+    return {name: described(schema)}
+
+
+def _choice_schema(f: Any) -> dict[str, Any]:
+    import django_filters as df
+
+    if isinstance(f, (df.ModelChoiceFilter, df.ModelMultipleChoiceFilter)):
+        queryset = f.queryset
+        model = getattr(queryset, "model", None)
+        internal = model._meta.pk.get_internal_type() if model is not None else ""
+        return {"type": "integer"} if "Integer" in internal or internal.endswith("AutoField") else {"type": "string"}
+    choices = f.extra.get("choices")
+    if callable(choices) or choices is None:
+        return {"type": "string"}
+    values = [schemas._choice(c[0]) for c in choices if c[0] not in ("", None)]
+    schema: dict[str, Any] = {"enum": values}
+    if all(isinstance(v, str) for v in values):
+        schema["type"] = "string"
+    return schema
+
+
+def list_output_schema(view: Any, item: dict[str, Any]) -> dict[str, Any]:
+    """What a list action returns: the paginator's envelope, or ``{"results": [...]}`` unpaginated."""
+    items = {"type": "array", "items": item}
+    paginator = getattr(view, "paginator", None)
+    if paginator is None:
+        return {"type": "object", "properties": {"results": items}, "required": ["results"]}
+    try:
+        return openapi_to_json_schema(paginator.get_paginated_response_schema(items))
+    except Exception:
+        return {"type": "object", "properties": {"results": items}}
+
+
+def openapi_to_json_schema(schema: Any) -> Any:
+    """DRF describes pagination and filters in OpenAPI 3.0; JSON Schema says ``nullable`` as a type."""
+    if isinstance(schema, list):
+        return [openapi_to_json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: openapi_to_json_schema(v) for k, v in schema.items() if k not in ("nullable", "example")}
+    if schema.get("nullable") and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out

@@ -1,0 +1,524 @@
+"""Building view tools: one per viewset action or HTTP method, with their schemas and permissions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .. import schema as schemas
+from ..content import ToolResult
+from ..registry import TOOL_NAME_MAX, Tool
+from .kinds import (
+    ACTION_TEXT,
+    DETAIL_ACTIONS,
+    HTTP_METHODS,
+    STANDARD_ACTIONS,
+    clip_name,
+    drf_api,
+    is_apiview,
+    is_viewset,
+    slug,
+    snake_name,
+    view_class_of,
+)
+from .operation import Operation
+from .parameters import list_output_schema, query_parameters
+
+logger = logging.getLogger("mcp_django")
+
+# -- tools ---------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class ViewTool(Tool):
+    """A tool whose call runs a view; its permission check is the view's own."""
+
+    operation: Operation | None = None
+
+    @property
+    def guarded(self) -> bool:
+        # DRF views always are: their permission classes (the project default included)
+        # decide who sees them in tools/list.
+        return bool(self.operation and self.operation.drf) or super().guarded
+
+    def has_permission(self, user: Any, request: Any) -> bool:
+        """The view's permission classes for this action, plus the tool's own ``permissions``.
+
+        Sync and run once per tool inside the single thread hop of ``tools/list``.
+        Throttles are not consulted here (a listing must not use up the caller's rate),
+        and object permissions cannot be: the view applies both when it is called.
+        """
+        if self.permissions and not user.has_perms(self.permissions):
+            return False
+        op = self.operation
+        if op is None or not op.drf:
+            return all(cls().has_permission(request, self) for cls in self.permission_classes)
+        incoming = getattr(request, "_request", request)
+        try:
+            django_request = op.build_request(incoming, user, op.locate({})[0] if not op.detail else "/")
+            view = op.cls(**op.initkwargs)
+            if op.actions_map is not None:
+                view.action_map = op.actions_map
+            view.args, view.kwargs, view.format_kwarg = (), {}, None
+            drf_request = view.initialize_request(django_request)
+            view.request = drf_request
+            if op.action and not op.actions_map:
+                view.action = op.action
+            checks = [cls() for cls in self.permission_classes] + list(view.get_permissions())
+            return all(p.has_permission(drf_request, view) for p in checks)
+        except Exception:
+            # A check that cannot run says no: hiding a tool is the safe failure.
+            logger.exception("mcp_django: permission check of tool %s failed", self.name)
+            return False
+
+
+def view_tools(
+    view: Any,
+    *,
+    actions: Iterable[str] | None = None,
+    methods: Iterable[str] | None = None,
+    name: str | None = None,
+    names: Mapping[str, str] | None = None,
+    basename: str | None = None,
+    description: str | None = None,
+    descriptions: Mapping[str, str] | None = None,
+    input_schema: dict[str, Any] | None = None,
+    input_schemas: Mapping[str, Any] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    path_params: Iterable[str] = (),
+    permissions: Iterable[str] = (),
+    permission_classes: Iterable[Any] = (),
+    allow_anonymous: bool | None = None,
+    initkwargs: Mapping[str, Any] | None = None,
+    body: str = "json",
+) -> list[ViewTool]:
+    """The tools for one view. See :meth:`mcp_django.registry.Registry.register_view`."""
+    cls = view_class_of(view)
+    common: dict[str, Any] = dict(
+        permissions=tuple(permissions),
+        permission_classes=tuple(permission_classes),
+        allow_anonymous=allow_anonymous,
+    )
+    if body not in ("json", "form"):
+        raise ImproperlyConfigured(f"register_view: body must be 'json' or 'form', not {body!r}")
+    builder = _Builder(
+        view, cls, dict(initkwargs or {}), basename, names or {}, descriptions or {}, input_schemas or {}
+    )
+    if is_viewset(cls):
+        specs = builder.viewset_specs(actions)
+    elif is_apiview(cls):
+        specs = builder.apiview_specs(methods, tuple(path_params), input_schema)
+    else:
+        specs = builder.plain_specs(methods, tuple(path_params), input_schema, body)
+    if not specs:
+        raise ImproperlyConfigured(f"register_view: {cls or view!r} has none of the requested actions or methods")
+    if name is not None:
+        if len(specs) != 1:
+            raise ImproperlyConfigured("register_view: name= names one tool; this view makes several, use names={...}")
+        specs[0].name = name
+    tools = []
+    for spec in specs:
+        if len(spec.name) > TOOL_NAME_MAX:
+            raise ImproperlyConfigured(
+                f"register_view: tool name {spec.name!r} is longer than {TOOL_NAME_MAX} characters"
+            )
+        if description is not None and len(specs) == 1:
+            spec.description = description
+        if output_schema is not None and len(specs) == 1:
+            spec.output_schema = output_schema
+        tools.append(spec.tool(common))
+    return tools
+
+
+@dataclass
+class _Spec:
+    name: str
+    description: str
+    operation: Operation
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    source: str
+
+    def tool(self, common: dict[str, Any]) -> ViewTool:
+        op = self.operation
+
+        def handler(ctx: Any, **arguments: Any) -> ToolResult:
+            return op.call(ctx, arguments)
+
+        annotations: dict[str, Any] = {"readOnlyHint": op.method == "get"}
+        if op.method != "get":
+            # Only a create is known to add without changing anything; other writes may.
+            annotations["destructiveHint"] = op.action != "create"
+            annotations["idempotentHint"] = op.method in ("put", "delete")
+        return ViewTool(
+            name=self.name,
+            func=handler,
+            description=self.description,
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
+            annotations=annotations,
+            accepts=frozenset(self.input_schema.get("properties", {})),
+            context_param="ctx",
+            source=self.source,
+            operation=op,
+            **common,
+        )
+
+
+class _Builder:
+    """Derives names, schemas and operations from a view class."""
+
+    def __init__(
+        self,
+        view: Any,
+        cls: Any,
+        initkwargs: dict[str, Any],
+        basename: str | None,
+        names: Mapping[str, str],
+        descriptions: Mapping[str, str],
+        input_schemas: Mapping[str, Any],
+    ) -> None:
+        self.view = view
+        self.cls = cls
+        self.initkwargs = initkwargs
+        self.names = names
+        self.descriptions = descriptions
+        self.input_schemas = input_schemas
+        self.model = self._model()
+        if basename:
+            self.prefix = basename
+        elif self.model is not None and is_viewset(cls):
+            self.prefix = slug(str(self.model._meta.verbose_name_plural))
+        elif cls is not None:
+            self.prefix = snake_name(cls.__name__)
+        else:
+            self.prefix = getattr(view, "__name__", "view")
+
+    # -- shared helpers ----------------------------------------------------------------
+
+    def _model(self) -> Any:
+        if self.cls is None:
+            return None
+        queryset = self.initkwargs.get("queryset", getattr(self.cls, "queryset", None))
+        if queryset is not None:
+            return queryset.model
+        serializer = self.initkwargs.get("serializer_class", getattr(self.cls, "serializer_class", None))
+        return getattr(getattr(serializer, "Meta", None), "model", None)
+
+    def _instance(self, action: str | None, method: str, extra: Mapping[str, Any] | None = None) -> Any:
+        """A view instance with no request, for reading what depends on the action."""
+        view = self.cls(**{**self.initkwargs, **(extra or {})})
+        view.action = action
+        view.request = None
+        view.format_kwarg = None
+        view.args, view.kwargs = (), {}
+        view.action_map = {method: action} if action else {}
+        return view
+
+    def _serializer(self, view: Any) -> Any:
+        try:
+            return view.get_serializer_class()
+        except Exception:  # get_serializer_class may read the request, which schema time has not got
+            return getattr(view, "serializer_class", None)
+
+    def _name(self, key: str, default: str) -> str:
+        return self.names.get(key) or clip_name(default)
+
+    def _source(self, key: str) -> str:
+        target = self.cls or self.view
+        return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}:{key}"
+
+    def _lookup(self, view: Any) -> tuple[str, dict[str, Any]]:
+        lookup_field = getattr(view, "lookup_field", "pk")
+        kwarg = getattr(view, "lookup_url_kwarg", None) or lookup_field
+        schema: dict[str, Any] = {"type": "string"}
+        if self.model is not None:
+            try:
+                model_field = self.model._meta.pk if lookup_field == "pk" else self.model._meta.get_field(lookup_field)
+            except Exception:
+                model_field = None
+            internal = model_field.get_internal_type() if model_field is not None else ""
+            if "Integer" in internal or internal.endswith("AutoField"):
+                schema = {"type": "integer"}
+            elif internal == "UUIDField":
+                schema = {"type": "string", "format": "uuid"}
+        noun = str(self.model._meta.verbose_name) if self.model is not None else "object"
+        schema["description"] = f"The {noun}'s {lookup_field if lookup_field != 'pk' else 'id'}."
+        return kwarg, schema
+
+    def _custom_doc(self, attr: str) -> str:
+        """The docstring of ``attr`` when the project's class defines it (DRF's mixins say nothing useful)."""
+        import inspect
+
+        for klass in self.cls.__mro__:
+            if attr in vars(klass):
+                if klass.__module__.startswith("rest_framework."):
+                    return ""
+                doc = inspect.getdoc(vars(klass)[attr]) or ""
+                return doc.split("\n\n", 1)[0].strip()
+        return ""
+
+    # -- viewsets -----------------------------------------------------------------------
+
+    def viewset_specs(self, actions: Iterable[str] | None) -> list[_Spec]:
+        extra = {a.__name__: a for a in self.cls.get_extra_actions()}
+        available = [a for a in STANDARD_ACTIONS if hasattr(self.cls, a)] + list(extra)
+        wanted = list(actions) if actions is not None else available
+        unknown = [a for a in wanted if a not in available]
+        if unknown:
+            raise ImproperlyConfigured(f"register_view: {self.cls.__name__} has no action(s) {', '.join(unknown)}")
+        specs = []
+        for action in wanted:
+            if action in STANDARD_ACTIONS:
+                specs.append(self._standard(action, STANDARD_ACTIONS[action], {STANDARD_ACTIONS[action]: action}))
+            else:
+                func = extra[action]
+                methods = [m for m in func.mapping if m in HTTP_METHODS]
+                for method in methods:
+                    key = action if len(methods) == 1 else f"{action}_{method}"
+                    specs.append(self._extra(func, key, method))
+        return specs
+
+    def _standard(self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None) -> _Spec:
+        view = self._instance(action, method)
+        serializer = self._serializer(view)
+        detail = action in DETAIL_ACTIONS
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        output: dict[str, Any] | None = None
+        query: set[str] = set()
+        path_params: tuple[str, ...] = ()
+        paginated = False
+        override = self.input_schemas.get(key or action)
+        if detail:
+            kwarg, lookup = self._lookup(view)
+            properties[kwarg] = lookup
+            required.append(kwarg)
+            path_params = (kwarg,)
+        if action == "list":
+            params = query_parameters(view, self.model)
+            properties.update(params)
+            query.update(params)
+            paginated = getattr(view, "paginator", None) is not None
+        elif override is not None:
+            body = _schema_of(override)
+            properties.update(body.get("properties", {}))
+            required += body.get("required", [])
+        elif action in ("create", "update", "partial_update") and serializer is not None:
+            body = schemas.serializer_schema(serializer)
+            properties.update(body["properties"])
+            if action != "partial_update":
+                required += body.get("required", [])
+        if serializer is not None and action != "destroy":
+            item = schemas.serializer_schema(serializer, for_output=True)
+            output = list_output_schema(view, item) if action == "list" else item
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
+        plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
+        text = self._custom_doc(action) or ACTION_TEXT[action].format(
+            name=noun, plural=plural, lookup=path_params[0] if path_params else "id"
+        )
+        if action == "list" and query:
+            text += " Filter, search, order and page with the optional arguments."
+        op = Operation(
+            view=self.view,
+            cls=self.cls,
+            method=method,
+            action=action,
+            actions_map=mapping,
+            initkwargs=self.initkwargs,
+            detail=detail,
+            path_params=path_params,
+            query_params=frozenset(query),
+            paginated=paginated,
+        )
+        key = key or action
+        return _Spec(
+            name=self._name(key, f"{self.prefix}_{key}"),
+            description=self.descriptions.get(key, text),
+            operation=op,
+            input_schema=schema,
+            output_schema=output,
+            source=self._source(key),
+        )
+
+    def _extra(self, func: Any, key: str, method: str) -> _Spec:
+        action = func.__name__
+        view = self._instance(action, method, func.kwargs)
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        path_params: tuple[str, ...] = ()
+        if func.detail:
+            kwarg, lookup = self._lookup(view)
+            properties[kwarg] = lookup
+            required.append(kwarg)
+            path_params = (kwarg,)
+        # An @action's body is the serializer only when the action names one itself: the
+        # viewset's default serializer describes its create/update, rarely a custom action.
+        override = self.input_schemas.get(key, self.input_schemas.get(action))
+        serializer = func.kwargs.get("serializer_class")
+        body: dict[str, Any] | None = None
+        if override is not None:
+            body = _schema_of(override)
+        elif serializer is not None and method != "get":
+            body = schemas.serializer_schema(serializer)
+        if body:
+            properties.update(body.get("properties", {}))
+            required += body.get("required", [])
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        doc = (func.kwargs.get("description") or func.__doc__ or "").strip().split("\n\n", 1)[0].strip()
+        op = Operation(
+            view=self.view,
+            cls=self.cls,
+            method=method,
+            action=action,
+            actions_map={method: action},
+            initkwargs={**self.initkwargs, **func.kwargs},
+            detail=bool(func.detail),
+            path_params=path_params,
+            query_params=frozenset(properties) - set(path_params) if method == "get" else frozenset(),
+        )
+        return _Spec(
+            name=self._name(key, f"{self.prefix}_{key}"),
+            description=self.descriptions.get(key, doc or f"{action.replace('_', ' ').capitalize()}."),
+            operation=op,
+            input_schema=schema,
+            output_schema=None,
+            source=self._source(key),
+        )
+
+    # -- APIViews and generic views -----------------------------------------------------
+
+    def apiview_specs(
+        self, methods: Iterable[str] | None, path_params: tuple[str, ...], input_schema: dict[str, Any] | None
+    ) -> list[_Spec]:
+        drf = drf_api()
+        assert drf is not None
+        _views, _viewsets, generics, mixins = drf
+        wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
+        generic = issubclass(self.cls, generics.GenericAPIView)
+        specs = []
+        for method in wanted:
+            if not hasattr(self.cls, method):
+                raise ImproperlyConfigured(f"register_view: {self.cls.__name__} does not handle {method.upper()}")
+            action = _generic_action(self.cls, method, mixins) if generic else None
+            if action is not None:
+                spec = self._standard(action, method, None, key=method if method in self.names else action)
+                spec.name = self._name(method, spec.name) if method in self.names else spec.name
+                specs.append(spec)
+                continue
+            specs.append(self._method_spec(method, path_params, input_schema, drf=True, body="json"))
+        return specs
+
+    def _method_spec(
+        self,
+        method: str,
+        path_params: tuple[str, ...],
+        input_schema: dict[str, Any] | None,
+        *,
+        drf: bool,
+        body: str,
+        single: bool = False,
+    ) -> _Spec:
+        override = self.input_schemas.get(method, input_schema)
+        if override is None:
+            serializer = getattr(self.cls, "serializer_class", None) if self.cls is not None else None
+            if serializer is not None and method in ("post", "put", "patch"):
+                schema = schemas.serializer_schema(serializer)
+            elif method in ("get", "delete") or drf:
+                schema = {"type": "object", "properties": {}}
+            else:
+                raise ImproperlyConfigured(
+                    f"register_view: {self.prefix} needs input_schema= (a plain Django view says nothing of its input)"
+                )
+        else:
+            schema = _schema_of(override)
+        schema = {**schema, "properties": dict(schema.get("properties", {}))}
+        for param in path_params:
+            schema["properties"].setdefault(param, {"type": "string"})
+            schema["required"] = sorted({*schema.get("required", []), param})
+        target = self.cls or self.view
+        doc = (
+            self._custom_doc(method)
+            if self.cls is not None
+            else (getattr(target, "__doc__", "") or "").strip().split("\n\n", 1)[0]
+        )
+        op = Operation(
+            view=self.view,
+            cls=self.cls,
+            method=method,
+            initkwargs=self.initkwargs,
+            path_params=path_params,
+            query_params=frozenset(schema["properties"]) - set(path_params) if method == "get" else frozenset(),
+            body_format=body,
+            drf=drf,
+        )
+        name = self.prefix if single else f"{self.prefix}_{method}"
+        return _Spec(
+            name=self._name(method, name),
+            description=self.descriptions.get(method, doc or f"{method.upper()} {self.prefix}."),
+            operation=op,
+            input_schema=schema,
+            output_schema=None,
+            source=self._source(method),
+        )
+
+    # -- plain Django views -------------------------------------------------------------
+
+    def plain_specs(
+        self,
+        methods: Iterable[str] | None,
+        path_params: tuple[str, ...],
+        input_schema: dict[str, Any] | None,
+        body: str,
+    ) -> list[_Spec]:
+        if methods is not None:
+            wanted = [m.lower() for m in methods]
+        elif self.cls is not None:
+            wanted = [m for m in HTTP_METHODS if hasattr(self.cls, m)]
+        else:
+            wanted = ["get"]
+        if self.cls is None and not callable(self.view):
+            raise ImproperlyConfigured(f"register_view: {self.view!r} is not a view")
+        if input_schema is None and not self.input_schemas:
+            raise ImproperlyConfigured(
+                f"register_view: {self.prefix} is a plain Django view; pass input_schema= to say what it takes"
+            )
+        return [
+            self._method_spec(m, path_params, input_schema, drf=False, body=body, single=len(wanted) == 1)
+            for m in wanted
+        ]
+
+
+def _generic_action(cls: Any, method: str, mixins: Any) -> str | None:
+    """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
+    if method == "get":
+        if issubclass(cls, mixins.ListModelMixin):
+            return "list"
+        if issubclass(cls, mixins.RetrieveModelMixin):
+            return "retrieve"
+    table = {
+        "post": mixins.CreateModelMixin,
+        "put": mixins.UpdateModelMixin,
+        "patch": mixins.UpdateModelMixin,
+        "delete": mixins.DestroyModelMixin,
+    }
+    if method in table and issubclass(cls, table[method]):
+        return {"post": "create", "put": "update", "patch": "partial_update", "delete": "destroy"}[method]
+    return None
+
+
+def _schema_of(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if schemas.is_serializer(value):
+        return schemas.serializer_schema(value)
+    return schemas.type_schema(value) or {"type": "object", "properties": {}}
