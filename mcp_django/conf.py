@@ -51,6 +51,11 @@ DEFAULTS: dict[str, Any] = {
     "CACHE_SCOPE": "private",
     # Seconds a legacy server-to-client request waits for the client's reply.
     "ASK_TIMEOUT": 300,
+    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
+    "SESSION_LIFETIME": 86400,
+    # The Django cache that shares legacy sessions' state (ended, log level) between
+    # processes: a shared one (Redis) when several instances serve one client.
+    "SESSION_CACHE": "default",
     # The audit log (mcp_django.models.AuditEvent); keys given here override
     # AUDIT_DEFAULTS one by one. Signals are sent either way: these only decide
     # which rows mcp-django itself writes.
@@ -166,6 +171,14 @@ class MCPSettings:
     @cached_property
     def ASK_TIMEOUT(self) -> float:
         return float(self._get("ASK_TIMEOUT"))
+
+    @cached_property
+    def SESSION_LIFETIME(self) -> int:
+        return int(self._get("SESSION_LIFETIME"))
+
+    @cached_property
+    def SESSION_CACHE(self) -> str:
+        return str(self._get("SESSION_CACHE"))
 
     @cached_property
     def AUDIT(self) -> dict[str, Any]:

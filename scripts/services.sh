@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Start PostgreSQL and Redis on this machine when they are down (tests and CI need both).
+# Exit 2 when either is not installed at all (a developer machine may have neither).
 set -u
+if ! command -v pg_isready >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
+  echo "PostgreSQL or Redis is not installed on this machine" >&2
+  exit 2
+fi
 if ! pg_isready -h 127.0.0.1 -p 5432 -q 2>/dev/null; then
   if command -v pg_ctlcluster >/dev/null 2>&1; then
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n 1)" main start || true

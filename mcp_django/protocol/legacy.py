@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from django.conf import settings
-
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
 from ..state import _hkdf, keyring
@@ -49,14 +47,14 @@ def session_lifetime() -> int:
     Bounded because an ended session is remembered in the cache only this long:
     past it, the token itself has expired, so it can never come back to life.
     """
-    return int((getattr(settings, "MCP_DJANGO", None) or {}).get("SESSION_LIFETIME", 86400))
+    return mcp_settings.SESSION_LIFETIME
 
 
 def session_cache() -> Any:
     """The cache that shares session state between processes (``MCP_DJANGO["SESSION_CACHE"]``)."""
     from django.core.cache import caches
 
-    return caches[(getattr(settings, "MCP_DJANGO", None) or {}).get("SESSION_CACHE", "default")]
+    return caches[mcp_settings.SESSION_CACHE]
 
 
 def negotiate(requested: Any) -> str:
