@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import functools
 import queue
+import sys
 import threading
 from typing import Any
 
@@ -74,6 +75,18 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 
 
 _pool = WorkerPool()
+
+
+def start_task(coro: Any) -> asyncio.Task[Any]:
+    """A task that runs eagerly (Python 3.12+): a coroutine that finishes without
+    waiting on anything completes right here, without an event-loop turn."""
+    loop = asyncio.get_running_loop()
+    if _EAGER:
+        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
+    return loop.create_task(coro)
+
+
+_EAGER = sys.version_info >= (3, 12)
 
 
 def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str, str] | None) -> Context:

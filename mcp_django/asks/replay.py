@@ -22,7 +22,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams
 from ..registry import Handler
 from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
 from .call import Call
-from .invoke import invoke, make_context
+from .invoke import invoke, make_context, start_task
 from .kinds import Ask
 
 # How many loop turns sibling asks get to register before an attempt ends.
@@ -163,10 +163,11 @@ async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayB
             woken.set_result(None)
 
     backend.wake = wake
-    task = loop.create_task(invoke(handler, kwargs_for(ctx), ctx))
-    task.add_done_callback(wake)
+    task = start_task(invoke(handler, kwargs_for(ctx), ctx))
     try:
-        await woken
+        if not task.done():
+            task.add_done_callback(wake)
+            await woken
         if not task.done():
             # Let asks started together (gather, TaskGroup) register. Tasks started
             # together were queued before this wake-up, so plain siblings have asked

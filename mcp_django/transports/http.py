@@ -18,7 +18,7 @@ from django.core.signals import setting_changed
 from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
-from ..asks.invoke import run_in_thread
+from ..asks.invoke import run_in_thread, start_task
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate, may_carry_credentials, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
@@ -350,7 +350,11 @@ async def respond(
             wake_up()
 
         call.notify = notify
-    task = loop.create_task(_answer(run or dispatcher.handle, call, 0.0))
+    task = start_task(_answer(run or dispatcher.handle, call, 0.0))
+    if task.done() and not events:
+        # Finished eagerly, without waiting on anything: the common case.
+        status, payload = task.result()
+        return json_out(status, payload)
     task.add_done_callback(wake_up)
     gone: asyncio.Future[Any] | None = None
 
@@ -360,9 +364,10 @@ async def respond(
         gone = disconnected.future() if isinstance(disconnected, Disconnect) else asyncio.ensure_future(disconnected)
         gone.add_done_callback(wake_up)
 
-    timer = loop.call_later(_WATCH_AFTER, watch) if disconnected is not None else None
+    timer = loop.call_later(_WATCH_AFTER, watch) if disconnected is not None and not task.done() else None
     try:
-        await wake
+        if not task.done():
+            await wake
     except BaseException:
         task.cancel()
         raise
