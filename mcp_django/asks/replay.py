@@ -25,9 +25,6 @@ from .call import Call
 from .invoke import invoke, make_context, start_task
 from .kinds import Ask
 
-# How many loop turns sibling asks get to register before an attempt ends.
-_SETTLE_TURNS = 16
-
 
 class InputRequired(BaseException):
     """Ends an attempt whose asks have no answer yet.
@@ -168,25 +165,16 @@ async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayB
         if not task.done():
             task.add_done_callback(wake)
             await woken
-        if not task.done():
-            # Let asks started together (gather, TaskGroup) register. Tasks started
-            # together were queued before this wake-up, so plain siblings have asked
-            # already; one quiet loop turn more lets a sibling whose first await was
-            # ready (a cached lookup) reach its ask too.
-            seen, calm = len(backend.pending), 0
-            for _ in range(_SETTLE_TURNS):
-                await asyncio.sleep(0)
-                if task.done():
-                    break
-                calm = calm + 1 if len(backend.pending) == seen else 0
-                seen = len(backend.pending)
-                if calm >= 1:
-                    break
     except BaseException:
         task.cancel()
         raise
+    # No loop turn is spent waiting for more asks: tasks started together (gather,
+    # a TaskGroup) were queued before this wake-up, so their asks are registered
+    # already. (A sibling that first awaits something else asks in the next round.)
     if task.done() and not backend.pending:
         return True, task.result()
+    # The attempt is over. Waiting for it to unwind measured cheaper than leaving
+    # the cancelled task to finish in the background.
     task.cancel()
     await asyncio.wait({task})
     if not task.cancelled():
