@@ -198,6 +198,25 @@ class Registry:
         for listener in list(self._listeners):
             listener(kind)
 
+    def resource_updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``).
+
+        Callable from sync or async code, on any thread; it returns without waiting.
+        Every worker process hears it through the Channels layer and tells its legacy
+        sessions that subscribed (``resources/subscribe``) and its 2026-07-28
+        ``subscriptions/listen`` streams listing ``uri`` in ``resourceSubscriptions``.
+        URIs are matched exactly, across every registry of the process.
+        """
+        from .transports.relay import announce_soon
+
+        announce_soon(uri)
+
+    async def aresource_updated(self, uri: str) -> None:
+        """:meth:`resource_updated`, returning once the update is on its way to every worker."""
+        from .transports.relay import announce
+
+        await announce(uri)
+
     def remove(self, kind: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources)."""
         table = {"tools": self.tools, "prompts": self.prompts, "resources": self.resources, "templates": self.templates}[kind]

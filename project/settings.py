@@ -49,7 +49,6 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-demo-only-chan
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()]
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

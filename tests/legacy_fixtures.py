@@ -134,6 +134,13 @@ async def legacytest_url(ctx: Context) -> str:
     return f"url action={result.action}"
 
 
+@mcp.tool()
+def legacytest_touch(uri: str) -> str:
+    """A sync handler announcing a resource update (the fire-and-forget form, from a worker thread)."""
+    mcp.resource_updated(uri)
+    return f"touched {uri}"
+
+
 # -- a websocket client speaking JSON-RPC frames ------------------------------------------
 
 

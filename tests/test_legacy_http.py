@@ -226,7 +226,7 @@ def test_session_lifecycle_and_errors(live_url: str) -> None:
         # A reply to a request we never sent is refused clearly.
         stray = client.post(live_url, json={"jsonrpc": "2.0", "id": 99, "result": {}}, headers=headers)
         assert stray.status_code == 400 and stray.json()["error"]["code"] == -32600
-        assert client.get(live_url, headers=headers).status_code == 405
+        # GET opens the session's standalone stream (resource updates): tests/test_subscriptions.py.
         assert client.delete(live_url, headers=headers).status_code == 200
         gone = client.post(live_url, json={"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, headers=headers)
         assert gone.status_code == 404

@@ -211,3 +211,135 @@ def test_reply_from_another_session_is_not_accepted(two_servers: tuple[str, str]
             assert client.post(b, json=genuine, headers=headers).status_code == 202
             final = next(events)
         assert final["result"]["content"][0]["text"] == "User response: action=decline, content={}"
+
+
+def _session(client: httpx.Client, url: str) -> dict[str, str]:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}},
+    }
+    sid = client.post(url, json=init, headers=HEADERS).headers["mcp-session-id"]
+    return {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+
+
+def _trigger(client: httpx.Client, url: str, headers: dict[str, str], uri: str) -> None:
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "test_trigger_resource_update", "arguments": {"uri": uri}},
+    }
+    response = client.post(url, json=call, headers={**headers, "accept": "application/json"})
+    assert response.json()["result"]["content"][0]["text"] == f"updated {uri}"
+
+
+def test_stream_resumed_on_the_other_process(two_servers: tuple[str, str]) -> None:
+    """SEP-1699 across processes: A holds the call, the client's GET + Last-Event-ID reaches B."""
+    a, b = two_servers
+    with httpx.Client(timeout=30) as client:
+        headers = _session(client, a)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_reconnection"}}
+        first = client.post(a, json=call, headers=headers)
+        ids = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")]
+        assert [m["params"]["data"] for m in _events(iter(first.text.splitlines()))] == ["Before disconnect"]
+        resume = {**headers, "accept": "text/event-stream", "last-event-id": ids[-1]}
+        rest = list(_events(client.get(b, headers=resume).iter_lines()))
+        assert [m.get("params", {}).get("data") for m in rest[:-1]] == ["After reconnect"]
+        assert rest[-1]["id"] == 2 and rest[-1]["result"]["content"][0]["text"] == "Reconnection test completed"
+        # The events still carry A's ids: resuming again, from the first event, also works from B.
+        again = list(_events(client.get(b, headers={**resume, "last-event-id": ids[0]}).iter_lines()))
+        assert [m.get("params", {}).get("data") for m in again[:-1]] == ["Before disconnect", "After reconnect"]
+        # Another session, or a stream A does not have: 404, answered by A through B.
+        other = {**_session(client, b), "accept": "text/event-stream", "last-event-id": ids[-1]}
+        assert client.get(b, headers=other).status_code == 404
+        channel = ids[-1].partition("@")[2]
+        unknown = {**resume, "last-event-id": f"999999.1@{channel}"}
+        assert client.get(b, headers=unknown).status_code == 404
+
+
+def test_resource_update_announced_on_one_process_reaches_the_other(two_servers: tuple[str, str]) -> None:
+    a, b = two_servers
+    with httpx.Client(timeout=30) as client:
+        headers = _session(client, a)
+        # The subscription is taken by A, the GET stream is held by B, the update announced on A.
+        with client.stream("GET", b, headers={**headers, "accept": "text/event-stream"}) as stream:
+            lines = stream.iter_lines()
+            assert next(lines).startswith("retry: ")
+            subscribe = {"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": "test://w"}}
+            assert client.post(a, json=subscribe, headers=headers).json()["result"] == {}
+            _trigger(client, a, headers, "test://not-subscribed")
+            _trigger(client, a, headers, "test://w")
+            assert next(_events(lines)) == {
+                "jsonrpc": "2.0",
+                "method": "notifications/resources/updated",
+                "params": {"uri": "test://w"},
+            }
+        # 2026-07-28: a subscriptions/listen stream on B hears an update announced on A.
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        }
+        listen = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "subscriptions/listen",
+            "params": {"_meta": meta, "notifications": {"resourceSubscriptions": ["test://w"]}},
+        }
+        modern = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"}
+        with client.stream("POST", b, json=listen, headers=modern) as stream:
+            events = _events(stream.iter_lines())
+            assert next(events)["params"]["notifications"] == {"resourceSubscriptions": ["test://w"]}
+            _trigger(client, a, headers, "test://w")
+            update = next(events)
+            assert update["method"] == "notifications/resources/updated"
+            assert update["params"] == {"uri": "test://w", "_meta": {"io.modelcontextprotocol/subscriptionId": 5}}
+
+
+@pytest.mark.anyio
+async def test_sdk_legacy_client_on_one_process_hears_the_other(two_servers: tuple[str, str]) -> None:
+    import anyio
+    import mcp.types as types
+
+    from tests.conftest import sdk_client
+
+    a, b = two_servers
+    heard: list[str] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            heard.append(message.params.uri)
+
+    async with sdk_client(b, mode="legacy", message_handler=on_message) as client:
+        with pytest.warns(Warning):  # the SDK marks resources/subscribe deprecated
+            await client.subscribe_resource("test://sdk")
+        async with httpx.AsyncClient(timeout=30) as other:
+            call = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "test_trigger_resource_update", "arguments": {"uri": "test://sdk"}},
+            }
+            init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+            sid = (
+                await other.post(
+                    a, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, headers=HEADERS
+                )
+            ).headers["mcp-session-id"]
+            headers = {
+                **HEADERS,
+                "accept": "application/json",
+                "mcp-session-id": sid,
+                "mcp-protocol-version": "2025-11-25",
+            }
+            # The SDK opens its GET stream (on B) by itself after the handshake: announce on A until it hears.
+            for _ in range(30):
+                assert (await other.post(a, json=call, headers=headers)).status_code == 200
+                with anyio.move_on_after(0.5):
+                    while not heard:
+                        await anyio.sleep(0.02)
+                if heard:
+                    break
+    assert heard and set(heard) == {"test://sdk"}

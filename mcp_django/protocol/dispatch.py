@@ -67,9 +67,10 @@ def server_capabilities(era: str) -> dict[str, Any]:
         "resources": {"listChanged": True},
         "completions": {},
     }
+    # Both eras: resources/subscribe (legacy) and resourceSubscriptions (subscriptions/listen).
+    caps["resources"] = {"subscribe": True, "listChanged": True}
     if era == "legacy":
         caps["logging"] = {}
-        caps["resources"] = {"subscribe": True, "listChanged": True}
     return caps
 
 
@@ -254,24 +255,51 @@ class Dispatcher:
         requested = call.params.get("notifications")
         if not isinstance(requested, dict):
             raise InvalidParams("params.notifications must be an object")
-        agreed = {field: True for field in _LIST_FILTERS.values() if requested.get(field) is True}
+        agreed: dict[str, Any] = {field: True for field in _LIST_FILTERS.values() if requested.get(field) is True}
+        uris = requested.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+                raise InvalidParams("params.notifications.resourceSubscriptions must be a list of URIs")
+            # Every URI is honoured, listed or not (a template's instances are not listed).
+            agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
         tag = {META_SUBSCRIPTION_ID: call.request_id}
-        call.notify(notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
-        changes: asyncio.Queue[str] = asyncio.Queue()
-        loop = asyncio.get_running_loop()
+        hub = None
+        watched = frozenset(agreed.get("resourceSubscriptions", ()))
+        notify = call.notify
 
-        def on_change(kind: str) -> None:
-            # Lists may change from any thread (a sync handler registering a tool).
-            loop.call_soon_threadsafe(changes.put_nowait, kind)
+        def on_update(uri: str) -> None:
+            # Called on this loop by the relay, for updates announced on any worker.
+            if uri in watched:
+                notify(notification("notifications/resources/updated", {"uri": uri, "_meta": tag}))
 
-        self.registry.subscribe(on_change)
+        if watched:
+            from ..transports.relay import relay
+
+            # Watching before the acknowledgment: an update announced after it is never missed.
+            hub = await relay()
+            hub.watch(on_update)
         try:
-            while True:
-                kind = await changes.get()
-                if agreed.get(_LIST_FILTERS.get(kind, "")):
-                    call.notify(notification(f"notifications/{kind}/list_changed", {"_meta": tag}))
+            call.notify(
+                notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
+            )
+            changes: asyncio.Queue[str] = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+
+            def on_change(kind: str) -> None:
+                # Lists may change from any thread (a sync handler registering a tool).
+                loop.call_soon_threadsafe(changes.put_nowait, kind)
+
+            self.registry.subscribe(on_change)
+            try:
+                while True:
+                    kind = await changes.get()
+                    if agreed.get(_LIST_FILTERS.get(kind, "")):
+                        call.notify(notification(f"notifications/{kind}/list_changed", {"_meta": tag}))
+            finally:
+                self.registry.unsubscribe(on_change)
         finally:
-            self.registry.unsubscribe(on_change)
+            if hub is not None:
+                hub.unwatch(on_update)
 
     async def complete(self, call: Call) -> dict[str, Any]:
         ref = call.params.get("ref")

@@ -9,7 +9,8 @@ id *is* the session record: a signed token (HMAC-SHA256 with a key derived from
 ``REQUEST_STATE_KEY``, the same keyring as ``requestState``) that carries the
 negotiated version, the client's capabilities and info, and a keyed hash of the
 principal that created it. What changes during a session (ended or not, the log
-level) lives in Django's cache, which is Redis when several processes serve.
+level, the resources it subscribed to, its current GET stream) lives in Django's
+cache, which is Redis when several processes serve.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import hashlib
 import hmac
 import os
 import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -107,7 +109,13 @@ def initialize_result(record: SessionRecord) -> dict[str, Any]:
     return result
 
 
-async def lifecycle(method: str, params: Any, set_log_level: Any) -> dict[str, Any]:
+# Called with (uri, True) for resources/subscribe and (uri, False) for resources/unsubscribe.
+Subscribe = Callable[[str, bool], Awaitable[None]]
+
+
+async def lifecycle(
+    method: str, params: Any, set_log_level: Callable[[str], Awaitable[None]], subscribe: Subscribe
+) -> dict[str, Any]:
     """ping, logging/setLevel, resources/(un)subscribe. ``initialize`` is the transport's."""
     if method == "ping":
         return {}
@@ -120,9 +128,12 @@ async def lifecycle(method: str, params: Any, set_log_level: Any) -> dict[str, A
         await set_log_level(level)
         return {}
     if method in ("resources/subscribe", "resources/unsubscribe"):
-        if not isinstance(params.get("uri"), str):
+        uri = params.get("uri")
+        if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
-        # Accepted: the registry's resources are static, so no update will ever be sent.
+        # Any URI is accepted, listed or not: a template's instances and resources a
+        # project announces (Registry.resource_updated) need not be listed.
+        await subscribe(uri, method == "resources/subscribe")
         return {}
     raise MCPError(INVALID_PARAMS, f"{method} is the transport's to answer")
 
@@ -229,6 +240,35 @@ async def set_session_log_level(record: SessionRecord, level: str) -> None:
 
 async def end_session(record: SessionRecord) -> None:
     await session_cache().aset(_key(record.sid, "ended"), True, timeout=_remaining(record))
+
+
+def _uri_key(sid: str, uri: str) -> str:
+    # Hashed: URIs may be long or hold characters some cache backends refuse in keys.
+    return _key(sid, "sub:" + hashlib.sha256(uri.encode()).hexdigest()[:32])
+
+
+async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
+    """Remember (or forget) that the session wants ``notifications/resources/updated`` for ``uri``."""
+    if on:
+        await session_cache().aset(_uri_key(record.sid, uri), True, timeout=_remaining(record))
+    else:
+        await session_cache().adelete(_uri_key(record.sid, uri))
+
+
+async def set_get_stream(record: SessionRecord, token: str) -> None:
+    """Name the session's current standalone GET stream: a message goes to one stream only."""
+    await session_cache().aset(_key(record.sid, "get"), token, timeout=_remaining(record))
+
+
+async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple[str, str]]:
+    """Of these (session id, GET stream token) pairs, those to tell that ``uri`` changed:
+    the session subscribed to it, and the stream is the session's current one."""
+    streams = list(streams)
+    keys = [k for sid, _token in streams for k in (_uri_key(sid, uri), _key(sid, "get"))]
+    found = await session_cache().aget_many(keys)
+    return {
+        (sid, token) for sid, token in streams if found.get(_uri_key(sid, uri)) and found.get(_key(sid, "get")) == token
+    }
 
 
 def _remaining(record: SessionRecord) -> int:

@@ -13,15 +13,21 @@
   ``GET`` + ``Last-Event-ID``; the call goes on meanwhile. As the 2025-11-25
   specification says, a dropped connection is not a cancellation: the client sends
   ``notifications/cancelled`` (or ``DELETE``) for that, and an unanswered ask
-  still ends at ``ASK_TIMEOUT``.
-- ``DELETE`` ends the session and cancels its calls on every worker. A ``GET``
-  without ``Last-Event-ID`` is 405: there is no standalone stream, every server
-  request belongs to a call and travels on that call's stream.
+  still ends at ``ASK_TIMEOUT``. The resuming ``GET`` may reach any worker: event
+  ids name the holder's channel, and the holder forwards the rest through the relay.
+- A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream: it
+  carries ``notifications/resources/updated`` for the URIs the session subscribed
+  to (kept in the cache, so any worker may have taken the subscription). One
+  stream per session gets them: the latest opened. Every server request still
+  belongs to a call and travels on that call's stream.
+- ``DELETE`` ends the session, cancels its calls and ends its GET stream on every worker.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +35,7 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps, notification
 from .http import (
     JSON,
     SSE,
@@ -43,10 +49,12 @@ from .http import (
     respond,
     unauthorized,
 )
-from .relay import HttpReplies, Relay, relay
+from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
 
 if TYPE_CHECKING:
     from .http import HttpEndpoint
+
+logger = logging.getLogger("mcp_django")
 
 # A reply to a request the client cancelled has no response body of its own (JSON-RPC reserved range).
 REQUEST_CANCELLED = -32800
@@ -106,6 +114,102 @@ class LegacyStream:
                 return
             self.changed.clear()
             await self.changed.wait()
+
+    async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
+        """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
+        cuts = self.cuts
+        sent = after
+        try:
+            await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "found": True})
+            while True:
+                batch = self.events[sent:]
+                sent += len(batch)
+                done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
+                if batch or done:
+                    await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
+                if done:
+                    return
+                self.changed.clear()
+                try:
+                    await asyncio.wait_for(self.changed.wait(), RESUME_KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    # A quiet call (a user thinking): tell the follower we are still here.
+                    await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "events": [], "end": False})
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The follower's channel is gone or full: it gives up on its own after a while.
+            logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
+
+
+class SessionStream:
+    """A session's standalone GET stream: the resource updates it subscribed to."""
+
+    def __init__(self, hub: Relay, sid: str) -> None:
+        self.hub = hub
+        self.sid = sid
+        # Names this stream in the cache: only the session's latest GET stream is told.
+        self.token = f"{hub.channel}!{os.urandom(6).hex()}"
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    def push(self, message: dict[str, Any]) -> None:
+        self.queue.put_nowait(b"event: message\ndata: " + dumps(message) + b"\n\n")
+
+    def end(self) -> None:
+        self.queue.put_nowait(None)
+
+    async def events(self) -> AsyncIterator[bytes]:
+        streams = self.hub.session_streams.setdefault(self.sid, set())
+        for older in list(streams):
+            older.end()  # superseded by this one (a client reconnecting its GET)
+        streams.add(self)
+        _updates_for(self.hub)
+        try:
+            # No event id: nothing here is replayed (an update missed while away is
+            # a read away); the retry field paces the client's reconnection.
+            yield f"retry: {RETRY_MS}\ndata: \n\n".encode()
+            while True:
+                chunk = await self.queue.get()
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            streams.discard(self)
+            if not streams:
+                self.hub.session_streams.pop(self.sid, None)
+
+
+class _SessionUpdates:
+    """Per relay: resource updates in, ``notifications/resources/updated`` out to the
+    standalone streams whose session subscribed, in the order they were announced."""
+
+    def __init__(self, hub: Relay) -> None:
+        self.hub = hub
+        self.uris: asyncio.Queue[str] = asyncio.Queue()
+        hub.watch(self.uris.put_nowait)
+        # One task per relay, stopped with it: updates reach each stream in announcement order.
+        hub.keep(asyncio.ensure_future(self._deliver()))
+
+    async def _deliver(self) -> None:
+        while True:
+            uri = await self.uris.get()
+            streams = {(s.sid, s.token): s for ss in self.hub.session_streams.values() for s in ss}
+            if not streams:
+                continue
+            try:
+                # One cache round trip per update for all of this worker's GET streams.
+                chosen = await legacy.subscribers(streams, uri)
+            except Exception:
+                logger.warning("could not read subscriptions for %s", uri, exc_info=True)
+                continue
+            for key in chosen:
+                streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
+
+
+def _updates_for(hub: Relay) -> _SessionUpdates:
+    if hub.session_updates is None:
+        hub.session_updates = _SessionUpdates(hub)
+    return hub.session_updates
 
 
 def parse_event_id(value: str) -> tuple[str, int, str] | None:
@@ -218,8 +322,11 @@ class LegacyHttp(LegacyHandler):
             async def set_level(value: str) -> None:
                 await legacy.set_session_log_level(record, value)
 
+            async def subscribe(uri: str, on: bool) -> None:
+                await legacy.set_subscribed(record, uri, on)
+
             try:
-                result = await legacy.lifecycle(method, params, set_level)
+                result = await legacy.lifecycle(method, params, set_level, subscribe)
             except MCPError as exc:
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(200, jsonrpc.response(request_id, result))
@@ -275,8 +382,8 @@ class LegacyHttp(LegacyHandler):
         if req.method not in ("DELETE", "GET"):
             return None
         last_event = req.headers.get("last-event-id") if req.method == "GET" else None
-        if req.method == "GET" and last_event is None:
-            return None  # 405: there is no standalone stream
+        if req.method == "GET" and last_event is None and "mcp-session-id" not in req.headers:
+            return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)
         try:
             principal = await self._principal(req)
         except AuthenticationFailed as exc:
@@ -287,6 +394,8 @@ class LegacyHttp(LegacyHandler):
         record, _level = found
         if last_event is not None:
             return await self.resume(record, last_event)
+        if req.method == "GET":
+            return await self.session_stream(record)
         await legacy.end_session(record)
         await (await relay()).cancel(record.sid)
         return HttpOut(200, [("content-type", JSON)], b"")
@@ -295,10 +404,24 @@ class LegacyHttp(LegacyHandler):
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
         hub = await relay()
         parsed = parse_event_id(last_event)
-        stream = hub.streams.get(parsed[0]) if parsed is not None and parsed[2] == hub.channel else None
-        if stream is None or stream.sid != record.sid:
-            # Unknown, expired, another session's, or held by another worker: the
-            # client's SDK then reports the stream lost; the call itself is unaffected.
-            return error_out(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
+        if parsed is not None and parsed[2] != hub.channel:
+            # Held by another worker: it forwards the rest through the channel layer.
+            events = await hub.follow_remote(parsed[2], parsed[0], parsed[1], record.sid)
+            if events is not None:
+                return HttpOut(200, headers, events=events)
+            stream = None
+        else:
+            stream = hub.streams.get(parsed[0]) if parsed is not None else None
+        if stream is None or stream.sid != record.sid:
+            # Unknown, expired, another session's, or its worker is gone: the client's
+            # SDK then reports the stream lost; the call itself is unaffected.
+            return error_out(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
         return HttpOut(200, headers, events=stream.follow(parsed[1], prime=False))
+
+    async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
+        """GET without Last-Event-ID: the session's standalone stream (resource updates)."""
+        stream = SessionStream(await relay(), record.sid)
+        await legacy.set_get_stream(record, stream.token)
+        headers = [("content-type", SSE), ("cache-control", "no-cache")]
+        return HttpOut(200, headers, events=stream.events())

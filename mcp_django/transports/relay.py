@@ -11,6 +11,16 @@ accepts it only for the session, and the principal, the request was sent under.
 ``notifications/cancelled`` and ``DELETE`` must reach calls held elsewhere too:
 every worker's channel joins one group, and a cancellation not found locally is
 sent to it. The in-memory layer (one process) never needs that broadcast.
+
+Two more things travel the same way:
+
+- resuming a call's stream (``GET`` + ``Last-Event-ID``) on a worker that does
+  not hold it: event ids name the holder's channel, the resuming worker asks the
+  holder for the events after that id, and the holder forwards them (and the
+  result) as they come (:meth:`Relay.follow_remote`);
+- resource updates (:func:`announce`): sent to the group, so that every worker
+  tells its own listeners (legacy GET streams, websockets, 2026-07-28
+  ``subscriptions/listen`` streams), each checking what its client subscribed to.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import itertools
 import logging
 import os
 import weakref
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +45,12 @@ _PREFIX = "mcp-django"
 _GROUP = "mcp-django.workers"
 # Group membership expires in the layer (channels-redis: a day by default): renew it well before.
 _GROUP_RENEW_SECONDS = 3600
+# How long a resuming worker waits for the holder to say whether it has the stream.
+RESUME_WAIT_SECONDS = 5
+# A holder forwarding a quiet stream says so this often; a follower hearing nothing
+# for _RESUME_IDLE_SECONDS takes the holder for gone and ends its client's stream.
+RESUME_KEEPALIVE_SECONDS = 15
+_RESUME_IDLE_SECONDS = 3 * RESUME_KEEPALIVE_SECONDS
 
 
 @dataclass
@@ -60,6 +77,18 @@ class Relay:
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
         self._stream_keys = itertools.count(1)
+        # Resumes served here for streams another worker holds, by tap id: their incoming events.
+        self._taps: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self._tap_ids = itertools.count(1)
+        # Streams held here forwarded to another worker's resume, by (its channel, its tap id).
+        self._forwards: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        # Legacy standalone GET streams of this worker, by session: ended with their session.
+        self.session_streams: dict[str, set[Any]] = {}
+        # Called on this loop with the URI of every resource update announced anywhere.
+        self.watchers: set[Callable[[str], None]] = set()
+        # The legacy transport's delivery of those updates to session_streams (set at the first GET stream).
+        self.session_updates: Any = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._ready: asyncio.Future[None] | None = None
 
@@ -70,7 +99,8 @@ class Relay:
 
     async def start(self) -> None:
         if self._ready is None:
-            self._ready = asyncio.get_running_loop().create_future()
+            self.loop = asyncio.get_running_loop()
+            self._ready = self.loop.create_future()
             try:
                 if self.layer is None:
                     # No layer configured: replies can only reach this process.
@@ -79,7 +109,10 @@ class Relay:
                     self.channel = await self.layer.new_channel(prefix=f"{_PREFIX}.")
                     self._tasks.append(asyncio.ensure_future(self._read()))
                     if self.shared:
-                        self._tasks.append(asyncio.ensure_future(self._join()))
+                        # Joined before anyone is served: a resource update announced
+                        # after a client subscribed here must not miss this worker.
+                        joined = await self._join_once()
+                        self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
                 self._ready.set_result(None)
             except BaseException as exc:
                 self._ready.set_exception(exc)
@@ -162,7 +195,92 @@ class Relay:
         for (s, _r), task in list(self.calls.items()):
             if s == sid:
                 task.cancel()
+        # The whole session ends: so do its standalone GET streams here.
+        for stream in list(self.session_streams.get(sid, ())):
+            stream.end()
         return False  # other workers may hold calls of this session too
+
+    # -- resuming a stream another worker holds ---------------------------------------------
+
+    async def follow_remote(self, channel: str, key: str, after: int, sid: str) -> AsyncIterator[bytes] | None:
+        """The events after ``after`` of stream ``key`` held on ``channel``; None when it has no such stream."""
+        if not self.shared:
+            return None  # the in-memory layer ends at this process: nobody else holds streams
+        tap = str(next(self._tap_ids))
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._taps[tap] = queue
+        request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
+        try:
+            await self.layer.send(channel, request)
+            first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
+        except Exception:
+            # The holder is gone (its channel unknown or full, or no answer): nothing to resume.
+            self._taps.pop(tap, None)
+            return None
+        if not first.get("found"):
+            self._taps.pop(tap, None)
+            return None
+        return self._remote_events(channel, tap, queue)
+
+    async def _remote_events(
+        self, channel: str, tap: str, queue: asyncio.Queue[dict[str, Any]]
+    ) -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            while True:
+                try:
+                    message = await asyncio.wait_for(queue.get(), _RESUME_IDLE_SECONDS)
+                except TimeoutError:
+                    return  # the holder went away: the client may resume again
+                for event in message.get("events", ()):
+                    yield bytes(event)
+                if message.get("end"):
+                    ended = True
+                    return
+        finally:
+            self._taps.pop(tap, None)
+            if not ended:
+                # Our client left first: the holder stops forwarding.
+                with contextlib.suppress(Exception):
+                    await self.layer.send(channel, {"type": "mcp.resume.stop", "to": self.channel, "tap": tap})
+
+    def _serve_resume(self, message: dict[str, Any]) -> None:
+        to, tap = str(message["to"]), str(message["tap"])
+        stream = self.streams.get(str(message["key"]))
+        if stream is None or stream.sid != message["sid"]:
+            # Unknown, expired, or another session's: the same answer for all three.
+            task = asyncio.ensure_future(self._send_quietly(to, {"type": "mcp.events", "tap": tap, "found": False}))
+        else:
+            task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
+            self._forwards[(to, tap)] = task
+            task.add_done_callback(lambda _t: self._forwards.pop((to, tap), None))
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        """Run ``task`` as long as this relay: :meth:`stop` cancels it."""
+        self._tasks.append(task)
+
+    async def _send_quietly(self, channel: str, message: dict[str, Any]) -> None:
+        try:
+            await self.layer.send(channel, message)
+        except Exception:
+            logger.warning("could not answer a resume from %s", channel, exc_info=True)
+
+    # -- resource updates -----------------------------------------------------------------------
+
+    def watch(self, listener: Callable[[str], None]) -> None:
+        self.watchers.add(listener)
+
+    def unwatch(self, listener: Callable[[str], None]) -> None:
+        self.watchers.discard(listener)
+
+    def updated(self, uri: str) -> None:
+        for listener in list(self.watchers):
+            try:
+                listener(uri)
+            except Exception:
+                logger.exception("a resource update listener failed")
 
     # -- the reader --------------------------------------------------------------------------
 
@@ -178,30 +296,49 @@ class Relay:
                 await asyncio.sleep(1)
                 continue
             try:
-                if message.get("type") == "mcp.reply":
+                kind = message.get("type")
+                if kind == "mcp.reply":
                     self.deliver(str(message["id"]), dict(message["message"]), str(message["sid"]), str(message["p"]))
-                elif message.get("type") == "mcp.cancel":
+                elif kind == "mcp.cancel":
                     self._cancel_local(str(message["sid"]), message.get("rid"))
+                elif kind == "mcp.updated":
+                    self.updated(str(message["uri"]))
+                elif kind == "mcp.events":
+                    queue = self._taps.get(str(message["tap"]))
+                    if queue is not None:
+                        queue.put_nowait(message)
+                elif kind == "mcp.resume":
+                    self._serve_resume(message)
+                elif kind == "mcp.resume.stop":
+                    forward = self._forwards.get((str(message["to"]), str(message["tap"])))
+                    if forward is not None:
+                        forward.cancel()
             except (KeyError, TypeError, ValueError):
                 logger.warning("ignored a malformed message on the reply channel")
 
-    async def _join(self) -> None:
+    async def _join_once(self) -> bool:
+        try:
+            await self.layer.group_add(_GROUP, self.channel)
+        except Exception:
+            logger.warning("could not join %s; retrying", _GROUP, exc_info=True)
+            return False
+        return True
+
+    async def _join(self, *, renew_first: bool) -> None:
         assert self.layer is not None
+        if renew_first:
+            await asyncio.sleep(_GROUP_RENEW_SECONDS)
         while True:
-            try:
-                await self.layer.group_add(_GROUP, self.channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.warning("could not join %s; retrying", _GROUP, exc_info=True)
+            if not await self._join_once():
                 await asyncio.sleep(5)
                 continue
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
         if self.shared and self.channel:
@@ -220,6 +357,53 @@ async def relay() -> Relay:
         found = _relays[loop] = Relay()
     await found.start()
     return found
+
+
+async def announce(uri: str) -> None:
+    """Tell every worker's listeners that the resource at ``uri`` changed."""
+    layer = get_channel_layer()
+    if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+        # Every worker, this one included, hears it from the group (the relay's reader).
+        await layer.group_send(_GROUP, {"type": "mcp.updated", "uri": uri})
+        return
+    # One process: its relays (one per event loop) are all there is.
+    for hub in list(_relays.values()):
+        if hub.loop is not None and not hub.loop.is_closed():
+            hub.loop.call_soon_threadsafe(hub.updated, uri)
+
+
+_announcing: set[asyncio.Future[Any]] = set()
+
+
+async def _announce_logged(uri: str) -> None:
+    try:
+        await announce(uri)
+    except Exception:
+        logger.warning("could not announce an update of %s", uri, exc_info=True)
+
+
+def announce_soon(uri: str) -> None:
+    """:func:`announce` from any code, sync or async, on any thread; returns without waiting."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is not None:
+        task = loop.create_task(_announce_logged(uri))
+        _announcing.add(task)  # a task nobody references may be collected before it runs
+        task.add_done_callback(_announcing.discard)
+        return
+    # A sync caller: a worker thread of a served loop (a sync handler), or none at all
+    # (a management command, a WSGI view). Prefer the served loop: its layer is connected.
+    for hub in list(_relays.values()):
+        if hub.loop is not None and hub.loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(_announce_logged(uri), hub.loop)
+            _announcing.add(future)
+            future.add_done_callback(_announcing.discard)
+            return
+    from asgiref.sync import async_to_sync
+
+    async_to_sync(_announce_logged)(uri)
 
 
 class HttpReplies:

@@ -10,6 +10,10 @@ A client may also speak 2026-07-28 on the socket: a request whose ``params._meta
 names a protocol version is served statelessly, exactly as over HTTP
 (``input_required`` rounds, no server-to-client requests).
 
+``resources/subscribe`` on the socket's session makes the socket receive
+``notifications/resources/updated`` for that URI, announced on any worker
+(:func:`mcp_django.transports.relay.announce`); the subscriptions end with the socket.
+
 Every request runs in its own task, so the socket keeps reading while handlers
 wait for answers. Closing the socket cancels every call in flight; sync
 handlers blocked in an ask are released (:class:`~mcp_django.asks.live.AskAborted`).
@@ -31,9 +35,10 @@ from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import MODERN_METHODS
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, notification
 from ..protocol.revisions import META_VERSION, check_version, read_meta
 from .http import HttpIn, host_allowed, origin_allowed
+from .relay import Relay, relay
 
 logger = logging.getLogger("mcp_django")
 
@@ -83,6 +88,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.calls: dict[str, asyncio.Task[Any]] = {}
         self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.writer: asyncio.Task[Any] | None = None
+        # The URIs this socket's session subscribed to, and the relay that tells it of
+        # updates (taken at the first subscription: most sockets never subscribe).
+        self.subscriptions: set[str] = set()
+        self.hub: Relay | None = None
         headers = _headers(self.scope)
         # Browsers send cookies with a websocket upgrade from any page: the Origin
         # check is what stops cross-site socket hijacking.
@@ -128,7 +137,22 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     def emit(self, message: dict[str, Any]) -> None:
         self.outbox.put_nowait(message)
 
+    def resource_updated(self, uri: str) -> None:
+        if uri in self.subscriptions:
+            self.emit(notification("notifications/resources/updated", {"uri": uri}))
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        if on:
+            if self.hub is None:
+                self.hub = await relay()
+                self.hub.watch(self.resource_updated)
+            self.subscriptions.add(uri)
+        else:
+            self.subscriptions.discard(uri)
+
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "hub", None) is not None:
+            self.hub.unwatch(self.resource_updated)
         tasks = list(self.calls.values()) if hasattr(self, "calls") else []
         for task in tasks:
             task.cancel()
@@ -210,7 +234,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             async def set_level(level: str) -> None:
                 self.log_level = level
 
-            return await legacy.lifecycle(method, params, set_level)
+            return await legacy.lifecycle(method, params, set_level, self.subscribe)
         call = Call(
             method=method,
             params=params,

@@ -419,3 +419,12 @@ def test_trigger_prompt_change() -> str:
     mcp.prompt(name="test_dynamic_prompt", description="A prompt added at run time")(_dynamic_tool)
     mcp.remove("prompts", "test_dynamic_prompt")
     return "prompt list changed"
+
+
+@mcp.tool()
+async def test_trigger_resource_update(uri: str = "test://watched-resource") -> str:
+    """Announces that a resource changed: its subscribers get notifications/resources/updated."""
+    # Awaited: the call answers once every worker has been told, so a client's
+    # next call sees the update's effects in order.
+    await mcp.aresource_updated(uri)
+    return f"updated {uri}"
