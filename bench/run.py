@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,7 @@ def run_wrk(server: Server, bodies: list[dict[str, Any]], headers: dict[str, str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=1, help="run every scenario N times (interleaved) and report medians")
     args = parser.parse_args()
     if not shutil.which("wrk") or not shutil.which("taskset"):
         raise SystemExit("bench needs wrk and taskset (Debian: apt-get install wrk util-linux)")
@@ -183,9 +185,14 @@ def main() -> int:
             ("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers),
             ("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers),
         ]
-        for label, name, bodies, headers in scenarios:
-            for connections in (1, 8):
-                results[f"{label}|{name}|{connections}"] = run_wrk(servers[name], bodies, headers, connections, args.seconds, work)
+        runs: dict[str, list[dict[str, float]]] = {}
+        for _ in range(args.repeat):
+            for label, name, bodies, headers in scenarios:
+                for connections in (1, 8):
+                    key = f"{label}|{name}|{connections}"
+                    runs.setdefault(key, []).append(run_wrk(servers[name], bodies, headers, connections, args.seconds, work))
+        for key, samples in runs.items():
+            results[key] = {field: statistics.median(s[field] for s in samples) for field in samples[0]}
     finally:
         for server in servers.values():
             server.stop()
