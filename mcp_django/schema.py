@@ -15,6 +15,7 @@ import inspect
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 _PRIMITIVES: dict[Any, dict[str, Any]] = {
@@ -325,70 +326,134 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def validate(value: Any, schema: dict[str, Any], *, root: dict[str, Any] | None = None, path: str = "") -> list[str]:
+Check = Callable[[Any, str], list[str]]
+
+# Compiled checks by id(schema), with the schema itself to confirm the id was not reused.
+_compiled: dict[int, tuple[dict[str, Any], Check]] = {}
+_MAX_COMPILED = 2048
+_MISSING = object()
+
+
+def validate(value: Any, schema: dict[str, Any], *, path: str = "") -> list[str]:
     """Errors of ``value`` against ``schema`` (an empty list when it is valid).
 
     Covers type, enum, const, required, properties, additionalProperties, items,
     anyOf/oneOf/allOf, bounds and local ``$ref``; other keywords are not checked.
+    A schema is compiled once into a check that looks only at the keywords it has
+    (arguments are validated on every call; this keeps that cheap).
     """
-    root = root if root is not None else schema
-    where = path or "value"
+    entry = _compiled.get(id(schema))
+    if entry is None or entry[0] is not schema:
+        if len(_compiled) >= _MAX_COMPILED:
+            _compiled.clear()
+        entry = (schema, _compile(schema, schema, {}))
+        _compiled[id(schema)] = entry
+    return entry[1](value, path)
+
+
+def _always_valid(value: Any, path: str) -> list[str]:
+    return []
+
+
+def _resolve(root: dict[str, Any], ref: str) -> Any:
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
+    return target
+
+
+def _compile(schema: Any, root: dict[str, Any], memo: dict[int, Check]) -> Check:
     if not isinstance(schema, dict):
-        return []
+        return _always_valid
+    found = memo.get(id(schema))
+    if found is not None:
+        return found
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
-        return validate(value, target, root=root, path=path)
-    errors: list[str] = []
+        # Through a slot, so that a recursive $ref compiles once and terminates.
+        slot: list[Check] = []
+
+        def by_ref(value: Any, path: str) -> list[str]:
+            return slot[0](value, path)
+
+        memo[id(schema)] = by_ref
+        slot.append(_compile(_resolve(root, ref), root, memo))
+        return by_ref
+
     expected = schema.get("type")
+    type_tests: list[Callable[[Any], bool]] | None = None
+    type_message = ""
     if expected is not None:
         kinds = expected if isinstance(expected, list) else [expected]
-        if not any(_TYPES.get(k, lambda v: True)(value) for k in kinds):
-            return [f"{where}: expected {' or '.join(kinds)}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{where}: must be one of {schema['enum']!r}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{where}: must be {schema['const']!r}")
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            matches = sum(not validate(value, s, root=root, path=path) for s in schema[key])
-            if matches == 0 or (key == "oneOf" and matches > 1):
-                errors.append(f"{where}: does not match {key}")
-    for sub in schema.get("allOf", []):
-        errors.extend(validate(value, sub, root=root, path=path))
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in value:
-                errors.append(f"{path + '.' if path else ''}{name}: this field is required")
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            sub_path = f"{path}.{name}" if path else name
-            if name in props:
-                errors.extend(validate(item, props[name], root=root, path=sub_path))
-            elif extra is False:
-                errors.append(f"{sub_path}: unexpected property")
-            elif isinstance(extra, dict):
-                errors.extend(validate(item, extra, root=root, path=sub_path))
-    if isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                errors.extend(validate(item, items, root=root, path=f"{path}[{i}]"))
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{where}: at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{where}: at most {schema['maxItems']} items")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{where}: at least {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{where}: at most {schema['maxLength']} characters")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{where}: must be >= {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{where}: must be <= {schema['maximum']}")
-    return errors
+        if all(k in _TYPES for k in kinds):  # an unknown type name accepts anything
+            type_tests = [_TYPES[k] for k in kinds]
+            type_message = f": expected {' or '.join(kinds)}"
+    enum = schema.get("enum", _MISSING)
+    const = schema.get("const", _MISSING)
+    any_of = [_compile(sub, root, memo) for sub in schema.get("anyOf", ())] if "anyOf" in schema else None
+    one_of = [_compile(sub, root, memo) for sub in schema.get("oneOf", ())] if "oneOf" in schema else None
+    all_of = [_compile(sub, root, memo) for sub in schema.get("allOf", ())]
+    properties = {name: _compile(sub, root, memo) for name, sub in (schema.get("properties") or {}).items()}
+    required = list(schema.get("required", ()))
+    extra = schema.get("additionalProperties", True)
+    extra_check = _compile(extra, root, memo) if isinstance(extra, dict) else None
+    object_rules = bool(properties or required or extra is not True)
+    items = schema.get("items")
+    items_check = _compile(items, root, memo) if isinstance(items, dict) else None
+    min_items, max_items = schema.get("minItems"), schema.get("maxItems")
+    min_length, max_length = schema.get("minLength"), schema.get("maxLength")
+    minimum, maximum = schema.get("minimum"), schema.get("maximum")
+    list_rules = items_check is not None or min_items is not None or max_items is not None
+    string_rules = min_length is not None or max_length is not None
+    number_rules = minimum is not None or maximum is not None
+
+    def check(value: Any, path: str) -> list[str]:
+        where = path or "value"
+        if type_tests is not None and not any(test(value) for test in type_tests):
+            return [where + type_message]
+        errors: list[str] = []
+        if enum is not _MISSING and value not in enum:
+            errors.append(f"{where}: must be one of {enum!r}")
+        if const is not _MISSING and value != const:
+            errors.append(f"{where}: must be {const!r}")
+        if any_of is not None and not any(not sub(value, path) for sub in any_of):
+            errors.append(f"{where}: does not match anyOf")
+        if one_of is not None and sum(not sub(value, path) for sub in one_of) != 1:
+            errors.append(f"{where}: does not match oneOf")
+        for sub in all_of:
+            errors.extend(sub(value, path))
+        if object_rules and isinstance(value, dict):
+            for name in required:
+                if name not in value:
+                    errors.append(f"{path + '.' if path else ''}{name}: this field is required")
+            for name, item in value.items():
+                sub_path = f"{path}.{name}" if path else name
+                prop = properties.get(name)
+                if prop is not None:
+                    errors.extend(prop(item, sub_path))
+                elif extra is False:
+                    errors.append(f"{sub_path}: unexpected property")
+                elif extra_check is not None:
+                    errors.extend(extra_check(item, sub_path))
+        if list_rules and isinstance(value, list):
+            if items_check is not None:
+                for i, item in enumerate(value):
+                    errors.extend(items_check(item, f"{path}[{i}]"))
+            if min_items is not None and len(value) < min_items:
+                errors.append(f"{where}: at least {min_items} items")
+            if max_items is not None and len(value) > max_items:
+                errors.append(f"{where}: at most {max_items} items")
+        if string_rules and isinstance(value, str):
+            if min_length is not None and len(value) < min_length:
+                errors.append(f"{where}: at least {min_length} characters")
+            if max_length is not None and len(value) > max_length:
+                errors.append(f"{where}: at most {max_length} characters")
+        if number_rules and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if minimum is not None and value < minimum:
+                errors.append(f"{where}: must be >= {minimum}")
+            if maximum is not None and value > maximum:
+                errors.append(f"{where}: must be <= {maximum}")
+        return errors
+
+    memo[id(schema)] = check
+    return check
