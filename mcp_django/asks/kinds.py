@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from .. import schema as schemas
@@ -36,9 +37,12 @@ class Ask:
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """Identifies the question, so a stale answer to a different question is never reused."""
+        """Identifies the question, so a stale answer to a different question is never reused.
+
+        Computed once: an ask's question is fixed when it is made.
+        """
         return hashlib.sha256(canonical([self.method, self.params])).hexdigest()[:24]
 
     def default_key(self) -> str:

@@ -190,6 +190,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
     claims: Claims | None = None
+    # The params' digest binds the state; computed once for checking and sealing.
+    digest = params_digest(params) if token is not None else None
     if token is not None:
         try:
             claims = unseal(
@@ -197,7 +199,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
                 method=call.method,
                 target=call.target,
                 principal=call.principal.digest,
-                digest=params_digest(params),
+                digest=digest or "",
             )
         except StateRefused as refusal:
             await refused(call, handler.kind, refusal.reason)
@@ -235,7 +237,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
             method=call.method,
             target=call.target,
             principal=call.principal.digest,
-            digest=params_digest(params),
+            digest=digest or params_digest(params),
             round=round_no,
             answers=backend.carried_answers(),
             asked={key: ask.digest for key, ask in backend.pending.items()},
