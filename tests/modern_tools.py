@@ -143,3 +143,13 @@ WORDING = {"text": "Proceed?"}
 async def modtest_stale(ctx: Context) -> str:
     """The question comes from outside the arguments (like data that changed between rounds)."""
     return "yes" if await ctx.confirm(WORDING["text"], key="proceed") else "no"
+
+
+@mcp.tool()
+async def modtest_cleanup(ctx: Context) -> str:
+    """Its finally must run when an attempt ends at an unanswered ask."""
+    try:
+        await ctx.confirm("Keep going?", key="keep")
+    finally:
+        runs["cleanup"] += 1
+    return "done"

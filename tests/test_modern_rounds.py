@@ -302,3 +302,15 @@ def test_list_methods_never_ask(raw: Raw) -> None:
 def test_meta_progress_token_with_rounds(raw: Raw) -> None:
     params = {"name": "test_input_required_result_elicitation", "arguments": {}, "_meta": meta(progressToken=1)}
     assert result(raw.post("tools/call", params))["resultType"] == "input_required"
+
+
+def test_an_ended_attempt_unwinds(raw: Raw) -> None:
+    """The attempt is cancelled after the answer has gone: its cleanup still runs."""
+    import time
+
+    tools.runs["cleanup"] = 0
+    first_round(raw, "modtest_cleanup")
+    deadline = time.monotonic() + 5
+    while tools.runs["cleanup"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tools.runs["cleanup"] == 1

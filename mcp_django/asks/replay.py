@@ -173,13 +173,16 @@ async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayB
     # already. (A sibling that first awaits something else asks in the next round.)
     if task.done() and not backend.pending:
         return True, task.result()
-    # The attempt is over. Waiting for it to unwind measured cheaper than leaving
-    # the cancelled task to finish in the background.
+    # The attempt is over. It unwinds on the next loop turn, after the answer has
+    # gone: waiting for it would cost every round's response a loop turn.
     task.cancel()
-    await asyncio.wait({task})
-    if not task.cancelled():
-        task.exception()  # retrieved: an attempt that ended owes nobody its error
+    task.add_done_callback(_retrieve)
     return False, None
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # an attempt that ended owes nobody its error
 
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
