@@ -48,8 +48,21 @@ class KindFilter(admin.SimpleListFilter):
         return queryset.filter(kind=value)
 
 
+class ReadOnlyAdminMixin:
+    """Nobody adds, changes or deletes from the admin, superusers included: the log is a record."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "created",
         "kind",
@@ -85,15 +98,6 @@ class AuditEventAdmin(admin.ModelAdmin):
     def detail(self, obj: AuditEvent) -> str:
         return obj.reason or obj.outcome
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 def _view_allowed(request: HttpRequest) -> bool:
     user = request.user
@@ -105,7 +109,7 @@ def _view_allowed(request: HttpRequest) -> bool:
 
 
 @admin.register(RegisteredHandler)
-class RegisteredHandlerAdmin(admin.ModelAdmin):
+class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The "Registered handlers" page: every tool, prompt and resource, with its audit counts."""
 
     registry: Registry | None = None  # None: mcp_django.mcp
@@ -115,15 +119,6 @@ class RegisteredHandlerAdmin(admin.ModelAdmin):
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _view_allowed(request)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         from django.core.exceptions import PermissionDenied
