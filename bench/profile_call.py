@@ -1,6 +1,6 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token]
+python bench/profile_call.py [N] [--token]
 """
 
 from __future__ import annotations
@@ -43,8 +43,19 @@ HEADERS = [
 
 
 async def one(app: object, headers: list[tuple[bytes, bytes]]) -> bytes:
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "headers": headers,
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000), "scheme": "http", "http_version": "1.1", "root_path": ""}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8000),
+        "scheme": "http",
+        "http_version": "1.1",
+        "root_path": "",
+    }
     sent = []
     done = asyncio.Event()
     delivered = []
@@ -95,4 +106,6 @@ if __name__ == "__main__":
     profile.enable()
     asyncio.run(main(n, token))
     profile.disable()
-    pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(int(os.environ.get("ROWS", "45")))
+    pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
+        int(os.environ.get("ROWS", "45"))
+    )

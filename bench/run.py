@@ -28,7 +28,11 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN = "2026-07-28"
-HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN}
+HEADERS = {
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": MODERN,
+}
 META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -42,7 +46,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def call_body(name: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None, request_id: int = 1) -> dict[str, Any]:
+def call_body(
+    name: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None, request_id: int = 1
+) -> dict[str, Any]:
     params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": META, **(extra or {})}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
@@ -57,7 +63,18 @@ class Server:
 
     def start(self) -> None:
         self.port = free_port()
-        command = ["taskset", "-c", "0", *self.command, "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
+        command = [
+            "taskset",
+            "-c",
+            "0",
+            *self.command,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
         self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **self.env}, stdout=subprocess.DEVNULL)
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -93,7 +110,10 @@ def flow_bodies(url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
     """The three requests of a two-ask flow, captured from one real run (states stay valid for minutes)."""
     name = "test_input_required_result_multi_round"
     bodies = [call_body(name, {})]
-    answers = [{"step1": {"action": "accept", "content": {"name": "Ada"}}}, {"step2": {"action": "accept", "content": {"color": "teal"}}}]
+    answers = [
+        {"step1": {"action": "accept", "content": {"name": "Ada"}}},
+        {"step2": {"action": "accept", "content": {"color": "teal"}}},
+    ]
     with httpx.Client(timeout=10) as client:
         for answer in answers:
             h = {**HEADERS, **headers, "mcp-method": "tools/call", "mcp-name": name}
@@ -123,7 +143,9 @@ def lua_string(text: str) -> str:
     return "[==[" + text + "]==]"
 
 
-def run_wrk(server: Server, bodies: list[dict[str, Any]], headers: dict[str, str], connections: int, seconds: int, work: Path) -> dict[str, float]:
+def run_wrk(
+    server: Server, bodies: list[dict[str, Any]], headers: dict[str, str], connections: int, seconds: int, work: Path
+) -> dict[str, float]:
     script = work / f"{server.name}-{connections}.lua"
     all_headers = {**HEADERS, **headers}
     lua_headers = "{" + ", ".join(f'["{k}"] = "{v}"' for k, v in all_headers.items()) + "}"
@@ -143,7 +165,9 @@ def run_wrk(server: Server, bodies: list[dict[str, Any]], headers: dict[str, str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--repeat", type=int, default=1, help="run every scenario N times (interleaved) and report medians")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run every scenario N times (interleaved) and report medians"
+    )
     args = parser.parse_args()
     if not shutil.which("wrk") or not shutil.which("taskset"):
         raise SystemExit("bench needs wrk and taskset (Debian: apt-get install wrk util-linux)")
@@ -158,9 +182,17 @@ def main() -> int:
     }
     subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env={**os.environ, **env}, check=True)
     token = subprocess.run(
-        [python, "-c", "import django; django.setup(); from django.contrib.auth.models import User; "
-         "from rest_framework.authtoken.models import Token; u=User.objects.create_user('bench'); print(Token.objects.create(user=u).key)"],
-        cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, check=True,
+        [
+            python,
+            "-c",
+            "import django; django.setup(); from django.contrib.auth.models import User; "
+            "from rest_framework.authtoken.models import Token; u=User.objects.create_user('bench'); print(Token.objects.create(user=u).key)",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     uvicorn = [python, "-m", "uvicorn", "--no-access-log"]
     servers = {
@@ -190,21 +222,29 @@ def main() -> int:
             for label, name, bodies, headers in scenarios:
                 for connections in (1, 8):
                     key = f"{label}|{name}|{connections}"
-                    runs.setdefault(key, []).append(run_wrk(servers[name], bodies, headers, connections, args.seconds, work))
+                    runs.setdefault(key, []).append(
+                        run_wrk(servers[name], bodies, headers, connections, args.seconds, work)
+                    )
         for key, samples in runs.items():
             results[key] = {field: statistics.median(s[field] for s in samples) for field in samples[0]}
     finally:
         for server in servers.values():
             server.stop()
 
-    print("echo is a sync tool (both servers run it in a worker thread); the async tool runs on the event loop in both.")
+    print(
+        "echo is a sync tool (both servers run it in a worker thread); the async tool runs on the event loop in both."
+    )
     print(f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'CPU µs/req':>11} {'RSS MiB':>8}")
     for key, row in results.items():
         label, name, connections = key.split("|")
         base_label = "echo, anonymous" if label.startswith("echo") else label
         base = results[f"{base_label}|sdk|{connections}"]
-        print(f"{label:<18} {name:<11} {connections:>5} {row['rps']:>9.0f} {row['rps'] / base['rps']:>6.2f}x {row['cpu_us']:>11.0f} {row['rss_mib']:>8.1f}")
-    print("(token auth is compared with the SDK's anonymous echo: the SDK server has no token authentication of its own)")
+        print(
+            f"{label:<18} {name:<11} {connections:>5} {row['rps']:>9.0f} {row['rps'] / base['rps']:>6.2f}x {row['cpu_us']:>11.0f} {row['rss_mib']:>8.1f}"
+        )
+    print(
+        "(token auth is compared with the SDK's anonymous echo: the SDK server has no token authentication of its own)"
+    )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     (out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=1))

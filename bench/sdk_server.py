@@ -26,7 +26,9 @@ async def reverse(text: str) -> str:
 def _ask(key: str, message: str, field: str) -> types.InputRequiredResult:
     schema = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
     return types.InputRequiredResult(
-        input_requests={key: types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))},
+        input_requests={
+            key: types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+        },
         request_state=key,
     )
 

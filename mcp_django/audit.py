@@ -106,7 +106,13 @@ class Writer:
         self._urgent = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def put(self, row: dict[str, Any] | tuple[Any, ...] | None, done: Callable[[], None] | None = None, *, close: bool = False) -> None:
+    def put(
+        self,
+        row: dict[str, Any] | tuple[Any, ...] | None,
+        done: Callable[[], None] | None = None,
+        *,
+        close: bool = False,
+    ) -> None:
         self._ensure_thread()
         self._queue.put(_Item(row, done, close))
         if done is not None:
@@ -166,7 +172,9 @@ class Writer:
         self._write(batch)
 
     def _write(self, batch: list[_Item]) -> None:
-        rows = [item.row if isinstance(item.row, dict) else row_for(*item.row) for item in batch if item.row is not None]
+        rows = [
+            item.row if isinstance(item.row, dict) else row_for(*item.row) for item in batch if item.row is not None
+        ]
         try:
             if rows:
                 _insert(rows)

@@ -160,7 +160,9 @@ def connect_cache_invalidation() -> None:
         models.append(Token)
     for model in models:
         post_save.connect(principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_save")
-        post_delete.connect(principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_delete")
+        post_delete.connect(
+            principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_delete"
+        )
 
 
 class AuthenticationFailed(Exception):

@@ -48,7 +48,10 @@ class EmbeddedResource:
     mime_type: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "resource", "resource": resource_contents(self.uri, self.text if self.blob is None else self.blob, self.mime_type)}
+        return {
+            "type": "resource",
+            "resource": resource_contents(self.uri, self.text if self.blob is None else self.blob, self.mime_type),
+        }
 
 
 @dataclass
@@ -139,8 +142,10 @@ def tool_result(value: Any) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": value}]}
     if hasattr(value, "to_dict"):
         return {"content": [value.to_dict()]}
-    if isinstance(value, (list, tuple)) and value and all(
-        hasattr(v, "to_dict") or (isinstance(v, dict) and "type" in v) for v in value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(hasattr(v, "to_dict") or (isinstance(v, dict) and "type" in v) for v in value)
     ):
         return {"content": [content_block(v) for v in value]}
     value = jsonable(value)

@@ -219,7 +219,12 @@ class Registry:
 
     def remove(self, kind: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources)."""
-        table = {"tools": self.tools, "prompts": self.prompts, "resources": self.resources, "templates": self.templates}[kind]
+        table = {
+            "tools": self.tools,
+            "prompts": self.prompts,
+            "resources": self.resources,
+            "templates": self.templates,
+        }[kind]
         removed = table.pop(key, None)
         if removed is not None:
             self.changed("resources" if kind == "templates" else kind)

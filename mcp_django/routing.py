@@ -1,10 +1,10 @@
 """Routes for the project's ``asgi.py`` (Channels' ``URLRouter``).
 
-    from mcp_django.routing import mcp_urlpatterns
-    application = ProtocolTypeRouter({
-        "http": URLRouter([*mcp_urlpatterns(), re_path(r"", django_asgi_app)]),
-        "websocket": URLRouter(mcp_urlpatterns()),
-    })
+from mcp_django.routing import mcp_urlpatterns
+application = ProtocolTypeRouter({
+    "http": URLRouter([*mcp_urlpatterns(), re_path(r"", django_asgi_app)]),
+    "websocket": URLRouter(mcp_urlpatterns()),
+})
 """
 
 from __future__ import annotations

@@ -305,7 +305,9 @@ def _choice(value: Any) -> Any:
     return value if _jsonable(value) else str(value)
 
 
-def _bounds(schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[str, str] = ("min_value", "max_value")) -> None:
+def _bounds(
+    schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[str, str] = ("min_value", "max_value")
+) -> None:
     for key, attr in zip((low, high), attrs, strict=True):
         value = getattr(f, attr, None)
         if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
@@ -316,8 +318,7 @@ def _bounds(schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[st
 
 _TYPES: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
     "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
     "boolean": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),

@@ -76,7 +76,18 @@ def main() -> int:
     subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     port = free_port()
     server = subprocess.Popen(
-        [python, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        [
+            python,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
         cwd=ROOT,
         env=env,
     )

@@ -170,7 +170,9 @@ def raw(live_url: str) -> Iterator[Raw]:
 def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
     import json
 
-    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+    return [
+        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
+    ]
 
 
 @contextlib.asynccontextmanager

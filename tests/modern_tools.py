@@ -124,7 +124,9 @@ async def modtest_notify(ctx: Context) -> str:
 @mcp.prompt()
 async def modtest_prompt(ctx: Context, topic: str) -> str:
     """A prompt that asks first."""
-    tone = await ctx.elicit("Tone?", {"type": "object", "properties": {"tone": {"type": "string"}}, "required": ["tone"]}, key="tone")
+    tone = await ctx.elicit(
+        "Tone?", {"type": "object", "properties": {"tone": {"type": "string"}}, "required": ["tone"]}, key="tone"
+    )
     return f"Write about {topic} in a {tone.data['tone']} tone."
 
 

@@ -120,7 +120,11 @@ def test_prompt_and_resource_calls(raw: Raw) -> None:
     assert "contents" in result(raw.post("resources/read", {"uri": "test://template/7/data"}))
     prompt, resource = rows()
     assert (prompt.kind, prompt.method, prompt.target) == (Kind.COMPLETED, "prompts/get", "test_simple_prompt")
-    assert (resource.kind, resource.method, resource.target) == (Kind.COMPLETED, "resources/read", "test://template/7/data")
+    assert (resource.kind, resource.method, resource.target) == (
+        Kind.COMPLETED,
+        "resources/read",
+        "test://template/7/data",
+    )
 
 
 def test_failed_tool_and_failed_request(raw: Raw) -> None:
@@ -332,7 +336,12 @@ def test_ask_finished_outcomes(outcome: str) -> None:
     asyncio.run(signals.ask_finished.asend("tool", event=event))
     (row,) = rows()
     assert row.kind == Kind.ASK and row.outcome == outcome
-    assert (row.era, row.transport, row.version, row.client_address) == ("legacy", "websocket", "2025-11-25", "10.0.0.8")
+    assert (row.era, row.transport, row.version, row.client_address) == (
+        "legacy",
+        "websocket",
+        "2025-11-25",
+        "10.0.0.8",
+    )
     assert row.asks == {"elicitation-abc": "elicitation/create"} and row.duration_ms == 12.5
     assert row.user_id == user.pk and row.principal == f"auth.user:{user.pk}"
     assert outcome in str(row)
@@ -340,7 +349,13 @@ def test_ask_finished_outcomes(outcome: str) -> None:
 
 def test_asks_off_skips_ask_rows() -> None:
     event = signals.Event(
-        kind="ask", era="legacy", transport="http", method="tools/call", target="t", principal=ANONYMOUS, outcome="answered"
+        kind="ask",
+        era="legacy",
+        transport="http",
+        method="tools/call",
+        target="t",
+        principal=ANONYMOUS,
+        outcome="answered",
     )
     with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ASKS": False}}):
         asyncio.run(signals.ask_finished.asend("tool", event=event))
@@ -394,7 +409,9 @@ def test_completions_are_batched_off_the_request_path(raw: Raw) -> None:
 
 def test_flush_without_a_writer_thread_writes_inline() -> None:
     writer = audit.Writer()
-    event = signals.Event(kind="round", era="modern", transport="http", method="tools/call", target="t", principal=ANONYMOUS)
+    event = signals.Event(
+        kind="round", era="modern", transport="http", method="tools/call", target="t", principal=ANONYMOUS
+    )
     writer._queue.put(audit._Item(audit.row_for(event, Kind.ROUND)))
     assert writer.flush()
     assert [r.kind for r in AuditEvent.objects.all()] == [Kind.ROUND]

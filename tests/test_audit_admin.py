@@ -58,8 +58,14 @@ def log() -> dict[str, AuditEvent]:
         "capability": event(Kind.MISSING_CAPABILITY, "clear_cache", reason="elicitation"),
         "prompt": event(Kind.COMPLETED, "test_simple_prompt", method="prompts/get"),
         "template": event(Kind.COMPLETED, "test://template/3/data", method="resources/read"),
-        "legacy": event(Kind.ASK, "test_elicitation", version="2025-11-25", era="legacy", outcome="declined",
-                        asks={"e-1": "elicitation/create"}),
+        "legacy": event(
+            Kind.ASK,
+            "test_elicitation",
+            version="2025-11-25",
+            era="legacy",
+            outcome="declined",
+            asks={"e-1": "elicitation/create"},
+        ),
         "old": event(Kind.COMPLETED, "echo", created=timezone.now() - timedelta(days=400)),
     }
 
@@ -111,7 +117,10 @@ def test_read_only(admin_client: Client, log: dict[str, AuditEvent]) -> None:
     page = admin_client.get(change)
     assert page.status_code == 200 and 'name="_save"' not in page.content.decode()  # view only
     assert admin_client.post(change, {"kind": "round", "reason": ""}).status_code == 403
-    assert admin_client.post(reverse("admin:mcp_django_auditevent_delete", args=[row.pk]), {"post": "yes"}).status_code == 403
+    assert (
+        admin_client.post(reverse("admin:mcp_django_auditevent_delete", args=[row.pk]), {"post": "yes"}).status_code
+        == 403
+    )
     changelist = admin_client.get(reverse(CHANGELIST))
     assert "delete_selected" not in changelist.context["cl"].model_admin.get_actions(changelist.wsgi_request)
     row.refresh_from_db()

@@ -61,8 +61,12 @@ def test_mcp_audit_purge() -> None:
     AuditEvent.objects.all().delete()
     now = timezone.now()
     for days in (0, 10, 40, 400):
-        AuditEvent.objects.create(kind=Kind.COMPLETED, method="tools/call", target=f"t{days}", created=now - timedelta(days=days))
-    assert "2 audit event(s) older than 30 day(s) would be deleted." in run("mcp_audit_purge", "--older-than", "30", "--dry-run")
+        AuditEvent.objects.create(
+            kind=Kind.COMPLETED, method="tools/call", target=f"t{days}", created=now - timedelta(days=days)
+        )
+    assert "2 audit event(s) older than 30 day(s) would be deleted." in run(
+        "mcp_audit_purge", "--older-than", "30", "--dry-run"
+    )
     assert AuditEvent.objects.count() == 4
     assert "Deleted 2 audit event(s)" in run("mcp_audit_purge", "--older-than", "30")
     assert sorted(AuditEvent.objects.values_list("target", flat=True)) == ["t0", "t10"]
@@ -188,5 +192,8 @@ def test_e008_audit_setting() -> None:
 def test_checks_run_from_manage_py() -> None:
     from django.core.management.base import SystemCheckError
 
-    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"TYPO": 1})), pytest.raises(SystemCheckError, match=r"mcp_django\.E008"):
+    with (
+        override_settings(MCP_DJANGO=mcp_with(AUDIT={"TYPO": 1})),
+        pytest.raises(SystemCheckError, match=r"mcp_django\.E008"),
+    ):
         call_command("check")

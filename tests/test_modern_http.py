@@ -44,7 +44,15 @@ def test_lists_carry_result_type_and_cache_hints(raw: Raw, method: str) -> None:
         ({}, "no _meta"),
         ({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}}, "no version"),
         ({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}, "no capabilities"),
-        ({"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": []}}, "bad caps"),
+        (
+            {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": MODERN,
+                    "io.modelcontextprotocol/clientCapabilities": [],
+                }
+            },
+            "bad caps",
+        ),
     ],
 )
 def test_missing_meta_is_invalid_params(raw: Raw, params: dict[str, Any], what: str) -> None:
@@ -55,7 +63,9 @@ def test_missing_meta_is_invalid_params(raw: Raw, params: dict[str, Any], what: 
 
 
 def test_client_info_is_optional(raw: Raw) -> None:
-    params = {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}
+    params = {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+    }
     assert raw.post("server/discover", params).status_code == 200
 
 
@@ -81,7 +91,11 @@ def test_header_mismatch(raw: Raw, headers: dict[str, str]) -> None:
 
 def test_header_missing(raw: Raw) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN}
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+    }
     r = raw.client.post(raw.url, json=body, headers=headers)
     assert r.status_code == 400 and error(r)["code"] == -32020
 
@@ -135,7 +149,12 @@ def test_notification_is_accepted(raw: Raw) -> None:
 
 @pytest.mark.parametrize(
     ("body", "code"),
-    [(b"{not json", -32700), (b"[]", -32600), (b'{"jsonrpc":"2.0","id":1}', -32600), (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600)],
+    [
+        (b"{not json", -32700),
+        (b"[]", -32600),
+        (b'{"jsonrpc":"2.0","id":1}', -32600),
+        (b'{"jsonrpc":"1.0","id":1,"method":"x"}', -32600),
+    ],
 )
 def test_malformed_bodies(raw: Raw, body: bytes, code: int) -> None:
     r = raw.client.post(raw.url, content=body, headers=raw.headers("tools/list", {}))
@@ -229,7 +248,13 @@ def test_sse_only_when_accepted(raw: Raw) -> None:
 
 def test_resources_and_prompts(raw: Raw) -> None:
     text = raw.post("resources/read", {"uri": "test://static-text"}).json()["result"]
-    assert text["contents"] == [{"uri": "test://static-text", "mimeType": "text/plain", "text": "This is the content of the static text resource."}]
+    assert text["contents"] == [
+        {
+            "uri": "test://static-text",
+            "mimeType": "text/plain",
+            "text": "This is the content of the static text resource.",
+        }
+    ]
     assert "ttlMs" in text
     blob = raw.post("resources/read", {"uri": "test://static-binary"}).json()["result"]["contents"][0]
     assert blob["mimeType"] == "image/png" and base64.b64decode(blob["blob"]).startswith(b"\x89PNG")
@@ -237,12 +262,17 @@ def test_resources_and_prompts(raw: Raw) -> None:
     assert '"id":"42"' in template["text"] and template["mimeType"] == "application/json"
     missing = raw.post("resources/read", {"uri": "test://missing"})
     assert error(missing)["code"] == -32602 and error(missing)["data"] == {"uri": "test://missing"}
-    prompt = raw.post("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}).json()
+    prompt = raw.post(
+        "prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}
+    ).json()
     assert prompt["result"]["messages"][0]["content"]["text"] == "Prompt with arguments: arg1='a', arg2='b'"
     no_args = raw.post("prompts/get", {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}})
     assert error(no_args)["code"] == -32602
     complete = raw.post(
         "completion/complete",
-        {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "x"}},
+        {
+            "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+            "argument": {"name": "arg1", "value": "x"},
+        },
     ).json()["result"]
     assert complete["completion"]["values"] == [] and complete["resultType"] == "complete"

@@ -41,7 +41,13 @@ def test_round_trip(raw: Raw) -> None:
     first = first_round(raw, "test_input_required_result_elicitation")
     assert "ttlMs" not in first and "cacheScope" not in first
     assert first["inputRequests"]["user_name"]["method"] == "elicitation/create"
-    done = result(raw.call("test_input_required_result_elicitation", inputResponses={"user_name": ALICE}, requestState=first["requestState"]))
+    done = result(
+        raw.call(
+            "test_input_required_result_elicitation",
+            inputResponses={"user_name": ALICE},
+            requestState=first["requestState"],
+        )
+    )
     assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Alice!"
 
 
@@ -74,7 +80,10 @@ def test_sync_handler_multi_ask_and_state(raw: Raw) -> None:
     tools.runs.clear()
     args = {"item": "tea"}
     first = first_round(raw, "modtest_sync_multi", args)
-    assert sorted(r["method"] for r in first["inputRequests"].values()) == ["elicitation/create", "sampling/createMessage"]
+    assert sorted(r["method"] for r in first["inputRequests"].values()) == [
+        "elicitation/create",
+        "sampling/createMessage",
+    ]
     keys = {r["method"]: k for k, r in first["inputRequests"].items()}
     second = first_round(
         raw,
@@ -84,7 +93,9 @@ def test_sync_handler_multi_ask_and_state(raw: Raw) -> None:
         requestState=first["requestState"],
     )
     (key,) = second["inputRequests"]
-    done = result(raw.call("modtest_sync_multi", args, inputResponses={key: ALICE}, requestState=second["requestState"]))
+    done = result(
+        raw.call("modtest_sync_multi", args, inputResponses={key: ALICE}, requestState=second["requestState"])
+    )
     assert done["content"][0]["text"] == "tea for Alice: Paris (attempt 3)"
     assert tools.runs["sync_multi"] == 3
 
@@ -114,7 +125,9 @@ def test_stale_answer_to_a_changed_question_is_not_reused(raw: Raw) -> None:
     first = first_round(raw, "modtest_stale")
     tools.WORDING["text"] = "Proceed with the new plan?"
     try:
-        again = first_round(raw, "modtest_stale", inputResponses={"proceed": ACCEPT}, requestState=first["requestState"])
+        again = first_round(
+            raw, "modtest_stale", inputResponses={"proceed": ACCEPT}, requestState=first["requestState"]
+        )
         assert again["inputRequests"]["proceed"]["params"]["message"] == "Proceed with the new plan?"
     finally:
         tools.WORDING["text"] = "Proceed?"
@@ -122,7 +135,12 @@ def test_stale_answer_to_a_changed_question_is_not_reused(raw: Raw) -> None:
 
 @pytest.mark.parametrize(
     "responses",
-    [{"user_name": 12345}, {"user_name": {"action": "maybe"}}, {"user_name": {"action": "accept"}}, {"user_name": {"action": "accept", "content": {"name": 3}}}],
+    [
+        {"user_name": 12345},
+        {"user_name": {"action": "maybe"}},
+        {"user_name": {"action": "accept"}},
+        {"user_name": {"action": "accept", "content": {"name": 3}}},
+    ],
 )
 def test_malformed_answers_are_errors(raw: Raw, responses: dict[str, Any]) -> None:
     first = first_round(raw, "test_input_required_result_elicitation")
@@ -141,7 +159,10 @@ def test_dataclass_schema_and_validation(raw: Raw) -> None:
     assert schema["properties"] == {"street": {"type": "string"}, "zip_code": {"type": "integer"}}
     assert schema["required"] == ["street", "zip_code"]
     bad = {"address": {"action": "accept", "content": {"street": "Main", "zip_code": "x"}}}
-    assert error(raw.call("modtest_dataclass_elicit", inputResponses=bad, requestState=first["requestState"]))["code"] == -32602
+    assert (
+        error(raw.call("modtest_dataclass_elicit", inputResponses=bad, requestState=first["requestState"]))["code"]
+        == -32602
+    )
     good = {"address": {"action": "accept", "content": {"street": "Main", "zip_code": 12}}}
     done = result(raw.call("modtest_dataclass_elicit", inputResponses=good, requestState=first["requestState"]))
     assert done["structuredContent"] == {"action": "accept", "data": {"street": "Main", "zip_code": 12}}
@@ -153,13 +174,23 @@ def test_prompt_and_resource_rounds(raw: Raw) -> None:
     p2 = result(
         raw.post(
             "prompts/get",
-            {"name": "modtest_prompt", "arguments": {"topic": "tea"}, "inputResponses": {"tone": {"action": "accept", "content": {"tone": "dry"}}}, "requestState": p1["requestState"]},
+            {
+                "name": "modtest_prompt",
+                "arguments": {"topic": "tea"},
+                "inputResponses": {"tone": {"action": "accept", "content": {"tone": "dry"}}},
+                "requestState": p1["requestState"],
+            },
         )
     )
     assert p2["messages"][0]["content"]["text"] == "Write about tea in a dry tone."
     r1 = result(raw.post("resources/read", {"uri": "modtest://secret/x"}))
     assert r1["resultType"] == "input_required" and "ttlMs" not in r1
-    r2 = result(raw.post("resources/read", {"uri": "modtest://secret/x", "inputResponses": {"read": ACCEPT}, "requestState": r1["requestState"]}))
+    r2 = result(
+        raw.post(
+            "resources/read",
+            {"uri": "modtest://secret/x", "inputResponses": {"read": ACCEPT}, "requestState": r1["requestState"]},
+        )
+    )
     assert r2["contents"][0]["text"] == "secret x"
 
 
@@ -196,7 +227,9 @@ def test_refused_states(raw: Raw) -> None:
     state = first_round(raw, "modtest_question", {"wording": "A?"})["requestState"]
     answer = {"q": ACCEPT}
     # Tampered.
-    assert_refused(raw.call("modtest_question", {"wording": "A?"}, inputResponses=answer, requestState=state + "-TAMPERED"))
+    assert_refused(
+        raw.call("modtest_question", {"wording": "A?"}, inputResponses=answer, requestState=state + "-TAMPERED")
+    )
     # Replayed on other arguments.
     assert_refused(raw.call("modtest_question", {"wording": "B?"}, inputResponses=answer, requestState=state))
     # Replayed on another tool with the same arguments.
@@ -217,12 +250,22 @@ def test_expired_oversized_and_foreign_key(raw: Raw) -> None:
         foreign = first_round(raw, "modtest_swallow")["requestState"]
     assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=foreign))
     state = first_round(raw, "modtest_swallow")["requestState"]
-    with mcp_settings(**{"REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop", "ALLOW_ANONYMOUS": True, "MAX_REQUEST_STATE_BYTES": 64}):
+    with mcp_settings(
+        **{
+            "REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop",
+            "ALLOW_ANONYMOUS": True,
+            "MAX_REQUEST_STATE_BYTES": 64,
+        }
+    ):
         assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=state))
 
 
 def test_round_cap(raw: Raw) -> None:
-    settings = {"REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop", "ALLOW_ANONYMOUS": True, "MAX_INPUT_ROUNDS": 2}
+    settings = {
+        "REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop",
+        "ALLOW_ANONYMOUS": True,
+        "MAX_INPUT_ROUNDS": 2,
+    }
     with mcp_settings(**settings):
         state = None
         for i in range(2):
@@ -260,9 +303,21 @@ def test_state_is_bound_to_the_django_user(raw: Raw) -> None:
     alice, bob = token_for("alice"), token_for("bob")
     first = result(raw.call("modtest_swallow", headers={"authorization": f"Token {alice}"}))
     state = first["requestState"]
-    assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=state, headers={"authorization": f"Token {bob}"}))
+    assert_refused(
+        raw.call(
+            "modtest_swallow",
+            inputResponses={"go": ACCEPT},
+            requestState=state,
+            headers={"authorization": f"Token {bob}"},
+        )
+    )
     assert_refused(raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=state))  # anonymous
-    ok = raw.call("modtest_swallow", inputResponses={"go": ACCEPT}, requestState=state, headers={"authorization": f"Token {alice}"})
+    ok = raw.call(
+        "modtest_swallow",
+        inputResponses={"go": ACCEPT},
+        requestState=state,
+        headers={"authorization": f"Token {alice}"},
+    )
     assert result(ok)["content"][0]["text"] == "go=True"
 
 
@@ -275,7 +330,10 @@ def test_authentication(raw: Raw) -> None:
     with mcp_settings(**{"REQUEST_STATE_KEY": "x" * 40, "ALLOW_ANONYMOUS": False}):
         refused = raw.call("whoami")
         assert refused.status_code == 401
-        assert result(raw.call("whoami", headers={"authorization": f"Token {alice}"}))["structuredContent"]["username"] == "alice"
+        assert (
+            result(raw.call("whoami", headers={"authorization": f"Token {alice}"}))["structuredContent"]["username"]
+            == "alice"
+        )
 
 
 def test_session_cookie_authentication(raw: Raw) -> None:

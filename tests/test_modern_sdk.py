@@ -42,7 +42,10 @@ class Answers:
     async def on_sample(self, ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         self.asked.append((str(ctx.request_id), "sample"))
         return types.CreateMessageResult(
-            role="assistant", content=types.TextContent(type="text", text=self.model), model="test-model", stop_reason="endTurn"
+            role="assistant",
+            content=types.TextContent(type="text", text=self.model),
+            model="test-model",
+            stop_reason="endTurn",
         )
 
     async def on_roots(self, ctx: Any) -> types.ListRootsResult:
@@ -50,7 +53,11 @@ class Answers:
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/app", name="app")])
 
     def callbacks(self) -> dict[str, Any]:
-        return {"elicitation_callback": self.on_elicit, "sampling_callback": self.on_sample, "list_roots_callback": self.on_roots}
+        return {
+            "elicitation_callback": self.on_elicit,
+            "sampling_callback": self.on_sample,
+            "list_roots_callback": self.on_roots,
+        }
 
 
 async def test_elicitation_flow(live_url: str) -> None:
@@ -146,7 +153,9 @@ async def test_url_elicitation(live_url: str) -> None:
 
 async def test_tampered_state_refused(live_url: str) -> None:
     async with sdk_client(live_url, **Answers().callbacks()) as client:
-        first = await client.session.call_tool("test_input_required_result_tampered_state", {}, allow_input_required=True)
+        first = await client.session.call_tool(
+            "test_input_required_result_tampered_state", {}, allow_input_required=True
+        )
         assert first.result_type == "input_required"
         with pytest.raises(MCPError) as info:
             await client.session.call_tool(

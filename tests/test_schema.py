@@ -29,8 +29,16 @@ class Node:
 
 
 def test_signature_schema() -> None:
-    def tool(ctx: object, a: int, b: Annotated[str, "the b"], c: float = 1.5, d: bool | None = None, e: Literal["x", "y"] = "x",
-             f: list[Point] | None = None, g: Color = Color.RED) -> None: ...
+    def tool(
+        ctx: object,
+        a: int,
+        b: Annotated[str, "the b"],
+        c: float = 1.5,
+        d: bool | None = None,
+        e: Literal["x", "y"] = "x",
+        f: list[Point] | None = None,
+        g: Color = Color.RED,
+    ) -> None: ...
 
     s = schema.signature_schema(tool, skip={"ctx"})
     assert s["required"] == ["a", "b"]
@@ -41,7 +49,11 @@ def test_signature_schema() -> None:
     assert props["d"] == {"type": ["boolean", "null"], "default": None}
     assert props["e"] == {"type": "string", "enum": ["x", "y"], "default": "x"}
     assert props["f"]["type"] == ["array", "null"]
-    assert props["f"]["items"] == {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]}
+    assert props["f"]["items"] == {
+        "type": "object",
+        "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+        "required": ["x", "y"],
+    }
     assert props["g"] == {"enum": ["red", "blue"], "type": "string"}
 
 
@@ -70,10 +82,19 @@ def test_serializer_schema() -> None:
 
 
 def test_validate() -> None:
-    s = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}, "t": {"enum": ["a"]}}, "required": ["n"], "additionalProperties": False}
+    s = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0}, "t": {"enum": ["a"]}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
     assert schema.validate({"n": 1, "t": "a"}, s) == []
     assert schema.validate({"n": -1}, s) == ["n: must be >= 0"]
-    assert schema.validate({"t": "b", "z": 1}, s) == ["n: this field is required", "t: must be one of ['a']", "z: unexpected property"]
+    assert schema.validate({"t": "b", "z": 1}, s) == [
+        "n: this field is required",
+        "t: must be one of ['a']",
+        "z: unexpected property",
+    ]
     assert schema.validate({"n": True}, s) == ["n: expected integer"]
     ref = {"$defs": {"a": {"type": "string"}}, "type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}}
     assert schema.validate({"x": 1}, ref) == ["x: expected string"]

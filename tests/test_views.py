@@ -71,8 +71,18 @@ def confirm_with(answer: bool, seen: list[str]) -> Any:
 async def test_tools_are_listed_with_schemas_for_what_the_caller_may_do(live_url: str, shop: Shop) -> None:
     async with sdk_client(live_url, token=shop.alice_token) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    for name in ("orders_list", "orders_retrieve", "orders_create", "orders_update", "orders_partial_update",
-                 "orders_destroy", "orders_cancel", "orders_summary", "products_list", "products_retrieve"):
+    for name in (
+        "orders_list",
+        "orders_retrieve",
+        "orders_create",
+        "orders_update",
+        "orders_partial_update",
+        "orders_destroy",
+        "orders_cancel",
+        "orders_summary",
+        "products_list",
+        "products_retrieve",
+    ):
         assert name in tools
     # DjangoModelPermissions: alice may not add or change products, so she is not shown those tools.
     assert not {"products_create", "products_update", "products_destroy", "stock_report"} & set(tools)
@@ -86,7 +96,11 @@ async def test_tools_are_listed_with_schemas_for_what_the_caller_may_do(live_url
     assert {"search", "ordering", "page", "page_size", "min_quantity", "product"} <= set(listing)
     assert listing["page_size"]["maximum"] == 50
     out = tools["orders_retrieve"].output_schema
-    assert out["properties"]["product_detail"]["properties"]["price"] == {"type": "string", "format": "decimal", "title": "Price"}
+    assert out["properties"]["product_detail"]["properties"]["price"] == {
+        "type": "string",
+        "format": "decimal",
+        "title": "Price",
+    }
     assert tools["orders_destroy"].annotations.destructive_hint is True
     assert tools["orders_list"].annotations.read_only_hint is True
 
@@ -178,7 +192,9 @@ async def test_filtered_and_paginated_list(live_url: str, shop: Shop) -> None:
     def rows() -> None:
         for i in range(5):
             Order.objects.create(owner=shop.alice, product=shop.tea, quantity=i + 1, note=f"batch {i}")
-        Order.objects.create(owner=shop.alice, product=shop.mug, quantity=1, status=Order.Status.PAID, note="batch paid")
+        Order.objects.create(
+            owner=shop.alice, product=shop.mug, quantity=1, status=Order.Status.PAID, note="batch paid"
+        )
         Order.objects.create(owner=shop.bob, product=shop.tea, quantity=9, note="batch bob")
 
     orm(rows)
@@ -192,7 +208,9 @@ async def test_filtered_and_paginated_list(live_url: str, shop: Shop) -> None:
         assert "/api/orders/" in first["next"]
         third = (await client.call_tool("orders_list", {**args, "page": 3})).structured_content
         assert [o["quantity"] for o in third["results"]] == [1] and third["next"] is None
-        filtered = (await client.call_tool("orders_list", {"min_quantity": 4, "product": shop.tea.pk})).structured_content
+        filtered = (
+            await client.call_tool("orders_list", {"min_quantity": 4, "product": shop.tea.pk})
+        ).structured_content
         assert sorted(o["quantity"] for o in filtered["results"]) == [4, 5]
         beyond = await client.call_tool("orders_list", {"page": 9})
         assert beyond.is_error and beyond.structured_content["status"] == 404
@@ -206,7 +224,10 @@ async def test_destroy_asks_to_confirm_first(live_url: str, shop: Shop) -> None:
     seen: list[str] = []
     async with sdk_client(live_url, token=shop.alice_token, elicitation_callback=confirm_with(False, seen)) as client:
         kept = await client.call_tool("orders_destroy", {"pk": keep.pk})
-        assert not kept.is_error and kept.structured_content == {"deleted": False, "detail": f"Order #{keep.pk} was kept."}
+        assert not kept.is_error and kept.structured_content == {
+            "deleted": False,
+            "detail": f"Order #{keep.pk} was kept.",
+        }
     assert seen == [f"Delete order #{keep.pk} (1 x Tea)?"]
     assert orm(Order.objects.filter(pk=keep.pk).exists)
     async with sdk_client(live_url, token=shop.alice_token, elicitation_callback=confirm_with(True, seen)) as client:
@@ -215,7 +236,9 @@ async def test_destroy_asks_to_confirm_first(live_url: str, shop: Shop) -> None:
         cancelled = await client.call_tool("orders_cancel", {"pk": keep.pk})
         assert cancelled.structured_content["status"] == "cancelled"
         again = await client.call_tool("orders_cancel", {"pk": keep.pk})
-        assert again.is_error and again.structured_content["errors"] == {"status": "A cancelled order cannot be cancelled."}
+        assert again.is_error and again.structured_content["errors"] == {
+            "status": "A cancelled order cannot be cancelled."
+        }
     assert seen[1:] == [f"Delete order #{drop.pk} (2 x Tea)?", f"Cancel order #{keep.pk}?"]
     assert not orm(Order.objects.filter(pk=drop.pk).exists)
     assert orm(lambda: Order.objects.get(pk=keep.pk).status) == Order.Status.CANCELLED
@@ -276,10 +299,25 @@ async def test_anonymous_callers(live_url: str, shop: Shop, settings: Any) -> No
             await client.call_tool("orders_list", {})
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "ALLOW_ANONYMOUS": False}
     async with httpx.AsyncClient() as http:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
-        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/list",
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/list",
+        }
         refused = await http.post(live_url, json=body, headers=headers)
         assert refused.status_code == 401
-        allowed = await http.post(live_url, json=body, headers={**headers, "authorization": f"Token {shop.alice_token}"})
+        allowed = await http.post(
+            live_url, json=body, headers={**headers, "authorization": f"Token {shop.alice_token}"}
+        )
         assert allowed.status_code == 200 and "orders_list" in allowed.text

@@ -15,7 +15,11 @@ pytestmark = pytest.mark.django_db
 
 def post(client: Client, method: str, params: dict[str, Any], **headers: str) -> Any:
     params = {**params, "_meta": meta()}
-    extra = {"HTTP_MCP_PROTOCOL_VERSION": MODERN, "HTTP_MCP_METHOD": method, "HTTP_ACCEPT": "application/json, text/event-stream"}
+    extra = {
+        "HTTP_MCP_PROTOCOL_VERSION": MODERN,
+        "HTTP_MCP_METHOD": method,
+        "HTTP_ACCEPT": "application/json, text/event-stream",
+    }
     if "name" in params:
         extra["HTTP_MCP_NAME"] = params["name"]
     extra.update(headers)

@@ -193,7 +193,9 @@ class AsyncContext(Context):
     async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> ElicitResult:  # type: ignore[override]
         return await super().elicit(message, schema, key=key)
 
-    async def sample(self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any) -> SampleResult:  # type: ignore[override]
+    async def sample(
+        self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any
+    ) -> SampleResult:  # type: ignore[override]
         return await super().sample(prompt, key=key, **options)
 
     async def list_roots(self, *, key: str | None = None) -> list[Root]:  # type: ignore[override]

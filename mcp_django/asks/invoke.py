@@ -58,7 +58,9 @@ class WorkerPool:
                 self._idle += 1
 
 
-def _hand_back(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+def _hand_back(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None
+) -> None:
     try:
         loop.call_soon_threadsafe(_settle, future, result, exc)
     except RuntimeError:

@@ -312,7 +312,9 @@ class Dispatcher:
             completer = prompt.completions.get(argument.get("name")) if prompt else None
         elif ref.get("type") == "ref/resource":
             found = self.registry.find_resource(ref.get("uri", "")) or (
-                (self.registry.templates.get(ref.get("uri", "")), {}) if ref.get("uri") in self.registry.templates else None
+                (self.registry.templates.get(ref.get("uri", "")), {})
+                if ref.get("uri") in self.registry.templates
+                else None
             )
             handler = found[0] if found else None
             if isinstance(handler, ResourceTemplate):

@@ -280,7 +280,9 @@ class HttpEndpoint:
             log_level=meta.log_level,
             request_factory=request_factory,
         )
-        return await respond(self.dispatcher, call, can_stream=req.can_stream and accepts(req.headers, SSE), disconnected=disconnected)
+        return await respond(
+            self.dispatcher, call, can_stream=req.can_stream and accepts(req.headers, SSE), disconnected=disconnected
+        )
 
 
 def unauthorized(request_id: Any, exc: AuthenticationFailed) -> HttpOut:
@@ -403,7 +405,9 @@ async def respond(
     return HttpOut(200, headers, events=stream())
 
 
-async def _answer(run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call, started: float) -> tuple[int, dict[str, Any]]:
+async def _answer(
+    run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call, started: float
+) -> tuple[int, dict[str, Any]]:
     """(HTTP status, JSON-RPC response) for one request."""
     try:
         result = await run(call)

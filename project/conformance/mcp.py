@@ -51,7 +51,9 @@ def test_audio_content() -> Audio:
 @mcp.tool()
 def test_embedded_resource() -> EmbeddedResource:
     """Returns an embedded resource."""
-    return EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain")
+    return EmbeddedResource(
+        "test://embedded-resource", text="This is an embedded resource content.", mime_type="text/plain"
+    )
 
 
 @mcp.tool()
@@ -148,8 +150,12 @@ async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
 @mcp.tool()
 async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     """Elicits single- and multi-select enums, titled and untitled (SEP-1330)."""
-    titled = [{"const": f"value{i}", "title": t} for i, t in ((1, "First Option"), (2, "Second Option"), (3, "Third Option"))]
-    titled_multi = [{"const": f"value{i}", "title": t} for i, t in ((1, "First Choice"), (2, "Second Choice"), (3, "Third Choice"))]
+    titled = [
+        {"const": f"value{i}", "title": t} for i, t in ((1, "First Option"), (2, "Second Option"), (3, "Third Option"))
+    ]
+    titled_multi = [
+        {"const": f"value{i}", "title": t} for i, t in ((1, "First Choice"), (2, "Second Choice"), (3, "Third Choice"))
+    ]
     options = ["option1", "option2", "option3"]
     result = await ctx.elicit(
         "Please choose your options",
@@ -347,12 +353,16 @@ def static_binary() -> bytes:
     return base64.b64decode(PNG)
 
 
-@mcp.resource("test://watched-resource", name="watched-resource", description="A resource to subscribe to", mime_type="text/plain")
+@mcp.resource(
+    "test://watched-resource", name="watched-resource", description="A resource to subscribe to", mime_type="text/plain"
+)
 def watched_resource() -> str:
     return "Watched resource content"
 
 
-@mcp.resource("test://template/{id}/data", name="template-data", description="Data for an id", mime_type="application/json")
+@mcp.resource(
+    "test://template/{id}/data", name="template-data", description="Data for an id", mime_type="application/json"
+)
 def template_data(id: str) -> str:
     return _json({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 

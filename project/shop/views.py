@@ -114,4 +114,6 @@ def stock_report(request: HttpRequest) -> JsonResponse:
     except ValueError:
         return JsonResponse({"detail": "at_most must be an integer."}, status=400)
     products = Product.objects.filter(stock__lte=threshold).order_by("stock", "name")
-    return JsonResponse({"at_most": threshold, "products": [{"sku": p.sku, "name": p.name, "stock": p.stock} for p in products]})
+    return JsonResponse(
+        {"at_most": threshold, "products": [{"sku": p.sku, "name": p.name, "stock": p.stock} for p in products]}
+    )
