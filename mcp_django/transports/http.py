@@ -32,6 +32,7 @@ from ..protocol.revisions import (
     read_meta,
 )
 from ..registry import Registry
+from .calls import modern_call
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -266,18 +267,12 @@ class HttpEndpoint:
             principal = await self.principal(req, request_factory)
         except AuthenticationFailed as exc:
             return unauthorized(request_id, exc)
-        call = Call(
-            method=method,
-            params=params,
-            request_id=request_id,
-            version=meta.version,
-            era="modern",
+        call = modern_call(
+            message,
+            meta,
             transport=req.transport,
-            capabilities=meta.capabilities,
             principal=principal,
-            client_info=meta.client_info,
             client_address=req.client_address,
-            log_level=meta.log_level,
             request_factory=request_factory,
         )
         return await respond(
@@ -352,7 +347,7 @@ async def respond(
             wake_up()
 
         call.notify = notify
-    task = start_task(_answer(run or dispatcher.handle, call, 0.0))
+    task = start_task(_answer(run or dispatcher.handle, call))
     if task.done() and not events:
         # Finished eagerly, without waiting on anything: the common case.
         status, payload = task.result()
@@ -405,9 +400,7 @@ async def respond(
     return HttpOut(200, headers, events=stream())
 
 
-async def _answer(
-    run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call, started: float
-) -> tuple[int, dict[str, Any]]:
+async def _answer(run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> tuple[int, dict[str, Any]]:
     """(HTTP status, JSON-RPC response) for one request."""
     try:
         result = await run(call)

@@ -36,6 +36,7 @@ from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps, notification
+from .calls import session_call
 from .http import (
     JSON,
     SSE,
@@ -331,19 +332,14 @@ class LegacyHttp(LegacyHandler):
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(200, jsonrpc.response(request_id, result))
         hub = await relay()
-        call = Call(
-            method=method,
-            params=params,
-            request_id=request_id,
-            version=record.version,
-            era="legacy",
+        call = session_call(
+            message,
+            record,
             transport=req.transport,
-            capabilities=record.capabilities,
             principal=principal,
-            client_info=record.client_info,
             client_address=req.client_address,
-            log_level=level,
             request_factory=req.request_factory,
+            log_level=level,
             session=LiveSession(record, HttpReplies(hub, record.sid, record.principal)),
         )
         dispatcher = self.endpoint.dispatcher
@@ -370,7 +366,7 @@ class LegacyHttp(LegacyHandler):
         call.session.close_stream = stream.close
 
         async def serve() -> None:
-            _status, payload = await _answer(run, call, call.started)
+            _status, payload = await _answer(run, call)
             stream.finish(payload)
 
         # Not tied to this connection: the client may drop it and resume, the call goes on.

@@ -30,13 +30,13 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, notification
 from ..protocol.revisions import META_VERSION, check_version, read_meta
+from .calls import modern_call, session_call
 from .http import HttpIn, host_allowed, origin_allowed
 from .relay import Relay, relay
 
@@ -235,21 +235,16 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 self.log_level = level
 
             return await legacy.lifecycle(method, params, set_level, self.subscribe)
-        call = Call(
-            method=method,
-            params=params,
-            request_id=message["id"],
-            version=self.record.version,
-            era="legacy",
+        call = session_call(
+            message,
+            self.record,
             transport="websocket",
-            capabilities=self.record.capabilities,
             principal=self.principal,
-            client_info=self.record.client_info,
             client_address=self.req.client_address,
-            notify=self.emit,
-            log_level=self.log_level,
             request_factory=self.request_factory,
+            log_level=self.log_level,
             session=LiveSession(self.record, self.replies),
+            notify=self.emit,
         )
         return await self.endpoint.dispatcher.handle(call)
 
@@ -260,20 +255,14 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         meta = read_meta(params)
         check_version(meta)
         assert self.principal is not None
-        call = Call(
-            method=method,
-            params=params,
-            request_id=message["id"],
-            version=meta.version,
-            era="modern",
+        call = modern_call(
+            message,
+            meta,
             transport="websocket",
-            capabilities=meta.capabilities,
             principal=self.principal,
-            client_info=meta.client_info,
             client_address=self.req.client_address,
-            notify=self.emit,
-            log_level=meta.log_level,
             request_factory=self.request_factory,
+            notify=self.emit,
         )
         return await self.endpoint.dispatcher.handle(call)
 
