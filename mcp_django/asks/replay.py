@@ -222,8 +222,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         error = exc
     if backend.error is not None:
         if backend.error.code == MISSING_CAPABILITY:
-            event = _event(call, "missing_capability")
-            event.reason = _capability_name(backend.error.data)
+            event = call.event("missing_capability", reason=_capability_name(backend.error.data))
             await signals.capability_missing.asend(handler.kind, event=event)
         raise backend.error
     if error is not None and not (backend.pending and isinstance(error, Exception)):
@@ -251,8 +250,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
     asks = {key: ask.method for key, ask in backend.pending.items()}
     # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
-    event = _event(call, "round")
-    event.round, event.asks = round_no, asks
+    event = call.event("round", round=round_no, asks=asks)
     await signals.round_started.asend(handler.kind, event=event)
     return Outcome(
         input_required={
@@ -263,10 +261,6 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         round=round_no,
         asks=asks,
     )
-
-
-def _event(call: Call, kind: str) -> signals.Event:
-    return call.event(kind)
 
 
 def _capability_name(data: Any) -> str:
@@ -283,6 +277,5 @@ def _capability_name(data: Any) -> str:
 
 async def refused(call: Call, sender: str, reason: str) -> None:
     """Tell the receivers (the audit log among them) before the client hears the refusal."""
-    event = _event(call, "state_refused")
-    event.reason = str(reason)
+    event = call.event("state_refused", reason=str(reason))
     await signals.state_refused.asend(sender, event=event)
