@@ -80,6 +80,20 @@ _HEADER_BOUND = (
     authentication.BasicAuthentication,
 )
 
+_header_bound: tuple[object, bool] | None = None
+
+
+def header_bound_only() -> bool:
+    """True when every configured class reads only ``Authorization`` or ``Cookie``.
+
+    Asked on every request; the answer is kept for the settings' list of classes.
+    """
+    global _header_bound
+    classes = mcp_settings.AUTHENTICATION_CLASSES
+    if _header_bound is None or _header_bound[0] is not classes:
+        _header_bound = (classes, all(issubclass(cls, _HEADER_BOUND) for cls in classes))
+    return _header_bound[1]
+
 
 class PrincipalCache:
     """Principals found recently, by a digest of the credentials that found them.
@@ -98,7 +112,7 @@ class PrincipalCache:
 
     @staticmethod
     def key(headers: dict[str, str]) -> bytes | None:
-        if not all(issubclass(cls, _HEADER_BOUND) for cls in mcp_settings.AUTHENTICATION_CLASSES):
+        if not header_bound_only():
             return None  # a custom class may look at anything: no safe key
         session = ""
         cookie = headers.get("cookie")
@@ -176,7 +190,7 @@ def may_carry_credentials(headers: dict[str, str]) -> bool:
     """False only when no configured class could find credentials: then no thread hop is needed."""
     if "authorization" in headers or "cookie" in headers:
         return True
-    return not all(issubclass(cls, _HEADER_BOUND) for cls in mcp_settings.AUTHENTICATION_CLASSES)
+    return not header_bound_only()
 
 
 def authenticate(django_request: Any) -> Principal:
