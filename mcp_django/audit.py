@@ -2,11 +2,11 @@
 
 Two promises shape this module:
 
-- The per-call path stays cheap. A completion, failure, round or legacy-ask row
-  is built on the event loop (a few attribute reads) and put on a queue; one
-  daemon thread drains the queue and inserts rows in batches with
-  ``bulk_create``. No database round trip sits between a result and its client,
-  and under load many rows share one INSERT.
+- The per-call path stays cheap. A completion, failure, round or legacy-ask
+  event is put on a queue as it is; one daemon thread drains the queue, makes
+  the rows and inserts them in batches with one ``executemany``. No database
+  round trip sits between a result and its client, and under load many rows
+  share one statement.
 - A refusal is on record before the client hears it. The refusal's row goes
   through the same queue, but the receiver awaits a future the writer resolves
   once the batch holding the row is committed. Rows queued earlier are written
@@ -298,7 +298,7 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
-# They are async so that ``Signal.asend`` runs them on the loop: a sync receiver
+# They are async so that ``asend`` runs them on the loop: a sync receiver
 # would cost every call a hop to a worker thread.
 
 
