@@ -99,15 +99,28 @@ DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlit
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL")
+# Keys in Redis start with this, so several deployments (or test runs) can share one server.
+REDIS_PREFIX = os.environ.get("REDIS_PREFIX", "asgi")
 CHANNEL_LAYERS = (
-    {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
+        }
+    }
     if REDIS_URL
     else {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 )
 # Legacy MCP sessions keep their shared state (ended, log level) in the cache:
 # with several processes it must be a shared one.
 CACHES = (
-    {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": REDIS_PREFIX,
+        }
+    }
     if REDIS_URL
     else {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 )

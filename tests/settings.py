@@ -7,6 +7,8 @@ runs on PostgreSQL), REDIS_URL the channel layer (in-memory by default).
 import os
 
 os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
+# Redis keys of this run carry its own prefix: two runs on one host never cross.
+os.environ.setdefault("REDIS_PREFIX", f"mcp-test-{os.getpid()}")
 
 from project.settings import *  # noqa: F403
 from project.settings import DATABASES, MCP_DJANGO

@@ -97,8 +97,9 @@ def two_servers() -> Iterator[tuple[str, str]]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
         "DATABASE_URL": _fresh_database(),
-        # A database index of its own, so other suites' keys never meet ours.
-        "REDIS_URL": "redis://127.0.0.1:6379/7",
+        # A key prefix of its own, so other suites' keys never meet ours.
+        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+        "REDIS_PREFIX": f"mcp-multi-{os.getpid()}",
         "MCP_REQUEST_STATE_KEY": "multi-process-test-key-0123456789abcdef",
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
