@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 import time
 from functools import cached_property
 from importlib import import_module
@@ -17,6 +18,8 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from .conf import mcp_settings
+
+logger = logging.getLogger("mcp_django")
 
 
 class Principal:
@@ -193,6 +196,17 @@ def may_carry_credentials(headers: dict[str, str]) -> bool:
     return not header_bound_only()
 
 
+def token_model_missing(cls: type) -> bool:
+    """DRF's TokenAuthentication (or a subclass on its Token model) without its app installed."""
+    from django.apps import apps
+
+    return (
+        issubclass(cls, authentication.TokenAuthentication)
+        and cls.model is None
+        and not apps.is_installed("rest_framework.authtoken")
+    )
+
+
 def authenticate(django_request: Any) -> Principal:
     """Sync (the classes query the database). Raises :class:`AuthenticationFailed`."""
     drf_request = Request(django_request)
@@ -205,6 +219,15 @@ def authenticate(django_request: Any) -> Principal:
                 return Principal(user)
     except APIException as exc:
         raise AuthenticationFailed(str(exc.detail), exc.status_code) from None
+    except Exception:
+        if not token_model_missing(cls):
+            raise
+        # The caller's credentials cannot be checked: theirs to hear (not a 500),
+        # the operator's to fix (check mcp_django.E012).
+        logger.error("%s needs 'rest_framework.authtoken' in INSTALLED_APPS (check mcp_django.E012).", cls.__name__)
+        raise AuthenticationFailed(
+            "These credentials cannot be checked: the server's authentication is misconfigured."
+        ) from None
     finally:
         close_old_connections()
     django_request.user = AnonymousUser()

@@ -5,11 +5,16 @@ Ids are stable (projects silence them by id):
 - W001 no REQUEST_STATE_KEY while DEBUG is off
 - W002 a REQUEST_STATE_KEY shorter than 32 bytes
 - W003 anonymous access allowed while DEBUG is off
-- E004 Channels installed without ASGI_APPLICATION
+- W004 daphne installed without ASGI_APPLICATION (runserver cannot start);
+  until 0.1 this was E004, raised for Channels, which never needed it
 - E005 a tool name clients refuse (over 64 characters, or other characters)
 - E006 a tool, prompt or resource name registered twice
 - E007 an authentication class that cannot be imported
-- E008 an AUDIT setting that is not a dict or has unknown keys
+- E008 an AUDIT setting that is not a dict, has unknown keys or wrong values
+- E009 an unknown key in MCP_DJANGO (with the nearest known name)
+- E010 a setting of the wrong type or out of range
+- E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
+- E012 TokenAuthentication without rest_framework.authtoken installed
 """
 
 from __future__ import annotations
@@ -19,15 +24,19 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
-from .conf import mcp_settings
+from .conf import SETTINGS, mcp_settings
 
 MIN_KEY_BYTES = 32
 
 
 @register(Tags.security, deploy=False)
 def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    keys = mcp_settings.REQUEST_STATE_KEY
+    try:
+        keys = mcp_settings.REQUEST_STATE_KEY
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
     if not keys:
         if settings.DEBUG:
             return []
@@ -55,7 +64,11 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
 
 @register(Tags.security)
 def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    if mcp_settings.ALLOW_ANONYMOUS and not settings.DEBUG:
+    try:
+        anonymous = mcp_settings.ALLOW_ANONYMOUS
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    if anonymous and not settings.DEBUG:
         return [
             Warning(
                 "MCP_DJANGO['ALLOW_ANONYMOUS'] is on while DEBUG is off: anyone can call the MCP endpoint.",
@@ -68,12 +81,17 @@ def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register()
 def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    if apps.is_installed("channels") and not getattr(settings, "ASGI_APPLICATION", None):
+    # Only daphne's runserver (and Channels' runworker) look ASGI_APPLICATION up:
+    # uvicorn and daphne are given the application's path, and mcp-django needs
+    # neither the setting nor "channels" in INSTALLED_APPS.
+    if apps.is_installed("daphne") and not getattr(settings, "ASGI_APPLICATION", None):
         return [
-            Error(
-                "Channels is installed but ASGI_APPLICATION is not set, so websockets cannot be served.",
-                hint="Set ASGI_APPLICATION to your project's asgi application (e.g. 'project.asgi.application').",
-                id="mcp_django.E004",
+            Warning(
+                "daphne is in INSTALLED_APPS but ASGI_APPLICATION is not set: `manage.py runserver` "
+                "will not start (uvicorn and daphne given the application's path are unaffected).",
+                hint="Set ASGI_APPLICATION to your project's ASGI application (e.g. 'mysite.asgi.application'), "
+                "or remove daphne from INSTALLED_APPS.",
+                id="mcp_django.W004",
             )
         ]
     return []
@@ -110,43 +128,56 @@ def handler_problems(registry: Any) -> list[Any]:
 
 
 @register()
-def check_authentication_classes(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    try:
-        mcp_settings.AUTHENTICATION_CLASSES  # noqa: B018 - importing them is the check
-    except ImportError as exc:
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E009 for a key that is no setting, E007/E008/E010/E011 for a value its coercer refuses."""
+    raw = getattr(settings, "MCP_DJANGO", None)
+    if raw is not None and not isinstance(raw, dict):
         return [
             Error(
-                f"MCP_DJANGO['AUTHENTICATION_CLASSES'] names a class that cannot be imported: {exc}",
-                hint="Use dotted paths of DRF authentication classes.",
-                id="mcp_django.E007",
+                f"MCP_DJANGO must be a dict, not {type(raw).__name__}.",
+                hint="See the settings table in docs/index.md.",
+                id="mcp_django.E010",
             )
         ]
-    return []
+    errors: list[Any] = [
+        Error(
+            f"MCP_DJANGO has an unknown key {key!r}{guess}: it is ignored.",
+            hint="Remove it or correct its spelling; the settings are listed in docs/index.md.",
+            id="mcp_django.E009",
+        )
+        for key, guess in mcp_settings.unknown_keys()
+    ]
+    for name, problem in mcp_settings.problems():
+        errors.append(
+            Error(
+                f"MCP_DJANGO[{name!r}] {problem}.",
+                hint=f"The default is {SETTINGS[name].default!r}; see the settings table in docs/index.md.",
+                id=problem.check_id,
+            )
+        )
+    return errors
+
+
+TOKEN_AUTHENTICATION = "rest_framework.authentication.TokenAuthentication"
 
 
 @register()
-def check_audit_setting(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from .conf import AUDIT_DEFAULTS
+def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    try:
+        classes = mcp_settings.AUTHENTICATION_CLASSES
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    from .auth import token_model_missing
 
-    user = (getattr(settings, "MCP_DJANGO", None) or {}).get("AUDIT", {})
-    if user is None:
-        user = {}
-    if not isinstance(user, dict):
+    if any(token_model_missing(cls) for cls in classes):
         return [
             Error(
-                "MCP_DJANGO['AUDIT'] must be a dict.",
-                hint=f"Use a dict with the keys {', '.join(AUDIT_DEFAULTS)}.",
-                id="mcp_django.E008",
-            )
-        ]
-    # A misspelt key would silently leave the default in force (rounds still written, say).
-    unknown = sorted(set(user) - set(AUDIT_DEFAULTS))
-    if unknown:
-        return [
-            Error(
-                f"MCP_DJANGO['AUDIT'] has unknown key(s): {', '.join(map(str, unknown))}.",
-                hint=f"The keys are {', '.join(AUDIT_DEFAULTS)}.",
-                id="mcp_django.E008",
+                "MCP_DJANGO['AUTHENTICATION_CLASSES'] uses DRF's TokenAuthentication, but "
+                "'rest_framework.authtoken' is not in INSTALLED_APPS: its tokens have no table, "
+                "and a request with a token is refused.",
+                hint="Add 'rest_framework.authtoken' to INSTALLED_APPS and migrate, or drop "
+                "TokenAuthentication from MCP_DJANGO['AUTHENTICATION_CLASSES'].",
+                id="mcp_django.E012",
             )
         ]
     return []

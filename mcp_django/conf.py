@@ -1,66 +1,159 @@
-"""The ``MCP_DJANGO`` settings dict, read through one object.
+"""The ``MCP_DJANGO`` settings dict, read through one object: ``mcp_settings.NAME``.
 
-Every property reads ``django.conf.settings`` on access, so ``override_settings``
-works in tests and nothing is written back into the settings module.
+Every setting is one line of ``SETTINGS``: its default and the coercer that checks
+and converts the project's value. To add a setting, add its line there (with a
+comment saying what it does), a row to the table in docs/index.md, and read it as
+``mcp_settings.NAME``; the system checks then report a wrong value for it at
+``manage.py check`` (and at ``migrate``, ``runserver``), and a misspelt key is
+reported with the nearest known name.
+
+A coercer takes the project's value and returns what the code uses, or raises
+``InvalidSetting`` with a message saying what was expected. Values are read from
+``django.conf.settings`` (so ``override_settings`` works), coerced on first use and
+kept as plain attributes: the request path reads them. They are dropped whenever
+Django reports that ``MCP_DJANGO`` changed. Nothing is written back into settings.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-DEFAULTS: dict[str, Any] = {
-    # Secret(s) the requestState keys are derived from. A list rotates keys: the
-    # first seals, every one verifies. None: a random key per process.
-    "REQUEST_STATE_KEY": None,
-    # Seal requestState with AES-256-GCM (the client cannot read it) instead of
-    # signing it with HMAC-SHA256 (readable, tamper-evident).
-    "ENCRYPT_REQUEST_STATE": False,
-    # Seconds a requestState stays valid after it is issued.
-    "REQUEST_STATE_LIFETIME": 600,
-    # A longer requestState is refused before anything decodes it.
-    "MAX_REQUEST_STATE_BYTES": 64 * 1024,
-    # The most input_required rounds one request may take.
-    "MAX_INPUT_ROUNDS": 10,
-    # Serve callers that present no credentials, as the anonymous principal.
-    "ALLOW_ANONYMOUS": False,
-    # DRF authentication classes, tried in order.
-    "AUTHENTICATION_CLASSES": [
-        "mcp_django.auth.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
-    ],
-    # Seconds an authenticated principal is remembered by its credentials (0: off).
-    # A revoked token or deactivated user is seen at once by the process that made
-    # the change, by other processes within this time.
-    "AUTH_CACHE_SECONDS": 10,
-    # Browser origins allowed besides the endpoint's own; "*" allows any.
-    "ALLOWED_ORIGINS": [],
-    # The largest request body accepted, in bytes.
-    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
-    # The name of the module discovered in each installed app.
-    "HANDLER_MODULE": "mcp",
-    "SERVER_NAME": "mcp-django",
-    "SERVER_TITLE": None,
-    "INSTRUCTIONS": None,
-    # Caching hints on list results and resources/read (2026-07-28).
-    "LIST_TTL_MS": 0,
-    "CACHE_SCOPE": "private",
-    # Seconds a legacy server-to-client request waits for the client's reply.
-    "ASK_TIMEOUT": 300,
-    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
-    "SESSION_LIFETIME": 86400,
-    # The Django cache that shares legacy sessions' state (ended, log level) between
-    # processes: a shared one (Redis) when several instances serve one client.
-    "SESSION_CACHE": "default",
-    # The audit log (mcp_django.models.AuditEvent); keys given here override
-    # AUDIT_DEFAULTS one by one. Signals are sent either way: these only decide
-    # which rows mcp-django itself writes.
-    "AUDIT": {},
-}
+
+class InvalidSetting(ValueError):
+    """A value a coercer refuses; the message says what was expected."""
+
+    check_id = "mcp_django.E010"
+
+
+class InvalidOrigin(InvalidSetting):
+    check_id = "mcp_django.E011"
+
+
+class UnimportableClass(InvalidSetting):
+    check_id = "mcp_django.E007"
+
+
+class InvalidAudit(InvalidSetting):
+    check_id = "mcp_django.E008"
+
+
+def _kind(value: Any) -> str:
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+# -- coercers ---------------------------------------------------------------------------
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSetting(f"must be True or False, not {_kind(value)}")
+    return value
+
+
+def _whole(value: Any, minimum: int) -> int:
+    # bool is an int in Python, and True rounds is surely a mistake.
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        what = "a whole number above 0" if minimum > 0 else "a whole number, 0 or more"
+        raise InvalidSetting(f"must be {what}, not {_kind(value)}")
+    return value
+
+
+def positive_int(value: Any) -> int:
+    return _whole(value, 1)
+
+
+def non_negative_int(value: Any) -> int:
+    return _whole(value, 0)
+
+
+def seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InvalidSetting(f"must be a number of seconds (an int or a float, 0 or more), not {_kind(value)}")
+    return float(value)
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidSetting(f"must be a non-empty str, not {_kind(value)}")
+    return value
+
+
+def optional_text(value: Any) -> str | None:
+    return None if value is None else text(value)
+
+
+def one_of(*choices: str) -> Callable[[Any], str]:
+    def coerce(value: Any) -> str:
+        if value not in choices:
+            raise InvalidSetting(f"must be one of {', '.join(map(repr, choices))}, not {_kind(value)}")
+        return value
+
+    return coerce
+
+
+def _sequence(value: Any, what: str) -> list[Any]:
+    # A str is a sequence too, and would be read one character at a time.
+    if not isinstance(value, (list, tuple)):
+        raise InvalidSetting(f"must be a list of {what}, not {_kind(value)}")
+    return list(value)
+
+
+def secrets(value: Any) -> list[bytes] | None:
+    """One secret or a list (the first seals, every one verifies); None: a per-process key."""
+    if value in (None, "", b"", [], ()):
+        return None
+    values = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for item in values:
+        if not isinstance(item, (str, bytes)):
+            raise InvalidSetting(f"must be a str or bytes secret, or a list of them, not {_kind(item)}")
+        if item:
+            out.append(item.encode() if isinstance(item, str) else bytes(item))
+    return out or None
+
+
+def classes(value: Any) -> list[type]:
+    out = []
+    for item in _sequence(value, "dotted paths of DRF authentication classes"):
+        if isinstance(item, type):
+            out.append(item)
+            continue
+        if not isinstance(item, str):
+            raise InvalidSetting(f"must list dotted paths of classes, not {_kind(item)}")
+        try:
+            out.append(import_string(item))
+        except ImportError as exc:
+            raise UnimportableClass(f"names {item!r}, which cannot be imported: {exc}") from None
+    return out
+
+
+def origins(value: Any) -> list[str]:
+    out = []
+    for item in _sequence(value, 'origins such as "https://app.example"'):
+        if item == "*":
+            out.append(item)
+            continue
+        if not isinstance(item, str):
+            raise InvalidSetting(f'must list origins such as "https://app.example", not {_kind(item)}')
+        parts = urlsplit(item)
+        # A browser's Origin header is scheme://host[:port], nothing else: any other
+        # spelling would never match, and the origin would be refused.
+        if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
+            raise InvalidOrigin(
+                f"has {item!r}, which is not an origin: write it as scheme://host[:port] "
+                f'(e.g. "https://{parts.netloc or parts.path.split("/")[0] or "app.example"}"), '
+                "without a path or a trailing slash"
+            )
+        out.append(f"{parts.scheme.lower()}://{parts.netloc.lower()}")
+    return out
+
 
 AUDIT_DEFAULTS: dict[str, Any] = {
     # False: write no rows at all (a project may keep only its own signal receivers).
@@ -83,124 +176,150 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     # for a concurrent writer, wants this).
     "ASYNC_WRITES": True,
 }
+_AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int}
+
+
+def audit(value: Any) -> dict[str, Any]:
+    """Keys given override ``AUDIT_DEFAULTS`` one by one."""
+    if value is None:
+        value = {}
+    if not isinstance(value, dict):
+        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_kind(value)}")
+    # A misspelt key would silently leave the default in force (rounds still written, say).
+    unknown = sorted(set(value) - set(AUDIT_DEFAULTS), key=str)
+    if unknown:
+        raise InvalidAudit(
+            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, AUDIT_DEFAULTS)}; "
+            f"the keys are {', '.join(AUDIT_DEFAULTS)}"
+        )
+    out = dict(AUDIT_DEFAULTS)
+    for key, raw in value.items():
+        try:
+            out[key] = _AUDIT_COERCERS.get(key, boolean)(raw)
+        except InvalidSetting as exc:
+            raise InvalidAudit(f"[{key!r}] {exc}") from None
+    return out
+
+
+def _did_you_mean(unknown: list[Any], known: Any) -> str:
+    import difflib
+
+    guesses = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
+        if close:
+            guesses.append(f"{key!r}: did you mean {close[0]!r}?")
+    return f" ({'; '.join(guesses)})" if guesses else ""
+
+
+# -- the table ---------------------------------------------------------------------------
+
+
+class Setting(NamedTuple):
+    default: Any
+    coerce: Callable[[Any], Any]
+
+
+SETTINGS: dict[str, Setting] = {
+    # Secret(s) the requestState keys are derived from. A list rotates keys: the
+    # first seals, every one verifies. None: a random key per process.
+    "REQUEST_STATE_KEY": Setting(None, secrets),
+    # Seal requestState with AES-256-GCM (the client cannot read it) instead of
+    # signing it with HMAC-SHA256 (readable, tamper-evident).
+    "ENCRYPT_REQUEST_STATE": Setting(False, boolean),
+    # Seconds a requestState stays valid after it is issued.
+    "REQUEST_STATE_LIFETIME": Setting(600, non_negative_int),
+    # A longer requestState is refused before anything decodes it.
+    "MAX_REQUEST_STATE_BYTES": Setting(64 * 1024, positive_int),
+    # The most input_required rounds one request may take.
+    "MAX_INPUT_ROUNDS": Setting(10, non_negative_int),
+    # Serve callers that present no credentials, as the anonymous principal.
+    "ALLOW_ANONYMOUS": Setting(False, boolean),
+    # DRF authentication classes (dotted paths), tried in order.
+    "AUTHENTICATION_CLASSES": Setting(
+        ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
+    ),
+    # Seconds an authenticated principal is remembered by its credentials (0: off).
+    # A revoked token or deactivated user is seen at once by the process that made
+    # the change, by other processes within this time.
+    "AUTH_CACHE_SECONDS": Setting(10, seconds),
+    # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
+    "ALLOWED_ORIGINS": Setting([], origins),
+    # The largest request body accepted, in bytes.
+    "MAX_REQUEST_BYTES": Setting(4 * 1024 * 1024, positive_int),
+    # The name of the module discovered in each installed app.
+    "HANDLER_MODULE": Setting("mcp", text),
+    # What server/discover and initialize say.
+    "SERVER_NAME": Setting("mcp-django", text),
+    "SERVER_TITLE": Setting(None, optional_text),
+    "INSTRUCTIONS": Setting(None, optional_text),
+    # Caching hints on list results and resources/read (2026-07-28).
+    "LIST_TTL_MS": Setting(0, non_negative_int),
+    "CACHE_SCOPE": Setting("private", one_of("private", "public")),
+    # Seconds a legacy server-to-client request waits for the client's reply.
+    "ASK_TIMEOUT": Setting(300, seconds),
+    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
+    "SESSION_LIFETIME": Setting(86400, positive_int),
+    # The Django cache that shares legacy sessions' state (ended, log level) between
+    # processes: a shared one (Redis) when several instances serve one client.
+    "SESSION_CACHE": Setting("default", text),
+    # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
+    # AUDIT_DEFAULTS. Signals are sent either way.
+    "AUDIT": Setting({}, audit),
+    # The older spelling of AUDIT["ROUNDS"] (None: not given).
+    "AUDIT_ROUNDS": Setting(None, lambda v: None if v is None else boolean(v)),
+}
+
+DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
+
+
+def user_settings() -> dict[str, Any]:
+    value = getattr(settings, "MCP_DJANGO", None)
+    return value if isinstance(value, dict) else {}
 
 
 class MCPSettings:
-    """Typed access to ``settings.MCP_DJANGO`` merged over ``DEFAULTS``."""
+    """Typed access to ``settings.MCP_DJANGO`` merged over the defaults in ``SETTINGS``."""
 
-    # Values are parsed once and kept as plain attributes (cached_property): they
-    # sit on the per-request path. reload() drops them whenever Django reports
-    # that MCP_DJANGO changed.
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when the attribute is not cached yet.
+        setting = SETTINGS.get(name)
+        if setting is None:
+            raise AttributeError(f"MCP_DJANGO has no setting {name!r}")
+        try:
+            value = setting.coerce(user_settings().get(name, setting.default))
+        except InvalidSetting as exc:
+            raise ImproperlyConfigured(f"MCP_DJANGO[{name!r}] {exc} (check id {exc.check_id}).") from None
+        if name == "AUDIT" and self.AUDIT_ROUNDS is not None:
+            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts
+        self.__dict__[name] = value
+        return value
 
-    def _get(self, name: str) -> Any:
-        user = getattr(settings, "MCP_DJANGO", None) or {}
-        return user.get(name, DEFAULTS[name])
+    def problems(self) -> list[tuple[str, InvalidSetting]]:
+        """Every key whose value its coercer refuses, in the table's order."""
+        user = user_settings()
+        found = []
+        for name, setting in SETTINGS.items():
+            if name in user:
+                try:
+                    setting.coerce(user[name])
+                except InvalidSetting as exc:
+                    found.append((name, exc))
+        return found
+
+    def unknown_keys(self) -> list[tuple[str, str]]:
+        """Keys of ``MCP_DJANGO`` that are no setting, each with a "did you mean" (or "")."""
+        return [(str(key), _did_you_mean([key], SETTINGS)) for key in user_settings() if key not in SETTINGS]
 
     def reload(self) -> None:
-        for name in [n for n in self.__dict__ if n.isupper()]:
-            del self.__dict__[name]
-
-    @cached_property
-    def REQUEST_STATE_KEY(self) -> list[bytes] | None:
-        value = self._get("REQUEST_STATE_KEY")
-        if value in (None, "", [], ()):
-            return None
-        values = value if isinstance(value, (list, tuple)) else [value]
-        return [v.encode() if isinstance(v, str) else bytes(v) for v in values if v]
-
-    @cached_property
-    def ENCRYPT_REQUEST_STATE(self) -> bool:
-        return bool(self._get("ENCRYPT_REQUEST_STATE"))
-
-    @cached_property
-    def REQUEST_STATE_LIFETIME(self) -> int:
-        return int(self._get("REQUEST_STATE_LIFETIME"))
-
-    @cached_property
-    def MAX_REQUEST_STATE_BYTES(self) -> int:
-        return int(self._get("MAX_REQUEST_STATE_BYTES"))
-
-    @cached_property
-    def MAX_INPUT_ROUNDS(self) -> int:
-        return int(self._get("MAX_INPUT_ROUNDS"))
-
-    @cached_property
-    def ALLOW_ANONYMOUS(self) -> bool:
-        return bool(self._get("ALLOW_ANONYMOUS"))
-
-    @cached_property
-    def AUTHENTICATION_CLASSES(self) -> list[type]:
-        return [import_string(p) if isinstance(p, str) else p for p in self._get("AUTHENTICATION_CLASSES")]
-
-    @cached_property
-    def AUTH_CACHE_SECONDS(self) -> float:
-        return float(self._get("AUTH_CACHE_SECONDS"))
-
-    @cached_property
-    def ALLOWED_ORIGINS(self) -> list[str]:
-        return list(self._get("ALLOWED_ORIGINS"))
-
-    @cached_property
-    def MAX_REQUEST_BYTES(self) -> int:
-        return int(self._get("MAX_REQUEST_BYTES"))
-
-    @cached_property
-    def HANDLER_MODULE(self) -> str:
-        return str(self._get("HANDLER_MODULE"))
-
-    @cached_property
-    def SERVER_NAME(self) -> str:
-        return str(self._get("SERVER_NAME"))
-
-    @cached_property
-    def SERVER_TITLE(self) -> str | None:
-        return self._get("SERVER_TITLE")
-
-    @cached_property
-    def INSTRUCTIONS(self) -> str | None:
-        return self._get("INSTRUCTIONS")
-
-    @cached_property
-    def LIST_TTL_MS(self) -> int:
-        return int(self._get("LIST_TTL_MS"))
-
-    @cached_property
-    def CACHE_SCOPE(self) -> str:
-        return str(self._get("CACHE_SCOPE"))
-
-    @cached_property
-    def ASK_TIMEOUT(self) -> float:
-        return float(self._get("ASK_TIMEOUT"))
-
-    @cached_property
-    def SESSION_LIFETIME(self) -> int:
-        return int(self._get("SESSION_LIFETIME"))
-
-    @cached_property
-    def SESSION_CACHE(self) -> str:
-        return str(self._get("SESSION_CACHE"))
-
-    @cached_property
-    def AUDIT(self) -> dict[str, Any]:
-        value = self._get("AUDIT")
-        # A value that is not a dict is reported by check mcp_django.E008; run on the defaults meanwhile.
-        audit = {**AUDIT_DEFAULTS, **(value if isinstance(value, dict) else {})}
-        user = getattr(settings, "MCP_DJANGO", None) or {}
-        if "AUDIT_ROUNDS" in user:  # the older spelling of AUDIT["ROUNDS"]
-            audit["ROUNDS"] = bool(user["AUDIT_ROUNDS"])
-        return audit
-
-    @cached_property
-    def AUDIT_ROUNDS(self) -> bool:
-        audit = self.AUDIT
-        return bool(audit["ENABLED"] and audit["ROUNDS"])
+        self.__dict__.clear()
 
 
 mcp_settings = MCPSettings()
 
 
 def _reload(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("MCP_DJANGO", "DEBUG", "SECRET_KEY"):
+    if setting == "MCP_DJANGO":
         mcp_settings.reload()
 
 

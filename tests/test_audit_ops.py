@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.checks import WARNING
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
@@ -126,10 +127,16 @@ def test_w003_anonymous_without_debug() -> None:
         assert checks.check_anonymous() == []
 
 
-def test_e004_channels_without_asgi_application() -> None:
+def test_w004_daphne_without_asgi_application() -> None:
+    # Channels alone never needed ASGI_APPLICATION; daphne's runserver does.
     with override_settings(ASGI_APPLICATION=None):
-        assert ids(checks.check_asgi()) == ["mcp_django.E004"]
-    assert checks.check_asgi() == []  # the demo sets it
+        assert checks.check_asgi() == []
+        with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "daphne"]):
+            messages = checks.check_asgi()
+            assert ids(messages) == ["mcp_django.W004"] and "runserver" in messages[0].msg
+            assert messages[0].level == WARNING
+    with override_settings(INSTALLED_APPS=[*settings.INSTALLED_APPS, "daphne"]):
+        assert checks.check_asgi() == []  # the demo sets it
 
 
 def test_e005_tool_names() -> None:
@@ -172,20 +179,14 @@ def test_e006_duplicates() -> None:
     assert checks.check_handlers() == []  # the demo's handlers are clean
 
 
-def test_e007_authentication_classes() -> None:
-    with override_settings(MCP_DJANGO=mcp_with(AUTHENTICATION_CLASSES=["no.such.Authentication"])):
-        assert ids(checks.check_authentication_classes()) == ["mcp_django.E007"]
-    assert checks.check_authentication_classes() == []
-
-
-def test_e008_audit_setting() -> None:
-    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"ROUND": False})):
-        messages = checks.check_audit_setting()
-        assert ids(messages) == ["mcp_django.E008"] and "ROUND" in messages[0].msg
-    with override_settings(MCP_DJANGO=mcp_with(AUDIT=False)):
-        assert ids(checks.check_audit_setting()) == ["mcp_django.E008"]
-    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"ROUNDS": False, "BATCH_SIZE": 10})):
-        assert checks.check_audit_setting() == []
+def test_e012_token_authentication_without_authtoken() -> None:
+    without = [app for app in settings.INSTALLED_APPS if app != "rest_framework.authtoken"]
+    with override_settings(INSTALLED_APPS=without):
+        messages = checks.check_token_authentication()
+        assert ids(messages) == ["mcp_django.E012"] and "rest_framework.authtoken" in messages[0].msg
+        with override_settings(MCP_DJANGO=mcp_with(AUTHENTICATION_CLASSES=["mcp_django.auth.SessionAuthentication"])):
+            assert checks.check_token_authentication() == []
+    assert checks.check_token_authentication() == []
 
 
 @pytest.mark.django_db

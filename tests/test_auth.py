@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
@@ -60,3 +62,48 @@ def test_cached_principals_are_copies() -> None:
     first.user.first_name = "changed"
     second = principal_cache.get(key)
     assert second is not None and second.user.first_name == ""
+
+
+NO_AUTHTOKEN = """
+import json, os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+from django.conf import settings
+import tests.settings as base
+base.INSTALLED_APPS = [a for a in base.INSTALLED_APPS if a != "rest_framework.authtoken"]
+import django
+django.setup()
+from django.core.management import call_command
+from io import StringIO
+from django.core.management.base import SystemCheckError
+try:
+    call_command("check")
+    check = "clean"
+except SystemCheckError as exc:
+    check = str(exc)
+import anyio, httpx
+from project.asgi import application
+async def main():
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+        r = await client.post("/mcp", json=body, headers={"Authorization": "Token abc", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"})
+        print(json.dumps({"check": check, "status": r.status_code, "body": r.text}))
+anyio.run(main)
+"""
+
+
+def test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500() -> None:
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    done = subprocess.run([sys.executable, "-c", NO_AUTHTOKEN], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "mcp_django.E012" in result["check"]
+    assert result["status"] == 401, result
+    body = json.loads(result["body"])
+    assert "misconfigured" in body["error"]["message"]
