@@ -344,3 +344,30 @@ async def test_sdk_legacy_client_on_one_process_hears_the_other(two_servers: tup
                 if heard:
                     break
     assert heard and set(heard) == {"test://sdk"}
+
+
+def test_resumed_stream_on_the_other_process_gets_events_without_delay(two_servers: tuple[str, str]) -> None:
+    """Events the holder pushes while it is forwarding earlier ones reach the follower at once,
+    not at the next keepalive (a lost wake-up: 15 s)."""
+    a, b = two_servers
+    with httpx.Client(timeout=30) as client:
+        headers = _session(client, a)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "test_event_burst", "arguments": {"count": 6, "delay": 1.0, "then": 12.0}},
+        }
+        first = client.post(a, json=call, headers=headers)
+        ids = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")]
+        resume = {**headers, "accept": "text/event-stream", "last-event-id": ids[-1]}
+        started = time.monotonic()
+        heard: list[str] = []
+        with client.stream("GET", b, headers=resume) as stream:
+            for message in _events(stream.iter_lines()):
+                heard.append(message["params"]["data"])
+                if len(heard) == 6:
+                    break
+        assert heard == [f"burst {n}" for n in range(6)]
+        # The burst starts a second after the call; all of it is heard well before the result (12 s later).
+        assert time.monotonic() - started < 4

@@ -123,6 +123,10 @@ class LegacyStream:
         try:
             await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "found": True})
             while True:
+                # Cleared before the events are read, never after an await: an event
+                # pushed while a send below is under way sets the flag again, so the
+                # wait returns at once instead of at the next keepalive.
+                self.changed.clear()
                 batch = self.events[sent:]
                 sent += len(batch)
                 done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
@@ -130,7 +134,6 @@ class LegacyStream:
                     await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
                 if done:
                     return
-                self.changed.clear()
                 try:
                     await asyncio.wait_for(self.changed.wait(), RESUME_KEEPALIVE_SECONDS)
                 except TimeoutError:

@@ -246,6 +246,19 @@ async def test_reconnection(ctx: Context) -> str:
 
 
 @mcp.tool()
+async def test_event_burst(ctx: Context, count: int = 5, delay: float = 1.0, then: float = 20.0) -> str:
+    """Closes its legacy SSE stream, logs ``count`` messages in consecutive loop turns
+    ``delay`` seconds later, then stays quiet ``then`` seconds before it answers."""
+    ctx.close_sse_stream()
+    await asyncio.sleep(delay)
+    for n in range(count):
+        await ctx.info(f"burst {n}")
+        await asyncio.sleep(0)
+    await asyncio.sleep(then)
+    return "burst done"
+
+
+@mcp.tool()
 async def test_missing_capability(ctx: Context) -> str:
     """Needs sampling: a client that did not declare it gets -32021."""
     result = await ctx.sample("Say hello", max_tokens=20)
