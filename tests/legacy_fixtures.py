@@ -141,6 +141,42 @@ def legacytest_touch(uri: str) -> str:
     return f"touched {uri}"
 
 
+# 2025-11-25 elicitation features: defaults on every primitive (SEP-1034), a titled single-select (SEP-1330).
+MODERN_FORM = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "default": "Ada", "format": "email"},
+        "age": {"type": "integer", "minimum": 0, "default": 36},
+        "colour": {
+            "type": "string",
+            "title": "Colour",
+            "oneOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}],
+            "default": "g",
+        },
+        "subscribe": {"type": "boolean", "default": True},
+    },
+    "required": ["name"],
+}
+MULTI_SELECT = {
+    "type": "object",
+    "properties": {"tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}}},
+}
+
+
+@mcp.tool()
+async def legacytest_modern_form(ctx: Context) -> str:
+    RUNS["legacytest_modern_form"] += 1
+    result = await ctx.elicit("Tell me", MODERN_FORM)
+    return f"action={result.action} content={json.dumps(result.content, sort_keys=True)}"
+
+
+@mcp.tool()
+async def legacytest_multi_select(ctx: Context) -> str:
+    RUNS["legacytest_multi_select"] += 1
+    result = await ctx.elicit("Pick", MULTI_SELECT)
+    return f"action={result.action}"
+
+
 # -- a websocket client speaking JSON-RPC frames ------------------------------------------
 
 

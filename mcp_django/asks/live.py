@@ -18,7 +18,12 @@ How the outcomes reach the handler:
   official SDK does the same on legacy sessions);
 - the call is cancelled (client disconnect, ``notifications/cancelled``): the
   handler task is cancelled; a sync handler blocked in an ask gets
-  :class:`AskAborted`, a ``BaseException`` its ``except Exception`` cannot swallow.
+  :class:`AskAborted`, a ``BaseException`` its ``except Exception`` cannot swallow;
+  the client is told with ``notifications/cancelled`` for each request still open.
+
+An ``elicitation/create`` to a session older than 2025-11-25 is rewritten to what
+its revision allows (:mod:`mcp_django.protocol.elicitation`), or refused when it
+cannot be.
 
 Parallel asks (``asyncio.gather``, ``ctx.ask_all``) are parallel requests.
 Sync handlers wait in their worker thread, never on the event loop.
@@ -35,6 +40,7 @@ from typing import Any, Protocol
 
 from .. import signals
 from ..conf import mcp_settings
+from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..registry import Handler
 from .call import Call
@@ -84,6 +90,10 @@ class LiveSession:
                 "(a Streamable HTTP client must accept text/event-stream)",
             )
         timeout = mcp_settings.ASK_TIMEOUT if timeout is None else timeout
+        version = getattr(self.record, "version", None)
+        if method == "elicitation/create" and isinstance(version, str):
+            # Refused (an MCPError naming what) before anything is sent, when the revision cannot say it.
+            params = fit_elicitation(params, version)
         request_id, reply = self.replies.open()
         try:
             call.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -92,6 +102,13 @@ class LiveSession:
             except TimeoutError:
                 call.notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
                 raise AskTimeoutError(method, timeout) from None
+            except asyncio.CancelledError:
+                # The call was cancelled while the client still has our request open (a
+                # dialog, a model run): withdraw it, so the client can close it.
+                call.notify(
+                    notification("notifications/cancelled", {"requestId": request_id, "reason": "request cancelled"})
+                )
+                raise
         finally:
             self.replies.close(request_id)
         error = message.get("error")

@@ -59,6 +59,18 @@ def session_cache() -> Any:
     return caches[mcp_settings.SESSION_CACHE]
 
 
+# The first revision whose clients expect the empty-data priming event on SSE streams
+# and a server closing a stream early (SEP-1699). Older clients parse every event's
+# data as JSON and do not reconnect after an early close, so they get neither (the
+# official TypeScript server gates both on the same version).
+PRIMING_SINCE = "2025-11-25"
+
+
+def primes(record: SessionRecord) -> bool:
+    """Whether this session's SSE streams open with a priming event and may be closed early."""
+    return record.version >= PRIMING_SINCE
+
+
 def negotiate(requested: Any) -> str:
     """The client's version when we speak it, else our latest legacy one (the client may then leave)."""
     return requested if requested in LEGACY_VERSIONS else LATEST_LEGACY

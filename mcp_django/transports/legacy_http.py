@@ -18,7 +18,9 @@
 - A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream: it
   carries ``notifications/resources/updated`` for the URIs the session subscribed
   to (kept in the cache, so any worker may have taken the subscription). One
-  stream per session gets them: the latest opened. Every server request still
+  stream per session gets them: the latest opened. It also carries
+  ``notifications/{tools,prompts,resources}/list_changed`` when the worker's
+  registry changes (initialize declares ``listChanged``). Every server request still
   belongs to a call and travels on that call's stream.
 - ``DELETE`` ends the session, cancels its calls and ends its GET stream on every worker.
 """
@@ -53,6 +55,7 @@ from .http import (
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
 
 if TYPE_CHECKING:
+    from ..registry import Registry
     from .http import HttpEndpoint
 
 logger = logging.getLogger("mcp_django")
@@ -149,9 +152,13 @@ class LegacyStream:
 class SessionStream:
     """A session's standalone GET stream: the resource updates it subscribed to."""
 
-    def __init__(self, hub: Relay, sid: str) -> None:
+    def __init__(self, hub: Relay, sid: str, *, prime: bool = True, registry: Registry | None = None) -> None:
         self.hub = hub
         self.sid = sid
+        self.prime = prime
+        # Its list changes go to this stream as notifications/*/list_changed
+        # (initialize declares listChanged for tools, prompts and resources).
+        self.registry = registry
         # Names this stream in the cache: only the session's latest GET stream is told.
         self.token = f"{hub.channel}!{os.urandom(6).hex()}"
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -168,16 +175,31 @@ class SessionStream:
             older.end()  # superseded by this one (a client reconnecting its GET)
         streams.add(self)
         _updates_for(self.hub)
+        loop = asyncio.get_running_loop()
+
+        def list_changed(kind: str) -> None:
+            # Lists may change on any thread (a sync handler registering a tool).
+            loop.call_soon_threadsafe(self.push, notification(f"notifications/{kind}/list_changed"))
+
+        if self.registry is not None:
+            self.registry.subscribe(list_changed)
         try:
             # No event id: nothing here is replayed (an update missed while away is
             # a read away); the retry field paces the client's reconnection.
-            yield f"retry: {RETRY_MS}\ndata: \n\n".encode()
+            if self.prime:
+                yield f"retry: {RETRY_MS}\ndata: \n\n".encode()
+            else:
+                # Older clients parse every event's data: a comment (ignored by every
+                # SSE parser) still tells the client and any proxy the stream is open.
+                yield b": stream open\n\n"
             while True:
                 chunk = await self.queue.get()
                 if chunk is None:
                     return
                 yield chunk
         finally:
+            if self.registry is not None:
+                self.registry.unsubscribe(list_changed)
             streams.discard(self)
             if not streams:
                 self.hub.session_streams.pop(self.sid, None)
@@ -366,7 +388,10 @@ class LegacyHttp(LegacyHandler):
             return await respond(dispatcher, call, can_stream=False, disconnected=disconnected, run=run)
         stream = LegacyStream(hub, record.sid)
         call.notify = stream.push
-        call.session.close_stream = stream.close
+        prime = legacy.primes(record)
+        if prime:
+            # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
+            call.session.close_stream = stream.close
 
         async def serve() -> None:
             _status, payload = await _answer(run, call)
@@ -375,7 +400,7 @@ class LegacyHttp(LegacyHandler):
         # Not tied to this connection: the client may drop it and resume, the call goes on.
         stream.task = asyncio.ensure_future(serve())
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        return HttpOut(200, headers, events=stream.follow(0, prime=True))
+        return HttpOut(200, headers, events=stream.follow(0, prime=prime))
 
     async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
         if req.method not in ("DELETE", "GET"):
@@ -420,7 +445,9 @@ class LegacyHttp(LegacyHandler):
 
     async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
         """GET without Last-Event-ID: the session's standalone stream (resource updates)."""
-        stream = SessionStream(await relay(), record.sid)
+        stream = SessionStream(
+            await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.dispatcher.registry
+        )
         await legacy.set_get_stream(record, stream.token)
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.events())

@@ -150,7 +150,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         else:
             self.subscriptions.discard(uri)
 
+    def list_changed(self, kind: str) -> None:
+        # Lists may change on any thread (a sync handler registering a tool).
+        self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{kind}/list_changed"))
+
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "listening", False):
+            self.endpoint.dispatcher.registry.unsubscribe(self.list_changed)
         if getattr(self, "hub", None) is not None:
             self.hub.unwatch(self.resource_updated)
         tasks = list(self.calls.values()) if hasattr(self, "calls") else []
@@ -224,6 +230,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             if self.record is not None:
                 raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
             self.record = legacy.read_initialize(params, self.principal.digest)
+            # initialize declares listChanged: the socket hears this worker's list changes.
+            self.loop = asyncio.get_running_loop()
+            self.endpoint.dispatcher.registry.subscribe(self.list_changed)
+            self.listening = True
             return legacy.initialize_result(self.record)
         if method == "ping":
             return {}
