@@ -80,7 +80,36 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     channel_layer_alias = "mcp_django.websocket.no-layer"
     registry: Any = None
 
+    # How the audit log and signals name this transport (the stdio command reuses this class).
+    transport = "websocket"
+
+    def __init__(self, **initkwargs: Any) -> None:
+        super().__init__()
+        # as_asgi(registry=...) hands these over; Channels' base class would drop them.
+        for key, value in initkwargs.items():
+            setattr(self, key, value)
+
     async def connect(self) -> None:
+        headers = self._start()
+        # Browsers send cookies with a websocket upgrade from any page: the Origin
+        # check is what stops cross-site socket hijacking.
+        if not host_allowed(headers) or not origin_allowed(headers):
+            await self.close()
+            return
+        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
+            await self.close()
+            return
+        try:
+            request = self.request_factory() if may_carry_credentials(headers) else None
+            self.principal = await self.endpoint.principal(self.req, request)
+        except AuthenticationFailed:
+            await self.close()  # before accept: the upgrade is answered 403
+            return
+        await self.accept(subprotocol=SUBPROTOCOL)
+        self.writer = asyncio.ensure_future(self._write())
+
+    def _start(self) -> dict[str, str]:
+        """The session's empty state, the endpoint and Django's request for the connection."""
         self.principal: Principal | None = None
         self.record: legacy.SessionRecord | None = None
         self.log_level: str | None = None
@@ -93,14 +122,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.subscriptions: set[str] = set()
         self.hub: Relay | None = None
         headers = _headers(self.scope)
-        # Browsers send cookies with a websocket upgrade from any page: the Origin
-        # check is what stops cross-site socket hijacking.
-        if not host_allowed(headers) or not origin_allowed(headers):
-            await self.close()
-            return
-        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
-            await self.close()
-            return
         from .. import registry as registry_module
         from . import endpoint_for
 
@@ -115,16 +136,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
         self.request_factory = request_factory
         self.req = HttpIn(
-            "GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport="websocket"
+            "GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport=self.transport
         )
-        try:
-            request = request_factory() if may_carry_credentials(headers) else None
-            self.principal = await self.endpoint.principal(self.req, request)
-        except AuthenticationFailed:
-            await self.close()  # before accept: the upgrade is answered 403
-            return
-        await self.accept(subprotocol=SUBPROTOCOL)
-        self.writer = asyncio.ensure_future(self._write())
+        return headers
 
     async def _write(self) -> None:
         # One writer keeps frames in the order they were queued.
@@ -248,7 +262,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         call = session_call(
             message,
             self.record,
-            transport="websocket",
+            transport=self.transport,
             principal=self.principal,
             client_address=self.req.client_address,
             request_factory=self.request_factory,
@@ -268,7 +282,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         call = modern_call(
             message,
             meta,
-            transport="websocket",
+            transport=self.transport,
             principal=self.principal,
             client_address=self.req.client_address,
             request_factory=self.request_factory,

@@ -1,0 +1,65 @@
+"""``manage.py mcp_stdio --user USERNAME``: serve MCP over stdin/stdout for a local client.
+
+Desktop assistants and editors launch this command and speak MCP on its pipes.
+There are no credentials on a pipe: whoever may start the command acts as the
+user it names, so it names one explicitly (or ``--anonymous``, when the project
+allows anonymous callers at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...auth import ANONYMOUS, Principal
+from ...conf import mcp_settings
+from ...transports import stdio
+
+
+class Command(BaseCommand):
+    help = "Serve MCP over stdin/stdout (the stdio transport) as the given user."
+    # The database may be touched by handlers; checks run as for any command.
+    requires_system_checks = "__all__"
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        who = parser.add_mutually_exclusive_group()
+        who.add_argument("--user", metavar="USERNAME", help="the user every call runs as (by USERNAME_FIELD)")
+        who.add_argument(
+            "--anonymous", action="store_true", help="run calls anonymously (needs MCP_DJANGO['ALLOW_ANONYMOUS'])"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        principal = self._principal(options["user"], options["anonymous"])
+        # Only protocol messages may reach stdout: keep the real one for them and send
+        # everything else that writes to file descriptor 1 (print(), C libraries) to stderr.
+        protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        sys.stdout = sys.stderr
+        protocol_in = sys.stdin.buffer
+        try:
+            asyncio.run(stdio.serve(principal, protocol_in, protocol_out))
+        except KeyboardInterrupt:
+            pass
+        finally:
+            protocol_out.close()
+
+    def _principal(self, username: str | None, anonymous: bool) -> Principal:
+        if anonymous:
+            if not mcp_settings.ALLOW_ANONYMOUS:
+                raise CommandError("--anonymous needs MCP_DJANGO['ALLOW_ANONYMOUS'] = True.")
+            return ANONYMOUS
+        if not username:
+            raise CommandError("Name the user the calls run as: --user USERNAME (or --anonymous).")
+        user_model = get_user_model()
+        try:
+            user = user_model._default_manager.get_by_natural_key(username)
+        except user_model.DoesNotExist:
+            raise CommandError(f"No user {username!r}.") from None
+        if not user.is_active:
+            raise CommandError(f"The user {username!r} is inactive.")
+        return Principal(user)
