@@ -247,6 +247,8 @@ SETTINGS: dict[str, Setting] = {
     "ALLOWED_ORIGINS": Setting([], origins),
     # The largest request body accepted, in bytes.
     "MAX_REQUEST_BYTES": Setting(4 * 1024 * 1024, positive_int),
+    # Seconds a client has to send a request's body (slower ones are answered 408 and closed).
+    "REQUEST_READ_TIMEOUT": Setting(30, seconds),
     # The name of the module discovered in each installed app.
     "HANDLER_MODULE": Setting("mcp", text),
     # What server/discover and initialize say.

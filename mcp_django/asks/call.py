@@ -46,7 +46,10 @@ class Call:
     @property
     def progress_token(self) -> Any:
         meta = self.params.get("_meta")
-        return meta.get("progressToken") if isinstance(meta, dict) else None
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        # A token is a string or an integer (as an id is); anything else is ignored,
+        # not echoed into the notifications.
+        return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
     @property
     def target(self) -> str:

@@ -306,22 +306,32 @@ class Dispatcher:
         argument = call.params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
             raise InvalidParams("params.ref and params.argument are required")
+        name = argument.get("name")
+        value = argument.get("value", "")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidParams("params.argument.name and params.argument.value must be strings")
         completer = None
-        if ref.get("type") == "ref/prompt":
-            prompt = self.registry.prompts.get(ref.get("name"))
-            completer = prompt.completions.get(argument.get("name")) if prompt else None
-        elif ref.get("type") == "ref/resource":
-            found = self.registry.find_resource(ref.get("uri", "")) or (
-                (self.registry.templates.get(ref.get("uri", "")), {})
-                if ref.get("uri") in self.registry.templates
-                else None
-            )
-            handler = found[0] if found else None
-            if isinstance(handler, ResourceTemplate):
-                completer = handler.completions.get(argument.get("name"))
+        kind = ref.get("type")
+        if kind == "ref/prompt":
+            prompt_name = ref.get("name")
+            if not isinstance(prompt_name, str):
+                raise InvalidParams("params.ref.name must be a string")
+            prompt = self.registry.prompts.get(prompt_name)
+            completer = prompt.completions.get(name) if prompt else None
+        elif kind == "ref/resource":
+            uri = ref.get("uri")
+            if not isinstance(uri, str):
+                raise InvalidParams("params.ref.uri must be a string")
+            template = self.registry.templates.get(uri)
+            if template is None:
+                found = self.registry.find_resource(uri)
+                template = found[0] if found else None
+            if isinstance(template, ResourceTemplate):
+                completer = template.completions.get(name)
+        else:
+            raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
         values: list[str] = []
         if completer is not None:
-            value = argument.get("value", "")
             out = completer(value)
             if hasattr(out, "__await__"):
                 out = await out

@@ -98,6 +98,54 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
     return message
 
 
+# The deepest nesting a message may have. orjson writes at most 254 levels and
+# Python's recursion is bounded: a deeper id, progressToken or capability echoed
+# back (or walked by validation) would fail *after* the request was accepted. No
+# MCP message needs anything near this, so deeper ones are refused on arrival.
+MAX_DEPTH = 64
+
+
+def parse(data: bytes | str) -> Any:
+    """The message in ``data``, or :class:`MCPError`: -32700 when it is not JSON
+    (or not UTF-8), -32600 when it nests deeper than :data:`MAX_DEPTH`."""
+    try:
+        message = loads(data)
+    except (ValueError, RecursionError):
+        raise MCPError(PARSE_ERROR, "Parse error") from None
+    # A message cannot be deeper than its count of brackets: counting is C-speed,
+    # so only a message with many containers is walked.
+    if isinstance(message, (dict, list)):
+        if isinstance(data, str):
+            opened = data.count("[") + data.count("{")
+        else:
+            opened = data.count(b"[") + data.count(b"{")
+        if opened > MAX_DEPTH and too_deep(message, MAX_DEPTH):
+            raise MCPError(INVALID_REQUEST, f"the message nests deeper than {MAX_DEPTH} levels")
+    return message
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def valid_id(request_id: Any) -> bool:
+    return isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
+
+
+def reply_id(message: Any) -> Any:
+    """The id to answer an invalid message with: its own when that is a valid id, else null."""
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if valid_id(request_id) else None
+
+
 def classify(message: Any) -> str:
     """'request', 'notification', 'response' or 'invalid'."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -107,8 +155,7 @@ def classify(message: Any) -> str:
             return "invalid"
         if "id" not in message:
             return "notification"
-        request_id = message["id"]
-        if request_id is None or isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        if not valid_id(message["id"]):
             return "invalid"
         params = message.get("params")
         if params is not None and not isinstance(params, dict):

@@ -13,8 +13,9 @@ import io
 from typing import Any
 
 from ..conf import mcp_settings
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .http import Disconnect, HttpEndpoint, HttpIn, HttpOut
+from .http import Disconnect, HttpEndpoint, HttpIn, HttpOut, error_out
 
 Scope = dict[str, Any]
 
@@ -68,23 +69,18 @@ class MCPApplication:
             await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope: Scope, receive: Any, send: Any) -> None:
-        limit = mcp_settings.MAX_REQUEST_BYTES
-        chunks: list[bytes] = []
-        size = 0
-        too_large = False
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                too_large = True
-            elif chunk:
-                chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+        headers = _headers(scope)
+        body, problem = await _read_body(headers, receive)
+        if problem == "gone":
+            return
+        if problem == "slow":
+            out = error_out(
+                None, MCPError(INVALID_REQUEST, "the request body took too long to arrive", http_status=408)
+            )
+            out.headers.append(("connection", "close"))
+            await _send(out, send, None)
+            return
+        too_large = problem == "too large"
 
         def request_factory() -> Any:
             from django.core.handlers.asgi import ASGIRequest
@@ -93,7 +89,7 @@ class MCPApplication:
 
         req = HttpIn(
             method=scope["method"],
-            headers=_headers(scope),
+            headers=headers,
             body=body,
             client_address=_client(scope),
             request_factory=request_factory,
@@ -107,7 +103,38 @@ class MCPApplication:
             disconnected.close()
 
 
-async def _send(out: HttpOut, send: Any, disconnected: Disconnect) -> None:
+async def _read_body(headers: dict[str, str], receive: Any) -> tuple[bytes, str | None]:
+    """(body, problem): the body read no further than MAX_REQUEST_BYTES and no longer
+    than REQUEST_READ_TIMEOUT. The problem is None, "gone" (the client disconnected),
+    "slow" (the body did not arrive in time) or "too large" (declared or read so far)."""
+    limit = mcp_settings.MAX_REQUEST_BYTES
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        # Refused before a byte of it is read.
+        return b"", "too large"
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(mcp_settings.REQUEST_READ_TIMEOUT):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return b"", "gone"
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    # The rest is never read: the server closes the connection after the answer.
+                    return b"", "too large"
+                if chunk:
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+    except TimeoutError:
+        return b"", "slow"
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), None
+
+
+async def _send(out: HttpOut, send: Any, disconnected: Disconnect | None) -> None:
     if out.status == 499:  # the client went away; nobody to answer
         return
     headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out.headers]

@@ -205,9 +205,9 @@ class HttpEndpoint:
         if not accepts(req.headers, JSON):
             return error_out(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
         try:
-            message = jsonrpc.loads(req.body)
-        except ValueError:
-            return error_out(None, MCPError(jsonrpc.PARSE_ERROR, "Parse error"))
+            message = jsonrpc.parse(req.body)
+        except MCPError as exc:
+            return error_out(None, exc)
         if is_legacy(req.headers, message):
             if self.legacy is None:
                 return error_out(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
@@ -235,11 +235,11 @@ class HttpEndpoint:
         kind = jsonrpc.classify(message)
         if kind == "notification":
             return HttpOut(202)
-        request_id = message.get("id") if isinstance(message, dict) else None
         if kind != "request":
             if isinstance(message, list):
                 return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported"))
-            return error_out(request_id, MCPError(INVALID_REQUEST, "Invalid Request"))
+            return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))
+        request_id = message["id"]
         method: str = message["method"]
         if method not in MODERN_METHODS:
             return error_out(request_id, MCPError(METHOD_NOT_FOUND, f"Method not found: {method}"))
@@ -249,7 +249,8 @@ class HttpEndpoint:
             check_headers(req.headers, method, params, meta)
             check_version(meta)
             if method == "tools/call":
-                tool = self.registry.tools.get(params.get("name"))
+                name = params.get("name")
+                tool = self.registry.tools.get(name) if isinstance(name, str) else None
                 arguments = params.get("arguments")
                 if tool is not None and isinstance(arguments, dict):
                     check_param_headers(req.headers, tool.input_schema, arguments)

@@ -287,8 +287,7 @@ class LegacyHttp(LegacyHandler):
         if kind == "invalid":
             if isinstance(message, list):
                 return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported", http_status=400))
-            request_id = message.get("id") if isinstance(message, dict) else None
-            return error_out(request_id, MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
+            return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
         try:
             principal = await self._principal(req)

@@ -27,9 +27,13 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
     from . import endpoint_for
 
     endpoint = endpoint_for(registry.mcp)
-    body = request.body
     from ..conf import mcp_settings
 
+    limit = mcp_settings.MAX_REQUEST_BYTES
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    # A body declared too large is refused before it is read.
+    too_large = declared.isdigit() and int(declared) > limit
+    body = b"" if too_large else request.body
     req = HttpIn(
         method=request.method or "GET",
         headers=_headers(request),
@@ -38,7 +42,7 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
         request_factory=lambda: request,
         transport="wsgi",
         can_stream=False,
-        too_large=len(body) > mcp_settings.MAX_REQUEST_BYTES,
+        too_large=too_large or len(body) > limit,
     )
     out: Any = await endpoint.handle(req)
     response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)

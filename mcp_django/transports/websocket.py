@@ -188,9 +188,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.emit(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "MCP messages are text frames")))
             return
         try:
-            message = jsonrpc.loads(text_data)
-        except ValueError:
-            self.emit(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "Parse error")))
+            message = jsonrpc.parse(text_data)
+        except MCPError as exc:
+            self.emit(jsonrpc.error_response(None, exc))
             return
         kind = jsonrpc.classify(message)
         if kind == "response":
@@ -206,9 +206,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.calls[key] = task
             task.add_done_callback(lambda _t: self.calls.pop(key, None))
         else:
-            request_id = message.get("id") if isinstance(message, dict) else None
             text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
-            self.emit(jsonrpc.error_response(request_id, MCPError(INVALID_REQUEST, text)))
+            self.emit(jsonrpc.error_response(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, text)))
 
     def notification(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
