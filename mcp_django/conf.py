@@ -260,6 +260,12 @@ SETTINGS: dict[str, Setting] = {
     "CACHE_SCOPE": Setting("private", one_of("private", "public")),
     # Seconds a legacy server-to-client request waits for the client's reply.
     "ASK_TIMEOUT": Setting(300, seconds),
+    # Threads for short sync work: authentication, permission checks, sync handlers.
+    "WORKER_THREADS": Setting(32, positive_int),
+    # How many sync handlers of one principal may wait at once for a client's answer
+    # (legacy asks). A waiting thread does not count against WORKER_THREADS; one ask
+    # beyond this bound fails at once with JSON-RPC error -32005.
+    "ASK_THREADS_PER_PRINCIPAL": Setting(16, positive_int),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
     # The Django cache that shares legacy sessions' state (ended, log level) between

@@ -3,47 +3,70 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import queue
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import close_old_connections
 
+from ..conf import mcp_settings
+from ..protocol.jsonrpc import MCPError
 from ..registry import Handler
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind
 
 
 class WorkerPool:
-    """Threads for sync code, each result handed back with one ``call_soon_threadsafe``.
+    """Threads for short sync work, each result handed back with one ``call_soon_threadsafe``.
 
-    Sync handlers get their own pool rather than asgiref's single shared thread: a
-    legacy handler may block for minutes waiting for the client, and must not hold
-    up anyone else's sync work meanwhile. It is not ``run_in_executor``: that wraps
-    every job in a concurrent future chained to an asyncio future, which costs a
-    trivial sync tool more than the tool itself.
+    Everything sync goes through it: authentication, permission checks, sync
+    handlers. It is not ``run_in_executor``: that wraps every job in a concurrent
+    future chained to an asyncio future, which costs a trivial sync tool more than
+    the tool itself.
+
+    A sync handler that waits for a client's answer (a legacy ask) can wait for
+    minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
+    starts another for the work queued behind it. How many threads one principal
+    may park at once is bounded (``ASK_THREADS_PER_PRINCIPAL``): one user with
+    many pending asks cannot hold what every other user's calls need.
     """
 
-    def __init__(self, max_workers: int = 32) -> None:
-        self.max_workers = max_workers
+    def __init__(self, max_workers: int | None = None) -> None:
+        # None: MCP_DJANGO["WORKER_THREADS"], read at each submit (override_settings works).
+        self._max_workers = max_workers
         self._jobs: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._threads = 0
-        self._idle = 0
+        self._threads = 0  # threads counted against the maximum (parked ones are not)
+        self._idle = 0  # idle threads minus queued jobs
+        self._started = 0
+        self._parked: dict[str, int] = {}
+        self._local = threading.local()
+
+    @property
+    def max_workers(self) -> int:
+        return self._max_workers if self._max_workers is not None else mcp_settings.WORKER_THREADS
 
     def submit(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], run: Any) -> None:
         with self._lock:
             if self._idle == 0 and self._threads < self.max_workers:
-                self._threads += 1
-                threading.Thread(target=self._work, name=f"mcp-django-{self._threads}", daemon=True).start()
+                self._start()
             else:
                 self._idle -= 1
         self._jobs.put((loop, future, run))
 
+    def _start(self) -> None:
+        # Called with the lock held.
+        self._threads += 1
+        self._started += 1
+        threading.Thread(target=self._work, name=f"mcp-django-{self._started}", daemon=True).start()
+
     def _work(self) -> None:
+        self._local.worker = True
         while True:
             loop, future, run = self._jobs.get()
             try:
@@ -55,7 +78,47 @@ class WorkerPool:
             finally:
                 close_old_connections()
             with self._lock:
+                if self._threads > self.max_workers:
+                    # Back from a long wait into a full pool (or the setting shrank): retire.
+                    self._threads -= 1
+                    return
                 self._idle += 1
+
+    @contextlib.contextmanager
+    def parked(self, principal: str) -> Iterator[None]:
+        """Around a wait for a client: the thread stops counting against the pool.
+
+        Raises :class:`MCPError` when ``principal`` already has
+        ``ASK_THREADS_PER_PRINCIPAL`` threads waiting.
+        """
+        limit = mcp_settings.ASK_THREADS_PER_PRINCIPAL
+        in_pool = getattr(self._local, "worker", False)
+        with self._lock:
+            waiting = self._parked.get(principal, 0)
+            if waiting >= limit:
+                raise MCPError(
+                    TOO_MANY_WAITING,
+                    f"this user already has {waiting} sync call(s) waiting for the client's answers "
+                    f"(the limit, MCP_DJANGO['ASK_THREADS_PER_PRINCIPAL']): answer or cancel one first",
+                )
+            self._parked[principal] = waiting + 1
+            if in_pool:
+                self._threads -= 1
+                if self._idle < 0 and self._threads < self.max_workers:
+                    # Work is queued behind this thread: a new one takes it.
+                    self._idle += 1
+                    self._start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._parked[principal] - 1
+                if left:
+                    self._parked[principal] = left
+                else:
+                    del self._parked[principal]
+                if in_pool:
+                    self._threads += 1
 
 
 def _hand_back(
@@ -76,7 +139,16 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
 
 
+# A JSON-RPC server error (the implementation-defined range): a principal has too
+# many sync calls waiting for a client.
+TOO_MANY_WAITING = -32005
+
 _pool = WorkerPool()
+
+
+def parked(principal: str) -> contextlib.AbstractContextManager[None]:
+    """Wrap a sync handler's wait for a client (see :meth:`WorkerPool.parked`)."""
+    return _pool.parked(principal)
 
 
 def start_task(coro: Any) -> asyncio.Task[Any]:

@@ -26,7 +26,10 @@ its revision allows (:mod:`mcp_django.protocol.elicitation`), or refused when it
 cannot be.
 
 Parallel asks (``asyncio.gather``, ``ctx.ask_all``) are parallel requests.
-Sync handlers wait in their worker thread, never on the event loop.
+Sync handlers wait in their worker thread, never on the event loop; while it
+waits, that thread does not count against the worker pool, and one principal may
+have at most ``MCP_DJANGO["ASK_THREADS_PER_PRINCIPAL"]`` of them (the next ask
+gets -32005 at once).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..registry import Handler
 from .call import Call
-from .invoke import invoke, make_context
+from .invoke import invoke, make_context, parked
 from .kinds import Ask
 from .replay import Outcome, missing_capability
 
@@ -140,14 +143,18 @@ class LiveBackend:
         return list(await asyncio.gather(*(self._ask(ask) for ask in asks)))
 
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
-        future = asyncio.run_coroutine_threadsafe(self.resolve(asks), self.loop)
-        self._blocking.add(future)
-        try:
-            return future.result()
-        except concurrent.futures.CancelledError:
-            raise AskAborted from None
-        finally:
-            self._blocking.discard(future)
+        self._check(asks)
+        # The wait may last ASK_TIMEOUT: the thread leaves the worker pool meanwhile,
+        # and the principal's bound on waiting threads applies (-32005 beyond it).
+        with parked(self.call.principal.label):
+            future = asyncio.run_coroutine_threadsafe(self.resolve(asks), self.loop)
+            self._blocking.add(future)
+            try:
+                return future.result()
+            except concurrent.futures.CancelledError:
+                raise AskAborted from None
+            finally:
+                self._blocking.discard(future)
 
     def abort(self) -> None:
         """Unblock sync handlers still waiting: the call is over."""
