@@ -10,11 +10,10 @@ class MCPDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import audit, checks  # noqa: F401 - checks registers the system checks
-        from .auth import connect_cache_invalidation
+        from . import audit, auth_cache, checks  # noqa: F401 - checks registers the system checks
         from .conf import mcp_settings
 
         # Like admin.py: every installed app's mcp.py registers its handlers.
         autodiscover_modules(mcp_settings.HANDLER_MODULE)
-        connect_cache_invalidation()
+        auth_cache.connect()
         audit.connect()

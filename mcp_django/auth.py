@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import logging
-import time
-from functools import cached_property
 from importlib import import_module
 from typing import Any
 
@@ -23,7 +19,13 @@ logger = logging.getLogger("mcp_django")
 
 
 class Principal:
-    """The caller as the state binds it: a stable label, and its keyed hash for requestState."""
+    """The caller as the state binds it: a stable label, and its keyed hash for requestState.
+
+    The hash (:attr:`digest`) names more than the primary key: the account's
+    ``date_joined`` and password hash go into it too, so an account created later
+    with a deleted user's id cannot continue that user's flows or sessions, and a
+    password change ends them (as Django ends the user's login sessions).
+    """
 
     __slots__ = ("__dict__", "label", "user")
 
@@ -39,11 +41,42 @@ class Principal:
     def is_anonymous(self) -> bool:
         return self.label == "anonymous"
 
-    @cached_property
-    def digest(self) -> str:
-        from .state import principal_digest
+    @property
+    def binding(self) -> str:
+        """What the digest is computed from (secret material: never logged or sent)."""
+        if self.is_anonymous:
+            return self.label
+        parts = [self.label]
+        joined = getattr(self.user, "date_joined", None)
+        if joined is not None:
+            parts.append(joined.isoformat())
+        password = getattr(self.user, "password", None)
+        if isinstance(password, str):
+            parts.append(password)
+        return "\0".join(parts)
 
-        return principal_digest(self.label)
+    @property
+    def digests(self) -> tuple[str, ...]:
+        """The keyed hash under every key of the ring, the sealing key's first."""
+        from .state import keyring, principal_digests
+
+        ring = keyring()
+        found = self.__dict__.get("_digests")
+        if found is None or found[0] is not ring:  # computed anew when the keys change
+            found = (ring, principal_digests(self.binding))
+            self.__dict__["_digests"] = found
+        return found[1]
+
+    @property
+    def digest(self) -> str:
+        """The keyed hash a new state or session carries."""
+        return self.digests[0]
+
+    def matches(self, claimed: str) -> bool:
+        """Whether a state's or session's principal hash names this caller (under any key)."""
+        from .state import principal_matches
+
+        return principal_matches(claimed, self.digests)
 
     def __repr__(self) -> str:
         return f"<Principal {self.label}>"
@@ -75,15 +108,32 @@ class SessionAuthentication(authentication.BaseAuthentication):
         return user, None
 
 
-# Classes known to look only at the Authorization header or the Cookie header.
-_HEADER_BOUND = (
-    SessionAuthentication,
-    authentication.SessionAuthentication,
-    authentication.TokenAuthentication,
-    authentication.BasicAuthentication,
+# Classes known to read nothing but the Authorization and Cookie headers. Exact
+# classes: a subclass may read anything (a query parameter, the body), so it is
+# run on every request unless it opts in with ``mcp_reads_only_headers = True``
+# in its own class body (see :func:`reads_only_headers`).
+_HEADER_ONLY: frozenset[type] = frozenset(
+    {
+        SessionAuthentication,
+        authentication.SessionAuthentication,
+        authentication.TokenAuthentication,
+        authentication.BasicAuthentication,
+    }
 )
 
 _header_bound: tuple[object, bool] | None = None
+
+
+def reads_only_headers(cls: type) -> bool:
+    """Whether results of ``cls`` may be cached by the Authorization and session cookie values.
+
+    A class opts in by setting ``mcp_reads_only_headers = True`` in its own body
+    (not inherited: a subclass of an opted-in class must opt in again). It must
+    then find the same user for the same two values, and send
+    :func:`mcp_django.auth_cache.principal_changed` when a credential it accepts
+    stops being valid other than by a change to the user row or a DRF token.
+    """
+    return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
 
 
 def header_bound_only() -> bool:
@@ -94,92 +144,8 @@ def header_bound_only() -> bool:
     global _header_bound
     classes = mcp_settings.AUTHENTICATION_CLASSES
     if _header_bound is None or _header_bound[0] is not classes:
-        _header_bound = (classes, all(issubclass(cls, _HEADER_BOUND) for cls in classes))
+        _header_bound = (classes, all(isinstance(cls, type) and reads_only_headers(cls) for cls in classes))
     return _header_bound[1]
-
-
-class PrincipalCache:
-    """Principals found recently, by a digest of the credentials that found them.
-
-    Authentication costs a worker-thread hop and a query on every request; an
-    MCP client sends the same token many times a second. Entries live
-    ``AUTH_CACHE_SECONDS`` (0 turns the cache off). Saving or deleting a user or
-    a token clears the cache of this process at once; other processes see a
-    revoked token or a deactivated user once their entry expires.
-    """
-
-    MAX_ENTRIES = 10_000
-
-    def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[float, Any]] = {}
-
-    @staticmethod
-    def key(headers: dict[str, str]) -> bytes | None:
-        if not header_bound_only():
-            return None  # a custom class may look at anything: no safe key
-        session = ""
-        cookie = headers.get("cookie")
-        if cookie:
-            from django.http.cookie import parse_cookie
-
-            session = parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME, "")
-        material = f"{headers.get('authorization', '')}\0{session}".encode()
-        return hashlib.sha256(material).digest()
-
-    def get(self, key: bytes) -> Principal | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry[0] < time.monotonic():
-            self._entries.pop(key, None)
-            return None
-        # A copy of the user, as a fresh request would load it: a handler that changes
-        # request.user must not change the next caller's, and permissions are looked up
-        # anew (Django caches them on the user object).
-        user = copy.copy(entry[1])
-        for attr in _PER_REQUEST_ATTRS:
-            user.__dict__.pop(attr, None)
-        return Principal(user)
-
-    def put(self, key: bytes, principal: Principal) -> None:
-        ttl = mcp_settings.AUTH_CACHE_SECONDS
-        if ttl <= 0 or principal.is_anonymous:
-            return
-        if len(self._entries) >= self.MAX_ENTRIES:
-            self._entries.clear()
-        self._entries[key] = (time.monotonic() + ttl, principal.user)
-
-    def clear(self, *args: Any, **kwargs: Any) -> None:
-        self._entries.clear()
-
-
-# What Django's permission backends cache on a user object for one request.
-_PER_REQUEST_ATTRS = ("_perm_cache", "_user_perm_cache", "_group_perm_cache")
-
-principal_cache = PrincipalCache()
-
-
-def connect_cache_invalidation() -> None:
-    """Clear cached principals whenever a user or a token changes (called from AppConfig.ready)."""
-    from django.apps import apps
-    from django.contrib.auth import get_user_model
-    from django.db.models.signals import m2m_changed, post_delete, post_save
-
-    user_model = get_user_model()
-    models = [user_model]
-    for relation in ("groups", "user_permissions"):
-        through = getattr(getattr(user_model, relation, None), "through", None)
-        if through is not None:
-            m2m_changed.connect(principal_cache.clear, sender=through, dispatch_uid=f"mcp_django_auth_{relation}")
-    if apps.is_installed("rest_framework.authtoken"):
-        from rest_framework.authtoken.models import Token
-
-        models.append(Token)
-    for model in models:
-        post_save.connect(principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_save")
-        post_delete.connect(
-            principal_cache.clear, sender=model, dispatch_uid=f"mcp_django_auth_{model._meta.label}_delete"
-        )
 
 
 class AuthenticationFailed(Exception):

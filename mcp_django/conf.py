@@ -240,8 +240,8 @@ SETTINGS: dict[str, Setting] = {
         ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
     ),
     # Seconds an authenticated principal is remembered by its credentials (0: off).
-    # A revoked token or deactivated user is seen at once by the process that made
-    # the change, by other processes within this time.
+    # A revoked token, a deactivated user, a logout or a password change is seen at
+    # once by every process: each hit checks the user's version in SESSION_CACHE.
     "AUTH_CACHE_SECONDS": Setting(10, seconds),
     # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
     "ALLOWED_ORIGINS": Setting([], origins),
@@ -268,8 +268,9 @@ SETTINGS: dict[str, Setting] = {
     "ASK_THREADS_PER_PRINCIPAL": Setting(16, positive_int),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
-    # The Django cache that shares legacy sessions' state (ended, log level) between
-    # processes: a shared one (Redis) when several instances serve one client.
+    # The Django cache that shares state between processes: legacy sessions' (ended,
+    # log level) and each user's version for the principal cache. A shared one
+    # (Redis) when several instances serve one client.
     "SESSION_CACHE": Setting("default", text),
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.

@@ -84,10 +84,18 @@ def _b64(data: bytes) -> str:
 
 
 def _unb64(text: str) -> bytes:
-    # Strict: Python's decoder would otherwise skip characters outside the alphabet.
+    """Strict base64url: one spelling per byte string.
+
+    Python's decoder skips characters outside the alphabet and ignores the unused
+    low bits of the last character, so several spellings decode alike; an edited
+    token must never verify, so anything but the canonical spelling is refused.
+    """
     if not text or len(text) % 4 == 1 or not _B64URL.fullmatch(text):
         raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
 
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
@@ -105,7 +113,7 @@ class _Key:
 
 
 class KeyRing:
-    """Keys derived from the configured secrets; the first one seals."""
+    """Keys derived from the configured secrets; the first one seals, every one verifies."""
 
     def __init__(self, secrets: list[bytes] | None) -> None:
         self.ephemeral = not secrets
@@ -116,7 +124,11 @@ class KeyRing:
             kid = _b64(hashlib.sha256(b"kid" + mac_key).digest()[:6])
             self.keys.append(_Key(kid, mac_key, AESGCM(enc_key)))
         self.by_kid = {k.kid: k for k in self.keys}
-        self.principal_key = _hkdf((secrets or [_EPHEMERAL_SECRET])[0], b"mcp-django principal v1")
+        # One principal key per secret: a state or session made before a rotation
+        # names its principal with the old secret's key, and must still match.
+        self.principal_keys = [_hkdf(s, b"mcp-django principal v1") for s in secrets or [_EPHEMERAL_SECRET]]
+        # Legacy session ids are signed with keys of their own (mcp_django.protocol.legacy).
+        self.session_keys: dict[str, bytes] = {}
 
 
 _ring_cache: tuple[Any, KeyRing] | None = None
@@ -131,8 +143,23 @@ def keyring() -> KeyRing:
 
 
 def principal_digest(principal: str) -> str:
-    """A keyed hash of the principal: the state never names the user."""
-    return _b64(hmac.new(keyring().principal_key, principal.encode(), hashlib.sha256).digest()[:16])
+    """A keyed hash of the principal (under the sealing key): the state never names the user."""
+    return principal_digests(principal)[0]
+
+
+def principal_digests(principal: str) -> tuple[str, ...]:
+    """The principal's keyed hash under every key of the ring, the sealing key's first."""
+    material = principal.encode()
+    return tuple(_b64(hmac.new(key, material, hashlib.sha256).digest()[:16]) for key in keyring().principal_keys)
+
+
+def principal_matches(claimed: str, principal: str | tuple[str, ...]) -> bool:
+    """Whether ``claimed`` names the principal under some key of the ring (constant time each)."""
+    digests = (principal,) if isinstance(principal, str) else principal
+    found = False
+    for digest in digests:
+        found |= hmac.compare_digest(claimed.encode(), digest.encode())
+    return found
 
 
 def params_digest(params: dict[str, Any]) -> str:
@@ -174,11 +201,16 @@ def unseal(
     *,
     method: str,
     target: str,
-    principal: str,
+    principal: str | tuple[str, ...],
     digest: str,
     now: float | None = None,
 ) -> Claims:
-    """Verify a client-supplied requestState, or raise :class:`StateRefused`."""
+    """Verify a client-supplied requestState, or raise :class:`StateRefused`.
+
+    ``principal`` is the caller's digest, or its digests under every key of the
+    ring (:func:`principal_digests`): a state sealed before a key rotation names
+    its principal with the old key.
+    """
     if not isinstance(token, str):
         raise StateRefused(Reason.MALFORMED)
     if len(token) > mcp_settings.MAX_REQUEST_STATE_BYTES:
@@ -217,7 +249,7 @@ def unseal(
         raise StateRefused(Reason.WRONG_METHOD)
     if not hmac.compare_digest(claims.target.encode(), target.encode()):
         raise StateRefused(Reason.WRONG_TARGET)
-    if not hmac.compare_digest(claims.principal.encode(), principal.encode()):
+    if not principal_matches(claims.principal, principal):
         raise StateRefused(Reason.WRONG_PRINCIPAL)
     if not hmac.compare_digest(claims.digest.encode(), digest.encode()):
         raise StateRefused(Reason.WRONG_PARAMS)

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from mcp_django.auth import principal_cache
+from mcp_django.auth_cache import principal_cache
 from tests.conftest import Raw, mcp_settings
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,17 +50,19 @@ def test_the_cache_can_be_turned_off(raw: Raw) -> None:
 
 
 def test_cached_principals_are_copies() -> None:
+    from asgiref.sync import async_to_sync
+
     from mcp_django.auth import Principal
 
     user = get_user_model().objects.create_user("hal", password="pw")
     user._perm_cache = {"stale.perm"}
     key = b"k" * 32
-    principal_cache.put(key, Principal(user))
-    first = principal_cache.get(key)
+    principal_cache.remember(key, Principal(user))
+    first = async_to_sync(principal_cache.get)(key)
     assert first is not None and first.user is not user and first.user.pk == user.pk
     assert not hasattr(first.user, "_perm_cache")  # permissions are looked up anew
     first.user.first_name = "changed"
-    second = principal_cache.get(key)
+    second = async_to_sync(principal_cache.get)(key)
     assert second is not None and second.user.first_name == ""
 
 

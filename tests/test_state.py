@@ -137,3 +137,60 @@ def test_params_digest_ignores_round_fields_only() -> None:
     assert state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
     assert state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
     assert state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
+
+
+def _other_spellings(text: str) -> list[str]:
+    """Spellings of the same bytes that differ in the last character's unused bits."""
+    pad = "=" * (-len(text) % 4)
+    data = base64.urlsafe_b64decode(text + pad)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    out = []
+    for c in alphabet:
+        candidate = text[:-1] + c
+        if candidate != text and base64.urlsafe_b64decode(candidate + pad) == data:
+            out.append(candidate)
+    return out
+
+
+def test_non_canonical_spellings_of_a_token_are_refused(algorithm: bool) -> None:
+    for size in range(3):  # a payload length whose last character has unused bits
+        token = seal(claims(state={"s": "x" * size}))
+        alternatives = _other_spellings(token.rsplit(".", 1)[1])
+        if alternatives:
+            break
+    assert alternatives  # HMAC: 3 more spellings of the MAC; AES-GCM: 3 or 15 of the sealed bytes
+    assert unseal(token, **BINDING).round == 2
+    for alternative in alternatives:
+        assert refused(token.rsplit(".", 1)[0] + "." + alternative) == Reason.MALFORMED
+
+
+def test_rotation_keeps_the_principal_of_states_sealed_with_the_old_key() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        old_digest = state.principal_digest("auth.user:1")
+        token = seal(claims(principal=old_digest))
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
+        digests = state.principal_digests("auth.user:1")
+        assert digests[0] != old_digest and old_digest in digests  # new states name it with the new key
+        assert unseal(token, **{**BINDING, "principal": digests}).round == 2
+        other = state.principal_digests("auth.user:2")
+        with pytest.raises(StateRefused) as info:
+            unseal(token, **{**BINDING, "principal": other})
+        assert info.value.reason == Reason.WRONG_PRINCIPAL
+
+
+def test_legacy_session_ids_verify_under_every_key_and_only_canonically() -> None:
+    from mcp_django.protocol import legacy
+
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        record = legacy.read_initialize({"protocolVersion": "2025-11-25"}, "digest")
+        sid = legacy.seal_session(record)
+        assert legacy.open_session(sid) == record
+        for alternative in _other_spellings(sid.rsplit(".", 1)[1]):
+            assert legacy.open_session(sid.rsplit(".", 1)[0] + "." + alternative) is None
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
+        assert legacy.open_session(sid) == record
+        fresh = legacy.seal_session(record)
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        assert legacy.open_session(fresh) is None  # sealed with the new key
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
+        assert legacy.open_session(sid) is None and legacy.open_session(fresh) == record

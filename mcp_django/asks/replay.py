@@ -201,7 +201,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
                 token,
                 method=call.method,
                 target=call.target,
-                principal=call.principal.digest,
+                principal=call.principal.digests,
                 digest=digest or "",
             )
         except StateRefused as refusal:

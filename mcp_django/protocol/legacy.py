@@ -15,7 +15,6 @@ cache, which is Redis when several processes serve.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import hashlib
 import hmac
@@ -23,12 +22,11 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
-from ..state import _hkdf, keyring
+from ..state import _b64, _hkdf, _unb64, keyring
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
 
@@ -153,27 +151,15 @@ async def lifecycle(
 # -- sealed session ids --------------------------------------------------------------------
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    if not text or len(text) % 4 == 1 or not all(c.isalnum() or c in "-_" for c in text):
-        raise ValueError("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-@lru_cache(maxsize=8)
-def _session_keys(ring_id: int) -> dict[str, bytes]:
-    # Derived from each requestState MAC key with its own info string: a session
-    # token can never pass for a requestState, nor the reverse.
-    return {k.kid: _hkdf(k.mac_key, b"mcp-django legacy session v1") for k in keyring().keys}
-
-
 def _keys() -> tuple[str, dict[str, bytes]]:
+    """The sealing key's id, and every key of the ring by id (all of them verify)."""
     ring = keyring()
-    keys = _session_keys(id(ring))
-    return ring.keys[0].kid, keys
+    if not ring.session_keys:
+        # Derived from each requestState MAC key with its own info string: a session
+        # token can never pass for a requestState, nor the reverse. Kept on the ring,
+        # so they change with REQUEST_STATE_KEY.
+        ring.session_keys = {k.kid: _hkdf(k.mac_key, b"mcp-django legacy session v1") for k in ring.keys}
+    return ring.keys[0].kid, ring.session_keys
 
 
 def seal_session(record: SessionRecord) -> str:

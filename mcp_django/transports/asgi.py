@@ -21,12 +21,41 @@ Scope = dict[str, Any]
 
 
 def _headers(scope: Scope) -> dict[str, str]:
+    """Lower-case names; a repeated header's values joined with "," as Django joins them.
+
+    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
+    the principal cache keys on the session id found in it, which must be the
+    one the authentication classes read, however the client split its cookies.
+    """
     out: dict[str, str] = {}
+    cookies: list[bytes] | None = None
     for raw_name, raw_value in scope.get("headers", ()):
         name = raw_name.decode("latin-1").lower()
+        if name == "cookie":
+            if cookies is None:
+                cookies = []
+            cookies.append(raw_value)
+            continue
         value = raw_value.decode("latin-1").strip(" \t")
-        out[name] = f"{out[name]}, {value}" if name in out and name != "cookie" else value
+        out[name] = f"{out[name]},{value}" if name in out else value
+    if cookies is not None:
+        out["cookie"] = django_cookie(cookies)
     return out
+
+
+def django_cookie(values: list[bytes]) -> str:
+    """The ``Cookie`` string Django builds from these header fields.
+
+    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
+    several fields (HTTP/2 clients split cookies) go through Django's own
+    request class; one field is the common case, and parses alike either way.
+    """
+    if len(values) == 1:
+        return values[0].decode("latin-1")
+    from django.core.handlers.asgi import ASGIRequest
+
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
+    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
 
 
 def _client(scope: Scope) -> str | None:

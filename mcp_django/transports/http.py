@@ -19,7 +19,8 @@ from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread, start_task
-from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate, may_carry_credentials, principal_cache
+from ..auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials
+from ..auth_cache import authenticate_and_remember, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.dispatch import MODERN_METHODS, Dispatcher
@@ -168,7 +169,7 @@ class HttpEndpoint:
             principal = ANONYMOUS
         else:
             key = principal_cache.key(req.headers)
-            cached = principal_cache.get(key) if key is not None else None
+            cached = await principal_cache.get(key) if key is not None else None
             if cached is not None:
                 principal = cached
                 if not callable(request):
@@ -176,9 +177,7 @@ class HttpEndpoint:
             else:
                 if callable(request):
                     request = request()
-                principal = await run_in_thread(authenticate, request)
-                if key is not None:
-                    principal_cache.put(key, principal)
+                principal = await run_in_thread(authenticate_and_remember, request, key)
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
             raise AuthenticationFailed("Authentication credentials were not provided.")
         return principal

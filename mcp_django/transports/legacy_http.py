@@ -265,7 +265,7 @@ class LegacyHttp(LegacyHandler):
         record = legacy.open_session(token)
         if record is None:
             return error_out(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
-        if record.principal != principal.digest:
+        if not principal.matches(record.principal):
             return error_out(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
         version = req.headers.get("mcp-protocol-version")
         if version is not None and version != record.version:

@@ -3,8 +3,12 @@
 Not a transport of the specification: the de-facto shape of the SDKs that once
 shipped one. Subprotocol ``mcp``, one JSON-RPC message per text frame, and the
 socket is the session: ``initialize`` fixes the version and capabilities until
-it closes. The caller is authenticated once, on the upgrade request, by the same
-classes as HTTP (the session cookie, ``Authorization: Token KEY``).
+it closes. The caller is authenticated on the upgrade request, by the same
+classes as HTTP (the session cookie, ``Authorization: Token KEY``), and its
+credentials are checked again before every request on the socket (a cache hit
+while nothing changed): a revoked token, a deactivated user, a logged-out
+session or a changed password ends the socket (close code 4401) after an error
+answer to that request.
 
 A client may also speak 2026-07-28 on the socket: a request whose ``params._meta``
 names a protocol version is served statelessly, exactly as over HTTP
@@ -43,6 +47,14 @@ from .relay import Relay, relay
 logger = logging.getLogger("mcp_django")
 
 SUBPROTOCOL = "mcp"
+# The socket's credentials no longer find the user it was opened by.
+CLOSE_REVOKED = 4401
+_CLOSE = object()  # queued after the last frame of a socket being closed
+
+
+class CredentialsRevoked(MCPError):
+    def __init__(self) -> None:
+        super().__init__(INVALID_REQUEST, "the credentials of this socket are no longer valid")
 
 
 class SocketReplies:
@@ -121,6 +133,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         # updates (taken at the first subscription: most sockets never subscribe).
         self.subscriptions: set[str] = set()
         self.hub: Relay | None = None
+        self.revoked = False
+        self.closing = False
         headers = _headers(self.scope)
         from .. import registry as registry_module
         from . import endpoint_for
@@ -146,10 +160,30 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             message = await self.outbox.get()
             if message is None:
                 return
+            if message is _CLOSE:
+                await self.close(code=CLOSE_REVOKED)
+                return
             await self.send(text_data=jsonrpc.dumps(message).decode())
 
     def emit(self, message: dict[str, Any]) -> None:
         self.outbox.put_nowait(message)
+
+    async def _recheck(self) -> Principal:
+        """The socket's principal, authenticated again from the upgrade's credentials.
+
+        A cache hit while the user, its tokens and sessions are unchanged; anything
+        else than the same account (same binding: pk, date joined, password) ends the socket.
+        """
+        assert self.principal is not None
+        try:
+            principal = await self.endpoint.principal(self.req, self.request_factory)
+        except AuthenticationFailed:
+            principal = None
+        if principal is None or principal.binding != self.principal.binding:
+            self.revoked = True
+            raise CredentialsRevoked()
+        self.principal = principal  # a fresh copy: flags and permissions as they are now
+        return principal
 
     def resource_updated(self, uri: str) -> None:
         if uri in self.subscriptions:
@@ -223,6 +257,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             result = await self._result(message)
         except MCPError as exc:
             self.emit(jsonrpc.error_response(request_id, exc))
+            if isinstance(exc, CredentialsRevoked) and not self.closing:
+                self.closing = True
+                self.outbox.put_nowait(_CLOSE)  # after the error answer
         except asyncio.CancelledError:
             # Cancelled by the client, or the socket closed: no response (the spec says not to send one).
             raise
@@ -236,7 +273,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         method: str = message["method"]
         params = message.get("params") or {}
         meta = params.get("_meta")
-        assert self.principal is not None
+        if self.revoked:
+            raise CredentialsRevoked()
+        await self._recheck()
         if isinstance(meta, dict) and META_VERSION in meta:
             return await self._modern(message, method, params)
         if method == "initialize":

@@ -1,0 +1,344 @@
+"""The principal cache cannot be fooled: the key is what Django reads, revocation is seen at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.authtoken.models import Token
+
+from mcp_django.auth import Principal, header_bound_only
+from mcp_django.auth_cache import principal_cache
+from tests.conftest import Raw, mcp_settings
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class QueryTokenAuthentication(TokenAuthentication):
+    """A TokenAuthentication that also reads ``?key=``: it must run on every request."""
+
+    def authenticate(self, request: Any) -> Any:
+        key = request.query_params.get("key")
+        if key:
+            return self.authenticate_credentials(key)
+        return super().authenticate(request)
+
+
+class OptedInTokenAuthentication(TokenAuthentication):
+    keyword = "Bearer"
+    mcp_reads_only_headers = True
+
+
+class InheritsOptIn(OptedInTokenAuthentication):
+    def authenticate(self, request: Any) -> Any:  # might read anything: the opt-in is not inherited
+        return super().authenticate(request)
+
+
+def whoami(raw: Raw, headers: Any, url: str | None = None) -> tuple[int, str | None]:
+    """tools/call whoami with these headers (a list keeps repeated fields apart)."""
+    params = {"name": "whoami", "arguments": {}, "_meta": _meta()}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    base = list(raw.headers("tools/call", params).items())
+    extra = list(headers.items()) if isinstance(headers, dict) else list(headers)
+    r = raw.client.post(url or raw.url, content=json.dumps(body), headers=base + extra)
+    if r.status_code != 200:
+        return r.status_code, None
+    return 200, r.json()["result"]["structuredContent"]["username"]
+
+
+def _meta() -> dict[str, Any]:
+    from tests.conftest import meta
+
+    return meta()
+
+
+def login(username: str, **extra: Any) -> tuple[Any, Client, str]:
+    user = get_user_model().objects.create_user(username, password="pw", **extra)
+    browser = Client()
+    browser.force_login(user)
+    return user, browser, browser.cookies["sessionid"].value
+
+
+def test_a_session_cookie_in_an_earlier_cookie_field_is_keyed_as_django_reads_it(raw: Raw) -> None:
+    """Two Cookie fields: the session in the first. An attacker with any cookie and no session gets nothing."""
+    import django
+
+    _user, _browser, session = login("victim")
+    victim = whoami(raw, [("cookie", f"sessionid={session}"), ("cookie", "csrftoken=x")])
+    # Django 6 joins the fields with "; " and finds the session; 5.2 joins them with "," and does not.
+    assert victim == ((200, "victim") if django.VERSION >= (6,) else (200, None))
+    assert whoami(raw, {"cookie": "x=1"}) == (200, None)
+    assert whoami(raw, [("cookie", "x=1"), ("cookie", "y=2")]) == (200, None)
+
+
+def test_a_subclass_that_reads_the_query_string_runs_on_every_request(raw: Raw) -> None:
+    user = get_user_model().objects.create_user("quinn")
+    token = Token.objects.create(user=user)
+    with mcp_settings(AUTHENTICATION_CLASSES=["tests.test_auth_cache.QueryTokenAuthentication"]):
+        assert not header_bound_only()
+        bogus = {"authorization": "Token 0000000000000000000000000000000000000000"}
+        assert whoami(raw, bogus, url=f"{raw.url}?key={token.key}") == (200, "quinn")
+        assert whoami(raw, bogus)[0] == 401  # the same headers without the query: not quinn
+    with mcp_settings(AUTHENTICATION_CLASSES=["tests.test_auth_cache.OptedInTokenAuthentication"]):
+        assert header_bound_only()
+        assert whoami(raw, {"authorization": f"Bearer {token.key}"}) == (200, "quinn")
+    with mcp_settings(AUTHENTICATION_CLASSES=["tests.test_auth_cache.InheritsOptIn"]):
+        assert not header_bound_only()
+
+
+@pytest.mark.parametrize("how", ["logout", "flush", "delete"])
+def test_logout_and_a_deleted_session_take_effect_at_once(raw: Raw, how: str) -> None:
+    from django.contrib.sessions.backends.db import SessionStore
+
+    _user, browser, session = login(f"ivy-{how}")
+    cookie = {"cookie": f"sessionid={session}; csrftoken=abc"}
+    assert whoami(raw, cookie) == (200, f"ivy-{how}")
+    assert whoami(raw, cookie) == (200, f"ivy-{how}")  # served from the cache
+    entries = len(principal_cache._entries)
+    if how == "logout":
+        browser.logout()  # user_logged_out, then the session is flushed
+    elif how == "flush":
+        store = SessionStore(session_key=session)
+        store.load()
+        store.flush()
+    else:
+        from django.contrib.sessions.models import Session
+
+        Session.objects.filter(session_key=session).delete()
+    # Nothing cleared this process's entries: the shared version tells it.
+    assert len(principal_cache._entries) == entries
+    assert whoami(raw, cookie) == (200, None)
+
+
+def test_a_password_change_ends_the_session_at_once(raw: Raw) -> None:
+    user, _browser, session = login("jon")
+    cookie = {"cookie": f"sessionid={session}"}
+    assert whoami(raw, cookie) == (200, "jon")
+    entries = len(principal_cache._entries)
+    user.set_password("new")
+    user.save()
+    assert len(principal_cache._entries) == entries
+    assert whoami(raw, cookie) == (200, None)
+
+
+def test_a_permission_change_takes_effect_at_once(raw: Raw) -> None:
+    from django.contrib.auth.models import Group, Permission
+
+    user = get_user_model().objects.create_user("kim")
+    token = {"authorization": f"Token {Token.objects.create(user=user).key}"}
+    view = Permission.objects.get(codename="view_product")
+
+    def read() -> int | None:
+        params = {"uri": "shop://catalogue", "_meta": _meta()}
+        return raw.post("resources/read", params, headers=token).json().get("error", {}).get("code")
+
+    assert read() == -32602  # not visible
+    group = Group.objects.create(name="viewers")
+    group.permissions.add(view)
+    user.groups.add(group)
+    assert read() is None
+    group.permissions.remove(view)
+    assert read() == -32602
+    user.user_permissions.add(view)
+    assert read() is None
+
+
+def test_only_a_shared_version_that_is_unchanged_serves_a_hit(raw: Raw) -> None:
+    """What another process's change looks like here: only the shared cache changed."""
+    from django.core.cache import cache
+
+    from mcp_django.auth_cache import version_key
+
+    user = get_user_model().objects.create_user("lou")
+    token = {"authorization": f"Token {Token.objects.create(user=user).key}"}
+    assert whoami(raw, token) == (200, "lou")
+    # Renamed without signals (as another process would, whose receivers only reach the shared cache).
+    get_user_model().objects.filter(pk=user.pk).update(username="lou2")
+    assert whoami(raw, token) == (200, "lou")  # still the cached user
+    cache.delete(version_key(f"auth.user:{user.pk}"))  # evicted or expired: never a stale hit
+    assert whoami(raw, token) == (200, "lou2")
+    get_user_model().objects.filter(pk=user.pk).update(username="lou3")
+    cache.set(version_key(f"auth.user:{user.pk}"), 12345)  # changed by another process
+    assert whoami(raw, token) == (200, "lou3")
+
+
+def test_a_new_account_with_a_deleted_users_id_is_another_principal() -> None:
+    from mcp_django.state import Claims, Reason, StateRefused, seal, unseal
+
+    users = get_user_model()
+    old = users.objects.create_user("mia")
+    pk, old_digests = old.pk, Principal(old).digests
+    token = seal(Claims(method="tools/call", target="t", principal=Principal(old).digest, digest="d"))
+    old.delete()
+    new = users.objects.create_user("ned", id=pk)
+    assert Principal(new).label == f"auth.user:{pk}"
+    assert not Principal(new).matches(old_digests[0])
+    with pytest.raises(StateRefused) as refused:
+        unseal(token, method="tools/call", target="t", principal=Principal(new).digests, digest="d")
+    assert refused.value.reason == Reason.WRONG_PRINCIPAL
+
+
+def test_a_new_account_with_a_deleted_users_id_cannot_continue_its_legacy_session(raw: Raw) -> None:
+    users = get_user_model()
+    old = users.objects.create_user("ola")
+    pk = old.pk
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    first = raw.client.post(
+        raw.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        headers={**headers, "authorization": f"Token {Token.objects.create(user=old).key}"},
+    )
+    sid = first.headers["mcp-session-id"]
+    old.delete()
+    new = users.objects.create_user("pia", id=pk)
+    r = raw.client.post(
+        raw.url,
+        json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        headers={
+            **headers,
+            "authorization": f"Token {Token.objects.create(user=new).key}",
+            "mcp-session-id": sid,
+            "mcp-protocol-version": "2025-11-25",
+        },
+    )
+    assert r.status_code == 403
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("revoke", ["deactivate", "delete token", "logout"])
+async def test_an_open_websocket_stops_when_its_credentials_are_revoked(live_url: str, revoke: str) -> None:
+    from asgiref.sync import sync_to_async
+    from websockets.exceptions import ConnectionClosed
+
+    from tests.legacy_fixtures import ws_client
+
+    def make() -> tuple[Any, Client, dict[str, str]]:
+        user, browser, session = login(f"rae-{revoke.replace(' ', '-')}")
+        token = Token.objects.create(user=user)
+        if revoke == "logout":
+            return user, browser, {"Cookie": f"sessionid={session}"}
+        return user, browser, {"Authorization": f"Token {token.key}"}
+
+    def do_revoke(user: Any, browser: Client) -> None:
+        if revoke == "deactivate":
+            user.is_active = False
+            user.save()
+        elif revoke == "delete token":
+            Token.objects.filter(user=user).delete()
+        else:
+            browser.logout()
+
+    user, browser, headers = await sync_to_async(make)()
+    async with ws_client(live_url, additional_headers=headers) as client:
+        await client.initialize({})
+        first = await client.request("tools/call", {"name": "legacytest_whoami", "arguments": {}})
+        assert first["result"]["content"][0]["text"] == f"auth.user:{user.pk}"
+        await sync_to_async(do_revoke)(user, browser)
+        refused = await client.request("tools/call", {"name": "legacytest_whoami", "arguments": {}})
+        assert refused["error"]["code"] == -32600
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(client.reader, 10)  # the server closed the socket
+        assert client.socket.close_code == 4401
+
+
+def _other_process(code: str) -> None:
+    """Run ``code`` in a separate Django process on this test's database and shared cache."""
+    from django.db import connection
+
+    settings = connection.settings_dict
+    url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
+    env.pop("MCP_TEST_DB_NAME", None)
+    script = f"import django; django.setup()\n{code}"
+    subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a shared cache (REDIS_URL) and PostgreSQL")
+def test_a_change_made_in_another_process_takes_effect_here_at_once(raw: Raw) -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (another process must see the test's rows)")
+    user = get_user_model().objects.create_user("sal")
+    token = Token.objects.create(user=user)
+    other = Token.objects.create(user=get_user_model().objects.create_user("tia"))
+    assert whoami(raw, {"authorization": f"Token {token.key}"}) == (200, "sal")
+    assert whoami(raw, {"authorization": f"Token {other.key}"}) == (200, "tia")
+    _other_process(
+        "from django.contrib.auth.models import User\n"
+        f"u = User.objects.get(pk={user.pk}); u.is_active = False; u.save()\n"
+        f"from rest_framework.authtoken.models import Token; Token.objects.get(key={other.key!r}).delete()\n"
+    )
+    assert whoami(raw, {"authorization": f"Token {token.key}"})[0] == 401
+    assert whoami(raw, {"authorization": f"Token {other.key}"})[0] == 401
+
+
+def test_hits_on_a_local_cache_need_no_thread(raw: Raw, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hit path stays cheap: no worker thread when the shared cache is local memory."""
+    from mcp_django import auth_cache
+
+    user = get_user_model().objects.create_user("uma")
+    token = {"authorization": f"Token {Token.objects.create(user=user).key}"}
+    assert whoami(raw, token) == (200, "uma")
+    assert auth_cache.shared().local == (not os.environ.get("REDIS_URL"))
+    calls = []
+    monkeypatch.setattr(auth_cache.PrincipalCache, "remember", lambda *a: calls.append(a))
+    assert whoami(raw, token) == (200, "uma")
+    assert calls == []  # a hit: nothing authenticated
+
+
+def test_repeated_headers_are_joined_as_django_joins_them() -> None:
+    import io
+
+    from django.core.handlers.asgi import ASGIRequest
+
+    from mcp_django.transports.asgi import _headers
+
+    fields = [(b"cookie", b"sessionid=S;"), (b"cookie", b"csrftoken=x"), (b"authorization", b"Token a")]
+    fields.append((b"authorization", b"b"))
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": fields}
+    django_request = ASGIRequest(scope, io.BytesIO(b""))
+    headers = _headers(scope)
+    assert headers["cookie"] == django_request.META["HTTP_COOKIE"]
+    assert headers["authorization"] == django_request.META["HTTP_AUTHORIZATION"]
+
+
+def test_key_rotation_keeps_legacy_sessions_and_flows(raw: Raw) -> None:
+    """REQUEST_STATE_KEY = [new, old]: a session opened and a flow begun under the old key go on."""
+    old, new = "o" * 40, "n" * 40
+    user = get_user_model().objects.create_user("val")
+    auth = {"authorization": f"Token {Token.objects.create(user=user).key}"}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    with mcp_settings(REQUEST_STATE_KEY=old):
+        opened = raw.client.post(
+            raw.url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=headers
+        )
+        sid = opened.headers["mcp-session-id"]
+        first = raw.call("plan_trip", {"traveller": "Val"}, headers=auth)
+        state = first.json()["result"]["requestState"]
+    with mcp_settings(REQUEST_STATE_KEY=[new, old]):
+        ping = raw.client.post(
+            raw.url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+            headers={**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"},
+        )
+        assert ping.status_code == 200 and ping.json()["result"] == {}
+        answers = first.json()["result"]["inputRequests"]
+        responses = {
+            key: {"action": "decline"} if ask["method"] == "elicitation/create" else {"roots": []}
+            for key, ask in answers.items()
+        }
+        second = raw.call("plan_trip", {"traveller": "Val"}, headers=auth, requestState=state, inputResponses=responses)
+        assert second.json()["result"]["content"][0]["text"] == "No trip planned.", second.json()
