@@ -98,6 +98,29 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def detail(self, obj: AuditEvent) -> str:
         return obj.reason or obj.outcome
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        from django.contrib import messages
+
+        from .audit import stats
+
+        # Rows this process could not write are not in the list: say so where the list is read.
+        lost = stats()
+        if lost["dropped"] or lost["rejected"]:
+            messages.warning(
+                request,
+                _(
+                    "This server process lost %(dropped)d audit row(s) to a full queue (AUDIT['QUEUE_SIZE']) "
+                    "and the database refused %(rejected)d; see the mcp_django.audit log."
+                )
+                % lost,
+            )
+        if lost["unreachable"]:
+            messages.warning(
+                request,
+                _("The audit log's database cannot be reached: %(waiting)d row(s) wait to be written.") % lost,
+            )
+        return super().changelist_view(request, extra_context)
+
 
 def _view_allowed(request: HttpRequest) -> bool:
     user = request.user

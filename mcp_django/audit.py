@@ -14,6 +14,17 @@ Two promises shape this module:
 
 The queue is flushed at interpreter exit (``atexit``) and by :func:`flush`,
 which tests call before they look at the table.
+
+And the log loses nothing it can keep:
+
+- One bad row never takes others with it: a batch the database refuses is
+  written again row by row, and only a row refused on its own is lost (counted,
+  logged). Text columns never hold NUL, which PostgreSQL refuses.
+- While the database cannot be reached, rows are kept in memory and written when
+  it comes back, without a restart; a refusal waiting for its row is released at
+  once (its row kept), so refused states are still answered.
+- What waits is bounded by ``AUDIT["QUEUE_SIZE"]``: rows beyond it are dropped,
+  counted and logged; :func:`stats` and check ``mcp_django.W020`` report the count.
 """
 
 from __future__ import annotations
@@ -24,11 +35,20 @@ import functools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, connections, router, transaction
+from django.db import (
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+    router,
+    transaction,
+)
 from django.utils import timezone
 
 from . import signals
@@ -42,6 +62,13 @@ _LINGER = 0.02
 # The writer closes its database connection after this many idle seconds, so
 # it holds none while nothing happens (and a test database can be dropped).
 _IDLE_CLOSE = 1.0
+# While the database cannot be reached, it is tried again this often (kept rows and new ones).
+_RETRY_SECONDS = 1.0
+# Overflow is logged at most this often.
+_WARN_EVERY = 10.0
+# Errors that say the database cannot be reached now (down, restarting, refusing
+# connections): the rows are kept and retried. Any other error is about the rows.
+_UNREACHABLE = (OperationalError, InterfaceError)
 
 
 @dataclass
@@ -56,6 +83,10 @@ class _Item:
 
 def _truncate(value: Any, length: int) -> str:
     text = "" if value is None else str(value)
+    if "\x00" in text:
+        # Client-chosen (an id, a tool name, a URI): PostgreSQL text cannot hold NUL
+        # and would refuse the row. Written as the JSON escape, so the row says what came.
+        text = text.replace("\x00", "\\u0000")
     return text[:length]
 
 
@@ -105,6 +136,19 @@ class Writer:
         # Set when a queued row has someone waiting for it (a refusal, a flush).
         self._urgent = threading.Event()
         self._thread: threading.Thread | None = None
+        # Rows made but not committed because the database could not be reached; written first.
+        self._kept: list[dict[str, Any]] = []
+        # time.monotonic() of the failed attempt while the database is unreachable, else None.
+        self._down_since: float | None = None
+        self._last_try = 0.0
+        # Rows lost: dropped because too many were waiting, refused by the database one by one.
+        self.dropped = 0
+        self.rejected = 0
+        self._warned = 0.0
+
+    def waiting(self) -> int:
+        """Rows queued or kept, not yet committed."""
+        return self._queue.qsize() + len(self._kept)
 
     def put(
         self,
@@ -112,11 +156,30 @@ class Writer:
         done: Callable[[], None] | None = None,
         *,
         close: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Queue a row; False when it was dropped because too many are waiting."""
         self._ensure_thread()
+        if row is not None and self.waiting() >= mcp_settings.AUDIT["QUEUE_SIZE"]:
+            self._overflow()
+            if done is not None:
+                done()  # nobody waits for a row that will never be written
+            return False
         self._queue.put(_Item(row, done, close))
         if done is not None:
             self._urgent.set()
+        return True
+
+    def _overflow(self) -> None:
+        self.dropped += 1
+        now = time.monotonic()
+        if self.dropped == 1 or now - self._warned >= _WARN_EVERY:
+            self._warned = now
+            logger.error(
+                "mcp_django: the audit queue is full (%d rows waiting, AUDIT['QUEUE_SIZE']): "
+                "%d row(s) dropped by this process so far",
+                self.waiting(),
+                self.dropped,
+            )
 
     def _ensure_thread(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -127,7 +190,8 @@ class Writer:
                 self._thread.start()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Block until every row queued so far is committed; False on timeout."""
+        """Block until every row queued so far is committed; False on timeout, or when
+        rows are kept because the database cannot be reached."""
         if self._thread is None or not self._thread.is_alive():
             # No writer yet (nothing was queued), or none any more: write here.
             items: list[_Item] = []
@@ -136,12 +200,12 @@ class Writer:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            if items:
-                self._write(items)
-            return True
+            if items or self._kept:
+                self._write(items, retry_now=True)
+            return not self._kept
         written = threading.Event()
         self.put(None, written.set, close=True)
-        return written.wait(timeout)
+        return written.wait(timeout) and not self._kept
 
     def _run(self) -> None:
         while True:
@@ -154,9 +218,12 @@ class Writer:
     def _step(self) -> None:
         size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
         try:
-            first = self._queue.get(timeout=_IDLE_CLOSE)
+            first = self._queue.get(timeout=_RETRY_SECONDS if self._kept else _IDLE_CLOSE)
         except queue.Empty:
-            connections.close_all()
+            if self._kept:
+                self._write([])  # the database may be back
+            else:
+                connections.close_all()
             return
         batch = [first]
         if first.done is None and not self._urgent.is_set():
@@ -171,40 +238,94 @@ class Writer:
                 break
         self._write(batch)
 
-    def _write(self, batch: list[_Item]) -> None:
+    def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
         rows = [
             item.row if isinstance(item.row, dict) else row_for(*item.row) for item in batch if item.row is not None
         ]
+        if self._kept:
+            rows, self._kept = self._kept + rows, []
         try:
             if rows:
-                _insert(rows)
-        except Exception:
-            logger.exception("mcp_django: could not write %d audit row(s)", len(rows))
+                self._insert_all(rows, retry_now)
         finally:
             try:
-                if any(item.close for item in batch):
+                if any(item.close for item in batch) or self._down_since is not None:
                     connections.close_all()
                 else:
                     close_old_connections()
             except Exception:
                 logger.exception("mcp_django: could not close the audit writer's connection")
-            # Whatever happened, nobody waits forever for this batch.
+            # Whatever happened, nobody waits forever for this batch (kept rows are written later).
             for item in batch:
                 if item.done is not None:
                     item.done()
 
+    def _insert_all(self, rows: list[dict[str, Any]], retry_now: bool) -> None:
+        now = time.monotonic()
+        if self._down_since is not None and not retry_now and now - self._last_try < _RETRY_SECONDS:
+            self._kept = rows  # not yet: the database was unreachable a moment ago
+            return
+        self._last_try = now
+        size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
+        for start in range(0, len(rows), size):
+            try:
+                self.rejected += _insert(rows[start : start + size])
+            except _UNREACHABLE as exc:
+                self._kept = rows[start:]
+                if self._down_since is None:
+                    self._down_since = now
+                    logger.error(
+                        "mcp_django: the audit log's database cannot be reached (%s); %d row(s) kept "
+                        "and written when it is back",
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                        len(self._kept),
+                    )
+                return
+            except Exception:
+                logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
+                self.rejected += len(rows[start : start + size])
+        if self._down_since is not None:
+            logger.warning(
+                "mcp_django: the audit log's database is back after %.0f s; kept rows written",
+                now - self._down_since,
+            )
+            self._down_since = None
 
-def _insert(rows: list[dict[str, Any]]) -> None:
+
+def _insert(rows: list[dict[str, Any]]) -> int:
+    """Insert rows; the number the database refused. Raises ``_UNREACHABLE`` errors."""
     try:
         _insert_many(rows)
-    except IntegrityError:
-        # Most likely a user deleted between the request and the write: keep the
-        # rows (the principal label still names them) without the foreign key.
-        for row in rows:
-            try:
-                AuditEvent.objects.create(**row)
-            except IntegrityError:
-                AuditEvent.objects.create(**{**row, "user_id": None})
+        return 0
+    except _UNREACHABLE:
+        raise
+    except Exception:
+        if len(rows) == 1:
+            return _insert_one(rows[0])
+    # One bad row must not take the others with it: each is written on its own.
+    return sum(_insert_one(row) for row in rows)
+
+
+def _insert_one(row: dict[str, Any]) -> int:
+    try:
+        try:
+            _insert_many([row])
+        except IntegrityError:
+            # Most likely a user deleted between the request and the write: keep the
+            # row (the principal label still names it) without the foreign key.
+            _insert_many([{**row, "user_id": None}])
+        return 0
+    except _UNREACHABLE:
+        raise
+    except Exception as exc:
+        logger.error(
+            "mcp_django: the database refused an audit row (%s %s by %r): %s",
+            row.get("kind"),
+            row.get("method"),
+            row.get("principal"),
+            exc,
+        )
+        return 1
 
 
 _SQL_CACHE: dict[str, tuple[str, list[tuple[str, Callable[[Any], Any]]]]] = {}
@@ -269,6 +390,16 @@ _CALL_KINDS = frozenset(str(k) for k in CALL_KINDS)
 def flush(timeout: float = 10.0) -> bool:
     """Commit every queued row now (tests; shutdown hooks)."""
     return writer.flush(timeout)
+
+
+def stats() -> dict[str, Any]:
+    """This process's audit writer: rows waiting, rows lost, and whether the database is unreachable."""
+    return {
+        "waiting": writer.waiting(),
+        "dropped": writer.dropped,
+        "rejected": writer.rejected,
+        "unreachable": writer._down_since is not None,
+    }
 
 
 atexit.register(flush, 5.0)

@@ -15,6 +15,7 @@ Ids are stable (projects silence them by id):
 - E010 a setting of the wrong type or out of range
 - E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
 - E012 TokenAuthentication without rest_framework.authtoken installed
+- W020 this process lost audit rows (a full queue, or rows the database refused)
 """
 
 from __future__ import annotations
@@ -181,3 +182,22 @@ def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[A
             )
         ]
     return []
+
+
+@register()
+def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Rows the running process could not write (run the checks inside it to see them)."""
+    from .audit import stats
+
+    lost = stats()
+    if not lost["dropped"] and not lost["rejected"]:
+        return []
+    return [
+        Warning(
+            f"This process lost {lost['dropped']} audit row(s) to a full queue and the database "
+            f"refused {lost['rejected']}.",
+            hint="Raise MCP_DJANGO['AUDIT']['QUEUE_SIZE'] if the database was down or slow for long; "
+            "the mcp_django.audit log names each refused row.",
+            id="mcp_django.W020",
+        )
+    ]

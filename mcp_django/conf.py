@@ -169,6 +169,9 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     "REFUSALS": True,
     # The most rows the background writer inserts in one statement.
     "BATCH_SIZE": 500,
+    # The most rows waiting to be written (queued, or kept while the database is
+    # unreachable). Rows beyond it are dropped, counted and logged (check W020).
+    "QUEUE_SIZE": 100_000,
     # True: round, call and ask rows are queued and written after the response.
     # False: they too are committed before the response, like refusals: one more
     # database round trip per call, but nothing is written once a test has ended
@@ -176,7 +179,7 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     # for a concurrent writer, wants this).
     "ASYNC_WRITES": True,
 }
-_AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int}
+_AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int}
 
 
 def audit(value: Any) -> dict[str, Any]:

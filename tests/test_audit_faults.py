@@ -1,0 +1,141 @@
+"""The audit log loses nothing it can keep: NUL in client-chosen values, one bad row in a
+batch, a full queue. (The database going away is tests/test_audit_outage.py.)"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from mcp_django import audit, checks, signals
+from mcp_django.auth import ANONYMOUS
+from mcp_django.models import AuditEvent, Kind
+from tests.conftest import Raw
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOOL = "test_input_required_result_elicitation"
+ADA = {"action": "accept", "content": {"name": "Ada"}}
+
+
+def _mcp(**changes: Any) -> dict[str, Any]:
+    from django.conf import settings
+
+    return {**settings.MCP_DJANGO, **changes}
+
+
+@pytest.fixture(autouse=True)
+def _background_writes(settings: Any, transactional_db: None) -> Iterator[None]:
+    # The production default: rows queued, written by the writer thread after the answer.
+    settings.MCP_DJANGO = {**settings.MCP_DJANGO, "AUDIT": {"ASYNC_WRITES": True}}
+    audit.flush()
+    AuditEvent.objects.all().delete()
+    yield
+    audit.flush()
+
+
+def b64(value: str) -> str:
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+def event(**fields: Any) -> signals.Event:
+    base: dict[str, Any] = {
+        "kind": "completed",
+        "era": "modern",
+        "transport": "http",
+        "method": "tools/call",
+        "target": "t",
+        "principal": ANONYMOUS,
+    }
+    return signals.Event(**{**base, **fields})
+
+
+def test_rows_never_hold_nul() -> None:
+    row = audit.row_for(
+        event(target="to\x00ol", request_id="id\x00", asks={"k\x00": "elicitation/create"}, client_address="a\x00")
+    )
+    assert not any("\x00" in str(v) for v in row.values())
+    assert row["target"] == "to\\u0000ol" and row["request_id"] == "id\\u0000"
+    assert list(row["asks"]) == ["k\\u0000"]
+
+
+def test_nul_in_a_refused_request_id_is_on_record_before_the_answer(raw: Raw) -> None:
+    params = {"name": TOOL, "arguments": {}, "inputResponses": {"user_name": ADA}, "requestState": "not-a-state"}
+    r = raw.post("tools/call", params, request_id="refused\x00-1")
+    assert r.json()["error"]["code"] == -32602
+    # No flush: the refusal's row is committed before the client hears the refusal.
+    (row,) = AuditEvent.objects.filter(kind=Kind.STATE_REFUSED)
+    assert row.request_id == "refused\\u0000-1" and row.target == TOOL
+
+
+def test_nul_in_a_tool_name_and_a_uri(raw: Raw) -> None:
+    name = "no\x00such-tool"
+    r = raw.post("tools/call", {"name": name, "arguments": {}}, headers={"mcp-name": b64(name)}, request_id="n\x00")
+    assert r.json()["error"]["code"] == -32602
+    uri = "test://template/7\x00/data"
+    r = raw.post("resources/read", {"uri": uri}, headers={"mcp-name": b64(uri)})
+    assert r.status_code in (200, 400)
+    assert audit.flush()
+    targets = set(AuditEvent.objects.values_list("target", flat=True))
+    assert "no\\u0000such-tool" in targets
+    assert "test://template/7\\u0000/data" in targets
+
+
+def test_one_bad_row_never_takes_the_others_with_it(caplog: pytest.LogCaptureFixture) -> None:
+    writer = audit.Writer()
+    good = [audit.row_for(event(request_id=f"good-{i}")) for i in range(10)]
+    # A row the database refuses on its own (round is a positive integer column).
+    bad = {**audit.row_for(event(request_id="bad")), "round": -5}
+    hold, resume = threading.Event(), threading.Event()
+
+    def held() -> None:
+        hold.set()
+        resume.wait(10)
+
+    writer.put(None, held)  # every row below lands in one batch
+    assert hold.wait(5)
+    for row in [*good[:5], bad, *good[5:]]:
+        writer.put(row)
+    with caplog.at_level(logging.ERROR, logger="mcp_django.audit"):
+        resume.set()
+        writer.flush()
+    stored = sorted(AuditEvent.objects.values_list("request_id", flat=True))
+    assert stored == sorted(f"good-{i}" for i in range(10))
+    assert writer.rejected == 1
+    assert any("refused an audit row" in r.getMessage() for r in caplog.records)
+
+
+def test_the_queue_is_bounded_and_overflow_is_counted(raw: Raw, caplog: pytest.LogCaptureFixture) -> None:
+    before = audit.stats()["dropped"]
+    hold, resume = threading.Event(), threading.Event()
+
+    def held() -> None:
+        hold.set()
+        resume.wait(10)
+
+    audit.writer.put(None, held)
+    assert hold.wait(5)
+    try:
+        with (
+            override_settings(MCP_DJANGO=_mcp(AUDIT={"ASYNC_WRITES": True, "QUEUE_SIZE": 3})),
+            caplog.at_level(logging.ERROR, logger="mcp_django.audit"),
+        ):
+            for i in range(8):
+                # Calls are answered whatever happens to their rows.
+                assert raw.call("echo", {"text": str(i)}).json()["result"]["content"][0]["text"] == str(i)
+            assert audit.stats()["dropped"] - before == 5
+            warnings = checks.check_audit_losses()
+    finally:
+        resume.set()
+        audit.writer.dropped = before  # later tests' checks see a clean process
+    assert audit.flush()
+    assert AuditEvent.objects.filter(kind=Kind.COMPLETED).count() == 3
+    assert [w.id for w in warnings] == ["mcp_django.W020"]
+    assert any("audit queue is full" in r.getMessage() for r in caplog.records)
+    # Logged once (then at most every few seconds), not once per dropped row.
+    assert sum("audit queue is full" in r.getMessage() for r in caplog.records) == 1
