@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .protocol.jsonrpc import dumps
+from .schema.types import to_jsonable
 
 
 class ToolError(Exception):
@@ -102,7 +102,7 @@ def resource_contents(uri: str, value: Any, mime_type: str | None) -> dict[str, 
         out["blob"] = base64.b64encode(bytes(value)).decode("ascii")
         return out
     if not isinstance(value, str):
-        value = dumps(value).decode()
+        value = dumps(jsonable(value)).decode()
         mime_type = mime_type or "application/json"
     out["mimeType"] = mime_type or "text/plain"
     out["text"] = value
@@ -120,17 +120,26 @@ def content_block(value: Any) -> dict[str, Any]:
 
 
 def jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
+    """What a handler returned as JSON data: dataclasses, TypedDicts, Decimals, dates, UUIDs, enums,
+    tuples and sets, msgspec Structs, Pydantic models and DRF serializers (their ``.data``), nested.
+
+    Raises ``TypeError`` for a value with no JSON form.
+    """
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return to_jsonable(value)
 
 
 def tool_result(value: Any) -> dict[str, Any]:
-    """The ``tools/call`` result for what a tool returned."""
+    """The ``tools/call`` result for what a tool returned.
+
+    An object (a dict, dataclass, model, serializer...) is also ``structuredContent``:
+    the shape a return annotation's inferred ``outputSchema`` describes.
+    """
     if isinstance(value, ToolResult):
         out: dict[str, Any] = {"content": [content_block(c) for c in value.content]}
         if value.structured is not None:
-            out["structuredContent"] = value.structured
+            out["structuredContent"] = value.structured = jsonable(value.structured)
             if not value.content:
                 out["content"] = [{"type": "text", "text": dumps(value.structured).decode()}]
         if value.is_error:

@@ -104,6 +104,14 @@ class Tool(Handler):
     # Names of the parameters the handler accepts from arguments; None: it takes **kwargs.
     accepts: frozenset[str] | None = None
     kind: str = "tool"
+    # Validates a call's arguments and converts them into what the handler takes
+    # (schemas.Parameters from the signature; by default, a check against input_schema).
+    parameters: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parameters is None:
+            self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
@@ -123,6 +131,8 @@ class Prompt(Handler):
     arguments: list[dict[str, Any]] = field(default_factory=list)
     completions: dict[str, Func] = field(default_factory=dict)
     kind: str = "prompt"
+    # Converts the (string) arguments into the parameters' declared types.
+    parameters: Any = None
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments}
@@ -260,7 +270,11 @@ class Registry:
     ) -> Callable[[Func], Func]:
         """Register a sync or async function as a tool.
 
-        The input schema comes from the signature (``ctx`` excluded) unless given.
+        The input schema comes from the signature (``ctx`` excluded) unless given, and
+        arguments are converted into the annotated types; the output schema comes from
+        a return annotation that is an object type (dataclass, TypedDict, serializer,
+        model) unless given. An annotation with no JSON schema raises
+        ``ImproperlyConfigured`` here, naming the tool and the parameter.
         """
 
         def decorator(func: Func) -> Func:
@@ -268,15 +282,19 @@ class Registry:
             sig = inspect.signature(func)
             takes_any = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
             accepts = None if takes_any else frozenset(n for n in sig.parameters if n != ctx_param)
+            owner = f"tool {name or func.__name__!r} ({_dotted(func)})"
+            parameters = None
+            if not input_schema:
+                parameters = schemas.Parameters(func, skip={ctx_param} if ctx_param else set(), owner=owner)
             self.add_tool(
                 Tool(
                     name=name or func.__name__,
                     func=func,
                     description=_describe(func, description),
                     title=title,
-                    input_schema=input_schema
-                    or schemas.signature_schema(func, skip={ctx_param} if ctx_param else set()),
-                    output_schema=output_schema,
+                    input_schema=input_schema or parameters.schema,  # type: ignore[union-attr]
+                    parameters=parameters,
+                    output_schema=output_schema if output_schema is not None else schemas.output_schema(func, owner),
                     annotations=annotations,
                     permissions=tuple(permissions),
                     permission_classes=tuple(permission_classes),
@@ -305,7 +323,9 @@ class Registry:
 
         def decorator(func: Func) -> Func:
             ctx_param = _context_param(func)
-            params = schemas.signature_schema(func, skip={ctx_param} if ctx_param else set())
+            owner = f"prompt {name or func.__name__!r} ({_dotted(func)})"
+            parameters = schemas.Parameters(func, skip={ctx_param} if ctx_param else set(), owner=owner)
+            params = parameters.schema
             required = set(params.get("required", []))
             arguments = []
             for arg, arg_schema in params["properties"].items():
@@ -324,6 +344,7 @@ class Registry:
                 permission_classes=tuple(permission_classes),
                 allow_anonymous=allow_anonymous,
                 context_param=ctx_param,
+                parameters=parameters,
             )
             self._add(self.prompts, item, item.name)
             return func

@@ -192,9 +192,9 @@ def test_unknown_tool_and_bad_arguments(raw: Raw) -> None:
     r = raw.call("no_such_tool")
     assert r.status_code == 400 and error(r)["code"] == -32602
     bad = raw.call("echo", {"text": 5}).json()["result"]
-    assert bad["isError"] is True and "text: expected string" in bad["content"][0]["text"]
+    assert bad["isError"] is True and "text: Expected `str`, got `int`" in bad["content"][0]["text"]
     extra = raw.call("echo", {"text": "a", "nope": 1}).json()["result"]
-    assert extra["isError"] is True and "nope: unexpected argument" in extra["content"][0]["text"]
+    assert extra["isError"] is True and "nope: unexpected field" in extra["content"][0]["text"]
     missing = raw.call("echo", {}).json()["result"]
     assert missing["isError"] is True and "text: this field is required" in missing["content"][0]["text"]
 

@@ -8,6 +8,7 @@ refuses a malformed one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +105,17 @@ def _action(key: str, raw: dict[str, Any]) -> Action:
     return action
 
 
-def _elicit_parser(json_schema: dict[str, Any], serializer: Any) -> Callable[[str, Any], ElicitResult]:
+def _elicit_parser(
+    json_schema: dict[str, Any], serializer: Any = None, target: Any = None
+) -> Callable[[str, Any], ElicitResult]:
+    """Checks an answer's content against what was asked, and makes the handler's ``data``.
+
+    A serializer validates it (``data`` is its ``validated_data``); a type (a dataclass,
+    TypedDict, model...) converts it (``data`` is an instance, defaults filled); a
+    dict schema validates it (Draft 2020-12, formats checked; ``data`` is the dict).
+    """
+    validator = schemas.validator_for(json_schema) if serializer is None and target is None else None
+
     def parse(key: str, raw: Any) -> ElicitResult:
         raw = _require_dict(key, raw)
         action = _action(key, raw)
@@ -118,7 +129,13 @@ def _elicit_parser(json_schema: dict[str, Any], serializer: Any) -> Callable[[st
             if not instance.is_valid():
                 raise AnswerInvalid(key, str(dict(instance.errors)))
             return ElicitResult(action, dict(instance.validated_data), content)
-        errors = schemas.validate(content, json_schema)
+        if target is not None:
+            try:
+                return ElicitResult(action, schemas.convert(content, target), content)
+            except ValueError as exc:  # msgspec.ValidationError is a ValueError
+                raise AnswerInvalid(key, schemas.problem(exc)) from None
+        assert validator is not None
+        errors = validator.errors(content)
         if errors:
             raise AnswerInvalid(key, "; ".join(errors))
         return ElicitResult(action, content, content)
@@ -126,20 +143,35 @@ def _elicit_parser(json_schema: dict[str, Any], serializer: Any) -> Callable[[st
     return parse
 
 
+@functools.cache
+def _form(tp: Any) -> tuple[dict[str, Any], Any]:
+    """The requested schema of a type, and the type to convert answers into (built once per type)."""
+    prepared = schemas.prepare(tp, f"the elicitation schema {getattr(tp, '__qualname__', tp)!r}")
+    return schemas.type_schema(tp), prepared.type
+
+
 def elicit(message: str, schema: Any, *, key: str | None = None) -> Ask:
-    """A form: ``schema`` is a JSON schema dict, a dataclass, a TypedDict or a DRF serializer."""
+    """A form: ``schema`` is a JSON schema dict, a dataclass, a TypedDict, a Pydantic model or a DRF serializer.
+
+    The accepted answer's ``data`` is the dict (a JSON schema), the instance with its
+    defaults filled (a dataclass or model), the validated dict (a TypedDict), or the
+    serializer's ``validated_data``.
+    """
     serializer = None
+    target = None
     if isinstance(schema, dict):
         json_schema = schema
     elif schemas.is_serializer(schema):
         serializer = schema if isinstance(schema, type) else type(schema)
         json_schema = schemas.serializer_schema(schema)
     else:
-        json_schema = schemas.type_schema(schema)
+        json_schema, target = _form(schema)
     if json_schema.get("type") != "object":
         raise TypeError("an elicitation schema must describe an object")
     params = {"mode": "form", "message": message, "requestedSchema": json_schema}
-    return Ask("elicitation/create", params, "elicitation.form", "elicit", key, _elicit_parser(json_schema, serializer))
+    return Ask(
+        "elicitation/create", params, "elicitation.form", "elicit", key, _elicit_parser(json_schema, serializer, target)
+    )
 
 
 CONFIRM_SCHEMA = {
@@ -151,7 +183,7 @@ CONFIRM_SCHEMA = {
 
 def confirm(message: str, *, key: str | None = None) -> Ask:
     """Yes or no: true only when the user accepts and ticks confirm."""
-    inner = _elicit_parser(CONFIRM_SCHEMA, None)
+    inner = _elicit_parser(CONFIRM_SCHEMA)
 
     def parse(k: str, raw: Any) -> bool:
         result = inner(k, raw)

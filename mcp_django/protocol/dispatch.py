@@ -12,7 +12,7 @@ from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
-from ..registry import Handler, Registry, ResourceTemplate, Tool
+from ..registry import Handler, Registry, ResourceTemplate
 from ..state import StateRefused
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -183,9 +183,12 @@ class Dispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             raise InvalidParams("params.arguments must be an object")
-        problems = _argument_problems(tool, arguments)
-        if problems:
-            return content.error_result("Invalid arguments: " + "; ".join(problems))
+        try:
+            # Validated and converted into the declared types in one pass. A mistake is a tool
+            # error (SEP-1303), so the model reads which field was wrong and can try again.
+            arguments = tool.parameters.convert(arguments)
+        except schema.ArgumentsInvalid as exc:
+            return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         try:
             outcome = await self._run(tool, arguments, call)
         except content.ToolError as exc:
@@ -197,7 +200,11 @@ class Dispatcher:
             return content.error_result(f"Error executing tool {name}")
         if outcome.input_required is not None:
             return outcome.input_required
-        return content.tool_result(outcome.value)
+        try:
+            return content.tool_result(outcome.value)
+        except TypeError as exc:
+            logger.error("tool %s returned a value with no JSON form: %s", name, exc)
+            return content.error_result(f"Error executing tool {name}: {exc}")
 
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -211,7 +218,14 @@ class Dispatcher:
         if missing:
             raise InvalidParams(f"missing required arguments: {', '.join(missing)}")
         known = {a["name"] for a in prompt.arguments}
-        outcome = await self._guarded_run(prompt, {k: v for k, v in arguments.items() if k in known}, call)
+        arguments = {k: v for k, v in arguments.items() if k in known}
+        if prompt.parameters is not None:
+            try:
+                # Prompt arguments are strings: read as the declared types (int, date, enum...).
+                arguments = prompt.parameters.convert(arguments, strict=False)
+            except schema.ArgumentsInvalid as exc:
+                raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
+        outcome = await self._guarded_run(prompt, arguments, call)
         if outcome.input_required is not None:
             return outcome.input_required
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -377,13 +391,6 @@ async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], ca
 async def _send_finished(call: Call, outcome: str, reason: str) -> None:
     event = call.event(outcome, reason=reason, outcome=outcome)
     await signals.call_finished.asend(_SENDER[call.method], event=event)
-
-
-def _argument_problems(tool: Tool, arguments: dict[str, Any]) -> list[str]:
-    problems = schema.validate(arguments, tool.input_schema)
-    if tool.accepts is not None:
-        problems += [f"{name}: unexpected argument" for name in arguments if name not in tool.accepts]
-    return problems
 
 
 def _drf(request: Any, call: Call) -> Any:

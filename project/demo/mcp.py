@@ -47,15 +47,15 @@ async def plan_trip(ctx: Context, traveller: str) -> str:
     )
     if not trip:
         return "No trip planned."
-    ctx.state["destination"] = trip.data["destination"]
+    plan: Trip = trip.data  # a Trip: a budget the client left out is the default, "medium"
+    ctx.state["destination"] = plan.destination
     ideas = await ctx.sample(
-        f"Suggest three things to do in {trip.data['destination']} over {trip.data['nights']} nights "
-        f"on a {trip.data['budget']} budget.",
+        f"Suggest three things to do in {plan.destination} over {plan.nights} nights on a {plan.budget} budget.",
         max_tokens=200,
     )
-    if not await ctx.confirm(f"Book {trip.data['nights']} nights in {trip.data['destination']}?"):
+    if not await ctx.confirm(f"Book {plan.nights} nights in {plan.destination}?"):
         return "Trip not booked."
-    return f"Booked {traveller} to {trip.data['destination']} ({len(roots)} root(s) seen). Ideas: {ideas.text}"
+    return f"Booked {traveller} to {plan.destination} ({len(roots)} root(s) seen). Ideas: {ideas.text}"
 
 
 @mcp.tool()

@@ -1,0 +1,46 @@
+"""JSON schemas from Python, and values checked and converted against them.
+
+- :mod:`.types`: annotations as JSON schemas, JSON values converted into them (msgspec);
+- :mod:`.signature`: a handler's parameters (input schema + conversion) and its output schema;
+- :mod:`.validator`: Draft 2020-12 validation of schemas given as dicts (jsonschema-rs);
+- :mod:`.drf`: DRF serializers as schemas;
+- :mod:`.docstrings`: parameter descriptions from docstrings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .drf import _choice, field_schema, is_serializer, serializer_schema
+from .signature import ArgumentsInvalid, Parameters, SchemaArguments, output_schema, resolved_hints
+from .types import Email, SchemaError, convert, is_typeddict, prepare, problem, to_jsonable, type_schema
+from .validator import Validator, validate, validator_for
+
+__all__ = [
+    "ArgumentsInvalid",
+    "Email",
+    "Parameters",
+    "SchemaArguments",
+    "SchemaError",
+    "Validator",
+    "_choice",
+    "convert",
+    "field_schema",
+    "is_serializer",
+    "is_typeddict",
+    "output_schema",
+    "prepare",
+    "problem",
+    "resolved_hints",
+    "serializer_schema",
+    "signature_schema",
+    "to_jsonable",
+    "type_schema",
+    "validate",
+    "validator_for",
+]
+
+
+def signature_schema(func: Any, *, skip: set[str]) -> dict[str, Any]:
+    """The input schema of a handler: one property per parameter, except ``skip``."""
+    return Parameters(func, skip=skip).schema

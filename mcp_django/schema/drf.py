@@ -1,0 +1,169 @@
+"""JSON schemas of DRF serializers: writable fields as input, readable ones as output."""
+
+from __future__ import annotations
+
+import decimal
+from typing import Any
+
+
+def is_serializer(tp: Any) -> bool:
+    try:
+        from rest_framework import serializers
+    except ImportError:  # pragma: no cover
+        return False
+    return (isinstance(tp, type) and issubclass(tp, serializers.BaseSerializer)) or isinstance(
+        tp, serializers.BaseSerializer
+    )
+
+
+def _jsonable(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def serializer_schema(serializer: Any, *, for_output: bool = False) -> dict[str, Any]:
+    """Object schema of a DRF serializer: writable fields as input, readable ones as output."""
+    instance = serializer() if isinstance(serializer, type) else serializer
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, f in instance.fields.items():
+        if for_output and f.write_only:
+            continue
+        if not for_output and f.read_only:
+            continue
+        schema = field_schema(f, for_output=for_output)
+        properties[name] = schema
+        if not for_output and f.required:
+            required.append(name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
+    from rest_framework import serializers as s
+
+    schema: dict[str, Any]
+    if isinstance(f, s.ListSerializer):
+        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
+    elif isinstance(f, s.BaseSerializer):
+        schema = serializer_schema(f, for_output=for_output)
+    elif isinstance(f, s.MultipleChoiceField):
+        schema = {"type": "array", "items": {"enum": [_choice(k) for k in f.choices]}, "uniqueItems": True}
+    elif isinstance(f, s.ChoiceField):
+        values = [_choice(k) for k in f.choices]
+        schema = {"enum": values}
+        if all(isinstance(v, str) for v in values):
+            schema["type"] = "string"
+        elif all(isinstance(v, int) for v in values):
+            schema["type"] = "integer"
+    elif isinstance(f, s.BooleanField):
+        schema = {"type": "boolean"}
+    elif isinstance(f, s.IntegerField):
+        schema = {"type": "integer"}
+        _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, s.DecimalField) and for_output and _decimal_as_string(f):
+        # What DRF puts on the wire: COERCE_DECIMAL_TO_STRING makes decimals strings.
+        schema = {"type": "string", "format": "decimal"}
+    elif isinstance(f, (s.FloatField, s.DecimalField)):
+        schema = {"type": "number"}
+        _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, s.EmailField):
+        schema = {"type": "string", "format": "email"}
+    elif isinstance(f, s.URLField):
+        schema = {"type": "string", "format": "uri"}
+    elif isinstance(f, s.UUIDField):
+        schema = {"type": "string", "format": "uuid"}
+    elif isinstance(f, s.DateTimeField):
+        schema = {"type": "string", "format": "date-time"}
+    elif isinstance(f, s.DateField):
+        schema = {"type": "string", "format": "date"}
+    elif isinstance(f, s.ListField):
+        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
+        _bounds(schema, f, "minItems", "maxItems", attrs=("min_length", "max_length"))
+    elif isinstance(f, (s.DictField, s.JSONField, s.HStoreField)):
+        schema = {"type": "object"} if not isinstance(f, s.JSONField) else {}
+    elif isinstance(f, s.PrimaryKeyRelatedField):
+        schema = {"type": "integer"}
+    elif isinstance(f, s.ManyRelatedField):
+        schema = {"type": "array", "items": field_schema(f.child_relation, for_output=for_output)}
+    elif isinstance(f, s.CharField):
+        schema = {"type": "string"}
+        _bounds(schema, f, "minLength", "maxLength", attrs=("min_length", "max_length"))
+    else:
+        schema = {}
+    label = getattr(f, "label", None)
+    if label:
+        schema["title"] = str(label)
+    if getattr(f, "help_text", None):
+        schema["description"] = str(f.help_text)
+    default = getattr(f, "default", s.empty)
+    if default is not s.empty and not callable(default) and _jsonable(default):
+        schema["default"] = default
+    if not for_output:
+        _validator_constraints(schema, f)
+    if getattr(f, "allow_blank", False) and "enum" in schema and "" not in schema["enum"]:
+        schema["enum"] = [*schema["enum"], ""]
+    if getattr(f, "allow_null", False):
+        if isinstance(schema.get("type"), str):
+            schema["type"] = [schema["type"], "null"]
+        if "enum" in schema and None not in schema["enum"]:
+            schema["enum"] = [*schema["enum"], None]
+    return schema
+
+
+def _decimal_as_string(f: Any) -> bool:
+    from rest_framework.settings import api_settings
+
+    coerce = getattr(f, "coerce_to_string", None)
+    return bool(api_settings.COERCE_DECIMAL_TO_STRING if coerce is None else coerce)
+
+
+def _validator_constraints(schema: dict[str, Any], f: Any) -> None:
+    """The constraints of a field's validators that JSON Schema can say (the field still checks them all)."""
+    from django.core import validators as v
+
+    for validator in getattr(f, "validators", ()):
+        limit = getattr(validator, "limit_value", None)
+        if isinstance(validator, v.MinLengthValidator) and isinstance(limit, int):
+            schema.setdefault("minLength", limit)
+        elif isinstance(validator, v.MaxLengthValidator) and isinstance(limit, int):
+            schema.setdefault("maxLength", limit)
+        elif isinstance(validator, v.MinValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
+            schema.setdefault("minimum", int(limit) if isinstance(limit, int) else float(limit))
+        elif isinstance(validator, v.MaxValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
+            schema.setdefault("maximum", int(limit) if isinstance(limit, int) else float(limit))
+        elif isinstance(validator, v.URLValidator):
+            schema.setdefault("format", "uri")
+        elif isinstance(validator, v.EmailValidator):
+            schema.setdefault("format", "email")
+        elif isinstance(validator, v.RegexValidator) and not validator.inverse_match and not validator.flags:
+            pattern = _ecma_pattern(getattr(validator.regex, "pattern", ""))
+            if pattern:
+                schema.setdefault("pattern", pattern)
+    if schema.get("type") == "string" and getattr(f, "allow_blank", True) is False and "enum" not in schema:
+        # DRF refuses "" unless allow_blank; say so, so a client does not send it.
+        schema.setdefault("minLength", 1)
+
+
+def _ecma_pattern(pattern: str) -> str | None:
+    """A Python regex as JSON Schema's (ECMA-262) dialect, or None when it uses Python-only syntax."""
+    if not isinstance(pattern, str):
+        return None
+    pattern = pattern.replace("\\A", "^").replace("\\Z", "$").replace("\\z", "$")
+    if "(?" in pattern.replace("(?:", "").replace("(?=", "").replace("(?!", ""):
+        return None
+    return pattern
+
+
+def _choice(value: Any) -> Any:
+    return value if _jsonable(value) else str(value)
+
+
+def _bounds(
+    schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[str, str] = ("min_value", "max_value")
+) -> None:
+    for key, attr in zip((low, high), attrs, strict=True):
+        value = getattr(f, attr, None)
+        if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
+            schema[key] = int(value) if isinstance(value, int) else float(value)

@@ -1,0 +1,207 @@
+"""A handler's parameters: the input schema clients see, and arguments converted into the declared types.
+
+:class:`Parameters` is built once, when the handler is registered, from its
+signature: one msgspec Struct whose fields are the parameters, so validating
+and converting a call's arguments is one ``msgspec.convert``. An annotation
+that has no schema, or that cannot be resolved, raises ``ImproperlyConfigured``
+there and then, naming the handler and the parameter.
+
+:class:`SchemaArguments` serves a schema given verbatim (``input_schema=``):
+arguments are validated against it (Draft 2020-12) and passed on as sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+import typing
+from typing import Annotated, Any, get_type_hints
+
+import msgspec
+from django.core.exceptions import ImproperlyConfigured
+
+from .docstrings import parameter_descriptions
+from .drf import is_serializer, serializer_schema
+from .types import SchemaError, convert, is_typeddict, json_schema, prepare, problem, to_jsonable
+from .validator import Validator, validator_for
+
+
+class ArgumentsInvalid(ValueError):
+    """Arguments that do not fit the schema; ``problems`` name each field."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def resolved_hints(func: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The annotations of ``func`` that resolve, and the text of those that do not (by name).
+
+    Each one is resolved on its own: an unresolvable annotation on a parameter
+    that is not an argument (``ctx`` imported only for type checking, the
+    return value) does not keep the others from being read.
+    """
+    try:
+        return get_type_hints(func, include_extras=True), {}
+    except Exception:
+        pass
+    hints: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    namespace = getattr(inspect.unwrap(func), "__globals__", {})
+    for name, annotation in getattr(func, "__annotations__", {}).items():
+        holder = types.SimpleNamespace(__annotations__={name: annotation}, __globals__=namespace)
+        try:
+            hints[name] = get_type_hints(holder, globalns=namespace, include_extras=True)[name]
+        except Exception:
+            failed[name] = annotation if isinstance(annotation, str) else repr(annotation)
+    return hints, failed
+
+
+def _default(value: Any) -> tuple[Any, str | None]:
+    """A parameter default and the description it carries (``x: int = Field(3, description=...)``)."""
+    if type(value).__name__ == "FieldInfo" and hasattr(value, "is_required"):
+        default = inspect.Parameter.empty if value.is_required() else value.get_default(call_default_factory=True)
+        return default, getattr(value, "description", None)
+    return value, None
+
+
+class Parameters:
+    """The arguments a handler takes, from its signature."""
+
+    def __init__(self, func: Any, *, skip: set[str] | frozenset[str] = frozenset(), owner: str = "") -> None:
+        self.owner = owner or getattr(func, "__qualname__", repr(func))
+        signature = inspect.signature(func)
+        hints, unresolved = resolved_hints(func)
+        docs = parameter_descriptions(func)
+        fields: list[tuple[Any, ...]] = []
+        defaults: dict[str, Any] = {}
+        checked: list[str] = []
+        self.takes_any = False
+        self.defaults: dict[str, Any] = {}
+        for name, param in signature.parameters.items():
+            if param.kind is param.VAR_KEYWORD:
+                self.takes_any = True
+                continue
+            if name in skip or param.kind is param.VAR_POSITIONAL:
+                continue
+            where = f"{self.owner}: parameter {name!r}"
+            if name in unresolved:
+                raise SchemaError(
+                    f"{where}: the annotation {unresolved[name]!r} could not be resolved (define or import it first)"
+                )
+            default, field_doc = _default(param.default)
+            annotation = hints.get(name, Any)
+            prepared = prepare(annotation, where)
+            try:
+                json_schema(prepared.type)  # a type msgspec cannot handle fails here, named
+            except SchemaError as exc:
+                raise SchemaError(f"{where}: {exc}") from None
+            if prepared.needs_validator:
+                checked.append(name)
+            tp = prepared.type
+            description = field_doc or docs.get(name)
+            if description:
+                tp = Annotated[tp, msgspec.Meta(description=description)]
+            if default is inspect.Parameter.empty:
+                fields.append((name, tp))
+            else:
+                fields.append((name, typing.Union[tp, msgspec.UnsetType], msgspec.UNSET))  # noqa: UP007
+                defaults[name] = default
+                self.defaults[name] = default
+        self.names = tuple(f[0] for f in fields)
+        self.struct = msgspec.defstruct(
+            "Arguments", fields, kw_only=True, forbid_unknown_fields=not self.takes_any, module=__name__
+        )
+        try:
+            schema = json_schema(self.struct)
+            # Builds the converter now: a union msgspec cannot decode fails here, not on a call.
+            msgspec.convert({}, self.struct)
+        except msgspec.ValidationError:
+            pass
+        except (SchemaError, TypeError, ValueError) as exc:
+            raise SchemaError(f"{self.owner}: {exc}") from None
+        properties = schema.setdefault("properties", {})
+        for name, default in defaults.items():
+            try:
+                properties[name]["default"] = to_jsonable(default)
+            except (TypeError, ValueError):
+                pass  # a default with no JSON form is simply not shown
+        if self.takes_any:
+            schema.pop("additionalProperties", None)
+        schema.pop("title", None)
+        schema.pop("description", None)
+        self.schema: dict[str, Any] = schema
+        # The parameters with keywords only a JSON Schema validator enforces (Annotated[str, {"format": ...}]).
+        self.checked: dict[str, Any] | None = None
+        if checked:
+            self.checked = {"type": "object", "properties": {name: properties[name] for name in checked}}
+            if "$defs" in schema:
+                self.checked["$defs"] = schema["$defs"]
+
+    def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
+        """The handler's keyword arguments, in their declared types; raises :class:`ArgumentsInvalid`.
+
+        ``strict=False`` also reads numbers, booleans and the like from strings
+        (prompt arguments and URI template variables are always strings).
+        """
+        if self.checked is not None:
+            errors = validator_for(self.checked).errors(arguments)
+            if errors:
+                raise ArgumentsInvalid(errors)
+        try:
+            values = convert(arguments, self.struct, strict=strict)
+        except msgspec.ValidationError as exc:
+            raise ArgumentsInvalid([problem(exc)]) from None
+        out = {name: value for name in self.names if (value := getattr(values, name)) is not msgspec.UNSET}
+        if self.takes_any:
+            out.update((k, v) for k, v in arguments.items() if k not in out and k not in self.names)
+        return out
+
+
+class SchemaArguments:
+    """Arguments checked against a schema given verbatim, passed on as sent."""
+
+    def __init__(self, schema: dict[str, Any], accepts: frozenset[str] | None = None, owner: str = "") -> None:
+        self.schema = schema
+        self.accepts = accepts
+        try:
+            self._validator = Validator(schema)
+        except ImproperlyConfigured as exc:
+            raise ImproperlyConfigured(f"{owner}: input_schema is {exc}") from None
+
+    def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
+        problems = self._validator.errors(arguments)
+        if self.accepts is not None:
+            problems += [f"{name}: unexpected argument" for name in arguments if name not in self.accepts]
+        if problems:
+            raise ArgumentsInvalid(problems)
+        return arguments
+
+
+_OBJECT_RESULTS = "a dataclass, a TypedDict, a msgspec Struct, a Pydantic model or a DRF serializer"
+
+
+def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
+    """The ``outputSchema`` a return annotation implies: an object type's schema, else None.
+
+    Only object types are inferred: ``structuredContent`` is an object, and a
+    tool returning text has no structure to promise.
+    """
+    hints, _ = resolved_hints(func)
+    tp = hints.get("return")
+    while typing.get_origin(tp) is Annotated:
+        tp = typing.get_args(tp)[0]
+    if tp is None or not isinstance(tp, type) or tp.__module__ == "mcp_django.content" or hasattr(tp, "to_dict"):
+        return None  # content blocks and ToolResult say what they are themselves
+    if is_serializer(tp):
+        return serializer_schema(tp, for_output=True)
+    pydantic = __import__("sys").modules.get("pydantic")
+    is_model = pydantic is not None and issubclass(tp, pydantic.BaseModel)
+    if not (dataclasses.is_dataclass(tp) or is_typeddict(tp) or issubclass(tp, msgspec.Struct) or is_model):
+        return None
+    where = f"{owner or getattr(func, '__qualname__', '?')}: return annotation"
+    schema = json_schema(prepare(tp, where).type)
+    if schema.get("type") != "object":  # pragma: no cover - all the kinds above are objects
+        raise SchemaError(f"{where}: {_OBJECT_RESULTS} is needed for an output schema")
+    return schema

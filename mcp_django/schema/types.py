@@ -1,0 +1,436 @@
+"""Python annotations as JSON schemas, and JSON values converted into them (msgspec).
+
+One library both describes a type and converts a JSON value into it, so the
+schema a client sees and the check its arguments meet cannot drift apart.
+msgspec handles the standard types (str, int, float, bool, Decimal, UUID,
+date/datetime/time, Enum, Literal, list/tuple/set/dict, unions, dataclasses,
+TypedDicts, NamedTuples, msgspec Structs); Pydantic models and types, when
+Pydantic is installed, and DRF serializers come in through hooks. Anything
+else is refused with :class:`SchemaError` when the schema is built, so a
+handler never silently accepts anything.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import decimal
+import enum
+import functools
+import sys
+import types
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import msgspec
+from django.core.exceptions import ImproperlyConfigured
+
+from .drf import is_serializer, serializer_schema
+from .validator import validator_for
+
+# JSON Schema keywords with a msgspec constraint of the same meaning: enforced by the converter.
+_META_KEYWORDS = {
+    "minimum": "ge",
+    "maximum": "le",
+    "exclusiveMinimum": "gt",
+    "exclusiveMaximum": "lt",
+    "multipleOf": "multiple_of",
+    "pattern": "pattern",
+    "minLength": "min_length",
+    "maxLength": "max_length",
+    "minItems": "min_length",
+    "maxItems": "max_length",
+    "minProperties": "min_length",
+    "maxProperties": "max_length",
+    "title": "title",
+    "description": "description",
+    "examples": "examples",
+}
+# Constraint attributes of annotated-types objects (what pydantic.Field(ge=...) and friends carry).
+_CONSTRAINT_ATTRS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
+# Keywords that describe without constraining: safe to show whatever the converter does.
+_ANNOTATION_KEYWORDS = frozenset({"default", "deprecated", "readOnly", "writeOnly", "$comment", "format"})
+
+Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", extra_json_schema={"format": "email"})]
+"""A string that must look like an email address; its schema carries ``format: email``."""
+
+
+class SchemaError(ImproperlyConfigured):
+    """An annotation that cannot be turned into a JSON schema and a converter."""
+
+
+@dataclasses.dataclass
+class Prepared:
+    """An annotation made ready for msgspec, and whether the converter alone enforces its schema."""
+
+    type: Any
+    # Keywords from Annotated[..., {...}] that only a JSON Schema validator can check.
+    needs_validator: bool = False
+
+
+def prepare(tp: Any, where: str) -> Prepared:
+    """The msgspec form of an annotation; raises :class:`SchemaError` naming ``where``."""
+    state = Prepared(None)
+    state.type = _prepare(tp, where, state)
+    _remember_orders(tp, set())
+    return state
+
+
+# The declared order of each set of enum values: msgspec sorts them, and a form should
+# offer choices in the order the code gives them.
+_ORDERS: dict[frozenset[tuple[str, Any]], list[Any]] = {}
+
+
+def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
+    return frozenset((type(v).__name__, v) for v in values)
+
+
+def _remember_orders(tp: Any, seen: set[int]) -> None:
+    if id(tp) in seen:
+        return
+    seen.add(id(tp))
+    origin = get_origin(tp)
+    values: list[Any] | None = None
+    if origin is Literal:
+        values = list(get_args(tp))
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        values = [m.value for m in tp]
+    if values is not None:
+        try:
+            _ORDERS[_order_key(values)] = values
+        except TypeError:
+            pass
+        return
+    for arg in get_args(tp):
+        _remember_orders(arg, seen)
+    if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or is_typeddict(tp) or issubclass(tp, msgspec.Struct)):
+        try:
+            hints = typing.get_type_hints(tp, include_extras=True)
+        except Exception:
+            return
+        for hint in hints.values():
+            _remember_orders(hint, seen)
+
+
+def _prepare(tp: Any, where: str, state: Prepared) -> Any:
+    if tp is object or tp is typing.Any:
+        return Any
+    if isinstance(tp, (str, typing.ForwardRef)):
+        raise SchemaError(f"{where}: the annotation {tp!r} could not be resolved (define or import it first)")
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *extras = get_args(tp)
+        inner = _prepare(base, where, state)
+        metas = [m for extra in extras if (m := _meta(extra, where, state)) is not None]
+        return Annotated[(inner, *metas)] if metas else inner
+    if tp is datetime.time:
+        return Annotated[datetime.time, msgspec.Meta(extra_json_schema={"format": "time"})]
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_prepare(a, where, state) for a in get_args(tp))]  # noqa: UP007
+    if origin is Literal or origin is typing.ClassVar:
+        return tp
+    if origin is not None:
+        args = get_args(tp)
+        if not args:
+            return tp
+        prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in args)
+        try:
+            return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
+        except TypeError:
+            return tp
+    if isinstance(tp, type) and _custom(tp) is None and not _native(tp):
+        raise SchemaError(
+            f"{where}: {_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
+            "a standard type, a DRF serializer or a Pydantic model"
+        )
+    return tp
+
+
+def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
+    """A msgspec constraint for one Annotated extra: text, a dict of JSON Schema keywords, a Field, a Meta."""
+    if isinstance(extra, msgspec.Meta):
+        return extra
+    if isinstance(extra, str):
+        return msgspec.Meta(description=extra)
+    if isinstance(extra, dict):
+        kwargs: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in extra.items():
+            if key in _META_KEYWORDS and _META_KEYWORDS[key] not in kwargs:
+                kwargs[_META_KEYWORDS[key]] = value
+            else:
+                rest[key] = value
+                if key not in _ANNOTATION_KEYWORDS or key == "format":
+                    state.needs_validator = True
+        if rest:
+            kwargs["extra_json_schema"] = rest
+        try:
+            return msgspec.Meta(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise SchemaError(f"{where}: {exc}") from None
+    kwargs = {}
+    documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
+    if isinstance(documentation, str):
+        kwargs["description"] = documentation
+    for attr in ("description", "title"):
+        value = getattr(extra, attr, None)
+        if isinstance(value, str):
+            kwargs[attr] = value
+    constraints = [extra, *getattr(extra, "metadata", ())]
+    for item in constraints:
+        for attr in _CONSTRAINT_ATTRS:
+            value = getattr(item, attr, None)
+            if value is not None and not callable(value):
+                kwargs.setdefault(attr, getattr(value, "pattern", value))
+    if not kwargs:
+        return None
+    try:
+        return msgspec.Meta(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+
+
+def _name(tp: Any) -> str:
+    return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', repr(tp))}"
+
+
+def _native(tp: type) -> bool:
+    """Whether msgspec describes and converts ``tp`` by itself."""
+    if tp in (str, int, float, bool, bytes, bytearray, type(None), list, tuple, set, frozenset, dict):
+        return True
+    if tp in (decimal.Decimal, datetime.date, datetime.datetime, datetime.time, datetime.timedelta):
+        return True
+    if issubclass(tp, (enum.Enum, msgspec.Struct)) or dataclasses.is_dataclass(tp):
+        return True
+    import uuid
+
+    if issubclass(tp, uuid.UUID):
+        return True
+    if is_typeddict(tp) or (issubclass(tp, tuple) and hasattr(tp, "_fields")):
+        return True
+    return False
+
+
+def is_typeddict(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
+
+
+# -- hooks: Pydantic and DRF types ----------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Custom:
+    schema: Callable[[], dict[str, Any]]
+    convert: Callable[[Any], Any]
+    dump: Callable[[Any], Any] | None = None
+
+
+@functools.cache
+def _custom(tp: Any) -> _Custom | None:
+    """How to describe and convert a type msgspec does not know, or None."""
+    if is_serializer(tp):
+        schema = serializer_schema(tp)
+
+        def from_json(value: Any) -> Any:
+            errors = validator_for(schema).errors(value)
+            if errors:
+                raise ValueError("; ".join(errors))
+            return value
+
+        return _Custom(lambda: schema, from_json)
+    pydantic = sys.modules.get("pydantic")
+    if pydantic is None or not isinstance(tp, type):
+        return None
+    if issubclass(tp, pydantic.BaseModel):
+        model: Any = tp
+        return _Custom(
+            lambda: _self_contained(model.model_json_schema()),
+            model.model_validate,
+            lambda value: value.model_dump(mode="json"),
+        )
+    if tp.__module__.startswith("pydantic"):  # EmailStr, AnyUrl, SecretStr, ...
+        try:
+            adapter = pydantic.TypeAdapter(tp)
+            adapter.json_schema()
+        except Exception:
+            return None
+        return _Custom(
+            lambda: _self_contained(adapter.json_schema()),
+            adapter.validate_python,
+            lambda value: adapter.dump_python(value, mode="json"),
+        )
+    return None
+
+
+def _schema_hook(tp: Any) -> dict[str, Any]:
+    custom = _custom(tp)
+    if custom is None:
+        raise SchemaError(f"{_name(tp)} cannot be described as a JSON schema")
+    return custom.schema()
+
+
+def dec_hook(tp: Any, value: Any) -> Any:
+    custom = _custom(tp)
+    if custom is None:
+        raise NotImplementedError(f"no conversion into {_name(tp)}")
+    try:
+        return custom.convert(value)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise ValueError(_one_line(str(exc))) from None
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("For further")]
+    return "; ".join(lines)
+
+
+def enc_hook(value: Any) -> Any:
+    if is_serializer(value) and not isinstance(value, type):
+        return value.data
+    custom = _custom(type(value))
+    if custom is not None and custom.dump is not None:
+        return custom.dump(value)
+    if isinstance(value, decimal.Decimal):  # pragma: no cover - msgspec encodes Decimal itself
+        return str(value)
+    raise TypeError(f"cannot serialise a {type(value).__name__} as JSON")
+
+
+# -- schemas --------------------------------------------------------------------------
+
+
+@functools.cache
+def _cached_schema(tp: Any) -> dict[str, Any]:
+    try:
+        (schema,), components = msgspec.json.schema_components((tp,), schema_hook=_schema_hook)
+    except SchemaError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(str(exc)) from None
+    return tidy(inline(schema, components))
+
+
+def json_schema(tp: Any) -> dict[str, Any]:
+    """The JSON schema of a prepared annotation: inline where it can be, with ``$defs`` for recursive types."""
+    try:
+        return copy.deepcopy(_cached_schema(tp))
+    except TypeError as exc:  # an unhashable annotation (a dict inside Annotated)
+        if "unhashable" not in str(exc):
+            raise
+        return _cached_schema.__wrapped__(tp)
+
+
+def _self_contained(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema made by another library, its own ``$defs`` inlined (it is embedded in ours)."""
+    defs = schema.pop("$defs", {})
+    return inline(schema, defs, prefix="#/$defs/")
+
+
+def inline(schema: dict[str, Any], components: dict[str, Any], prefix: str = "#/$defs/") -> dict[str, Any]:
+    """Replace each ``$ref`` by a copy of its target; a recursive one stays a ``$ref`` into ``$defs``.
+
+    Clients (and elicitation forms above all) handle flat schemas best.
+    """
+    kept: dict[str, Any] = {}
+
+    def walk(node: Any, stack: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, stack) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(prefix):
+            name = ref[len(prefix) :]
+            siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
+            if name in stack or name not in components:
+                if name in components and name not in kept:
+                    kept[name] = None
+                    kept[name] = walk(components[name], (*stack, name))
+                return {"$ref": f"#/$defs/{name}", **siblings}
+            target = walk(components[name], (*stack, name))
+            target.pop("title", None)  # a class name makes a poor label
+            return {**target, **siblings}
+        return {k: walk(v, stack) for k, v in node.items()}
+
+    out = walk(schema, ())
+    if kept:
+        out["$defs"] = {name: tidy(s) for name, s in kept.items()}
+    return out
+
+
+def tidy(schema: Any) -> Any:
+    """Small rewrites that read better: enum types stated, ``anyOf [X, null]`` as a type list."""
+    if isinstance(schema, list):
+        return [tidy(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    schema = {k: tidy(v) for k, v in schema.items()}
+    if schema.get("format") == "decimal" and schema.get("type") == "string":
+        # A Decimal is accepted as a JSON number or a string (a string keeps every digit).
+        schema["type"] = ["number", "string"]
+    values = schema.get("enum")
+    if isinstance(values, list) and values:
+        try:
+            declared = _ORDERS.get(_order_key(values))
+        except TypeError:
+            declared = None
+        if declared is not None:
+            schema["enum"] = values = list(declared)
+    if isinstance(values, list) and "type" not in schema and values:
+        if all(isinstance(v, str) for v in values):
+            schema["type"] = "string"
+        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            schema["type"] = "integer"
+    options = schema.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        kind = other.get("type")
+        if isinstance(kind, (str, list)) and "anyOf" not in other and "$ref" not in other:
+            merged = {**other, "type": [*([kind] if isinstance(kind, str) else kind), "null"]}
+            if "enum" in merged:
+                merged["enum"] = [*merged["enum"], None]
+            rest = {k: v for k, v in schema.items() if k != "anyOf"}
+            return {**merged, **rest}
+    return schema
+
+
+def type_schema(tp: Any, where: str = "annotation") -> dict[str, Any]:
+    """The JSON schema of a Python annotation (or a DRF serializer); :class:`SchemaError` if it has none."""
+    if is_serializer(tp):
+        return serializer_schema(tp)
+    prepared = prepare(tp, where)
+    try:
+        return json_schema(prepared.type)
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+
+
+# -- values -----------------------------------------------------------------------------
+
+
+def convert(value: Any, tp: Any, *, strict: bool = True) -> Any:
+    """``value`` (JSON data) as ``tp``; raises ``msgspec.ValidationError`` naming the field."""
+    return msgspec.convert(value, tp, strict=strict, dec_hook=dec_hook)
+
+
+def to_jsonable(value: Any) -> Any:
+    """What a handler returned, as JSON data: dataclasses, Decimals, dates, UUIDs, enums, models..."""
+    return msgspec.to_builtins(value, enc_hook=enc_hook)
+
+
+def problem(exc: msgspec.ValidationError) -> str:
+    """A msgspec error as ``field: message`` (``$.a.b[0]`` becomes ``a.b[0]``)."""
+    text = str(exc)
+    message, sep, path = text.rpartition(" - at `")
+    if not sep:
+        message, path = text, ""
+    path = path.rstrip("`").removeprefix("$").removeprefix(".")
+    for prefix, says in (
+        ("Object missing required field `", "required"),
+        ("Object contains unknown field `", "unexpected"),
+    ):
+        if message.startswith(prefix):
+            name = message[len(prefix) :].rstrip("`")
+            return f"{path + '.' if path else ''}{name}: {'this field is required' if says == 'required' else 'unexpected field'}"
+    return f"{path or 'value'}: {message}"

@@ -1,0 +1,72 @@
+"""Validation against JSON schemas given as dicts: Draft 2020-12 by jsonschema-rs, compiled once per schema.
+
+Used for ``input_schema=`` dicts given verbatim, for elicitation answers to a
+dict schema, and for the keywords of ``Annotated[..., {...}]`` that the type
+converter cannot enforce itself. Formats (date, date-time, time, uuid, email,
+uri, ...) are checked, not merely annotated.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import jsonschema_rs
+from django.core.exceptions import ImproperlyConfigured
+
+# Compiled validators by id(schema), with the schema itself to confirm the id was not reused.
+_compiled: dict[int, tuple[dict[str, Any], Validator]] = {}
+_MAX_COMPILED = 4096
+_lock = threading.Lock()
+
+
+class Validator:
+    """One compiled schema. ``errors(value)`` lists the problems, each naming where it is."""
+
+    __slots__ = ("_check",)
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        if not isinstance(schema, dict):
+            raise ImproperlyConfigured(f"a JSON schema must be an object, not {type(schema).__name__}")
+        try:
+            if "$schema" in schema:
+                self._check = jsonschema_rs.validator_for(schema, validate_formats=True)
+            else:
+                self._check = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
+        except (jsonschema_rs.ValidationError, ValueError) as exc:
+            first = str(exc).split("\n", 1)[0]
+            raise ImproperlyConfigured(f"not a valid JSON schema: {first}") from None
+
+    def is_valid(self, value: Any) -> bool:
+        return self._check.is_valid(value)
+
+    def errors(self, value: Any) -> list[str]:
+        if self._check.is_valid(value):
+            return []
+        return [f"{where(e.instance_path)}: {e.message}" for e in self._check.iter_errors(value)]
+
+
+def where(path: Any) -> str:
+    """A JSON pointer's parts as ``a.b[0]``; ``value`` for the root."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "value"
+
+
+def validator_for(schema: dict[str, Any]) -> Validator:
+    """The compiled validator of ``schema``, compiled on first use (schemas are not copied or hashed)."""
+    entry = _compiled.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    validator = Validator(schema)
+    with _lock:
+        if len(_compiled) >= _MAX_COMPILED:
+            _compiled.clear()
+        _compiled[id(schema)] = (schema, validator)
+    return validator
+
+
+def validate(value: Any, schema: dict[str, Any]) -> list[str]:
+    """Errors of ``value`` against ``schema`` (an empty list when it is valid)."""
+    return validator_for(schema).errors(value)
