@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import enum
+import re
 from typing import Annotated, Any, Literal, TypedDict
 
+import pydantic
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 
 from mcp_django import schema
+from mcp_django.protocol.jsonrpc import dumps, loads
 from mcp_django.registry import Registry
 
 
@@ -153,3 +158,140 @@ def test_registry_names_and_context_parameter() -> None:
     assert registry.tools["custom"].context_param == "c"
     assert "c" not in registry.tools["custom"].input_schema["properties"]
     assert registry.tools["annotated"].context_param is None
+
+
+class Opaque:
+    """A class with no JSON form."""
+
+
+def test_unsupported_annotation_is_an_error_at_registration() -> None:
+    registry = Registry()
+    with pytest.raises(ImproperlyConfigured, match=r"tool 'opaque' .*parameter 'thing'.*Opaque cannot be described"):
+
+        @registry.tool(name="opaque")
+        def opaque(ctx: Any, thing: Opaque) -> None: ...
+
+    with pytest.raises(ImproperlyConfigured, match=r"parameter 'when'.*more than one str-like type"):
+
+        @registry.tool()
+        def ambiguous(when: str | datetime.date) -> None: ...
+
+    with pytest.raises(ImproperlyConfigured, match=r"parameter 'later'.*'DefinedNowhere' could not be resolved"):
+
+        @registry.tool()
+        def unresolved(later: DefinedNowhere) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+
+    assert not registry.tools
+
+
+def test_docstring_styles_describe_parameters() -> None:
+    def google(a: int, b: str) -> None:
+        """Do it.
+
+        Args:
+            a: The a,
+                on two lines.
+            b (str): The b.
+        """
+
+    def numpy(a: int) -> None:
+        """Do it.
+
+        Parameters
+        ----------
+        a : int
+            The a.
+        """
+
+    def sphinx(a: int) -> None:
+        """Do it.
+
+        :param a: The a.
+        """
+
+    assert schema.Parameters(google).schema["properties"] == {
+        "a": {"type": "integer", "description": "The a, on two lines."},
+        "b": {"type": "string", "description": "The b."},
+    }
+    assert schema.Parameters(numpy).schema["properties"]["a"]["description"] == "The a."
+    assert schema.Parameters(sphinx).schema["properties"]["a"]["description"] == "The a."
+
+
+def test_annotated_keywords_are_enforced() -> None:
+    def tool(
+        code: Annotated[str, {"pattern": "^[A-Z]{3}$", "description": "A code."}],
+        mail: Annotated[str, {"format": "email"}] = "a@b.co",
+        tags: Annotated[list[str], {"uniqueItems": True}] = (),  # type: ignore[assignment]
+        n: Annotated[int, {"minimum": 1, "maximum": 9}] = 1,
+        e: schema.Email = "x@y.co",
+    ) -> None: ...
+
+    params = schema.Parameters(tool)
+    assert params.schema["properties"]["code"] == {"type": "string", "pattern": "^[A-Z]{3}$", "description": "A code."}
+    assert params.convert({"code": "ABC"}) == {"code": "ABC"}
+    for bad, says in [
+        ({"code": "abc"}, "code: Expected `str` matching regex"),
+        ({"code": "ABC", "mail": "nope"}, 'mail: "nope" is not a "email"'),
+        ({"code": "ABC", "tags": ["a", "a"]}, "tags: "),
+        ({"code": "ABC", "n": 10}, "n: Expected `int` <= 9"),
+        ({"code": "ABC", "e": "nope"}, "e: Expected `str` matching regex"),
+    ]:
+        with pytest.raises(schema.ArgumentsInvalid, match=re.escape(says)):
+            params.convert(bad)
+
+
+class Item(pydantic.BaseModel):
+    sku: str = pydantic.Field(description="Stock unit.")
+    qty: int = 1
+
+
+def test_pydantic_fields_and_models() -> None:
+    def tool(item: Item, n: Annotated[int, pydantic.Field(ge=2, description="How many.")] = 2) -> Item:
+        return item
+
+    params = schema.Parameters(tool)
+    props = params.schema["properties"]
+    assert props["item"]["properties"]["sku"]["description"] == "Stock unit."
+    assert props["n"] == {"type": "integer", "minimum": 2, "description": "How many.", "default": 2}
+    assert params.convert({"item": {"sku": "A"}}) == {"item": Item(sku="A", qty=1)}
+    with pytest.raises(schema.ArgumentsInvalid, match="n: Expected `int` >= 2"):
+        params.convert({"item": {"sku": "A"}, "n": 1})
+    assert schema.output_schema(tool)["properties"]["qty"]["default"] == 1
+
+
+@dataclasses.dataclass
+class Line:
+    price: decimal.Decimal
+    day: datetime.date
+    color: Color
+    pair: tuple[int, int] = (1, 2)
+
+
+def test_results_serialise_back() -> None:
+    from mcp_django import content
+
+    result = content.tool_result(Line(decimal.Decimal("9.90"), datetime.date(2026, 1, 2), Color.BLUE))
+    assert loads(dumps(result["structuredContent"])) == {
+        "price": "9.90",
+        "day": "2026-01-02",
+        "color": "blue",
+        "pair": [1, 2],
+    }
+    assert content.tool_result(decimal.Decimal("1.10"))["content"][0]["text"] == '"1.10"'
+    assert content.tool_result(OrderSerializer({"email": "a@b.co", "size": "s", "qty": 2, "id": 1}))[
+        "structuredContent"
+    ] == {"id": 1, "email": "a@b.co", "size": "s", "qty": 2, "note": None}
+    with pytest.raises(TypeError, match="Opaque"):
+        content.tool_result({"x": Opaque()})
+
+
+def test_output_schema_from_return_annotations() -> None:
+    def dc() -> Line: ...
+    def td() -> Point: ...
+    def ser() -> OrderSerializer: ...
+    def text() -> str: ...
+
+    assert schema.output_schema(dc)["properties"]["price"] == {"type": ["number", "string"], "format": "decimal"}
+    assert schema.output_schema(td)["required"] == ["x", "y"]
+    assert "id" in schema.output_schema(ser)["properties"]
+    assert schema.output_schema(text) is None

@@ -57,6 +57,9 @@ Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", extra
 """A string that must look like an email address; its schema carries ``format: email``."""
 
 
+_FORMATS = {datetime.datetime: "date-time", datetime.time: "time"}
+
+
 class SchemaError(ImproperlyConfigured):
     """An annotation that cannot be turned into a JSON schema and a converter."""
 
@@ -125,8 +128,9 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
         inner = _prepare(base, where, state)
         metas = [m for extra in extras if (m := _meta(extra, where, state)) is not None]
         return Annotated[(inner, *metas)] if metas else inner
-    if tp is datetime.time:
-        return Annotated[datetime.time, msgspec.Meta(extra_json_schema={"format": "time"})]
+    if tp in _FORMATS:
+        # msgspec leaves these formats out because it also accepts times without an offset.
+        return Annotated[tp, msgspec.Meta(extra_json_schema={"format": _FORMATS[tp]})]
     if origin in (Union, types.UnionType):
         return Union[tuple(_prepare(a, where, state) for a in get_args(tp))]  # noqa: UP007
     if origin is Literal or origin is typing.ClassVar:
