@@ -275,6 +275,9 @@ SETTINGS: dict[str, Setting] = {
     # log level) and each user's version for the principal cache. A shared one
     # (Redis) when several instances serve one client.
     "SESSION_CACHE": Setting("default", text),
+    # Seconds a legacy request waits for the session cache before it is answered 503
+    # (a hung Redis must not hold requests; configure the client's socket timeouts too).
+    "SESSION_CACHE_TIMEOUT": Setting(3, seconds),
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.
     "AUDIT": Setting({}, audit),

@@ -7,6 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
 from .. import __version__, content, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
@@ -22,6 +24,7 @@ from .jsonrpc import (
     RESOURCE_NOT_FOUND_LEGACY,
     InvalidParams,
     MCPError,
+    Unavailable,
     notification,
 )
 from .revisions import ALL_VERSIONS, META_SERVER_INFO
@@ -258,6 +261,10 @@ class Dispatcher:
             return await self._run(handler, arguments, call)
         except MCPError:
             raise
+        except (OperationalError, InterfaceError):
+            # The database refuses connections or timed out: the client may try again (503).
+            logger.warning("%s %s could not reach the database", handler.kind, handler.name, exc_info=True)
+            raise Unavailable("the database") from None
         except Exception:
             logger.exception("%s %s failed", handler.kind, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error in {handler.kind} {handler.name}") from None

@@ -78,6 +78,14 @@ class MCPError(Exception):
         return error
 
 
+class Unavailable(MCPError):
+    """A service the request needs (the database, the session store, the channel layer)
+    failed or did not answer in time: HTTP 503, and the client may try again."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(INTERNAL_ERROR, f"{what} is unavailable; try again later", http_status=503)
+
+
 class InvalidParams(MCPError):
     def __init__(self, message: str, data: Any = None) -> None:
         super().__init__(INVALID_PARAMS, message, data)

@@ -11,13 +11,28 @@ negotiated version, the client's capabilities and info, and a keyed hash of the
 principal that created it. What changes during a session (ended or not, the log
 level, the resources it subscribed to, its current GET stream) lives in Django's
 cache, which is Redis when several processes serve.
+
+That cache may lose everything (Redis restarted without persistence, flushed): an
+ended session would then work again, and its subscriptions would be silently
+gone. So the cache holds an epoch (a random value written once, without expiry)
+and every session id carries the epoch it was opened under: a session whose epoch
+is no longer the cache's is over (404, and the client initializes anew).
+
+Every cache call runs off the event loop in a thread of its own (Django's async
+cache methods run them one at a time in a single thread: one slow Redis would
+serialise every request) and is bounded by ``SESSION_CACHE_TIMEOUT``; a failure
+or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503).
 """
 
 from __future__ import annotations
 
+import asyncio
 import binascii
+import dataclasses
+import functools
 import hashlib
 import hmac
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -27,8 +42,10 @@ from typing import Any
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
 from ..state import _b64, _hkdf, _unb64, keyring
-from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, dumps, loads
+from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
+
+logger = logging.getLogger("mcp_django")
 
 # Methods that exist only on the legacy revisions (2026-07-28 answers them -32601).
 LIFECYCLE_METHODS = frozenset(
@@ -84,6 +101,14 @@ class SessionRecord:
     principal: str  # the keyed hash of the principal (auth.Principal.digest)
     sid: str = field(default_factory=lambda: _b64(os.urandom(12)))
     expires_at: int = 0
+    # The session cache's epoch when the session opened (see the module's docstring).
+    epoch: str = ""
+
+
+async def open_record(params: Any, principal: str) -> SessionRecord:
+    """:func:`read_initialize`, under the session cache's current epoch."""
+    record = read_initialize(params, principal)
+    return dataclasses.replace(record, epoch=await current_epoch())
 
 
 def read_initialize(params: Any, principal: str) -> SessionRecord:
@@ -176,6 +201,7 @@ def seal_session(record: SessionRecord) -> str:
                 "i": info,
                 "p": record.principal,
                 "exp": record.expires_at,
+                "e": record.epoch,
             }
         )
     )
@@ -207,6 +233,7 @@ def open_session(token: str) -> SessionRecord | None:
             principal=data["p"],
             sid=data["s"],
             expires_at=data["exp"],
+            epoch=data.get("e", ""),
         )
     except (ValueError, binascii.Error, KeyError, TypeError):
         return None
@@ -226,18 +253,47 @@ def _key(sid: str, what: str) -> str:
     return f"mcp_django:session:{sid}:{what}"
 
 
-async def session_status(sid: str) -> tuple[bool, str | None]:
-    """(ended, log level) of a session, in one cache round trip."""
-    found = await session_cache().aget_many([_key(sid, "ended"), _key(sid, "level")])
-    return bool(found.get(_key(sid, "ended"))), found.get(_key(sid, "level"))
+_EPOCH = "mcp_django:sessions:epoch"
+
+
+async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
+    """``cache.<method>(*args, **kwargs)``, bounded; :class:`Unavailable` when it fails."""
+    from django.core.cache.backends.locmem import LocMemCache
+
+    cache = session_cache()
+    call = functools.partial(getattr(cache, method), *args, **kwargs)
+    if isinstance(cache, LocMemCache):
+        return call()  # memory of this process: no I/O to wait for, no thread to hop to
+    try:
+        return await asyncio.wait_for(
+            asyncio.get_running_loop().run_in_executor(None, call), mcp_settings.SESSION_CACHE_TIMEOUT
+        )
+    except Exception as exc:
+        # One line, no traceback: while Redis is down every request would log one.
+        logger.warning("the session cache failed (%s): %s", type(exc).__name__, exc)
+        raise Unavailable("the session store") from None
+
+
+async def current_epoch() -> str:
+    """The session cache's epoch, written by the first process that needs one."""
+    return str(await _cached("get_or_set", _EPOCH, _b64(os.urandom(9)), None))
+
+
+async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
+    """(ended, log level) of a session, in one cache round trip. A session opened
+    under another epoch than the cache's has ended: the cache lost its state."""
+    sid = record.sid
+    found = await _cached("get_many", [_key(sid, "ended"), _key(sid, "level"), _EPOCH])
+    ended = bool(found.get(_key(sid, "ended"))) or found.get(_EPOCH) != record.epoch
+    return ended, found.get(_key(sid, "level"))
 
 
 async def set_session_log_level(record: SessionRecord, level: str) -> None:
-    await session_cache().aset(_key(record.sid, "level"), level, timeout=_remaining(record))
+    await _cached("set", _key(record.sid, "level"), level, timeout=_remaining(record))
 
 
 async def end_session(record: SessionRecord) -> None:
-    await session_cache().aset(_key(record.sid, "ended"), True, timeout=_remaining(record))
+    await _cached("set", _key(record.sid, "ended"), True, timeout=_remaining(record))
 
 
 def _uri_key(sid: str, uri: str) -> str:
@@ -248,14 +304,14 @@ def _uri_key(sid: str, uri: str) -> str:
 async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
     """Remember (or forget) that the session wants ``notifications/resources/updated`` for ``uri``."""
     if on:
-        await session_cache().aset(_uri_key(record.sid, uri), True, timeout=_remaining(record))
+        await _cached("set", _uri_key(record.sid, uri), True, timeout=_remaining(record))
     else:
-        await session_cache().adelete(_uri_key(record.sid, uri))
+        await _cached("delete", _uri_key(record.sid, uri))
 
 
 async def set_get_stream(record: SessionRecord, token: str) -> None:
     """Name the session's current standalone GET stream: a message goes to one stream only."""
-    await session_cache().aset(_key(record.sid, "get"), token, timeout=_remaining(record))
+    await _cached("set", _key(record.sid, "get"), token, timeout=_remaining(record))
 
 
 async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple[str, str]]:
@@ -263,7 +319,7 @@ async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple
     the session subscribed to it, and the stream is the session's current one."""
     streams = list(streams)
     keys = [k for sid, _token in streams for k in (_uri_key(sid, uri), _key(sid, "get"))]
-    found = await session_cache().aget_many(keys)
+    found = await _cached("get_many", keys)
     return {
         (sid, token) for sid, token in streams if found.get(_uri_key(sid, uri)) and found.get(_key(sid, "get")) == token
     }

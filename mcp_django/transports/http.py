@@ -8,6 +8,7 @@ choice is made lazily, so a plain call never pays for a stream.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
@@ -24,7 +26,7 @@ from ..auth_cache import authenticate_and_remember, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.dispatch import MODERN_METHODS, Dispatcher
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, dumps
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, Unavailable, dumps
 from ..protocol.revisions import (
     LEGACY_VERSIONS,
     check_headers,
@@ -34,6 +36,8 @@ from ..protocol.revisions import (
 )
 from ..registry import Registry
 from .calls import modern_call
+
+logger = logging.getLogger("mcp_django")
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -177,7 +181,12 @@ class HttpEndpoint:
             else:
                 if callable(request):
                     request = request()
-                principal = await run_in_thread(authenticate_and_remember, request, key)
+                try:
+                    principal = await run_in_thread(authenticate_and_remember, request, key)
+                except (OperationalError, InterfaceError):
+                    # The database refuses connections (or timed out): 503, not a 500.
+                    logger.warning("authentication could not reach the database", exc_info=True)
+                    raise Unavailable("the database") from None
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
             raise AuthenticationFailed("Authentication credentials were not provided.")
         return principal
@@ -267,6 +276,8 @@ class HttpEndpoint:
             principal = await self.principal(req, request_factory)
         except AuthenticationFailed as exc:
             return unauthorized(request_id, exc)
+        except Unavailable as exc:
+            return error_out(request_id, exc)
         call = modern_call(
             message,
             meta,

@@ -37,7 +37,7 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps, notification
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, dumps, notification
 from .calls import session_call
 from .http import (
     JSON,
@@ -277,12 +277,20 @@ class LegacyHttp(LegacyHandler):
                     http_status=400,
                 ),
             )
-        ended, level = await legacy.session_status(record.sid)
+        ended, level = await legacy.session_status(record)
         if ended:
             return error_out(None, MCPError(INVALID_REQUEST, "Session not found (it has ended)", http_status=404))
         return record, level
 
     async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+        try:
+            return await self._handle(req, message, disconnected)
+        except Unavailable as exc:
+            # The session store, the channel layer or the database is down or hung: 503 now, never a 500.
+            request_id = message.get("id") if jsonrpc.classify(message) == "request" else None
+            return error_out(request_id, exc)
+
+    async def _handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
         kind = jsonrpc.classify(message)
         if kind == "invalid":
             if isinstance(message, list):
@@ -295,7 +303,7 @@ class LegacyHttp(LegacyHandler):
             return unauthorized(request_id, exc)
         if kind == "request" and message["method"] == "initialize":
             try:
-                record = legacy.read_initialize(message.get("params"), principal.digest)
+                record = await legacy.open_record(message.get("params"), principal.digest)
             except MCPError as exc:
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(
@@ -404,6 +412,12 @@ class LegacyHttp(LegacyHandler):
     async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
         if req.method not in ("DELETE", "GET"):
             return None
+        try:
+            return await self._handle_other(req)
+        except Unavailable as exc:
+            return error_out(None, exc)
+
+    async def _handle_other(self, req: HttpIn) -> HttpOut | None:
         last_event = req.headers.get("last-event-id") if req.method == "GET" else None
         if req.method == "GET" and last_event is None and "mcp-session-id" not in req.headers:
             return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)

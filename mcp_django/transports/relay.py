@@ -37,14 +37,21 @@ from typing import Any
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from ..protocol.jsonrpc import dumps
+from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
 
 logger = logging.getLogger("mcp_django")
 
 _PREFIX = "mcp-django"
 _GROUP = "mcp-django.workers"
-# Group membership expires in the layer (channels-redis: a day by default): renew it well before.
-_GROUP_RENEW_SECONDS = 3600
+# Group membership expires in the layer (channels-redis: a day by default), and is
+# lost with Redis's memory when it restarts. It is renewed as soon as the reply
+# channel reads again after a failure, and this often anyway (one cheap write):
+# a restart the reader did not notice costs at most this long.
+_GROUP_RENEW_SECONDS = 30
+# The longest a request waits for one channel-layer operation (a hung Redis).
+LAYER_TIMEOUT = 5
+# How long a worker forwarding a client's reply waits for the holder to say it got it.
+REPLY_ACK_SECONDS = 5
 # How long a resuming worker waits for the holder to say whether it has the stream.
 RESUME_WAIT_SECONDS = 5
 # A holder forwarding a quiet stream says so this often; a follower hearing nothing
@@ -72,6 +79,9 @@ class Relay:
         self.layer = get_channel_layer()
         self.channel = ""
         self._ids = itertools.count(1)
+        # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id.
+        self._acks: dict[str, asyncio.Future[str]] = {}
+        self._ack_ids = itertools.count(1)
         self.waiters: dict[str, _Waiter] = {}
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
@@ -132,7 +142,12 @@ class Relay:
         self.waiters.pop(str(request_id), None)
 
     async def route_reply(self, message: dict[str, Any], sid: str, principal: str) -> bool:
-        """Deliver a client's reply to whichever worker waits for it. False: not an id of ours."""
+        """Deliver a client's reply to whichever worker waits for it. False: not an id of ours.
+
+        Raises :class:`Unavailable` when the reply cannot reach the worker holding
+        the request (the layer is down, the message cannot travel, or that worker
+        is gone): the client is told, and a holder still there fails the ask at once.
+        """
         request_id = message.get("id")
         if not isinstance(request_id, str):
             return False
@@ -142,24 +157,62 @@ class Relay:
             return False
         if channel == self.channel:
             self.deliver(request_id, message, sid, principal)
-        elif self.layer is not None:
-            try:
-                await self.layer.send(
-                    channel, {"type": "mcp.reply", "id": request_id, "sid": sid, "p": principal, "message": message}
-                )
-            except Exception:
-                # An unknown or full channel: the waiter (if any) will time out.
-                logger.warning("could not forward a reply to %s", channel, exc_info=True)
+            return True
+        if not self.shared:
+            # One process: only its own relays (one per event loop) can hold the request.
+            for hub in list(_relays.values()):
+                if hub.channel == channel and hub.loop is not None and not hub.loop.is_closed():
+                    hub.loop.call_soon_threadsafe(hub.deliver, request_id, message, sid, principal)
+                    return True
+            return False
+        ack = str(next(self._ack_ids))
+        acked: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._acks[ack] = acked
+        forward = {
+            "type": "mcp.reply",
+            "id": request_id,
+            "sid": sid,
+            "p": principal,
+            "message": message,
+            "ack": ack,
+            "to": self.channel,
+        }
+        try:
+            await asyncio.wait_for(self.layer.send(channel, forward), LAYER_TIMEOUT)
+            await asyncio.wait_for(acked, REPLY_ACK_SECONDS)
+        except Exception as exc:
+            logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
+            # The holder may be there and the reply unable to travel (the layer refused
+            # it): a small message still may, and the waiting ask ends now, not at ASK_TIMEOUT.
+            lost = {"type": "mcp.reply.lost", "id": request_id, "sid": sid, "p": principal}
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.layer.send(channel, lost), LAYER_TIMEOUT)
+            raise Unavailable("the server instance holding this request") from None
+        finally:
+            self._acks.pop(ack, None)
         return True
 
-    def deliver(self, request_id: str, message: dict[str, Any], sid: str, principal: str) -> None:
+    def _waiter(self, request_id: str, sid: str, principal: str) -> _Waiter | None:
         waiter = self.waiters.get(request_id)
         if waiter is None or waiter.future.done():
-            return  # answered already, timed out, or the call is over
+            return None  # answered already, timed out, or the call is over
         if waiter.sid != sid or waiter.principal != principal:
             logger.warning("dropped a reply to %s sent from another session", request_id)
-            return
-        waiter.future.set_result(message)
+            return None
+        return waiter
+
+    def deliver(self, request_id: str, message: dict[str, Any], sid: str, principal: str) -> None:
+        waiter = self._waiter(request_id, sid, principal)
+        if waiter is not None:
+            waiter.future.set_result(message)
+
+    def lost(self, request_id: str, sid: str, principal: str) -> None:
+        """The client's reply to ``request_id`` was sent but could not be forwarded here."""
+        waiter = self._waiter(request_id, sid, principal)
+        if waiter is not None:
+            waiter.future.set_exception(
+                MCPError(INTERNAL_ERROR, "the client's reply could not be forwarded to this server instance")
+            )
 
     def new_stream_key(self) -> str:
         return str(next(self._stream_keys))
@@ -181,7 +234,9 @@ class Relay:
         if self.shared:
             rid = None if request_id is None else call_key(sid, request_id)[1]
             try:
-                await self.layer.group_send(_GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid})
+                await asyncio.wait_for(
+                    self.layer.group_send(_GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid}), LAYER_TIMEOUT
+                )
             except Exception:
                 logger.warning("could not broadcast a cancellation", exc_info=True)
 
@@ -211,7 +266,7 @@ class Relay:
         self._taps[tap] = queue
         request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
         try:
-            await self.layer.send(channel, request)
+            await asyncio.wait_for(self.layer.send(channel, request), LAYER_TIMEOUT)
             first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
         except Exception:
             # The holder is gone (its channel unknown or full, or no answer): nothing to resume.
@@ -261,11 +316,16 @@ class Relay:
         """Run ``task`` as long as this relay: :meth:`stop` cancels it."""
         self._tasks.append(task)
 
+    def keep_quietly(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
     async def _send_quietly(self, channel: str, message: dict[str, Any]) -> None:
         try:
-            await self.layer.send(channel, message)
-        except Exception:
-            logger.warning("could not answer a resume from %s", channel, exc_info=True)
+            await asyncio.wait_for(self.layer.send(channel, message), LAYER_TIMEOUT)
+        except Exception as exc:
+            logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
 
     # -- resource updates -----------------------------------------------------------------------
 
@@ -286,19 +346,41 @@ class Relay:
 
     async def _read(self) -> None:
         assert self.layer is not None
+        failing = False
         while True:
             try:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                logger.warning("the reply channel failed; retrying", exc_info=True)
+            except Exception as exc:
+                if _idle_timeout(exc):
+                    # The client's socket timeout ended an idle blocking read: nothing
+                    # was lost, read again (docs/deployment.md: socket_timeout above 5 s).
+                    continue
+                if not failing:
+                    # Once per outage, one line: while Redis is down this repeats every second.
+                    logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
+                failing = True
                 await asyncio.sleep(1)
+                if self.shared and await self._join_once(quiet=True):
+                    # The layer answers again: group membership may have gone with Redis's memory.
+                    logger.warning("the reply channel is back; rejoined %s", _GROUP)
+                    failing = False
                 continue
             try:
                 kind = message.get("type")
                 if kind == "mcp.reply":
                     self.deliver(str(message["id"]), dict(message["message"]), str(message["sid"]), str(message["p"]))
+                    if "to" in message:
+                        # Received: the forwarding worker answers its client 202.
+                        ack = {"type": "mcp.reply.ack", "ack": str(message["ack"])}
+                        self.keep_quietly(self._send_quietly(str(message["to"]), ack))
+                elif kind == "mcp.reply.ack":
+                    acked = self._acks.get(str(message["ack"]))
+                    if acked is not None and not acked.done():
+                        acked.set_result("ok")
+                elif kind == "mcp.reply.lost":
+                    self.lost(str(message["id"]), str(message["sid"]), str(message["p"]))
                 elif kind == "mcp.cancel":
                     self._cancel_local(str(message["sid"]), message.get("rid"))
                 elif kind == "mcp.updated":
@@ -316,11 +398,12 @@ class Relay:
             except (KeyError, TypeError, ValueError):
                 logger.warning("ignored a malformed message on the reply channel")
 
-    async def _join_once(self) -> bool:
+    async def _join_once(self, *, quiet: bool = False) -> bool:
         try:
-            await self.layer.group_add(_GROUP, self.channel)
-        except Exception:
-            logger.warning("could not join %s; retrying", _GROUP, exc_info=True)
+            await asyncio.wait_for(self.layer.group_add(_GROUP, self.channel), LAYER_TIMEOUT)
+        except Exception as exc:
+            if not quiet:
+                logger.warning("could not join %s (%s); retrying", _GROUP, type(exc).__name__)
             return False
         return True
 
@@ -329,8 +412,8 @@ class Relay:
         if renew_first:
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
         while True:
-            if not await self._join_once():
-                await asyncio.sleep(5)
+            if not await self._join_once(quiet=True):
+                await asyncio.sleep(1)
                 continue
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
 
@@ -349,13 +432,22 @@ class Relay:
 _relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
 
 
+def _idle_timeout(exc: BaseException) -> bool:
+    """A client-side timeout of the layer's blocking read (redis-py's socket_timeout)."""
+    return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis")
+
+
 async def relay() -> Relay:
     """This event loop's relay, started on first use."""
     loop = asyncio.get_running_loop()
     found = _relays.get(loop)
     if found is None:
         found = _relays[loop] = Relay()
-    await found.start()
+    try:
+        await found.start()
+    except Exception:
+        logger.warning("the channel layer is unavailable", exc_info=True)
+        raise Unavailable("the channel layer") from None
     return found
 
 

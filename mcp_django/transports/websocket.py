@@ -38,7 +38,7 @@ from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import MODERN_METHODS
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, notification
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import META_VERSION, check_version, read_meta
 from .calls import modern_call, session_call
 from .http import HttpIn, host_allowed, origin_allowed
@@ -114,7 +114,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         try:
             request = self.request_factory() if may_carry_credentials(headers) else None
             self.principal = await self.endpoint.principal(self.req, request)
-        except AuthenticationFailed:
+        except (AuthenticationFailed, Unavailable):
             await self.close()  # before accept: the upgrade is answered 403
             return
         await self.accept(subprotocol=SUBPROTOCOL)
