@@ -40,6 +40,12 @@ def database_from_url(url: str) -> dict[str, object]:
             "PORT": str(parts.port or ""),
             "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
             "CONN_HEALTH_CHECKS": True,
+            # A database that refuses or hangs costs a request seconds, not forever:
+            # connecting gives up after connect_timeout, a statement after statement_timeout.
+            "OPTIONS": {
+                "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "5")),
+                "options": f"-c statement_timeout={int(os.environ.get('DJANGO_DB_STATEMENT_TIMEOUT_MS', '30000'))}",
+            },
         }
     raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r}")
 
@@ -105,7 +111,13 @@ CHANNEL_LAYERS = (
     {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": REDIS_PREFIX},
+            # socket_timeout above the layer's 5 s blocking read: an idle read ends
+            # quietly on Redis's side instead of raising in the client (redis-py 8's
+            # default is 5 s); socket_connect_timeout bounds a Redis that is down.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 2}],
+                "prefix": REDIS_PREFIX,
+            },
         }
     }
     if REDIS_URL
@@ -119,6 +131,8 @@ CACHES = (
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": REDIS_PREFIX,
+            # A hung Redis costs a request at most this (MCP_DJANGO["SESSION_CACHE_TIMEOUT"] answers first).
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
         }
     }
     if REDIS_URL

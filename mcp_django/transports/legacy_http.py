@@ -304,6 +304,8 @@ class LegacyHttp(LegacyHandler):
         if kind == "request" and message["method"] == "initialize":
             try:
                 record = await legacy.open_record(message.get("params"), principal.digest)
+            except Unavailable:
+                raise
             except MCPError as exc:
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(
@@ -360,6 +362,8 @@ class LegacyHttp(LegacyHandler):
 
             try:
                 result = await legacy.lifecycle(method, params, set_level, subscribe)
+            except Unavailable:
+                raise
             except MCPError as exc:
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(200, jsonrpc.response(request_id, result))

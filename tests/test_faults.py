@@ -1,0 +1,323 @@
+"""Faults across instances: Redis restarting, down or hung, an instance killed.
+
+Two uvicorn processes serve project.asgi with a PostgreSQL database of their own
+and a redis-server started here, on a free port in a temporary directory (the
+shared Redis on 6379 is never touched), so the test may stop, hang and restart it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.test_legacy_multiprocess import HEADERS, ROOT, _admin, _ensure_services, _events, _free_port, _wait
+
+DB_NAME = f"mcp_faults_{os.getpid()}"
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
+
+
+class Redis:
+    """A redis-server of the test's own, without persistence (a restart forgets everything)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait(("127.0.0.1", self.port), "redis-server")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="mcp-faults-"))
+        self.redis = Redis(self.tmp)
+        self.ports = [_free_port(), _free_port()]
+        self.servers: list[subprocess.Popen[bytes] | None] = [None, None]
+        self.logs = [self.tmp / "a.log", self.tmp / "b.log"]
+        self.env: dict[str, str] = {}
+
+    def url(self, n: int) -> str:
+        return f"http://127.0.0.1:{self.ports[n]}/mcp"
+
+    def start_server(self, n: int) -> None:
+        with open(self.logs[n], "ab") as log:
+            self.servers[n] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "project.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.ports[n]),
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        _wait(("127.0.0.1", self.ports[n]), "uvicorn")
+
+    def kill_server(self, n: int) -> None:
+        server = self.servers[n]
+        if server is not None:
+            server.kill()
+            server.wait(10)
+            self.servers[n] = None
+
+    def log(self, n: int) -> str:
+        return self.logs[n].read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    _ensure_services()
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    c = Cluster()
+    c.redis.start()
+    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {DB_NAME}")
+    c.env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+        "REDIS_URL": c.redis.url,
+        "REDIS_PREFIX": f"mcp-faults-{os.getpid()}",
+        "MCP_REQUEST_STATE_KEY": "faults-test-key-0123456789abcdef",
+        "MCP_ALLOW_ANONYMOUS": "1",
+        "DJANGO_DEBUG": "0",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=c.env, check=True)
+    try:
+        c.start_server(0)
+        c.start_server(1)
+        yield c
+    finally:
+        c.kill_server(0)
+        c.kill_server(1)
+        c.redis.stop()
+        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        shutil.rmtree(c.tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def servers(cluster: Cluster) -> Iterator[Cluster]:
+    """Both instances and Redis up before (and after) each test."""
+    for n in (0, 1):
+        if cluster.servers[n] is None:
+            cluster.start_server(n)
+    yield cluster
+    if cluster.redis.process is None:
+        cluster.redis.start()
+    else:
+        cluster.redis.resume()
+
+
+def session(client: httpx.Client, url: str) -> dict[str, str]:
+    response = client.post(
+        url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, headers=HEADERS
+    )
+    assert response.status_code == 200, response.text
+    return {**HEADERS, "mcp-session-id": response.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+
+
+def ping(client: httpx.Client, url: str, headers: dict[str, str], n: int = 2) -> httpx.Response:
+    return client.post(url, json={"jsonrpc": "2.0", "id": n, "method": "ping"}, headers=headers)
+
+
+def test_after_a_redis_restart_ended_sessions_stay_ended_and_updates_reach_every_instance(servers: Cluster) -> None:
+    a, b = servers.url(0), servers.url(1)
+    with httpx.Client(timeout=30) as client:
+        ended = session(client, a)
+        assert client.delete(b, headers=ended).status_code == 200
+        assert ping(client, a, ended).status_code == 404
+        servers.redis.stop()
+        servers.redis.start()
+        # Redis forgot that the session ended: the session must not work again.
+        assert ping(client, a, ended).status_code == 404
+        assert ping(client, b, ended).status_code == 404
+        # Cross-instance updates flow again within seconds (the worker group is rejoined).
+        headers = session(client, a)
+        subscribe = {"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe", "params": {"uri": "test://r"}}
+        assert client.post(a, json=subscribe, headers=headers).json()["result"] == {}
+        trigger = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "test_trigger_resource_update", "arguments": {"uri": "test://r"}},
+        }
+        started = time.monotonic()
+        heard: queue.Queue[dict[str, Any]] = queue.Queue()
+        with client.stream("GET", b, headers={**headers, "accept": "text/event-stream"}) as stream:
+            lines = stream.iter_lines()
+            assert next(lines).startswith("retry: ")
+            reader = threading.Thread(target=lambda: [heard.put(e) for e in _events(lines)], daemon=True)
+            reader.start()
+            for _ in range(20):
+                client.post(a, json=trigger, headers={**headers, "accept": "application/json"})
+                try:
+                    update = heard.get(timeout=0.5)
+                    break
+                except queue.Empty:
+                    continue
+            else:
+                update = None
+        assert update is not None and update["params"] == {"uri": "test://r"}
+        assert time.monotonic() - started < 10
+
+
+def test_redis_down_is_a_prompt_jsonrpc_503(servers: Cluster) -> None:
+    a = servers.url(0)
+    with httpx.Client(timeout=30) as client:
+        headers = session(client, a)
+        servers.redis.stop()
+        started = time.monotonic()
+        for response in (
+            ping(client, a, headers),
+            client.post(a, json={"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": INIT}, headers=HEADERS),
+            client.delete(a, headers=headers),
+        ):
+            assert response.status_code == 503, response.text
+            assert response.headers["content-type"].startswith("application/json")
+            assert response.json()["error"]["code"] == -32603
+        assert time.monotonic() - started < 5
+        # 2026-07-28 needs no Redis: served as ever.
+        modern = {
+            "jsonrpc": "2.0",
+            "id": 6,
+            "method": "tools/call",
+            "params": {
+                "name": "echo",
+                "arguments": {"text": "hi"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        answer = client.post(
+            a,
+            json=modern,
+            headers={**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"},
+        )
+        assert answer.status_code == 200 and answer.json()["result"]["content"][0]["text"] == "hi"
+        servers.redis.start()
+        # Back: a new session works (the old one ended with Redis's memory).
+        assert ping(client, a, session(client, a)).json()["result"] == {}
+        assert ping(client, a, headers).status_code == 404
+
+
+def test_redis_hung_requests_are_bounded_and_not_serialised(servers: Cluster) -> None:
+    a = servers.url(0)
+    with httpx.Client(timeout=60) as client:
+        headers = session(client, a)
+        servers.redis.pause()
+        started = time.monotonic()
+
+        def one(n: int) -> tuple[int, float]:
+            with httpx.Client(timeout=60) as c:
+                response = ping(c, a, headers, n)
+                return response.status_code, time.monotonic() - started
+
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            results = list(pool.map(one, range(12)))
+        servers.redis.resume()
+    assert {status for status, _t in results} == {503}
+    # Answered together, within the session cache's timeout (3 s) and a margin; not 5 s apart.
+    assert max(t for _s, t in results) < 8, results
+
+
+def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Cluster) -> None:
+    a, b = servers.url(0), servers.url(1)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+    }
+    with httpx.Client(timeout=30) as client:
+        headers = session(client, a)
+        # A reply the channel layer cannot carry (an integer msgpack cannot encode): the
+        # client's POST is answered with an error, and the ask on A ends now, not at ASK_TIMEOUT.
+        with client.stream("POST", a, json=call, headers=headers) as stream:
+            events = _events(stream.iter_lines())
+            request = next(events)
+            reply = {
+                "jsonrpc": "2.0",
+                "id": request["id"],
+                "result": {"action": "accept", "content": {"username": 10**30, "email": "e"}},
+            }
+            started = time.monotonic()
+            refused = client.post(b, json=reply, headers=headers)
+            assert refused.status_code == 503 and refused.json()["error"]["code"] == -32603
+            final = next(events)
+        assert final["id"] == 3 and "error" in json.dumps(final)
+        assert time.monotonic() - started < 5
+        # The holder is killed while its ask waits: its client's stream ends at once, a
+        # reply sent to the other instance is answered with an error within seconds,
+        # and the other instance serves on (2026-07-28 and legacy alike).
+        with client.stream("POST", a, json=call, headers=headers) as stream:
+            events = _events(stream.iter_lines())
+            request = next(events)
+            servers.kill_server(0)
+            with pytest.raises((StopIteration, httpx.HTTPError)):
+                next(events)
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+        started = time.monotonic()
+        lost = client.post(b, json=reply, headers=headers)
+        assert lost.status_code == 503 and lost.json()["error"]["code"] == -32603
+        assert time.monotonic() - started < 8
+        assert ping(client, b, headers).json()["result"] == {}
