@@ -194,6 +194,16 @@ def test_an_ended_session_stays_ended_after_a_redis_restart(servers: Cluster) ->
 def test_updates_reach_every_instance_soon_after_a_redis_restart(servers: Cluster) -> None:
     a, b = servers.url(0), servers.url(1)
     with httpx.Client(timeout=30) as client:
+        # Both instances' relays are running (they start with the first legacy call) ...
+        for url in (a, b):
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "x"}},
+            }
+            assert client.post(url, json=call, headers=session(client, url)).status_code == 200
+        # ... when Redis restarts, forgetting who is in the worker group.
         servers.redis.stop()
         servers.redis.start()
         # Cross-instance updates flow again within seconds (the worker group is rejoined,
