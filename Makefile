@@ -14,12 +14,13 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench clean
+.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench clean wheel-test
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
 	@echo "make test              run the whole test suite"
 	@echo "make conformance       run the MCP conformance suite against the demo"
+	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 
@@ -72,6 +73,11 @@ conformance: venv conformance-install
 
 bench: venv
 	$(PY) bench/run.py
+
+# The sdist and wheel, installed in a fresh virtualenv, and the README's "Use it in
+# your project" steps applied to a new `django-admin startproject` (scripts/wheel_test.py).
+wheel-test: venv
+	$(PY) scripts/wheel_test.py
 
 clean:
 	rm -rf $(VENV) .venv-py311 $(CONF_DIR) .pytest_cache

@@ -13,7 +13,7 @@ import pstats
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
 os.environ.setdefault("DJANGO_DEBUG", "0")
 os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
 

@@ -174,7 +174,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
     python = sys.executable
     env = {
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DJANGO_DEBUG": "0",
         "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
         "MCP_REQUEST_STATE_KEY": "bench-request-state-key-0123456789abcdefghij",

@@ -67,7 +67,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "channels",
     "mcp_django",
-    "project.conformance",
+    # project.conformance (the conformance suite's test_* fixtures) is added by
+    # project/conformance/settings.py, which `make conformance` and the tests use.
     "project.demo",
     "django_filters",
     "project.shop",
@@ -75,6 +76,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's CSS) under uvicorn/daphne: with DEBUG from the apps'
+    # static folders, otherwise from STATIC_ROOT after `manage.py collectstatic`.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

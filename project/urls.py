@@ -1,7 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from project.demo.views import landing
+
 urlpatterns = [
+    # What the endpoint is and how to connect to it.
+    path("", landing, name="landing"),
     path("admin/", admin.site.urls),
     # The demo shop's REST API; project/shop/mcp.py serves the same views as MCP tools.
     path("api/", include("project.shop.urls")),

@@ -67,7 +67,7 @@ def main() -> int:
     out_root = Path(args.out) if args.out else work / "out"
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DATABASE_URL": f"sqlite:///{work / 'db.sqlite3'}",
         "MCP_ALLOW_ANONYMOUS": "1",
     }

@@ -1,4 +1,4 @@
-"""Test settings: the demo project with a fixed requestState key.
+"""Test settings: the demo project and the conformance fixtures, with a fixed requestState key.
 
 DATABASE_URL picks the database (SQLite in memory by default; the suite also
 runs on PostgreSQL), REDIS_URL the channel layer (in-memory by default).
@@ -10,12 +10,14 @@ os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
 # Redis keys of this run carry its own prefix: two runs on one host never cross.
 os.environ.setdefault("REDIS_PREFIX", f"mcp-test-{os.getpid()}")
 
-from project.settings import *  # noqa: F403
-from project.settings import DATABASES, MCP_DJANGO
+from project.conformance.settings import *  # noqa: F403
+from project.conformance.settings import DATABASES, MCP_DJANGO
 
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The admin styled in the browser test without collectstatic.
+WHITENOISE_USE_FINDERS = WHITENOISE_AUTOREFRESH = True
 MCP_DJANGO = {
     **MCP_DJANGO,
     "REQUEST_STATE_KEY": "test-request-state-key-0123456789-abcdefghijklmnop",

@@ -93,7 +93,7 @@ def cluster() -> Iterator[Cluster]:
 def _server(cluster: Cluster, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DATABASE_URL": cluster.url,
         "MCP_REQUEST_STATE_KEY": "outage-test-key-0123456789abcdefghijklmnopqrstuv",
         "MCP_ALLOW_ANONYMOUS": "1",

@@ -95,7 +95,7 @@ def two_servers() -> Iterator[tuple[str, str]]:
     _ensure_services()
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DATABASE_URL": _fresh_database(),
         # A key prefix of its own, so other suites' keys never meet ours.
         "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",

@@ -79,6 +79,15 @@ def sse_event(message: dict[str, Any]) -> bytes:
     return b"event: message\ndata: " + dumps(message) + b"\n\n"
 
 
+# A legacy session needs a held connection for its server-to-client requests:
+# refused at initialize, rather than failing at the first ask.
+NO_LEGACY_HERE = MCPError(
+    INVALID_REQUEST,
+    "This route (Django's view stack, include('mcp_django.urls')) serves only protocol 2026-07-28. "
+    "Protocol 2025-11-25 and earlier sessions need the ASGI route: mcp_django.routing.mcp_urlpatterns() "
+    "in asgi.py, served by uvicorn or daphne.",
+)
+
 _host_verdicts: dict[str, bool] = {}
 
 
@@ -204,7 +213,11 @@ class HttpEndpoint:
                 out = await self.legacy.handle_other(req, disconnected)
                 if out is not None:
                     return out
-            return HttpOut(405, [("allow", "POST"), *cors])
+            from .greeting import not_mcp  # it builds on this module
+
+            out = not_mcp(req)
+            out.headers.extend(cors)
+            return out
         content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if content_type != JSON:
             return error_out(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
@@ -219,6 +232,8 @@ class HttpEndpoint:
         if is_legacy(req.headers, message):
             if self.legacy is None:
                 return error_out(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
+            if not req.can_stream:
+                return error_out(message.get("id") if isinstance(message, dict) else None, NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)
         out = await self.modern(req, message, disconnected)
         out.headers.extend(cors)

@@ -1,0 +1,42 @@
+"""What the endpoint says to a request that is not MCP: a browser, or a GET without a session.
+
+2026-07-28 answers such a GET with 405 (there is no standalone stream without a
+legacy session), and clients rely on that; the body only explains, to a person
+who opened the URL or a developer reading a log, what the endpoint is.
+"""
+
+from __future__ import annotations
+
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
+from .http import HttpIn, HttpOut, json_out
+
+SUMMARY = (
+    "This is an MCP (Model Context Protocol) endpoint: MCP clients POST JSON-RPC messages to it "
+    "(Content-Type: application/json). Give this URL to an MCP client, with an "
+    "'Authorization: Token KEY' header unless the server allows anonymous callers."
+)
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>MCP endpoint</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem}
+code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}</style></head>
+<body><h1>MCP endpoint</h1>
+<p>This URL is a <a href="https://modelcontextprotocol.io/">Model Context Protocol</a>
+endpoint. An MCP client sends it JSON-RPC messages with <code>POST</code>; a browser cannot use it.</p>
+<p>To connect, give an MCP client this URL (Streamable HTTP; <code>ws://</code> on the same path for
+websocket clients) and, unless the server allows anonymous callers, the header
+<code>Authorization: Token KEY</code>, where <code>KEY</code> is a Django REST framework token
+(<code>python manage.py drf_create_token USERNAME</code>).</p>
+</body></html>
+"""
+
+
+def not_mcp(req: HttpIn) -> HttpOut:
+    """405 (``Allow: POST``), with a page for a browser and a JSON-RPC error for anything else."""
+    allow = ("allow", "POST")
+    if "text/html" in req.headers.get("accept", ""):
+        body = PAGE.encode()
+        return HttpOut(405, [allow, ("content-type", "text/html; charset=utf-8")], body)
+    error = MCPError(INVALID_REQUEST, f"{req.method} is not an MCP request here. {SUMMARY}", http_status=405)
+    return json_out(405, jsonrpc.error_response(None, error), [allow])

@@ -1,0 +1,215 @@
+"""Build the package and follow the README's "Use it in your project" steps with it.
+
+Builds the sdist and, from it, the wheel (``python -m build``), makes a fresh
+virtualenv in a temporary folder (no checkout on the path), and runs every step
+of that README section in order: ``sh`` blocks line by line, ``python`` blocks
+written to the file their first line names (``# PATH: the whole file``,
+``# PATH: a new file`` or ``# PATH: add at the end``). A block of any other
+shape fails the run, so the README stays a script. The only changes made to
+the README's commands:
+
+- ``pip install django-mcp-endpoint`` installs the wheel just built (the name
+  is what a user types once it is published);
+- ``createsuperuser`` runs with ``--noinput`` (the password from the environment);
+- ``drf_create_token``'s token is kept, and given to the client in place of ``KEY``;
+- ``uvicorn`` is started in the background on a free port, which replaces
+  ``8000`` in the client's URL.
+
+Then it checks what the README promises: the client was asked and the tool
+completed (the user's first name changed in the database), the admin's static
+files are served, and ``manage.py check`` is clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DIST_NAME = "django-mcp-endpoint"
+SECTION = "## Use it in your project"
+FILE_HEADER = re.compile(r"# (?P<path>[\w./-]+): (?P<how>the whole file|a new file|add at the end)\b")
+
+
+def readme_steps(readme: str) -> list[tuple[str, str]]:
+    """("sh", command) and ("file", block) in the README section's order."""
+    section = readme.split(SECTION, 1)[1].split("\n## ", 1)[0]
+    steps: list[tuple[str, str]] = []
+    for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", section, re.S | re.M):
+        if lang == "sh":
+            for line in body.splitlines():
+                command = re.sub(r"\s+#.*$", "", line).strip()
+                if command:
+                    steps.append(("sh", command))
+        elif lang == "python" and FILE_HEADER.match(body):
+            steps.append(("file", body))
+        else:
+            raise SystemExit(f"README: a ```{lang} block this script cannot apply:\n{body[:200]}")
+    return steps
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port: int, server: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"uvicorn exited with {server.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise SystemExit(f"uvicorn did not listen on {port}")
+
+
+class Run:
+    def __init__(self, work: Path, wheel: Path) -> None:
+        self.work = work
+        self.wheel = wheel
+        self.venv = work / "venv"
+        self.cwd = work / "site"
+        self.cwd.mkdir()
+        self.port = free_port()
+        self.token: str | None = None
+        self.server: subprocess.Popen[bytes] | None = None
+        self.client_output = ""
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
+        self.env.update(
+            PATH=f"{self.venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+            VIRTUAL_ENV=str(self.venv),
+            DJANGO_SUPERUSER_PASSWORD="wheel-test-password-0123",
+            PIP_DISABLE_PIP_VERSION_CHECK="1",
+        )
+        for name in ("DATABASE_URL", "REDIS_URL"):
+            self.env.pop(name, None)
+
+    def sh(self, command: str) -> str:
+        print(f"$ {command}", flush=True)
+        argv = shlex.split(command)
+        if argv[0] == "cd":
+            self.cwd = self.cwd / argv[1]
+            return ""
+        if argv[:2] == ["pip", "install"]:
+            argv = [str(self.wheel) if a == DIST_NAME else a for a in argv] + ["--quiet"]
+        if "createsuperuser" in argv:
+            argv.append("--noinput")
+        if argv[0] == "uvicorn":
+            self.server = subprocess.Popen(
+                [*argv, "--host", "127.0.0.1", "--port", str(self.port)], cwd=self.cwd, env=self.env
+            )
+            wait_for(self.port, self.server)
+            return ""
+        if argv[:2] == ["python", "client.py"]:
+            if self.token is None:
+                raise SystemExit("the README ran the client before drf_create_token gave a token")
+            argv = [a.replace("127.0.0.1:8000", f"127.0.0.1:{self.port}") for a in argv]
+            argv = [self.token if a == "KEY" else a for a in argv]
+        done = subprocess.run(argv, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=300)
+        sys.stdout.write(done.stdout)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"failed ({done.returncode}): {command}")
+        if "drf_create_token" in argv:
+            found = re.search(r"Generated token (\w+)", done.stdout)
+            if found is None:
+                raise SystemExit("drf_create_token printed no token")
+            self.token = found.group(1)
+        if argv[:2] == ["python", "client.py"]:
+            self.client_output = done.stdout
+        return done.stdout
+
+    def file(self, block: str) -> None:
+        header = FILE_HEADER.match(block)
+        assert header is not None
+        path = self.cwd / header["path"]
+        print(f"# {header['how']}: {path.relative_to(self.work)}", flush=True)
+        if header["how"] == "add at the end":
+            if not path.exists():
+                raise SystemExit(f"README adds to {header['path']}, which does not exist")
+            path.write_text(path.read_text() + "\n" + block)
+        else:
+            if header["how"] == "a new file" and path.exists():
+                raise SystemExit(f"README makes {header['path']}, which exists already")
+            path.write_text(block)
+
+    def stop(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            self.server.wait(10)
+
+
+def build(work: Path) -> Path:
+    dist = work / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], check=True)
+    wheels = list(dist.glob("*.whl"))
+    sdists = list(dist.glob("*.tar.gz"))
+    if len(wheels) != 1 or len(sdists) != 1:
+        raise SystemExit(f"expected one wheel and one sdist, got {[p.name for p in dist.iterdir()]}")
+    if not wheels[0].name.startswith(DIST_NAME.replace("-", "_") + "-"):
+        raise SystemExit(f"the wheel is {wheels[0].name}, not {DIST_NAME}")
+    return wheels[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+    started = time.time()
+    work = Path(tempfile.mkdtemp(prefix="mcp-wheel-test-"))
+    run: Run | None = None
+    try:
+        wheel = build(work)
+        subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
+        run = Run(work, wheel)
+        for kind, step in readme_steps((ROOT / "README.md").read_text()):
+            run.sh(step) if kind == "sh" else run.file(step)
+
+        # What the README promised.
+        if run.server is None or not run.client_output:
+            raise SystemExit("the README never started the server or ran the client")
+        if "The server asks: Change your first name" not in run.client_output:
+            raise SystemExit(f"the client was not asked: {run.client_output!r}")
+        if "Your first name is now Ada." not in run.client_output:
+            raise SystemExit(f"the tool did not complete: {run.client_output!r}")
+        stored = run.sh(
+            "python manage.py shell -c "
+            + shlex.quote(
+                "from django.contrib.auth.models import User; print(User.objects.get(username='admin').first_name)"
+            )
+        )
+        if stored.strip().splitlines()[-1:] != ["Ada"]:
+            raise SystemExit(f"the tool's change is not in the database: {stored!r}")
+        where = run.sh("python -c " + shlex.quote("import mcp_django; print(mcp_django.__file__)"))
+        if not Path(where.strip()).is_relative_to(run.venv):
+            raise SystemExit(f"mcp_django was imported from {where.strip()}, not the wheel")
+        with urllib.request.urlopen(f"http://127.0.0.1:{run.port}/static/admin/css/base.css", timeout=10) as css:
+            if css.status != 200:
+                raise SystemExit(f"the admin's CSS: {css.status}")
+        run.sh("python manage.py check --fail-level WARNING")
+        print(f"wheel test passed in {time.time() - started:.0f} s ({wheel.name})")
+        return 0
+    finally:
+        if run is not None:
+            run.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
