@@ -132,7 +132,7 @@ def cluster() -> Iterator[Cluster]:
     _admin(f"CREATE DATABASE {DB_NAME}")
     c.env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
         "REDIS_URL": c.redis.url,
         "REDIS_PREFIX": f"mcp-faults-{os.getpid()}",
