@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
@@ -35,6 +36,18 @@ def _context_param(func: Func) -> str | None:
         if name == "ctx" or _is_context_annotation(annotation):
             return name
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def completer_info(func: Func) -> tuple[str | None, bool]:
+    """(the name of its context parameter or None, whether it is async) for a completer.
+
+    A completer is called as ``completer(value)``, or ``completer(value, ctx=ctx)``
+    when it takes a context (a parameter named ``ctx`` or annotated ``Context``):
+    ``ctx.user`` lets it filter by the caller. A sync completer runs in the worker
+    pool (it may use the ORM), an async one on the event loop.
+    """
+    return _context_param(func), inspect.iscoroutinefunction(func)
 
 
 def _dotted(func: Any) -> str:

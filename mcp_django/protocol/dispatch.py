@@ -12,9 +12,10 @@ from django.db import InterfaceError, OperationalError
 from .. import __version__, content, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
-from ..asks.invoke import run_in_thread
+from ..asks.context import AsyncContext, SyncContext
+from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
-from ..registry import Handler, Registry, ResourceTemplate
+from ..registry import Handler, Registry, completer_info
 from ..state import StateRefused
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -331,33 +332,89 @@ class Dispatcher:
         value = argument.get("value", "")
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidParams("params.argument.name and params.argument.value must be strings")
-        completer = None
+        handler: Handler | None
         kind = ref.get("type")
         if kind == "ref/prompt":
             prompt_name = ref.get("name")
             if not isinstance(prompt_name, str):
                 raise InvalidParams("params.ref.name must be a string")
-            prompt = self.registry.prompts.get(prompt_name)
-            completer = prompt.completions.get(name) if prompt else None
+            handler = self.registry.prompts.get(prompt_name)
+            # A prompt the caller may not get has no completions either: the same
+            # answer as for one that does not exist, as prompts/get gives.
+            if handler is None or not await self._allowed(call, handler):
+                raise InvalidParams(f"Unknown prompt: {prompt_name}")
         elif kind == "ref/resource":
             uri = ref.get("uri")
             if not isinstance(uri, str):
                 raise InvalidParams("params.ref.uri must be a string")
-            template = self.registry.templates.get(uri)
-            if template is None:
+            handler = self.registry.templates.get(uri)
+            if handler is None:
                 found = self.registry.find_resource(uri)
-                template = found[0] if found else None
-            if isinstance(template, ResourceTemplate):
-                completer = template.completions.get(name)
+                handler = found[0] if found else None
+            if handler is None or not await self._allowed(call, handler):
+                code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+                raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
-        values: list[str] = []
-        if completer is not None:
-            out = completer(value)
-            if hasattr(out, "__await__"):
-                out = await out
-            values = [str(v) for v in out][:100]
+        completions = getattr(handler, "completions", None) or {}
+        completer = completions.get(name)
+        values = await self._completions(handler, completer, value, call) if completer is not None else []
         return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+
+    async def _completions(self, handler: Handler, completer: Any, value: str, call: Call) -> list[str]:
+        """Run one completer like a handler: a sync one in the pool, with ``ctx`` when it takes one."""
+        ctx_param, is_async = completer_info(completer)
+        ctx = (AsyncContext if is_async else SyncContext)(call, _NO_ASKS)
+        kwargs = {ctx_param: ctx} if ctx_param else {}
+        if is_async:
+
+            async def run() -> list[str]:
+                return _values(await completer(value, **kwargs))
+
+        else:
+
+            def run() -> list[str]:  # type: ignore[misc]
+                return _values(completer(value, **kwargs))  # the values too: a QuerySet is read here
+
+        try:
+            return await invoke(_Completion(run, is_async), {}, ctx)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("completion of %s %s failed", handler.kind, handler.name)
+            raise MCPError(INTERNAL_ERROR, f"Error completing {handler.kind} {handler.name}") from None
+
+
+class _Completion:
+    """What :func:`~mcp_django.asks.invoke.invoke` needs of a handler, for a completer."""
+
+    def __init__(self, func: Callable[..., Any], is_async: bool) -> None:
+        self.func = func
+        self.is_async = is_async
+
+
+class _NoAsks:
+    """The backend of a completer's context: a completion cannot ask the client anything."""
+
+    async def resolve(self, asks: Any) -> list[Any]:
+        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+
+    def resolve_blocking(self, asks: Any) -> list[Any]:
+        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+
+
+_NO_ASKS = _NoAsks()
+
+
+def _values(out: Any) -> list[str]:
+    if isinstance(out, (str, bytes)) or out is None:
+        raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
+    values = []
+    for v in out:
+        values.append(str(v))
+        if len(values) == 100:  # the most a result may carry
+            break
+    return values
 
 
 # The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).

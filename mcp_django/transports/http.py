@@ -433,4 +433,9 @@ async def _answer(run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) 
     except MCPError as exc:
         status = exc.http_status if call.era == "modern" else 200
         return status, jsonrpc.error_response(call.request_id, exc)
+    except Exception:
+        # A bug must still answer the request: a legacy stream would otherwise never
+        # end, and a 2026-07-28 client would get a bare 500.
+        logging.getLogger("mcp_django").exception("%s failed", call.method)
+        return 200, jsonrpc.error_response(call.request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error"))
     return 200, jsonrpc.response(call.request_id, result)

@@ -1,0 +1,149 @@
+"""completion/complete: the handler's permissions, ``ctx``, sync completers off the loop, errors answered."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from rest_framework.authtoken.models import Token
+
+from mcp_django import Context, SyncContext, mcp
+from tests.conftest import meta
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LEGACY = "2025-11-25"
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def _colours(value: str) -> list[str]:
+    return [c for c in ("red", "green", "blue") if c.startswith(value)]
+
+
+@mcp.prompt(permissions=["shop.view_product"], completions={"colour": _colours})
+def completiontest_guarded(colour: str) -> str:
+    """A prompt only users with shop.view_product may get."""
+    return colour
+
+
+@mcp.prompt(allow_anonymous=False, completions={"colour": _colours})
+def completiontest_members(colour: str) -> str:
+    return colour
+
+
+def _usernames(value: str, ctx: SyncContext) -> list[str]:
+    # The ORM from a sync completer, and the caller through ctx.
+    names = get_user_model().objects.filter(username__startswith=value).order_by("username")
+    return [f"{n}{'*' if n == ctx.user.get_username() else ''}" for n in names.values_list("username", flat=True)]
+
+
+async def _async_usernames(value: str, ctx: Context) -> list[str]:
+    return [f"{value}:{ctx.principal}"]
+
+
+def _broken(value: str) -> list[str]:
+    raise RuntimeError("completer bug")
+
+
+@mcp.resource(
+    "completiontest://users/{name}/{other}",
+    permissions=["shop.view_product"],
+    completions={"name": _usernames, "other": _async_usernames},
+)
+def completiontest_user(name: str, other: str) -> str:
+    return name
+
+
+@mcp.resource("completiontest://broken/{x}", completions={"x": _broken, "none": lambda value: None})
+def completiontest_broken(x: str) -> str:
+    return x
+
+
+def _modern(url: str, params: dict[str, Any], **headers: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 7, "method": "completion/complete", "params": {**params, "_meta": meta()}}
+    extra = {"mcp-protocol-version": "2026-07-28", "mcp-method": "completion/complete", **headers}
+    return httpx.post(url, json=body, headers={**HEADERS, **extra}, timeout=10)
+
+
+def _legacy(url: str, params: dict[str, Any], **headers: str) -> httpx.Response:
+    init = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    opened = httpx.post(
+        url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers={**HEADERS, **headers}
+    )
+    session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": LEGACY}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "completion/complete", "params": params}
+    # A bound on the wait: the old code never answered a failing completer's SSE call.
+    return httpx.post(url, json=body, headers={**HEADERS, **headers, **session}, timeout=10)
+
+
+def answer(r: httpx.Response) -> dict[str, Any]:
+    if r.headers["content-type"].startswith("text/event-stream"):
+        from tests.conftest import sse_messages
+
+        return next(m for m in sse_messages(r) if m.get("id") == 7)
+    return r.json()
+
+
+def _user(name: str, *perms: str) -> dict[str, str]:
+    user = get_user_model().objects.create_user(name)
+    for codename in perms:
+        user.user_permissions.add(Permission.objects.get(codename=codename))
+    return {"authorization": f"Token {Token.objects.create(user=user).key}"}
+
+
+def prompt_ref(name: str, value: str = "r") -> dict[str, Any]:
+    return {"ref": {"type": "ref/prompt", "name": name}, "argument": {"name": "colour", "value": value}}
+
+
+def resource_ref(uri: str, argument: str, value: str) -> dict[str, Any]:
+    return {"ref": {"type": "ref/resource", "uri": uri}, "argument": {"name": argument, "value": value}}
+
+
+@pytest.mark.parametrize("send", [_modern, _legacy], ids=["modern", "legacy"])
+def test_completions_need_what_getting_the_prompt_or_resource_needs(live_url: str, send: Any) -> None:
+    stranger = _user("stranger")
+    viewer = _user("viewer", "view_product")
+    for ref in (
+        prompt_ref("completiontest_guarded"),
+        resource_ref("completiontest://users/{name}/{other}", "name", ""),
+    ):
+        refused = answer(send(live_url, ref, **stranger))
+        unknown_code = -32602 if send is _modern or ref["ref"]["type"] == "ref/prompt" else -32002
+        assert refused["error"]["code"] == unknown_code, refused
+        assert "result" not in refused
+    assert answer(send(live_url, prompt_ref("completiontest_guarded"), **viewer))["result"]["completion"]["values"] == [
+        "red"
+    ]
+    # allow_anonymous=False: an anonymous caller gets no completions either.
+    assert answer(send(live_url, prompt_ref("completiontest_members")))["error"]["code"] == -32602
+    assert answer(send(live_url, prompt_ref("completiontest_members"), **stranger))["result"]["completion"][
+        "values"
+    ] == ["red"]
+    # A prompt that does not exist is answered as the hidden one is.
+    assert answer(send(live_url, prompt_ref("completiontest_nothing"), **viewer))["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize("send", [_modern, _legacy], ids=["modern", "legacy"])
+def test_completers_take_ctx_and_sync_ones_may_use_the_orm(live_url: str, send: Any) -> None:
+    viewer = _user("vic", "view_product")
+    get_user_model().objects.create_user("vera")
+    uri = "completiontest://users/{name}/{other}"
+    values = answer(send(live_url, resource_ref(uri, "name", "v"), **viewer))["result"]["completion"]["values"]
+    assert values == ["vera", "vic*"]
+    # Also through a concrete URI the template matches.
+    concrete = answer(send(live_url, resource_ref("completiontest://users/a/b", "other", "x"), **viewer))
+    assert concrete["result"]["completion"]["values"] == [
+        f"x:auth.user:{get_user_model().objects.get(username='vic').pk}"
+    ]
+
+
+@pytest.mark.parametrize("send", [_modern, _legacy], ids=["modern", "legacy"])
+@pytest.mark.parametrize("argument", ["x", "none"])
+def test_a_failing_completer_is_a_jsonrpc_error(live_url: str, send: Any, argument: str) -> None:
+    r = send(live_url, resource_ref("completiontest://broken/{x}", argument, "a"))
+    assert r.status_code == 200
+    error = answer(r)["error"]
+    assert error["code"] == -32603 and "completiontest_broken" in error["message"]
