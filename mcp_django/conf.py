@@ -265,6 +265,9 @@ SETTINGS: dict[str, Setting] = {
     "ASK_TIMEOUT": Setting(300, seconds),
     # Threads for short sync work: authentication, permission checks, sync handlers.
     "WORKER_THREADS": Setting(32, positive_int),
+    # Threads for the thread-sensitive sync code of async handlers (their ORM calls,
+    # sync_to_async): each call keeps one for all of it, and each keeps its connection.
+    "DB_THREADS": Setting(4, positive_int),
     # How many sync handlers of one principal may wait at once for a client's answer
     # (legacy asks). A waiting thread does not count against WORKER_THREADS; one ask
     # beyond this bound fails at once with JSON-RPC error -32005.

@@ -149,5 +149,8 @@ def test_worker_settings_are_validated() -> None:
             conf.WORKER_THREADS  # noqa: B018
         with mcp_settings(ASK_THREADS_PER_PRINCIPAL=bad), pytest.raises(ImproperlyConfigured):
             conf.ASK_THREADS_PER_PRINCIPAL  # noqa: B018
+        with mcp_settings(DB_THREADS=bad), pytest.raises(ImproperlyConfigured):
+            conf.DB_THREADS  # noqa: B018
+    assert conf.DB_THREADS == 4
     assert conf.WORKER_THREADS == 32
     assert conf.ASK_THREADS_PER_PRINCIPAL == 16

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import __version__, content, schema, signals
+from .. import __version__, content, lifecycle, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
@@ -99,10 +99,17 @@ class Dispatcher:
         method = self.methods.get(call.method)
         if method is None or (call.era == "modern" and call.method not in MODERN_METHODS):
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        if call.method in FINISH_SIGNALLED:
-            result = await _signal_finish(method, call)
-        else:
-            result = await method(call)
+        # Database connections as Django's handler manages them (see mcp_django.lifecycle).
+        entered = lifecycle.enter()
+        try:
+            if call.method in FINISH_SIGNALLED:
+                result = await _signal_finish(method, call)
+            else:
+                result = await method(call)
+        finally:
+            cleanup = lifecycle.leave(entered)
+            if cleanup is not None:
+                await lifecycle.finished(cleanup)
         if call.era == "modern":
             result.setdefault("resultType", "complete")
             # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).

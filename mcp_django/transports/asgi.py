@@ -3,7 +3,9 @@
 It is mounted in the project's ``asgi.py`` beside Django's own application, so an
 MCP request does not go through Django's handler, middleware or request signals:
 those cost more CPU per request than the whole MCP exchange. Django's request
-object is still built when a handler or an authentication class needs it.
+object is still built when a handler or an authentication class needs it, and
+what Django's own request signal receivers do for database connections is done
+for every call (:mod:`mcp_django.lifecycle`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,123 @@
+"""Database connections around each MCP call, as Django's request handler manages them.
+
+The ASGI fast path (``/mcp``) does not go through Django's handler, so nothing
+sends ``request_started``/``request_finished``, whose receiver
+``close_old_connections`` enforces ``CONN_MAX_AGE`` and ``CONN_HEALTH_CHECKS``.
+Connections are per thread, and an MCP call uses them in one of two places:
+
+- sync code (authentication, permission checks, sync handlers) runs in the
+  worker pool (:mod:`mcp_django.asks.invoke`), which closes stale connections
+  after every job, in that thread;
+- an async handler's ORM calls (``await Order.objects.aget(...)``) and any other
+  thread-sensitive ``sync_to_async`` code run in a *database thread* chosen for
+  the call (see :class:`DatabaseThreads`): every thread-sensitive call of one
+  MCP call goes to the same thread, as under Django's ``ThreadSensitiveContext``.
+  The call's first job there starts with ``close_old_connections()`` (Django's
+  ``request_started``), and when the call ends one more job runs it again
+  (``request_finished``) and the call waits for it. A call that never used a
+  database thread pays neither: no thread hop, no wait.
+
+Where Django's handler already manages the lifecycle (MCP served through a
+Django view: a ``ThreadSensitiveContext`` is active, or a sync thread runs the
+view), nothing here applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+from django.db import close_old_connections
+
+from .conf import mcp_settings
+
+
+class CallScope:
+    """One call's use of the database threads: which one it has, if any."""
+
+    __slots__ = ("executor",)
+
+    def __init__(self) -> None:
+        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+_scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
+
+
+def _fresh(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    # The call's first job in its thread: what request_started does.
+    close_old_connections()
+    return fn(*args, **kwargs)
+
+
+class DatabaseThreads(concurrent.futures.Executor):
+    """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call.
+
+    Threads are long-lived (a connection persists in each, per ``CONN_MAX_AGE``);
+    a call takes the next one round-robin at its first job and keeps it.
+    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are.
+    """
+
+    def __init__(self) -> None:
+        self._threads: list[concurrent.futures.ThreadPoolExecutor] = []
+        self._turn = itertools.count()
+
+    def _pick(self) -> concurrent.futures.ThreadPoolExecutor:
+        wanted = mcp_settings.DB_THREADS
+        while len(self._threads) < wanted:
+            self._threads.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-django-db"))
+        return self._threads[next(self._turn) % wanted]
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        # Called by asgiref in the calling task's context, on the event loop.
+        scope = _scope.get()
+        if scope is None:  # a task that outlived its call: any thread will do
+            return self._pick().submit(fn, *args, **kwargs)
+        if scope.executor is None:
+            scope.executor = self._pick()
+            return scope.executor.submit(_fresh, fn, *args, **kwargs)
+        return scope.executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        for thread in self._threads:
+            thread.shutdown(wait, cancel_futures=cancel_futures)
+
+
+database_threads = DatabaseThreads()
+
+# asgiref routes thread-sensitive code by the ThreadSensitiveContext in force; this
+# one is never entered, only named by each call, and always maps to our threads.
+_KEY = ThreadSensitiveContext()
+SyncToAsync.context_to_thread_executor[_KEY] = database_threads  # type: ignore[index]
+
+Entered = tuple[CallScope, contextvars.Token[Any], contextvars.Token[Any]] | None
+
+
+def enter() -> Entered:
+    """At the start of a call (cheap: two context variables)."""
+    if SyncToAsync.thread_sensitive_context.get(None) is not None:
+        return None  # inside Django's handler: it closes connections itself
+    scope = CallScope()
+    return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
+
+
+def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
+    """At the end of a call: the cleanup job to wait for, when the call used a database thread."""
+    if entered is None:
+        return None
+    scope, scope_token, key_token = entered
+    _scope.reset(scope_token)
+    SyncToAsync.thread_sensitive_context.reset(key_token)
+    if scope.executor is None:
+        return None
+    return scope.executor.submit(close_old_connections)
+
+
+async def finished(job: concurrent.futures.Future[Any]) -> None:
+    """Wait for the cleanup job; shielded, so a cancelled call still sees it done."""
+    await asyncio.shield(asyncio.wrap_future(job))

@@ -1,0 +1,187 @@
+"""Each MCP call on the ASGI fast path gets what Django's handler gives a request:
+database connections closed or health-checked around it, in the thread that used them."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.db import connection
+
+from tests import db_tools  # noqa: F401 - registers the tools
+from tests.conftest import Raw, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ["lifecycle_async_orm", "lifecycle_sync_orm"]
+
+
+def _postgres_only(reason: str) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip(reason)
+
+
+def _text(response: httpx.Response) -> str:
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    assert not result.get("isError"), result
+    return result["content"][0]["text"]
+
+
+def _backends(probe: str) -> int:
+    """Sessions of the test database, other than ours, whose last query looked for ``probe``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND query LIKE %s",
+            [f"%{probe}%"],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_no_connection_outlives_its_call(raw: Raw, tool: str) -> None:
+    """CONN_MAX_AGE is 0 in the test settings: the connection a call opened is closed when it ends."""
+    _postgres_only("counts connections in PostgreSQL's pg_stat_activity")
+    for _ in range(3):
+        probe = f"probe-{uuid.uuid4().hex}"
+        assert _text(raw.call(tool, {"probe": probe})) == "0"
+        # The server closed it before answering; PostgreSQL may take a moment to drop the session.
+        deadline = time.monotonic() + 5
+        while _backends(probe) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _backends(probe) == 0
+
+
+# -- a database restarted between two calls ---------------------------------------------
+
+
+class Cluster:
+    """A PostgreSQL cluster of our own, in a temporary directory, on a free port."""
+
+    def __init__(self) -> None:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not found:
+            pytest.skip("needs PostgreSQL's initdb")
+        self.bin = Path(found[-1]).parent
+        self.port = free_port()
+        self.tmp = tempfile.mkdtemp(prefix="mcp-lifecycle-pg-")
+        self.data = os.path.join(self.tmp, "data")
+        self.as_owner: list[str] = []
+        if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+            shutil.chown(self.tmp, "postgres", "postgres")
+            self.as_owner = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", self.data, "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+
+    def _run(self, tool: str, *args: str) -> None:
+        # No pipes: a postmaster started by pg_ctl would hold them open.
+        subprocess.run(
+            [*self.as_owner, str(self.bin / tool), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.tmp} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", self.data, "-o", options, "-l", os.path.join(self.tmp, "log"), "-w", "start")
+
+    def restart(self) -> None:
+        self._run("pg_ctl", "-D", self.data, "-l", os.path.join(self.tmp, "log"), "-m", "fast", "-w", "restart")
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def url(self, name: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    _postgres_only("runs on the PostgreSQL leg (it starts a cluster of its own)")
+    own = Cluster()
+    try:
+        import psycopg
+
+        with psycopg.connect(own.url().replace("postgres://", "postgresql://"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE lifecycle")
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.settings", "DATABASE_URL": own.url("lifecycle")}
+        env.pop("REDIS_URL", None)
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "auth", "--noinput", "-v", "0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
+        )
+        yield own
+    finally:
+        own.stop()
+
+
+SERVE = """
+import sys
+import django
+django.setup()
+import tests.db_tools
+import uvicorn
+from project.asgi import application
+uvicorn.run(application, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", lifespan="off")
+"""
+
+
+@pytest.fixture
+def server(cluster: Cluster, request: Any) -> Iterator[str]:
+    """A server process on the cluster, with the CONN_MAX_AGE the test asks for (health checks on)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": cluster.url("lifecycle"),
+        "DJANGO_CONN_MAX_AGE": str(request.param),
+        "MCP_ALLOW_ANONYMOUS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    env.pop("REDIS_URL", None)
+    process = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/mcp", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert process.poll() is None, "the server process died"
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.mark.parametrize("server", [0, 60], indirect=True, ids=["CONN_MAX_AGE=0", "CONN_MAX_AGE=60"])
+def test_calls_survive_a_database_restart(server: str, cluster: Cluster) -> None:
+    with httpx.Client(timeout=30) as client:
+        raw = Raw(server, client)
+        for tool in TOOLS:
+            assert _text(raw.call(tool, {"probe": "nobody"})) == "0"
+        cluster.restart()
+        # Every connection the first calls left is broken now: the next calls must not use it.
+        for tool in TOOLS:
+            assert _text(raw.call(tool, {"probe": "nobody"})) == "0", tool
