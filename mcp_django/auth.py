@@ -27,10 +27,12 @@ class Principal:
     password change ends them (as Django ends the user's login sessions).
     """
 
-    __slots__ = ("__dict__", "label", "user")
+    __slots__ = ("__dict__", "auth", "label", "user")
 
-    def __init__(self, user: Any) -> None:
+    def __init__(self, user: Any, auth: Any = None) -> None:
         self.user = user
+        # The credential the user was found by (DRF's request.auth: a token, or None).
+        self.auth = auth
         if user is None or not user.is_authenticated:
             self.user = user or AnonymousUser()
             self.label = "anonymous"
@@ -149,10 +151,36 @@ def header_bound_only() -> bool:
 
 
 class AuthenticationFailed(Exception):
-    def __init__(self, detail: str, status: int = 401) -> None:
+    """The caller may not in; ``challenge`` is the ``WWW-Authenticate`` value of the 401."""
+
+    def __init__(self, detail: str, status: int = 401, challenge: str | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status
+        self.challenge = challenge
+
+
+def challenge_for(drf_request: Request) -> str | None:
+    """What a 401 asks for: a ``Bearer`` challenge pointing at the protected-resource
+    metadata when the endpoint is an OAuth protected resource (what MCP clients follow),
+    otherwise the first configured class's own (DRF's ``Token``, ``Basic``...)."""
+    from . import protected_resource
+
+    if protected_resource.enabled():
+        error = getattr(drf_request, "oauth2_error", None) or {}
+        return protected_resource.challenge(drf_request._request, error.get("error"), error.get("error_description"))
+    for cls in mcp_settings.AUTHENTICATION_CLASSES:
+        header = cls().authenticate_header(drf_request)
+        if header:
+            return str(header)
+    return None
+
+
+def refuse_anonymous(django_request: Any) -> AuthenticationFailed:
+    """The 401 for a caller who sent no credentials where anonymous callers are not served."""
+    return AuthenticationFailed(
+        "Authentication credentials were not provided.", challenge=challenge_for(Request(django_request))
+    )
 
 
 def may_carry_credentials(headers: dict[str, str]) -> bool:
@@ -182,9 +210,9 @@ def authenticate(django_request: Any) -> Principal:
             if found is not None:
                 user = found[0]
                 django_request.user = user
-                return Principal(user)
+                return Principal(user, found[1])
     except APIException as exc:
-        raise AuthenticationFailed(str(exc.detail), exc.status_code) from None
+        raise AuthenticationFailed(str(exc.detail), exc.status_code, challenge_for(drf_request)) from None
     except Exception:
         if not token_model_missing(cls):
             raise

@@ -10,9 +10,8 @@ Revocation must not wait for that time to pass, in any process. Each user has a
 version in the shared cache (``MCP_DJANGO["SESSION_CACHE"]``, the one legacy
 sessions share); an entry remembers the version it was found under, and a hit
 is served only while the shared version is still that one: one cache get per
-hit, in a worker thread. When that cache is local memory it is this process's
-alone, and the versions are a dict of this process: a hit is a dict lookup on
-the event loop. Whatever could make a credential find
+hit, made on the event loop when the cache is local memory (nothing to wait
+for), in a worker thread otherwise. Whatever could make a credential find
 another user, or none, changes the version: saving or deleting the user (a
 password change, ``is_active=False``), saving or deleting a DRF token,
 ``user_logged_out``, a deleted database session (``flush()``), a change to the
@@ -26,6 +25,8 @@ request carrying a session cookie runs the authentication classes.
 
 from __future__ import annotations
 
+import copy
+import datetime
 import hashlib
 import logging
 import os
@@ -34,6 +35,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
+from django.utils import timezone
 
 from .auth import Principal, header_bound_only
 from .conf import mcp_settings
@@ -72,59 +74,24 @@ def _new_version() -> int:
 
 
 class _Shared:
-    """Where the users' versions live: the shared cache, or this process when that cache is local.
-
-    A local-memory cache is this process's alone (other processes cannot see it
-    anyway), so its versions are kept in a plain dict instead: a hit then costs
-    a dict lookup, no cache key building and unpickling, and no thread hop.
-    """
-
-    MAX_LOCAL = 100_000
+    """The shared cache, and whether reading it can be done on the event loop."""
 
     def __init__(self) -> None:
         from django.core.cache import caches
+        from django.core.cache.backends.dummy import DummyCache
         from django.core.cache.backends.locmem import LocMemCache
 
         self.alias = mcp_settings.SESSION_CACHE
-        self.local = isinstance(caches[self.alias], LocMemCache)
-        self.versions: dict[str, int] = {}
-
-    # Sync: from a worker thread, or anywhere when local.
+        cache = caches[self.alias]
+        # Local memory: a get is a dict lookup under a lock, cheaper than any thread hop.
+        self.local = isinstance(cache, (LocMemCache, DummyCache))
+        self.cache = cache if self.local else None
 
     def get(self, key: str) -> Any:
-        if self.local:
-            return self.versions.get(key)
+        """Sync: from a worker thread (or anywhere, for a local cache)."""
         from django.core.cache import caches
 
-        return caches[self.alias].get(key)
-
-    def create(self, key: str) -> Any:
-        """The version of ``key``, made now if it has none."""
-        if self.local:
-            if len(self.versions) >= self.MAX_LOCAL:
-                self.versions.clear()  # every entry then misses once: safe
-            return self.versions.setdefault(key, _new_version())
-        from django.core.cache import caches
-
-        cache = caches[self.alias]
-        cache.add(key, _new_version(), VERSION_TIMEOUT)
-        return cache.get(key)
-
-    def set(self, key: str, version: int) -> None:
-        if self.local:
-            self.versions[key] = version
-            return
-        from django.core.cache import caches
-
-        caches[self.alias].set(key, version, VERSION_TIMEOUT)
-
-    def delete(self, key: str) -> None:
-        if self.local:
-            self.versions.pop(key, None)
-            return
-        from django.core.cache import caches
-
-        caches[self.alias].delete(key)
+        return (self.cache or caches[self.alias]).get(key)
 
 
 _shared: _Shared | None = None
@@ -137,39 +104,13 @@ def shared() -> _Shared:
     return _shared
 
 
-def _fresh_copy(user: Any) -> Any:
-    """A copy of a cached user, as a fresh request would load it.
-
-    A handler that changes ``request.user`` must not change the next caller's, and
-    permissions are looked up anew (Django caches them on the user object). What
-    ``copy.copy`` does for a model (its ``__getstate__``: own ``_state`` and field
-    cache, no peers), without the pickle protocol's round trip, which costs more
-    than the rest of a cache hit.
-    """
-    data = user.__dict__.copy()
-    for attr in _PER_REQUEST_ATTRS:
-        data.pop(attr, None)
-    old_state = data.get("_state")
-    if old_state is not None:
-        state = object.__new__(type(old_state))
-        state_data = old_state.__dict__.copy()
-        state_data.pop("peers", None)
-        if "fields_cache" in state_data:
-            state_data["fields_cache"] = state_data["fields_cache"].copy()
-        state.__dict__.update(state_data)
-        data["_state"] = state
-    new = object.__new__(type(user))
-    new.__dict__.update(data)
-    return new
-
-
 class PrincipalCache:
-    """Entries: credential hash -> (expiry, user, version key, version seen)."""
+    """Entries: credential hash -> (expiry, user, credential, version key, version seen)."""
 
     MAX_ENTRIES = 10_000
 
     def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[float, Any, str, Any]] = {}
+        self._entries: dict[bytes, tuple[float, Any, Any, str, Any]] = {}
 
     @staticmethod
     def key(headers: dict[str, str]) -> bytes | None:
@@ -198,7 +139,7 @@ class PrincipalCache:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        expires, user, vkey, version = entry
+        expires, user, auth, vkey, version = entry
         if expires < time.monotonic():
             self._entries.pop(key, None)
             return None
@@ -216,7 +157,13 @@ class PrincipalCache:
         if current is None or current != version:
             self._entries.pop(key, None)
             return None
-        return Principal(_fresh_copy(user))
+        # A copy of the user, as a fresh request would load it: a handler that changes
+        # request.user must not change the next caller's, and permissions are looked up
+        # anew (Django caches them on the user object).
+        user = copy.copy(user)
+        for attr in _PER_REQUEST_ATTRS:
+            user.__dict__.pop(attr, None)
+        return Principal(user, auth)
 
     def remember(self, key: bytes, principal: Principal) -> None:
         """Sync, right after the classes found ``principal`` (in the same worker thread).
@@ -225,19 +172,29 @@ class PrincipalCache:
         bumped it already (receivers bump at the change and again at its commit).
         """
         ttl = mcp_settings.AUTH_CACHE_SECONDS
+        expires = getattr(principal.auth, "expires", None)
+        if isinstance(expires, datetime.datetime):
+            # An expiring credential (an OAuth access token) is not remembered past its expiry.
+            ttl = min(ttl, (expires - timezone.now()).total_seconds())
         if ttl <= 0 or principal.is_anonymous:
             return
         vkey = version_key(principal.label)
+        store = shared()
         try:
-            version = shared().create(vkey)
+            version = store.get(vkey)
+            if version is None:
+                from django.core.cache import caches
+
+                caches[store.alias].add(vkey, _new_version(), VERSION_TIMEOUT)
+                version = store.get(vkey)
         except Exception:
             logger.warning("could not read a principal's version; not caching it", exc_info=True)
             return
         if version is None:
-            return  # a cache that keeps nothing (DummyCache): nothing could tell this entry is stale
+            return  # a cache that keeps nothing: nothing could tell this entry is stale
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
-        self._entries[key] = (time.monotonic() + ttl, principal.user, vkey, version)
+        self._entries[key] = (time.monotonic() + ttl, principal.user, principal.auth, vkey, version)
 
     def clear(self, *args: Any, **kwargs: Any) -> None:
         self._entries.clear()
@@ -279,8 +236,10 @@ def principal_changed(user: Any = None, *, label: str | None = None, using: str 
 
 
 def _bump(label: str) -> None:
+    from django.core.cache import caches
+
     try:
-        shared().set(version_key(label), _new_version())
+        caches[mcp_settings.SESSION_CACHE].set(version_key(label), _new_version(), VERSION_TIMEOUT)
     except Exception:
         # Other processes keep their entries until AUTH_CACHE_SECONDS pass.
         logger.error("could not reset cached principals of %s", label, exc_info=True)
@@ -316,7 +275,8 @@ def connect() -> None:
                 principal_changed(label=_label(user_model, pk), using=using)
 
     def token_changed(sender: Any, instance: Any, using: str | None = None, **kw: Any) -> None:
-        principal_changed(label=_label(user_model, instance.user_id), using=using)
+        if instance.user_id is not None:  # an OAuth client-credentials token has no user
+            principal_changed(label=_label(user_model, instance.user_id), using=using)
 
     def logged_out(sender: Any, request: Any, user: Any, **kw: Any) -> None:
         principal_changed(user)
@@ -344,6 +304,13 @@ def connect() -> None:
 
         post_save.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_save")
         post_delete.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_delete")
+    if apps.is_installed("oauth2_provider"):
+        # django-oauth-toolkit deletes a revoked access token: its user is found anew.
+        from oauth2_provider.models import get_access_token_model
+
+        access_token = get_access_token_model()
+        post_save.connect(token_changed, sender=access_token, weak=False, dispatch_uid=uid + "oauth_save")
+        post_delete.connect(token_changed, sender=access_token, weak=False, dispatch_uid=uid + "oauth_delete")
     if apps.is_installed("django.contrib.sessions"):
         from django.contrib.sessions.models import Session
 

@@ -155,6 +155,24 @@ def origins(value: Any) -> list[str]:
     return out
 
 
+def urls(value: Any) -> list[str]:
+    """Absolute URLs, or paths on this server (resolved against each request's host)."""
+    out = []
+    for item in _sequence(value, 'URLs such as "https://auth.example"'):
+        if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
+            raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_kind(item)}')
+        out.append(item.rstrip("/") or "/")
+    return out
+
+
+def strings(value: Any) -> list[str]:
+    out = _sequence(value, "str")
+    for item in out:
+        if not isinstance(item, str) or not item:
+            raise InvalidSetting(f"must list non-empty str values, not {_kind(item)}")
+    return out
+
+
 AUDIT_DEFAULTS: dict[str, Any] = {
     # False: write no rows at all (a project may keep only its own signal receivers).
     "ENABLED": True,
@@ -246,6 +264,19 @@ SETTINGS: dict[str, Setting] = {
     # A revoked token, a deactivated user, a logout or a password change is seen at
     # once by every process: each hit checks the user's version in SESSION_CACHE.
     "AUTH_CACHE_SECONDS": Setting(10, seconds),
+    # MCP authorization (OAuth 2.1): the issuers of the authorization servers whose access
+    # tokens this endpoint accepts, named in /.well-known/oauth-protected-resource (RFC 9728).
+    # Empty: no such document (the endpoint is not an OAuth protected resource).
+    "AUTHORIZATION_SERVERS": Setting([], urls),
+    # The endpoint's canonical URL, the audience tokens must be issued for (RFC 8707).
+    # None: derived from each request (scheme, Host and the endpoint's path).
+    "RESOURCE_URL": Setting(None, optional_text),
+    # Scopes every OAuth access token must carry to use the endpoint at all, asked for in
+    # the 401's challenge (a handler's scopes=[...] add to them for that handler).
+    "REQUIRED_SCOPES": Setting([], strings),
+    # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
+    # scope a handler requires).
+    "SCOPES_SUPPORTED": Setting(None, lambda v: None if v is None else strings(v)),
     # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
     "ALLOWED_ORIGINS": Setting([], origins),
     # The largest request body accepted, in bytes.

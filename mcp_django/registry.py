@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 from . import schema as schemas
+from .protected_resource import scopes_granted
 
 TOOL_NAME_MAX = 64
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -73,6 +74,8 @@ class Handler:
     permissions: tuple[str, ...] = ()
     permission_classes: tuple[Any, ...] = ()
     allow_anonymous: bool | None = None
+    # OAuth scopes an access token must carry to use this handler (see protected_resource).
+    scopes: tuple[str, ...] = ()
     meta: dict[str, Any] | None = None
     source: str = ""
     context_param: str | None = None
@@ -88,10 +91,12 @@ class Handler:
 
     @property
     def guarded(self) -> bool:
-        return bool(self.permissions or self.permission_classes)
+        return bool(self.permissions or self.permission_classes or self.scopes)
 
     def has_permission(self, user: Any, request: Any) -> bool:
         """Sync: permission checks may query the database."""
+        if self.scopes and not scopes_granted(getattr(request, "auth", None), self.scopes):
+            return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
         for cls in self.permission_classes:
@@ -279,6 +284,7 @@ class Registry:
         permissions: Iterable[str] = (),
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
+        scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
     ) -> Callable[[Func], Func]:
         """Register a sync or async function as a tool.
@@ -312,6 +318,7 @@ class Registry:
                     permissions=tuple(permissions),
                     permission_classes=tuple(permission_classes),
                     allow_anonymous=allow_anonymous,
+                    scopes=tuple(scopes),
                     meta=meta,
                     context_param=ctx_param,
                     accepts=accepts,
@@ -330,6 +337,7 @@ class Registry:
         permissions: Iterable[str] = (),
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
+        scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
     ) -> Callable[[Func], Func]:
         """Register a function returning a string, a message or a list of messages."""
@@ -356,6 +364,7 @@ class Registry:
                 permissions=tuple(permissions),
                 permission_classes=tuple(permission_classes),
                 allow_anonymous=allow_anonymous,
+                scopes=tuple(scopes),
                 context_param=ctx_param,
                 parameters=parameters,
             )
@@ -375,6 +384,7 @@ class Registry:
         permissions: Iterable[str] = (),
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
+        scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
     ) -> Callable[[Func], Func]:
         """Register a resource; a URI with ``{placeholders}`` registers a template."""
@@ -389,6 +399,7 @@ class Registry:
                 permissions=tuple(permissions),
                 permission_classes=tuple(permission_classes),
                 allow_anonymous=allow_anonymous,
+                scopes=tuple(scopes),
             )
             if _TEMPLATE_VAR.search(uri):
                 item = ResourceTemplate(uri_template=uri, completions=dict(completions or {}), **common)
@@ -407,7 +418,7 @@ class Registry:
         Django view needs ``input_schema=``. Options: ``actions``, ``methods``, ``name`` /
         ``names``, ``basename``, ``description`` / ``descriptions``, ``input_schema`` /
         ``input_schemas``, ``output_schema``, ``path_params``, ``permissions``,
-        ``permission_classes``, ``allow_anonymous``, ``initkwargs``, ``body`` ("json" or
+        ``permission_classes``, ``allow_anonymous``, ``scopes``, ``initkwargs``, ``body`` ("json" or
         "form"). See :mod:`mcp_django.views_as_tools` and docs/views.md.
         """
         from .views_as_tools import view_tools

@@ -2,10 +2,14 @@
 
 from django.urls import path
 
+from . import protected_resource
 from .transports.views import mcp_view
 
 app_name = "mcp_django"
 urlpatterns = [
     path("mcp", mcp_view, name="endpoint"),
     path("mcp/", mcp_view),
+    # MCP authorization (RFC 9728): only when MCP_DJANGO["AUTHORIZATION_SERVERS"] names one.
+    path(".well-known/oauth-protected-resource", protected_resource.metadata, name="protected-resource"),
+    path(".well-known/oauth-protected-resource/<path:resource_path>", protected_resource.metadata),
 ]

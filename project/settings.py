@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "rest_framework.authtoken",
+    "oauth2_provider",
     "channels",
     "mcp_django",
     # project.conformance (the conformance suite's test_* fixtures) is added by
@@ -165,9 +166,35 @@ MCP_DJANGO = {
     "MAX_REQUEST_STATE_BYTES": int(os.environ.get("MCP_MAX_REQUEST_STATE_BYTES", str(64 * 1024))),
     # The demo lets anonymous callers in (the app's default is off).
     "ALLOW_ANONYMOUS": env_bool("MCP_ALLOW_ANONYMOUS", True),
+    # MCP authorization: the demo is its own OAuth 2.1 authorization server (django-oauth-toolkit,
+    # mounted at /o/), and /mcp accepts its access tokens besides sessions and DRF tokens.
+    "AUTHORIZATION_SERVERS": ["/o"],
+    "REQUIRED_SCOPES": ["mcp"],
+    "AUTHENTICATION_CLASSES": [
+        "mcp_django.auth.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+        "mcp_django.contrib.oauth.OAuth2Authentication",
+    ],
     "SERVER_NAME": "mcp-django-demo",
     "INSTRUCTIONS": "A demo Django project served over MCP by mcp-django.",
 }
+
+# The authorization server (django-oauth-toolkit) with what MCP clients need: RFC 8414
+# metadata, PKCE with S256 only, dynamic client registration (RFC 7591) open to any client
+# (the consent screen is where a person decides), client ID metadata documents, and RFC 8707
+# resource indicators (the toolkit records them on the token; mcp-django checks them).
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "Use this project's MCP tools", "shop": "Read and change your orders in the demo shop"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OAUTH_ACCESS_TOKEN_SECONDS", "3600")),
+}
+# The consent screen asks a signed-in user; the admin's login page signs them in.
+LOGIN_URL = "/admin/login/"
 
 LOGGING = {
     "version": 1,

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from oauth2_provider.views import OAuthServerMetadataView
 
 from project.demo.views import landing
 
@@ -7,6 +8,10 @@ urlpatterns = [
     # What the endpoint is and how to connect to it.
     path("", landing, name="landing"),
     path("admin/", admin.site.urls),
+    # The demo's OAuth 2.1 authorization server (issuer http://HOST/o) and its RFC 8414
+    # metadata where strict clients look for it: /.well-known/oauth-authorization-server/o.
+    path("o/", include("oauth2_provider.urls")),
+    path(".well-known/oauth-authorization-server/<path:issuer_path>", OAuthServerMetadataView.as_view()),
     # The demo shop's REST API; project/shop/mcp.py serves the same views as MCP tools.
     path("api/", include("project.shop.urls")),
     # The same endpoint through Django's view stack, for WSGI deployments. Under

@@ -1,7 +1,8 @@
 """Run the official MCP conformance suite against the demo project.
 
 Starts the demo under uvicorn on a free loopback port (fresh SQLite database),
-runs `conformance server --suite all` for each protocol revision, and prints a
+runs `conformance server --suite all` for each protocol revision, then the
+authorization-server scenarios against the demo's OAuth server, and prints a
 summary of every check. Exits non-zero when any check fails.
 """
 
@@ -51,6 +52,64 @@ def summarize(out_dir: Path) -> tuple[int, int, list[str]]:
             elif status == "WARNING":
                 problems.append(f"warn {scenario} {check.get('id')}: {check.get('errorMessage', '')}")
     return passed, failed, problems
+
+
+# Signs a user in and registers a public client whose redirect URI is the suite's callback.
+_AUTH_SETUP = """
+from django.contrib.auth import get_user_model
+from django.test import Client
+from oauth2_provider.models import Application
+user, _ = get_user_model().objects.get_or_create(username="conformance")
+app = Application.objects.create(
+    name="conformance", client_type=Application.CLIENT_PUBLIC,
+    authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+    redirect_uris="http://127.0.0.1:{port}/callback", user=user,
+)
+browser = Client()
+browser.force_login(user)
+print(app.client_id, browser.cookies["sessionid"].value)
+"""
+
+
+def authorization(args: argparse.Namespace, env: dict[str, str], port: int, out_root: Path) -> int:
+    """The authorization-server scenarios against the demo's own server (issuer /o): a person's
+    part, signing in and pressing Authorize on the consent screen, is played by tests/oauth_consent.py."""
+    sys.path.insert(0, str(ROOT))
+    from tests.oauth_consent import approve
+
+    callback_port = free_port()
+    setup = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v0", "-c", _AUTH_SETUP.format(port=callback_port)],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    client_id, session = setup.stdout.split()[-2:]
+    out_dir = out_root / "authorization"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = f"http://127.0.0.1:{port}"
+    command = [args.node, args.suite, "authorization", "--url", f"{base}/o", "--client-id", client_id]
+    command += ["--resource", f"{base}/mcp", "--port", str(callback_port), "-o", str(out_dir)]
+    suite = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = []
+    assert suite.stdout is not None
+    for line in suite.stdout:
+        output.append(line)
+        if line.startswith(f"{base}/o/authorize/"):
+            # The suite waits for its callback: follow the redirect the consent screen gives.
+            import httpx
+
+            httpx.get(approve(line.strip(), session), timeout=30)
+    suite.wait(60)
+    passed, failed, problems = summarize(out_dir)
+    print(f"== conformance authorization server: {passed} passed, {failed} failed")
+    for line in problems:
+        print("   " + line)
+    if suite.returncode and not failed:
+        print("".join(output)[-3000:])
+    return failed + (1 if suite.returncode and not failed else 0) + (1 if not passed else 0)
 
 
 def main() -> int:
@@ -108,6 +167,8 @@ def main() -> int:
                 print("   " + line)
             if run.returncode and not failed:
                 print(run.stdout[-3000:], run.stderr[-3000:])
+        if not args.scenario:
+            total_failed += authorization(args, env, port, out_root)
     finally:
         server.terminate()
         server.wait(10)

@@ -15,6 +15,7 @@ from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
+from ..protected_resource import challenge, scopes_granted
 from ..registry import Handler, Registry, completer_info
 from ..state import StateRefused
 from .jsonrpc import (
@@ -146,10 +147,29 @@ class Dispatcher:
     async def _allowed(self, call: Call, handler: Handler) -> bool:
         if not self._anonymous_allowed(handler, call):
             return False
+        _require_scopes(call, handler)
         if not handler.guarded:
             return True
         request = call.request
         return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
+
+    def require_scopes(self, call: Call) -> None:
+        """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for.
+
+        Dispatching checks it too; a transport that commits to a stream before the
+        handler runs (legacy SSE) asks first, so the 403 can still be an HTTP answer.
+        """
+        params = call.params
+        handler: Handler | None = None
+        if call.method == "tools/call" and isinstance(params.get("name"), str):
+            handler = self.registry.tools.get(params["name"])
+        elif call.method == "prompts/get" and isinstance(params.get("name"), str):
+            handler = self.registry.prompts.get(params["name"])
+        elif call.method == "resources/read" and isinstance(params.get("uri"), str):
+            found = self.registry.find_resource(params["uri"])
+            handler = found[0] if found else None
+        if handler is not None:
+            _require_scopes(call, handler)
 
     async def _run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
         return await ENGINES[call.era](handler, arguments, call)
@@ -464,9 +484,27 @@ async def _send_finished(call: Call, outcome: str, reason: str) -> None:
     await signals.call_finished.asend(_SENDER[call.method], event=event)
 
 
+def _require_scopes(call: Call, handler: Handler) -> None:
+    if not handler.scopes or scopes_granted(call.principal.auth, handler.scopes):
+        return
+    # The caller may know the handler exists (its scopes are in the metadata): it may step up.
+    scope = " ".join(handler.scopes)
+    request = call.request
+    raise MCPError(
+        INVALID_REQUEST,
+        f"insufficient_scope: this needs an access token with the scopes {scope}",
+        {"requiredScopes": list(handler.scopes)},
+        http_status=403,
+        headers=None
+        if request is None
+        else [("www-authenticate", challenge(request, "insufficient_scope", scope=scope))],
+    )
+
+
 def _drf(request: Any, call: Call) -> Any:
     from rest_framework.request import Request
 
     drf = Request(request)
     drf.user = call.principal.user
+    drf.auth = call.principal.auth
     return drf

@@ -58,12 +58,22 @@ _HTTP_STATUS = {
 class MCPError(Exception):
     """A JSON-RPC error answered to the client."""
 
-    def __init__(self, code: int, message: str, data: Any = None, *, http_status: int | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        http_status: int | None = None,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
         self._http_status = http_status
+        # HTTP headers of the answer, where HTTP carries it (a WWW-Authenticate challenge).
+        self.headers = headers
 
     @property
     def http_status(self) -> int:

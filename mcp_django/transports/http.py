@@ -21,7 +21,7 @@ from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread, start_task
-from ..auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials
+from ..auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
 from ..auth_cache import authenticate_and_remember, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
@@ -72,6 +72,8 @@ def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = No
 
 
 def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    if error.headers:
+        extra = [*(extra or []), *error.headers]
     return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
 
 
@@ -197,7 +199,7 @@ class HttpEndpoint:
                     logger.warning("authentication could not reach the database", exc_info=True)
                     raise Unavailable("the database") from None
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
-            raise AuthenticationFailed("Authentication credentials were not provided.")
+            raise refuse_anonymous(request() if callable(request) else request or req.request_factory())
         return principal
 
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
@@ -308,7 +310,7 @@ class HttpEndpoint:
 
 def unauthorized(request_id: Any, exc: AuthenticationFailed) -> HttpOut:
     error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
-    extra = [("www-authenticate", 'Token realm="mcp"')] if exc.status == 401 else []
+    extra = [("www-authenticate", exc.challenge)] if exc.challenge else []
     return error_out(request_id, error, extra)
 
 
@@ -376,8 +378,8 @@ async def respond(
     task = start_task(_answer(run or dispatcher.handle, call))
     if task.done() and not events:
         # Finished eagerly, without waiting on anything: the common case.
-        status, payload = task.result()
-        return json_out(status, payload)
+        status, payload, extra = task.result()
+        return json_out(status, payload, extra)
     task.add_done_callback(wake_up)
     gone: asyncio.Future[Any] | None = None
 
@@ -403,8 +405,8 @@ async def respond(
         task.cancel()
         return HttpOut(499)
     if task.done() and not events:
-        status, payload = task.result()
-        return json_out(status, payload)
+        status, payload, extra = task.result()
+        return json_out(status, payload, extra)
 
     async def stream() -> AsyncIterator[bytes]:
         nonlocal wake
@@ -426,16 +428,19 @@ async def respond(
     return HttpOut(200, headers, events=stream())
 
 
-async def _answer(run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> tuple[int, dict[str, Any]]:
-    """(HTTP status, JSON-RPC response) for one request."""
+async def _answer(
+    run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call
+) -> tuple[int, dict[str, Any], list[tuple[str, str]] | None]:
+    """(HTTP status, JSON-RPC response, extra headers) for one request."""
     try:
         result = await run(call)
     except MCPError as exc:
-        status = exc.http_status if call.era == "modern" else 200
-        return status, jsonrpc.error_response(call.request_id, exc)
+        if call.era == "modern":
+            return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
+        return 200, jsonrpc.error_response(call.request_id, exc), None
     except Exception:
         # A bug must still answer the request: a legacy stream would otherwise never
         # end, and a 2026-07-28 client would get a bare 500.
         logging.getLogger("mcp_django").exception("%s failed", call.method)
-        return 200, jsonrpc.error_response(call.request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error"))
-    return 200, jsonrpc.response(call.request_id, result)
+        return 200, jsonrpc.error_response(call.request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error")), None
+    return 200, jsonrpc.response(call.request_id, result), None

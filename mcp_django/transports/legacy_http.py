@@ -394,6 +394,10 @@ class LegacyHttp(LegacyHandler):
             finally:
                 hub.untrack(key)
 
+        try:
+            dispatcher.require_scopes(call)
+        except MCPError as exc:
+            return error_out(request_id, exc)  # an HTTP 403 the client can step up from
         if not (req.can_stream and accepts(req.headers, SSE)):
             # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
             return await respond(dispatcher, call, can_stream=False, disconnected=disconnected, run=run)
@@ -405,7 +409,7 @@ class LegacyHttp(LegacyHandler):
             call.session.close_stream = stream.close
 
         async def serve() -> None:
-            _status, payload = await _answer(run, call)
+            _status, payload, _headers = await _answer(run, call)
             stream.finish(payload)
 
         # Not tied to this connection: the client may drop it and resume, the call goes on.

@@ -146,7 +146,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             from django.core.handlers.asgi import ASGIRequest
 
             # Django's request for the upgrade (auth classes and handlers read it like any request).
-            return ASGIRequest({**scope, "type": "http", "method": "GET"}, io.BytesIO(b""))
+            # The upgrade as the GET it is: http(s), as the URL a token's audience names.
+            scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
+            return ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
 
         self.request_factory = request_factory
         self.req = HttpIn(

@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import schema as schemas
 from ..content import ToolResult
+from ..protected_resource import scopes_granted
 from ..registry import TOOL_NAME_MAX, Tool
 from .kinds import (
     ACTION_TEXT,
@@ -52,6 +53,8 @@ class ViewTool(Tool):
         Throttles are not consulted here (a listing must not use up the caller's rate),
         and object permissions cannot be: the view applies both when it is called.
         """
+        if self.scopes and not scopes_granted(getattr(request, "auth", None), self.scopes):
+            return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
         op = self.operation
@@ -93,6 +96,7 @@ def view_tools(
     permissions: Iterable[str] = (),
     permission_classes: Iterable[Any] = (),
     allow_anonymous: bool | None = None,
+    scopes: Iterable[str] = (),
     initkwargs: Mapping[str, Any] | None = None,
     body: str = "json",
 ) -> list[ViewTool]:
@@ -102,6 +106,7 @@ def view_tools(
         permissions=tuple(permissions),
         permission_classes=tuple(permission_classes),
         allow_anonymous=allow_anonymous,
+        scopes=tuple(scopes),
     )
     if body not in ("json", "form"):
         raise ImproperlyConfigured(f"register_view: body must be 'json' or 'form', not {body!r}")

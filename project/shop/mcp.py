@@ -16,8 +16,9 @@ from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
 # with the matching shop.*_product permission (the viewset's DjangoModelPermissions).
 mcp.register_view(ProductViewSet)
 
-# orders_list ... orders_destroy, and orders_cancel from the @action.
-mcp.register_view(OrderViewSet)
+# orders_list ... orders_destroy, and orders_cancel from the @action. An OAuth access
+# token needs the "shop" scope for them (a session or a DRF token is the user's own).
+mcp.register_view(OrderViewSet, scopes=["shop"])
 
 mcp.register_view(OrderSummary, name="orders_summary")
 

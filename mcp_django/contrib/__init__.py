@@ -1,0 +1,1 @@
+"""Optional integrations with other Django apps; each module imports its app only when used."""

@@ -1,0 +1,69 @@
+"""OAuth 2.1 access tokens from django-oauth-toolkit, checked the way MCP authorization requires.
+
+Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name
+the authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is
+accepted only when django-oauth-toolkit finds it valid (known, not expired, not
+revoked, its application usable) and it was issued for this endpoint: its RFC 8707
+resource indicators include the endpoint's URL. A token issued without a resource
+indicator is refused, because MCP servers must accept only tokens meant for them
+(a token for another service must not be replayable here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oauth2_provider.contrib.rest_framework import OAuth2Authentication as ToolkitAuthentication
+from oauth2_provider.oauth2_backends import get_oauthlib_core
+from rest_framework import exceptions
+
+from .. import protected_resource
+from ..conf import mcp_settings
+
+
+class InsufficientScope(exceptions.PermissionDenied):
+    """A valid token without the scopes the endpoint requires (403, RFC 6750)."""
+
+
+class OAuth2Authentication(ToolkitAuthentication):
+    """``Authorization: Bearer TOKEN``, for tokens django-oauth-toolkit issued for this endpoint."""
+
+    # Reads nothing but the Authorization header, so mcp-django's principal cache may key on
+    # it; a cached token is never used past its expiry, and its revocation is heard.
+    mcp_reads_only_headers = True
+    www_authenticate_realm = "mcp"
+
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header[:7].lower() == "bearer ":
+            return None
+        django_request = getattr(request, "_request", request)
+        # The toolkit reads the body's form fields too: hand it Django's request, whose
+        # POST is empty for a JSON body (DRF's would refuse to parse one without parsers).
+        valid, checked = get_oauthlib_core().verify_request(django_request, scopes=[])
+        if not valid:
+            error = getattr(checked, "oauth2_error", None) or {}
+            request.oauth2_error = {"error": "invalid_token", **error}
+            raise exceptions.AuthenticationFailed(
+                error.get("error_description") or "The access token is invalid, expired or revoked."
+            )
+        user, token = checked.user, checked.access_token
+        resource = protected_resource.resource_url(django_request)
+        if not token.resource or not token.allows_audience(resource):
+            request.oauth2_error = {
+                "error": "invalid_token",
+                "error_description": "The access token was not issued for this resource.",
+            }
+            raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        required = mcp_settings.REQUIRED_SCOPES
+        if required and not token.allow_scopes(required):
+            request.oauth2_error = {"error": "insufficient_scope"}
+            raise InsufficientScope(f"insufficient_scope: this endpoint needs the scopes {' '.join(required)}")
+        return user, token
+
+    def authenticate_header(self, request: Any) -> str:
+        error = getattr(request, "oauth2_error", None) or {}
+        django_request = request._request if hasattr(request, "_request") else request
+        return protected_resource.challenge(django_request, error.get("error"), error.get("error_description"))

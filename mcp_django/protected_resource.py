@@ -1,0 +1,108 @@
+"""The endpoint as an OAuth 2.1 protected resource, as MCP authorization describes it.
+
+- ``/.well-known/oauth-protected-resource`` (RFC 9728, and its path-suffixed form
+  for ``/mcp``) names the authorization servers whose tokens the endpoint accepts
+  (``MCP_DJANGO["AUTHORIZATION_SERVERS"]``) and the scopes it knows;
+- a ``401`` carries a ``Bearer`` challenge whose ``resource_metadata`` points there,
+  and a token without a scope a handler requires gets ``403 insufficient_scope``
+  naming the scopes, so a client can step up;
+- a handler's ``scopes=[...]`` restrict OAuth access tokens only: a session cookie
+  or a DRF token is the user's own credential and carries all of the user's
+  authority, as in DRF, where scopes are a property of OAuth tokens.
+
+Which tokens are valid (issuer, audience, expiry, revocation) is the job of the
+configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Authentication`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.http import Http404, HttpRequest, JsonResponse
+
+from .conf import mcp_settings
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+DEFAULT_PATH = "/mcp"
+
+
+def _origin(request: HttpRequest) -> str:
+    return f"{request.scheme}://{request.get_host()}"
+
+
+def resource_url(request: HttpRequest, path: str | None = None) -> str:
+    """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host)."""
+    if mcp_settings.RESOURCE_URL:
+        return mcp_settings.RESOURCE_URL.rstrip("/")
+    path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
+    return _origin(request) + path
+
+
+def metadata_url(request: HttpRequest) -> str:
+    """Where the protected-resource metadata of the endpoint ``request`` reached lives."""
+    resource = urlsplit(resource_url(request))
+    return f"{resource.scheme}://{resource.netloc}{WELL_KNOWN}{resource.path}"
+
+
+def _quote(value: str) -> str:
+    # A quoted-string (RFC 9110): no way out of the quotes, no header injection.
+    return '"' + value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def challenge(request: HttpRequest, error: str | None = None, description: str | None = None, scope: str = "") -> str:
+    """A ``WWW-Authenticate: Bearer`` value pointing at the metadata (RFC 6750, RFC 9728)."""
+    params = [("realm", "mcp")]
+    if error:
+        params.append(("error", error))
+    if description:
+        params.append(("error_description", description))
+    scope = scope or " ".join(mcp_settings.REQUIRED_SCOPES)
+    if scope:
+        params.append(("scope", scope))
+    params.append(("resource_metadata", metadata_url(request)))
+    return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
+
+
+def enabled() -> bool:
+    return bool(mcp_settings.AUTHORIZATION_SERVERS)
+
+
+def scopes_granted(auth: Any, scopes: Iterable[str]) -> bool:
+    """Whether the credential ``auth`` (DRF's ``request.auth``) carries every scope.
+
+    Only an OAuth access token (anything with ``allow_scopes``, as django-oauth-toolkit's
+    tokens have) is limited by scopes; other credentials are the user's own.
+    """
+    scopes = list(scopes)
+    if not scopes or not hasattr(auth, "allow_scopes"):
+        return True
+    return bool(auth.allow_scopes(scopes))
+
+
+def metadata(request: HttpRequest, resource_path: str = "") -> JsonResponse:
+    """RFC 9728 protected-resource metadata, at the root and the path-suffixed location."""
+    if not enabled():
+        raise Http404("This MCP endpoint is not an OAuth protected resource.")
+    path = "/" + resource_path.strip("/") if resource_path else None
+    servers = [
+        server if "://" in server else _origin(request) + server for server in mcp_settings.AUTHORIZATION_SERVERS
+    ]
+    data: dict[str, Any] = {
+        "resource": resource_url(request, path or DEFAULT_PATH),
+        "authorization_servers": servers,
+        "bearer_methods_supported": ["header"],
+    }
+    scopes = mcp_settings.SCOPES_SUPPORTED
+    if scopes is None:
+        from .registry import mcp
+
+        handlers = [*mcp.tools.values(), *mcp.prompts.values(), *mcp.resources.values(), *mcp.templates.values()]
+        scopes = sorted({*mcp_settings.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
+    if scopes:
+        data["scopes_supported"] = scopes
+    response = JsonResponse(data)
+    # Browser-based clients read it from another origin.
+    response["Access-Control-Allow-Origin"] = "*"
+    return response

@@ -1,0 +1,274 @@
+"""MCP authorization: the demo's authorization server, /mcp as a protected resource, the SDK's OAuth client."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import websockets
+from django.contrib.auth import get_user_model
+from django.test import Client as DjangoClient
+from django.utils import timezone
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from oauth2_provider.models import AccessToken, Application
+
+from tests.conftest import MODERN, mcp_settings, meta
+from tests.oauth_consent import approve
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Memory:
+    """The SDK's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+class Person:
+    """Signed in to the demo; approves (or denies) each consent screen the client sends them to."""
+
+    def __init__(self, session_cookie: str) -> None:
+        self.session_cookie = session_cookie
+        self.consents: list[dict[str, list[str]]] = []
+        self.redirect = ""
+
+    async def open(self, url: str) -> None:
+        self.consents.append(parse_qs(urlsplit(url).query))
+        self.redirect = await anyio.to_thread.run_sync(approve, url, self.session_cookie)
+
+    async def callback(self) -> AuthorizationCodeResult:
+        query = parse_qs(urlsplit(self.redirect).query)
+        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+
+
+def _signed_in(username: str) -> str:
+    user = get_user_model().objects.create_user(username, password="pw")
+    browser = DjangoClient()
+    browser.force_login(user)
+    return browser.cookies["sessionid"].value
+
+
+@pytest.fixture
+def alice(live_url: str) -> Person:
+    return Person(_signed_in("alice"))
+
+
+def _provider(url: str, person: Person, storage: Memory) -> OAuthClientProvider:
+    metadata = OAuthClientMetadata(
+        client_name="mcp-django tests",
+        redirect_uris=["http://127.0.0.1:9/callback"],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    return OAuthClientProvider(url, metadata, storage, redirect_handler=person.open, callback_handler=person.callback)
+
+
+async def _as(url: str, person: Person, storage: Memory, mode: str) -> Any:
+    auth = _provider(url, person, storage)
+    http = httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(30, read=60))
+    return http, Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", MODERN])
+async def test_sdk_client_signs_in_with_oauth_and_steps_up_for_a_scope(live_url: str, alice: Person, mode: str) -> None:
+    storage = Memory()
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        http, client = await _as(live_url, alice, storage, mode)
+        async with http, client:
+            who = await client.call_tool("whoami")
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            # The orders tools need the "shop" scope: hidden from this token, and a call is
+            # answered 403 insufficient_scope, which sends the SDK back for consent.
+            orders = await client.call_tool("orders_list", {})
+    assert who.structured_content["username"] == "alice"
+    assert "echo" in listed and "orders_list" not in listed
+    assert not orders.is_error
+    assert len(alice.consents) == 2
+    first, second = alice.consents
+    assert first["code_challenge_method"] == ["S256"] and first["resource"] == [live_url]
+    assert "shop" in second["scope"][0].split()
+    assert storage.client is not None and storage.client.client_id  # registered dynamically (RFC 7591)
+    token = await AccessToken.objects.select_related("user").aget(token=storage.tokens.access_token)
+    assert token.user.username == "alice" and token.resource == [live_url]
+
+
+@pytest.mark.anyio
+async def test_websocket_takes_the_bearer_token_on_the_upgrade(live_url: str, alice: Person) -> None:
+    storage = Memory()
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        http, client = await _as(live_url, alice, storage, MODERN)
+        async with http, client:
+            await client.call_tool("whoami")
+    assert storage.tokens is not None
+    ws_url = live_url.replace("http://", "ws://")
+    headers = {"Authorization": f"Bearer {storage.tokens.access_token}"}
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    async with websockets.connect(ws_url, subprotocols=["mcp"], additional_headers=headers) as socket:
+        await socket.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        assert "result" in json.loads(await socket.recv())
+        call = {"name": "whoami", "arguments": {}}
+        await socket.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
+        answer = json.loads(await socket.recv())
+    assert answer["result"]["structuredContent"]["username"] == "alice"
+    with pytest.raises(websockets.InvalidStatus):
+        async with websockets.connect(
+            ws_url, subprotocols=["mcp"], additional_headers={"Authorization": "Bearer not-a-token"}
+        ):
+            pass
+
+
+def _token(user: Any, *, resource: list[str], scope: str = "mcp", seconds: float = 3600) -> AccessToken:
+    app = Application.objects.create(
+        name="direct",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1:9/callback",
+        user=user,
+    )
+    return AccessToken.objects.create(
+        user=user,
+        application=app,
+        token=f"tok-{user.pk}-{AccessToken.objects.count()}",
+        expires=timezone.now() + timedelta(seconds=seconds),
+        scope=scope,
+        resource=resource,
+    )
+
+
+def _whoami(url: str, token: str) -> httpx.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}, "_meta": meta()},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "whoami",
+    }
+    return httpx.post(url, json=body, headers=headers, timeout=30)
+
+
+def test_a_token_must_be_issued_for_this_resource(live_url: str) -> None:
+    user = get_user_model().objects.create_user("bea")
+    assert _whoami(live_url, _token(user, resource=[live_url]).token).status_code == 200
+    for resource in (["http://127.0.0.1:9/mcp"], []):  # another server's token; one for no resource at all
+        refused = _whoami(live_url, _token(user, resource=resource).token)
+        assert refused.status_code == 401
+        challenge = refused.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+
+
+def test_expired_and_revoked_tokens_are_refused_at_once(live_url: str) -> None:
+    user = get_user_model().objects.create_user("cat")
+    short = _token(user, resource=[live_url], seconds=1.5)
+    assert _whoami(live_url, short.token).status_code == 200  # and now remembered
+    import time
+
+    time.sleep(2)
+    assert _whoami(live_url, short.token).status_code == 401  # never served past its expiry
+    revoked = _token(user, resource=[live_url])
+    assert _whoami(live_url, revoked.token).status_code == 200
+    origin = live_url.rsplit("/mcp", 1)[0]
+    answer = httpx.post(
+        f"{origin}/o/revoke_token/", data={"token": revoked.token, "client_id": revoked.application.client_id}
+    )
+    assert answer.status_code == 200
+    assert _whoami(live_url, revoked.token).status_code == 401
+
+
+def test_a_missing_scope_is_403_insufficient_scope(live_url: str) -> None:
+    user = get_user_model().objects.create_user("dan")
+    token = _token(user, resource=[live_url], scope="mcp").token
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "orders_list", "arguments": {}, "_meta": meta()},
+    }
+    headers = {
+        "authorization": f"Bearer {token}",
+        "accept": "application/json",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "orders_list",
+    }
+    refused = httpx.post(live_url, json=body, headers=headers)
+    assert refused.status_code == 403
+    assert refused.json()["error"]["data"] == {"requiredScopes": ["shop"]}
+    challenge = refused.headers["www-authenticate"]
+    assert 'error="insufficient_scope"' in challenge and 'scope="shop"' in challenge
+    # A token without the scope the whole endpoint requires is refused before any method runs.
+    bare = _whoami(live_url, _token(user, resource=[live_url], scope="shop").token)
+    assert bare.status_code == 403 and 'error="insufficient_scope", scope="mcp"' in bare.headers["www-authenticate"]
+    allowed = _token(user, resource=[live_url], scope="mcp shop").token
+    assert httpx.post(live_url, json=body, headers={**headers, "authorization": f"Bearer {allowed}"}).status_code == 200
+
+
+def test_protected_resource_and_authorization_server_metadata(live_url: str) -> None:
+    origin = live_url.rsplit("/mcp", 1)[0]
+    resource = httpx.get(f"{origin}/.well-known/oauth-protected-resource/mcp").json()
+    assert resource["resource"] == live_url
+    assert resource["authorization_servers"] == [f"{origin}/o"]
+    assert "shop" in resource["scopes_supported"]
+    server = httpx.get(f"{origin}/.well-known/oauth-authorization-server/o").json()
+    assert server["issuer"] == f"{origin}/o"
+    assert server["code_challenge_methods_supported"] == ["S256"]
+    assert server["registration_endpoint"] == f"{origin}/o/register/"
+    assert server["client_id_metadata_document_supported"] is True
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        refused = httpx.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}},
+            headers={"accept": "application/json", "mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
+        )
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"] == (
+        f'Bearer realm="mcp", scope="mcp", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert resource["scopes_supported"] == ["mcp", "shop"]
+
+
+def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(live_url: str) -> None:
+    origin = live_url.rsplit("/mcp", 1)[0]
+    with mcp_settings(AUTHORIZATION_SERVERS=[], ALLOW_ANONYMOUS=False):
+        assert httpx.get(f"{origin}/.well-known/oauth-protected-resource/mcp").status_code == 404
+        refused = httpx.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}},
+            headers={
+                "accept": "application/json",
+                "mcp-protocol-version": MODERN,
+                "mcp-method": "tools/list",
+                "authorization": "Token nope",
+            },
+        )
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Token"
