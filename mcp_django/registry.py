@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, ParamSpec, TypeVar, get_type_hints, overload
 
 from . import schema as schemas
 from .protected_resource import scopes_granted
@@ -17,6 +17,10 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 Func = Callable[..., Any]
+P = ParamSpec("P")
+R = TypeVar("R")
+# What ``@mcp.tool()`` and ``@mcp.prompt()`` return: the function, its signature intact.
+Decorator = Callable[[Callable[P, R]], Callable[P, R]]
 
 
 def _is_context_annotation(annotation: Any) -> bool:
@@ -272,6 +276,10 @@ class Registry:
         self._add(self.tools, tool, tool.name)
         return tool
 
+    @overload
+    def tool(self, name: Callable[P, R], /) -> Callable[P, R]: ...
+
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -286,15 +294,34 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
-    ) -> Callable[[Func], Func]:
-        """Register a sync or async function as a tool.
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def tool(
+        self,
+        name: str | Func | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        permissions: Iterable[str] = (),
+        permission_classes: Iterable[Any] = (),
+        allow_anonymous: bool | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Any:
+        """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
         The input schema comes from the signature (``ctx`` excluded) unless given, and
         arguments are converted into the annotated types; the output schema comes from
         a return annotation that is an object type (dataclass, TypedDict, serializer,
         model) unless given. An annotation with no JSON schema raises
         ``ImproperlyConfigured`` here, naming the tool and the parameter.
+        The function is returned unchanged (its signature intact for type checkers).
         """
+        if callable(name):  # @mcp.tool, without parentheses
+            return self.tool()(name)
+        _check_name("tool", name)
 
         def decorator(func: Func) -> Func:
             ctx_param = _context_param(func)
@@ -328,6 +355,10 @@ class Registry:
 
         return decorator
 
+    @overload
+    def prompt(self, name: Callable[P, R], /) -> Callable[P, R]: ...
+
+    @overload
     def prompt(
         self,
         name: str | None = None,
@@ -339,8 +370,24 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
-    ) -> Callable[[Func], Func]:
-        """Register a function returning a string, a message or a list of messages."""
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def prompt(
+        self,
+        name: str | Func | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        permissions: Iterable[str] = (),
+        permission_classes: Iterable[Any] = (),
+        allow_anonymous: bool | None = None,
+        completions: dict[str, Func] | None = None,
+    ) -> Any:
+        """Register a function returning a string, a message or a list of messages:
+        ``@mcp.prompt()`` or ``@mcp.prompt``."""
+        if callable(name):  # @mcp.prompt, without parentheses
+            return self.prompt()(name)
+        _check_name("prompt", name)
 
         def decorator(func: Func) -> Func:
             ctx_param = _context_param(func)
@@ -386,8 +433,13 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
-    ) -> Callable[[Func], Func]:
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Register a resource; a URI with ``{placeholders}`` registers a template."""
+        if not isinstance(uri, str):
+            raise TypeError(
+                "@mcp.resource needs the resource's URI: write @mcp.resource('app://...'), "
+                f"not @mcp.resource (it was given {uri!r})"
+            )
 
         def decorator(func: Func) -> Func:
             common: dict[str, Any] = dict(
@@ -443,6 +495,11 @@ class Registry:
     @property
     def guarded(self) -> bool:
         return any(h.guarded for h in self.all_handlers())
+
+
+def _check_name(kind: str, name: Any) -> None:
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"@mcp.{kind}(name) takes the {kind}'s name as a string, not {name!r}")
 
 
 def name_problems(registry: Registry) -> list[str]:

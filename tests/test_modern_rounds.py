@@ -114,11 +114,28 @@ def test_default_keys_are_deterministic_and_distinct(raw: Raw) -> None:
 
 
 def test_missing_answer_is_asked_again_and_unknown_keys_are_ignored(raw: Raw) -> None:
-    wrong = first_round(raw, "test_input_required_result_elicitation", inputResponses={"wrong_key": ALICE})
+    first = first_round(raw, "test_input_required_result_elicitation")
+    state = first["requestState"]
+    wrong = first_round(
+        raw, "test_input_required_result_elicitation", inputResponses={"wrong_key": ALICE}, requestState=state
+    )
     assert list(wrong["inputRequests"]) == ["user_name"]
     extra = {"user_name": ALICE, "other": {"action": "accept", "content": {"x": 1}}}
-    done = result(raw.call("test_input_required_result_elicitation", inputResponses=extra))
+    done = result(
+        raw.call("test_input_required_result_elicitation", inputResponses=extra, requestState=wrong["requestState"])
+    )
     assert done["content"][0]["text"] == "Hello, Alice!"
+
+
+def test_input_responses_without_request_state_answer_nothing(raw: Raw) -> None:
+    """Answers count only for questions this server asked (sealed in requestState): sent
+    up front, three sequential asks' answers must not complete the call in zero rounds."""
+    answers = {f"r{i}": ACCEPT for i in range(3)}
+    first = first_round(raw, "modtest_rounds", {"n": 3}, inputResponses=answers)
+    assert list(first["inputRequests"]) == ["r0"]
+    # The same answers, now with the state of a round that asked r0: only r0 is taken.
+    second = first_round(raw, "modtest_rounds", {"n": 3}, inputResponses=answers, requestState=first["requestState"])
+    assert list(second["inputRequests"]) == ["r1"]
 
 
 def test_stale_answer_to_a_changed_question_is_not_reused(raw: Raw) -> None:

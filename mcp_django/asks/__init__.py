@@ -1,5 +1,17 @@
 """Asking the client: the context handlers use, and the engines behind it."""
 
+from .errors import MissingCapability
 from .kinds import Ask, ElicitResult, Root, SampleResult, confirm, elicit, elicit_url, list_roots, sample
 
-__all__ = ["Ask", "ElicitResult", "Root", "SampleResult", "confirm", "elicit", "elicit_url", "list_roots", "sample"]
+__all__ = [
+    "Ask",
+    "ElicitResult",
+    "MissingCapability",
+    "Root",
+    "SampleResult",
+    "confirm",
+    "elicit",
+    "elicit_url",
+    "list_roots",
+    "sample",
+]

@@ -6,20 +6,29 @@ whose asks are awaited; a sync handler (run in a worker thread) gets a
 depends on the engine behind it (the *backend*): under 2026-07-28 it looks the
 answer up or ends the attempt (the replay rule); on legacy revisions it sends a
 real request to the client and waits for the reply.
+
+Typing: ``Context`` (and ``AsyncContext``) types the asks as awaitables
+(:class:`Asking`), ``SyncContext`` as the plain answers. Annotate ``ctx: Context``
+in async handlers and ``ctx: SyncContext`` in sync ones, and a type checker sees
+a forgotten ``await``: with mypy's ``truthy-bool`` error code on,
+``if not ctx.confirm(...)`` is an error. At run time the awaitable refuses to be
+used as a boolean, compared or iterated, with a ``TypeError`` that says to await it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Coroutine, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
 
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities
 from . import kinds
 from .call import Call
 from .kinds import Ask, ElicitResult, Root, SampleResult
+
+T = TypeVar("T")
 
 _current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
 
@@ -32,15 +41,148 @@ class Backend(Protocol):
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
 
 
-class Context:
-    """What a handler may use while it serves one request."""
+class Asking(Coroutine[Any, Any, T]):
+    """What an async handler's ask returns: await it for the answer.
 
-    def __init__(self, call: Call, backend: Backend, state: dict[str, str] | None = None) -> None:
+    A coroutine (``asyncio.gather``, ``create_task`` and ``TaskGroup`` take it) that
+    refuses to stand in for its answer: ``if not ctx.confirm(...)`` without
+    ``await`` raises ``TypeError`` at the ``if``, before anything after it runs.
+    (A bare coroutine is always true: the missing ``await`` would skip the question.)
+    """
+
+    __slots__ = ("_coro", "_what")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], what: str) -> None:
+        self._coro = coro
+        self._what = what
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coro.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __repr__(self) -> str:
+        return f"<Asking ctx.{self._what}(...): not awaited yet>"
+
+    __hash__ = object.__hash__
+
+    def _refuse(self, use: str) -> NoReturn:
+        self._coro.close()  # never awaited now: no "never awaited" warning on top of this error
+        raise TypeError(
+            f"ctx.{self._what}(...) was {use} without being awaited: write `await ctx.{self._what}(...)` "
+            "(in an async handler every ask returns an awaitable, which is not its answer)"
+        )
+
+    # Hidden from type checkers, so that mypy's truthy-bool sees the mistake statically too.
+    if not TYPE_CHECKING:
+
+        def __bool__(self):
+            self._refuse("used as a boolean")
+
+        def __eq__(self, other):
+            self._refuse("compared")
+
+        def __ne__(self, other):
+            self._refuse("compared")
+
+        def __lt__(self, other):
+            self._refuse("compared")
+
+        def __le__(self, other):
+            self._refuse("compared")
+
+        def __gt__(self, other):
+            self._refuse("compared")
+
+        def __ge__(self, other):
+            self._refuse("compared")
+
+        def __iter__(self):
+            self._refuse("iterated")
+
+        def __len__(self):
+            self._refuse("measured")
+
+        def __contains__(self, item):
+            self._refuse("searched")
+
+        def __getitem__(self, item):
+            self._refuse("indexed")
+
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            self._refuse(f"asked for .{name}")
+
+
+class State(dict[str, str]):
+    """``ctx.state``: strings that survive between attempts (they ride in ``requestState``).
+
+    Only strings: a value that is not one is refused at once, on every revision,
+    rather than coming back from the next attempt as its ``str()`` (``False`` as the
+    truthy ``"False"``). Encode anything else yourself (``json.dumps``).
+    """
+
+    __slots__ = ()
+
+    def __setitem__(self, key: str, value: str) -> None:
+        super().__setitem__(*_checked(key, value))
+
+    def setdefault(self, key: str, default: str = "") -> str:  # type: ignore[override]
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args: Any, **kwargs: str) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def __ior__(self, other: Any) -> State:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+
+def _checked(key: Any, value: Any) -> tuple[str, str]:
+    if type(key) is not str and not isinstance(key, str):
+        raise TypeError(f"ctx.state keys must be strings, not {type(key).__name__}")
+    if type(value) is not str and not isinstance(value, str):
+        raise TypeError(
+            f"ctx.state[{key!r}] must be a string, not {type(value).__name__}: "
+            "state travels between attempts as strings (encode other values, e.g. with json.dumps)"
+        )
+    return key, value
+
+
+class Context:
+    """What a handler may use while it serves one request.
+
+    Typed as the async flavour: the asks return :class:`Asking` awaitables. Sync
+    handlers annotate :class:`SyncContext`, whose asks return the answers.
+    """
+
+    def __init__(self, call: Call, backend: Backend, state: Mapping[str, str] | None = None) -> None:
         self.call = call
         self._backend = backend
-        # String values that survive between attempts (they ride in requestState).
-        self.state: dict[str, str] = state if state is not None else {}
+        self._state = State(state) if state else State()
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def state(self) -> State:
+        """String values that survive between attempts (they ride in ``requestState``)."""
+        return self._state
+
+    @state.setter
+    def state(self, value: Mapping[str, str]) -> None:
+        fresh = State()
+        fresh.update(value)
+        self._state = fresh
 
     # -- the caller -------------------------------------------------------------------
 
@@ -79,37 +221,44 @@ class Context:
 
     # -- asks ---------------------------------------------------------------------------
 
-    def _resolve(self, asks: Sequence[Ask]) -> Any:
+    def _many(self, asks: Sequence[Ask], what: str) -> Any:
         raise NotImplementedError
 
-    def _one(self, ask: Ask) -> Any:
+    def _one(self, ask: Ask, what: str) -> Any:
         raise NotImplementedError
 
-    def ask_all(self, *asks: Ask) -> Any:
+    def ask_all(self, *asks: Ask) -> Asking[list[Any]]:
         """Several asks in one round; their answers in the same order."""
-        return self._resolve(list(asks))
+        return self._many(list(asks), "ask_all")
 
-    def confirm(self, message: str, *, key: str | None = None) -> Any:
-        return self._one(kinds.confirm(message, key=key))
+    def confirm(self, message: str, *, key: str | None = None) -> Asking[bool]:
+        """Yes or no: true only when the user accepts and ticks confirm."""
+        return self._one(kinds.confirm(message, key=key), "confirm")
 
-    def elicit(self, message: str, schema: Any, *, key: str | None = None) -> Any:
-        return self._one(kinds.elicit(message, schema, key=key))
+    def elicit(self, message: str, schema: Any, *, key: str | None = None) -> Asking[ElicitResult]:
+        return self._one(kinds.elicit(message, schema, key=key), "elicit")
 
-    def elicit_url(self, message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None) -> Any:
-        return self._one(kinds.elicit_url(message, url, key=key, elicitation_id=elicitation_id))
+    def elicit_url(
+        self, message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None
+    ) -> Asking[ElicitResult]:
+        return self._one(kinds.elicit_url(message, url, key=key, elicitation_id=elicitation_id), "elicit_url")
 
-    def sample(self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any) -> Any:
-        return self._one(kinds.sample(prompt, key=key, **options))
+    def sample(
+        self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any
+    ) -> Asking[SampleResult]:
+        return self._one(kinds.sample(prompt, key=key, **options), "sample")
 
-    def list_roots(self, *, key: str | None = None) -> Any:
-        return self._one(kinds.list_roots(key=key))
+    def list_roots(self, *, key: str | None = None) -> Asking[list[Root]]:
+        return self._one(kinds.list_roots(key=key), "list_roots")
 
     # -- notifications ------------------------------------------------------------------
 
     def _emit(self, message: dict[str, Any]) -> None:
         raise NotImplementedError
 
-    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> Any:
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> Awaitable[None]:
         token = self.call.progress_token
         if token is None or self.call.notify is None:
             return self._done()
@@ -121,7 +270,7 @@ class Context:
         self._emit(notification("notifications/progress", params))
         return self._done()
 
-    def log(self, level: str, data: Any, *, logger: str | None = None) -> Any:
+    def log(self, level: str, data: Any, *, logger: str | None = None) -> Awaitable[None]:
         if not self.call.wants_log(level):
             return self._done()
         params: dict[str, Any] = {"level": level, "data": data}
@@ -130,7 +279,7 @@ class Context:
         self._emit(notification("notifications/message", params))
         return self._done()
 
-    def elicitation_complete(self, elicitation_id: str) -> Any:
+    def elicitation_complete(self, elicitation_id: str) -> Awaitable[None]:
         """Tell a legacy client that the URL elicitation ``elicitation_id`` has been completed.
 
         (``notifications/elicitation/complete``, 2025-11-25.) Under 2026-07-28 there is
@@ -153,16 +302,16 @@ class Context:
             else:
                 close()
 
-    def debug(self, data: Any, **kw: Any) -> Any:
+    def debug(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("debug", data, **kw)
 
-    def info(self, data: Any, **kw: Any) -> Any:
+    def info(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("info", data, **kw)
 
-    def warning(self, data: Any, **kw: Any) -> Any:
+    def warning(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("warning", data, **kw)
 
-    def error(self, data: Any, **kw: Any) -> Any:
+    def error(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("error", data, **kw)
 
     def _done(self) -> Any:
@@ -172,11 +321,14 @@ class Context:
 class AsyncContext(Context):
     """``ctx`` of an async handler: ``await ctx.confirm(...)``; ``asyncio.gather`` shares one round."""
 
-    async def _resolve(self, asks: Sequence[Ask]) -> list[Any]:
-        return await self._backend.resolve(asks)
+    def _many(self, asks: Sequence[Ask], what: str) -> Asking[list[Any]]:
+        return Asking(self._backend.resolve(asks), what)
 
-    async def _one(self, ask: Ask) -> Any:
-        return (await self._backend.resolve([ask]))[0]
+    def _one(self, ask: Ask, what: str) -> Asking[Any]:
+        return Asking(self._first(ask), what)
+
+    async def _first(self, ask: Ask) -> Any:
+        return (await self._backend.resolve((ask,)))[0]
 
     def _emit(self, message: dict[str, Any]) -> None:
         assert self.call.notify is not None
@@ -186,38 +338,70 @@ class AsyncContext(Context):
         # Let the transport flush the notification before the handler goes on.
         await asyncio.sleep(0)
 
-    # Typed signatures for readers and type checkers; the work is in Context.
-    async def confirm(self, message: str, *, key: str | None = None) -> bool:  # type: ignore[override]
-        return await super().confirm(message, key=key)
-
-    async def elicit(self, message: str, schema: Any, *, key: str | None = None) -> ElicitResult:  # type: ignore[override]
-        return await super().elicit(message, schema, key=key)
-
-    async def sample(
-        self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any
-    ) -> SampleResult:  # type: ignore[override]
-        return await super().sample(prompt, key=key, **options)
-
-    async def list_roots(self, *, key: str | None = None) -> list[Root]:  # type: ignore[override]
-        return await super().list_roots(key=key)
-
 
 class SyncContext(Context):
     """``ctx`` of a sync handler: the asks return answers; ``ctx.ask_all(...)`` asks several at once."""
 
-    def _resolve(self, asks: Sequence[Ask]) -> list[Any]:
+    def _many(self, asks: Sequence[Ask], what: str) -> list[Any]:
         return self._backend.resolve_blocking(asks)
 
-    def _one(self, ask: Ask) -> Any:
-        return self._backend.resolve_blocking([ask])[0]
+    def _one(self, ask: Ask, what: str) -> Any:
+        return self._backend.resolve_blocking((ask,))[0]
 
     def _emit(self, message: dict[str, Any]) -> None:
         assert self.call.notify is not None and self._loop is not None
         self._loop.call_soon_threadsafe(self.call.notify, message)
 
+    # The same asks, typed as what a sync handler gets: the answers themselves.
+    if TYPE_CHECKING:
+
+        def ask_all(self, *asks: Ask) -> list[Any]: ...  # type: ignore[override]
+
+        def confirm(self, message: str, *, key: str | None = None) -> bool: ...  # type: ignore[override]
+
+        def elicit(self, message: str, schema: Any, *, key: str | None = None) -> ElicitResult: ...  # type: ignore[override]
+
+        def elicit_url(  # type: ignore[override]
+            self, message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None
+        ) -> ElicitResult: ...
+
+        def sample(  # type: ignore[override]
+            self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any
+        ) -> SampleResult: ...
+
+        def list_roots(self, *, key: str | None = None) -> list[Root]: ...  # type: ignore[override]
+
+        def report_progress(  # type: ignore[override]
+            self, progress: float, total: float | None = None, message: str | None = None
+        ) -> None: ...
+
+        def log(self, level: str, data: Any, *, logger: str | None = None) -> None: ...  # type: ignore[override]
+
+        def elicitation_complete(self, elicitation_id: str) -> None: ...  # type: ignore[override]
+
+        def debug(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
+
+        def info(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
+
+        def warning(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
+
+        def error(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
+
+
+@overload
+def get_context() -> Context | None: ...
+
+
+@overload
+def get_context(request: Any) -> SyncContext | None: ...
+
 
 def get_context(request: Any = None) -> Context | None:
-    """The context of the MCP call running now (a view called as a tool can ask through it)."""
+    """The context of the MCP call running now (a view called as a tool can ask through it).
+
+    With the view's ``request`` it is the :class:`SyncContext` of the view tool (views
+    run as sync handlers), or ``None`` on the plain URL.
+    """
     if request is not None:
         found = getattr(request, "mcp_context", None)
         if found is not None:

@@ -13,9 +13,11 @@ How the outcomes reach the handler:
 - a JSON-RPC error reply: :class:`ClientError` (an ``MCPError`` with the client's code);
 - no reply within ``MCP_DJANGO["ASK_TIMEOUT"]`` seconds: :class:`AskTimeoutError`
   (-32001); the client is told with ``notifications/cancelled``;
-- an ask the session's capabilities do not allow: the same -32021 with
-  ``data.requiredCapabilities`` as under 2026-07-28, before anything is sent (the
-  official SDK does the same on legacy sessions);
+- an ask the session's capabilities do not allow: :class:`MissingCapability`, raised
+  in the handler before anything is sent, as under 2026-07-28; the handler may catch
+  it and do without; uncaught, the request fails with -32021 and
+  ``data.requiredCapabilities`` naming every capability its asks lacked (the
+  official SDK refuses such asks on legacy sessions too);
 - the call is cancelled (client disconnect, ``notifications/cancelled``): the
   handler task is cancelled; a sync handler blocked in an ask gets
   :class:`AskAborted`, a ``BaseException`` its ``except Exception`` cannot swallow;
@@ -47,9 +49,10 @@ from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..registry import Handler
 from .call import Call
+from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, parked
 from .kinds import Ask
-from .replay import Outcome, missing_capability
+from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
 
@@ -131,12 +134,15 @@ class LiveBackend:
         self.loop = asyncio.get_running_loop()
         self._blocking: set[concurrent.futures.Future[Any]] = set()
         self._counter = itertools.count(1)
+        # Capabilities the call's asks needed and the session did not declare.
+        self.missing: list[str] = []
 
     def _check(self, asks: Sequence[Ask]) -> None:
-        # Refused before anything is sent: a half-asked round helps nobody.
-        for ask in asks:
-            if not self.call.capabilities.supports(ask.capability):
-                raise missing_capability(ask)
+        # Refused before anything is sent: a half-asked batch helps nobody.
+        lacking = [ask.capability for ask in asks if not self.call.capabilities.supports(ask.capability)]
+        if lacking:
+            self.missing.extend(lacking)
+            raise MissingCapability(lacking)
 
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
         self._check(asks)
@@ -198,6 +204,11 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     ctx = make_context(handler, call, backend, {})
     try:
         value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+    except Exception as exc:
+        if backend.missing and escaped(exc) is not None:
+            # Every capability the call's asks lacked, not only the one that escaped.
+            raise MissingCapability(backend.missing) from None
+        raise
     finally:
         backend.abort()
     return Outcome(value=value)

@@ -1,27 +1,31 @@
 """The 2026-07-28 round engine: the replay rule.
 
 An attempt runs the handler from the start. An ask whose answer is known (from
-this request's ``inputResponses`` or from earlier rounds carried in the sealed
-``requestState``) returns it; an ask without one is recorded and ends the
-attempt. Asks started together (``asyncio.gather``, a TaskGroup, ``ask_all``)
-all register before the attempt ends, so they share one round. The engine then
-answers ``input_required`` with the pending asks and a new sealed state holding
-every answer so far and the handler's ``ctx.state``.
+this request's ``inputResponses``, matched against the questions sealed in its
+``requestState``, or from earlier rounds carried in that state) returns it; an
+ask without one parks its branch. The attempt ends once every branch the handler
+started (the tasks of ``asyncio.gather``, a TaskGroup, ``create_task``) is parked
+or finished, or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked, so
+parallel asks share one round even when a branch first queries the database.
+The engine then answers ``input_required`` with the pending asks and a new
+sealed state holding every answer so far and the handler's ``ctx.state``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextvars
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import signals
 from ..conf import mcp_settings
-from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
+from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..registry import Handler
 from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
 from .call import Call
+from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
 from .kinds import Ask
 
@@ -40,13 +44,125 @@ class RoundCapExceeded(StateRefused):
         self.args = (self.message,)
 
 
-def missing_capability(ask: Ask) -> MCPError:
-    required = ask.required_capability()
-    return MCPError(
-        MISSING_CAPABILITY,
-        f"this request needs the client capability {ask.capability!r}, which it did not declare",
-        {"requiredCapabilities": required},
-    )
+def missing_capability(ask: Ask) -> MissingCapability:
+    return MissingCapability([ask.capability])
+
+
+# The attempt whose handler is running in this context: the task factory adopts the
+# tasks created here as the attempt's branches.
+_attempt: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("mcp_django_attempt", default=None)
+
+
+class Attempt:
+    """The branches (tasks) one attempt of an async handler started, and where they stand.
+
+    The attempt may end, answering ``input_required``, once every branch is finished
+    or parked on an unanswered ask (a branch with live child tasks counts as waiting
+    for them), or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked. So a
+    branch that loads its row before asking still asks in this round.
+    """
+
+    __slots__ = ("branches", "loop", "main", "over", "parked", "timer", "woken")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.main: asyncio.Task[Any] | None = None
+        # Every task the handler started (directly or not), with the task that started it.
+        self.branches: dict[asyncio.Task[Any], asyncio.Task[Any] | None] = {}
+        self.parked: set[asyncio.Task[Any]] = set()
+        self.woken: asyncio.Future[None] = loop.create_future()
+        self.timer: asyncio.TimerHandle | None = None
+        self.over = False
+
+    def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None:
+        self.branches[task] = parent
+        task.add_done_callback(self._finished)
+
+    def start(self, task: asyncio.Task[Any]) -> None:
+        """The handler's own task, once it has run its first step (eagerly)."""
+        self.main = task
+        self.branches[task] = None
+        task.add_done_callback(self._finished)
+        if self.parked:
+            self._check()
+            self._arm()
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self.parked.discard(task)
+        if task is self.main:
+            self.wake()
+        elif self.parked:
+            # Checked two loop turns later: the task's outcome first reaches whoever awaits it
+            # (gather's error, as_completed's next value), which may then ask in this round.
+            self.loop.call_soon(self.loop.call_soon, self._check)
+
+    def park(self, task: asyncio.Task[Any] | None) -> None:
+        """``task`` waits on an ask without an answer: the attempt may be over."""
+        if task is not None:
+            self.parked.add(task)
+        self._check()
+        self._arm()
+
+    def _arm(self) -> None:
+        # Other branches still run: wait for them, but not for ever.
+        if not self.woken.done() and self.timer is None and self.main is not None:
+            self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
+
+    def _check(self) -> None:
+        if self.main is None or self.woken.done():
+            return
+        branches = self.branches
+        waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
+        for task in branches:
+            if not (task.done() or task in self.parked or task in waiting):
+                return  # still running (a query, an HTTP call, a sleep): it may ask in this round
+        self.wake()
+
+    def wake(self) -> None:
+        if not self.woken.done():
+            self.woken.set_result(None)
+
+    def end(self, *, cancel: bool) -> None:
+        """No more asks belong to this attempt; ``cancel``: unwind every branch still running."""
+        self.over = True
+        if self.timer is not None:
+            self.timer.cancel()
+        if cancel:
+            for task in self.branches:
+                if not task.done():
+                    task.cancel()
+                    task.add_done_callback(_retrieve)
+        self.branches = {}
+        self.parked = set()
+
+
+_factories: dict[Any, Any] = {}
+
+
+def _adopting(previous: Any) -> Any:
+    """A task factory that hands every task created inside an attempt to that attempt."""
+    cached = _factories.get(previous)
+    if cached is not None:
+        return cached
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        attempt = _attempt.get()
+        if attempt is None or attempt.over:
+            return previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
+        parent = asyncio.current_task(loop)
+        task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
+        attempt.adopt(task, parent)
+        return task
+
+    factory.mcp_django_adopting = True  # type: ignore[attr-defined]
+    _factories[previous] = factory
+    return factory
+
+
+def _install_factory(loop: asyncio.AbstractEventLoop) -> None:
+    current = loop.get_task_factory()
+    if not getattr(current, "mcp_django_adopting", False):
+        loop.set_task_factory(_adopting(current))
 
 
 class ReplayBackend:
@@ -61,14 +177,16 @@ class ReplayBackend:
     ) -> None:
         self.call = call
         self.known = known
-        self.responses = responses
-        # None: no requestState, so this round's answers are matched by key alone.
-        self.asked = asked
+        # inputResponses count only as answers to what this server asked: the keys and
+        # question digests sealed in the requestState. Without one, nothing was asked yet.
+        self.responses = responses if asked is not None else {}
+        self.asked = asked or {}
         self.pending: dict[str, Ask] = {}
         self.used: dict[str, dict[str, Any]] = {}
         self.error: MCPError | None = None
-        # Called when an ask finds no answer: it wakes the engine.
-        self.wake: Callable[..., None] | None = None
+        # Capabilities the asks of this attempt needed and the client did not declare.
+        self.missing: list[str] = []
+        self.attempt: Attempt | None = None
         self._default_keys: dict[str, int] = {}
 
     def _key(self, ask: Ask) -> str:
@@ -82,10 +200,8 @@ class ReplayBackend:
 
     def _answer(self, key: str, ask: Ask) -> tuple[bool, Any]:
         digest = ask.digest
-        if key in self.responses:
-            asked = self.asked.get(key) if self.asked is not None else digest
-            if asked == digest:
-                return True, self.responses[key]
+        if key in self.responses and self.asked.get(key) == digest:
+            return True, self.responses[key]
         record = self.known.get(key)
         if record is not None and record["q"] == digest:
             return True, record["a"]
@@ -94,6 +210,7 @@ class ReplayBackend:
     def _lookup(self, asks: Sequence[Ask]) -> tuple[list[Any], bool]:
         values: list[Any] = []
         missing = False
+        lacking: list[str] = []
         for ask in asks:
             key = self._key(ask)
             ask.key = key
@@ -107,11 +224,16 @@ class ReplayBackend:
                 self.used[key] = {"q": ask.digest, "a": raw}
                 continue
             if not self.call.capabilities.supports(ask.capability):
-                self.error = missing_capability(ask)
-                raise self.error
+                lacking.append(ask.capability)
+                continue
             self.pending[key] = ask
             values.append(None)
             missing = True
+        if lacking:
+            # Raised in the handler, which may catch it and do without; if it escapes,
+            # the request fails with -32021 naming every capability the attempt lacked.
+            self.missing.extend(lacking)
+            raise MissingCapability(lacking)
         return values, missing
 
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
@@ -123,10 +245,12 @@ class ReplayBackend:
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
         values, missing = self._lookup(asks)
         if missing:
-            if self.wake is not None:
-                self.wake()
-            # Park until the engine ends the attempt (it cancels this task).
-            await asyncio.get_running_loop().create_future()
+            attempt = self.attempt
+            if attempt is None or attempt.over:
+                raise RuntimeError("this request is over: an ask made after it can no longer be answered")
+            attempt.park(asyncio.current_task())
+            # Parked until the engine ends the attempt (it cancels this task).
+            await attempt.loop.create_future()
         return values
 
     def carried_answers(self) -> dict[str, dict[str, Any]]:
@@ -143,7 +267,7 @@ class Outcome:
     asks: dict[str, str] = field(default_factory=dict)
 
 
-async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayBackend) -> tuple[bool, Any]:
+async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayBackend) -> tuple[bool, Any]:
     """Run the handler once; (True, value) when it finished, (False, None) when asks are pending."""
     if not handler.is_async:
         try:
@@ -151,32 +275,39 @@ async def _attempt(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayB
         except InputRequired:
             return False, None
     loop = asyncio.get_running_loop()
-    # One future, resolved by whichever comes first: the handler finishing, or an
-    # ask without an answer. (Cheaper than an Event, a waiter task and asyncio.wait.)
-    woken: asyncio.Future[None] = loop.create_future()
-
-    def wake(_: Any = None) -> None:
-        if not woken.done():
-            woken.set_result(None)
-
-    backend.wake = wake
-    task = start_task(invoke(handler, kwargs_for(ctx), ctx))
+    _install_factory(loop)
+    attempt = backend.attempt = Attempt(loop)
+    token = _attempt.set(attempt)
     try:
-        if not task.done():
-            task.add_done_callback(wake)
-            await woken
+        task = start_task(invoke(handler, kwargs_for(ctx), ctx))
+    finally:
+        _attempt.reset(token)
+    if task.done():
+        # Finished eagerly, without waiting on anything: nothing else can ask.
+        attempt.end(cancel=bool(backend.pending))
+        if not backend.pending or (not task.cancelled() and task.exception() is not None):
+            return True, task.result()  # the value, or the handler's error for run() to weigh
+        return False, None
+    attempt.start(task)
+    try:
+        await attempt.woken
     except BaseException:
+        attempt.end(cancel=True)
         task.cancel()
         raise
-    # No loop turn is spent waiting for more asks: tasks started together (gather,
-    # a TaskGroup) were queued before this wake-up, so their asks are registered
-    # already. (A sibling that first awaits something else asks in the next round.)
     if task.done() and not backend.pending:
+        attempt.end(cancel=False)
         return True, task.result()
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        # The handler failed with asks pending: run() decides which wins.
+        attempt.end(cancel=True)
+        raise task.exception()  # type: ignore[misc]
     # The attempt is over. It unwinds on the next loop turn, after the answer has
     # gone: waiting for it would cost every round's response a loop turn.
-    task.cancel()
-    task.add_done_callback(_retrieve)
+    attempt.end(cancel=True)
+    if not task.done():
+        task.cancel()
+        task.add_done_callback(_retrieve)
     return False, None
 
 
@@ -217,23 +348,26 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     error: BaseException | None = None
     finished, value = False, None
     try:
-        finished, value = await _attempt(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
+        finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
     except BaseException as exc:
         error = exc
     if backend.error is not None:
-        if backend.error.code == MISSING_CAPABILITY:
-            event = call.event("missing_capability", reason=_capability_name(backend.error.data))
-            await signals.capability_missing.asend(handler.kind, event=event)
         raise backend.error
+    if backend.missing and escaped(error) is not None:
+        # Every capability the attempt's asks lacked, not only the one that escaped.
+        lacking = MissingCapability(backend.missing)
+        event = call.event("missing_capability", reason=",".join(lacking.capabilities))
+        await signals.capability_missing.asend(handler.kind, event=event)
+        raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
     if finished and not backend.pending:
         return Outcome(value=value, round=claims.round if claims else 0)
     round_no = (claims.round if claims else 0) + 1
     if round_no > mcp_settings.MAX_INPUT_ROUNDS:
-        refusal = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
-        await refused(call, handler.kind, refusal.reason)
-        raise refusal
+        capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
+        await refused(call, handler.kind, capped.reason)
+        raise capped
     new_state = seal(
         Claims(
             method=call.method,
@@ -243,7 +377,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
             round=round_no,
             answers=backend.carried_answers(),
             asked={key: ask.digest for key, ask in backend.pending.items()},
-            state={str(k): str(v) for k, v in ctx.state.items()},
+            state=dict(ctx.state),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
@@ -268,7 +402,7 @@ def _capability_name(data: Any) -> str:
     required = data.get("requiredCapabilities") if isinstance(data, dict) else None
     if not isinstance(required, dict):
         return ""
-    names = []
+    names: list[str] = []
     for head, sub in required.items():
         subs = list(sub) if isinstance(sub, dict) else []
         names.extend(f"{head}.{s}" for s in subs) if subs else names.append(head)

@@ -1,0 +1,66 @@
+"""What an ask raises when the client cannot answer it, in every era."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..protocol.jsonrpc import MISSING_CAPABILITY, MCPError
+
+
+class MissingCapability(MCPError):
+    """The client did not declare a capability an ask needs (``elicitation``, ``sampling``, ...).
+
+    Raised by the ask itself, before anything is sent, on 2026-07-28 and on legacy
+    revisions alike, so a handler can fall back::
+
+        try:
+            summary = (await ctx.sample("Summarise this order")).text
+        except MissingCapability:
+            summary = order.note[:200]
+
+    Uncaught, the request is answered with error ``-32021`` whose
+    ``data.requiredCapabilities`` names every capability the asks of the attempt
+    lacked. ``capabilities`` holds their dotted names (``"elicitation.url"``).
+    """
+
+    def __init__(self, capabilities: Iterable[str]) -> None:
+        names = list(dict.fromkeys(capabilities))
+        self.capabilities = names
+        quoted = ", ".join(repr(name) for name in names)
+        plural = "ies" if len(names) > 1 else "y"
+        super().__init__(
+            MISSING_CAPABILITY,
+            f"this request needs the client capabilit{plural} {quoted}, which it did not declare",
+            {"requiredCapabilities": required_capabilities(names)},
+        )
+
+
+def required_capabilities(names: Iterable[str]) -> dict[str, Any]:
+    """``["elicitation.form", "sampling"]`` -> ``{"elicitation": {"form": {}}, "sampling": {}}``."""
+    out: dict[str, Any] = {}
+    for name in names:
+        head, _, sub = name.partition(".")
+        entry = out.setdefault(head, {})
+        if sub:
+            entry[sub] = {}
+    return out
+
+
+def escaped(error: BaseException | None) -> MissingCapability | None:
+    """The :class:`MissingCapability` an attempt ended with, also from inside a TaskGroup's group."""
+    if isinstance(error, MissingCapability):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        found = error.subgroup(MissingCapability)
+        if found is not None:
+            return next(_leaves(found))
+    return None
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> Any:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc

@@ -1,0 +1,168 @@
+"""Tools for the tests of the asks' safety and of one behaviour on every revision (prefix askstest_)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+
+from mcp_django import Context, SyncContext, mcp
+from mcp_django.asks import MissingCapability, elicit, list_roots, sample
+
+runs: Counter[str] = Counter()
+DELETED: list[str] = []
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@mcp.tool()
+async def askstest_forgot_await(ctx: Context) -> str:
+    """The classic mistake: the await is missing, so a coroutine would be truthy."""
+    runs["forgot_await"] += 1
+    if not ctx.confirm("Delete all?"):  # type: ignore[truthy-bool]
+        return "kept"
+    DELETED.append("all")
+    return "deleted"
+
+
+@mcp.tool()
+async def askstest_misuse(ctx: Context, how: str) -> str:
+    """Other uses of an ask that was not awaited."""
+    asking: Any = ctx.list_roots() if how == "iterate" else ctx.elicit("Name?", NAME)
+    try:
+        if how == "compare":
+            _ = asking == "accept"
+        elif how == "iterate":
+            _ = [root for root in asking]
+        elif how == "attribute":
+            _ = asking.data
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+    return "no error"
+
+
+@mcp.tool()
+async def askstest_awaited(ctx: Context) -> str:
+    """The same asks, awaited, in a gather and a TaskGroup: they still work."""
+    first, second = await asyncio.gather(ctx.confirm("First?", key="a"), ctx.confirm("Second?", key="b"))
+    async with asyncio.TaskGroup() as group:
+        third = group.create_task(ctx.confirm("Third?", key="c"))
+    return f"{first}-{second}-{third.result()}"
+
+
+async def _order(ctx: Context, i: int) -> bool:
+    # Each branch loads its row before asking: an ORM query, or sync code in a thread.
+    users = get_user_model().objects
+    if i % 2:
+        user = await users.aget(username="refunds")
+    else:
+        user = await sync_to_async(users.get)(username="refunds")
+    return await ctx.confirm(f"Refund order {i} of {user.username}?", key=f"refund-{i}")
+
+
+@mcp.tool()
+async def askstest_refunds(ctx: Context, count: int = 10) -> str:
+    """`count` branches, each querying the database before its ask: one round."""
+    runs["refunds"] += 1
+    answers = await asyncio.gather(*(_order(ctx, i) for i in range(count)))
+    return f"{sum(answers)} of {count} refunded"
+
+
+@mcp.tool()
+async def askstest_nested(ctx: Context) -> str:
+    """Branches that yield first, a TaskGroup in a branch, a branch that never asks."""
+
+    async def after_sleep(key: str) -> bool:
+        await asyncio.sleep(0)
+        # Each branch wakes at its own time, so no two asks come in the same loop turn.
+        await asyncio.sleep({"a": 0.02, "x": 0.06, "y": 0.1}[key])
+        return await ctx.confirm(f"{key}?", key=key)
+
+    async def group() -> str:
+        async with asyncio.TaskGroup() as tg:
+            x = tg.create_task(after_sleep("x"))
+            y = tg.create_task(after_sleep("y"))
+        return f"{x.result()}{y.result()}"
+
+    async def quiet() -> str:
+        await asyncio.sleep(0.05)
+        return "q"
+
+    a, b, c = await asyncio.gather(after_sleep("a"), group(), quiet())
+    return f"{a}/{b}/{c}"
+
+
+@mcp.tool()
+async def askstest_slow_branch(ctx: Context, delay: float) -> str:
+    """A branch slower than ROUND_GATHER_TIMEOUT asks in a later round."""
+
+    async def slow() -> bool:
+        await asyncio.sleep(delay)
+        return await ctx.confirm("Slow?", key="slow")
+
+    fast, late = await asyncio.gather(ctx.confirm("Fast?", key="fast"), slow())
+    return f"{fast}-{late}"
+
+
+@mcp.tool()
+async def askstest_single(ctx: Context) -> str:
+    """One branch: the attempt ends as soon as the ask parks."""
+    await asyncio.sleep(0)
+    return "yes" if await ctx.confirm("Single?", key="single") else "no"
+
+
+@mcp.tool()
+async def askstest_state(ctx: Context, how: str) -> str:
+    """Non-string state values are refused at once."""
+    try:
+        if how == "bool":
+            ctx.state["flag"] = False  # type: ignore[assignment]
+        elif how == "dict":
+            ctx.state["data"] = {"a": 1}  # type: ignore[assignment]
+        elif how == "update":
+            ctx.state.update(count=3)  # type: ignore[arg-type]
+        elif how == "setdefault":
+            ctx.state.setdefault("n", 1)  # type: ignore[arg-type]
+        elif how == "replace":
+            ctx.state = {"n": 1}  # type: ignore[dict-item]
+        elif how == "key":
+            ctx.state[1] = "one"  # type: ignore[index]
+        else:
+            ctx.state["fine"] = "yes"
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+    ctx.state["before"] = ctx.state.get("before", "") + "x"
+    ok = await ctx.confirm("Go?", key="go")
+    return f"stored {dict(ctx.state)} go={ok}"
+
+
+@mcp.tool()
+async def askstest_fallback(ctx: Context) -> str:
+    """Does without the model when the client cannot sample."""
+    try:
+        reply = await ctx.sample("Summarise the order", key="summary")
+    except MissingCapability as exc:
+        return f"fallback ({exc.code}: {','.join(exc.capabilities)})"
+    return f"model: {reply.text}"
+
+
+@mcp.tool()
+async def askstest_needs_all(ctx: Context, how: str = "gather") -> str:
+    """Three asks in one round, each needing its own capability."""
+    asks = (ctx.elicit("Name?", NAME, key="name"), ctx.sample("Hi?", key="hi"), ctx.list_roots(key="roots"))
+    if how == "taskgroup":
+        async with asyncio.TaskGroup() as group:
+            for ask in asks:
+                group.create_task(ask)
+        return "all answered"
+    await asyncio.gather(*asks)
+    return "all answered"
+
+
+@mcp.tool()
+def askstest_sync_needs_all(ctx: SyncContext) -> str:
+    """A sync handler's ask_all names every missing capability too."""
+    ctx.ask_all(elicit("Name?", NAME, key="name"), sample("Hi?", key="hi"), list_roots(key="roots"))
+    return "all answered"
