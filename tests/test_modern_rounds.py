@@ -127,15 +127,25 @@ def test_missing_answer_is_asked_again_and_unknown_keys_are_ignored(raw: Raw) ->
     assert done["content"][0]["text"] == "Hello, Alice!"
 
 
-def test_input_responses_without_request_state_answer_nothing(raw: Raw) -> None:
-    """Answers count only for questions this server asked (sealed in requestState): sent
-    up front, three sequential asks' answers must not complete the call in zero rounds."""
+def test_input_responses_without_request_state_answer_only_the_first_questions(raw: Raw) -> None:
+    """Answers count only for questions this server asked. Without a requestState, that is
+    the first round's (the conformance suite's ignore-extra-params check sends those up
+    front): three sequential asks answered up front must not complete in zero rounds."""
+    tools.runs.clear()
     answers = {f"r{i}": ACCEPT for i in range(3)}
     first = first_round(raw, "modtest_rounds", {"n": 3}, inputResponses=answers)
-    assert list(first["inputRequests"]) == ["r0"]
-    # The same answers, now with the state of a round that asked r0: only r0 is taken.
+    assert list(first["inputRequests"]) == ["r1"]  # r0 was the first question; r1 is asked now
+    # The same answers again, with that state: only r1, the question it sealed, is taken.
     second = first_round(raw, "modtest_rounds", {"n": 3}, inputResponses=answers, requestState=first["requestState"])
-    assert list(second["inputRequests"]) == ["r1"]
+    assert list(second["inputRequests"]) == ["r2"]
+    done = result(raw.call("modtest_rounds", {"n": 3}, inputResponses=answers, requestState=second["requestState"]))
+    assert done["content"][0]["text"] == "3 rounds"
+    # Parallel first questions may all be answered up front; extra keys are ignored.
+    extra = {"user_name": ALICE, "other": {"action": "accept", "content": {"x": 1}}}
+    hello = result(raw.call("test_input_required_result_elicitation", inputResponses=extra))
+    assert hello["content"][0]["text"] == "Hello, Alice!"
+    both = {"name": ALICE, "model": MODEL}
+    assert result(raw.call("modtest_gather", inputResponses=both))["content"][0]["text"] == "Alice/Paris"
 
 
 def test_stale_answer_to_a_changed_question_is_not_reused(raw: Raw) -> None:

@@ -338,19 +338,28 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         except StateRefused as refusal:
             await refused(call, handler.kind, refusal.reason)
             raise
-    backend = ReplayBackend(
+    backend, ctx, finished, value, error = await _attempt_once(
+        handler,
+        arguments,
         call,
         known=claims.answers if claims else {},
         asked=claims.asked if claims else None,
         responses=responses,
+        state=dict(claims.state) if claims else {},
     )
-    ctx = make_context(handler, call, backend, dict(claims.state) if claims else {})
-    error: BaseException | None = None
-    finished, value = False, None
-    try:
-        finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
-    except BaseException as exc:
-        error = exc
+    if claims is None and responses and error is None and backend.pending.keys() & responses.keys():
+        # Answers sent without a requestState count only for the questions any caller is
+        # asked first: those this attempt just parked on, as if the client had seen that
+        # round. Later asks (a second sequential ask) are never answered up front.
+        backend, ctx, finished, value, error = await _attempt_once(
+            handler,
+            arguments,
+            call,
+            known={},
+            asked={key: ask.digest for key, ask in backend.pending.items()},
+            responses=responses,
+            state=dict(ctx.state),
+        )
     if backend.error is not None:
         raise backend.error
     if backend.missing and escaped(error) is not None:
@@ -395,6 +404,26 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         round=round_no,
         asks=asks,
     )
+
+
+async def _attempt_once(
+    handler: Handler,
+    arguments: dict[str, Any],
+    call: Call,
+    *,
+    known: dict[str, dict[str, Any]],
+    asked: dict[str, str] | None,
+    responses: dict[str, Any],
+    state: dict[str, str],
+) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
+    """One attempt: its backend, ctx, whether it finished, its value, and its error."""
+    backend = ReplayBackend(call, known=known, asked=asked, responses=responses)
+    ctx = make_context(handler, call, backend, state)
+    try:
+        finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
+    except BaseException as exc:
+        return backend, ctx, False, None, exc
+    return backend, ctx, finished, value, None
 
 
 def _capability_name(data: Any) -> str:
