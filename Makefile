@@ -14,11 +14,12 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench clean wheel-test
+.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
 	@echo "make test              run the whole test suite"
+	@echo "make lint              ruff, and make typecheck (mypy over mcp_django/)"
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
@@ -56,9 +57,14 @@ test: venv
 test-py311:
 	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_DB=test_mcp_django_py311
 
-lint: venv
+lint: venv typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy with the Django and DRF plugins over mcp_django/ and tests/typecheck_handlers.py
+# (the settings are [tool.mypy] in pyproject.toml).
+typecheck: venv
+	$(VENV)/bin/mypy
 
 # Headless Chromium for the admin browser test (Debian's package; Playwright drives it, never downloads one).
 browser-deps:

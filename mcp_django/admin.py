@@ -24,7 +24,7 @@ from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandl
 from .registry import Handler, Prompt, Registry, Resource, ResourceTemplate, Tool
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
-_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+_GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "refusals": (_("refusals (state or capability)"), tuple(REFUSAL_KINDS)),
     "calls": (_("finished calls"), tuple(CALL_KINDS)),
 }
@@ -212,18 +212,18 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     methods = sorted(set(_METHOD.values()))
     for row in AuditEvent.objects.filter(method__in=methods).values("method", "target", "kind").annotate(n=Count("id")):
-        handler = owner(row["method"], row["target"])
-        if handler is not None:
-            counts[id(handler)][row["kind"]] += row["n"]
+        ran = owner(row["method"], row["target"])
+        if ran is not None:
+            counts[id(ran)][row["kind"]] += row["n"]
     asked: dict[int, dict[str, str]] = defaultdict(dict)
     for method, target, asks in (
         AuditEvent.objects.filter(kind__in=(Kind.ROUND, Kind.ASK), method__in=methods)
         .values_list("method", "target", "asks")
         .distinct()
     ):
-        handler = owner(method, target)
-        if handler is not None and isinstance(asks, dict):
-            asked[id(handler)].update(asks)
+        asker = owner(method, target)
+        if asker is not None and isinstance(asks, dict):
+            asked[id(asker)].update(asks)
 
     rows = []
     for handler in handlers:

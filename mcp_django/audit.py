@@ -346,7 +346,7 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
         quote = connection.ops.quote_name
         sql = "INSERT INTO {} ({}) VALUES ({})".format(
             quote(AuditEvent._meta.db_table),
-            ", ".join(quote(f.column) for f in fields),
+            ", ".join(quote(str(f.column)) for f in fields),
             ", ".join(["%s"] * len(fields)),
         )
         adapters: list[tuple[str, Callable[[Any], Any]]] = []
@@ -421,8 +421,12 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     committed = loop.create_future()
 
+    def settle() -> None:
+        if not committed.done():
+            committed.set_result(None)
+
     def done() -> None:
-        loop.call_soon_threadsafe(lambda: committed.done() or committed.set_result(None))
+        loop.call_soon_threadsafe(settle)
 
     writer.put(row_for(event, kind), done)
     await committed

@@ -76,7 +76,7 @@ class AuditEvent(models.Model):
         if detail:
             what = f"{what} ({detail})"
         target = f" {self.target}" if self.target else ""
-        when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created else "?"
+        when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created is not None else "?"
         return f"{when} {what}: {self.method}{target} by {self.principal or '?'}"
 
 

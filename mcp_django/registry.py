@@ -251,13 +251,13 @@ class Registry:
 
     def remove(self, kind: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources)."""
-        table = {
+        tables: dict[str, dict[str, Any]] = {
             "tools": self.tools,
             "prompts": self.prompts,
             "resources": self.resources,
             "templates": self.templates,
-        }[kind]
-        removed = table.pop(key, None)
+        }
+        removed = tables[kind].pop(key, None)
         if removed is not None:
             self.changed("resources" if kind == "templates" else kind)
         return removed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -159,7 +160,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
 }
 
-MCP_DJANGO = {
+MCP_DJANGO: dict[str, Any] = {
     "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY") or None,
     "ENCRYPT_REQUEST_STATE": env_bool("MCP_ENCRYPT_REQUEST_STATE", False),
     "REQUEST_STATE_LIFETIME": int(os.environ.get("MCP_REQUEST_STATE_LIFETIME", "600")),

@@ -135,12 +135,12 @@ class State(dict[str, str]):
     def __setitem__(self, key: str, value: str) -> None:
         super().__setitem__(*_checked(key, value))
 
-    def setdefault(self, key: str, default: str = "") -> str:  # type: ignore[override]
+    def setdefault(self, key: str, default: str = "") -> str:
         if key not in self:
             self[key] = default
         return self[key]
 
-    def update(self, *args: Any, **kwargs: str) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: str) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 

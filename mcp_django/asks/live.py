@@ -175,7 +175,7 @@ class LiveBackend:
             raw = await self.call.session.request(self.call, ask.method, ask.params)
             value = ask.parse(key, raw)
             action = raw.get("action") if isinstance(raw, dict) else None
-            outcome = {"decline": "declined", "cancel": "cancelled"}.get(action, "answered")
+            outcome = {"decline": "declined", "cancel": "cancelled"}.get(str(action), "answered")
             return value
         except AskTimeoutError:
             outcome = "timeout"

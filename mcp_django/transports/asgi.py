@@ -179,7 +179,10 @@ async def _send(out: HttpOut, send: Any, disconnected: Disconnect | None) -> Non
     try:
         while True:
             next_chunk = asyncio.ensure_future(anext(events))
-            await asyncio.wait({next_chunk, disconnected.future()}, return_when=asyncio.FIRST_COMPLETED)
+            watched: set[asyncio.Future[Any]] = {next_chunk}
+            if disconnected is not None:
+                watched.add(disconnected.future())
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
             if not next_chunk.done():
                 # The client closed the stream: that cancels the request. Let the
                 # generator unwind from the cancelled step before closing it.

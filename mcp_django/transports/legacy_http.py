@@ -458,7 +458,7 @@ class LegacyHttp(LegacyHandler):
             stream = None
         else:
             stream = hub.streams.get(parsed[0]) if parsed is not None else None
-        if stream is None or stream.sid != record.sid:
+        if parsed is None or stream is None or stream.sid != record.sid:
             # Unknown, expired, another session's, or its worker is gone: the client's
             # SDK then reports the stream lost; the call itself is unaffected.
             return error_out(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))

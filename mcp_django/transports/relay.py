@@ -490,7 +490,7 @@ def announce_soon(uri: str) -> None:
     for hub in list(_relays.values()):
         if hub.loop is not None and hub.loop.is_running():
             future = asyncio.run_coroutine_threadsafe(_announce_logged(uri), hub.loop)
-            _announcing.add(future)
+            _announcing.add(future)  # type: ignore[arg-type]
             future.add_done_callback(_announcing.discard)
             return
     from asgiref.sync import async_to_sync

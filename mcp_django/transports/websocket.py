@@ -30,6 +30,7 @@ import contextlib
 import io
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -91,6 +92,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     # so it takes no channel (an alias that names no layer), and costs the layer nothing.
     channel_layer_alias = "mcp_django.websocket.no-layer"
     registry: Any = None
+    # Set by _start() when the socket connects.
+    endpoint: Any
+    request_factory: Callable[[], Any]
+    req: HttpIn
+    principal: Principal | None
+    writer: asyncio.Task[Any] | None
 
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
@@ -122,13 +129,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     def _start(self) -> dict[str, str]:
         """The session's empty state, the endpoint and Django's request for the connection."""
-        self.principal: Principal | None = None
+        self.principal = None
         self.record: legacy.SessionRecord | None = None
         self.log_level: str | None = None
         self.replies = SocketReplies()
         self.calls: dict[str, asyncio.Task[Any]] = {}
         self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self.writer: asyncio.Task[Any] | None = None
+        self.writer = None
         # The URIs this socket's session subscribed to, and the relay that tells it of
         # updates (taken at the first subscription: most sockets never subscribe).
         self.subscriptions: set[str] = set()
@@ -207,17 +214,19 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if getattr(self, "listening", False):
             self.endpoint.dispatcher.registry.unsubscribe(self.list_changed)
-        if getattr(self, "hub", None) is not None:
-            self.hub.unwatch(self.resource_updated)
+        hub = getattr(self, "hub", None)
+        if hub is not None:
+            hub.unwatch(self.resource_updated)
         tasks = list(self.calls.values()) if hasattr(self, "calls") else []
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        if getattr(self, "writer", None) is not None:
-            self.writer.cancel()
+        writer = getattr(self, "writer", None)
+        if writer is not None:
+            writer.cancel()
             with contextlib.suppress(BaseException):
-                await self.writer
+                await writer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:

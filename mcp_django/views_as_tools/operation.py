@@ -146,7 +146,7 @@ class Operation:
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
         session = getattr(incoming, "session", None)
         if session is not None:
-            request.session = session  # type: ignore[attr-defined]
+            request.session = session
         return request
 
     # -- one call ---------------------------------------------------------------------

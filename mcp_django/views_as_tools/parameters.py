@@ -53,8 +53,8 @@ def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, An
         fields = getattr(view, "search_fields", None)
         if not fields:
             return {}
-        names = ", ".join(f.lstrip("^=@$") for f in fields)
-        return {backend.search_param: {"type": "string", "description": f"Search text, matched against {names}."}}
+        listed = ", ".join(f.lstrip("^=@$") for f in fields)
+        return {backend.search_param: {"type": "string", "description": f"Search text, matched against {listed}."}}
     if isinstance(backend, filters.OrderingFilter):
         fields = getattr(view, "ordering_fields", None)
         schema: dict[str, Any] = {

@@ -1,0 +1,54 @@
+"""Handlers checked by mypy (``make typecheck``), never run: the typing of ``ctx`` and the decorators.
+
+Each ``# type: ignore[code]`` below marks a mistake mypy must report; with
+``warn_unused_ignores`` on, ``make typecheck`` fails as soon as one is no longer
+reported (the typing regressed), and so does any unexpected error elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcp_django import Context, SyncContext, mcp
+from mcp_django.asks import ElicitResult, MissingCapability
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@mcp.tool()
+async def forgot_await(ctx: Context) -> str:
+    # The mistake that deleted data: a coroutine is always true.
+    if not ctx.confirm("Delete all?"):  # type: ignore[truthy-bool]
+        return "kept"
+    name = ctx.elicit("Name?", NAME).data  # type: ignore[attr-defined]
+    return f"deleted for {name}"
+
+
+@mcp.tool
+async def awaited(ctx: Context, count: int) -> str:
+    if not await ctx.confirm("Delete all?"):
+        return "kept"
+    form: ElicitResult = await ctx.elicit("Name?", NAME)
+    ok, reply = await asyncio.gather(ctx.confirm("Sure?"), ctx.sample("Summarise"))
+    try:
+        roots = await ctx.list_roots()
+    except MissingCapability as exc:
+        return f"no roots: {exc.capabilities}"
+    return f"{count} {form.action} {ok and reply.text} {len(roots)}"
+
+
+@mcp.tool()
+def sync_handler(ctx: SyncContext, item: str) -> str:
+    # A sync handler's asks return the answers themselves.
+    if not ctx.confirm(f"Buy {item}?"):
+        return "not bought"
+    ctx.state["item"] = item
+    ctx.state["count"] = 3  # type: ignore[assignment]
+    return ctx.elicit("Deliver to?", NAME).action
+
+
+async def callers(ctx: Context) -> None:
+    # The decorators keep the signature: a wrong argument is still a type error.
+    await awaited(ctx, 3)
+    await awaited(ctx, "3")  # type: ignore[arg-type]
+    sync_handler(ctx, item=1)  # type: ignore[arg-type]
