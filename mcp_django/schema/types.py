@@ -293,7 +293,8 @@ def _one_line(text: str) -> str:
 def enc_hook(value: Any) -> Any:
     if is_serializer(value) and not isinstance(value, type):
         return value.data
-    custom = _custom(type(value))
+    kind: Any = type(value)
+    custom = _custom(kind)
     if custom is not None and custom.dump is not None:
         return custom.dump(value)
     if isinstance(value, decimal.Decimal):  # pragma: no cover - msgspec encodes Decimal itself
@@ -423,7 +424,7 @@ def to_jsonable(value: Any) -> Any:
     return msgspec.to_builtins(value, enc_hook=enc_hook)
 
 
-def problem(exc: msgspec.ValidationError) -> str:
+def problem(exc: Exception) -> str:
     """A msgspec error as ``field: message`` (``$.a.b[0]`` becomes ``a.b[0]``)."""
     text = str(exc)
     message, sep, path = text.rpartition(" - at `")

@@ -134,7 +134,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.log_level: str | None = None
         self.replies = SocketReplies()
         self.calls: dict[str, asyncio.Task[Any]] = {}
-        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        # Frames to send; None ends the writer, _CLOSE closes the socket.
+        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.writer = None
         # The URIs this socket's session subscribed to, and the relay that tells it of
         # updates (taken at the first subscription: most sockets never subscribe).
@@ -289,6 +290,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         await self._recheck()
         if isinstance(meta, dict) and META_VERSION in meta:
             return await self._modern(message, method, params)
+        assert self.principal is not None  # set when the socket connected
         if method == "initialize":
             if self.record is not None:
                 raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
