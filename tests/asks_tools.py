@@ -63,6 +63,14 @@ async def _order(ctx: Context, i: int) -> bool:
 
 
 @mcp.tool()
+async def askstest_task_repr(ctx: Context) -> str:
+    """A task made of an ask (create_task, ensure_future, TaskGroup, gather) can be logged."""
+    task = asyncio.ensure_future(ctx.confirm("Repr?", key="repr"))
+    shown = repr(task)
+    return f"{await task}: {shown[:13]}"
+
+
+@mcp.tool()
 async def askstest_refunds(ctx: Context, count: int = 10) -> str:
     """`count` branches, each querying the database before its ask: one round."""
     runs["refunds"] += 1

@@ -116,6 +116,7 @@ def test_asking_refuses_every_stand_in_use() -> None:
             use(asking)
     asking = Asking(answer(), "confirm")
     assert {asking: 1}[asking] == 1  # hashable: asyncio.gather keys its arguments
+    assert asking.cr_code is not None and "confirm" in repr(asking)  # introspection still works
     with pytest.raises(StopIteration) as done:
         asking.send(None)
     assert done.value.value is True
@@ -160,6 +161,14 @@ async def test_a_branch_slower_than_the_bound_asks_in_the_next_round(live_url: s
     # Round 1 ends at the bound with the fast ask; the slow one comes in round 2.
     assert seen.calls == 3 and seen.elicited == ["Fast?", "Slow?"]
     assert elapsed < 5
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_task_made_of_an_ask_has_a_repr(live_url: str, mode: str) -> None:
+    # asyncio's task repr tests the task's coroutine for truth: a task made of an ask
+    # runs the ask's own coroutine, so logging such a task never raises.
+    async with client(live_url, mode, elicitation_callback=_yes) as (sdk, _):
+        assert text(await sdk.call_tool("askstest_task_repr")) == "True: <Task pending"
 
 
 async def test_a_single_branch_does_not_wait_for_the_bound(live_url: str) -> None:

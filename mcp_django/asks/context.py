@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Coroutine, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities
 from . import kinds
+from .asking import Asking
 from .call import Call
 from .kinds import Ask, ElicitResult, Root, SampleResult
-
-T = TypeVar("T")
 
 _current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
 
@@ -39,87 +38,6 @@ class Backend(Protocol):
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]: ...
 
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
-
-
-class Asking(Coroutine[Any, Any, T]):
-    """What an async handler's ask returns: await it for the answer.
-
-    A coroutine (``asyncio.gather``, ``create_task`` and ``TaskGroup`` take it) that
-    refuses to stand in for its answer: ``if not ctx.confirm(...)`` without
-    ``await`` raises ``TypeError`` at the ``if``, before anything after it runs.
-    (A bare coroutine is always true: the missing ``await`` would skip the question.)
-    """
-
-    __slots__ = ("_coro", "_what")
-
-    def __init__(self, coro: Coroutine[Any, Any, T], what: str) -> None:
-        self._coro = coro
-        self._what = what
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._coro.__await__()
-
-    def send(self, value: Any) -> Any:
-        return self._coro.send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coro.throw(*args)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __repr__(self) -> str:
-        return f"<Asking ctx.{self._what}(...): not awaited yet>"
-
-    __hash__ = object.__hash__
-
-    def _refuse(self, use: str) -> NoReturn:
-        self._coro.close()  # never awaited now: no "never awaited" warning on top of this error
-        raise TypeError(
-            f"ctx.{self._what}(...) was {use} without being awaited: write `await ctx.{self._what}(...)` "
-            "(in an async handler every ask returns an awaitable, which is not its answer)"
-        )
-
-    # Hidden from type checkers, so that mypy's truthy-bool sees the mistake statically too.
-    if not TYPE_CHECKING:
-
-        def __bool__(self):
-            self._refuse("used as a boolean")
-
-        def __eq__(self, other):
-            self._refuse("compared")
-
-        def __ne__(self, other):
-            self._refuse("compared")
-
-        def __lt__(self, other):
-            self._refuse("compared")
-
-        def __le__(self, other):
-            self._refuse("compared")
-
-        def __gt__(self, other):
-            self._refuse("compared")
-
-        def __ge__(self, other):
-            self._refuse("compared")
-
-        def __iter__(self):
-            self._refuse("iterated")
-
-        def __len__(self):
-            self._refuse("measured")
-
-        def __contains__(self, item):
-            self._refuse("searched")
-
-        def __getitem__(self, item):
-            self._refuse("indexed")
-
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            self._refuse(f"asked for .{name}")
 
 
 class State(dict[str, str]):

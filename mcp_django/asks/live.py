@@ -48,6 +48,7 @@ from ..conf import mcp_settings
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..registry import Handler
+from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, parked
@@ -199,6 +200,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     """Serve one tools/call, prompts/get or resources/read on a legacy session: the handler runs once."""
     if call.session is None:
         raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
+    if handler.is_async:
+        install(asyncio.get_running_loop())  # a task made of an ask runs the ask's own coroutine
     backend = LiveBackend(call, handler.kind)
     # ctx.state lives for the call: there is nothing to carry between attempts.
     ctx = make_context(handler, call, backend, {})

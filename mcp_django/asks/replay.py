@@ -14,7 +14,6 @@ sealed state holding every answer so far and the handler's ``ctx.state``.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..registry import Handler
 from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
+from .asking import current_attempt, install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
@@ -48,11 +48,6 @@ def missing_capability(ask: Ask) -> MissingCapability:
     return MissingCapability([ask.capability])
 
 
-# The attempt whose handler is running in this context: the task factory adopts the
-# tasks created here as the attempt's branches.
-_attempt: contextvars.ContextVar[Attempt | None] = contextvars.ContextVar("mcp_django_attempt", default=None)
-
-
 class Attempt:
     """The branches (tasks) one attempt of an async handler started, and where they stand.
 
@@ -70,7 +65,8 @@ class Attempt:
         # Every task the handler started (directly or not), with the task that started it.
         self.branches: dict[asyncio.Task[Any], asyncio.Task[Any] | None] = {}
         self.parked: set[asyncio.Task[Any]] = set()
-        self.woken: asyncio.Future[None] = loop.create_future()
+        # Created once the handler waits on something: a handler that finishes eagerly never needs it.
+        self.woken: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.over = False
 
@@ -81,6 +77,7 @@ class Attempt:
     def start(self, task: asyncio.Task[Any]) -> None:
         """The handler's own task, once it has run its first step (eagerly)."""
         self.main = task
+        self.woken = self.loop.create_future()
         self.branches[task] = None
         task.add_done_callback(self._finished)
         if self.parked:
@@ -105,11 +102,11 @@ class Attempt:
 
     def _arm(self) -> None:
         # Other branches still run: wait for them, but not for ever.
-        if not self.woken.done() and self.timer is None and self.main is not None:
+        if self.woken is not None and not self.woken.done() and self.timer is None:
             self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
 
     def _check(self) -> None:
-        if self.main is None or self.woken.done():
+        if self.woken is None or self.woken.done():
             return
         branches = self.branches
         waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
@@ -119,7 +116,7 @@ class Attempt:
         self.wake()
 
     def wake(self) -> None:
-        if not self.woken.done():
+        if self.woken is not None and not self.woken.done():
             self.woken.set_result(None)
 
     def end(self, *, cancel: bool) -> None:
@@ -134,35 +131,6 @@ class Attempt:
                     task.add_done_callback(_retrieve)
         self.branches = {}
         self.parked = set()
-
-
-_factories: dict[Any, Any] = {}
-
-
-def _adopting(previous: Any) -> Any:
-    """A task factory that hands every task created inside an attempt to that attempt."""
-    cached = _factories.get(previous)
-    if cached is not None:
-        return cached
-
-    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
-        attempt = _attempt.get()
-        if attempt is None or attempt.over:
-            return previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
-        parent = asyncio.current_task(loop)
-        task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
-        attempt.adopt(task, parent)
-        return task
-
-    factory.mcp_django_adopting = True  # type: ignore[attr-defined]
-    _factories[previous] = factory
-    return factory
-
-
-def _install_factory(loop: asyncio.AbstractEventLoop) -> None:
-    current = loop.get_task_factory()
-    if not getattr(current, "mcp_django_adopting", False):
-        loop.set_task_factory(_adopting(current))
 
 
 class ReplayBackend:
@@ -275,13 +243,13 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
         except InputRequired:
             return False, None
     loop = asyncio.get_running_loop()
-    _install_factory(loop)
+    install(loop)
     attempt = backend.attempt = Attempt(loop)
-    token = _attempt.set(attempt)
+    token = current_attempt.set(attempt)
     try:
         task = start_task(invoke(handler, kwargs_for(ctx), ctx))
     finally:
-        _attempt.reset(token)
+        current_attempt.reset(token)
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         attempt.end(cancel=bool(backend.pending))
@@ -289,6 +257,7 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
             return True, task.result()  # the value, or the handler's error for run() to weigh
         return False, None
     attempt.start(task)
+    assert attempt.woken is not None
     try:
         await attempt.woken
     except BaseException:
