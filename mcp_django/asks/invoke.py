@@ -9,8 +9,8 @@ import functools
 import queue
 import sys
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from django.db import close_old_connections
 
@@ -177,7 +177,17 @@ async def run_in_thread(func: Any, *args: Any) -> Any:
     return await future
 
 
-async def invoke(handler: Handler, kwargs: dict[str, Any], ctx: Context) -> Any:
+class Runnable(Protocol):
+    """What :func:`invoke` needs of a handler (a completer passes for one too)."""
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    @property
+    def is_async(self) -> bool: ...
+
+
+async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
     token = bind(ctx)
     try:
         if handler.is_async:
