@@ -93,7 +93,7 @@ database_threads = DatabaseThreads()
 # asgiref routes thread-sensitive code by the ThreadSensitiveContext in force; this
 # one is never entered, only named by each call, and always maps to our threads.
 _KEY = ThreadSensitiveContext()
-SyncToAsync.context_to_thread_executor[_KEY] = database_threads  # type: ignore[index]
+SyncToAsync.context_to_thread_executor[_KEY] = database_threads
 
 Entered = tuple[CallScope, contextvars.Token[Any], contextvars.Token[Any]] | None
 

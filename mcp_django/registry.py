@@ -308,6 +308,7 @@ class Registry:
         permissions: Iterable[str] = (),
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
+        scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
@@ -381,6 +382,7 @@ class Registry:
         permissions: Iterable[str] = (),
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
+        scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
