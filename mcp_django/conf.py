@@ -309,6 +309,15 @@ SETTINGS: dict[str, Setting] = {
     "ASK_THREADS_PER_PRINCIPAL": Setting(16, positive_int),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
+    # The most resources one legacy session (or websocket, or subscriptions/listen
+    # request) may be subscribed to at once; one more is refused with -32602.
+    "MAX_SUBSCRIPTIONS": Setting(100, non_negative_int),
+    # Seconds between SSE keepalive comments on a quiet legacy stream (a call waiting
+    # on an ask, the standalone GET stream), so proxies do not cut it; 0: none.
+    "SSE_KEEPALIVE": Setting(15, seconds),
+    # Seconds a legacy standalone GET stream may carry no event before it is closed
+    # (the client reconnects when it still wants one); 0: no limit.
+    "STREAM_IDLE_TIMEOUT": Setting(600, seconds),
     # The Django cache that shares state between processes: legacy sessions' (ended,
     # log level) and each user's version for the principal cache. A shared one
     # (Redis) when several instances serve one client.

@@ -311,6 +311,10 @@ class Dispatcher:
                 raise InvalidParams("params.notifications.resourceSubscriptions must be a list of URIs")
             # Every URI is honoured, listed or not (a template's instances are not listed).
             agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+            if len(agreed["resourceSubscriptions"]) > mcp_settings.MAX_SUBSCRIPTIONS:
+                from .legacy import too_many_subscriptions
+
+                raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
         hub = None
         watched = frozenset(agreed.get("resourceSubscriptions", ()))

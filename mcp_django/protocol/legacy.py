@@ -301,12 +301,32 @@ def _uri_key(sid: str, uri: str) -> str:
     return _key(sid, "sub:" + hashlib.sha256(uri.encode()).hexdigest()[:32])
 
 
+def too_many_subscriptions() -> MCPError:
+    limit = mcp_settings.MAX_SUBSCRIPTIONS
+    return InvalidParams(
+        f"too many subscriptions: at most {limit} at once (unsubscribe from one first)", {"maxSubscriptions": limit}
+    )
+
+
 async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
-    """Remember (or forget) that the session wants ``notifications/resources/updated`` for ``uri``."""
-    if on:
-        await _cached("set", _uri_key(record.sid, uri), True, timeout=_remaining(record))
-    else:
-        await _cached("delete", _uri_key(record.sid, uri))
+    """Remember (or forget) that the session wants ``notifications/resources/updated`` for ``uri``.
+
+    A session holds at most ``MAX_SUBSCRIPTIONS`` (counted in the cache, so every
+    worker sees the same count); every key expires with the session.
+    """
+    key, count = _uri_key(record.sid, uri), _key(record.sid, "subs")
+    timeout = _remaining(record)
+    if not on:
+        if await _cached("delete", key):
+            await _cached("decr", count)
+        return
+    if not await _cached("add", key, True, timeout=timeout):
+        return  # subscribed already: it counts once
+    await _cached("add", count, 0, timeout=timeout)
+    if await _cached("incr", count) > mcp_settings.MAX_SUBSCRIPTIONS:
+        await _cached("delete", key)
+        await _cached("decr", count)
+        raise too_many_subscriptions()
 
 
 async def set_get_stream(record: SessionRecord, token: str) -> None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, dumps, notification
 from .calls import session_call
@@ -66,6 +67,22 @@ REQUEST_CANCELLED = -32800
 RETRY_MS = 1000
 # How long a finished call's events stay available to a client resuming its stream.
 RESUME_SECONDS = 60
+
+
+# An SSE comment: every parser ignores it, and the connection (and any proxy on it) sees traffic.
+KEEPALIVE = b": keepalive\n\n"
+
+
+async def _within(waiting: Awaitable[Any], seconds: float) -> bool:
+    """Await ``waiting`` for at most ``seconds`` (0: without a limit); False when it took longer."""
+    if not seconds:
+        await waiting
+        return True
+    try:
+        await asyncio.wait_for(waiting, seconds)
+    except TimeoutError:
+        return False
+    return True
 
 
 class LegacyStream:
@@ -117,7 +134,9 @@ class LegacyStream:
             if (self.finished and sent >= len(self.events)) or self.cuts != cuts:
                 return
             self.changed.clear()
-            await self.changed.wait()
+            if not await _within(self.changed.wait(), mcp_settings.SSE_KEEPALIVE):
+                # A call waiting (on a user's answer to an ask, say): proxies must not cut it.
+                yield KEEPALIVE
 
     async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
@@ -192,10 +211,23 @@ class SessionStream:
                 # Older clients parse every event's data: a comment (ignored by every
                 # SSE parser) still tells the client and any proxy the stream is open.
                 yield b": stream open\n\n"
+            keepalive = mcp_settings.SSE_KEEPALIVE
+            idle_limit = mcp_settings.STREAM_IDLE_TIMEOUT
+            loop_time = asyncio.get_running_loop().time
+            last = loop_time()
             while True:
-                chunk = await self.queue.get()
+                wait = [t for t in (keepalive, idle_limit and last + idle_limit - loop_time()) if t]
+                try:
+                    chunk = await asyncio.wait_for(self.queue.get(), min(wait) if wait else None)
+                except TimeoutError:
+                    if idle_limit and loop_time() - last >= idle_limit:
+                        # Idle for long: the stream ends, and a client still there reconnects (retry).
+                        return
+                    yield KEEPALIVE
+                    continue
                 if chunk is None:
                     return
+                last = loop_time()
                 yield chunk
         finally:
             if self.registry is not None:

@@ -37,6 +37,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, Unavailable, notification
@@ -201,6 +202,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def subscribe(self, uri: str, on: bool) -> None:
         if on:
+            if uri not in self.subscriptions and len(self.subscriptions) >= mcp_settings.MAX_SUBSCRIPTIONS:
+                raise legacy.too_many_subscriptions()
             if self.hub is None:
                 self.hub = await relay()
                 self.hub.watch(self.resource_updated)
