@@ -184,9 +184,14 @@ class ResourceTemplate(Handler):
     completions: dict[str, Func] = field(default_factory=dict)
     kind: str = "template"
     pattern: re.Pattern[str] | None = None
+    # Converts the URI's variables (strings) into the parameters' declared types.
+    parameters: Any = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.parameters is None:
+            owner = f"resource template {self.uri_template!r} ({self.source})"
+            self.parameters = schemas.Parameters(self.func, skip={self.context_param or ""}, owner=owner)
         parts = _TEMPLATE_VAR.split(self.uri_template)
         regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts))
         self.pattern = re.compile(f"^{regex}$")

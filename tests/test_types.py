@@ -6,6 +6,7 @@ dispatch, before either round engine runs the handler.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import mcp.types as types
@@ -187,3 +188,14 @@ async def test_demo_plan_trip_without_the_optional_budget(live_url: str) -> None
             result = await c.call_tool("plan_trip", {"traveller": "Ada"})
         assert not result.is_error, (mode, result.content)
         assert result.content[0].text.startswith("Booked Ada to Rome"), mode
+
+
+@ERAS
+async def test_template_variables_arrive_as_declared_types(live_url: str, mode: str) -> None:
+    async with sdk_client(live_url, mode=mode) as client:
+        result = await client.read_resource("typetest://orders/41/2026-05-01")
+        assert json.loads(result.contents[0].text) == {"next": 42, "weekday": "Friday"}
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource("typetest://orders/forty-one/2026-05-01")
+    assert caught.value.error.code == (-32602 if mode == MODERN else -32002)
+    assert "order_id: Expected `int`, got `str`" in caught.value.error.message

@@ -115,3 +115,9 @@ async def typetest_elicit_typeddict(ctx: Context) -> str:
 def typetest_prompt(count: int, day: datetime.date, priority: Priority = Priority.LOW) -> str:
     """A prompt whose string arguments arrive as an int, a date and an enum."""
     return f"{count + 1} {day.isoformat()} {priority.name}"
+
+
+@mcp.resource("typetest://orders/{order_id}/{day}", mime_type="application/json")
+def typetest_order_resource(order_id: int, day: datetime.date) -> dict[str, Any]:
+    """A template whose URI variables arrive as an int and a date."""
+    return {"next": order_id + 1, "weekday": day.strftime("%A")}

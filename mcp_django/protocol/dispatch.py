@@ -273,6 +273,13 @@ class Dispatcher:
             code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
             raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
         handler, variables = found
+        if isinstance(handler, ResourceTemplate):
+            try:
+                # The URI's variables are strings: read as the declared types (an int id, a date...).
+                variables = handler.parameters.convert(variables, strict=False)
+            except schema.ArgumentsInvalid as exc:
+                code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+                raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
         outcome = await self._guarded_run(handler, variables, call)
         if outcome.input_required is not None:
             return outcome.input_required
