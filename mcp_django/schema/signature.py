@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .docstrings import parameter_descriptions
 from .drf import is_serializer, serializer_schema
-from .types import SchemaError, convert, is_typeddict, json_schema, prepare, problem, to_jsonable
+from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable
 from .validator import Validator, validator_for
 
 
@@ -110,6 +110,7 @@ class Parameters:
                 defaults[name] = default
                 self.defaults[name] = default
         self.names = tuple(f[0] for f in fields)
+        self.required = any(len(f) == 2 for f in fields)
         self.struct = msgspec.defstruct(
             "Arguments", fields, kw_only=True, forbid_unknown_fields=not self.takes_any, module=__name__
         )
@@ -149,11 +150,14 @@ class Parameters:
             errors = validator_for(self.checked).errors(arguments)
             if errors:
                 raise ArgumentsInvalid(errors)
+        if not arguments and not self.required:
+            return {}  # nothing sent, nothing required: every parameter keeps its default
         try:
-            values = convert(arguments, self.struct, strict=strict)
+            values = msgspec.convert(arguments, self.struct, strict=strict, dec_hook=dec_hook)
         except msgspec.ValidationError as exc:
             raise ArgumentsInvalid([problem(exc)]) from None
-        out = {name: value for name in self.names if (value := getattr(values, name)) is not msgspec.UNSET}
+        unset = msgspec.UNSET
+        out = {name: value for name in self.names if (value := getattr(values, name)) is not unset}
         if self.takes_any:
             out.update((k, v) for k, v in arguments.items() if k not in out and k not in self.names)
         return out

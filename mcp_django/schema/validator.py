@@ -14,8 +14,12 @@ from typing import Any
 import jsonschema_rs
 from django.core.exceptions import ImproperlyConfigured
 
-# Compiled validators by id(schema), with the schema itself to confirm the id was not reused.
+from ..protocol.jsonrpc import canonical
+
+# Compiled validators by id(schema), with the schema itself to confirm the id was not reused;
+# and by content, for a schema written as a literal in a handler (a new dict on every call).
 _compiled: dict[int, tuple[dict[str, Any], Validator]] = {}
+_by_content: dict[bytes, Validator] = {}
 _MAX_COMPILED = 4096
 _lock = threading.Lock()
 
@@ -59,11 +63,20 @@ def validator_for(schema: dict[str, Any]) -> Validator:
     entry = _compiled.get(id(schema))
     if entry is not None and entry[0] is schema:
         return entry[1]
-    validator = Validator(schema)
+    try:
+        key = canonical(schema)
+    except TypeError:
+        return Validator(schema)  # not JSON: Validator says why
+    validator = _by_content.get(key)
+    if validator is None:
+        validator = Validator(schema)
     with _lock:
         if len(_compiled) >= _MAX_COMPILED:
             _compiled.clear()
+        if len(_by_content) >= _MAX_COMPILED:
+            _by_content.clear()
         _compiled[id(schema)] = (schema, validator)
+        _by_content[key] = validator
     return validator
 
 
