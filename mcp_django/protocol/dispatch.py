@@ -16,7 +16,7 @@ from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..protected_resource import challenge, scopes_granted
-from ..registry import Handler, Registry, completer_info
+from ..registry import Handler, Registry, ResourceTemplate, completer_info
 from ..state import StateRefused
 from .jsonrpc import (
     INTERNAL_ERROR,
