@@ -8,20 +8,23 @@ and the handlers are code.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Any
 from urllib.parse import urlencode
 
 import django
 from django.contrib import admin
-from django.db.models import Count, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from . import handler_report as report
 from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import Handler, Prompt, Registry, Resource, ResourceTemplate, Tool
+from .registry import Registry
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -48,6 +51,32 @@ class KindFilter(admin.SimpleListFilter):
         return queryset.filter(kind=value)
 
 
+class ActiveValueFilter(admin.SimpleListFilter):
+    """A filter on a column with unboundedly many values (a tool name, a principal).
+
+    It lists no values (the search box finds them); it shows only when a link
+    (the handlers page's counts, say) has set one, so that it can be seen and cleared.
+    """
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, value)] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        value = self.value()
+        return queryset.filter(**{str(self.parameter_name): value}) if value else queryset
+
+
+class TargetFilter(ActiveValueFilter):
+    title = _("target")
+    parameter_name = "target"
+
+
+class PrincipalFilter(ActiveValueFilter):
+    title = _("principal")
+    parameter_name = "principal"
+
+
 class ReadOnlyAdminMixin:
     """Nobody adds, changes or deletes from the admin, superusers included: the log is a record."""
 
@@ -61,19 +90,24 @@ class ReadOnlyAdminMixin:
         return False
 
 
+def _username_lookup() -> str:
+    return f"user__{get_user_model().USERNAME_FIELD}"
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    # The columns an operator reads first come first, so that at 1280 px they are
+    # on screen beside the filters; protocol revision and method come last.
     list_display = (
-        "created",
-        "kind",
-        "detail",
-        "method",
+        "when",
+        "what",
         "target",
-        "principal",
-        "version",
+        "who",
         "transport",
         "round",
-        "duration_ms",
+        "duration",
+        "version",
+        "method",
     )
     list_filter = (
         KindFilter,
@@ -83,20 +117,46 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "era",
         "transport",
         "method",
-        "target",
-        "principal",
+        TargetFilter,
+        PrincipalFilter,
     )
     date_hierarchy = "created"
-    search_fields = ("target", "principal", "request_id", "client_address", "reason")
     readonly_fields = tuple(f.name for f in AuditEvent._meta.fields)
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
     list_per_page = 100
 
-    @admin.display(description=_("reason / outcome"), ordering="reason")
-    def detail(self, obj: AuditEvent) -> str:
-        return obj.reason or obj.outcome
+    class Media:
+        css = {"all": ["mcp_django/admin.css"]}
+
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        return ("target", "principal", _username_lookup(), "request_id", "client_address", "reason")
+
+    @admin.display(description=_("time"), ordering="created")
+    def when(self, obj: AuditEvent) -> str:
+        # The date over the time: two short lines leave room for the other columns.
+        stamp = timezone.localtime(obj.created)
+        return format_html("{}<br>{}", stamp.strftime("%Y-%m-%d"), stamp.strftime("%H:%M:%S"))
+
+    @admin.display(description=_("kind"), ordering="kind")
+    def what(self, obj: AuditEvent) -> str:
+        # The kind with its reason or outcome under it, in one column.
+        detail = obj.reason or (obj.outcome if obj.outcome != obj.kind else "")
+        kind = obj.get_kind_display()
+        return format_html("{}<br><small>{}</small>", kind, detail) if detail else kind
+
+    @admin.display(description=_("user"), ordering="principal")
+    def who(self, obj: AuditEvent) -> str:
+        if obj.user is not None:
+            return obj.user.get_username()
+        if obj.principal and obj.principal != "anonymous":
+            return f"{obj.principal} ({_('deleted')})"  # the account went; the label stays
+        return obj.principal or "—"
+
+    @admin.display(description=_("ms"), ordering="duration_ms")
+    def duration(self, obj: AuditEvent) -> str:
+        return "" if obj.duration_ms is None else f"{obj.duration_ms:.1f}"
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         from django.contrib import messages
@@ -133,7 +193,11 @@ def _view_allowed(request: HttpRequest) -> bool:
 
 @admin.register(RegisteredHandler)
 class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The "Registered handlers" page: every tool, prompt and resource, with its audit counts."""
+    """The "Registered handlers" page and a page per handler, with what the audit log says.
+
+    The proxy model only puts the entry on the admin index: its URLs are these two
+    pages, not the audit rows the proxy's table holds.
+    """
 
     registry: Registry | None = None  # None: mcp_django.mcp
 
@@ -143,113 +207,94 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def has_module_permission(self, request: HttpRequest) -> bool:
         return _view_allowed(request)
 
-    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def get_urls(self) -> list[Any]:
+        info = self.opts.app_label, self.opts.model_name
+        view = self.admin_site.admin_view
+        return [
+            path("", view(self.changelist_view), name="{}_{}_changelist".format(*info)),
+            path("<str:kind>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
+        ]
+
+    def _registry(self) -> Registry:
+        if self.registry is not None:
+            return self.registry
+        from .registry import mcp
+
+        return mcp
+
+    def _context(self, request: HttpRequest, title: Any) -> dict[str, Any]:
         from django.core.exceptions import PermissionDenied
 
         if not self.has_view_permission(request):
             raise PermissionDenied
-        registry = self.registry
-        if registry is None:
-            from .registry import mcp
-
-            registry = mcp
-        context = {
+        return {
             **self.admin_site.each_context(request),
-            "title": _("Registered MCP handlers"),
+            "title": title,
             "opts": self.model._meta,
-            "handlers": handler_rows(registry),
             "audit_url": reverse(f"{self.admin_site.name}:mcp_django_auditevent_changelist"),
+            "handlers_url": reverse(f"{self.admin_site.name}:mcp_django_registeredhandler_changelist"),
             # Django 6 styles breadcrumbs as a list, 5.2 as a div.
             "breadcrumbs_as_list": django.VERSION >= (6, 0),
-            **(extra_context or {}),
         }
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        context = self._context(request, _("Registered MCP handlers"))
+        q = request.GET.get("q", "")
+        kind = request.GET.get("kind", "")
+        if kind not in report.KINDS:
+            kind = ""
+        rows = report.handler_rows(self._registry())
+        for row in rows:
+            row["url"] = reverse(
+                f"{self.admin_site.name}:mcp_django_registeredhandler_handler", args=[row["kind"], row["address"]]
+            )
+        shown = report.matches(rows, q, kind)
+        kinds: list[tuple[str, Any, int]] = [("", _("all"), len(rows))]
+        kinds += [(k, k, n) for k in report.KINDS if (n := sum(1 for r in rows if r["kind"] == k))]
+        context.update(
+            handlers=shown,
+            total=len(rows),
+            q=q,
+            kind=kind,
+            kinds=[
+                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "kind": v})}
+                for v, label, n in kinds
+            ],
+            **(extra_context or {}),
+        )
         return TemplateResponse(request, "admin/mcp_django/handlers.html", context)
 
-
-_METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
-
-
-def _address(handler: Handler) -> str:
-    if isinstance(handler, Resource):
-        return handler.uri
-    if isinstance(handler, ResourceTemplate):
-        return handler.uri_template
-    return handler.name
-
-
-def _schema(handler: Handler) -> Any:
-    if isinstance(handler, Tool):
-        return handler.input_schema
-    if isinstance(handler, Prompt):
-        return handler.arguments
-    if isinstance(handler, ResourceTemplate):
-        return {"uriTemplate": handler.uri_template, "mimeType": handler.mime_type}
-    if isinstance(handler, Resource):
-        return {"uri": handler.uri, "mimeType": handler.mime_type}
-    return None
-
-
-def handler_rows(registry: Registry) -> list[dict[str, Any]]:
-    """One dict per handler: what it is, where it lives, what it asked and how often it ran.
-
-    Two grouped queries over the audit log serve the whole page, whatever the
-    number of handlers; rows for a resource template's URIs are matched to the
-    template here, in Python.
-    """
-    handlers = registry.all_handlers()
-    by_key: dict[tuple[str, str], Handler] = {}
-    templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
-    for handler in handlers:
-        if not isinstance(handler, ResourceTemplate):
-            by_key[(_METHOD[handler.kind], _address(handler))] = handler
-
-    def owner(method: str, target: str) -> Handler | None:
-        found = by_key.get((method, target))
-        if found is None and method == "resources/read":
-            found = next((t for t in templates if t.match(target) is not None), None)
-        return found
-
-    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    methods = sorted(set(_METHOD.values()))
-    for row in AuditEvent.objects.filter(method__in=methods).values("method", "target", "kind").annotate(n=Count("id")):
-        ran = owner(row["method"], row["target"])
-        if ran is not None:
-            counts[id(ran)][row["kind"]] += row["n"]
-    asked: dict[int, dict[str, str]] = defaultdict(dict)
-    for method, target, asks in (
-        AuditEvent.objects.filter(kind__in=(Kind.ROUND, Kind.ASK), method__in=methods)
-        .values_list("method", "target", "asks")
-        .distinct()
-    ):
-        asker = owner(method, target)
-        if asker is not None and isinstance(asks, dict):
-            asked[id(asker)].update(asks)
-
-    rows = []
-    for handler in handlers:
-        c = counts.get(id(handler), {})
-        method = _METHOD[handler.kind]
-        address = _address(handler)
-        query: dict[str, str] = {"method": method}
-        if not isinstance(handler, ResourceTemplate):
-            query["target"] = address
-        rows.append(
-            {
-                "kind": handler.kind,
-                "name": handler.name,
-                "address": address,
-                "title": handler.title or "",
-                "description": handler.description,
-                "schema": json.dumps(_schema(handler), indent=2, sort_keys=True, default=str),
-                "source": handler.source,
-                "is_async": handler.is_async,
-                "permissions": ", ".join(handler.permissions),
-                "asks": sorted(asked.get(id(handler), {}).items()),
-                "calls": sum(c.get(str(k), 0) for k in CALL_KINDS),
-                "failed": c.get(str(Kind.FAILED), 0),
-                "rounds": c.get(str(Kind.ROUND), 0),
-                "refusals": sum(c.get(str(k), 0) for k in REFUSAL_KINDS),
-                "query": urlencode(query),
-            }
+    def handler_view(self, request: HttpRequest, kind: str, address: str) -> HttpResponse:
+        handler = report.find(self._registry(), kind, address)
+        if handler is None:
+            raise Http404(f"No {kind} {address!r} is registered.")
+        context = self._context(request, f"{handler.kind} {report.address(handler)}")
+        series = report.activity(handler)
+        query = urlencode(report.audit_query(handler))
+        asked: dict[str, str] = {}
+        for asks in report.audit_rows(handler).filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("asks", flat=True):
+            if isinstance(asks, dict):
+                asked.update(asks)
+        context.update(
+            handler=handler,
+            address=report.address(handler),
+            schema=json.dumps(report.schema(handler), indent=2, sort_keys=True, default=str),
+            source_code=report.source_code(handler),
+            permission_classes=[f"{c.__module__}.{c.__qualname__}" for c in handler.permission_classes],
+            asks=report.ask_groups(asked),
+            recent=report.recent(handler),
+            series=series,
+            totals={
+                "calls": sum(d.calls for d in series),
+                "rounds": sum(d.rounds for d in series),
+                "refusals": sum(d.refusals for d in series),
+            },
+            chart=report.chart(series),
+            links={
+                "all": query,
+                "calls": f"{query}&kind=calls",
+                "rounds": f"{query}&kind=round",
+                "refusals": f"{query}&kind=refusals",
+            },
         )
-    return rows
+        return TemplateResponse(request, "admin/mcp_django/handler.html", context)

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_django import audit
+from mcp_django.handler_report import AskGroup
 from mcp_django.models import AuditEvent, Kind
 
 pytestmark = pytest.mark.django_db
@@ -142,14 +143,14 @@ def test_handlers_page(admin_client: Client, log: dict[str, AuditEvent]) -> None
     assert plan["source"] == "project.demo.mcp.plan_trip" and plan["is_async"]
     assert plan["description"].startswith("Plan a trip")
     assert '"traveller"' in plan["schema"]
-    assert plan["asks"] == [("roots", "roots/list"), ("trip", "elicitation/create")]
+    assert plan["asks"] == [AskGroup("roots", "roots/list", True), AskGroup("trip", "elicitation/create", True)]
     assert (plan["calls"], plan["rounds"], plan["refusals"]) == (1, 1, 2)
     echo = rows["tool:echo"]
     assert (echo["calls"], echo["failed"], echo["rounds"], echo["refusals"]) == (3, 1, 0, 0)
     assert rows["tool:clear_cache"]["refusals"] == 1
     assert rows["prompt:test_simple_prompt"]["calls"] == 1
     assert rows["template:test://template/{id}/data"]["calls"] == 1  # matched to its template
-    assert rows["tool:test_elicitation"]["asks"] == [("e-1", "elicitation/create")]
+    assert rows["tool:test_elicitation"]["asks"] == [AskGroup("e-1", "elicitation/create", True)]
     body = admin_client.get(reverse(HANDLERS)).content.decode()
     assert "project.demo.mcp.plan_trip" in body and "Registered MCP handlers" in body
     # The counts link to the audit log, filtered to that handler.
@@ -167,3 +168,135 @@ def test_handlers_page_permissions(client: Client) -> None:
     assert client.get(reverse(HANDLERS)).status_code == 200
     assert client.get(reverse(CHANGELIST)).status_code == 200
     assert client.get(reverse("admin:mcp_django_auditevent_add")).status_code == 403
+
+
+def test_asks_with_derived_keys_are_grouped_by_kind(admin_client: Client) -> None:
+    # Keys derived from the question's wording (no key=...) would be one opaque row each.
+    for key in ("confirm-0123456789ab", "confirm-abcdef012345", "confirm-abcdef012345-2"):
+        event(Kind.ROUND, "clear_cache", round=1, asks={key: "elicitation/create"})
+    event(
+        Kind.ROUND,
+        "clear_cache",
+        round=1,
+        asks={"sample-00000000000a": "sampling/createMessage", "region": "elicitation/create"},
+    )
+    asks = handler_rows(admin_client)["tool:clear_cache"]["asks"]
+    assert asks == [
+        AskGroup("region", "elicitation/create", True),
+        AskGroup("confirm", "elicitation/create", False, 3),
+        AskGroup("sample", "sampling/createMessage", False, 1),
+    ]
+    body = admin_client.get(reverse(HANDLERS)).content.decode()
+    assert "confirm: elicitation/create <small>(3 questions)</small>" in body
+    assert "confirm-0123456789ab" not in body
+
+
+def test_changelist_shows_usernames_and_seconds_and_finds_by_username(admin_client: Client) -> None:
+    alice = get_user_model().objects.create_user("alice")
+    gone = get_user_model().objects.create_user("gone")
+    mine = event(Kind.COMPLETED, "echo", user=alice, principal=f"auth.user:{alice.pk}")
+    theirs = event(Kind.COMPLETED, "echo", user=None, principal=f"auth.user:{gone.pk}")
+    anonymous = event(Kind.COMPLETED, "echo")
+    response = admin_client.get(reverse(CHANGELIST))
+    body = response.content.decode()
+    assert '<td class="field-who">alice</td>' in body
+    assert f'<td class="field-who">auth.user:{gone.pk} (deleted)</td>' in body
+    assert '<td class="field-who">anonymous</td>' in body
+    stamp = timezone.localtime(mine.created)
+    assert f">{stamp:%Y-%m-%d}<br>{stamp:%H:%M:%S}</a>" in body  # the time, to the second, links to the row
+    assert listed(admin_client, "?q=alice") == {mine.pk}
+    assert listed(admin_client, "?q=anonymous") == {anonymous.pk}
+    assert theirs.pk in listed(admin_client, f"?q=auth.user:{gone.pk}")
+
+
+def test_target_and_principal_filters_list_no_values_until_one_is_set(
+    admin_client: Client, log: dict[str, AuditEvent]
+) -> None:
+    body = admin_client.get(reverse(CHANGELIST)).content.decode()
+    filters = body[body.index('id="changelist-filter"') :]
+    # One link per distinct target or principal would grow with the log: none are listed.
+    assert "?target=" not in filters and "?principal=" not in filters
+    chosen = admin_client.get(reverse(CHANGELIST) + "?target=echo").content.decode()
+    chosen = chosen[chosen.index('id="changelist-filter"') :]
+    # Set by a link, it shows, selected, with "All" to clear it.
+    assert (
+        'data-filter-title="target"' in chosen
+        and '<li class="selected">\n    <a href="?target=echo">echo</a>' in chosen
+    )
+    assert 'data-filter-title="principal"' not in chosen
+    assert listed(admin_client, "?target=echo") == {log["echo"].pk, log["failed"].pk, log["old"].pk}
+    assert listed(admin_client, "?method=resources/read&target__startswith=test://template/") == {log["template"].pk}
+
+
+def test_handlers_page_search_and_kind(admin_client: Client) -> None:
+    def names(query: str) -> set[str]:
+        response = admin_client.get(reverse(HANDLERS) + query)
+        assert response.status_code == 200
+        return {h["address"] for h in response.context["handlers"]}
+
+    assert names("?q=plan_trip") == {"plan_trip"}
+    # Descriptions, any case (other tests may register more handlers: only these must be found).
+    found = names("?q=SEND THE TEXT")
+    assert {"echo", "reverse"} <= found and "plan_trip" not in found
+    assert names("?q=project.demo.mcp.whoami") == {"whoami"}  # sources
+    prompts = names("?kind=prompt")
+    assert prompts and "test_simple_prompt" in prompts and "echo" not in prompts
+    templates = admin_client.get(reverse(HANDLERS) + "?kind=template").context["handlers"]
+    assert "test://template/{id}/data" in {h["address"] for h in templates}
+    assert {h["kind"] for h in templates} == {"template"}
+    assert names("?q=no-such-handler-anywhere") == set()
+    assert "No handler matches." in admin_client.get(reverse(HANDLERS) + "?q=no-such-handler").content.decode()
+
+
+def test_no_bogus_audit_page_under_registered_handlers(admin_client: Client, log: dict[str, AuditEvent]) -> None:
+    # The proxy model's table is the audit log's: its change page showed an audit row.
+    pk = log["echo"].pk
+    page = admin_client.get(f"/admin/mcp_django/registeredhandler/{pk}/change/")
+    assert page.status_code == 404 and b"View registered handler" not in page.content
+
+
+def test_handler_detail_page(admin_client: Client, log: dict[str, AuditEvent]) -> None:
+    url = reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "plan_trip"])
+    assert url in admin_client.get(reverse(HANDLERS)).content.decode()  # linked from the list
+    response = admin_client.get(url)
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "project.demo.mcp.plan_trip" in body and "async def plan_trip(" in body  # source and its code
+    assert "&quot;traveller&quot;" in body  # the input schema
+    assert response.context["totals"] == {"calls": 1, "rounds": 1, "refusals": 2}
+    series = response.context["series"]
+    assert len(series) == 14 and series[-1].day == timezone.localdate() and series[-1].refusals == 2
+    assert body.count('<rect class="refusals"') == 1 and body.count('<rect class="rounds"') == 1
+    assert {row.pk for row in response.context["recent"]} == {
+        log[name].pk for name in ("round", "done", "expired", "tampered")
+    }
+    assert reverse(CHANGELIST) + "?method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    assert (
+        admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "nope"])).status_code
+        == 404
+    )
+
+
+def test_handler_detail_page_of_a_template_and_a_guarded_tool(admin_client: Client, log: dict[str, AuditEvent]) -> None:
+    from mcp_django.registry import mcp
+
+    template = admin_client.get(
+        reverse("admin:mcp_django_registeredhandler_handler", args=["template", "test://template/{id}/data"])
+    )
+    assert template.status_code == 200
+    assert [row.pk for row in template.context["recent"]] == [log["template"].pk]
+    assert template.context["totals"]["calls"] == 1
+    guarded = next(h for h in mcp.tools.values() if h.permissions or h.permission_classes)
+    page = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", guarded.name]))
+    permissions = page.content.decode().split('id="mcp-handler-permissions">', 1)[1].split("</dd>", 1)[0]
+    for perm in guarded.permissions:
+        assert perm in permissions
+    for cls in guarded.permission_classes:
+        assert cls.__qualname__ in permissions
+
+
+def test_handler_pages_need_the_view_permission(client: Client) -> None:
+    user = get_user_model().objects.create_user("staff2", password="pw", is_staff=True)
+    client.force_login(user)
+    url = reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "echo"])
+    assert client.get(url).status_code == 403

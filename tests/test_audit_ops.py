@@ -41,6 +41,17 @@ def test_mcp_handlers_table() -> None:
     assert any(line.startswith("template") and "test://template/{id}/data" in line for line in lines)
 
 
+def test_mcp_handlers_columns_are_aligned() -> None:
+    lines = run("mcp_handlers").splitlines()
+    echo = next(line for line in lines if " echo " in line)
+    # Each column starts where the header-less table's other rows start it.
+    for column in ("echo", "project.demo.mcp.echo", "Send the text back."):
+        start = echo.index(column)
+        assert all(len(line) <= start or line[start - 2 : start] == "  " for line in lines), column
+    sources = {line.index("project.") for line in lines if "project." in line}
+    assert len(sources) == 1  # every source in one column, whatever the name's length
+
+
 def test_mcp_handlers_json() -> None:
     rows = json.loads(run("mcp_handlers", "--json"))
     by_name = {(r["kind"], r["name"]): r for r in rows}
@@ -72,6 +83,27 @@ def test_mcp_audit_purge() -> None:
     assert "Deleted 2 audit event(s)" in run("mcp_audit_purge", "--older-than", "30")
     assert sorted(AuditEvent.objects.values_list("target", flat=True)) == ["t0", "t10"]
     assert "Deleted 0 audit event(s)" in run("mcp_audit_purge", "--older-than", "30")
+
+
+@pytest.mark.django_db
+def test_mcp_audit_purge_deletes_in_batches() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    audit.flush()
+    AuditEvent.objects.all().delete()
+    old = timezone.now() - timedelta(days=100)
+    AuditEvent.objects.bulk_create(
+        [AuditEvent(kind=Kind.COMPLETED, method="tools/call", target=f"t{n}", created=old) for n in range(7)]
+        + [AuditEvent(kind=Kind.COMPLETED, method="tools/call", target="new")]
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert "Deleted 7 audit event(s)" in run("mcp_audit_purge", "--older-than", "30", "--batch-size", "3")
+    deletes = [q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper().startswith("DELETE")]
+    assert len(deletes) == 3  # 3 + 3 + 1 rows, each batch its own statement
+    assert list(AuditEvent.objects.values_list("target", flat=True)) == ["new"]
+    with pytest.raises(CommandError, match="1 or more"):
+        call_command("mcp_audit_purge", "--older-than", "30", "--batch-size", "0")
 
 
 @pytest.mark.django_db

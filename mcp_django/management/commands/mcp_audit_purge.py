@@ -15,6 +15,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--older-than", type=int, required=True, metavar="DAYS", help="Age in days.")
         parser.add_argument("--dry-run", action="store_true", help="Count what would be deleted, delete nothing.")
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=10_000,
+            metavar="N",
+            help="Rows deleted per statement (each its own transaction; default 10000).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...models import AuditEvent
@@ -27,6 +34,19 @@ class Command(BaseCommand):
         if options["dry_run"]:
             self.stdout.write(f"{old.count()} audit event(s) older than {days} day(s) would be deleted.")
             return
-        # A raw delete: the rows have no dependants and no signals, so skip the collector.
-        deleted = old._raw_delete(old.db)
+        size = options["batch_size"]
+        if size < 1:
+            raise CommandError("--batch-size must be 1 or more.")
+        # Batches, each committed on its own: a purge of millions of rows never holds
+        # one long transaction (locks, WAL, replication lag) while the endpoint writes.
+        # The rows have no dependants and no delete signals: Django deletes each batch
+        # with one DELETE statement.
+        deleted = 0
+        while True:
+            ids = list(old.order_by("created", "id").values_list("id", flat=True)[:size])
+            if not ids:
+                break
+            deleted += AuditEvent.objects.filter(id__in=ids).delete()[0]
+            if len(ids) < size:
+                break
         self.stdout.write(f"Deleted {deleted} audit event(s) older than {days} day(s).")

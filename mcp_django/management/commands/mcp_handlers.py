@@ -9,16 +9,16 @@ from django.core.management.base import BaseCommand, CommandParser
 
 
 def describe(handler: Any) -> dict[str, Any]:
-    from ...admin import _address, _schema
+    from ...handler_report import address, schema
 
     out: dict[str, Any] = {
         "kind": handler.kind,
         "name": handler.name,
-        "address": _address(handler),
+        "address": address(handler),
         "description": handler.description,
         "source": handler.source,
         "async": handler.is_async,
-        "schema": _schema(handler),
+        "schema": schema(handler),
     }
     if handler.permissions:
         out["permissions"] = list(handler.permissions)
@@ -49,7 +49,12 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("No handlers are registered.")
             return
-        width = max(len(r["address"]) for r in rows)
-        for r in rows:
-            first_line = (r["description"] or "").splitlines()[0] if r["description"] else ""
-            self.stdout.write(f"{r['kind']:<9} {r['address']:<{width}}  {r['source']}  {first_line}".rstrip())
+        # Every column as wide as its longest cell: a table a person can scan down.
+        table = [
+            (r["kind"], r["address"], r["source"], (r["description"] or "").splitlines()[0] if r["description"] else "")
+            for r in rows
+        ]
+        widths = [max(len(cells[i]) for cells in table) for i in range(3)]
+        for kind, where, source, first_line in table:
+            line = f"{kind:<{widths[0]}}  {where:<{widths[1]}}  {source:<{widths[2]}}  {first_line}"
+            self.stdout.write(line.rstrip())

@@ -1,0 +1,240 @@
+"""What the admin and ``manage.py mcp_handlers`` say about each registered handler.
+
+A handler's identity in URLs and the audit log is its kind and address (a tool's
+or prompt's name, a resource's URI, a template's URI template). The audit log is
+read with grouped queries whose number does not grow with the number of
+handlers; rows for a template's URIs are matched to the template in Python.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import Count, QuerySet
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind
+from .registry import Handler, Prompt, Registry, Resource, ResourceTemplate, Tool
+
+METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
+KINDS = ("tool", "prompt", "resource", "template")
+# The key an ask gets without key=...: its kind and a digest of the question
+# (mcp_django.asks.kinds.Ask.default_key), "-2", "-3"... when repeated in one attempt.
+_DERIVED_KEY = re.compile(r"^(?P<kind>[a-z_]+)-[0-9a-f]{12}(?:-\d+)?$")
+
+
+def address(handler: Handler) -> str:
+    if isinstance(handler, Resource):
+        return handler.uri
+    if isinstance(handler, ResourceTemplate):
+        return handler.uri_template
+    return handler.name
+
+
+def schema(handler: Handler) -> Any:
+    if isinstance(handler, Tool):
+        return handler.input_schema
+    if isinstance(handler, Prompt):
+        return handler.arguments
+    if isinstance(handler, ResourceTemplate):
+        return {"uriTemplate": handler.uri_template, "mimeType": handler.mime_type}
+    if isinstance(handler, Resource):
+        return {"uri": handler.uri, "mimeType": handler.mime_type}
+    return None
+
+
+def find(registry: Registry, kind: str, where: str) -> Handler | None:
+    return next((h for h in registry.all_handlers() if h.kind == kind and address(h) == where), None)
+
+
+def audit_query(handler: Handler) -> dict[str, str]:
+    """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix)."""
+    query = {"method": METHOD[handler.kind]}
+    if isinstance(handler, ResourceTemplate):
+        query["target__startswith"] = handler.uri_template.split("{", 1)[0]
+    else:
+        query["target"] = address(handler)
+    return query
+
+
+def audit_rows(handler: Handler) -> QuerySet[AuditEvent]:
+    """This handler's rows (a template's still to be matched with ``owns``)."""
+    query = audit_query(handler)
+    return AuditEvent.objects.filter(**query)
+
+
+def owns(handler: Handler, target: str) -> bool:
+    if isinstance(handler, ResourceTemplate):
+        return handler.match(target) is not None
+    return target == address(handler)
+
+
+@dataclass(frozen=True)
+class AskGroup:
+    """Asks a handler made, under their explicit key, or grouped by kind when the key was derived."""
+
+    label: str
+    method: str
+    explicit: bool
+    # Derived keys: how many different questions (wordings) of this kind were asked.
+    questions: int = 0
+
+
+def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
+    explicit = []
+    derived: dict[tuple[str, str], int] = defaultdict(int)
+    for key, method in asks.items():
+        found = _DERIVED_KEY.match(key)
+        if found is None:
+            explicit.append(AskGroup(key, method, True))
+        else:
+            derived[(found["kind"], method)] += 1
+    groups = sorted(explicit, key=lambda g: g.label)
+    groups += [AskGroup(kind, method, False, n) for (kind, method), n in sorted(derived.items())]
+    return groups
+
+
+def source_code(handler: Handler) -> str:
+    try:
+        return inspect.getsource(inspect.unwrap(handler.func))
+    except (OSError, TypeError):
+        return ""
+
+
+def handler_rows(registry: Registry) -> list[dict[str, Any]]:
+    """One dict per handler: what it is, where it lives, what it asked and how often it ran.
+
+    Two grouped queries over the audit log serve the whole page, whatever the
+    number of handlers.
+    """
+    handlers = registry.all_handlers()
+    by_key: dict[tuple[str, str], Handler] = {}
+    templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
+    for handler in handlers:
+        if not isinstance(handler, ResourceTemplate):
+            by_key[(METHOD[handler.kind], address(handler))] = handler
+
+    def owner(method: str, target: str) -> Handler | None:
+        found = by_key.get((method, target))
+        if found is None and method == "resources/read":
+            found = next((t for t in templates if t.match(target) is not None), None)
+        return found
+
+    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    methods = sorted(set(METHOD.values()))
+    for row in AuditEvent.objects.filter(method__in=methods).values("method", "target", "kind").annotate(n=Count("id")):
+        ran = owner(row["method"], row["target"])
+        if ran is not None:
+            counts[id(ran)][row["kind"]] += row["n"]
+    asked: dict[int, dict[str, str]] = defaultdict(dict)
+    for method, target, asks in (
+        AuditEvent.objects.filter(kind__in=(Kind.ROUND, Kind.ASK), method__in=methods)
+        .values_list("method", "target", "asks")
+        .distinct()
+    ):
+        asker = owner(method, target)
+        if asker is not None and isinstance(asks, dict):
+            asked[id(asker)].update(asks)
+
+    rows = []
+    for handler in handlers:
+        c = counts.get(id(handler), {})
+        rows.append(
+            {
+                "kind": handler.kind,
+                "name": handler.name,
+                "address": address(handler),
+                "title": handler.title or "",
+                "description": handler.description,
+                "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
+                "source": handler.source,
+                "is_async": handler.is_async,
+                "permissions": ", ".join(handler.permissions),
+                "asks": ask_groups(asked.get(id(handler), {})),
+                "calls": sum(c.get(str(k), 0) for k in CALL_KINDS),
+                "failed": c.get(str(Kind.FAILED), 0),
+                "rounds": c.get(str(Kind.ROUND), 0),
+                "refusals": sum(c.get(str(k), 0) for k in REFUSAL_KINDS),
+                "query": urlencode(audit_query(handler)),
+            }
+        )
+    return rows
+
+
+def matches(rows: list[dict[str, Any]], q: str, kind: str) -> list[dict[str, Any]]:
+    """The handlers page's search (name, URI, title, description, source) and kind filter."""
+    q = q.strip().lower()
+    out = []
+    for row in rows:
+        if kind and row["kind"] != kind:
+            continue
+        text = " ".join((row["address"], row["name"], row["title"], row["description"], row["source"])).lower()
+        if q and q not in text:
+            continue
+        out.append(row)
+    return out
+
+
+@dataclass
+class Day:
+    day: date
+    calls: int = 0
+    rounds: int = 0
+    refusals: int = 0
+
+
+def activity(handler: Handler, days: int = 14) -> list[Day]:
+    """Calls, rounds and refusals per day over the last ``days`` days (today included)."""
+    today = timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    series = {first + timedelta(days=n): Day(first + timedelta(days=n)) for n in range(days)}
+    since = timezone.make_aware(datetime.combine(first, time.min))
+    rows = (
+        audit_rows(handler)
+        .filter(created__gte=since)
+        .annotate(day=TruncDate("created", tzinfo=timezone.get_current_timezone()))
+        .values("day", "kind", "target")
+        .annotate(n=Count("id"))
+    )
+    for row in rows:
+        day = series.get(row["day"])
+        if day is None or not owns(handler, row["target"]):
+            continue
+        if row["kind"] in CALL_KINDS:
+            day.calls += row["n"]
+        elif row["kind"] == Kind.ROUND:
+            day.rounds += row["n"]
+        elif row["kind"] in REFUSAL_KINDS:
+            day.refusals += row["n"]
+    return list(series.values())
+
+
+def chart(series: list[Day], width: int = 560, height: int = 120) -> dict[str, Any]:
+    """Bar geometry for the detail page's SVG: three bars a day, one scale."""
+    top = max([max(d.calls, d.rounds, d.refusals) for d in series] + [1])
+    slot = width / len(series)
+    bar = max(slot / 4, 1)
+    bars = []
+    for i, d in enumerate(series):
+        for j, (name, value) in enumerate((("calls", d.calls), ("rounds", d.rounds), ("refusals", d.refusals))):
+            h = round(value / top * height, 1)
+            x = round(i * slot + bar * (j + 0.5), 1)
+            bars.append({"series": name, "x": x, "y": round(height - h, 1), "w": round(bar, 1), "h": h, "value": value})
+    labels = [{"x": round(i * slot + slot / 2, 1), "text": d.day.strftime("%d %b")} for i, d in enumerate(series)]
+    return {"width": width, "height": height, "top": top, "bars": bars, "labels": labels[:: max(1, len(series) // 7)]}
+
+
+def recent(handler: Handler, limit: int = 25) -> list[AuditEvent]:
+    rows = audit_rows(handler).select_related("user").order_by("-created", "-id")
+    if not isinstance(handler, ResourceTemplate):
+        return list(rows[:limit])
+    # A template's prefix may also match other resources' URIs: keep its own.
+    return [row for row in rows[: limit * 4] if owns(handler, row.target)][:limit]
