@@ -243,3 +243,27 @@ def test_a_trickling_client_is_answered_408_and_closed(live_url: str) -> None:
     assert status == 408 and body["error"]["code"] == -32600
     assert b"connection: close" in received.lower()
     assert took < 4
+
+
+# -- the last resort, and the Django view ---------------------------------------------------
+
+
+def test_a_bug_in_the_endpoint_is_still_a_jsonrpc_answer(live_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_django.transports.http import HttpEndpoint
+
+    async def broken(self: Any, req: Any, disconnected: Any = None) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(HttpEndpoint, "handle", broken)
+    r = post(live_url, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert r.status_code == 500 and r.headers["content-type"] == "application/json"
+    assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Internal error"}}
+
+
+def test_legacy_message_on_the_django_view_answers_a_bad_id_with_null() -> None:
+    from django.test import Client
+
+    body = json.dumps({"jsonrpc": "2.0", "id": deep(40), "method": "initialize", "params": {}})
+    r = Client().post("/mcp", body, content_type="application/json", HTTP_ACCEPT="application/json")
+    assert r.status_code >= 400 and r.status_code < 500
+    assert r.json()["id"] is None

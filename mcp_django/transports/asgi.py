@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 from typing import Any
 
 from ..conf import mcp_settings
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
+from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .http import Disconnect, HttpEndpoint, HttpIn, HttpOut, error_out
+
+logger = logging.getLogger("mcp_django")
 
 Scope = dict[str, Any]
 
@@ -128,7 +131,12 @@ class MCPApplication:
         )
         disconnected = Disconnect(receive)
         try:
-            out = await self.endpoint.handle(req, disconnected)
+            try:
+                out = await self.endpoint.handle(req, disconnected)
+            except Exception:
+                # A bug must still be answered in JSON-RPC, not with the server's plain-text 500.
+                logger.exception("mcp_django: the endpoint failed on a %s request", req.method)
+                out = error_out(None, MCPError(INTERNAL_ERROR, "Internal error", http_status=500))
             await _send(out, send, disconnected)
         finally:
             disconnected.close()

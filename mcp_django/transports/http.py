@@ -235,7 +235,7 @@ class HttpEndpoint:
             if self.legacy is None:
                 return error_out(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:
-                return error_out(message.get("id") if isinstance(message, dict) else None, NO_LEGACY_HERE)
+                return error_out(jsonrpc.reply_id(message), NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)
         out = await self.modern(req, message, disconnected)
         out.headers.extend(cors)
