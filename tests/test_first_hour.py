@@ -30,6 +30,17 @@ def test_landing_page_says_what_the_endpoint_is_and_how_to_connect(live_url: str
     assert "<code>echo</code>" in html  # the tools a client will find
 
 
+def test_landing_page_sdk_snippet_runs(live_url: str) -> None:
+    import html as html_module
+    import re
+
+    page = httpx.get(site(live_url) + "/").text
+    snippet = html_module.unescape(re.search(r"<pre>(.*?)</pre>", page, re.S).group(1))
+    done = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "hello" in done.stdout
+
+
 def test_get_mcp_explains_itself_and_stays_a_405(live_url: str) -> None:
     browser = httpx.get(live_url, headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
     assert browser.status_code == 405 and browser.headers["allow"] == "POST"
