@@ -17,3 +17,8 @@ class MCPDjangoConfig(AppConfig):
         autodiscover_modules(mcp_settings.HANDLER_MODULE)
         auth_cache.connect()
         audit.connect()
+        from django.db.backends.signals import connection_created
+
+        from .asks.guard import on_connection_created
+
+        connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")

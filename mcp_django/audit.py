@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import (
     IntegrityError,
     InterfaceError,
@@ -53,6 +54,7 @@ from django.utils import timezone
 
 from . import signals
 from .conf import mcp_settings
+from .inprocess import test_thread
 from .models import CALL_KINDS, AuditEvent, Kind
 
 logger = logging.getLogger("mcp_django.audit")
@@ -384,6 +386,7 @@ def _defaults() -> dict[str, Any]:
 
 
 writer = Writer()
+
 _CALL_KINDS = frozenset(str(k) for k in CALL_KINDS)
 
 
@@ -418,6 +421,12 @@ def record(event: signals.Event, kind: str | None = None) -> None:
 
 async def record_now(event: signals.Event, kind: str | None = None) -> None:
     """Write an event's row and wait until it is committed, without blocking the loop."""
+    executor = test_thread.get()
+    if executor is not None:
+        # Under the in-process test client: in the test's thread and transaction,
+        # where the writer thread's own connection could not see the test's users.
+        await sync_to_async(_insert, thread_sensitive=False, executor=executor)([row_for(event, kind)])
+        return
     loop = asyncio.get_running_loop()
     committed = loop.create_future()
 
@@ -442,7 +451,7 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
 
 
 async def _write(event: signals.Event, kind: str) -> None:
-    if mcp_settings.AUDIT["ASYNC_WRITES"]:
+    if mcp_settings.AUDIT["ASYNC_WRITES"] and test_thread.get() is None:
         record(event, kind)
     else:
         await record_now(event, kind)
@@ -464,6 +473,11 @@ async def on_ask_finished(sender: Any, event: signals.Event, **kwargs: Any) -> N
         await _write(event, Kind.ASK)
 
 
+async def on_replay_unsafe(sender: Any, event: signals.Event, **kwargs: Any) -> None:
+    if mcp_settings.AUDIT["ENABLED"]:
+        await _write(event, Kind.REPLAY_UNSAFE)
+
+
 async def on_state_refused(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("REFUSALS"):
         await record_now(event, Kind.STATE_REFUSED)
@@ -481,3 +495,4 @@ def connect() -> None:
     signals.ask_finished.connect(on_ask_finished, dispatch_uid=f"{uid}.ask")
     signals.state_refused.connect(on_state_refused, dispatch_uid=f"{uid}.refused")
     signals.capability_missing.connect(on_capability_missing, dispatch_uid=f"{uid}.capability")
+    signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")

@@ -14,6 +14,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from .conf import mcp_settings
+from .inprocess import test_thread
 
 logger = logging.getLogger("mcp_django")
 
@@ -223,6 +224,7 @@ def authenticate(django_request: Any) -> Principal:
             "These credentials cannot be checked: the server's authentication is misconfigured."
         ) from None
     finally:
-        close_old_connections()
+        if test_thread.get() is None:  # in a test's thread it would close the test's transaction
+            close_old_connections()
     django_request.user = AnonymousUser()
     return ANONYMOUS

@@ -318,6 +318,10 @@ SETTINGS: dict[str, Setting] = {
     # Seconds a legacy standalone GET stream may carry no event before it is closed
     # (the client reconnects when it still wants one); 0: no limit.
     "STREAM_IDLE_TIMEOUT": Setting(600, seconds),
+    # Report database writes made by an attempt that then ended with input_required
+    # (they run again on the next round): a warning in the log and an audit row.
+    # None: on while DEBUG is, off in production.
+    "REPLAY_GUARD": Setting(None, lambda v: None if v is None else boolean(v)),
     # The Django cache that shares state between processes: legacy sessions' (ended,
     # log level) and each user's version for the principal cache. A shared one
     # (Redis) when several instances serve one client.

@@ -22,6 +22,7 @@ class Kind(models.TextChoices):
     STATE_REFUSED = "state_refused", _("refused state")
     MISSING_CAPABILITY = "missing_capability", _("missing capability")
     ASK = "ask", _("legacy ask")
+    REPLAY_UNSAFE = "replay_unsafe", _("replay-unsafe write")
 
 
 #: Kinds that end a call (their count is a handler's "calls").

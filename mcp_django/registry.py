@@ -60,6 +60,15 @@ def _dotted(func: Any) -> str:
     return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
+def _alias(atomic: bool | str) -> str | None:
+    """``atomic=True`` is the default database; a string names another alias."""
+    if atomic is True:
+        from django.db import DEFAULT_DB_ALIAS
+
+        return DEFAULT_DB_ALIAS
+    return atomic or None
+
+
 def _describe(func: Func, description: str | None) -> str:
     if description is not None:
         return description
@@ -85,9 +94,17 @@ class Handler:
     context_param: str | None = None
     is_async: bool = False
     kind: str = "handler"
+    # The database alias whose transaction wraps each attempt of a sync handler
+    # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
+    atomic: str | None = None
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.func)
+        if self.atomic and self.is_async:
+            raise TypeError(
+                f"{self.kind} {self.name!r}: atomic= needs a sync handler (an async handler's queries "
+                "run in other threads, outside any one transaction)"
+            )
         if self.context_param is None:
             self.context_param = _context_param(self.func)
         if not self.source:
@@ -299,6 +316,7 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
+        atomic: bool | str = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -315,6 +333,7 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
+        atomic: bool | str = False,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -323,6 +342,8 @@ class Registry:
         a return annotation that is an object type (dataclass, TypedDict, serializer,
         model) unless given. An annotation with no JSON schema raises
         ``ImproperlyConfigured`` here, naming the tool and the parameter.
+        ``atomic=True`` (or a database alias): a sync handler's every attempt runs in
+        ``transaction.atomic()``, rolled back when it ends with ``input_required``.
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -354,6 +375,7 @@ class Registry:
                     scopes=tuple(scopes),
                     meta=meta,
                     context_param=ctx_param,
+                    atomic=_alias(atomic),
                     accepts=accepts,
                 )
             )
@@ -376,6 +398,7 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
+        atomic: bool | str = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def prompt(
@@ -389,9 +412,10 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
+        atomic: bool | str = False,
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
-        ``@mcp.prompt()`` or ``@mcp.prompt``."""
+        ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``: as for tools)."""
         if callable(name):  # @mcp.prompt, without parentheses
             return self.prompt()(name)
         _check_name("prompt", name)
@@ -421,6 +445,7 @@ class Registry:
                 scopes=tuple(scopes),
                 context_param=ctx_param,
                 parameters=parameters,
+                atomic=_alias(atomic),
             )
             self._add(self.prompts, item, item.name)
             return func
@@ -440,8 +465,9 @@ class Registry:
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
         completions: dict[str, Func] | None = None,
+        atomic: bool | str = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-        """Register a resource; a URI with ``{placeholders}`` registers a template."""
+        """Register a resource; a URI with ``{placeholders}`` registers a template (``atomic``: as for tools)."""
         if not isinstance(uri, str):
             raise TypeError(
                 "@mcp.resource needs the resource's URI: write @mcp.resource('app://...'), "
@@ -459,6 +485,7 @@ class Registry:
                 permission_classes=tuple(permission_classes),
                 allow_anonymous=allow_anonymous,
                 scopes=tuple(scopes),
+                atomic=_alias(atomic),
             )
             if _TEMPLATE_VAR.search(uri):
                 item = ResourceTemplate(uri_template=uri, completions=dict(completions or {}), **common)

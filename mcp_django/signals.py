@@ -48,6 +48,9 @@ state_refused = Signal()
 capability_missing = Signal()
 #: A handler finished with a result (``outcome`` "completed") or failed ("failed", "cancelled").
 call_finished = Signal()
+#: An attempt that wrote to the database ended with ``input_required`` (the replay guard;
+#: sent when ``MCP_DJANGO["REPLAY_GUARD"]`` is on). ``writes``: what it wrote, and where.
+replay_unsafe = Signal()
 #: A legacy server-to-client request got its outcome (answered, declined, cancelled, error, timeout, disconnect).
 ask_finished = Signal()
 

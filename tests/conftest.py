@@ -12,6 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
+# The mcp_client fixture: registered by the pytest11 entry point once the package is
+# installed with this pyproject; named here too for an install made before it.
+pytest_plugins = ["mcp_django.pytest_plugin"]
+
 MODERN = "2026-07-28"
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import functools
@@ -12,11 +13,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from django.db import close_old_connections
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
 
 from ..conf import mcp_settings
+from ..inprocess import observer, test_thread
 from ..protocol.jsonrpc import MCPError
 from ..registry import Handler
+from . import guard
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind
 
@@ -169,8 +173,14 @@ def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str
 
 
 async def run_in_thread(func: Any, *args: Any) -> Any:
-    """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections."""
+    """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections.
 
+    The one entry point for sync work: under the in-process test client it runs
+    in the test's thread instead (see ``test_thread``).
+    """
+    executor = test_thread.get()
+    if executor is not None:
+        return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)
     loop = asyncio.get_running_loop()
     future = loop.create_future()
     _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
@@ -187,12 +197,62 @@ class Runnable(Protocol):
     def is_async(self) -> bool: ...
 
 
+async def adopted(coro: Any) -> Any:
+    """Await ``coro`` on the loop for sync code that scheduled it from its thread.
+
+    Under the test client, asgiref's own routing of thread-sensitive calls does
+    not survive the hop from the test's thread back to the loop: restore it, so
+    Django's async APIs called by ``coro`` still run in the test's thread.
+    """
+    executor = test_thread.get()
+    if executor is not None:
+        from asgiref.sync import AsyncToSync
+
+        AsyncToSync.executors.current = executor
+    return await coro
+
+
+def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
+    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask).
+
+    Under the test client that thread is the test's, and the loop may need it
+    meanwhile (to authenticate the answer, to write an audit row): it runs that
+    work while it waits, rather than deadlock.
+    """
+    executor = test_thread.get()
+    if executor is not None:
+        executor.run_until(future)
+    return future.result()
+
+
+def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
+    """A sync handler under the replay guard, or in a transaction (``atomic=``)."""
+    if guard.recording():
+        guard.install()  # the watcher goes on this thread's connections
+    alias = getattr(handler, "atomic", None)
+    if not alias:
+        return handler.func(**kwargs)
+    with transaction.atomic(using=alias):
+        value = handler.func(**kwargs)
+        if getattr(ctx._backend, "pending", None):
+            # Asks are pending (the handler caught the end of its attempt and
+            # returned): the attempt ends with input_required all the same.
+            transaction.set_rollback(True, using=alias)
+        return value
+
+
 async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
+    watching = observer.get()
+    if watching is not None:  # the test client counts the handler's runs
+        watching.ran(handler)
     token = bind(ctx)
     try:
         if handler.is_async:
             return await handler.func(**kwargs)
         ctx._loop = asyncio.get_running_loop()
+        # getattr: completers come here too, as a bare stand-in for a handler.
+        if getattr(handler, "atomic", None) or guard.recording():
+            return await run_in_thread(_run_sync, handler, kwargs, ctx)
         return await run_in_thread(lambda: handler.func(**kwargs))
     finally:
         from .context import _current

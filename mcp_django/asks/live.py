@@ -51,7 +51,7 @@ from ..registry import Handler
 from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
-from .invoke import invoke, make_context, parked
+from .invoke import adopted, invoke, make_context, parked, wait_in_thread
 from .kinds import Ask
 from .replay import Outcome
 
@@ -154,10 +154,10 @@ class LiveBackend:
         # The wait may last ASK_TIMEOUT: the thread leaves the worker pool meanwhile,
         # and the principal's bound on waiting threads applies (-32005 beyond it).
         with parked(self.call.principal.label):
-            future = asyncio.run_coroutine_threadsafe(self.resolve(asks), self.loop)
+            future = asyncio.run_coroutine_threadsafe(adopted(self.resolve(asks)), self.loop)
             self._blocking.add(future)
             try:
-                return future.result()
+                return wait_in_thread(future)
             except concurrent.futures.CancelledError:
                 raise AskAborted from None
             finally:

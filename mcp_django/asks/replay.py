@@ -23,6 +23,7 @@ from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..registry import Handler
 from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
+from . import guard
 from .asking import current_attempt, install
 from .call import Call
 from .errors import MissingCapability, escaped
@@ -155,6 +156,8 @@ class ReplayBackend:
         # Capabilities the asks of this attempt needed and the client did not declare.
         self.missing: list[str] = []
         self.attempt: Attempt | None = None
+        # The replay guard's record of this attempt's writes, when the guard is on.
+        self.recorder: guard.Recorder | None = None
         self._default_keys: dict[str, int] = {}
 
     def _key(self, ask: Ask) -> str:
@@ -250,6 +253,8 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
         task = start_task(invoke(handler, kwargs_for(ctx), ctx))
     finally:
         current_attempt.reset(token)
+    if backend.recorder is not None:
+        backend.recorder.task = task  # to find the handler's line from a database thread
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         attempt.end(cancel=bool(backend.pending))
@@ -316,7 +321,11 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         responses=responses,
         state=dict(claims.state) if claims else {},
     )
+    # Attempts that ended with asks pending before the last one (their writes were made twice).
+    replayed: list[guard.Recorder] = []
     if claims is None and responses and error is None and backend.pending.keys() & responses.keys():
+        if backend.recorder is not None:
+            replayed.append(backend.recorder)
         # Answers sent without a requestState count only for the questions any caller is
         # asked first: those this attempt just parked on, as if the client had seen that
         # round. Later asks (a second sequential ask) are never answered up front.
@@ -340,7 +349,13 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
     if finished and not backend.pending:
+        if replayed:
+            await guard.report(replayed, call)
         return Outcome(value=value, round=claims.round if claims else 0)
+    if backend.recorder is not None:
+        replayed.append(backend.recorder)
+    if replayed:
+        await guard.report(replayed, call)
     round_no = (claims.round if claims else 0) + 1
     if round_no > mcp_settings.MAX_INPUT_ROUNDS:
         capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
@@ -388,10 +403,16 @@ async def _attempt_once(
     """One attempt: its backend, ctx, whether it finished, its value, and its error."""
     backend = ReplayBackend(call, known=known, asked=asked, responses=responses)
     ctx = make_context(handler, call, backend, state)
+    watch = guard.start(handler)
+    if watch is not None:
+        backend.recorder = watch[0]
     try:
         finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
     except BaseException as exc:
         return backend, ctx, False, None, exc
+    finally:
+        if watch is not None:
+            guard.stop(watch)
     return backend, ctx, finished, value, None
 
 

@@ -1,0 +1,175 @@
+"""The replay guard: database writes made by an attempt that then ended with ``input_required``.
+
+Under 2026-07-28 the code before an ask runs again on every round, so an
+INSERT, UPDATE or DELETE before the last ask is repeated (a second refund, a
+duplicated row). While an attempt runs, every SQL statement on every database
+alias passes :func:`_watch` (a ``connection.execute_wrapper``); writes are
+recorded with the handler's source line, and reported only if the attempt ends
+with ``input_required``. Writes after the last ask happen once, in the attempt
+that completes, and are never reported.
+
+Who listens: the in-process test client (it fails the test by default), and
+the server itself when ``MCP_DJANGO["REPLAY_GUARD"]`` is on (by default: when
+``DEBUG`` is), with a logged warning and an audit row.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connections
+
+from ..conf import mcp_settings
+from ..inprocess import observer
+
+logger = logging.getLogger("mcp_django.replay")
+
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE", "UPSERT")
+
+
+def is_write(sql: str) -> bool:
+    head = sql.lstrip()[:7].upper()
+    if head.startswith(_WRITES):
+        return True
+    # A CTE may end in a write (WITH ... INSERT ...).
+    return head.startswith("WITH") and any(f" {word} " in f" {sql.upper()} " for word in _WRITES[:3])
+
+
+@dataclass
+class Write:
+    handler: str
+    alias: str
+    statement: str
+    where: str
+
+    def __str__(self) -> str:
+        return f"{self.handler} wrote to {self.alias!r} at {self.where}: {self.statement}"
+
+
+class Recorder:
+    """The writes of one attempt."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.label = f"{handler.kind} {handler.name!r}"
+        self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
+        self.writes: list[Write] = []
+        # The async handler's task, to find its line from another thread.
+        self.task: Any = None
+
+    def add(self, alias: str, sql: str) -> None:
+        statement = " ".join(sql.split())
+        if len(statement) > 300:
+            statement = statement[:297] + "..."
+        self.writes.append(Write(self.label, alias, statement, self._where()))
+
+    def _where(self) -> str:
+        inner = None
+        frame = sys._getframe(3)
+        while frame is not None:
+            if frame.f_code is self.code:
+                return _describe(frame) + (f" (in {inner})" if inner else "")
+            if inner is None and not _library(frame.f_code.co_filename):
+                inner = _describe(frame)
+            frame = frame.f_back
+        if self.task is not None:  # an async handler: its coroutine is parked at the write
+            coro = self.task.get_coro()
+            while coro is not None:
+                code = getattr(coro, "cr_code", None)
+                if code is self.code and coro.cr_frame is not None:
+                    return _describe(coro.cr_frame)
+                coro = getattr(coro, "cr_await", None)
+        return inner or f"{self.handler.source} (line unknown)"
+
+
+def _describe(frame: Any) -> str:
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+
+
+# The standard library's directory.
+_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(os.__file__)) + os.sep,)
+
+
+def _library(filename: str) -> bool:
+    """Frames that are not the project's: Django, asgiref, mcp-django, the standard library."""
+    path = filename.replace("\\", "/")
+    if "/django/" in path or "/asgiref/" in path or "/mcp_django/" in path or "/rest_framework/" in path:
+        return True
+    return filename.startswith(_LIBRARY_DIRS) and "site-packages" not in filename
+
+
+_recording: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_django_replay_guard", default=None)
+
+
+def _watch(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    recorder = _recording.get()
+    if recorder is not None and is_write(sql):
+        recorder.add(context["connection"].alias, sql)
+    return execute(sql, params, many, context)
+
+
+def install() -> None:
+    """Put the watcher on every database alias of this thread (once each)."""
+    for connection in connections.all():
+        if _watch not in connection.execute_wrappers:
+            connection.execute_wrappers.append(_watch)
+
+
+def server_guard() -> bool:
+    """``MCP_DJANGO["REPLAY_GUARD"]``, or ``DEBUG`` when it is not given."""
+    value = mcp_settings.REPLAY_GUARD
+    return bool(settings.DEBUG) if value is None else value
+
+
+def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+    """Connections opened while the guard is configured on get the watcher (async handlers' ORM threads)."""
+    if server_guard() and _watch not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_watch)
+
+
+def start(handler: Any) -> tuple[Recorder, contextvars.Token[Any]] | None:
+    """A recorder for this attempt, when anyone listens; ``None`` costs the attempt nothing more."""
+    if handler.atomic:
+        return None  # its ended attempts are rolled back: nothing to repeat
+    watching = observer.get()
+    if not ((watching is not None and watching.guarding) or server_guard()):
+        return None
+    recorder = Recorder(handler)
+    return recorder, _recording.set(recorder)
+
+
+def stop(started: tuple[Recorder, contextvars.Token[Any]]) -> None:
+    _recording.reset(started[1])
+
+
+def recording() -> bool:
+    return _recording.get() is not None
+
+
+async def report(recorders: list[Recorder], call: Any) -> None:
+    """Attempts that ended with input_required: their writes will be made again next round."""
+    writes = [write for recorder in recorders for write in recorder.writes]
+    if not writes:
+        return
+    watching = observer.get()
+    if watching is not None and watching.guarding:
+        watching.unsafe(writes)
+    if not server_guard():
+        return
+    for write in writes:
+        logger.warning(
+            "replay-unsafe write: %s. The attempt ended with input_required, so this runs again on the "
+            "next round; write after the last ask, or register the handler with atomic=True.",
+            write,
+        )
+    from .. import signals
+
+    event = call.event("replay_unsafe", reason=f"{len(writes)} write(s)")
+    await signals.replay_unsafe.asend(recorders[0].handler.kind, event=event, writes=writes)

@@ -1,0 +1,163 @@
+"""What the test client answers a server's input request with.
+
+A test's ``answer`` gets an :class:`InputRequest` and returns what a user (or
+the client's model) would: ``True``/``False`` for a confirm, a dict for a form,
+:func:`decline` / :func:`cancel`, a string for sampling, a list for roots. The
+return value is turned into the wire result here, the same for both eras.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..asks.kinds import CONFIRM_SCHEMA
+
+
+class NoAnswer(AssertionError):
+    """The server asked something the test gave no answer for."""
+
+
+@dataclass
+class InputRequest:
+    """One thing the server asked: an ``inputRequests`` entry, or a legacy server-to-client request."""
+
+    key: str
+    method: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """``confirm``, ``elicit``, ``elicit_url``, ``sample`` or ``roots``."""
+        if self.method == "elicitation/create":
+            if self.params.get("mode") == "url":
+                return "elicit_url"
+            return "confirm" if self.params.get("requestedSchema") == CONFIRM_SCHEMA else "elicit"
+        return {"sampling/createMessage": "sample", "roots/list": "roots"}.get(self.method, self.method)
+
+    @property
+    def message(self) -> str | None:
+        """An elicitation's message, or the text of a sampling request's last message."""
+        if "message" in self.params:
+            return self.params["message"]
+        messages = self.params.get("messages")
+        if isinstance(messages, list) and messages:
+            content = messages[-1].get("content") if isinstance(messages[-1], dict) else None
+            if isinstance(content, dict):
+                return content.get("text")
+        return None
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        return self.params.get("requestedSchema")
+
+    @property
+    def url(self) -> str | None:
+        return self.params.get("url")
+
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer given as the client's exact result (see :func:`decline`, :func:`cancel`, :func:`raw`)."""
+
+    result: dict[str, Any] | None = None
+    # Legacy only: answer the server's request with this JSON-RPC error instead.
+    error: dict[str, Any] | None = None
+
+
+def accept(content: dict[str, Any] | None = None) -> Answer:
+    """Accept an elicitation (with a form's content)."""
+    return Answer({"action": "accept", **({"content": content} if content is not None else {})})
+
+
+def decline() -> Answer:
+    return Answer({"action": "decline"})
+
+
+def cancel() -> Answer:
+    return Answer({"action": "cancel"})
+
+
+def raw(result: dict[str, Any]) -> Answer:
+    """Send exactly this result (a malformed one, to test how a handler copes)."""
+    return Answer(result)
+
+
+def error(code: int, message: str, data: Any = None) -> Answer:
+    """Legacy revisions: answer the server's request with a JSON-RPC error."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        body["data"] = data
+    return Answer(error=body)
+
+
+def _defaults(schema: dict[str, Any] | None) -> dict[str, Any]:
+    props = (schema or {}).get("properties") or {}
+    return {name: prop["default"] for name, prop in props.items() if isinstance(prop, dict) and "default" in prop}
+
+
+def to_result(request: InputRequest, value: Any) -> Answer:
+    """The wire answer for what the test's ``answer`` returned."""
+    if isinstance(value, Answer):
+        return value
+    kind = request.kind
+    if kind in ("confirm", "elicit", "elicit_url"):
+        if value is True:
+            content = (
+                {"confirm": True} if kind == "confirm" else None if kind == "elicit_url" else _defaults(request.schema)
+            )
+            return accept(content)
+        if value is False:
+            return decline()
+        if isinstance(value, Mapping) and kind != "elicit_url":
+            return accept(dict(value))
+    elif kind == "sample":
+        if isinstance(value, str):
+            return Answer(
+                {
+                    "role": "assistant",
+                    "content": {"type": "text", "text": value},
+                    "model": "mcp-django-test",
+                    "stopReason": "endTurn",
+                }
+            )
+        if isinstance(value, Mapping):
+            return Answer(dict(value))
+    elif kind == "roots" and isinstance(value, (list, tuple)):
+        roots = [{"uri": r} if isinstance(r, str) else dict(r) for r in value]
+        return Answer({"roots": roots})
+    raise TypeError(f"cannot answer {describe(request)} with {value!r}")
+
+
+def describe(request: InputRequest) -> str:
+    what = f"{request.method} (key {request.key!r}"
+    if request.message:
+        what += f", message {request.message!r}"
+    return what + ")"
+
+
+Answerer = Callable[[InputRequest], Any] | Mapping[str, Any] | None
+
+
+def answer_for(answer: Answerer, request: InputRequest) -> Answer:
+    """Ask the test's ``answer`` (a callable, or a dict keyed by ask key or message)."""
+    if answer is None:
+        raise NoAnswer(f"the server asked {describe(request)} and the test gave no answer= for it")
+    if isinstance(answer, Mapping):
+        if request.key in answer:
+            value = answer[request.key]
+        elif request.message is not None and request.message in answer:
+            value = answer[request.message]
+        else:
+            raise NoAnswer(f"the server asked {describe(request)}, which the test's answers do not name")
+        if callable(value):
+            value = value(request)
+    else:
+        value = answer(request)
+    if value is None:
+        raise NoAnswer(f"the test's answer returned None for {describe(request)}")
+    return to_result(request, value)

@@ -1,0 +1,557 @@
+"""The in-process MCP client: real requests through the project's ASGI application.
+
+Every request goes through the same application, transport, authentication,
+permission checks, sealing, dispatcher and audit code as in production; only
+the socket is missing. Sync work runs in the test's thread (see
+:mod:`mcp_django.inprocess.threads`), so a ``django.test.TestCase``'s data and
+transaction are what the handlers see.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from asgiref.sync import sync_to_async
+
+from .. import inprocess
+from ..protocol.revisions import (
+    LATEST_MODERN,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_VERSION,
+    MODERN_VERSIONS,
+)
+from . import threads
+from .answers import Answerer, InputRequest, answer_for
+from .exchange import Exchange, Response, http_scope
+from .observe import Observer
+
+DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+CLIENT_INFO = {"name": "mcp-django-testclient", "version": "1"}
+
+
+class InputRoundsExceeded(AssertionError):
+    """The server wanted more rounds of input than the client's ``max_input_rounds``."""
+
+    def __init__(self, limit: int, rounds: list[Round]) -> None:
+        super().__init__(f"the server asked for input more than max_input_rounds={limit} times")
+        self.limit = limit
+        self.rounds = rounds
+
+
+class JSONRPCError(Exception):
+    """The server answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, data: Any = None, status: int = 200) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+        self.status = status
+
+
+class ReplayUnsafeWrite(AssertionError):
+    """A handler wrote to the database in an attempt that ended with ``input_required``."""
+
+
+class ReplayGuardWarning(UserWarning):
+    """``replay_guard="warn"``: the same finding as :class:`ReplayUnsafeWrite`, as a warning."""
+
+
+@dataclass
+class Round:
+    """One round of input: what the server asked, and what the client answered."""
+
+    number: int
+    input_requests: dict[str, InputRequest]
+    responses: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def inputRequests(self) -> dict[str, Any]:  # noqa: N802 (the protocol's spelling)
+        """The round's ``inputRequests`` as they came over the wire."""
+        return {key: request.wire() for key, request in self.input_requests.items()}
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.input_requests)
+
+
+@dataclass
+class Result:
+    """A finished ``tools/call``, ``prompts/get`` or ``resources/read``."""
+
+    method: str
+    raw: dict[str, Any]
+    rounds: list[Round] = field(default_factory=list)
+    # How many times the handler ran: once per round plus one under 2026-07-28, once on legacy revisions.
+    runs: int = 0
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    # Replay-unsafe writes the guard found (see docs/testing.md).
+    unsafe_writes: list[Any] = field(default_factory=list)
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.raw.get("isError", False))
+
+    @property
+    def content(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("content") or [])
+
+    @property
+    def structured(self) -> Any:
+        return self.raw.get("structuredContent")
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("messages") or [])
+
+    @property
+    def contents(self) -> list[dict[str, Any]]:
+        return list(self.raw.get("contents") or [])
+
+    @property
+    def text(self) -> str:
+        """The text of the result: a tool's text blocks, a prompt's messages, a resource's contents."""
+        if self.method == "resources/read":
+            return "".join(c.get("text", "") for c in self.contents if isinstance(c, dict))
+        blocks = self.content if self.method == "tools/call" else [m.get("content") for m in self.messages]
+        return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+
+
+def _header_value(value: str) -> str:
+    """Header values outside ASCII travel base64-encoded (2026-07-28)."""
+    if value.isascii() and value == value.strip():
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+class MCPClient:
+    """Talk MCP to the project, in process. See docs/testing.md.
+
+    ``user``: log in as this user (a session, or a DRF token when only token
+    authentication is configured); ``token``: send ``Authorization: Token ...``;
+    neither: anonymous. ``revision``: "2026-07-28" (input_required rounds) or a
+    legacy revision (a session, with real server-to-client requests).
+    """
+
+    def __init__(
+        self,
+        user: Any = None,
+        *,
+        token: str | None = None,
+        revision: str = LATEST_MODERN,
+        max_input_rounds: int = 8,
+        replay_guard: str = "error",
+        capabilities: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        app: Any = None,
+        path: str = "/mcp",
+    ) -> None:
+        if revision not in MODERN_VERSIONS + LEGACY_VERSIONS:
+            raise ValueError(f"unknown protocol revision {revision!r}")
+        if replay_guard not in ("error", "warn", "off"):
+            raise ValueError('replay_guard must be "error", "warn" or "off"')
+        self.user = user
+        self.token = token
+        self.revision = revision
+        self.max_input_rounds = max_input_rounds
+        self.replay_guard = replay_guard
+        self.capabilities = dict(DEFAULT_CAPABILITIES if capabilities is None else capabilities)
+        self.extra_headers = dict(headers or {})
+        self.path = path
+        self._app = app
+        self._auth: dict[str, str] | None = None
+        self._session_id: str | None = None
+        self._ids = itertools.count(1)
+
+    @property
+    def legacy(self) -> bool:
+        return self.revision in LEGACY_VERSIONS
+
+    @property
+    def app(self) -> Any:
+        if self._app is None:
+            from django.conf import settings
+            from django.utils.module_loading import import_string
+
+            path = getattr(settings, "ASGI_APPLICATION", None)
+            if path:
+                self._app = import_string(path)
+            else:
+                from ..routing import application
+
+                self._app = application
+        return self._app
+
+    # -- who is calling ---------------------------------------------------------------
+
+    def _auth_headers(self) -> dict[str, str]:
+        """Made once, in the test's thread (logging in writes a session row)."""
+        if self._auth is None:
+            headers: dict[str, str] = {}
+            if self.token is not None:
+                headers["authorization"] = f"Token {self.token}"
+            elif self.user is not None:
+                headers.update(_credentials_for(self.user))
+            self._auth = headers
+        return self._auth
+
+    # -- the public API -------------------------------------------------------------------
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, answer: Answerer = None) -> Result:
+        params = {"name": name, "arguments": dict(arguments or {})}
+        return self._sync(self._call, "tools/call", params, answer)
+
+    def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *, answer: Answerer = None) -> Result:
+        params = {"name": name, "arguments": dict(arguments or {})}
+        return self._sync(self._call, "prompts/get", params, answer)
+
+    def read_resource(self, uri: str, *, answer: Answerer = None) -> Result:
+        return self._sync(self._call, "resources/read", {"uri": uri}, answer)
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return self.request("tools/list")["tools"]
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        return self.request("prompts/list")["prompts"]
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        return self.request("resources/list")["resources"]
+
+    def list_resource_templates(self) -> list[dict[str, Any]]:
+        return self.request("resources/templates/list")["resourceTemplates"]
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
+        return self._sync(self._plain, method, dict(params or {}))
+
+    async def acall_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, answer: Answerer = None
+    ) -> Result:
+        return await sync_to_async(self.call_tool, thread_sensitive=True)(name, arguments, answer=answer)
+
+    async def aget_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None, *, answer: Answerer = None
+    ) -> Result:
+        return await sync_to_async(self.get_prompt, thread_sensitive=True)(name, arguments, answer=answer)
+
+    async def aread_resource(self, uri: str, *, answer: Answerer = None) -> Result:
+        return await sync_to_async(self.read_resource, thread_sensitive=True)(uri, answer=answer)
+
+    async def alist_tools(self) -> list[dict[str, Any]]:
+        return await sync_to_async(self.list_tools, thread_sensitive=True)()
+
+    async def alist_prompts(self) -> list[dict[str, Any]]:
+        return await sync_to_async(self.list_prompts, thread_sensitive=True)()
+
+    async def alist_resources(self) -> list[dict[str, Any]]:
+        return await sync_to_async(self.list_resources, thread_sensitive=True)()
+
+    async def arequest(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return await sync_to_async(self.request, thread_sensitive=True)(method, params)
+
+    def close(self) -> None:
+        """End a legacy session (DELETE); nothing to do under 2026-07-28."""
+        if self._session_id is not None:
+            session, self._session_id = self._session_id, None
+            self._sync(self._delete, session)
+
+    # -- driving ---------------------------------------------------------------------
+
+    def _sync(self, coro_func: Any, *args: Any) -> Any:
+        auth = self._auth_headers()
+        if self.replay_guard != "off" and not self.legacy:
+            from ..asks import guard
+
+            guard.install()  # async handlers' queries run here, in the test's thread
+        return threads.run(lambda: coro_func(auth, *args))
+
+    async def _call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
+        watching = Observer(replay_guard=self.replay_guard)
+        inprocess.observer.set(watching)
+        if self.legacy:
+            result = await self._legacy_call(auth, method, params, answer)
+        else:
+            result = await self._modern_call(auth, method, params, answer)
+        result.runs = watching.runs
+        result.unsafe_writes = list(watching.unsafe_writes)
+        if watching.unsafe_writes:
+            report = "\n".join(f"  - {w}" for w in watching.unsafe_writes)
+            message = f"replay-unsafe database writes (the attempt then ended with input_required):\n{report}"
+            if self.replay_guard == "error":
+                raise ReplayUnsafeWrite(message)
+            if self.replay_guard == "warn":
+                warnings.warn(message, ReplayGuardWarning, stacklevel=4)
+        return result
+
+    async def _plain(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if self.legacy:
+            message, _ = await self._legacy_request(auth, method, params, None, [], [])
+        else:
+            message, _ = await self._modern_post(auth, method, params)
+        return _result_of(message)
+
+    # -- 2026-07-28 ------------------------------------------------------------------
+
+    def _modern_headers(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": self.revision,
+            "mcp-method": method,
+            **auth,
+        }
+        target = params.get("uri" if method == "resources/read" else "name")
+        if method in ("tools/call", "prompts/get", "resources/read") and isinstance(target, str):
+            headers["mcp-name"] = _header_value(target)
+        if method == "tools/call":
+            headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
+        headers.update(self.extra_headers)
+        return headers
+
+    async def _modern_post(
+        self, auth: dict[str, str], method: str, params: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        params = dict(params)
+        meta = dict(params.get("_meta") or {})
+        meta.setdefault(META_VERSION, self.revision)
+        meta.setdefault(META_CAPABILITIES, self.capabilities)
+        meta.setdefault(META_CLIENT_INFO, CLIENT_INFO)
+        params["_meta"] = meta
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        exchange = Exchange(
+            self.app, http_scope("POST", self.path, self._modern_headers(auth, method, params)), orjson.dumps(body)
+        )
+        response = await exchange.start()
+        notifications: list[dict[str, Any]] = []
+        try:
+            if not response.is_stream:
+                return _with_status(await _json_or_raise(response), response.status), notifications
+            async for message in response.events():
+                if "method" in message and "id" not in message:
+                    notifications.append(message)
+                elif message.get("id") == body["id"]:
+                    return _with_status(message, response.status), notifications
+            raise AssertionError(f"the stream for {method} ended without a response")
+        finally:
+            await exchange.close()
+
+    async def _modern_call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
+        rounds: list[Round] = []
+        notifications: list[dict[str, Any]] = []
+        retry = dict(params)
+        while True:
+            message, notes = await self._modern_post(auth, method, retry)
+            notifications.extend(notes)
+            result = _result_of(message)
+            if result.get("resultType") != "input_required":
+                return Result(method, result, rounds, notifications=notifications)
+            if len(rounds) >= self.max_input_rounds:
+                raise InputRoundsExceeded(self.max_input_rounds, rounds)
+            requests = {
+                key: InputRequest(key, entry.get("method", ""), dict(entry.get("params") or {}))
+                for key, entry in (result.get("inputRequests") or {}).items()
+            }
+            this_round = Round(len(rounds) + 1, requests)
+            rounds.append(this_round)
+            responses: dict[str, Any] = {}
+            for key, request in requests.items():
+                reply = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+                if reply.result is None:
+                    raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
+                responses[key] = reply.result
+            this_round.responses = responses
+            retry = dict(params)
+            retry["inputResponses"] = responses
+            if "requestState" in result:
+                retry["requestState"] = result["requestState"]
+
+    # -- legacy revisions ----------------------------------------------------------------
+
+    def _legacy_headers(self, auth: dict[str, str], session: bool = True) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
+        if session and self._session_id is not None:
+            headers["mcp-session-id"] = self._session_id
+            headers["mcp-protocol-version"] = self.revision
+        headers.update(self.extra_headers)
+        return headers
+
+    async def _legacy_post(self, auth: dict[str, str], body: dict[str, Any], *, session: bool = True) -> Exchange:
+        exchange = Exchange(
+            self.app, http_scope("POST", self.path, self._legacy_headers(auth, session)), orjson.dumps(body)
+        )
+        await exchange.start()
+        return exchange
+
+    async def _initialize(self, auth: dict[str, str]) -> None:
+        if self._session_id is not None:
+            return
+        body = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "initialize",
+            "params": {"protocolVersion": self.revision, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
+        }
+        exchange = await self._legacy_post(auth, body, session=False)
+        try:
+            response = exchange._response
+            assert response is not None
+            message = await _json_or_raise(response)
+            _result_of(message)
+            session = response.headers.get("mcp-session-id")
+            if not session:
+                raise AssertionError("initialize was answered without an Mcp-Session-Id")
+            self._session_id = session
+        finally:
+            await exchange.close()
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await (await self._legacy_post(auth, note)).close()
+
+    async def _legacy_request(
+        self,
+        auth: dict[str, str],
+        method: str,
+        params: dict[str, Any],
+        answer: Answerer,
+        rounds: list[Round],
+        notifications: list[dict[str, Any]],
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        await self._initialize(auth)
+        request_id = next(self._ids)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        exchange = await self._legacy_post(auth, body)
+        response = exchange._response
+        assert response is not None
+        try:
+            if not response.is_stream:
+                return _with_status(await _json_or_raise(response), response.status), notifications
+            async for message in response.events():
+                if "method" in message and "id" in message:
+                    await self._answer_server_request(auth, message, answer, rounds, request_id)
+                elif "method" in message:
+                    notifications.append(message)
+                elif message.get("id") == request_id:
+                    return _with_status(message, response.status), notifications
+            raise AssertionError(f"the stream for {method} ended without a response")
+        finally:
+            await exchange.close()
+
+    async def _answer_server_request(
+        self, auth: dict[str, str], message: dict[str, Any], answer: Answerer, rounds: list[Round], call_id: Any
+    ) -> None:
+        server_id = message["id"]
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": server_id}
+        if message["method"] == "ping":
+            reply["result"] = {}
+        else:
+            if len(rounds) >= self.max_input_rounds:
+                cancel = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": call_id, "reason": "too many rounds of input"},
+                }
+                await (await self._legacy_post(auth, cancel)).close()
+                raise InputRoundsExceeded(self.max_input_rounds, rounds)
+            key = str(server_id)
+            request = InputRequest(key, message["method"], dict(message.get("params") or {}))
+            this_round = Round(len(rounds) + 1, {key: request})
+            rounds.append(this_round)
+            given = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+            if given.error is not None:
+                reply["error"] = given.error
+            else:
+                reply["result"] = given.result
+            this_round.responses = {key: reply.get("result", reply.get("error"))}
+        exchange = await self._legacy_post(auth, reply)
+        try:
+            response = exchange._response
+            assert response is not None
+            if response.status != 202:
+                raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")
+        finally:
+            await exchange.close()
+
+    async def _legacy_call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
+        rounds: list[Round] = []
+        notifications: list[dict[str, Any]] = []
+        message, _ = await self._legacy_request(auth, method, params, answer, rounds, notifications)
+        return Result(method, _result_of(message), rounds, notifications=notifications)
+
+    async def _delete(self, auth: dict[str, str], session: str) -> None:
+        headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision}
+        exchange = Exchange(self.app, http_scope("DELETE", self.path, headers), b"")
+        await exchange.start()
+        await exchange.close()
+
+
+async def _json_or_raise(response: Response) -> dict[str, Any]:
+    body = await response.body()
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise AssertionError(f"HTTP {response.status} with a body that is not JSON: {body[:500]!r}") from None
+    if not isinstance(message, dict):
+        raise AssertionError(f"HTTP {response.status}: not a JSON-RPC message: {body[:500]!r}")
+    return message
+
+
+def _with_status(message: dict[str, Any], status: int) -> dict[str, Any]:
+    message.setdefault("_status", status)
+    return message
+
+
+def _result_of(message: dict[str, Any]) -> dict[str, Any]:
+    error = message.get("error")
+    if error is not None:
+        raise JSONRPCError(error.get("code"), error.get("message", ""), error.get("data"), message.get("_status", 200))
+    return message["result"]
+
+
+def _param_headers(name: Any, arguments: dict[str, Any]) -> dict[str, str]:
+    """``Mcp-Param-*`` headers for arguments the tool's schema mirrors (x-mcp-header)."""
+    from ..registry import mcp
+
+    tool = mcp.tools.get(name) if isinstance(name, str) else None
+    properties = (tool.input_schema.get("properties") if tool else None) or {}
+    out: dict[str, str] = {}
+    for arg, prop in properties.items():
+        header = prop.get("x-mcp-header") if isinstance(prop, dict) else None
+        if isinstance(header, str) and arg in arguments:
+            value = arguments[arg]
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            out["mcp-param-" + header.lower()] = _header_value(text)
+    return out
+
+
+def _credentials_for(user: Any) -> dict[str, str]:
+    """Headers that authenticate ``user`` with the configured classes: a session, else a DRF token."""
+    from django.conf import settings
+    from rest_framework import authentication
+
+    from ..conf import mcp_settings
+
+    classes = mcp_settings.AUTHENTICATION_CLASSES
+    from ..auth import SessionAuthentication
+
+    if any(issubclass(c, (SessionAuthentication, authentication.SessionAuthentication)) for c in classes):
+        from django.test import Client
+
+        client = Client()
+        client.force_login(user)
+        return {"cookie": f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"}
+    if any(issubclass(c, authentication.TokenAuthentication) for c in classes):
+        from rest_framework.authtoken.models import Token
+
+        token, _ = Token.objects.get_or_create(user=user)
+        return {"authorization": f"Token {token.key}"}
+    raise ValueError(
+        "MCPClient(user=...) needs session or token authentication in MCP_DJANGO['AUTHENTICATION_CLASSES']; "
+        "pass headers= with your own credentials instead"
+    )

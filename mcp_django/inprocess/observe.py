@@ -1,0 +1,32 @@
+"""What the test client learns from the server side while it drives a call.
+
+The engines tell the :data:`mcp_django.inprocess.observer` of the current
+context about every attempt (a handler run) and about replay-unsafe writes; the
+context variable is set only by the test client, so serving code pays one
+lookup per attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Observer:
+    # "error", "warn" or "off": what the client does with replay-unsafe writes.
+    replay_guard: str = "error"
+    runs: int = 0
+    handlers: list[str] = field(default_factory=list)
+    unsafe_writes: list[Any] = field(default_factory=list)
+
+    @property
+    def guarding(self) -> bool:
+        return self.replay_guard != "off"
+
+    def ran(self, handler: Any) -> None:
+        self.runs += 1
+        self.handlers.append(f"{handler.kind}:{handler.name}")
+
+    def unsafe(self, writes: list[Any]) -> None:
+        self.unsafe_writes.extend(writes)

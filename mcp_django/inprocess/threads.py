@@ -1,0 +1,117 @@
+"""Where the in-process client's work runs: one event loop thread, and the test's thread.
+
+A request is served on a long-lived event loop in a daemon thread (so the
+server's per-loop state, such as the legacy relay, outlives one call), while
+the test's thread waits in :meth:`TestThread.run_until` and runs every piece of
+sync work the server hands it: authentication, permission checks, sync
+handlers, audit rows, and Django's own thread-sensitive calls (the async ORM,
+``cache.aget``). That is what Django's async test client arranges with
+``async_to_sync``; here the waiting is re-entrant, so a sync handler blocked in
+a legacy ask keeps serving the work its answer needs instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future
+from typing import Any
+
+from asgiref.sync import AsyncToSync
+
+from . import test_thread
+
+
+class TestThread(Executor):
+    """An executor whose work runs in the thread that created it, while it waits."""
+
+    __test__ = False  # not a test class, whatever pytest thinks of the name
+
+    def __init__(self) -> None:
+        self.thread = threading.current_thread()
+        self._ready = threading.Condition()
+        self._items: deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._ready:
+            self._items.append((future, fn, args, kwargs))
+            self._ready.notify_all()
+        return future
+
+    def run_until(self, future: Future[Any]) -> None:
+        """Run submitted work in this thread until ``future`` is done. Re-entrant."""
+        if threading.current_thread() is not self.thread:
+            raise RuntimeError("TestThread.run_until called from another thread")
+
+        def wake(_: Any) -> None:
+            with self._ready:
+                self._ready.notify_all()
+
+        future.add_done_callback(wake)
+        while True:
+            with self._ready:
+                while not self._items and not future.done():
+                    self._ready.wait()
+                if future.done():
+                    return
+                item = self._items.popleft()
+            result_future, fn, args, kwargs = item
+            if not result_future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                result_future.set_exception(exc)
+            else:
+                result_future.set_result(result)
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """The process's in-process serving loop, started on first use."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(started.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="mcp-django-test-loop", daemon=True).start()
+            started.wait()
+            _loop = loop
+    return _loop
+
+
+def run(work: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``work()`` on the serving loop, its sync work in this thread; its result."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "MCPClient's sync methods cannot run inside an event loop: await the a-prefixed ones "
+            "(await client.acall_tool(...)) in async tests"
+        )
+    executor = TestThread()
+
+    async def root() -> Any:
+        test_thread.set(executor)
+        # Thread-sensitive sync_to_async calls made on the loop (Django's async ORM and
+        # cache, signal receivers) come to this thread too, as under async_to_sync.
+        AsyncToSync.executors.current = executor
+        return await work()
+
+    future = asyncio.run_coroutine_threadsafe(root(), event_loop())
+    executor.run_until(future)
+    return future.result()

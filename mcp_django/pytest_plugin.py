@@ -1,0 +1,52 @@
+"""pytest plugin (registered as the ``pytest11`` entry point ``mcp_django.pytest_plugin``).
+
+Fixtures:
+
+- ``mcp_client``: an anonymous :class:`mcp_django.testing.MCPClient` (2026-07-28).
+  Call it for another one: ``mcp_client(user=alice, revision="2025-11-25")``.
+  Legacy sessions it opened are ended after the test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class _ClientFactory:
+    """The default client's methods, plus ``__call__`` for a client with other options."""
+
+    def __init__(self) -> None:
+        self._clients: list[Any] = []
+        self._default: Any = None
+
+    def __call__(self, user: Any = None, **options: Any) -> Any:
+        from mcp_django.testing import MCPClient
+
+        client = MCPClient(user, **options)
+        self._clients.append(client)
+        return client
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._default is None:
+            self._default = self()
+        return getattr(self._default, name)
+
+    def close(self) -> None:
+        for client in self._clients:
+            try:
+                client.close()
+            except Exception:
+                pass  # the test database may be gone already; the session expires anyway
+
+
+@pytest.fixture
+def mcp_client() -> Iterator[Any]:
+    """An in-process MCP client (see docs/testing.md); needs the database like any request does."""
+    factory = _ClientFactory()
+    yield factory
+    factory.close()

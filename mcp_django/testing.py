@@ -1,0 +1,41 @@
+"""Test your tools, prompts and resources in process: ``MCPClient`` and friends.
+
+    from mcp_django.testing import MCPClient
+
+    client = MCPClient(user=alice)
+    result = client.call_tool("refund_order", {"order_id": 3}, answer=lambda req: True)
+    assert result.text == "refunded" and len(result.rounds) == 1
+
+See docs/testing.md.
+"""
+
+from __future__ import annotations
+
+from .inprocess.answers import Answer, InputRequest, NoAnswer, accept, cancel, decline, error, raw
+from .inprocess.client import (
+    InputRoundsExceeded,
+    JSONRPCError,
+    MCPClient,
+    ReplayGuardWarning,
+    ReplayUnsafeWrite,
+    Result,
+    Round,
+)
+
+__all__ = [
+    "Answer",
+    "InputRequest",
+    "InputRoundsExceeded",
+    "JSONRPCError",
+    "MCPClient",
+    "NoAnswer",
+    "ReplayGuardWarning",
+    "ReplayUnsafeWrite",
+    "Result",
+    "Round",
+    "accept",
+    "cancel",
+    "decline",
+    "error",
+    "raw",
+]

@@ -1,0 +1,338 @@
+"""The in-process test client (mcp_django.testing) inside django.test.TestCase, in both eras.
+
+The suite runs these on SQLite and on PostgreSQL (DATABASE_URL): data made in
+setUp must be what the handlers, authentication and audit rows see.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import TestCase
+from rest_framework.authtoken.models import Token
+
+import tests.modern_tools  # noqa: F401 - registers the modtest_ tools
+import tests.testclient_tools as tools
+from mcp_django.models import AuditEvent
+from mcp_django.testing import (
+    InputRoundsExceeded,
+    JSONRPCError,
+    MCPClient,
+    NoAnswer,
+    ReplayGuardWarning,
+    ReplayUnsafeWrite,
+    cancel,
+    decline,
+    error,
+)
+from project.shop.models import Product
+from tests import legacy_fixtures as fx
+from tests.conftest import mcp_settings
+
+LEGACY = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+
+class ClientBasics(TestCase):
+    def setUp(self) -> None:
+        self.alice = User.objects.create_user("alice", password="pw")
+        self.mug = Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=7)
+
+    def test_sync_tool_sees_setup_data_and_answers_a_round(self) -> None:
+        result = MCPClient(user=self.alice).call_tool("tctest_stock", {"sku": "MUG-01"}, answer=lambda req: True)
+        assert result.text == "Mug: 7"
+        assert not result.is_error
+        assert len(result.rounds) == 1
+        assert list(result.rounds[0].inputRequests) == ["show"]
+        request = result.rounds[0].input_requests["show"]
+        assert (request.kind, request.message) == ("confirm", "Show the stock of Mug?")
+        assert result.rounds[0].inputRequests["show"]["method"] == "elicitation/create"
+        assert result.runs == 2  # once per round, plus the attempt that completes
+
+    def test_async_tool_sees_setup_data(self) -> None:
+        result = MCPClient(user=self.alice).call_tool("tctest_astock", {"sku": "MUG-01"}, answer={"show": True})
+        assert result.text == "Mug: 7"
+        assert result.runs == 2
+
+    def test_decline_and_answers_by_message(self) -> None:
+        client = MCPClient()
+        assert client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer=lambda r: decline()).text == "not shown"
+        by_message = {"Show the stock of Mug?": False}
+        assert client.call_tool("tctest_astock", {"sku": "MUG-01"}, answer=by_message).text == "not shown"
+        assert client.call_tool("modtest_url", answer=lambda r: cancel()).text == "cancel"
+
+    def test_token_and_session_and_anonymous(self) -> None:
+        token = Token.objects.create(user=self.alice)
+        assert MCPClient(token=token.key).call_tool("whoami").structured["username"] == "alice"
+        assert MCPClient(user=self.alice).call_tool("whoami").structured["username"] == "alice"
+        assert MCPClient().call_tool("whoami").structured == {"principal": "anonymous", "username": None}
+
+    def test_a_bad_token_is_refused_with_401(self) -> None:
+        with pytest.raises(JSONRPCError) as caught:
+            MCPClient(token="nope").list_tools()
+        assert caught.value.status == 401
+
+    def test_permissions_decide_what_is_listed_and_readable(self) -> None:
+        client = MCPClient(user=self.alice)
+        assert "shop://catalogue" not in [r["uri"] for r in client.list_resources()]
+        with pytest.raises(JSONRPCError) as caught:
+            client.read_resource("shop://catalogue")
+        assert caught.value.code == -32602
+        self.alice.user_permissions.add(Permission.objects.get(codename="view_product"))
+        result = MCPClient(user=User.objects.get(pk=self.alice.pk)).read_resource("shop://catalogue")
+        assert '"sku":"MUG-01"' in result.text.replace(" ", "")
+
+    def test_prompt_and_resource_that_ask(self) -> None:
+        client = MCPClient()
+        prompt = client.get_prompt("modtest_prompt", {"topic": "tea"}, answer={"tone": {"tone": "dry"}})
+        assert prompt.text == "Write about tea in a dry tone."
+        assert len(prompt.rounds) == 1
+        resource = client.read_resource("modtest://secret/x", answer={"read": True})
+        assert resource.text == "secret x"
+        assert "modtest_prompt" in [p["name"] for p in client.list_prompts()]
+        assert "echo" in [t["name"] for t in client.list_tools()]
+
+    def test_sampling_roots_and_parallel_asks_in_one_round(self) -> None:
+        answers = {"name": {"name": "Ada"}, "model": "hello"}
+        result = MCPClient().call_tool("modtest_gather", answer=answers)
+        assert result.text == "Ada/hello"
+        assert len(result.rounds) == 1
+        assert sorted(result.rounds[0].keys) == ["model", "name"]
+        assert result.rounds[0].input_requests["model"].kind == "sample"
+
+    def test_no_answer_fails_with_the_ask_named(self) -> None:
+        with pytest.raises(NoAnswer, match=r"Show the stock of Mug\?"):
+            MCPClient().call_tool("tctest_stock", {"sku": "MUG-01"})
+        with pytest.raises(NoAnswer, match="'show'"):
+            MCPClient().call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"other": True})
+
+    def test_audit_rows_are_written_in_the_test_transaction(self) -> None:
+        # The production default (background writer) too: the client writes rows here.
+        with mcp_settings(AUDIT={"ASYNC_WRITES": True}):
+            MCPClient(user=self.alice).call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"show": True})
+        rows = list(AuditEvent.objects.filter(target="tctest_stock").order_by("id").values_list("kind", "user_id"))
+        assert rows == [("round", self.alice.pk), ("completed", self.alice.pk)]
+
+    def test_unknown_tool_is_a_jsonrpc_error(self) -> None:
+        with pytest.raises(JSONRPCError) as caught:
+            MCPClient().call_tool("no_such_tool")
+        assert caught.value.code == -32602
+
+    def test_tool_errors_are_results(self) -> None:
+        result = MCPClient().call_tool("echo", {"text": 3})
+        assert result.is_error and "Invalid arguments" in result.text
+
+
+class RoundCap(TestCase):
+    def test_eight_rounds_pass_the_ninth_raises(self) -> None:
+        client = MCPClient()
+        assert client.call_tool("modtest_rounds", {"n": 8}, answer=lambda r: True).text == "8 rounds"
+        with pytest.raises(InputRoundsExceeded) as caught:
+            client.call_tool("modtest_rounds", {"n": 9}, answer=lambda r: True)
+        assert caught.value.limit == 8
+        assert len(caught.value.rounds) == 8
+
+    def test_a_lower_cap(self) -> None:
+        client = MCPClient(max_input_rounds=2)
+        assert client.call_tool("modtest_rounds", {"n": 2}, answer=lambda r: True).text == "2 rounds"
+        with pytest.raises(InputRoundsExceeded):
+            client.call_tool("modtest_rounds", {"n": 3}, answer=lambda r: True)
+
+    def test_legacy_cap_counts_server_requests(self) -> None:
+        client = MCPClient(revision="2025-11-25", max_input_rounds=1)
+        with pytest.raises(InputRoundsExceeded):
+            client.call_tool("legacytest_parallel", answer=lambda r: {"name": "x"} if r.kind == "elicit" else "hi")
+        client.close()
+
+
+class Legacy(TestCase):
+    def setUp(self) -> None:
+        fx.reset()
+        self.alice = User.objects.create_user("alice", password="pw")
+        Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=7)
+
+    def test_every_legacy_revision_runs_the_handler_once(self) -> None:
+        for revision in LEGACY:
+            with self.subTest(revision=revision):
+                client = MCPClient(user=self.alice, revision=revision)
+                result = client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer=lambda r: True)
+                assert result.text == "Mug: 7"
+                assert result.runs == 1
+                assert len(result.rounds) == 1
+                assert next(iter(result.rounds[0].input_requests.values())).kind == "confirm"
+                client.close()
+
+    def test_async_tool_and_parallel_asks(self) -> None:
+        client = MCPClient(revision="2025-11-25")
+        assert client.call_tool("tctest_astock", {"sku": "MUG-01"}, answer=lambda r: True).text == "Mug: 7"
+        answers = {"elicit": {"name": "Ada"}, "sample": "hi", "roots": ["file:///a", "file:///b"]}
+        result = client.call_tool("legacytest_parallel", answer=lambda r: answers[r.kind])
+        assert result.text == "Ada|hi|2|yes"
+        assert len(result.rounds) == 3
+        assert fx.RUNS["legacytest_parallel"] == 1 and result.runs == 1
+        client.close()
+
+    def test_sync_handler_waiting_while_the_answer_needs_the_test_thread(self) -> None:
+        # No principal cache: authenticating the answer's POST is sync work that must
+        # run in the test's thread while the sync handler blocks there.
+        with mcp_settings(AUTH_CACHE_SECONDS=0):
+            client = MCPClient(user=self.alice, revision="2025-06-18")
+            result = client.call_tool(
+                "legacytest_ask_all",
+                answer=lambda r: {"name": "Bo"} if r.kind == "elicit" else ["x"] if r.kind == "roots" else "yo",
+            )
+            assert result.text == "Bo|yo|1"
+            client.close()
+        asks = AuditEvent.objects.filter(kind="ask", user=self.alice).count()
+        assert asks == 3
+
+    def test_error_answer_and_log_notifications(self) -> None:
+        client = MCPClient(revision="2025-11-25")
+        result = client.call_tool("legacytest_error", answer=lambda r: error(-32000, "no thanks"))
+        assert result.text == "client error -32000: no thanks"
+        logged = client.call_tool("legacytest_log")
+        assert logged.text == "logged"
+        assert [n["method"] for n in logged.notifications] == ["notifications/message", "notifications/message"]
+        client.close()
+
+    def test_prompt_and_resource(self) -> None:
+        client = MCPClient(revision="2025-11-25")
+        assert client.get_prompt("modtest_prompt", {"topic": "x"}, answer=lambda r: {"tone": "wry"}).text.endswith(
+            "wry tone."
+        )
+        assert client.read_resource("modtest://secret/y", answer=lambda r: True).text == "secret y"
+        client.close()
+
+
+class AsyncTests(TestCase):
+    """Django runs these coroutines with async_to_sync: thread-sensitive work comes to the test's thread."""
+
+    def setUp(self) -> None:
+        self.alice = User.objects.create_user("alice", password="pw")
+        Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=7)
+
+    async def test_acall_tool_modern(self) -> None:
+        client = MCPClient(user=self.alice)
+        result = await client.acall_tool("tctest_astock", {"sku": "MUG-01"}, answer=lambda r: True)
+        assert result.text == "Mug: 7" and len(result.rounds) == 1
+        assert (await client.acall_tool("whoami")).structured["username"] == "alice"
+        assert "echo" in [t["name"] for t in await client.alist_tools()]
+
+    async def test_acall_tool_legacy(self) -> None:
+        client = MCPClient(user=self.alice, revision="2025-11-25")
+        result = await client.acall_tool("tctest_stock", {"sku": "MUG-01"}, answer=lambda r: True)
+        assert result.text == "Mug: 7" and result.runs == 1
+
+    async def test_sync_methods_refuse_to_block_the_loop(self) -> None:
+        with pytest.raises(RuntimeError, match="acall_tool"):
+            MCPClient().call_tool("echo", {"text": "x"})
+
+
+class ReplayGuard(TestCase):
+    def setUp(self) -> None:
+        self.mug = Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=0)
+
+    def test_write_before_ask_fails_the_test(self) -> None:
+        with pytest.raises(ReplayUnsafeWrite) as caught:
+            MCPClient().call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        message = str(caught.value)
+        assert "tool 'tctest_restock_early'" in message
+        assert "UPDATE" in message
+        assert "testclient_tools.py:" in message and "in tctest_restock_early" in message
+
+    def test_async_write_before_ask_is_found_too(self) -> None:
+        with pytest.raises(ReplayUnsafeWrite, match=r"tctest_arestock_early.*UPDATE"):
+            MCPClient().call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+
+    def test_warn_and_off(self) -> None:
+        with pytest.warns(ReplayGuardWarning):
+            result = MCPClient(replay_guard="warn").call_tool(
+                "tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True
+            )
+        assert result.text == "told"
+        assert len(result.unsafe_writes) == 1
+        assert result.unsafe_writes[0].statement.startswith("UPDATE")
+        self.mug.refresh_from_db()
+        assert self.mug.stock == 2  # the write ran in both attempts: what the guard is about
+        result = MCPClient(replay_guard="off").call_tool(
+            "tctest_restock_early", {"sku": "MUG-01"}, answer={"tell": True}
+        )
+        assert result.unsafe_writes == []
+
+    def test_write_after_the_last_ask_is_not_flagged(self) -> None:
+        result = MCPClient().call_tool("tctest_restock_late", {"sku": "MUG-01"}, answer=lambda r: True)
+        assert result.text == "restocked" and result.unsafe_writes == []
+        self.mug.refresh_from_db()
+        assert self.mug.stock == 1
+
+    def test_legacy_is_not_flagged(self) -> None:
+        client = MCPClient(revision="2025-11-25")
+        assert client.call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True).text == "told"
+        client.close()
+
+    def test_atomic_keeps_only_the_final_attempts_writes(self) -> None:
+        tools.runs.clear()
+        result = MCPClient().call_tool("tctest_restock_atomic", {"sku": "MUG-01"}, answer=lambda r: True)
+        assert result.text == "restocked once"
+        assert result.runs == 3 == tools.runs["atomic"]
+        assert result.unsafe_writes == []
+        self.mug.refresh_from_db()
+        assert self.mug.stock == 1
+
+    def test_atomic_prompt_and_resource(self) -> None:
+        client = MCPClient()
+        assert client.get_prompt("tctest_atomic_prompt", {"sku": "MUG-01"}, answer=lambda r: True).text.endswith(
+            "kindly."
+        )
+        assert client.read_resource("tctest://stock/MUG-01", answer=lambda r: True).text == "read"
+        self.mug.refresh_from_db()
+        assert self.mug.stock == 110
+
+    def test_atomic_rolls_back_an_abandoned_call(self) -> None:
+        with pytest.raises(NoAnswer):
+            MCPClient().call_tool("tctest_restock_atomic", {"sku": "MUG-01"})
+        self.mug.refresh_from_db()
+        assert self.mug.stock == 0
+
+    def test_server_side_guard_logs_and_audits_under_debug(self) -> None:
+        with self.settings(DEBUG=True), self.assertLogs("mcp_django.replay", "WARNING") as logs:
+            MCPClient(replay_guard="off").call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        assert "replay-unsafe write: tool 'tctest_restock_early'" in logs.output[0]
+        assert AuditEvent.objects.filter(kind="replay_unsafe", target="tctest_restock_early").count() == 1
+
+    def test_server_side_guard_is_off_in_production_unless_asked(self) -> None:
+        with self.assertNoLogs("mcp_django.replay", "WARNING"):
+            MCPClient(replay_guard="off").call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        with mcp_settings(REPLAY_GUARD=True), self.assertLogs("mcp_django.replay", "WARNING"):
+            MCPClient(replay_guard="off").call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+
+    def test_async_atomic_is_refused_at_registration(self) -> None:
+        from mcp_django.registry import Registry
+
+        with pytest.raises(TypeError, match="atomic= needs a sync handler"):
+
+            @Registry().tool(atomic=True)
+            async def nope() -> str:
+                return "x"
+
+
+@pytest.mark.django_db
+def test_pytest_fixture(mcp_client) -> None:
+    user = User.objects.create_user("bob")
+    assert mcp_client.call_tool("echo", {"text": "hi"}).text == "hi"
+    legacy = mcp_client(user=user, revision="2025-11-25")
+    assert legacy.call_tool("whoami").structured["username"] == "bob"
+    assert legacy._session_id is not None
+
+
+def test_the_plugin_is_an_entry_point() -> None:
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    target = project["project"]["entry-points"]["pytest11"]["mcp_django.pytest_plugin"]
+    assert target == "mcp_django.pytest_plugin"
+    import importlib
+
+    assert hasattr(importlib.import_module(target), "mcp_client")
