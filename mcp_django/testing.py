@@ -11,6 +11,8 @@ See docs/testing.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .inprocess.answers import Answer, InputRequest, NoAnswer, accept, cancel, decline, error, raw
 from .inprocess.client import (
     InputRoundsExceeded,
@@ -22,8 +24,22 @@ from .inprocess.client import (
     Round,
 )
 
+if TYPE_CHECKING:
+    from .inprocess.httpx_transport import HttpxTransport
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use: it needs httpx, which only tests need.
+    if name == "HttpxTransport":
+        from .inprocess.httpx_transport import HttpxTransport
+
+        return HttpxTransport
+    raise AttributeError(name)
+
+
 __all__ = [
     "Answer",
+    "HttpxTransport",
     "InputRequest",
     "InputRoundsExceeded",
     "JSONRPCError",

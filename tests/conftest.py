@@ -171,6 +171,19 @@ def raw(live_url: str) -> Iterator[Raw]:
         yield Raw(live_url, client)
 
 
+INPROCESS_URL = "http://testserver/mcp"
+
+
+@pytest.fixture
+def raw_inprocess(db: None) -> Iterator[Raw]:
+    """Raw requests through the ASGI application in process (mcp_django.testing.HttpxTransport):
+    no socket, and sync work in the test's thread, so a plain (non-transactional) test database works."""
+    from mcp_django.testing import HttpxTransport
+
+    with httpx.Client(transport=HttpxTransport(), timeout=30) as client:  # type: ignore[arg-type]
+        yield Raw(INPROCESS_URL, client)
+
+
 def sse_messages(response: httpx.Response) -> list[dict[str, Any]]:
     import json
 

@@ -11,7 +11,14 @@ import pytest
 import tests.modern_tools  # noqa: F401 - registers the modtest_ tools
 from tests.conftest import MODERN, Raw, mcp_settings, meta, sse_messages
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# In process (mcp_django.testing.HttpxTransport): the application sees the same bytes and
+# headers as from a socket; tests/test_modern_sdk.py and the conformance suite cover the socket.
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def raw(raw_inprocess: Raw) -> Raw:
+    return raw_inprocess
 
 
 def error(response: httpx.Response) -> dict[str, Any]:

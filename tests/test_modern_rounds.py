@@ -12,7 +12,15 @@ from rest_framework.authtoken.models import Token
 import tests.modern_tools as tools
 from tests.conftest import Raw, mcp_settings, meta
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# In process (mcp_django.testing.HttpxTransport): the same application and wire format,
+# no socket, and a plain test database rolled back after each test.
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def raw(raw_inprocess: Raw) -> Raw:
+    return raw_inprocess
+
 
 ACCEPT = {"action": "accept", "content": {"confirm": True}}
 ALICE = {"action": "accept", "content": {"name": "Alice"}}

@@ -125,6 +125,19 @@ class Result:
         return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
 
+def default_app() -> Any:
+    """The project's ASGI application (``ASGI_APPLICATION``), else mcp-django's own."""
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    if path:
+        return import_string(path)
+    from ..routing import application
+
+    return application
+
+
 def _header_value(value: str) -> str:
     """Header values outside ASCII travel base64-encoded (2026-07-28)."""
     if value.isascii() and value == value.strip():
@@ -178,16 +191,7 @@ class MCPClient:
     @property
     def app(self) -> Any:
         if self._app is None:
-            from django.conf import settings
-            from django.utils.module_loading import import_string
-
-            path = getattr(settings, "ASGI_APPLICATION", None)
-            if path:
-                self._app = import_string(path)
-            else:
-                from ..routing import application
-
-                self._app = application
+            self._app = default_app()
         return self._app
 
     # -- who is calling ---------------------------------------------------------------

@@ -6,9 +6,9 @@ import json
 
 from rest_framework.permissions import IsAuthenticated
 
-from mcp_django import Context, mcp
+from mcp_django import Context, SyncContext, mcp
 
-from .models import Product
+from .models import Order, Product
 from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
 
 # products_list, products_retrieve, products_create, products_update,
@@ -47,3 +47,14 @@ def order_help(ctx: Context, question: str) -> str:
         f"{ctx.user.get_username()} asks about their shop orders: {question}\n"
         "Use orders_list (filters: status, shipping, product; search; ordering; page) and orders_retrieve to look."
     )
+
+
+@mcp.tool(permission_classes=[IsAuthenticated])
+def refund_order(ctx: SyncContext, order_id: int) -> str:
+    """Refund one of your paid orders. It asks first; the write comes after the last ask."""
+    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user, status=Order.Status.PAID)
+    if not ctx.confirm(f"Refund order #{order.pk} ({order.total})?", key="refund"):
+        return "Refund cancelled."
+    order.status = Order.Status.CANCELLED
+    order.save(update_fields=["status"])  # after the last ask: runs once
+    return f"Refunded {order.total}."

@@ -1,0 +1,54 @@
+"""An ``httpx`` transport into the ASGI application, in process (needs ``httpx``, a test dependency)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from . import threads
+from .client import default_app
+from .exchange import Exchange, http_scope
+
+
+class HttpxTransport(httpx.BaseTransport):
+    """An ``httpx`` transport for a sync ``httpx.Client``: each request through the ASGI app, in process.
+
+    Raw HTTP (status codes, headers, SSE bodies) with the test client's threading:
+    sync work in the calling (test's) thread. The response body is read whole, so
+    a stream must end on its own (a stream the client must close half-way needs a
+    real server).
+    """
+
+    def __init__(self, app: Any = None) -> None:
+        self._app = app
+
+    @property
+    def app(self) -> Any:
+        if self._app is None:
+            self._app = default_app()
+        return self._app
+
+    def handle_request(self, request: Any) -> Any:
+        headers: dict[str, str] = {}
+        for name, value in request.headers.multi_items():
+            if name.lower() == "host":
+                continue
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        path = request.url.raw_path.decode("ascii")
+        host = request.headers.get("host") or request.url.netloc.decode("ascii") or "testserver"
+        body = request.read()
+
+        async def exchange() -> tuple[int, dict[str, str], bytes]:
+            ex = Exchange(self.app, http_scope(request.method, path, headers, host=host), body)
+            response = await ex.start()
+            try:
+                return response.status, response.headers, await response.body()
+            finally:
+                await ex.close()
+
+        status, out_headers, content = threads.run(exchange)
+        return httpx.Response(status, headers=out_headers, content=content, request=request)
+
+    def close(self) -> None:
+        pass
