@@ -436,13 +436,25 @@ class MCPClient:
         try:
             if not response.is_stream:
                 return _with_status(await _json_or_raise(response), response.status), notifications
+            exceeded: InputRoundsExceeded | None = None
             async for message in response.events():
                 if "method" in message and "id" in message:
-                    await self._answer_server_request(auth, message, answer, rounds, request_id)
+                    if exceeded is not None:
+                        continue  # the call is being cancelled: no more answers
+                    try:
+                        await self._answer_server_request(auth, message, answer, rounds, request_id)
+                    except InputRoundsExceeded as exc:
+                        # Cancelled; raised once the server has ended the call (its
+                        # handler's cleanup runs while this thread still serves it).
+                        exceeded = exc
                 elif "method" in message:
                     notifications.append(message)
                 elif message.get("id") == request_id:
+                    if exceeded is not None:
+                        raise exceeded
                     return _with_status(message, response.status), notifications
+            if exceeded is not None:
+                raise exceeded
             raise AssertionError(f"the stream for {method} ended without a response")
         finally:
             await exchange.close()

@@ -33,13 +33,27 @@ class TestThread(Executor):
         self.thread = threading.current_thread()
         self._ready = threading.Condition()
         self._items: deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = deque()
+        self._closed = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
         with self._ready:
+            if self._closed:
+                # The call this thread served is over; nobody runs this any more.
+                future.set_exception(RuntimeError("sync work arrived after the test client's call ended"))
+                return future
             self._items.append((future, fn, args, kwargs))
             self._ready.notify_all()
         return future
+
+    def close(self) -> None:
+        """The test's thread stops serving: what is queued and what comes later fails at once."""
+        with self._ready:
+            self._closed = True
+            left, self._items = list(self._items), deque()
+        for future, *_ in left:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(RuntimeError("sync work arrived after the test client's call ended"))
 
     def run_until(self, future: Future[Any]) -> None:
         """Run submitted work in this thread until ``future`` is done. Re-entrant."""
@@ -113,5 +127,8 @@ def run(work: Callable[[], Awaitable[Any]]) -> Any:
         return await work()
 
     future = asyncio.run_coroutine_threadsafe(root(), event_loop())
-    executor.run_until(future)
+    try:
+        executor.run_until(future)
+    finally:
+        executor.close()
     return future.result()
