@@ -35,6 +35,7 @@ from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.db import close_old_connections
 
 from .conf import mcp_settings
+from .inprocess import test_thread
 
 
 class CallScope:
@@ -102,6 +103,10 @@ def enter() -> Entered:
     """At the start of a call (cheap: two context variables)."""
     if SyncToAsync.thread_sensitive_context.get(None) is not None:
         return None  # inside Django's handler: it closes connections itself
+    if test_thread.get() is not None:
+        # The in-process test client: thread-sensitive work runs in the test's thread,
+        # whose connection holds the test's transaction and must never be closed.
+        return None
     scope = CallScope()
     return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
 
