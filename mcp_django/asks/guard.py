@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -72,7 +73,7 @@ class Recorder:
 
     def _where(self) -> str:
         inner = None
-        frame = sys._getframe(3)
+        frame: FrameType | None = sys._getframe(3)
         while frame is not None:
             if frame.f_code is self.code:
                 return _describe(frame) + (f" (in {inner})" if inner else "")
