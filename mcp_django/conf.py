@@ -281,6 +281,9 @@ SETTINGS: dict[str, Setting] = {
     # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
     # scope a handler requires).
     "SCOPES_SUPPORTED": Setting(None, lambda v: None if v is None else strings(v)),
+    # Seconds a request waits for the authentication classes (their database queries)
+    # before it is answered 503: a hung database must not hold requests forever.
+    "AUTH_TIMEOUT": Setting(10, seconds),
     # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
     "ALLOWED_ORIGINS": Setting([], origins),
     # The largest request body accepted, in bytes.

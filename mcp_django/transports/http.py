@@ -193,10 +193,15 @@ class HttpEndpoint:
                 if callable(request):
                     request = request()
                 try:
-                    principal = await run_in_thread(authenticate_and_remember, request, key)
-                except (OperationalError, InterfaceError):
-                    # The database refuses connections (or timed out): 503, not a 500.
-                    logger.warning("authentication could not reach the database", exc_info=True)
+                    # Bounded: a hung database (a stopped server does not even let
+                    # statement_timeout fire) must not hold the request; the thread
+                    # is freed when the database answers or its connection fails.
+                    principal = await asyncio.wait_for(
+                        run_in_thread(authenticate_and_remember, request, key), mcp_settings.AUTH_TIMEOUT
+                    )
+                except (OperationalError, InterfaceError, TimeoutError) as exc:
+                    # The database refuses connections or does not answer: 503, not a 500.
+                    logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
                     raise Unavailable("the database") from None
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
             raise refuse_anonymous(request() if callable(request) else request or req.request_factory())
