@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test
+.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
@@ -24,6 +24,7 @@ help:
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
+	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON)" ]; then echo "error: mcp-django's demo needs Python 3.12 or newer (python3.13, python3.12); none was found on PATH or under pyenv." >&2; exit 1; fi
@@ -69,6 +70,10 @@ typecheck: venv
 # Headless Chromium for the admin browser test (Debian's package; Playwright drives it, never downloads one).
 browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium chromium-driver; }
+
+# nginx from Debian's packages: tests/test_deployment.py runs docs/deployment.md's configuration.
+proxy-deps:
+	@test -x /usr/sbin/nginx || { apt-get update && apt-get install -y nginx; }
 
 conformance-install:
 	@mkdir -p $(CONF_DIR)

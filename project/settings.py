@@ -32,6 +32,10 @@ def database_from_url(url: str) -> dict[str, object]:
             "CONN_HEALTH_CHECKS": True,
         }
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
+        # DJANGO_DB_POOL_MAX=N: a psycopg pool of at most N connections per process
+        # (docs/deployment.md), instead of one persistent connection per thread.
+        pool_max = int(os.environ.get("DJANGO_DB_POOL_MAX", "0"))
+        pool = {"pool": {"min_size": 1, "max_size": pool_max, "timeout": 10}} if pool_max else {}
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -39,13 +43,15 @@ def database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(parts.port or ""),
-            "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
+            # A pool lends connections per task: persistent ones would defeat it (Django refuses both).
+            "CONN_MAX_AGE": 0 if pool_max else int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
             "CONN_HEALTH_CHECKS": True,
             # A database that refuses or hangs costs a request seconds, not forever:
             # connecting gives up after connect_timeout, a statement after statement_timeout.
             "OPTIONS": {
                 "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "5")),
                 "options": f"-c statement_timeout={int(os.environ.get('DJANGO_DB_STATEMENT_TIMEOUT_MS', '30000'))}",
+                **pool,
             },
         }
     raise ValueError(f"DATABASE_URL: unsupported scheme {parts.scheme!r}")

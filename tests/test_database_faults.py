@@ -23,6 +23,12 @@ import pytest
 
 from tests.test_legacy_multiprocess import HEADERS, ROOT, _free_port, _wait
 
+# Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="runs in the PostgreSQL leg"
+)
+
+
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},

@@ -27,6 +27,12 @@ import pytest
 
 from tests.test_legacy_multiprocess import HEADERS, ROOT, _admin, _ensure_services, _events, _free_port, _wait
 
+# Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="runs in the PostgreSQL leg"
+)
+
+
 DB_NAME = f"mcp_faults_{os.getpid()}"
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
 

@@ -1,0 +1,302 @@
+"""docs/deployment.md, run: two uvicorn instances behind nginx, PostgreSQL, Redis, one key.
+
+nginx (Debian's package) is started here with the ``nginx`` block of
+docs/deployment.md, on free loopback ports, with its files in a temporary
+directory. Off CI the test is skipped when nginx is not installed (``make
+proxy-deps`` installs it); on CI it must run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.test_legacy_multiprocess import HEADERS, ROOT, _admin, _ensure_services, _events, _free_port, _wait
+
+# Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
+pytestmark = pytest.mark.skipif(
+    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="runs in the PostgreSQL leg"
+)
+
+
+DOC = ROOT / "docs" / "deployment.md"
+DB_NAME = f"mcp_deploy_{os.getpid()}"
+POOL_MAX = 4
+
+
+def nginx_block() -> str:
+    """The documented configuration, verbatim."""
+    found = re.search(r"```nginx\n(.*?)```", DOC.read_text(), re.S)
+    assert found, "docs/deployment.md has no nginx block"
+    return found.group(1)
+
+
+class Deployment:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ports = [_free_port(), _free_port()]
+        self.front = _free_port()
+        self.servers: list[subprocess.Popen[bytes] | None] = [None, None]
+        self.nginx: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.front}/mcp"
+
+    def start_instance(self, n: int) -> None:
+        with open(self.tmp / f"instance{n}.log", "ab") as log:
+            self.servers[n] = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "project.asgi:application",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.ports[n]),
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        _wait(("127.0.0.1", self.ports[n]), "uvicorn")
+
+    def kill_instance(self, n: int) -> None:
+        server = self.servers[n]
+        if server is not None:
+            server.kill()
+            server.wait(10)
+            self.servers[n] = None
+
+    def start_nginx(self, nginx: str) -> None:
+        block = (
+            nginx_block()
+            .replace("127.0.0.1:8001", f"127.0.0.1:{self.ports[0]}")
+            .replace("127.0.0.1:8002", f"127.0.0.1:{self.ports[1]}")
+            .replace("127.0.0.1:8080", f"127.0.0.1:{self.front}")
+        )
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (self.tmp / sub).mkdir()
+            (self.tmp / sub).chmod(0o777)
+        user = "user root root;\n" if os.geteuid() == 0 else ""
+        config = f"""{user}daemon off;
+worker_processes 1;
+pid {self.tmp}/nginx.pid;
+error_log {self.tmp}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {self.tmp}/body;
+    proxy_temp_path {self.tmp}/proxy;
+    fastcgi_temp_path {self.tmp}/fastcgi;
+    uwsgi_temp_path {self.tmp}/uwsgi;
+    scgi_temp_path {self.tmp}/scgi;
+{block}
+}}
+"""
+        (self.tmp / "nginx.conf").write_text(config)
+        self.nginx = subprocess.Popen(
+            [nginx, "-p", str(self.tmp), "-c", str(self.tmp / "nginx.conf")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait(("127.0.0.1", self.front), "nginx")
+
+
+def _nginx() -> str | None:
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.path.exists(p)), None)
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[Deployment]:
+    nginx = _nginx()
+    if nginx is None:
+        if os.environ.get("CI"):
+            pytest.fail("nginx is not installed (make proxy-deps)")
+        pytest.skip("nginx is not installed (make proxy-deps)")
+    _ensure_services()
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-deploy-"))
+    tmp.chmod(0o755)
+    d = Deployment(tmp)
+    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+    _admin(f"CREATE DATABASE {DB_NAME}")
+    d.env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+        "DJANGO_DB_POOL_MAX": str(POOL_MAX),
+        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
+        "REDIS_PREFIX": f"mcp-deploy-{os.getpid()}",
+        "MCP_REQUEST_STATE_KEY": "deployment-test-key-0123456789abcdef",
+        "MCP_ALLOW_ANONYMOUS": "1",
+        "DJANGO_DEBUG": "0",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=d.env, check=True)
+    try:
+        d.start_instance(0)
+        d.start_instance(1)
+        d.start_nginx(nginx)
+        yield d
+    finally:
+        if d.nginx is not None:
+            d.nginx.terminate()
+            d.nginx.wait(10)
+        d.kill_instance(0)
+        d.kill_instance(1)
+        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _modern_echoes(client: httpx.Client, url: str, n: int, token: str | None = None) -> None:
+    """n 2026-07-28 calls, each answered right."""
+    for i in range(n):
+        body = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {
+                "name": "echo",
+                "arguments": {"text": str(i)},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+        headers = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+        if token is not None:
+            headers["authorization"] = f"Token {token}"
+        response = client.post(url, json=body, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["content"][0]["text"] == str(i)
+
+
+@pytest.mark.anyio
+async def test_legacy_sdk_session_with_an_ask_through_nginx(deployment: Deployment) -> None:
+    """Initialize, the call's SSE stream and the reply POST are spread over both
+    instances by nginx's round robin; the ask's request must arrive unbuffered."""
+    import mcp.types as types
+
+    from tests.conftest import sdk_client
+
+    async def on_elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+    async with sdk_client(deployment.url, mode="legacy", elicitation_callback=on_elicit) as client:
+        for n in range(4):
+            result = await client.call_tool("test_elicitation", {"message": f"Who? {n}"})
+            assert result.content[0].text == (
+                'User response: action=accept, content={"username":"ada","email":"ada@example.com"}'
+            )
+
+
+@pytest.mark.anyio
+async def test_modern_sdk_rounds_through_nginx(deployment: Deployment) -> None:
+    """2026-07-28 input_required rounds: each round may reach another instance (one key)."""
+    import mcp.types as types
+
+    from tests.conftest import sdk_client
+
+    async def on_elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with sdk_client(deployment.url, elicitation_callback=on_elicit) as client:
+        for _ in range(4):
+            result = await client.call_tool("test_streaming_elicitation")
+            assert result.content[0].text == "Hello, Ada!"
+
+
+def test_sse_events_pass_unbuffered(deployment: Deployment) -> None:
+    """A log event is read long before the result that follows it 3 s later."""
+    with httpx.Client(timeout=30) as client:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+        response = client.post(
+            deployment.url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=HEADERS
+        )
+        headers = {
+            **HEADERS,
+            "mcp-session-id": response.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "test_event_burst", "arguments": {"count": 1, "delay": 0, "then": 3}},
+        }
+        started = time.monotonic()
+        with client.stream("POST", deployment.url, json=call, headers=headers) as stream:
+            events = _events(stream.iter_lines())
+            assert next(events)["params"]["data"] == "burst 0"
+            assert time.monotonic() - started < 2
+            assert next(events)["result"]["content"][0]["text"] == "burst done"
+            assert time.monotonic() - started >= 3
+
+
+@pytest.mark.anyio
+async def test_websocket_through_nginx(deployment: Deployment) -> None:
+    from tests.legacy_fixtures import ws_client
+
+    async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        return {"result": {"action": "accept", "content": {"username": "ada", "email": "a@b"}}}
+
+    async with ws_client(deployment.url, answer) as ws:
+        reply = await ws.initialize({"elicitation": {}})
+        assert reply["result"]["protocolVersion"] == "2025-11-25"
+        result = await ws.request("tools/call", {"name": "test_elicitation", "arguments": {"message": "?"}})
+        assert json.loads(json.dumps(result))["result"]["content"][0]["text"].startswith("User response: action=accept")
+
+
+def test_pooled_connections_stay_within_the_pool(deployment: Deployment) -> None:
+    """Each instance holds at most DJANGO_DB_POOL_MAX connections, however many threads ran."""
+    import concurrent.futures
+
+    # Tokens no instance has seen: authenticating each one queries the database from a worker thread.
+    script = (
+        "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
+        "print(' '.join(Token.objects.create(user=User.objects.create_user(f'p{n}')).key for n in range(24)))"
+    )
+    tokens = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v0", "-c", script],
+        cwd=ROOT,
+        env=deployment.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()[-24:]
+
+    def calls(token: str) -> None:
+        with httpx.Client(timeout=30) as client:
+            _modern_echoes(client, deployment.url, 4, token)
+
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        list(pool.map(calls, tokens))
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
+        held = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (DB_NAME,)).fetchone()[0]
+    assert 0 < held <= 2 * POOL_MAX
+
+
+def test_an_instance_killed_leaves_modern_flows_to_the_other(deployment: Deployment) -> None:
+    deployment.kill_instance(0)
+    try:
+        with httpx.Client(timeout=30) as client:
+            _modern_echoes(client, deployment.url, 10)
+    finally:
+        deployment.start_instance(0)
