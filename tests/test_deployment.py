@@ -137,7 +137,7 @@ def deployment() -> Iterator[Deployment]:
     _admin(f"CREATE DATABASE {DB_NAME}")
     d.env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",  # the demo and the test_* tools
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
         "DJANGO_DB_POOL_MAX": str(POOL_MAX),
         "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
