@@ -147,7 +147,24 @@ def _elicit_parser(
 def _form(tp: Any) -> tuple[dict[str, Any], Any]:
     """The requested schema of a type, and the type to convert answers into (built once per type)."""
     prepared = schemas.prepare(tp, f"the elicitation schema {getattr(tp, '__qualname__', tp)!r}")
-    return schemas.type_schema(tp), prepared.type
+    return _flat_form(schemas.type_schema(tp)), prepared.type
+
+
+def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
+    """A form's fields with one type each, as elicitation's primitive schemas have them.
+
+    ``start: date | None = None`` is offered as an optional date field: a user who
+    leaves it empty sends nothing, and the converter fills in the default.
+    """
+    for name, prop in schema.get("properties", {}).items():
+        kinds = prop.get("type")
+        if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2 and name not in schema.get("required", ()):
+            prop["type"] = next(k for k in kinds if k != "null")
+            if prop.get("default", 0) is None:
+                del prop["default"]
+            if isinstance(prop.get("enum"), list):
+                prop["enum"] = [v for v in prop["enum"] if v is not None]
+    return schema
 
 
 def elicit(message: str, schema: Any, *, key: str | None = None) -> Ask:
