@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test
+.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test fuzz
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
@@ -23,6 +23,7 @@ help:
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
+	@echo "make fuzz              send 12,000 fuzzed HTTP messages and 4,000 websocket frames"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
 
@@ -81,6 +82,11 @@ conformance-install:
 
 conformance: venv conformance-install
 	$(PY) scripts/conformance.py --node $(NODE22) --suite $(CONF)
+
+# The fuzz test at length (make test sends a few thousand messages): SQLite, in-memory layer.
+FUZZ_MESSAGES ?= 12000
+fuzz: venv
+	env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -q tests/test_fuzz.py
 
 bench: venv
 	$(PY) bench/run.py

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -243,6 +244,29 @@ def test_a_trickling_client_is_answered_408_and_closed(live_url: str) -> None:
     assert status == 408 and body["error"]["code"] == -32600
     assert b"connection: close" in received.lower()
     assert took < 4
+
+
+# -- replies addressed to channels that are not a worker's ---------------------------------
+
+
+def test_reply_to_a_made_up_channel_is_refused_and_not_kept(live_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    headers = session(live_url)
+    big = "x" * (512 * 1024)
+    made_up = "mcp-django.specific.made-up!abc"
+    ids = [f"mcp-django:1:{made_up}", "mcp-django:2:字ßé", "mcp-django:3:" + "a" * 300]
+    with caplog.at_level(logging.WARNING):
+        for reply_id in ids:
+            r = post(live_url, {"jsonrpc": "2.0", "id": reply_id, "result": {"pad": big}}, **headers)
+            if reply_id != ids[0] or isinstance(get_channel_layer(), InMemoryChannelLayer):
+                assert r.status_code == 400 and r.json()["error"]["code"] == -32600, r.text
+    # No traceback per request for a client's made-up id.
+    assert not [rec for rec in caplog.records if rec.exc_info], caplog.text
+    layer = get_channel_layer()
+    if isinstance(layer, InMemoryChannelLayer):
+        # Nothing was queued for a channel nobody reads: the in-memory layer would keep it for good.
+        assert made_up not in layer.channels
 
 
 # -- the last resort, and the Django view ---------------------------------------------------

@@ -153,7 +153,7 @@ class Relay:
             return False
         prefix, _, rest = request_id.partition(":")
         number, _, channel = rest.partition(":")
-        if prefix != _PREFIX or not number.isdigit() or not channel:
+        if prefix != _PREFIX or not number.isdigit() or not _is_worker_channel(channel):
             return False
         if channel == self.channel:
             self.deliver(request_id, message, sid, principal)
@@ -427,6 +427,18 @@ class Relay:
         if self.shared and self.channel:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(_GROUP, self.channel)
+
+
+def _is_worker_channel(channel: str) -> bool:
+    """Whether ``channel`` can name a relay's channel. A reply naming anything else
+    (made up by the client) is no reply of ours: it is refused before it reaches the
+    layer, which would otherwise keep it (the in-memory layer, for ever) or raise."""
+    return (
+        channel.startswith((f"{_PREFIX}.", "local."))
+        and len(channel) < 100
+        and channel.isascii()
+        and all(c.isalnum() or c in "-_.!" for c in channel)
+    )
 
 
 _relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
