@@ -8,6 +8,7 @@ shared Redis on 6379 is never touched), so the test may stop, hang and restart i
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import queue
@@ -345,3 +346,31 @@ def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Clu
         assert lost.status_code == 503 and lost.json()["error"]["code"] == -32603
         assert time.monotonic() - started < 8
         assert ping(client, b, headers).json()["result"] == {}
+
+
+def test_a_stream_followed_from_a_killed_instance_ends_promptly(servers: Cluster) -> None:
+    """A client resumed on B a stream A holds; A dies: B ends the client's stream within
+    seconds (not after 45 s of silence), and resuming again is a clear 404."""
+    a, b = servers.url(0), servers.url(1)
+    with httpx.Client(timeout=60) as client:
+        headers = session(client, a)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "test_event_burst", "arguments": {"count": 1, "delay": 0.5, "then": 60}},
+        }
+        first = client.post(a, json=call, headers=headers)
+        ids = [line[4:] for line in first.text.splitlines() if line.startswith("id: ")]
+        resume = {**headers, "accept": "text/event-stream", "last-event-id": ids[-1]}
+        with client.stream("GET", b, headers=resume) as stream:
+            events = _events(stream.iter_lines())
+            assert next(events)["params"]["data"] == "burst 0"
+            servers.kill_server(0)
+            killed = time.monotonic()
+            with contextlib.suppress(httpx.HTTPError):
+                for _ in events:
+                    pass
+        assert time.monotonic() - killed < 20
+        again = client.get(b, headers=resume)
+        assert again.status_code == 404 and again.json()["error"]["code"] == -32600

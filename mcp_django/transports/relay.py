@@ -56,7 +56,9 @@ REPLY_ACK_SECONDS = 5
 RESUME_WAIT_SECONDS = 5
 # A holder forwarding a quiet stream says so this often; a follower hearing nothing
 # for _RESUME_IDLE_SECONDS takes the holder for gone and ends its client's stream.
-RESUME_KEEPALIVE_SECONDS = 15
+# Short: when the holder dies, its follower's client learns it within _RESUME_IDLE_SECONDS
+# (its stream ends; resuming again is 404), at one small message per quiet stream every 5 s.
+RESUME_KEEPALIVE_SECONDS = 5
 _RESUME_IDLE_SECONDS = 3 * RESUME_KEEPALIVE_SECONDS
 
 
