@@ -11,7 +11,13 @@ from rest_framework.authtoken.models import Token
 from mcp_django.auth_cache import principal_cache
 from tests.conftest import Raw, mcp_settings
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# In process (mcp_django.testing.HttpxTransport), on a plain test database.
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def raw(raw_inprocess: Raw) -> Raw:
+    return raw_inprocess
 
 
 def whoami(raw: Raw, token: str) -> tuple[int, str | None]:

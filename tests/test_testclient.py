@@ -336,3 +336,47 @@ def test_the_plugin_is_an_entry_point() -> None:
     import importlib
 
     assert hasattr(importlib.import_module(target), "mcp_client")
+
+
+class DemoTools(TestCase):
+    """The demo project's own tools, as a user of the package would test them, in both eras."""
+
+    def setUp(self) -> None:
+        self.alice = User.objects.create_user("alice")
+
+    @staticmethod
+    def trip_answers(request):  # type: ignore[no-untyped-def]
+        return {
+            "elicit": {"destination": "Lisbon", "nights": 3, "budget": "low"},
+            "roots": ["file:///home/alice/trips"],
+            "sample": "trams, tiles, tarts",
+            "confirm": True,
+        }[request.kind]
+
+    def test_plan_trip_in_both_eras(self) -> None:
+        modern = MCPClient(user=self.alice).call_tool("plan_trip", {"traveller": "Alice"}, answer=self.trip_answers)
+        expected = "Booked Alice to Lisbon (1 root(s) seen). Ideas: trams, tiles, tarts"
+        assert modern.text == expected
+        # Round 1: the form and the roots together; then the model; then the confirmation.
+        assert [sorted(r.input_requests[k].kind for k in r.keys) for r in modern.rounds] == [
+            ["elicit", "roots"],
+            ["sample"],
+            ["confirm"],
+        ]
+        assert modern.runs == 4
+        client = MCPClient(user=self.alice, revision="2025-11-25")
+        legacy = client.call_tool("plan_trip", {"traveller": "Alice"}, answer=self.trip_answers)
+        assert legacy.text == expected and legacy.runs == 1 and len(legacy.rounds) == 4
+        client.close()
+
+    def test_clear_cache_in_both_eras(self) -> None:
+        for revision in ("2026-07-28", "2025-11-25"):
+            with self.subTest(revision=revision):
+                client = MCPClient(user=self.alice, revision=revision)
+                assert client.call_tool("clear_cache", {"region": "eu"}, answer=lambda r: True).text == (
+                    "Cleared the eu cache."
+                )
+                assert client.call_tool("clear_cache", {"region": "us"}, answer=lambda r: False).text == (
+                    "Left the cache alone."
+                )
+                client.close()
