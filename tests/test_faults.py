@@ -374,3 +374,34 @@ def test_a_stream_followed_from_a_killed_instance_ends_promptly(servers: Cluster
         assert time.monotonic() - killed < 20
         again = client.get(b, headers=resume)
         assert again.status_code == 404 and again.json()["error"]["code"] == -32600
+
+
+@pytest.mark.anyio
+async def test_a_websocket_on_a_killed_instance_closes_at_once(servers: Cluster) -> None:
+    """A socket whose instance dies while an ask waits is closed at once: the client
+    never waits for an answer that cannot come."""
+    import asyncio
+
+    from tests.legacy_fixtures import ws_client
+
+    asked = asyncio.Event()
+
+    async def hold(request: dict[str, Any]) -> None:
+        asked.set()
+        return None
+
+    async with ws_client(servers.url(0), hold) as ws:
+        await ws.initialize({"elicitation": {}})
+        _id, reply = await ws.send("tools/call", {"name": "test_elicitation", "arguments": {"message": "?"}})
+        await asyncio.wait_for(asked.wait(), 10)
+        servers.kill_server(0)
+        started = time.monotonic()
+        from websockets.exceptions import ConnectionClosedError
+
+        # The clear error: the connection closed abnormally (no answer will come).
+        with pytest.raises(ConnectionClosedError):
+            await asyncio.wait_for(ws.reader, 5)
+        assert time.monotonic() - started < 5 and not reply.done()
+    # The other instance serves on.
+    with httpx.Client(timeout=10) as client:
+        assert ping(client, servers.url(1), session(client, servers.url(1))).json()["result"] == {}
