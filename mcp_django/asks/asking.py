@@ -4,8 +4,9 @@
 in for its answer. The task factory installed by :func:`install` does two things
 for tasks created on the loop: a task made of an ``Asking`` runs the coroutine
 inside it (asyncio tests a task's coroutine for truth in its repr), and a task
-created while an attempt of the replay engine runs is handed to that attempt, so
-the attempt knows every branch the handler started (see :mod:`.replay`).
+created while a handler runs is handed to its backend when the backend adopts
+tasks (the replay engine does, so an attempt knows every branch the handler
+started: see :mod:`.replay`).
 """
 
 from __future__ import annotations
@@ -13,19 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Coroutine, Generator
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 
 
-class Adopter(Protocol):
-    over: bool
-
-    def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None: ...
-
-
-# The attempt whose handler runs in this context: tasks created here are its branches.
-current_attempt: contextvars.ContextVar[Adopter | None] = contextvars.ContextVar("mcp_django_attempt", default=None)
+# The ctx of the handler running in this context (``mcp_django.get_context()`` reads it).
+# Its backend may adopt the tasks created here as branches of the current attempt.
+current_context: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_django_context", default=None)
 
 
 class Asking(Coroutine[Any, Any, T]):
@@ -123,12 +119,13 @@ def _adopting(previous: Any) -> Any:
     def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         if type(coro) is Asking:
             coro = coro._coro
-        attempt = current_attempt.get()
-        if attempt is None or attempt.over:
+        ctx = current_context.get()
+        adopt = getattr(ctx._backend, "adopt", None) if ctx is not None else None
+        if adopt is None:
             return previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
         parent = asyncio.current_task(loop)
         task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
-        attempt.adopt(task, parent)
+        adopt(task, parent)
         return task
 
     factory.mcp_django_adopting = True  # type: ignore[attr-defined]

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities
 from . import kinds
-from .asking import Asking
+from .asking import Asking, current_context
 from .call import Call
 from .kinds import Ask, ElicitResult, Root, SampleResult
 
-_current: contextvars.ContextVar[Context | None] = contextvars.ContextVar("mcp_django_context", default=None)
+_current: contextvars.ContextVar[Context | None] = current_context
 
 
 class Backend(Protocol):

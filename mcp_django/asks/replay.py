@@ -24,7 +24,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..registry import Handler
 from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
 from . import guard
-from .asking import current_attempt, install
+from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
@@ -58,7 +58,7 @@ class Attempt:
     branch that loads its row before asking still asks in this round.
     """
 
-    __slots__ = ("branches", "loop", "main", "over", "parked", "timer", "woken")
+    __slots__ = ("branches", "loop", "main", "parked", "timer", "woken")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -69,7 +69,6 @@ class Attempt:
         # Created once the handler waits on something: a handler that finishes eagerly never needs it.
         self.woken: asyncio.Future[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
-        self.over = False
 
     def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None:
         self.branches[task] = parent
@@ -122,7 +121,6 @@ class Attempt:
 
     def end(self, *, cancel: bool) -> None:
         """No more asks belong to this attempt; ``cancel``: unwind every branch still running."""
-        self.over = True
         if self.timer is not None:
             self.timer.cancel()
         if cancel:
@@ -155,10 +153,29 @@ class ReplayBackend:
         self.error: MCPError | None = None
         # Capabilities the asks of this attempt needed and the client did not declare.
         self.missing: list[str] = []
+        # The attempt's branches, tracked from the first task the handler starts or the
+        # first ask that parks (a handler that does neither never needs it).
         self.attempt: Attempt | None = None
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
+        self.closed = False
         self._default_keys: dict[str, int] = {}
+
+    def _tracking(self) -> Attempt:
+        if self.attempt is None:
+            self.attempt = Attempt(asyncio.get_running_loop())
+        return self.attempt
+
+    def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None:
+        """Called by the task factory for a task the handler created: a branch of this attempt."""
+        if not self.closed:
+            self._tracking().adopt(task, parent)
+
+    def close(self, *, cancel: bool) -> None:
+        """The attempt is over; ``cancel``: unwind every branch still running."""
+        self.closed = True
+        if self.attempt is not None:
+            self.attempt.end(cancel=cancel)
 
     def _key(self, ask: Ask) -> str:
         if ask.key:
@@ -216,9 +233,9 @@ class ReplayBackend:
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
         values, missing = self._lookup(asks)
         if missing:
-            attempt = self.attempt
-            if attempt is None or attempt.over:
+            if self.closed:
                 raise RuntimeError("this request is over: an ask made after it can no longer be answered")
+            attempt = self._tracking()
             attempt.park(asyncio.current_task())
             # Parked until the engine ends the attempt (it cancels this task).
             await attempt.loop.create_future()
@@ -245,40 +262,35 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
             return True, await invoke(handler, kwargs_for(ctx), ctx)
         except InputRequired:
             return False, None
-    loop = asyncio.get_running_loop()
-    install(loop)
-    attempt = backend.attempt = Attempt(loop)
-    token = current_attempt.set(attempt)
-    try:
-        task = start_task(invoke(handler, kwargs_for(ctx), ctx))
-    finally:
-        current_attempt.reset(token)
+    install(asyncio.get_running_loop())
+    task = start_task(invoke(handler, kwargs_for(ctx), ctx))
     if backend.recorder is not None:
         backend.recorder.task = task  # to find the handler's line from a database thread
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
-        attempt.end(cancel=bool(backend.pending))
+        backend.close(cancel=bool(backend.pending))
         if not backend.pending or (not task.cancelled() and task.exception() is not None):
             return True, task.result()  # the value, or the handler's error for run() to weigh
         return False, None
+    attempt = backend._tracking()
     attempt.start(task)
     assert attempt.woken is not None
     try:
         await attempt.woken
     except BaseException:
-        attempt.end(cancel=True)
+        backend.close(cancel=True)
         task.cancel()
         raise
     if task.done() and not backend.pending:
-        attempt.end(cancel=False)
+        backend.close(cancel=False)
         return True, task.result()
     if task.done() and not task.cancelled() and task.exception() is not None:
         # The handler failed with asks pending: run() decides which wins.
-        attempt.end(cancel=True)
+        backend.close(cancel=True)
         raise task.exception()  # type: ignore[misc]
     # The attempt is over. It unwinds on the next loop turn, after the answer has
     # gone: waiting for it would cost every round's response a loop turn.
-    attempt.end(cancel=True)
+    backend.close(cancel=True)
     if not task.done():
         task.cancel()
         task.add_done_callback(_retrieve)
