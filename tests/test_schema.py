@@ -295,3 +295,23 @@ def test_output_schema_from_return_annotations() -> None:
     assert schema.output_schema(td)["required"] == ["x", "y"]
     assert "id" in schema.output_schema(ser)["properties"]
     assert schema.output_schema(text) is None
+
+
+@dataclasses.dataclass
+class Described:
+    name: Annotated[str, "Who it is for."]
+    size: Annotated[int, pydantic.Field(description="How big.")] = 1
+
+
+@dataclasses.dataclass
+class Constrained:
+    n: Annotated[int, {"minimum": 1}]
+
+
+def test_fields_of_dataclasses_keep_descriptions_and_refuse_dropped_constraints() -> None:
+    """msgspec reads only msgspec.Meta inside a class: text is added here, a constraint it would drop refused."""
+    props = schema.type_schema(Described)["properties"]
+    assert props["name"] == {"type": "string", "description": "Who it is for."}
+    assert props["size"]["description"] == "How big."
+    with pytest.raises(ImproperlyConfigured, match=r"field Constrained\.n: a constraint .* msgspec\.Meta"):
+        schema.type_schema(Constrained)

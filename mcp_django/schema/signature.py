@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
 import types
 import typing
 from typing import Annotated, Any, get_type_hints
@@ -112,7 +113,7 @@ class Parameters:
         self.names = tuple(f[0] for f in fields)
         self.required = any(len(f) == 2 for f in fields)
         self.struct = msgspec.defstruct(
-            "Arguments", fields, kw_only=True, forbid_unknown_fields=not self.takes_any, module=__name__
+            "_HandlerArguments", fields, kw_only=True, forbid_unknown_fields=not self.takes_any, module=__name__
         )
         try:
             schema = json_schema(self.struct)
@@ -183,9 +184,6 @@ class SchemaArguments:
         return arguments
 
 
-_OBJECT_RESULTS = "a dataclass, a TypedDict, a msgspec Struct, a Pydantic model or a DRF serializer"
-
-
 def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
     """The ``outputSchema`` a return annotation implies: an object type's schema, else None.
 
@@ -200,12 +198,13 @@ def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
         return None  # content blocks and ToolResult say what they are themselves
     if is_serializer(tp):
         return serializer_schema(tp, for_output=True)
-    pydantic = __import__("sys").modules.get("pydantic")
+    pydantic = sys.modules.get("pydantic")  # a model's class exists only if Pydantic was imported
     is_model = pydantic is not None and issubclass(tp, pydantic.BaseModel)
     if not (dataclasses.is_dataclass(tp) or is_typeddict(tp) or issubclass(tp, msgspec.Struct) or is_model):
         return None
     where = f"{owner or getattr(func, '__qualname__', '?')}: return annotation"
-    schema = json_schema(prepare(tp, where).type)
-    if schema.get("type") != "object":  # pragma: no cover - all the kinds above are objects
-        raise SchemaError(f"{where}: {_OBJECT_RESULTS} is needed for an output schema")
-    return schema
+    prepared = prepare(tp, where)
+    try:
+        return json_schema(prepared.type)
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None

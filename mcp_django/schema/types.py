@@ -77,7 +77,7 @@ def prepare(tp: Any, where: str) -> Prepared:
     """The msgspec form of an annotation; raises :class:`SchemaError` naming ``where``."""
     state = Prepared(None)
     state.type = _prepare(tp, where, state)
-    _remember_orders(tp, set())
+    _remember_orders(tp, set(), where)
     return state
 
 
@@ -90,7 +90,14 @@ def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
     return frozenset((type(v).__name__, v) for v in values)
 
 
-def _remember_orders(tp: Any, seen: set[int]) -> None:
+def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None:
+    """Walks a type and the fields of its classes: records enum orders and field descriptions.
+
+    msgspec reads a dataclass's or TypedDict's own annotations, and of their
+    ``Annotated`` extras it knows only ``msgspec.Meta``: a description given as
+    text is added to the schema here, and a constraint it would silently drop
+    is refused.
+    """
     if id(tp) in seen:
         return
     seen.add(id(tp))
@@ -107,14 +114,50 @@ def _remember_orders(tp: Any, seen: set[int]) -> None:
             pass
         return
     for arg in get_args(tp):
-        _remember_orders(arg, seen)
+        _remember_orders(arg, seen, where)
     if isinstance(tp, type) and (dataclasses.is_dataclass(tp) or is_typeddict(tp) or issubclass(tp, msgspec.Struct)):
         try:
             hints = typing.get_type_hints(tp, include_extras=True)
         except Exception:
             return
-        for hint in hints.values():
-            _remember_orders(hint, seen)
+        docs: dict[str, str] = {}
+        for field_name, hint in hints.items():
+            if get_origin(hint) is Annotated:
+                description = _field_extras(hint, f"{where}: field {tp.__qualname__}.{field_name}")
+                if description:
+                    docs[field_name] = description
+            _remember_orders(hint, seen, where)
+        if docs:
+            _FIELD_DOCS[tp.__name__] = docs
+
+
+# Field descriptions of classes (by the name msgspec titles their schema with).
+_FIELD_DOCS: dict[str, dict[str, str]] = {}
+
+
+def _field_extras(hint: Any, where: str) -> str | None:
+    """The description among a class field's Annotated extras; a constraint msgspec would drop is an error."""
+    description = None
+    for extra in get_args(hint)[1:]:
+        if isinstance(extra, msgspec.Meta):
+            continue
+        if isinstance(extra, str):
+            description = extra
+            continue
+        meta = _meta(extra, where, Prepared(None))
+        if meta is None:
+            continue
+        if set(_meta_fields(meta)) - {"description", "title"}:
+            raise SchemaError(
+                f"{where}: a constraint inside a dataclass or TypedDict must be written as msgspec.Meta(...) "
+                "to be enforced"
+            )
+        description = meta.description or description
+    return description
+
+
+def _meta_fields(meta: msgspec.Meta) -> list[str]:
+    return [name for name in dir(meta) if not name.startswith("_") and getattr(meta, name, None) is not None]
 
 
 def _prepare(tp: Any, where: str, state: Prepared) -> Any:
@@ -338,6 +381,12 @@ def inline(schema: dict[str, Any], components: dict[str, Any], prefix: str = "#/
     Clients (and elicitation forms above all) handle flat schemas best.
     """
     kept: dict[str, Any] = {}
+    for component in components.values():
+        docs = _FIELD_DOCS.get(component.get("title", "")) if isinstance(component, dict) else None
+        for field_name, text in (docs or {}).items():
+            prop = component.get("properties", {}).get(field_name)
+            if isinstance(prop, dict):
+                prop.setdefault("description", text)
 
     def walk(node: Any, stack: tuple[str, ...]) -> Any:
         if isinstance(node, list):
