@@ -154,10 +154,8 @@ def test_a_permission_change_takes_effect_at_once(raw: Raw) -> None:
 
 
 def test_only_a_shared_version_that_is_unchanged_serves_a_hit(raw: Raw) -> None:
-    """What another process's change looks like here: only the shared cache changed."""
-    from django.core.cache import cache
-
-    from mcp_django.auth_cache import version_key
+    """What another process's change looks like here: only the shared version changed."""
+    from mcp_django.auth_cache import shared, version_key
 
     user = get_user_model().objects.create_user("lou")
     token = {"authorization": f"Token {Token.objects.create(user=user).key}"}
@@ -165,10 +163,10 @@ def test_only_a_shared_version_that_is_unchanged_serves_a_hit(raw: Raw) -> None:
     # Renamed without signals (as another process would, whose receivers only reach the shared cache).
     get_user_model().objects.filter(pk=user.pk).update(username="lou2")
     assert whoami(raw, token) == (200, "lou")  # still the cached user
-    cache.delete(version_key(f"auth.user:{user.pk}"))  # evicted or expired: never a stale hit
+    shared().delete(version_key(f"auth.user:{user.pk}"))  # evicted or expired: never a stale hit
     assert whoami(raw, token) == (200, "lou2")
     get_user_model().objects.filter(pk=user.pk).update(username="lou3")
-    cache.set(version_key(f"auth.user:{user.pk}"), 12345)  # changed by another process
+    shared().set(version_key(f"auth.user:{user.pk}"), 12345)  # changed by another process
     assert whoami(raw, token) == (200, "lou3")
 
 
