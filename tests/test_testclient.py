@@ -380,3 +380,15 @@ class DemoTools(TestCase):
                     "Left the cache alone."
                 )
                 client.close()
+
+
+def test_a_bad_replay_guard_setting_does_not_break_database_connections() -> None:
+    from django.db import connection
+
+    from mcp_django.asks.guard import on_connection_created
+    from mcp_django.conf import mcp_settings as conf
+
+    with mcp_settings(REPLAY_GUARD="yes"):
+        with pytest.raises(Exception, match="REPLAY_GUARD"):
+            _ = conf.REPLAY_GUARD
+        on_connection_created(None, connection)  # no exception: the check reports it instead

@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from ..conf import mcp_settings
@@ -131,7 +132,11 @@ def server_guard() -> bool:
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     """Connections opened while the guard is configured on get the watcher (async handlers' ORM threads)."""
-    if server_guard() and _watch not in connection.execute_wrappers:
+    try:
+        on = server_guard()
+    except ImproperlyConfigured:
+        return  # a bad MCP_DJANGO is reported by the system checks, not by every connection
+    if on and _watch not in connection.execute_wrappers:
         connection.execute_wrappers.append(_watch)
 
 
