@@ -242,8 +242,10 @@ class ReplayGuard(TestCase):
         assert "testclient_tools.py:" in message and "in tctest_restock_early" in message
 
     def test_async_write_before_ask_is_found_too(self) -> None:
-        with pytest.raises(ReplayUnsafeWrite, match=r"tctest_arestock_early.*UPDATE"):
+        with pytest.raises(ReplayUnsafeWrite) as caught:
             MCPClient().call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        # The line of the async handler that awaited the write, though the query ran in another thread.
+        assert "testclient_tools.py:" in str(caught.value) and "in tctest_arestock_early: UPDATE" in str(caught.value)
 
     def test_warn_and_off(self) -> None:
         with pytest.warns(ReplayGuardWarning):
@@ -392,3 +394,22 @@ def test_a_bad_replay_guard_setting_does_not_break_database_connections() -> Non
         with pytest.raises(Exception, match="REPLAY_GUARD"):
             _ = conf.REPLAY_GUARD
         on_connection_created(None, connection)  # no exception: the check reports it instead
+
+
+@pytest.mark.parametrize("tool", ["tctest_restock_early", "tctest_arestock_early"])
+def test_server_side_guard_on_a_served_endpoint(raw, tool: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Production threading (worker pool, database threads), no test client: REPLAY_GUARD on."""
+    from mcp_django import audit
+
+    Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=0)
+    with mcp_settings(REPLAY_GUARD=True), caplog.at_level("WARNING", logger="mcp_django.replay"):
+        first = raw.call(tool, {"sku": "MUG-01"}).json()["result"]
+        assert first["resultType"] == "input_required"
+    audit.flush()
+    assert AuditEvent.objects.filter(kind="replay_unsafe", target=tool).count() == 1
+    assert any(f"tool {tool!r}" in message and "UPDATE" in message for message in caplog.messages)
+    assert any("testclient_tools.py" in message and f"in {tool}" in message for message in caplog.messages)
+    # Off by default in production (DEBUG off): nothing more.
+    raw.call(tool, {"sku": "MUG-01"})
+    audit.flush()
+    assert AuditEvent.objects.filter(kind="replay_unsafe", target=tool).count() == 1

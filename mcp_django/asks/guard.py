@@ -63,8 +63,8 @@ class Recorder:
         self.label = f"{handler.kind} {handler.name!r}"
         self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
         self.writes: list[Write] = []
-        # The async handler's task, to find its line from another thread.
-        self.task: Any = None
+        # An async handler's coroutine, to find its line from the thread running its query.
+        self.coro: Any = None
 
     def add(self, alias: str, sql: str) -> None:
         statement = " ".join(sql.split())
@@ -81,13 +81,11 @@ class Recorder:
             if inner is None and not _library(frame.f_code.co_filename):
                 inner = _describe(frame)
             frame = frame.f_back
-        if self.task is not None:  # an async handler: its coroutine is parked at the write
-            coro = self.task.get_coro()
-            while coro is not None:
-                code = getattr(coro, "cr_code", None)
-                if code is self.code and coro.cr_frame is not None:
-                    return _describe(coro.cr_frame)
-                coro = getattr(coro, "cr_await", None)
+        coro = self.coro
+        if coro is not None and coro.cr_frame is not None:
+            # An async handler: the query runs in another thread while the handler's
+            # coroutine waits for it on the line that made it.
+            return _describe(coro.cr_frame)
         return inner or f"{self.handler.source} (line unknown)"
 
 
@@ -157,6 +155,13 @@ def stop(started: tuple[Recorder, contextvars.Token[Any]]) -> None:
 
 def recording() -> bool:
     return _recording.get() is not None
+
+
+def watch_coroutine(coro: Any) -> None:
+    """An async handler's coroutine, before it starts: where its writes come from."""
+    recorder = _recording.get()
+    if recorder is not None:
+        recorder.coro = coro
 
 
 async def report(recorders: list[Recorder], call: Any) -> None:

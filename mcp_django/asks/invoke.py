@@ -248,7 +248,9 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
     token = bind(ctx)
     try:
         if handler.is_async:
-            return await handler.func(**kwargs)
+            coro = handler.func(**kwargs)
+            guard.watch_coroutine(coro)
+            return await coro
         ctx._loop = asyncio.get_running_loop()
         # getattr: completers come here too, as a bare stand-in for a handler.
         if getattr(handler, "atomic", None) or guard.recording():

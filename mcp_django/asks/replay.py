@@ -264,8 +264,6 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
             return False, None
     install(asyncio.get_running_loop())
     task = start_task(invoke(handler, kwargs_for(ctx), ctx))
-    if backend.recorder is not None:
-        backend.recorder.task = task  # to find the handler's line from a database thread
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         backend.close(cancel=bool(backend.pending))
