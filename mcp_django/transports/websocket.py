@@ -10,6 +10,15 @@ while nothing changed): a revoked token, a deactivated user, a logged-out
 session or a changed password ends the socket (close code 4401) after an error
 answer to that request.
 
+Browsers' ``WebSocket`` API (and the TypeScript SDK's transport, built on it)
+cannot set a header, only subprotocols. Such a client sends its ``Authorization``
+value as a second subprotocol, ``mcp.authorization.<base64url of the value>``
+(``mcp.authorization.`` + base64url of ``Bearer TOKEN``, unpadded); the upgrade is
+then authenticated as if it carried that header (same classes, same principal
+cache), and only ``mcp`` is selected, so the token is never echoed back. A query
+parameter would do the same but lands in access logs and proxies' logs (RFC 6750
+section 2.3 discourages it); a subprotocol is a header.
+
 A client may also speak 2026-07-28 on the socket: a request whose ``params._meta``
 names a protocol version is served statelessly, exactly as over HTTP
 (``input_required`` rounds, no server-to-client requests).
@@ -26,10 +35,13 @@ handlers blocked in an ask are released (:class:`~mcp_django.asks.live.AskAborte
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import io
 import itertools
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +61,9 @@ from .relay import Relay, relay
 logger = logging.getLogger("mcp_django")
 
 SUBPROTOCOL = "mcp"
+# A subprotocol carrying the Authorization header for clients that cannot send one.
+AUTH_SUBPROTOCOL = "mcp.authorization."
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]{1,8192}")
 # The socket's credentials no longer find the user it was opened by.
 CLOSE_REVOKED = 4401
 _CLOSE = object()  # queued after the last frame of a socket being closed
@@ -88,11 +103,39 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return asgi_headers(scope)
 
 
+def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
+    """The scope with the ``Authorization`` header an auth subprotocol carries, or None when it is malformed.
+
+    The scope is returned unchanged when no subprotocol carries credentials. One
+    auth subprotocol at most, and never beside a real ``Authorization`` header:
+    which one should win is not ours to guess.
+    """
+    offered = [p for p in scope.get("subprotocols", ()) if p.startswith(AUTH_SUBPROTOCOL)]
+    if not offered:
+        return scope
+    if len(offered) > 1 or any(name.lower() == b"authorization" for name, _ in scope.get("headers", ())):
+        return None
+    encoded = offered[0][len(AUTH_SUBPROTOCOL) :]
+    if not _BASE64URL.fullmatch(encoded):
+        return None
+    try:
+        value = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    if not value.isprintable() or not value.strip():
+        return None
+    # Django's request (and whatever reads its META) sees the header, not the subprotocol.
+    headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"sec-websocket-protocol"]
+    headers.append((b"authorization", value.encode("ascii")))
+    return {**scope, "headers": headers, "subprotocols": [p for p in scope["subprotocols"] if p not in offered]}
+
+
 class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     # The socket is the session: nothing needs to reach it through the channel layer,
     # so it takes no channel (an alias that names no layer), and costs the layer nothing.
     channel_layer_alias = "mcp_django.websocket.no-layer"
     registry: Any = None
+    scope: dict[str, Any]
     # Set by _start() when the socket connects.
     endpoint: Any
     request_factory: Callable[[], Any]
@@ -110,6 +153,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             setattr(self, key, value)
 
     async def connect(self) -> None:
+        scope = _subprotocol_credentials(self.scope)
+        if scope is None:
+            await self.close()  # before accept: the upgrade is answered 403
+            return
+        self.scope = scope
         headers = self._start()
         # Browsers send cookies with a websocket upgrade from any page: the Origin
         # check is what stops cross-site socket hijacking.
