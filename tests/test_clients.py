@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from oauth2_provider.models import AccessToken
 from rest_framework.authtoken.models import Token
 
 from mcp_django.models import AuditEvent
@@ -150,3 +151,60 @@ def test_inspector_cli_without_credentials_recognises_oauth(live_url: str, tmp_p
         )
     assert done.returncode == 3, done
     assert json.loads(done.stderr.strip().splitlines()[-1])["error"]["code"] == "auth_required"
+
+
+def test_inspector_cli_signs_in_with_oauth(live_url: str, tmp_path: Path) -> None:
+    """The whole flow, as a person at a terminal would go through it: the CLI prints the
+    authorization URL, the person approves it in a browser (here: the test), the browser
+    lands on the CLI's callback, and the call goes through with the new access token."""
+    import queue
+    import re
+    import threading
+    from urllib.parse import parse_qs, urlsplit
+
+    import httpx
+    from django.test import Client as DjangoClient
+
+    from tests.conftest import free_port
+    from tests.oauth_consent import approve
+
+    person = DjangoClient()
+    person.force_login(get_user_model().objects.create_user("erin"))
+    callback = f"http://127.0.0.1:{free_port()}/oauth/callback"
+    env = {**os.environ, "HOME": str(tmp_path), "MCP_AUTO_OPEN_ENABLED": "true", "BROWSER": "true", "NO_COLOR": "1"}
+    command = [str(NODE), str(INSPECTOR), "--cli", live_url, "--format", "json", "--callback-url", callback]
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        cli = subprocess.Popen(
+            [*command, "--method", "tools/call", "--tool-name", "whoami"],
+            cwd=CLIENTS,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            lines: queue.Queue[str] = queue.Queue()
+            threading.Thread(target=lambda: [lines.put(line) for line in cli.stderr], daemon=True).start()  # type: ignore[union-attr]
+            seen = []
+            while True:
+                line = lines.get(timeout=60)
+                seen.append(line)
+                found = re.search(r"navigate to: (\S+)", line)
+                if found:
+                    break
+            consent = parse_qs(urlsplit(found.group(1)).query)
+            assert consent["code_challenge_method"] == ["S256"] and consent["resource"] == [live_url]
+            redirect = approve(found.group(1), person.cookies["sessionid"].value)
+            assert redirect.startswith(callback), redirect
+            httpx.get(redirect, timeout=30)
+            out, _ = cli.communicate(timeout=60)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+    assert cli.returncode == 0, (out, seen)
+    assert json.loads(out)["result"]["structuredContent"]["username"] == "erin"
+    # Registered itself (dynamic client registration) and holds a token for this resource only.
+    token = AccessToken.objects.get(user__username="erin")
+    assert token.resource == [live_url] and token.application.client_id == consent["client_id"][0]
+    assert not consent["client_id"][0].startswith("http")  # not a client ID metadata document
