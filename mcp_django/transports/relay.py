@@ -155,7 +155,10 @@ class Relay:
             return False
         prefix, _, rest = request_id.partition(":")
         number, _, channel = rest.partition(":")
-        if prefix != _PREFIX or not number.isdigit() or not _is_worker_channel(channel):
+        if prefix != _PREFIX or not number.isdigit():
+            return False
+        if not _is_worker_channel(channel):
+            _refused_once(channel)
             return False
         if channel == self.channel:
             self.deliver(request_id, message, sid, principal)
@@ -166,6 +169,7 @@ class Relay:
                 if hub.channel == channel and hub.loop is not None and not hub.loop.is_closed():
                     hub.loop.call_soon_threadsafe(hub.deliver, request_id, message, sid, principal)
                     return True
+            _refused_once(channel)
             return False
         ack = str(next(self._ack_ids))
         acked: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -429,6 +433,22 @@ class Relay:
         if self.shared and self.channel:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(_GROUP, self.channel)
+
+
+_refused_logged = False
+
+
+def _refused_once(channel: str) -> None:
+    """Say once per process that replies to unknown channels are refused: a client
+    sending them on every request must not write a line (or a traceback) each time."""
+    global _refused_logged
+    if not _refused_logged:
+        _refused_logged = True
+        logger.warning(
+            "refused a reply addressed to %r, a channel no worker of this server has "
+            "(a client's made-up or stale id); later ones are refused without a word",
+            channel[:100],
+        )
 
 
 def _is_worker_channel(channel: str) -> bool:
