@@ -25,7 +25,6 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
 from ..conf import mcp_settings
@@ -129,12 +128,14 @@ def server_guard() -> bool:
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """Connections opened while the guard is configured on get the watcher (async handlers' ORM threads)."""
-    try:
-        on = server_guard()
-    except ImproperlyConfigured:
-        return  # a bad MCP_DJANGO is reported by the system checks, not by every connection
-    if on and _watch not in connection.execute_wrappers:
+    """Every connection gets the watcher when it opens, in whatever thread (an async
+    handler's queries run in a database thread the guard cannot reach otherwise).
+
+    Whether the guard is on is decided per attempt, not here: a connection may
+    outlive a settings change (an in-memory SQLite one is never reopened). Outside
+    a guarded attempt the watcher costs a query one context-variable lookup.
+    """
+    if _watch not in connection.execute_wrappers:
         connection.execute_wrappers.append(_watch)
 
 
