@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,6 +157,18 @@ def test_cancelled_http_call_withdraws_its_pending_ask(live_url: str) -> None:
             withdrawn = next(messages)
         assert withdrawn["method"] == "notifications/cancelled"
         assert withdrawn["params"]["requestId"] == ask["id"]
+    # The cancelled call's audit row is written as its task unwinds, after the answer: it
+    # must be in before the test's database is flushed (in-memory SQLite would be locked).
+    _wait_for_row(kind="cancelled", request_id="7")
+
+
+def _wait_for_row(**lookup: str) -> None:
+    from mcp_django.models import AuditEvent
+
+    deadline = time.monotonic() + 10
+    while not AuditEvent.objects.filter(**lookup).exists():
+        assert time.monotonic() < deadline, f"no audit row {lookup}"
+        time.sleep(0.02)
 
 
 @pytest.mark.anyio
