@@ -310,6 +310,9 @@ SETTINGS: dict[str, Setting] = {
     # (legacy asks). A waiting thread does not count against WORKER_THREADS; one ask
     # beyond this bound fails at once with JSON-RPC error -32005.
     "ASK_THREADS_PER_PRINCIPAL": Setting(16, positive_int),
+    # Seconds a legacy call's SSE stream may go unread (the client dropped it and did
+    # not resume with Last-Event-ID) before the call is cancelled and its thread freed.
+    "ABANDONED_STREAM_SECONDS": Setting(30, seconds),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
     # The most resources one legacy session (or websocket, or subscriptions/listen

@@ -139,6 +139,47 @@ async def test_a_user_beyond_the_bound_of_waiting_calls_gets_an_error(live_url: 
             await _wait_until(lambda: not invoke._pool._parked, 20)
 
 
+async def test_a_dropped_legacy_client_frees_its_thread(live_url: str, tokens: tuple[str, str]) -> None:
+    """The client closes the SSE stream of a call whose sync handler waits on an ask, and never resumes."""
+    with mcp_settings(ABANDONED_STREAM_SECONDS=0.5):
+        async with httpx.AsyncClient(timeout=20) as client:
+            headers = await _session(client, live_url, tokens[0])
+            response = await _park(client, live_url, headers, 1, "legacytest_block")
+            assert sum(invoke._pool._parked.values()) == 1
+            await response.aclose()
+            # Before: the thread stayed parked until ASK_TIMEOUT (300 s).
+            await _wait_until(lambda: fx.ABORTED.is_set() and not invoke._pool._parked, 10)
+
+
+async def test_a_stream_resumed_in_time_keeps_its_call(live_url: str, tokens: tuple[str, str]) -> None:
+    with mcp_settings(ABANDONED_STREAM_SECONDS=1):
+        async with httpx.AsyncClient(timeout=20) as client:
+            headers = await _session(client, live_url, tokens[0])
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "legacytest_confirm"}}
+            event_id = None
+            async with client.stream("POST", live_url, json=body, headers=headers) as first:
+                async for line in first.aiter_lines():
+                    if line.startswith("id: "):
+                        event_id = line[4:]
+                    if "elicitation/create" in line:
+                        ask = json.loads(line[5:])
+                        break
+            assert event_id is not None
+            # Dropped; resumed at once, and the reader stays longer than the grace period.
+            resume = {**headers, "accept": "text/event-stream", "last-event-id": event_id}
+            async with client.stream("GET", live_url, headers=resume) as resumed:
+                assert resumed.status_code == 200
+                await asyncio.sleep(1.5)
+                reply = {
+                    "jsonrpc": "2.0",
+                    "id": ask["id"],
+                    "result": {"action": "accept", "content": {"confirm": True}},
+                }
+                assert (await client.post(live_url, json=reply, headers=headers)).status_code == 202
+                final = await asyncio.wait_for(_first_message(resumed.aiter_lines()), 10)
+            assert final["id"] == 1 and final["result"]["content"][0]["text"] == "confirmed"
+
+
 def test_worker_settings_are_validated() -> None:
     from django.core.exceptions import ImproperlyConfigured
 
@@ -151,6 +192,9 @@ def test_worker_settings_are_validated() -> None:
             conf.ASK_THREADS_PER_PRINCIPAL  # noqa: B018
         with mcp_settings(DB_THREADS=bad), pytest.raises(ImproperlyConfigured):
             conf.DB_THREADS  # noqa: B018
+    with mcp_settings(ABANDONED_STREAM_SECONDS=-1), pytest.raises(ImproperlyConfigured):
+        conf.ABANDONED_STREAM_SECONDS  # noqa: B018
+    assert conf.ABANDONED_STREAM_SECONDS == 30
     assert conf.DB_THREADS == 4
     assert conf.WORKER_THREADS == 32
     assert conf.ASK_THREADS_PER_PRINCIPAL == 16

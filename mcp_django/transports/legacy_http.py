@@ -11,10 +11,12 @@
   event (an id, ``retry``, empty data): the server may close the stream before the
   result (``ctx.close_sse_stream()``, SEP-1699) and the client resumes with
   ``GET`` + ``Last-Event-ID``; the call goes on meanwhile. As the 2025-11-25
-  specification says, a dropped connection is not a cancellation: the client sends
-  ``notifications/cancelled`` (or ``DELETE``) for that, and an unanswered ask
-  still ends at ``ASK_TIMEOUT``. The resuming ``GET`` may reach any worker: event
-  ids name the holder's channel, and the holder forwards the rest through the relay.
+  specification says, a dropped connection is not a cancellation by itself: the
+  client sends ``notifications/cancelled`` (or ``DELETE``) for that. But a stream
+  that no client reads and none resumes for ``ABANDONED_STREAM_SECONDS`` is given
+  up: the call is cancelled, so a sync handler waiting on an ask nobody will see
+  frees its thread. The resuming ``GET`` may reach any worker: event ids name the
+  holder's channel, and the holder forwards the rest through the relay.
 - A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream: it
   carries ``notifications/resources/updated`` for the URIs the session subscribed
   to (kept in the cache, so any worker may have taken the subscription). One
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..asks.call import Call
@@ -102,6 +104,11 @@ class LegacyStream:
         # Bumped by close(): followers attached before it end their connection.
         self.cuts = 0
         self.task: asyncio.Future[Any] | None = None
+        # Clients reading the stream now (here, or forwarded to another worker). When
+        # none has for ABANDONED_STREAM_SECONDS, the call is given up (on_abandoned).
+        self.followers = 0
+        self.on_abandoned: Callable[[], Any] | None = None
+        self._abandon: asyncio.TimerHandle | None = None
         hub.streams[self.key] = self
 
     def event_id(self, n: int) -> str:
@@ -120,28 +127,57 @@ class LegacyStream:
     def finish(self, message: dict[str, Any]) -> None:
         self.push(message)
         self.finished = True
+        self._keep()
         asyncio.get_running_loop().call_later(RESUME_SECONDS, self.hub.streams.pop, self.key, None)
+
+    def _attach(self) -> None:
+        self.followers += 1
+        self._keep()
+
+    def _detach(self) -> None:
+        self.followers -= 1
+        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+            self._abandon = asyncio.get_running_loop().call_later(
+                mcp_settings.ABANDONED_STREAM_SECONDS, self._abandoned
+            )
+
+    def _keep(self) -> None:
+        if self._abandon is not None:
+            self._abandon.cancel()
+            self._abandon = None
+
+    def _abandoned(self) -> None:
+        # Nobody resumed in time: the client went away. Cancelling the call withdraws
+        # its asks, and a sync handler waiting in one gets AskAborted (its thread is freed).
+        self._abandon = None
+        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+            self.on_abandoned()
 
     async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
         cuts = self.cuts
-        if prime:
-            yield f"id: {self.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode()
-        sent = after
-        while True:
-            while sent < len(self.events):
-                sent += 1
-                yield self.events[sent - 1]
-            if (self.finished and sent >= len(self.events)) or self.cuts != cuts:
-                return
-            self.changed.clear()
-            if not await _within(self.changed.wait(), mcp_settings.SSE_KEEPALIVE):
-                # A call waiting (on a user's answer to an ask, say): proxies must not cut it.
-                yield KEEPALIVE
+        self._attach()
+        try:
+            if prime:
+                yield f"id: {self.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode()
+            sent = after
+            while True:
+                while sent < len(self.events):
+                    sent += 1
+                    yield self.events[sent - 1]
+                if (self.finished and sent >= len(self.events)) or self.cuts != cuts:
+                    return
+                self.changed.clear()
+                if not await _within(self.changed.wait(), mcp_settings.SSE_KEEPALIVE):
+                    # A call waiting (on a user's answer to an ask, say): proxies must not cut it.
+                    yield KEEPALIVE
+        finally:
+            self._detach()
 
     async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
         cuts = self.cuts
         sent = after
+        self._attach()
         try:
             await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "found": True})
             while True:
@@ -166,6 +202,8 @@ class LegacyStream:
         except Exception:
             # The follower's channel is gone or full: it gives up on its own after a while.
             logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
+        finally:
+            self._detach()
 
 
 class SessionStream:
@@ -411,16 +449,21 @@ class LegacyHttp(LegacyHandler):
             session=LiveSession(record, HttpReplies(hub, record.sid, record.principal)),
         )
         dispatcher = self.endpoint.dispatcher
+        stream: LegacyStream | None = None
 
         async def run(call: Call) -> dict[str, Any]:
             inner = asyncio.ensure_future(dispatcher.handle(call))
             key = hub.track(record.sid, request_id, inner)
+            if stream is not None:
+                # A stream nobody reads any more (and nobody resumed) cancels the call.
+                stream.on_abandoned = inner.cancel
             try:
                 return await inner
             except asyncio.CancelledError:
                 current = asyncio.current_task()
                 if inner.cancelled() and current is not None and not current.cancelling():
-                    # Cancelled by the client (notifications/cancelled or DELETE), not by us.
+                    # Cancelled for the client (notifications/cancelled, DELETE, or its
+                    # stream abandoned), not by us.
                     raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
                 raise
             finally:
