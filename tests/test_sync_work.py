@@ -67,6 +67,26 @@ async def _park(client: httpx.AsyncClient, url: str, headers: dict[str, str], re
     return response
 
 
+async def _settled(calls: int, target: str = "legacytest_block") -> None:
+    """Every call cut short has ended and written its audit rows (its ask's and its own):
+    none may still be on its way when the test database is flushed."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    from mcp_django.models import AuditEvent
+
+    def rows() -> int:
+        try:
+            return AuditEvent.objects.filter(target=target, kind__in=["ask", "cancelled"]).count()
+        finally:
+            connection.close()
+
+    deadline = time.monotonic() + 30
+    while await sync_to_async(rows, thread_sensitive=False)() < 2 * calls:
+        assert time.monotonic() < deadline, "the calls did not end"
+        await asyncio.sleep(0.1)
+
+
 async def _wait_until(predicate: Any, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -117,6 +137,7 @@ async def test_pending_sync_asks_of_one_user_do_not_starve_another(live_url: str
                 for response in pending:
                     await response.aclose()
             await _wait_until(lambda: not invoke._pool._parked, 20)
+            await _settled(64)
 
 
 async def test_a_user_beyond_the_bound_of_waiting_calls_gets_an_error(live_url: str, tokens: tuple[str, str]) -> None:
@@ -137,6 +158,7 @@ async def test_a_user_beyond_the_bound_of_waiting_calls_gets_an_error(live_url: 
                 for response in pending:
                     await response.aclose()
             await _wait_until(lambda: not invoke._pool._parked, 20)
+            await _settled(2)
 
 
 async def test_a_dropped_legacy_client_frees_its_thread(live_url: str, tokens: tuple[str, str]) -> None:
@@ -149,6 +171,7 @@ async def test_a_dropped_legacy_client_frees_its_thread(live_url: str, tokens: t
             await response.aclose()
             # Before: the thread stayed parked until ASK_TIMEOUT (300 s).
             await _wait_until(lambda: fx.ABORTED.is_set() and not invoke._pool._parked, 10)
+            await _settled(1)
 
 
 async def test_a_stream_resumed_in_time_keeps_its_call(live_url: str, tokens: tuple[str, str]) -> None:
