@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from .conf import mcp_settings
 from .inprocess import test_thread
@@ -50,9 +50,25 @@ class CallScope:
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
 
 
+def close_stale() -> None:
+    """``close_old_connections()`` in this thread, never raising.
+
+    If a connection cannot even be inspected, every connection of the thread is
+    closed: keeping one in an unknown state would hand it to the next call.
+    """
+    try:
+        close_old_connections()
+    except Exception:
+        for connection in connections.all(initialized_only=True):
+            try:
+                connection.close()
+            except Exception:
+                pass
+
+
 def _fresh(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
     # The call's first job in its thread: what request_started does.
-    close_old_connections()
+    close_stale()
     return fn(*args, **kwargs)
 
 
@@ -120,7 +136,7 @@ def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
     SyncToAsync.thread_sensitive_context.reset(key_token)
     if scope.executor is None:
         return None
-    return scope.executor.submit(close_old_connections)
+    return scope.executor.submit(close_stale)
 
 
 async def finished(job: concurrent.futures.Future[Any]) -> None:

@@ -14,10 +14,11 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import transaction
 
 from ..conf import mcp_settings
 from ..inprocess import observer, test_thread
+from ..lifecycle import close_stale
 from ..protocol.jsonrpc import MCPError
 from ..registry import Handler
 from . import guard
@@ -80,7 +81,7 @@ class WorkerPool:
             else:
                 _hand_back(loop, future, result, None)
             finally:
-                close_old_connections()
+                close_stale()
             with self._lock:
                 if self._threads > self.max_workers:
                     # Back from a long wait into a full pool (or the setting shrank): retire.
