@@ -100,8 +100,10 @@ class Dispatcher:
         method = self.methods.get(call.method)
         if method is None or (call.era == "modern" and call.method not in MODERN_METHODS):
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        # Database connections as Django's handler manages them (see mcp_django.lifecycle).
-        entered = lifecycle.enter()
+        # Database connections as Django's handler manages them (see mcp_django.lifecycle),
+        # for the methods that run a handler's async code (the others run sync code only
+        # in the worker pool, which does it after every job).
+        entered = lifecycle.enter() if call.method in RUNS_HANDLERS else None
         try:
             if call.method in FINISH_SIGNALLED:
                 result = await _signal_finish(method, call)
@@ -457,6 +459,7 @@ def _values(out: Any) -> list[str]:
 
 # The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
 FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
+RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
 
