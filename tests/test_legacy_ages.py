@@ -163,10 +163,17 @@ def test_cancelled_http_call_withdraws_its_pending_ask(live_url: str) -> None:
 
 
 def _wait_for_row(**lookup: str) -> None:
+    from django.db import OperationalError
+
     from mcp_django.models import AuditEvent
 
     deadline = time.monotonic() + 10
-    while not AuditEvent.objects.filter(**lookup).exists():
+    while True:
+        try:
+            if AuditEvent.objects.filter(**lookup).exists():
+                return
+        except OperationalError:  # in-memory SQLite: the table is locked while the row is written
+            pass
         assert time.monotonic() < deadline, f"no audit row {lookup}"
         time.sleep(0.02)
 

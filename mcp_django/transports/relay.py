@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
 
@@ -78,7 +78,15 @@ class Relay:
     """One per event loop: the worker's channel, its reader, the waiters and the calls in flight."""
 
     def __init__(self) -> None:
-        self.layer = get_channel_layer()
+        layer = get_channel_layer()
+        if layer is not None and not isinstance(layer, InMemoryChannelLayer):
+            if any(hub.layer is layer for hub in _relays.values()):
+                # A layer instance receives on one event loop only (channels-redis refuses a
+                # second): another loop of this process (a test client's beside a server's)
+                # reads through an instance of its own. The in-memory layer must stay shared:
+                # its instances do not see each other's channels.
+                layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        self.layer = layer
         self.channel = ""
         self._ids = itertools.count(1)
         # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id.
