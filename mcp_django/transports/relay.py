@@ -86,7 +86,7 @@ class Relay:
                 # reads through an instance of its own. The in-memory layer must stay shared:
                 # its instances do not see each other's channels.
                 layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-        self.layer = layer
+        self.layer: Any = layer
         self.channel = ""
         self._ids = itertools.count(1)
         # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id.
