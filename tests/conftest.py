@@ -28,6 +28,35 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def _retry_flush_while_locked() -> None:
+    """A transactional test's flush, retried while in-memory SQLite reports a table locked.
+
+    The live server's threads (the worker pool, database threads, the audit writer) may
+    still be finishing a call that has already answered when a test ends: a cancelled
+    call unwinding, the row of a call that ended after its answer. On in-memory SQLite
+    (one shared cache for every connection) the flush then meets a table lock for a few
+    milliseconds. PostgreSQL waits for locks by itself.
+    """
+    from django.db import OperationalError, connection
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+
+    def fixture_teardown(self: Any) -> None:
+        for attempt in range(100):
+            try:
+                return original(self)
+            except OperationalError as exc:
+                if connection.vendor != "sqlite" or "locked" not in str(exc) or attempt == 99:
+                    raise
+                time.sleep(0.05)
+
+    TransactionTestCase._fixture_teardown = fixture_teardown  # type: ignore[method-assign]
+
+
+_retry_flush_while_locked()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
