@@ -114,9 +114,13 @@ class Handler:
     def guarded(self) -> bool:
         return bool(self.permissions or self.permission_classes or self.scopes)
 
+    def scopes_granted(self, auth: Any) -> bool:
+        """Whether the credential ``auth`` carries this handler's OAuth scopes (cheap: no database)."""
+        return not self.scopes or scopes_granted(auth, self.scopes)
+
     def has_permission(self, user: Any, request: Any) -> bool:
         """Sync: permission checks may query the database."""
-        if self.scopes and not scopes_granted(getattr(request, "auth", None), self.scopes):
+        if not self.scopes_granted(getattr(request, "auth", None)):
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False

@@ -21,7 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_legacy_multiprocess import HEADERS, ROOT, _free_port, _wait
+from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.test_legacy_multiprocess import HEADERS
 
 # Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
 pytestmark = pytest.mark.skipif(
@@ -49,7 +50,7 @@ class Postgres:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-pg-"))
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = free_port()
         shutil.chown(self.dir, "postgres", "postgres")
 
     def _as_postgres(self, *args: str) -> None:
@@ -71,7 +72,7 @@ class Postgres:
             "-w",
             "start",
         )
-        _wait(("127.0.0.1", self.port), "PostgreSQL")
+        wait_listening(("127.0.0.1", self.port), "PostgreSQL")
 
     def stop(self) -> None:
         self._as_postgres(_pg_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
@@ -121,17 +122,10 @@ def served() -> Iterator[tuple[str, Postgres, list[str]]]:
         capture_output=True,
         text=True,
     ).stdout.split()[-4:]
-    port = _free_port()
+    port = free_port()
     log = open(pg.dir / "uvicorn.log", "wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    server = serve_demo(port, env, log)
     try:
-        _wait(("127.0.0.1", port), "uvicorn")
         yield f"http://127.0.0.1:{port}/mcp", pg, tokens
     finally:
         server.kill()

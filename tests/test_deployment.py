@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_legacy_multiprocess import HEADERS, ROOT, _admin, _ensure_services, _events, _free_port, _wait
+from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.test_legacy_multiprocess import HEADERS, _admin, _ensure_services, _events
 
 # Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
 pytestmark = pytest.mark.skipif(
@@ -46,8 +47,8 @@ def nginx_block() -> str:
 class Deployment:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ports = [_free_port(), _free_port()]
-        self.front = _free_port()
+        self.ports = [free_port(), free_port()]
+        self.front = free_port()
         self.servers: list[subprocess.Popen[bytes] | None] = [None, None]
         self.nginx: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
@@ -58,23 +59,7 @@ class Deployment:
 
     def start_instance(self, n: int) -> None:
         with open(self.tmp / f"instance{n}.log", "ab") as log:
-            self.servers[n] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "project.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.ports[n]),
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        _wait(("127.0.0.1", self.ports[n]), "uvicorn")
+            self.servers[n] = serve_demo(self.ports[n], self.env, log)
 
     def kill_instance(self, n: int) -> None:
         server = self.servers[n]
@@ -115,7 +100,7 @@ http {{
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait(("127.0.0.1", self.front), "nginx")
+        wait_listening(("127.0.0.1", self.front), "nginx")
 
 
 def _nginx() -> str | None:

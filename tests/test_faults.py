@@ -26,7 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.test_legacy_multiprocess import HEADERS, ROOT, _admin, _ensure_services, _events, _free_port, _wait
+from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.test_legacy_multiprocess import HEADERS, _admin, _ensure_services, _events
 
 # Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
 pytestmark = pytest.mark.skipif(
@@ -43,7 +44,7 @@ class Redis:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.port = _free_port()
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -68,7 +69,7 @@ class Redis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait(("127.0.0.1", self.port), "redis-server")
+        wait_listening(("127.0.0.1", self.port), "redis-server")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -89,7 +90,7 @@ class Cluster:
     def __init__(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="mcp-faults-"))
         self.redis = Redis(self.tmp)
-        self.ports = [_free_port(), _free_port()]
+        self.ports = [free_port(), free_port()]
         self.servers: list[subprocess.Popen[bytes] | None] = [None, None]
         self.logs = [self.tmp / "a.log", self.tmp / "b.log"]
         self.env: dict[str, str] = {}
@@ -99,23 +100,7 @@ class Cluster:
 
     def start_server(self, n: int) -> None:
         with open(self.logs[n], "ab") as log:
-            self.servers[n] = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "uvicorn",
-                    "project.asgi:application",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.ports[n]),
-                ],
-                cwd=ROOT,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        _wait(("127.0.0.1", self.ports[n]), "uvicorn")
+            self.servers[n] = serve_demo(self.ports[n], self.env, log)
 
     def kill_server(self, n: int) -> None:
         server = self.servers[n]

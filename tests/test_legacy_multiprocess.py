@@ -10,36 +10,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.processes import ROOT, free_port, listening, serve_demo, wait_listening
+
 PG = ("127.0.0.1", 5432)
 REDIS = ("127.0.0.1", 6379)
 # Per run: two suites running at once must not migrate one database together.
 DB_NAME = f"mcp_legacy_multi_{os.getpid()}"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-def _listening(address: tuple[str, int]) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(address) == 0
-
-
-def _wait(address: tuple[str, int], what: str, timeout: float = 30) -> None:
-    deadline = time.time() + timeout
-    while not _listening(address):
-        if time.time() > deadline:
-            raise RuntimeError(f"{what} is not listening on {address}")
-        time.sleep(0.1)
 
 
 def _ensure_services() -> None:
@@ -49,7 +34,7 @@ def _ensure_services() -> None:
             ("PostgreSQL", PG, os.path.isdir("/etc/postgresql")),
             ("Redis", REDIS, shutil.which("redis-server") is not None),
         )
-        if not _listening(address) and not installed
+        if not listening(address) and not installed
     ]
     if missing:
         # A developer machine may have neither; CI (which has both) must not skip.
@@ -57,18 +42,18 @@ def _ensure_services() -> None:
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    if not _listening(PG):
+    if not listening(PG):
         versions = os.listdir("/etc/postgresql")
         subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main", "start"], check=True)
-        _wait(PG, "PostgreSQL")
-    if not _listening(REDIS):
+        wait_listening(PG, "PostgreSQL")
+    if not listening(REDIS):
         subprocess.run(
             "redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save '' --appendonly no "
             "--dir /var/lib/redis --logfile /var/log/redis/ci.log",
             shell=True,
             check=True,
         )
-        _wait(REDIS, "Redis")
+        wait_listening(REDIS, "Redis")
 
 
 def _admin(statement: str) -> None:
@@ -82,12 +67,6 @@ def _fresh_database() -> str:
     _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
     _admin(f"CREATE DATABASE {DB_NAME}")
     return f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -105,20 +84,9 @@ def two_servers() -> Iterator[tuple[str, str]]:
         "DJANGO_DEBUG": "0",
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-    ports = [_free_port(), _free_port()]
-    servers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for port in ports
-    ]
+    ports = [free_port(), free_port()]
+    servers = [serve_demo(port, env) for port in ports]
     try:
-        for port in ports:
-            _wait(("127.0.0.1", port), "uvicorn")
         yield tuple(f"http://127.0.0.1:{port}/mcp" for port in ports)  # type: ignore[misc]
     finally:
         for server in servers:

@@ -160,28 +160,29 @@ def _token(user: Any, *, resource: list[str], scope: str = "mcp", seconds: float
     )
 
 
-def _whoami(url: str, token: str) -> httpx.Response:
+def _call(url: str, token: str, tool: str = "whoami") -> httpx.Response:
+    """A 2026-07-28 tools/call of ``tool`` with ``Authorization: Bearer token``."""
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"name": "whoami", "arguments": {}, "_meta": meta()},
+        "params": {"name": tool, "arguments": {}, "_meta": meta()},
     }
     headers = {
         "authorization": f"Bearer {token}",
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": MODERN,
         "mcp-method": "tools/call",
-        "mcp-name": "whoami",
+        "mcp-name": tool,
     }
     return httpx.post(url, json=body, headers=headers, timeout=30)
 
 
 def test_a_token_must_be_issued_for_this_resource(live_url: str) -> None:
     user = get_user_model().objects.create_user("bea")
-    assert _whoami(live_url, _token(user, resource=[live_url]).token).status_code == 200
+    assert _call(live_url, _token(user, resource=[live_url]).token).status_code == 200
     for resource in (["http://127.0.0.1:9/mcp"], []):  # another server's token; one for no resource at all
-        refused = _whoami(live_url, _token(user, resource=resource).token)
+        refused = _call(live_url, _token(user, resource=resource).token)
         assert refused.status_code == 401
         challenge = refused.headers["www-authenticate"]
         assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
@@ -190,47 +191,34 @@ def test_a_token_must_be_issued_for_this_resource(live_url: str) -> None:
 def test_expired_and_revoked_tokens_are_refused_at_once(live_url: str) -> None:
     user = get_user_model().objects.create_user("cat")
     short = _token(user, resource=[live_url], seconds=1.5)
-    assert _whoami(live_url, short.token).status_code == 200  # and now remembered
+    assert _call(live_url, short.token).status_code == 200  # and now remembered
     import time
 
     time.sleep(2)
-    assert _whoami(live_url, short.token).status_code == 401  # never served past its expiry
+    assert _call(live_url, short.token).status_code == 401  # never served past its expiry
     revoked = _token(user, resource=[live_url])
-    assert _whoami(live_url, revoked.token).status_code == 200
+    assert _call(live_url, revoked.token).status_code == 200
     origin = live_url.rsplit("/mcp", 1)[0]
     answer = httpx.post(
         f"{origin}/o/revoke_token/", data={"token": revoked.token, "client_id": revoked.application.client_id}
     )
     assert answer.status_code == 200
-    assert _whoami(live_url, revoked.token).status_code == 401
+    assert _call(live_url, revoked.token).status_code == 401
 
 
 def test_a_missing_scope_is_403_insufficient_scope(live_url: str) -> None:
     user = get_user_model().objects.create_user("dan")
     token = _token(user, resource=[live_url], scope="mcp").token
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "orders_list", "arguments": {}, "_meta": meta()},
-    }
-    headers = {
-        "authorization": f"Bearer {token}",
-        "accept": "application/json",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "tools/call",
-        "mcp-name": "orders_list",
-    }
-    refused = httpx.post(live_url, json=body, headers=headers)
+    refused = _call(live_url, token, "orders_list")
     assert refused.status_code == 403
     assert refused.json()["error"]["data"] == {"requiredScopes": ["shop"]}
     challenge = refused.headers["www-authenticate"]
     assert 'error="insufficient_scope"' in challenge and 'scope="shop"' in challenge
     # A token without the scope the whole endpoint requires is refused before any method runs.
-    bare = _whoami(live_url, _token(user, resource=[live_url], scope="shop").token)
+    bare = _call(live_url, _token(user, resource=[live_url], scope="shop").token)
     assert bare.status_code == 403 and 'error="insufficient_scope", scope="mcp"' in bare.headers["www-authenticate"]
     allowed = _token(user, resource=[live_url], scope="mcp shop").token
-    assert httpx.post(live_url, json=body, headers={**headers, "authorization": f"Bearer {allowed}"}).status_code == 200
+    assert _call(live_url, allowed, "orders_list").status_code == 200
 
 
 def test_protected_resource_and_authorization_server_metadata(live_url: str) -> None:

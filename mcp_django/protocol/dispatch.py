@@ -15,7 +15,7 @@ from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
-from ..protected_resource import challenge, scopes_granted
+from ..protected_resource import challenge
 from ..registry import Handler, Registry, ResourceTemplate, completer_info
 from ..state import StateRefused
 from .jsonrpc import (
@@ -499,7 +499,7 @@ async def _send_finished(call: Call, outcome: str, reason: str) -> None:
 
 
 def _require_scopes(call: Call, handler: Handler) -> None:
-    if not handler.scopes or scopes_granted(call.principal.auth, handler.scopes):
+    if handler.scopes_granted(call.principal.auth):
         return
     # The caller may know the handler exists (its scopes are in the metadata): it may step up.
     scope = " ".join(handler.scopes)

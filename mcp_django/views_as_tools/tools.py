@@ -11,7 +11,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import schema as schemas
 from ..content import ToolResult
-from ..protected_resource import scopes_granted
 from ..registry import TOOL_NAME_MAX, Tool
 from .kinds import (
     ACTION_TEXT,
@@ -53,7 +52,7 @@ class ViewTool(Tool):
         Throttles are not consulted here (a listing must not use up the caller's rate),
         and object permissions cannot be: the view applies both when it is called.
         """
-        if self.scopes and not scopes_granted(getattr(request, "auth", None), self.scopes):
+        if not self.scopes_granted(getattr(request, "auth", None)):
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False

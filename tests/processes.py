@@ -1,0 +1,46 @@
+"""What the multi-process tests start: the demo under uvicorn, on free loopback ports."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def listening(address: tuple[str, int]) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(address) == 0
+
+
+def wait_listening(address: tuple[str, int], what: str, timeout: float = 30) -> None:
+    deadline = time.time() + timeout
+    while not listening(address):
+        if time.time() > deadline:
+            raise RuntimeError(f"{what} is not listening on {address}")
+        time.sleep(0.1)
+
+
+def serve_demo(port: int, env: dict[str, str], log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
+    """uvicorn serving ``project.asgi`` on 127.0.0.1:``port``, returned once it listens;
+    its output goes to ``log`` (nowhere without one)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log if log is not None else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
+    )
+    wait_listening(("127.0.0.1", port), "uvicorn")
+    return server
