@@ -29,25 +29,31 @@ def anyio_backend() -> str:
 
 
 def _retry_flush_while_locked() -> None:
-    """A transactional test's flush, retried while in-memory SQLite reports a table locked.
+    """A transactional test's flush, retried while the database reports a lock conflict.
 
     The live server's threads (the worker pool, database threads, the audit writer) may
     still be finishing a call that has already answered when a test ends: a cancelled
-    call unwinding, the row of a call that ended after its answer. On in-memory SQLite
-    (one shared cache for every connection) the flush then meets a table lock for a few
-    milliseconds. PostgreSQL waits for locks by itself.
+    call unwinding, the row of a call that ended after its answer. The flush then meets
+    a table lock for a few milliseconds: in-memory SQLite (one shared cache for every
+    connection) says the table is locked, PostgreSQL may pick the flush's TRUNCATE as a
+    deadlock victim. Both leave nothing half done: the flush runs again.
     """
-    from django.db import OperationalError, connection
+    from django.core.management.base import CommandError
+    from django.db import OperationalError
     from django.test import TransactionTestCase
 
     original = TransactionTestCase._fixture_teardown
+
+    def conflict(exc: BaseException) -> bool:
+        text = f"{exc} {exc.__cause__ or ''}"
+        return "locked" in text or "deadlock detected" in text
 
     def fixture_teardown(self: Any) -> None:
         for attempt in range(100):
             try:
                 return original(self)
-            except OperationalError as exc:
-                if connection.vendor != "sqlite" or "locked" not in str(exc) or attempt == 99:
+            except (OperationalError, CommandError) as exc:
+                if not conflict(exc) or attempt == 99:
                     raise
                 time.sleep(0.05)
 
