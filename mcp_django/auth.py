@@ -61,7 +61,7 @@ class Principal:
     @property
     def digests(self) -> tuple[str, ...]:
         """The keyed hash under every key of the ring, the sealing key's first."""
-        from .state import keyring, principal_digests
+        from .request_state import keyring, principal_digests
 
         ring = keyring()
         found = self.__dict__.get("_digests")
@@ -77,7 +77,7 @@ class Principal:
 
     def matches(self, claimed: str) -> bool:
         """Whether a state's or session's principal hash names this caller (under any key)."""
-        from .state import principal_matches
+        from .request_state import principal_matches
 
         return principal_matches(claimed, self.digests)
 

@@ -34,7 +34,7 @@ REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
 class AuditEvent(models.Model):
     created = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
     kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices, db_index=True)
-    # The refusal reason (mcp_django.state.Reason), the missing capability, or why a call failed.
+    # The refusal reason (mcp_django.request_state.Reason), the missing capability, or why a call failed.
     reason = models.CharField(_("reason"), max_length=48, blank=True, db_index=True)
     # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)

@@ -23,7 +23,7 @@ from mcp_django.models import AuditEvent, Kind
 from mcp_django.protocol.dispatch import Dispatcher
 from mcp_django.protocol.revisions import ClientCapabilities
 from mcp_django.registry import Registry
-from mcp_django.state import Claims, Reason, params_digest, principal_digest, seal
+from mcp_django.request_state import Claims, Reason, params_digest, principal_digest, seal
 from tests.conftest import Raw
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -171,7 +171,7 @@ def test_only_a_shared_version_that_is_unchanged_serves_a_hit(raw: Raw) -> None:
 
 
 def test_a_new_account_with_a_deleted_users_id_is_another_principal() -> None:
-    from mcp_django.state import Claims, Reason, StateRefused, seal, unseal
+    from mcp_django.request_state import Claims, Reason, StateRefused, seal, unseal
 
     users = get_user_model()
     old = users.objects.create_user("mia")

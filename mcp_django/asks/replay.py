@@ -22,7 +22,7 @@ from .. import signals
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..registry import Handler
-from ..state import Claims, Reason, StateRefused, params_digest, seal, unseal
+from ..request_state import Claims, Reason, StateRefused, params_digest, seal, unseal
 from . import guard
 from .asking import install
 from .call import Call

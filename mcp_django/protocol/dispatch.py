@@ -17,7 +17,7 @@ from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..protected_resource import challenge
 from ..registry import Handler, Registry, ResourceTemplate, completer_info
-from ..state import StateRefused
+from ..request_state import StateRefused
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
-from ..state import _b64, _hkdf, _unb64, keyring
+from ..request_state import _b64, _hkdf, _unb64, keyring
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
 

@@ -8,9 +8,9 @@ import time
 import pytest
 from django.test import override_settings
 
-from mcp_django import state
+from mcp_django import request_state
 from mcp_django.conf import mcp_settings
-from mcp_django.state import Claims, Reason, StateRefused, seal, unseal
+from mcp_django.request_state import Claims, Reason, StateRefused, seal, unseal
 
 BINDING = {"method": "tools/call", "target": "t", "principal": "p", "digest": "d"}
 KEY_A = "a" * 40
@@ -112,7 +112,7 @@ def test_ephemeral_key_refuses_state_of_a_configured_key() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         token = seal(claims())
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": None}):
-        assert state.keyring().ephemeral
+        assert request_state.keyring().ephemeral
         assert refused(token) == Reason.UNKNOWN_KEY
 
 
@@ -125,18 +125,18 @@ def test_signed_with_a_key_but_sealed_mode_mismatch_is_malformed() -> None:
 
 def test_principal_digest_is_keyed() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
-        a = state.principal_digest("auth.user:1")
+        a = request_state.principal_digest("auth.user:1")
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
-        b = state.principal_digest("auth.user:1")
+        b = request_state.principal_digest("auth.user:1")
     assert a != b and "user" not in a
 
 
 def test_params_digest_ignores_round_fields_only() -> None:
     base = {"name": "t", "arguments": {"a": 1, "b": [1, 2]}}
-    digest = state.params_digest(base)
-    assert state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
-    assert state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
-    assert state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
+    digest = request_state.params_digest(base)
+    assert request_state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
+    assert request_state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
+    assert request_state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
 
 
 def _other_spellings(text: str) -> list[str]:
@@ -166,13 +166,13 @@ def test_non_canonical_spellings_of_a_token_are_refused(algorithm: bool) -> None
 
 def test_rotation_keeps_the_principal_of_states_sealed_with_the_old_key() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
-        old_digest = state.principal_digest("auth.user:1")
+        old_digest = request_state.principal_digest("auth.user:1")
         token = seal(claims(principal=old_digest))
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
-        digests = state.principal_digests("auth.user:1")
+        digests = request_state.principal_digests("auth.user:1")
         assert digests[0] != old_digest and old_digest in digests  # new states name it with the new key
         assert unseal(token, **{**BINDING, "principal": digests}).round == 2
-        other = state.principal_digests("auth.user:2")
+        other = request_state.principal_digests("auth.user:2")
         with pytest.raises(StateRefused) as info:
             unseal(token, **{**BINDING, "principal": other})
         assert info.value.reason == Reason.WRONG_PRINCIPAL
