@@ -15,6 +15,7 @@ from rest_framework.request import Request
 
 from .conf import mcp_settings
 from .inprocess import test_thread
+from .keyring import keyring, principal_digests, principal_matches
 
 logger = logging.getLogger("mcp_django")
 
@@ -60,9 +61,7 @@ class Principal:
 
     @property
     def digests(self) -> tuple[str, ...]:
-        """The keyed hash under every key of the ring, the sealing key's first."""
-        from .request_state import keyring, principal_digests
-
+        """The keyed hash under every key of the ring, the signing key's first."""
         ring = keyring()
         found = self.__dict__.get("_digests")
         if found is None or found[0] is not ring:  # computed anew when the keys change
@@ -77,8 +76,6 @@ class Principal:
 
     def matches(self, claimed: str) -> bool:
         """Whether a state's or session's principal hash names this caller (under any key)."""
-        from .request_state import principal_matches
-
         return principal_matches(claimed, self.digests)
 
     def __repr__(self) -> str:

@@ -19,11 +19,12 @@ from mcp_django import audit, signals
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, Principal
 from mcp_django.conf import mcp_settings
+from mcp_django.keyring import principal_digest
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.protocol.dispatch import Dispatcher
 from mcp_django.protocol.revisions import ClientCapabilities
 from mcp_django.registry import Registry
-from mcp_django.request_state import Claims, Reason, params_digest, principal_digest, seal
+from mcp_django.request_state import Claims, Reason, params_digest, seal
 from tests.conftest import Raw
 
 pytestmark = pytest.mark.django_db(transaction=True)

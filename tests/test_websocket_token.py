@@ -24,6 +24,17 @@ def carrying(authorization: str) -> str:
     return "mcp.authorization." + base64.urlsafe_b64encode(authorization.encode()).decode().rstrip("=")
 
 
+def respelt(subprotocol: str) -> str:
+    """The same bytes with an unused low bit of the last character set (Python's decoder ignores it)."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    encoded = subprotocol[len("mcp.authorization.") :]
+    assert len(encoded) % 4 in (2, 3)  # the last character has unused bits
+    other = alphabet[alphabet.index(encoded[-1]) ^ 1]
+    spelt = subprotocol[:-1] + other
+    assert base64.urlsafe_b64decode(encoded[:-1] + other + "==") == base64.urlsafe_b64decode(encoded + "==")
+    return spelt
+
+
 @sync_to_async
 def _token(username: str) -> str:
     return Token.objects.create(user=get_user_model().objects.create_user(username)).key
@@ -56,6 +67,7 @@ async def test_a_token_in_the_subprotocol_authenticates_the_socket(live_url: str
         pytest.param(lambda key: ["mcp.authorization.not*base64"], id="not base64url"),
         pytest.param(lambda key: ["mcp.authorization."], id="empty"),
         pytest.param(lambda key: ["mcp.authorization.AA"], id="not text"),
+        pytest.param(lambda key: [respelt(carrying(f"Token {key}"))], id="not canonical"),
         pytest.param(lambda key: [carrying(f"Token {key}"), carrying(f"Token {key}")], id="twice"),
     ],
 )

@@ -6,11 +6,11 @@ exist only on these revisions are answered here; the rest go to the dispatcher.
 
 Session ids must work on every worker process without a database table, so the
 id *is* the session record: a signed token (HMAC-SHA256 with a key derived from
-``REQUEST_STATE_KEY``, the same keyring as ``requestState``) that carries the
-negotiated version, the client's capabilities and info, and a keyed hash of the
-principal that created it. What changes during a session (ended or not, the log
-level, the resources it subscribed to, its current GET stream) lives in Django's
-cache, which is Redis when several processes serve.
+``REQUEST_STATE_KEY``, on the ring ``requestState`` uses: :mod:`mcp_django.keyring`)
+that carries the negotiated version, the client's capabilities and info, and a
+keyed hash of the principal that created it. What changes during a session
+(ended or not, the log level, the resources it subscribed to, its current GET
+stream) lives in Django's cache, which is Redis when several processes serve.
 
 That cache may lose everything (Redis restarted without persistence, flushed): an
 ended session would then work again, and its subscriptions would be silently
@@ -27,7 +27,6 @@ or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503).
 from __future__ import annotations
 
 import asyncio
-import binascii
 import dataclasses
 import functools
 import hashlib
@@ -39,9 +38,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import base64url
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
-from ..request_state import _b64, _hkdf, _unb64, keyring
+from ..keyring import keyring
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
 
@@ -99,7 +99,7 @@ class SessionRecord:
     capabilities: ClientCapabilities
     client_info: dict[str, Any] | None
     principal: str  # the keyed hash of the principal (auth.Principal.digest)
-    sid: str = field(default_factory=lambda: _b64(os.urandom(12)))
+    sid: str = field(default_factory=lambda: base64url.encode(os.urandom(12)))
     expires_at: int = 0
     # The session cache's epoch when the session opened (see the module's docstring).
     epoch: str = ""
@@ -176,23 +176,12 @@ async def lifecycle(
 # -- sealed session ids --------------------------------------------------------------------
 
 
-def _keys() -> tuple[str, dict[str, bytes]]:
-    """The sealing key's id, and every key of the ring by id (all of them verify)."""
-    ring = keyring()
-    if not ring.session_keys:
-        # Derived from each requestState MAC key with its own info string: a session
-        # token can never pass for a requestState, nor the reverse. Kept on the ring,
-        # so they change with REQUEST_STATE_KEY.
-        ring.session_keys = {k.kid: _hkdf(k.mac_key, b"mcp-django legacy session v1") for k in ring.keys}
-    return ring.keys[0].kid, ring.session_keys
-
-
 def seal_session(record: SessionRecord) -> str:
-    kid, keys = _keys()
+    key = keyring().signing
     info = record.client_info
     if info is not None and len(dumps(info)) > _MAX_CLIENT_INFO:
         info = None
-    payload = _b64(
+    payload = base64url.encode(
         dumps(
             {
                 "s": record.sid,
@@ -205,9 +194,9 @@ def seal_session(record: SessionRecord) -> str:
             }
         )
     )
-    head = f"{_TOKEN_PREFIX}.{kid}.{payload}"
-    mac = hmac.new(keys[kid], head.encode(), hashlib.sha256).digest()
-    return f"{head}.{_b64(mac)}"
+    head = f"{_TOKEN_PREFIX}.{key.kid}.{payload}"
+    mac = hmac.new(key.session_key, head.encode(), hashlib.sha256).digest()
+    return f"{head}.{base64url.encode(mac)}"
 
 
 def open_session(token: str) -> SessionRecord | None:
@@ -217,15 +206,14 @@ def open_session(token: str) -> SessionRecord | None:
     parts = token.split(".")
     if len(parts) != 4 or parts[0] != _TOKEN_PREFIX:
         return None
-    _kid, keys = _keys()
-    key = keys.get(parts[1])
+    key = keyring().by_kid.get(parts[1])
     if key is None:
         return None
     try:
-        expected = hmac.new(key, ".".join(parts[:3]).encode(), hashlib.sha256).digest()
-        if not hmac.compare_digest(_unb64(parts[3]), expected):
+        expected = hmac.new(key.session_key, ".".join(parts[:3]).encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(base64url.decode(parts[3]), expected):
             return None
-        data = loads(_unb64(parts[2]))
+        data = loads(base64url.decode(parts[2]))
         record = SessionRecord(
             version=data["v"],
             capabilities=ClientCapabilities(data["c"]),
@@ -235,7 +223,7 @@ def open_session(token: str) -> SessionRecord | None:
             expires_at=data["exp"],
             epoch=data.get("e", ""),
         )
-    except (ValueError, binascii.Error, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     if (
         record.version not in LEGACY_VERSIONS
@@ -276,7 +264,7 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
 
 async def current_epoch() -> str:
     """The session cache's epoch, written by the first process that needs one."""
-    return str(await _cached("get_or_set", _EPOCH, _b64(os.urandom(9)), None))
+    return str(await _cached("get_or_set", _EPOCH, base64url.encode(os.urandom(9)), None))
 
 
 async def session_status(record: SessionRecord) -> tuple[bool, str | None]:

@@ -35,18 +35,16 @@ handlers blocked in an ask are released (:class:`~mcp_django.asks.live.AskAborte
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import io
 import itertools
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from .. import base64url
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
@@ -63,7 +61,8 @@ logger = logging.getLogger("mcp_django")
 SUBPROTOCOL = "mcp"
 # A subprotocol carrying the Authorization header for clients that cannot send one.
 AUTH_SUBPROTOCOL = "mcp.authorization."
-_BASE64URL = re.compile(r"[A-Za-z0-9_-]{1,8192}")
+# Refused before decoding: a header, after all.
+_MAX_CREDENTIAL = 8192
 # The socket's credentials no longer find the user it was opened by.
 CLOSE_REVOKED = 4401
 _CLOSE = object()  # queued after the last frame of a socket being closed
@@ -116,11 +115,15 @@ def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
     if len(offered) > 1 or any(name.lower() == b"authorization" for name, _ in scope.get("headers", ())):
         return None
     encoded = offered[0][len(AUTH_SUBPROTOCOL) :]
-    if not _BASE64URL.fullmatch(encoded):
+    if len(encoded) > _MAX_CREDENTIAL:
         return None
+    # Canonical spellings only, as for every token: padding cannot reach us anyway
+    # ("=" is not allowed in a subprotocol name, and browsers refuse to send one),
+    # and encoders (Node's "base64url", Python's urlsafe_b64encode) never set the
+    # unused bits the strict decoder refuses.
     try:
-        value = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError):
+        value = base64url.decode(encoded).decode("ascii")
+    except ValueError:  # UnicodeDecodeError included
         return None
     if not value.isprintable() or not value.strip():
         return None
