@@ -156,16 +156,17 @@ def parked(principal: str) -> contextlib.AbstractContextManager[None]:
     return _pool.parked(principal)
 
 
+# Eager tasks (Python 3.12+) run to their first wait when created.
+EAGER_TASKS = sys.version_info >= (3, 12)
+
+
 def start_task(coro: Any) -> asyncio.Task[Any]:
     """A task that runs eagerly (Python 3.12+): a coroutine that finishes without
     waiting on anything completes right here, without an event-loop turn."""
     loop = asyncio.get_running_loop()
-    if _EAGER:
+    if EAGER_TASKS:
         return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
     return loop.create_task(coro)
-
-
-_EAGER = sys.version_info >= (3, 12)
 
 
 def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str, str] | None) -> Context:

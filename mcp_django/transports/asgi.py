@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
+from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
@@ -151,25 +153,43 @@ async def _read_body(headers: dict[str, str], receive: Any) -> tuple[bytes, str 
     if declared is not None and declared.isdigit() and int(declared) > limit:
         # Refused before a byte of it is read.
         return b"", "too large"
-    chunks: list[bytes] = []
-    size = 0
+    # A small body has almost always arrived with the headers: the server hands it
+    # over without waiting, and then no timer is armed (a timer costs every request
+    # more than reading the body does). An eager task finds out without a loop turn.
+    first: asyncio.Task[Any] | None = None
+    if EAGER_TASKS:
+        first = start_task(receive())
+        if first.done() and not first.cancelled() and first.exception() is None:
+            message = first.result()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body = message.get("body", b"")
+                return (b"", "too large") if len(body) > limit else (body, None)
     try:
         async with asyncio.timeout(mcp_settings.REQUEST_READ_TIMEOUT):
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return b"", "gone"
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > limit:
-                    # The rest is never read: the server closes the connection after the answer.
-                    return b"", "too large"
-                if chunk:
-                    chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
+            return await _read_rest(first, receive, limit)
     except TimeoutError:
         return b"", "slow"
+
+
+async def _read_rest(first: Awaitable[Any] | None, receive: Any, limit: int) -> tuple[bytes, str | None]:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if first is not None:
+            message, first = await first, None
+        else:
+            message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"", "gone"
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            # The rest is never read: the server closes the connection after the answer.
+            return b"", "too large"
+        if chunk:
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
     return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), None
 
 
