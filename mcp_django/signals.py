@@ -15,6 +15,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django import dispatch
 
+from .protocol.revisions import Era
+
 
 class Signal(dispatch.Signal):
     """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
@@ -58,7 +60,8 @@ ask_finished = Signal()
 @dataclass
 class Event:
     kind: str
-    era: str
+    # Era.MODERN (2026-07-28) or Era.LEGACY: a StrEnum, so ``event.era == "legacy"`` holds too.
+    era: Era
     transport: str
     method: str
     target: str

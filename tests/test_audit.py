@@ -22,7 +22,7 @@ from mcp_django.conf import mcp_settings
 from mcp_django.keyring import principal_digest
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.protocol.dispatch import Dispatcher
-from mcp_django.protocol.revisions import ClientCapabilities
+from mcp_django.protocol.revisions import ClientCapabilities, Era
 from mcp_django.registry import Registry
 from mcp_django.request_state import Claims, Reason, params_digest, seal
 from tests.conftest import Raw
@@ -158,7 +158,7 @@ def test_cancelled_call_is_recorded() -> None:
         params={"name": "slow", "arguments": {}},
         request_id=9,
         version="2026-07-28",
-        era="modern",
+        era=Era.MODERN,
         transport="http",
         capabilities=ClientCapabilities({}),
         principal=ANONYMOUS,
@@ -322,7 +322,7 @@ def test_ask_finished_outcomes(outcome: str) -> None:
     user = get_user_model().objects.create_user("legacy")
     event = signals.Event(
         kind="ask",
-        era="legacy",
+        era=Era.LEGACY,
         transport="websocket",
         method="tools/call",
         target="test_elicitation",
@@ -351,7 +351,7 @@ def test_ask_finished_outcomes(outcome: str) -> None:
 def test_asks_off_skips_ask_rows() -> None:
     event = signals.Event(
         kind="ask",
-        era="legacy",
+        era=Era.LEGACY,
         transport="http",
         method="tools/call",
         target="t",
@@ -373,7 +373,7 @@ def test_synchronous_writes_commit_before_the_answer(raw: Raw) -> None:
 def test_only_listed_fields_reach_the_row() -> None:
     event = signals.Event(
         kind="state_refused",
-        era="modern",
+        era=Era.MODERN,
         transport="http",
         method="tools/call",
         target="x" * 900,
@@ -411,7 +411,7 @@ def test_completions_are_batched_off_the_request_path(raw: Raw) -> None:
 def test_flush_without_a_writer_thread_writes_inline() -> None:
     writer = audit.Writer()
     event = signals.Event(
-        kind="round", era="modern", transport="http", method="tools/call", target="t", principal=ANONYMOUS
+        kind="round", era=Era.MODERN, transport="http", method="tools/call", target="t", principal=ANONYMOUS
     )
     writer._queue.put(audit._Item(audit.row_for(event, Kind.ROUND)))
     assert writer.flush()

@@ -15,6 +15,7 @@ from django.test import override_settings
 from mcp_django import audit, checks, signals
 from mcp_django.auth import ANONYMOUS
 from mcp_django.models import AuditEvent, Kind
+from mcp_django.protocol.revisions import Era
 from tests.conftest import Raw
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,7 +47,7 @@ def b64(value: str) -> str:
 def event(**fields: Any) -> signals.Event:
     base: dict[str, Any] = {
         "kind": "completed",
-        "era": "modern",
+        "era": Era.MODERN,
         "transport": "http",
         "method": "tools/call",
         "target": "t",

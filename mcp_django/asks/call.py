@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from ..auth import Principal
-from ..protocol.revisions import ClientCapabilities
+from ..protocol.revisions import ClientCapabilities, Era
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -20,7 +20,7 @@ class Call:
     params: dict[str, Any]
     request_id: Any
     version: str
-    era: str  # "modern" (2026-07-28) or "legacy"
+    era: Era
     transport: str  # "http", "wsgi", "websocket"
     capabilities: ClientCapabilities
     principal: Principal
@@ -82,7 +82,7 @@ class Call:
         threshold = self.log_level
         if threshold is None:
             # 2026-07-28: no logLevel in _meta means the client wants no log messages.
-            return self.era == "legacy"
+            return self.era == Era.LEGACY
         try:
             return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
         except ValueError:

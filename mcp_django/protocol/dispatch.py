@@ -29,14 +29,14 @@ from .jsonrpc import (
     Unavailable,
     notification,
 )
-from .revisions import ALL_VERSIONS, META_SERVER_INFO
+from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
 
 logger = logging.getLogger("mcp_django")
 
 Engine = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 # The engine each era runs asks with.
-ENGINES: dict[str, Engine] = {"modern": replay.run, "legacy": live.run}
+ENGINES: dict[Era, Engine] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 MODERN_METHODS = frozenset(
     {
@@ -65,7 +65,7 @@ def server_info() -> dict[str, Any]:
     return info
 
 
-def server_capabilities(era: str) -> dict[str, Any]:
+def server_capabilities(era: Era) -> dict[str, Any]:
     caps: dict[str, Any] = {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},
@@ -74,7 +74,7 @@ def server_capabilities(era: str) -> dict[str, Any]:
     }
     # Both eras: resources/subscribe (legacy) and resourceSubscriptions (subscriptions/listen).
     caps["resources"] = {"subscribe": True, "listChanged": True}
-    if era == "legacy":
+    if era == Era.LEGACY:
         caps["logging"] = {}
     return caps
 
@@ -98,7 +98,7 @@ class Dispatcher:
     async def handle(self, call: Call) -> dict[str, Any]:
         """The result of one request, or :class:`MCPError`."""
         method = self.methods.get(call.method)
-        if method is None or (call.era == "modern" and call.method not in MODERN_METHODS):
+        if method is None or (call.era == Era.MODERN and call.method not in MODERN_METHODS):
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
         # Database connections as Django's handler manages them (see mcp_django.lifecycle),
         # for the methods that run a handler's async code (the others run sync code only
@@ -113,7 +113,7 @@ class Dispatcher:
             cleanup = lifecycle.leave(entered)
             if cleanup is not None:
                 await lifecycle.finished(cleanup)
-        if call.era == "modern":
+        if call.era == Era.MODERN:
             result.setdefault("resultType", "complete")
             # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
             meta = result.get("_meta")
@@ -124,7 +124,7 @@ class Dispatcher:
 
     @staticmethod
     def _cache_hints(call: Call, result: dict[str, Any]) -> dict[str, Any]:
-        if call.era == "modern":
+        if call.era == Era.MODERN:
             result["ttlMs"] = mcp_settings.LIST_TTL_MS
             result["cacheScope"] = mcp_settings.CACHE_SCOPE
         return result
@@ -181,7 +181,7 @@ class Dispatcher:
     async def discover(self, call: Call) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": list(ALL_VERSIONS),
-            "capabilities": server_capabilities("modern"),
+            "capabilities": server_capabilities(Era.MODERN),
             "_meta": {META_SERVER_INFO: server_info()},
         }
         if mcp_settings.INSTRUCTIONS:
@@ -272,7 +272,7 @@ class Dispatcher:
             raise InvalidParams("params.uri must be a string")
         found = self.registry.find_resource(uri)
         if found is None or not await self._allowed(call, found[0]):
-            code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+            code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
             raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
@@ -280,7 +280,7 @@ class Dispatcher:
                 # The URI's variables are strings: read as the declared types (an int id, a date...).
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
                 raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
         outcome = await self._guarded_run(handler, variables, call)
         if outcome.input_required is not None:
@@ -392,7 +392,7 @@ class Dispatcher:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
             if handler is None or not await self._allowed(call, handler):
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == "legacy" else InvalidParams("").code
+                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
                 raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")

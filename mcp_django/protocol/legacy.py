@@ -43,7 +43,7 @@ from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
 from ..keyring import keyring
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
-from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities
+from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
 logger = logging.getLogger("mcp_django")
 
@@ -136,7 +136,7 @@ def initialize_result(record: SessionRecord) -> dict[str, Any]:
 
     result: dict[str, Any] = {
         "protocolVersion": record.version,
-        "capabilities": server_capabilities("legacy"),
+        "capabilities": server_capabilities(Era.LEGACY),
         "serverInfo": server_info(),
     }
     if mcp_settings.INSTRUCTIONS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .jsonrpc import HEADER_MISMATCH, UNSUPPORTED_VERSION, InvalidParams, MCPError
@@ -20,6 +21,18 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+
+
+class Era(StrEnum):
+    """The two families of revisions we serve, which the engines and transports tell apart."""
+
+    # 2026-07-28: no session; each request carries its version and capabilities in
+    # _meta, and a handler's asks end the attempt with input_required.
+    MODERN = "modern"
+    # 2025-11-25 and earlier: a session opened by initialize, asks sent as
+    # server-to-client requests while the handler waits.
+    LEGACY = "legacy"
+
 
 # Methods whose params name a target, and the header that must repeat it.
 NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..asks.call import Call
 from ..auth import Principal
-from ..protocol.revisions import RequestMeta
+from ..protocol.revisions import Era, RequestMeta
 
 
 def modern_call(
@@ -26,7 +26,7 @@ def modern_call(
         params=message.get("params") or {},
         request_id=message["id"],
         version=meta.version,
-        era="modern",
+        era=Era.MODERN,
         transport=transport,
         capabilities=meta.capabilities,
         principal=principal,
@@ -56,7 +56,7 @@ def session_call(
         params=message.get("params") or {},
         request_id=message["id"],
         version=record.version,
-        era="legacy",
+        era=Era.LEGACY,
         transport=transport,
         capabilities=record.capabilities,
         principal=principal,

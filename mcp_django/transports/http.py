@@ -29,6 +29,7 @@ from ..protocol.dispatch import MODERN_METHODS, Dispatcher
 from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, Unavailable, dumps
 from ..protocol.revisions import (
     LEGACY_VERSIONS,
+    Era,
     check_headers,
     check_param_headers,
     check_version,
@@ -440,7 +441,7 @@ async def _answer(
     try:
         result = await run(call)
     except MCPError as exc:
-        if call.era == "modern":
+        if call.era == Era.MODERN:
             return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
         return 200, jsonrpc.error_response(call.request_id, exc), None
     except Exception:
