@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -11,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.processes import free_port
 
 # The mcp_client fixture: registered by the pytest11 entry point once the package is
 # installed with this pyproject; named here too for an install made before it.
@@ -61,12 +62,6 @@ def _retry_flush_while_locked() -> None:
 
 
 _retry_flush_while_locked()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveServer:

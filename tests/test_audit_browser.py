@@ -22,7 +22,8 @@ from django.contrib.auth import get_user_model
 
 from mcp_django import audit
 from mcp_django.models import AuditEvent
-from tests.conftest import Raw, free_port
+from tests.conftest import Raw
+from tests.processes import free_port
 
 CHROMIUM = os.environ.get("MCP_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

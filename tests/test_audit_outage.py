@@ -22,7 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import MODERN, free_port, meta
+from tests.conftest import MODERN, meta
+from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

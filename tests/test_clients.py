@@ -165,8 +165,8 @@ def test_inspector_cli_signs_in_with_oauth(live_url: str, tmp_path: Path) -> Non
     import httpx
     from django.test import Client as DjangoClient
 
-    from tests.conftest import free_port
     from tests.oauth_consent import approve
+    from tests.processes import free_port
 
     person = DjangoClient()
     person.force_login(get_user_model().objects.create_user("erin"))

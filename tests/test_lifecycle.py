@@ -20,7 +20,8 @@ import pytest
 from django.db import connection
 
 from tests import db_tools  # noqa: F401 - registers the tools
-from tests.conftest import Raw, free_port
+from tests.conftest import Raw
+from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ["lifecycle_async_orm", "lifecycle_sync_orm"]
