@@ -43,9 +43,14 @@ run: venv
 	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT) --lifespan off
 
 # The whole suite twice: SQLite with the in-memory channel layer, then
-# PostgreSQL with the Redis channel layer (started here when they are down).
+# PostgreSQL with the Redis channel layer (started here when they are down;
+# the tests themselves never start them). Runs at once on one host may share both
+# servers and even TEST_REDIS_URL: each run's test database, other databases and
+# Redis key prefixes carry a name of its own (tests/run_names.py). TEST_DB names the
+# test database instead (empty: a name per run).
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
-TEST_DB ?= test_mcp_django
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+TEST_DB ?=
 test: venv
 	@echo "== tests on SQLite, in-memory channel layer"
 	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)
@@ -53,11 +58,11 @@ test: venv
 	if [ $$rc -eq 2 ] && [ -z "$$CI" ]; then echo "== skipping the PostgreSQL/Redis leg: neither is installed here (CI runs it)"; exit 0; fi; \
 	[ $$rc -eq 0 ] || exit $$rc; \
 	echo "== tests on PostgreSQL, Redis channel layer"; \
-	DATABASE_URL=$(PG_URL) REDIS_URL=redis://127.0.0.1:6379/0 MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(PYTEST_ARGS)
+	DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(PYTEST_ARGS)
 
 # The suite on Django 5.2 LTS under Python 3.11.
 test-py311:
-	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_DB=test_mcp_django_py311
+	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11)
 
 lint: venv typecheck
 	$(VENV)/bin/ruff check .

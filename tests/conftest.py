@@ -24,6 +24,13 @@ META_INFO = "io.modelcontextprotocol/clientInfo"
 ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # After every fixture's teardown: no server of this run still uses the keys.
+    from tests import shared_services
+
+    shared_services.forget_run_keys()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -6,9 +6,12 @@ runs on PostgreSQL), REDIS_URL the channel layer (in-memory by default).
 
 import os
 
+from tests.run_names import RUN_ID, redis_prefix
+
 os.environ.setdefault("DATABASE_URL", "sqlite:///:memory:")
-# Redis keys of this run carry its own prefix: two runs on one host never cross.
-os.environ.setdefault("REDIS_PREFIX", f"mcp-test-{os.getpid()}")
+# Redis keys of this run (channel layer, its groups, cache) carry its own prefix: two
+# runs on one Redis database never cross. In the environment, for the processes it starts.
+os.environ["REDIS_PREFIX"] = redis_prefix("test")
 
 from project.conformance.settings import *  # noqa: F403
 from project.conformance.settings import DATABASES, MCP_DJANGO
@@ -27,9 +30,11 @@ MCP_DJANGO = {
     # production default, background writes, back on for itself).
     "AUDIT": {"ASYNC_WRITES": False},
 }
-if os.environ.get("MCP_TEST_DB_NAME"):
-    # Lets several suites share one PostgreSQL server at once.
-    DATABASES["default"]["TEST"] = {"NAME": os.environ["MCP_TEST_DB_NAME"]}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    # pytest-django would make test_<NAME> (test_test for the Makefile's URL) for every
+    # run: several runs on one PostgreSQL server would drop each other's. MCP_TEST_DB_NAME
+    # picks a name; without it the run has one of its own (dropped at its end).
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("MCP_TEST_DB_NAME") or f"test_mcp_{RUN_ID}"}
 
 # Worker threads must not keep connections between tests: an open connection
 # holds locks on the in-memory SQLite database, and keeps PostgreSQL from

@@ -23,17 +23,16 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import shared_services
 from tests.processes import ROOT, free_port, serve_demo, wait_listening
-from tests.test_legacy_multiprocess import HEADERS, _admin, _ensure_services, _events
+from tests.run_names import redis_prefix
+from tests.test_legacy_multiprocess import HEADERS, _events
 
 # Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="runs in the PostgreSQL leg"
-)
+pytestmark = [shared_services.needs_postgres, shared_services.needs_redis]
 
 
 DOC = ROOT / "docs" / "deployment.md"
-DB_NAME = f"mcp_deploy_{os.getpid()}"
 POOL_MAX = 4
 
 
@@ -52,6 +51,7 @@ class Deployment:
         self.servers: list[subprocess.Popen[bytes] | None] = [None, None]
         self.nginx: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
+        self.db_name = ""
 
     @property
     def url(self) -> str:
@@ -114,19 +114,19 @@ def deployment() -> Iterator[Deployment]:
         if os.environ.get("CI"):
             pytest.fail("nginx is not installed (make proxy-deps)")
         pytest.skip("nginx is not installed (make proxy-deps)")
-    _ensure_services()
+    redis_url = shared_services.redis()
     tmp = Path(tempfile.mkdtemp(prefix="mcp-deploy-"))
     tmp.chmod(0o755)
     d = Deployment(tmp)
-    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-    _admin(f"CREATE DATABASE {DB_NAME}")
+    # A database and a key prefix of this run's: other runs' instances never meet these.
+    d.db_name, db_url = shared_services.fresh_database("deploy")
     d.env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.conformance.settings",  # the demo and the test_* tools
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+        "DATABASE_URL": db_url,
         "DJANGO_DB_POOL_MAX": str(POOL_MAX),
-        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
-        "REDIS_PREFIX": f"mcp-deploy-{os.getpid()}",
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": redis_prefix("deploy"),
         "MCP_REQUEST_STATE_KEY": "deployment-test-key-0123456789abcdef",
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
@@ -143,7 +143,7 @@ def deployment() -> Iterator[Deployment]:
             d.nginx.wait(10)
         d.kill_instance(0)
         d.kill_instance(1)
-        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        shared_services.drop_database(d.db_name)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -273,8 +273,10 @@ def test_pooled_connections_stay_within_the_pool(deployment: Deployment) -> None
         list(pool.map(calls, tokens))
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        held = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (DB_NAME,)).fetchone()[0]
+    with psycopg.connect(shared_services.database_url("postgres"), autocommit=True) as conn:
+        held = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (deployment.db_name,)
+        ).fetchone()[0]
     assert 0 < held <= 2 * POOL_MAX
 
 

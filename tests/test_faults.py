@@ -26,16 +26,16 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import shared_services
 from tests.processes import ROOT, free_port, serve_demo, wait_listening
-from tests.test_legacy_multiprocess import HEADERS, _admin, _ensure_services, _events
+from tests.run_names import redis_prefix
+from tests.test_legacy_multiprocess import HEADERS, _events
 
-# Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`.
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("DATABASE_URL", "").startswith("postgres"), reason="runs in the PostgreSQL leg"
-)
+# Processes of their own, tens of seconds: run once, in the PostgreSQL/Redis leg of `make test`
+# (the shared PostgreSQL; Redis is the test's own).
+pytestmark = shared_services.needs_postgres
 
 
-DB_NAME = f"mcp_faults_{os.getpid()}"
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
 
 
@@ -115,19 +115,19 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    _ensure_services()
     if shutil.which("redis-server") is None:
+        if os.environ.get("CI"):
+            pytest.fail("needs redis-server")
         pytest.skip("needs redis-server")
+    db_name, db_url = shared_services.fresh_database("faults")
     c = Cluster()
     c.redis.start()
-    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-    _admin(f"CREATE DATABASE {DB_NAME}")
     c.env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{DB_NAME}",
+        "DATABASE_URL": db_url,
         "REDIS_URL": c.redis.url,
-        "REDIS_PREFIX": f"mcp-faults-{os.getpid()}",
+        "REDIS_PREFIX": redis_prefix("faults"),
         "MCP_REQUEST_STATE_KEY": "faults-test-key-0123456789abcdef",
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
@@ -141,7 +141,7 @@ def cluster() -> Iterator[Cluster]:
         c.kill_server(0)
         c.kill_server(1)
         c.redis.stop()
-        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        shared_services.drop_database(db_name)
         shutil.rmtree(c.tmp, ignore_errors=True)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,67 +17,27 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.processes import ROOT, free_port, listening, serve_demo, wait_listening
+from tests import shared_services
+from tests.processes import ROOT, free_port, serve_demo
+from tests.run_names import redis_prefix
 
-PG = ("127.0.0.1", 5432)
-REDIS = ("127.0.0.1", 6379)
-# Per run: two suites running at once must not migrate one database together.
-DB_NAME = f"mcp_legacy_multi_{os.getpid()}"
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
-
-def _ensure_services() -> None:
-    missing = [
-        name
-        for name, address, installed in (
-            ("PostgreSQL", PG, os.path.isdir("/etc/postgresql")),
-            ("Redis", REDIS, shutil.which("redis-server") is not None),
-        )
-        if not listening(address) and not installed
-    ]
-    if missing:
-        # A developer machine may have neither; CI (which has both) must not skip.
-        message = f"needs {' and '.join(missing)} on this machine"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    if not listening(PG):
-        versions = os.listdir("/etc/postgresql")
-        subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[0], "main", "start"], check=True)
-        wait_listening(PG, "PostgreSQL")
-    if not listening(REDIS):
-        subprocess.run(
-            "redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save '' --appendonly no "
-            "--dir /var/lib/redis --logfile /var/log/redis/ci.log",
-            shell=True,
-            check=True,
-        )
-        wait_listening(REDIS, "Redis")
-
-
-def _admin(statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/test", autocommit=True) as conn:
-        conn.execute(statement)
-
-
-def _fresh_database() -> str:
-    _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-    _admin(f"CREATE DATABASE {DB_NAME}")
-    return f"postgres://postgres@127.0.0.1:5432/{DB_NAME}"
+# The shared PostgreSQL and Redis: the PostgreSQL/Redis leg of `make test`.
+pytestmark = [shared_services.needs_postgres, shared_services.needs_redis]
 
 
 @pytest.fixture(scope="module")
 def two_servers() -> Iterator[tuple[str, str]]:
-    _ensure_services()
+    redis_url = shared_services.redis()
+    # A database and a key prefix of this run's: other runs' servers never meet these.
+    db_name, db_url = shared_services.fresh_database("legacy_multi")
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
-        "DATABASE_URL": _fresh_database(),
-        # A key prefix of its own, so other suites' keys never meet ours.
-        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0",
-        "REDIS_PREFIX": f"mcp-multi-{os.getpid()}",
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": redis_prefix("multi"),
         "MCP_REQUEST_STATE_KEY": "multi-process-test-key-0123456789abcdef",
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
@@ -93,7 +52,7 @@ def two_servers() -> Iterator[tuple[str, str]]:
             server.terminate()
         for server in servers:
             server.wait(10)
-        _admin(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        shared_services.drop_database(db_name)
 
 
 def _events(lines: Iterator[str]) -> Iterator[dict]:

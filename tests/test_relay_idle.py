@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis (REDIS_URL)")
+from tests import shared_services
+from tests.run_names import redis_prefix
+
+pytestmark = shared_services.needs_redis
 
 
 def test_idle_reads_are_quiet_and_lose_nothing(caplog: pytest.LogCaptureFixture) -> None:
@@ -22,12 +24,14 @@ def test_idle_reads_are_quiet_and_lose_nothing(caplog: pytest.LogCaptureFixture)
 
     from mcp_django.transports.relay import Relay
 
+    redis_url = shared_services.redis()
+
     async def run() -> list[str]:
         relay = Relay()
         # A socket timeout below the blocking read's: every idle read times out client-side.
         relay.layer = RedisChannelLayer(
-            hosts=[{"address": os.environ["REDIS_URL"], "socket_timeout": 0.5}],
-            prefix=f"mcp-idle-{os.getpid()}",
+            hosts=[{"address": redis_url, "socket_timeout": 0.5}],
+            prefix=redis_prefix("idle"),
         )
         seen: list[str] = []
         await relay.start()

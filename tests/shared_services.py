@@ -1,0 +1,106 @@
+"""The machine's shared PostgreSQL and Redis, as the tests that need them find them.
+
+The machine starts both before a session or a CI run (``make test`` runs
+scripts/services.sh before its PostgreSQL leg): a test never starts, stops or
+restarts them. A leg without them (the SQLite leg) skips these tests; a leg told to
+use them (DATABASE_URL, REDIS_URL) fails when they do not answer. A test that needs a
+server to go away starts one of its own, in a temporary directory on a free port
+(tests/test_faults.py, tests/test_database_faults.py, tests/test_audit_outage.py).
+The databases made here are named by tests/run_names.py, so concurrent runs never meet.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from tests.processes import listening
+from tests.run_names import database_name, redis_prefix
+
+
+def _postgres_url() -> str | None:
+    url = os.environ.get("DATABASE_URL", "")
+    return url if urlsplit(url).scheme in ("postgres", "postgresql", "pgsql") else None
+
+
+POSTGRES_URL = _postgres_url()
+REDIS_URL = os.environ.get("REDIS_URL") or None
+
+# Not configured is a leg without them (the SQLite leg), not a fault: skip.
+needs_postgres = pytest.mark.skipif(
+    POSTGRES_URL is None, reason="runs in the PostgreSQL leg (DATABASE_URL=postgres://)"
+)
+needs_redis = pytest.mark.skipif(REDIS_URL is None, reason="needs the shared Redis (REDIS_URL)")
+
+
+def _answering(url: str, default_port: int, what: str) -> None:
+    parts = urlsplit(url)
+    address = (parts.hostname or "127.0.0.1", parts.port or default_port)
+    if not listening(address):
+        # Configured but down: the run was told to use it, so this is a failure, not a skip.
+        pytest.fail(
+            f"{what} is not answering on {address[0]}:{address[1]}: the machine starts it before "
+            "the run (scripts/services.sh), a test never does"
+        )
+
+
+def postgres() -> str:
+    """DATABASE_URL, once the shared PostgreSQL answers (skips outside the PostgreSQL leg)."""
+    if POSTGRES_URL is None:
+        pytest.skip("runs in the PostgreSQL leg (DATABASE_URL=postgres://)")
+    _answering(POSTGRES_URL, 5432, "PostgreSQL")
+    return POSTGRES_URL
+
+
+def redis() -> str:
+    """REDIS_URL, once the shared Redis answers (skips when the run has none)."""
+    if REDIS_URL is None:
+        pytest.skip("needs the shared Redis (REDIS_URL)")
+    _answering(REDIS_URL, 6379, "Redis")
+    return REDIS_URL
+
+
+def database_url(name: str) -> str:
+    """The URL of database ``name`` on the shared PostgreSQL (same server and user)."""
+    return urlunsplit(urlsplit(postgres())._replace(scheme="postgresql", path=f"/{name}"))
+
+
+def admin(statement: str) -> None:
+    """One statement on the server's maintenance database (CREATE/DROP DATABASE)."""
+    import psycopg
+
+    with psycopg.connect(database_url("postgres"), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def fresh_database(role: str) -> tuple[str, str]:
+    """A new, empty database of this run's: its name and its URL."""
+    name = database_name(role)
+    admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin(f"CREATE DATABASE {name}")
+    return name, database_url(name)
+
+
+def drop_database(name: str) -> None:
+    admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def forget_run_keys() -> int:
+    """Delete this run's keys from the shared Redis (every prefix of tests/run_names.py):
+    they would otherwise stay until they expire, up to a day. Other runs' keys are untouched."""
+    if REDIS_URL is None:
+        return 0
+    import redis as redis_client
+
+    client = redis_client.Redis.from_url(REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        keys = list(client.scan_iter(match=redis_prefix("*") + ":*", count=500))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        return len(keys)
+    except redis_client.RedisError:
+        return 0  # a Redis that is gone has already failed the tests that needed it
+    finally:
+        client.close()
