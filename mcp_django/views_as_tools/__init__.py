@@ -17,7 +17,7 @@ new request carries the principal the way DRF's own ``force_authenticate``
 does (``_force_auth_user``), and no credentials are re-checked or copied.
 """
 
-from .kinds import clip_name
 from .tools import ViewTool, view_tools
+from .view_styles import clip_name
 
 __all__ = ["ViewTool", "clip_name", "view_tools"]

@@ -22,7 +22,7 @@ from django.utils.html import strip_tags
 
 from ..content import Text, ToolResult
 from ..protocol.jsonrpc import MCPError
-from .kinds import DROPPED_HEADERS, view_class_of
+from .view_styles import DROPPED_HEADERS, view_class_of
 
 logger = logging.getLogger("mcp_django")
 

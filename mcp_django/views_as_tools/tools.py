@@ -12,7 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 from .. import schema as schemas
 from ..content import ToolResult
 from ..registry import TOOL_NAME_MAX, Tool
-from .kinds import (
+from .operation import Operation
+from .parameters import list_output_schema, query_parameters
+from .view_styles import (
     ACTION_TEXT,
     DETAIL_ACTIONS,
     HTTP_METHODS,
@@ -25,8 +27,6 @@ from .kinds import (
     snake_name,
     view_class_of,
 )
-from .operation import Operation
-from .parameters import list_output_schema, query_parameters
 
 logger = logging.getLogger("mcp_django")
 

@@ -1,4 +1,4 @@
-"""What kind of view a tool wraps, and the names derived from it."""
+"""What sort of view a tool wraps (plain Django, APIView, viewset), and the names derived from it."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ ACTION_TEXT = {
 }
 
 
-# -- what kind of view -------------------------------------------------------------------
+# -- what sort of view -------------------------------------------------------------------
 
 
 def drf_api() -> Any:
