@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import handler_report as report
 from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import Registry
+from .registry import PRIMITIVES, Registry
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -212,7 +212,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         view = self.admin_site.admin_view
         return [
             path("", view(self.changelist_view), name="{}_{}_changelist".format(*info)),
-            path("<str:kind>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
+            path("<str:primitive>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
         ]
 
     def _registry(self) -> Registry:
@@ -240,35 +240,36 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         context = self._context(request, _("Registered MCP handlers"))
         q = request.GET.get("q", "")
-        kind = request.GET.get("kind", "")
-        if kind not in report.KINDS:
-            kind = ""
+        # "type" in the URL, as the page's header says; a handler's primitive in the code.
+        primitive = request.GET.get("type", "")
+        if primitive not in PRIMITIVES:
+            primitive = ""
         rows = report.handler_rows(self._registry())
         for row in rows:
             row["url"] = reverse(
-                f"{self.admin_site.name}:mcp_django_registeredhandler_handler", args=[row["kind"], row["address"]]
+                f"{self.admin_site.name}:mcp_django_registeredhandler_handler", args=[row["primitive"], row["address"]]
             )
-        shown = report.matches(rows, q, kind)
-        kinds: list[tuple[str, Any, int]] = [("", _("all"), len(rows))]
-        kinds += [(k, k, n) for k in report.KINDS if (n := sum(1 for r in rows if r["kind"] == k))]
+        shown = report.matches(rows, q, primitive)
+        primitives: list[tuple[str, Any, int]] = [("", _("all"), len(rows))]
+        primitives += [(p, p, n) for p in PRIMITIVES if (n := sum(1 for r in rows if r["primitive"] == p))]
         context.update(
             handlers=shown,
             total=len(rows),
             q=q,
-            kind=kind,
-            kinds=[
-                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "kind": v})}
-                for v, label, n in kinds
+            primitive=primitive,
+            primitives=[
+                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "type": v})}
+                for v, label, n in primitives
             ],
             **(extra_context or {}),
         )
         return TemplateResponse(request, "admin/mcp_django/handlers.html", context)
 
-    def handler_view(self, request: HttpRequest, kind: str, address: str) -> HttpResponse:
-        handler = report.find(self._registry(), kind, address)
+    def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
+        handler = report.find(self._registry(), primitive, address)
         if handler is None:
-            raise Http404(f"No {kind} {address!r} is registered.")
-        context = self._context(request, f"{handler.kind} {report.address(handler)}")
+            raise Http404(f"No {primitive} {address!r} is registered.")
+        context = self._context(request, f"{handler.primitive} {report.address(handler)}")
         series = report.activity(handler)
         query = urlencode(report.audit_query(handler))
         asked: dict[str, str] = {}

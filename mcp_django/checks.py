@@ -117,10 +117,10 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for problem in name_problems(registry)
     ]
-    for kind, name, source in registry.duplicates:
+    for primitive, name, source in registry.duplicates:
         errors.append(
             Error(
-                f"{kind} {name!r} is registered twice; {source} was ignored.",
+                f"{primitive} {name!r} is registered twice; {source} was ignored.",
                 hint="Give one of them another name (name=... on its decorator).",
                 id="mcp_django.E006",
             )

@@ -44,7 +44,8 @@ class InvalidAudit(InvalidSetting):
     check_id = "mcp_django.E008"
 
 
-def _kind(value: Any) -> str:
+def _described(value: Any) -> str:
+    """A refused value for the message: its type, then its repr (cut short)."""
     return f"{type(value).__name__} {value!r}"[:120]
 
 
@@ -53,7 +54,7 @@ def _kind(value: Any) -> str:
 
 def boolean(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise InvalidSetting(f"must be True or False, not {_kind(value)}")
+        raise InvalidSetting(f"must be True or False, not {_described(value)}")
     return value
 
 
@@ -61,7 +62,7 @@ def _whole(value: Any, minimum: int) -> int:
     # bool is an int in Python, and True rounds is surely a mistake.
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         what = "a whole number above 0" if minimum > 0 else "a whole number, 0 or more"
-        raise InvalidSetting(f"must be {what}, not {_kind(value)}")
+        raise InvalidSetting(f"must be {what}, not {_described(value)}")
     return value
 
 
@@ -75,13 +76,13 @@ def non_negative_int(value: Any) -> int:
 
 def seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InvalidSetting(f"must be a number of seconds (an int or a float, 0 or more), not {_kind(value)}")
+        raise InvalidSetting(f"must be a number of seconds (an int or a float, 0 or more), not {_described(value)}")
     return float(value)
 
 
 def text(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise InvalidSetting(f"must be a non-empty str, not {_kind(value)}")
+        raise InvalidSetting(f"must be a non-empty str, not {_described(value)}")
     return value
 
 
@@ -92,7 +93,7 @@ def optional_text(value: Any) -> str | None:
 def one_of(*choices: str) -> Callable[[Any], str]:
     def coerce(value: Any) -> str:
         if value not in choices:
-            raise InvalidSetting(f"must be one of {', '.join(map(repr, choices))}, not {_kind(value)}")
+            raise InvalidSetting(f"must be one of {', '.join(map(repr, choices))}, not {_described(value)}")
         return value
 
     return coerce
@@ -101,7 +102,7 @@ def one_of(*choices: str) -> Callable[[Any], str]:
 def _sequence(value: Any, what: str) -> list[Any]:
     # A str is a sequence too, and would be read one character at a time.
     if not isinstance(value, (list, tuple)):
-        raise InvalidSetting(f"must be a list of {what}, not {_kind(value)}")
+        raise InvalidSetting(f"must be a list of {what}, not {_described(value)}")
     return list(value)
 
 
@@ -113,7 +114,7 @@ def secrets(value: Any) -> list[bytes] | None:
     out = []
     for item in values:
         if not isinstance(item, (str, bytes)):
-            raise InvalidSetting(f"must be a str or bytes secret, or a list of them, not {_kind(item)}")
+            raise InvalidSetting(f"must be a str or bytes secret, or a list of them, not {_described(item)}")
         if item:
             out.append(item.encode() if isinstance(item, str) else bytes(item))
     return out or None
@@ -126,7 +127,7 @@ def classes(value: Any) -> list[type]:
             out.append(item)
             continue
         if not isinstance(item, str):
-            raise InvalidSetting(f"must list dotted paths of classes, not {_kind(item)}")
+            raise InvalidSetting(f"must list dotted paths of classes, not {_described(item)}")
         try:
             out.append(import_string(item))
         except ImportError as exc:
@@ -141,7 +142,7 @@ def origins(value: Any) -> list[str]:
             out.append(item)
             continue
         if not isinstance(item, str):
-            raise InvalidSetting(f'must list origins such as "https://app.example", not {_kind(item)}')
+            raise InvalidSetting(f'must list origins such as "https://app.example", not {_described(item)}')
         parts = urlsplit(item)
         # A browser's Origin header is scheme://host[:port], nothing else: any other
         # spelling would never match, and the origin would be refused.
@@ -160,7 +161,7 @@ def urls(value: Any) -> list[str]:
     out = []
     for item in _sequence(value, 'URLs such as "https://auth.example"'):
         if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
-            raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_kind(item)}')
+            raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
         out.append(item.rstrip("/") or "/")
     return out
 
@@ -169,14 +170,14 @@ def strings(value: Any) -> list[str]:
     out = _sequence(value, "str")
     for item in out:
         if not isinstance(item, str) or not item:
-            raise InvalidSetting(f"must list non-empty str values, not {_kind(item)}")
+            raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
     return out
 
 
 AUDIT_DEFAULTS: dict[str, Any] = {
     # False: write no rows at all (a project may keep only its own signal receivers).
     "ENABLED": True,
-    # A row per input_required round (input-request keys and kinds).
+    # A row per input_required round (input-request keys and methods).
     "ROUNDS": True,
     # A row per finished tools/call, prompts/get, resources/read (completed, failed, cancelled).
     "CALLS": True,
@@ -205,7 +206,7 @@ def audit(value: Any) -> dict[str, Any]:
     if value is None:
         value = {}
     if not isinstance(value, dict):
-        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_kind(value)}")
+        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_described(value)}")
     # A misspelt key would silently leave the default in force (rounds still written, say).
     unknown = sorted(set(value) - set(AUDIT_DEFAULTS), key=str)
     if unknown:

@@ -1,6 +1,6 @@
 """What the admin and ``manage.py mcp_handlers`` say about each registered handler.
 
-A handler's identity in URLs and the audit log is its kind and address (a tool's
+A handler's identity in URLs and the audit log is its primitive and address (a tool's
 or prompt's name, a resource's URI, a template's URI template). The audit log is
 read with grouped queries whose number does not grow with the number of
 handlers; rows for a template's URIs are matched to the template in Python.
@@ -25,10 +25,9 @@ from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind
 from .registry import Handler, Prompt, Registry, Resource, ResourceTemplate, Tool
 
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
-KINDS = ("tool", "prompt", "resource", "template")
-# The key an ask gets without key=...: its kind and a digest of the question
-# (mcp_django.asks.kinds.Ask.default_key), "-2", "-3"... when repeated in one attempt.
-_DERIVED_KEY = re.compile(r"^(?P<kind>[a-z_]+)-[0-9a-f]{12}(?:-\d+)?$")
+# The key an ask gets without key=...: its type and a digest of the question
+# (mcp_django.asks.questions.Ask.default_key), "-2", "-3"... when repeated in one attempt.
+_DERIVED_KEY = re.compile(r"^(?P<ask_type>[a-z_]+)-[0-9a-f]{12}(?:-\d+)?$")
 
 
 def address(handler: Handler) -> str:
@@ -51,13 +50,13 @@ def schema(handler: Handler) -> Any:
     return None
 
 
-def find(registry: Registry, kind: str, where: str) -> Handler | None:
-    return next((h for h in registry.all_handlers() if h.kind == kind and address(h) == where), None)
+def find(registry: Registry, primitive: str, where: str) -> Handler | None:
+    return next((h for h in registry.all_handlers() if h.primitive == primitive and address(h) == where), None)
 
 
 def audit_query(handler: Handler) -> dict[str, str]:
     """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix)."""
-    query = {"method": METHOD[handler.kind]}
+    query = {"method": METHOD[handler.primitive]}
     if isinstance(handler, ResourceTemplate):
         query["target__startswith"] = handler.uri_template.split("{", 1)[0]
     else:
@@ -79,12 +78,12 @@ def owns(handler: Handler, target: str) -> bool:
 
 @dataclass(frozen=True)
 class AskGroup:
-    """Asks a handler made, under their explicit key, or grouped by kind when the key was derived."""
+    """Asks a handler made, under their explicit key, or grouped by type when the key was derived."""
 
     label: str
     method: str
     explicit: bool
-    # Derived keys: how many different questions (wordings) of this kind were asked.
+    # Derived keys: how many different questions (wordings) of this type were asked.
     questions: int = 0
 
 
@@ -96,9 +95,9 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
         if found is None:
             explicit.append(AskGroup(key, method, True))
         else:
-            derived[(found["kind"], method)] += 1
+            derived[(found["ask_type"], method)] += 1
     groups = sorted(explicit, key=lambda g: g.label)
-    groups += [AskGroup(kind, method, False, n) for (kind, method), n in sorted(derived.items())]
+    groups += [AskGroup(ask_type, method, False, n) for (ask_type, method), n in sorted(derived.items())]
     return groups
 
 
@@ -120,7 +119,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
     for handler in handlers:
         if not isinstance(handler, ResourceTemplate):
-            by_key[(METHOD[handler.kind], address(handler))] = handler
+            by_key[(METHOD[handler.primitive], address(handler))] = handler
 
     def owner(method: str, target: str) -> Handler | None:
         found = by_key.get((method, target))
@@ -149,7 +148,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
         c = counts.get(id(handler), {})
         rows.append(
             {
-                "kind": handler.kind,
+                "primitive": handler.primitive,
                 "name": handler.name,
                 "address": address(handler),
                 "title": handler.title or "",
@@ -169,12 +168,12 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     return rows
 
 
-def matches(rows: list[dict[str, Any]], q: str, kind: str) -> list[dict[str, Any]]:
-    """The handlers page's search (name, URI, title, description, source) and kind filter."""
+def matches(rows: list[dict[str, Any]], q: str, primitive: str) -> list[dict[str, Any]]:
+    """The handlers page's search (name, URI, title, description, source) and type filter."""
     q = q.strip().lower()
     out = []
     for row in rows:
-        if kind and row["kind"] != kind:
+        if primitive and row["primitive"] != primitive:
             continue
         text = " ".join((row["address"], row["name"], row["title"], row["description"], row["source"])).lower()
         if q and q not in text:

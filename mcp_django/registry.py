@@ -13,6 +13,8 @@ from . import schema as schemas
 from .protected_resource import scopes_granted
 
 TOOL_NAME_MAX = 64
+# What a handler can be (Handler.primitive): MCP's server primitives, a resource template apart.
+PRIMITIVES = ("tool", "prompt", "resource", "template")
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 _TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -93,7 +95,9 @@ class Handler:
     source: str = ""
     context_param: str | None = None
     is_async: bool = False
-    kind: str = "handler"
+    # Which of MCP's server primitives this is: "tool", "prompt", "resource" or
+    # "template" (a resource template), as logs, signals and the admin name it.
+    primitive: str = "handler"
     # The database alias whose transaction wraps each attempt of a sync handler
     # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
     atomic: str | None = None
@@ -102,7 +106,7 @@ class Handler:
         self.is_async = inspect.iscoroutinefunction(self.func)
         if self.atomic and self.is_async:
             raise TypeError(
-                f"{self.kind} {self.name!r}: atomic= needs a sync handler (an async handler's queries "
+                f"{self.primitive} {self.name!r}: atomic= needs a sync handler (an async handler's queries "
                 "run in other threads, outside any one transaction)"
             )
         if self.context_param is None:
@@ -146,7 +150,7 @@ class Tool(Handler):
     annotations: dict[str, Any] | None = None
     # Names of the parameters the handler accepts from arguments; None: it takes **kwargs.
     accepts: frozenset[str] | None = None
-    kind: str = "tool"
+    primitive: str = "tool"
     # Validates a call's arguments and converts them into what the handler takes
     # (schemas.Parameters from the signature; by default, a check against input_schema).
     parameters: Any = None
@@ -173,7 +177,7 @@ class Tool(Handler):
 class Prompt(Handler):
     arguments: list[dict[str, Any]] = field(default_factory=list)
     completions: dict[str, Func] = field(default_factory=dict)
-    kind: str = "prompt"
+    primitive: str = "prompt"
     # Converts the (string) arguments into the parameters' declared types.
     parameters: Any = None
 
@@ -188,7 +192,7 @@ class Prompt(Handler):
 class Resource(Handler):
     uri: str = ""
     mime_type: str | None = None
-    kind: str = "resource"
+    primitive: str = "resource"
 
     def descriptor(self) -> dict[str, Any]:
         out: dict[str, Any] = {"uri": self.uri, "name": self.name}
@@ -203,7 +207,7 @@ class ResourceTemplate(Handler):
     uri_template: str = ""
     mime_type: str | None = None
     completions: dict[str, Func] = field(default_factory=dict)
-    kind: str = "template"
+    primitive: str = "template"
     pattern: re.Pattern[str] | None = None
     # Converts the URI's variables (strings) into the parameters' declared types.
     parameters: Any = None
@@ -238,7 +242,7 @@ class Registry:
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
-        # (kind, name, source) of registrations that reused a taken name; a system check reports them.
+        # (primitive, name, source) of registrations that reused a taken name; a system check reports them.
         self.duplicates: list[tuple[str, str, str]] = []
         # Called with "tools", "prompts" or "resources" when a list changes after startup.
         self._listeners: set[Callable[[str], None]] = set()
@@ -251,10 +255,10 @@ class Registry:
     def unsubscribe(self, listener: Callable[[str], None]) -> None:
         self._listeners.discard(listener)
 
-    def changed(self, kind: str) -> None:
-        """Tell listeners (subscriptions/listen streams) that a list changed."""
+    def changed(self, listing: str) -> None:
+        """Tell listeners (subscriptions/listen streams) that a list changed: "tools", "prompts" or "resources"."""
         for listener in list(self._listeners):
-            listener(kind)
+            listener(listing)
 
     def resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``).
@@ -275,28 +279,31 @@ class Registry:
 
         await announce(uri)
 
-    def remove(self, kind: str, key: str) -> Handler | None:
-        """Unregister a tool, prompt, resource or template (by name, or URI for resources)."""
+    def remove(self, listing: str, key: str) -> Handler | None:
+        """Unregister a tool, prompt, resource or template (by name, or URI for resources).
+
+        ``listing`` names the list it is on: "tools", "prompts", "resources" or "templates".
+        """
         tables: dict[str, dict[str, Any]] = {
             "tools": self.tools,
             "prompts": self.prompts,
             "resources": self.resources,
             "templates": self.templates,
         }
-        removed = tables[kind].pop(key, None)
+        removed = tables[listing].pop(key, None)
         if removed is not None:
-            self.changed("resources" if kind == "templates" else kind)
+            self.changed("resources" if listing == "templates" else listing)
         return removed
 
     # -- registration ---------------------------------------------------------
 
     def _add(self, table: dict[str, Any], item: Handler, key: str) -> None:
         if key in table and table[key].source != item.source:
-            self.duplicates.append((item.kind, key, item.source))
+            self.duplicates.append((item.primitive, key, item.source))
             return
         table[key] = item
         if self._listeners:
-            self.changed({"tool": "tools", "prompt": "prompts"}.get(item.kind, "resources"))
+            self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
     def add_tool(self, tool: Tool) -> Tool:
         self._add(self.tools, tool, tool.name)
@@ -535,9 +542,9 @@ class Registry:
         return any(h.guarded for h in self.all_handlers())
 
 
-def _check_name(kind: str, name: Any) -> None:
+def _check_name(primitive: str, name: Any) -> None:
     if name is not None and not isinstance(name, str):
-        raise TypeError(f"@mcp.{kind}(name) takes the {kind}'s name as a string, not {name!r}")
+        raise TypeError(f"@mcp.{primitive}(name) takes the {primitive}'s name as a string, not {name!r}")
 
 
 def name_problems(registry: Registry) -> list[str]:

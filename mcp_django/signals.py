@@ -1,7 +1,7 @@
 """Signals for projects that want their own sink for what the engines do.
 
-Every signal is sent with ``sender`` = the handler kind ("tool", "prompt",
-"resource") and ``event`` = an :class:`Event`. They are sent with
+Every signal is sent with ``sender`` = the handler's primitive ("tool", "prompt",
+"resource", "template") and ``event`` = an :class:`Event`. They are sent with
 ``asend``: async receivers are awaited on the event loop, one after another;
 sync receivers run in a worker thread. A ``state_refused`` receiver has finished before the
 client is answered.
@@ -59,6 +59,7 @@ ask_finished = Signal()
 
 @dataclass
 class Event:
+    # What happened, in the audit log's words (mcp_django.models.Kind: "round", "completed"...).
     kind: str
     # Era.MODERN (2026-07-28) or Era.LEGACY: a StrEnum, so ``event.era == "legacy"`` holds too.
     era: Era

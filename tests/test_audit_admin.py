@@ -131,7 +131,7 @@ def test_read_only(admin_client: Client, log: dict[str, AuditEvent]) -> None:
 def handler_rows(client: Client) -> dict[str, dict[str, Any]]:
     response = client.get(reverse(HANDLERS))
     assert response.status_code == 200
-    return {f"{h['kind']}:{h['address']}": h for h in response.context["handlers"]}
+    return {f"{h['primitive']}:{h['address']}": h for h in response.context["handlers"]}
 
 
 def test_handlers_page(admin_client: Client, log: dict[str, AuditEvent]) -> None:
@@ -170,7 +170,7 @@ def test_handlers_page_permissions(client: Client) -> None:
     assert client.get(reverse("admin:mcp_django_auditevent_add")).status_code == 403
 
 
-def test_asks_with_derived_keys_are_grouped_by_kind(admin_client: Client) -> None:
+def test_asks_with_derived_keys_are_grouped_by_type(admin_client: Client) -> None:
     # Keys derived from the question's wording (no key=...) would be one opaque row each.
     for key in ("confirm-0123456789ab", "confirm-abcdef012345", "confirm-abcdef012345-2"):
         event(Kind.ROUND, "clear_cache", round=1, asks={key: "elicitation/create"})
@@ -228,7 +228,7 @@ def test_target_and_principal_filters_list_no_values_until_one_is_set(
     assert listed(admin_client, "?method=resources/read&target__startswith=test://template/") == {log["template"].pk}
 
 
-def test_handlers_page_search_and_kind(admin_client: Client) -> None:
+def test_handlers_page_search_and_type(admin_client: Client) -> None:
     def names(query: str) -> set[str]:
         response = admin_client.get(reverse(HANDLERS) + query)
         assert response.status_code == 200
@@ -239,11 +239,11 @@ def test_handlers_page_search_and_kind(admin_client: Client) -> None:
     found = names("?q=SEND THE TEXT")
     assert {"echo", "reverse"} <= found and "plan_trip" not in found
     assert names("?q=project.demo.mcp.whoami") == {"whoami"}  # sources
-    prompts = names("?kind=prompt")
+    prompts = names("?type=prompt")
     assert prompts and "test_simple_prompt" in prompts and "echo" not in prompts
-    templates = admin_client.get(reverse(HANDLERS) + "?kind=template").context["handlers"]
+    templates = admin_client.get(reverse(HANDLERS) + "?type=template").context["handlers"]
     assert "test://template/{id}/data" in {h["address"] for h in templates}
-    assert {h["kind"] for h in templates} == {"template"}
+    assert {h["primitive"] for h in templates} == {"template"}
     assert names("?q=no-such-handler-anywhere") == set()
     assert "No handler matches." in admin_client.get(reverse(HANDLERS) + "?q=no-such-handler").content.decode()
 

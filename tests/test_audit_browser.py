@@ -171,7 +171,7 @@ def test_admin_pages_in_a_browser(admin_server: AdminServer) -> None:
             page.click("text=Registered handlers")
             page.wait_for_selector("#mcp-handlers")
             assert page.locator("#mcp-handlers tbody tr").count() > 30
-            for column in (1, 5, 6, 7, 8):  # kind, name ... asks, calls, rounds, refusals
+            for column in (1, 5, 6, 7, 8):  # type, name ... asks, calls, rounds, refusals
                 _visible(page, f"#mcp-handlers thead th:nth-child({column})")
             page.fill("#mcp-q", "input_required_result_elicitation")
             page.press("#mcp-q", "Enter")

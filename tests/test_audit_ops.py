@@ -54,17 +54,17 @@ def test_mcp_handlers_columns_are_aligned() -> None:
 
 def test_mcp_handlers_json() -> None:
     rows = json.loads(run("mcp_handlers", "--json"))
-    by_name = {(r["kind"], r["name"]): r for r in rows}
+    by_name = {(r["type"], r["name"]): r for r in rows}
     echo = by_name[("tool", "echo")]
     assert echo["source"] == "project.demo.mcp.echo" and echo["async"] is False
     assert echo["schema"]["properties"]["text"]["type"] == "string"
     assert by_name[("resource", "static-text")]["address"] == "test://static-text"
-    assert {r["kind"] for r in rows} == {"tool", "prompt", "resource", "template"}
+    assert {r["type"] for r in rows} == {"tool", "prompt", "resource", "template"}
 
 
-def test_mcp_handlers_kind() -> None:
-    rows = json.loads(run("mcp_handlers", "--json", "--kind", "prompt"))
-    assert rows and {r["kind"] for r in rows} == {"prompt"}
+def test_mcp_handlers_type() -> None:
+    rows = json.loads(run("mcp_handlers", "--json", "--type", "prompt"))
+    assert rows and {r["type"] for r in rows} == {"prompt"}
 
 
 @pytest.mark.django_db

@@ -46,7 +46,7 @@ class ClientBasics(TestCase):
         assert len(result.rounds) == 1
         assert list(result.rounds[0].inputRequests) == ["show"]
         request = result.rounds[0].input_requests["show"]
-        assert (request.kind, request.message) == ("confirm", "Show the stock of Mug?")
+        assert (request.type, request.message) == ("confirm", "Show the stock of Mug?")
         assert result.rounds[0].inputRequests["show"]["method"] == "elicitation/create"
         assert result.runs == 2  # once per round, plus the attempt that completes
 
@@ -99,7 +99,7 @@ class ClientBasics(TestCase):
         assert result.text == "Ada/hello"
         assert len(result.rounds) == 1
         assert sorted(result.rounds[0].keys) == ["model", "name"]
-        assert result.rounds[0].input_requests["model"].kind == "sample"
+        assert result.rounds[0].input_requests["model"].type == "sample"
 
     def test_no_answer_fails_with_the_ask_named(self) -> None:
         with pytest.raises(NoAnswer, match=r"Show the stock of Mug\?"):
@@ -142,7 +142,7 @@ class RoundCap(TestCase):
     def test_legacy_cap_counts_server_requests(self) -> None:
         client = MCPClient(revision="2025-11-25", max_input_rounds=1)
         with pytest.raises(InputRoundsExceeded):
-            client.call_tool("legacytest_parallel", answer=lambda r: {"name": "x"} if r.kind == "elicit" else "hi")
+            client.call_tool("legacytest_parallel", answer=lambda r: {"name": "x"} if r.type == "elicit" else "hi")
         client.close()
 
 
@@ -160,14 +160,14 @@ class Legacy(TestCase):
                 assert result.text == "Mug: 7"
                 assert result.runs == 1
                 assert len(result.rounds) == 1
-                assert next(iter(result.rounds[0].input_requests.values())).kind == "confirm"
+                assert next(iter(result.rounds[0].input_requests.values())).type == "confirm"
                 client.close()
 
     def test_async_tool_and_parallel_asks(self) -> None:
         client = MCPClient(revision="2025-11-25")
         assert client.call_tool("tctest_astock", {"sku": "MUG-01"}, answer=lambda r: True).text == "Mug: 7"
         answers = {"elicit": {"name": "Ada"}, "sample": "hi", "roots": ["file:///a", "file:///b"]}
-        result = client.call_tool("legacytest_parallel", answer=lambda r: answers[r.kind])
+        result = client.call_tool("legacytest_parallel", answer=lambda r: answers[r.type])
         assert result.text == "Ada|hi|2|yes"
         assert len(result.rounds) == 3
         assert fx.RUNS["legacytest_parallel"] == 1 and result.runs == 1
@@ -180,7 +180,7 @@ class Legacy(TestCase):
             client = MCPClient(user=self.alice, revision="2025-06-18")
             result = client.call_tool(
                 "legacytest_ask_all",
-                answer=lambda r: {"name": "Bo"} if r.kind == "elicit" else ["x"] if r.kind == "roots" else "yo",
+                answer=lambda r: {"name": "Bo"} if r.type == "elicit" else ["x"] if r.type == "roots" else "yo",
             )
             assert result.text == "Bo|yo|1"
             client.close()
@@ -353,14 +353,14 @@ class DemoTools(TestCase):
             "roots": ["file:///home/alice/trips"],
             "sample": "trams, tiles, tarts",
             "confirm": True,
-        }[request.kind]
+        }[request.type]
 
     def test_plan_trip_in_both_eras(self) -> None:
         modern = MCPClient(user=self.alice).call_tool("plan_trip", {"traveller": "Alice"}, answer=self.trip_answers)
         expected = "Booked Alice to Lisbon (1 root(s) seen). Ideas: trams, tiles, tarts"
         assert modern.text == expected
         # Round 1: the form and the roots together; then the model; then the confirmation.
-        assert [sorted(r.input_requests[k].kind for k in r.keys) for r in modern.rounds] == [
+        assert [sorted(r.input_requests[k].type for k in r.keys) for r in modern.rounds] == [
             ["elicit", "roots"],
             ["sample"],
             ["confirm"],

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities, Era
-from . import kinds
+from . import questions
 from .asking import Asking, current_context
 from .call import Call
-from .kinds import Ask, ElicitResult, Root, SampleResult
+from .questions import Ask, ElicitResult, Root, SampleResult
 
 _current: contextvars.ContextVar[Context | None] = current_context
 
@@ -121,9 +121,9 @@ class Context:
     def client_capabilities(self) -> ClientCapabilities:
         return self.call.capabilities
 
-    def supports(self, kind: str) -> bool:
+    def supports(self, capability: str) -> bool:
         """``"elicitation"``, ``"elicitation.url"``, ``"sampling"``, ``"roots"``: may the handler ask this?"""
-        return self.call.capabilities.supports(kind)
+        return self.call.capabilities.supports(capability)
 
     @property
     def protocol_version(self) -> str:
@@ -151,23 +151,23 @@ class Context:
 
     def confirm(self, message: str, *, key: str | None = None) -> Asking[bool]:
         """Yes or no: true only when the user accepts and ticks confirm."""
-        return self._one(kinds.confirm(message, key=key), "confirm")
+        return self._one(questions.confirm(message, key=key), "confirm")
 
     def elicit(self, message: str, schema: Any, *, key: str | None = None) -> Asking[ElicitResult]:
-        return self._one(kinds.elicit(message, schema, key=key), "elicit")
+        return self._one(questions.elicit(message, schema, key=key), "elicit")
 
     def elicit_url(
         self, message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None
     ) -> Asking[ElicitResult]:
-        return self._one(kinds.elicit_url(message, url, key=key, elicitation_id=elicitation_id), "elicit_url")
+        return self._one(questions.elicit_url(message, url, key=key, elicitation_id=elicitation_id), "elicit_url")
 
     def sample(
         self, prompt: str | list[dict[str, Any]], *, key: str | None = None, **options: Any
     ) -> Asking[SampleResult]:
-        return self._one(kinds.sample(prompt, key=key, **options), "sample")
+        return self._one(questions.sample(prompt, key=key, **options), "sample")
 
     def list_roots(self, *, key: str | None = None) -> Asking[list[Root]]:
-        return self._one(kinds.list_roots(key=key), "list_roots")
+        return self._one(questions.list_roots(key=key), "list_roots")
 
     # -- notifications ------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ class Recorder:
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler
-        self.label = f"{handler.kind} {handler.name!r}"
+        self.label = f"{handler.primitive} {handler.name!r}"
         self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
         self.writes: list[Write] = []
         # An async handler's coroutine, to find its line from the thread running its query.
@@ -184,4 +184,4 @@ async def report(recorders: list[Recorder], call: Any) -> None:
     from .. import signals
 
     event = call.event("replay_unsafe", reason=f"{len(writes)} write(s)")
-    await signals.replay_unsafe.asend(recorders[0].handler.kind, event=event, writes=writes)
+    await signals.replay_unsafe.asend(recorders[0].handler.primitive, event=event, writes=writes)

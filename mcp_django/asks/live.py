@@ -52,7 +52,7 @@ from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import adopted, invoke, make_context, parked, wait_in_thread
-from .kinds import Ask
+from .questions import Ask
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
@@ -129,9 +129,9 @@ class LiveSession:
 class LiveBackend:
     """Answers each ask by asking the client (see the module's docstring)."""
 
-    def __init__(self, call: Call, kind: str) -> None:
+    def __init__(self, call: Call, primitive: str) -> None:
         self.call = call
-        self.kind = kind
+        self.primitive = primitive
         self.loop = asyncio.get_running_loop()
         self._blocking: set[concurrent.futures.Future[Any]] = set()
         self._counter = itertools.count(1)
@@ -193,7 +193,7 @@ class LiveBackend:
         # The row's duration is the ask's: from sending the request to its outcome.
         event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
         # Shielded: an ask cut short by cancellation is still reported.
-        await asyncio.shield(signals.ask_finished.asend(self.kind, event=event))
+        await asyncio.shield(signals.ask_finished.asend(self.primitive, event=event))
 
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
@@ -202,7 +202,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
     if handler.is_async:
         install(asyncio.get_running_loop())  # a task made of an ask runs the ask's own coroutine
-    backend = LiveBackend(call, handler.kind)
+    backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
     ctx = make_context(handler, call, backend, {})
     try:

@@ -34,7 +34,9 @@ class Ask:
     method: str
     params: dict[str, Any]
     capability: str
-    kind: str
+    # Which ask this is ("confirm", "elicit", "elicit-url", "sample", "roots"). It
+    # starts the key an ask gets without key=..., which travels: the values are fixed.
+    type: str
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
 
@@ -47,7 +49,7 @@ class Ask:
         return hashlib.sha256(canonical([self.method, self.params])).hexdigest()[:24]
 
     def default_key(self) -> str:
-        return f"{self.kind}-{self.digest[:12]}"
+        return f"{self.type}-{self.digest[:12]}"
 
     def required_capability(self) -> dict[str, Any]:
         head, _, sub = self.capability.partition(".")
@@ -157,9 +159,9 @@ def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
     leaves it empty sends nothing, and the converter fills in the default.
     """
     for name, prop in schema.get("properties", {}).items():
-        kinds = prop.get("type")
-        if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2 and name not in schema.get("required", ()):
-            prop["type"] = next(k for k in kinds if k != "null")
+        types = prop.get("type")
+        if isinstance(types, list) and "null" in types and len(types) == 2 and name not in schema.get("required", ()):
+            prop["type"] = next(t for t in types if t != "null")
             if prop.get("default", 0) is None:
                 del prop["default"]
             if isinstance(prop.get("enum"), list):

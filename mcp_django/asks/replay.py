@@ -28,7 +28,7 @@ from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
-from .kinds import Ask
+from .questions import Ask
 
 
 class InputRequired(BaseException):
@@ -320,7 +320,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
                 digest=digest or "",
             )
         except StateRefused as refusal:
-            await refused(call, handler.kind, refusal.reason)
+            await refused(call, handler.primitive, refusal.reason)
             raise
     backend, ctx, finished, value, error = await _attempt_once(
         handler,
@@ -354,7 +354,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         # Every capability the attempt's asks lacked, not only the one that escaped.
         lacking = MissingCapability(backend.missing)
         event = call.event("missing_capability", reason=",".join(lacking.capabilities))
-        await signals.capability_missing.asend(handler.kind, event=event)
+        await signals.capability_missing.asend(handler.primitive, event=event)
         raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
@@ -369,7 +369,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     round_no = (claims.round if claims else 0) + 1
     if round_no > mcp_settings.MAX_INPUT_ROUNDS:
         capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
-        await refused(call, handler.kind, capped.reason)
+        await refused(call, handler.primitive, capped.reason)
         raise capped
     new_state = seal(
         Claims(
@@ -388,7 +388,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     asks = {key: ask.method for key, ask in backend.pending.items()}
     # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
     event = call.event("round", round=round_no, asks=asks)
-    await signals.round_started.asend(handler.kind, event=event)
+    await signals.round_started.asend(handler.primitive, event=event)
     return Outcome(
         input_required={
             "resultType": "input_required",

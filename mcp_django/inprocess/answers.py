@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..asks.kinds import CONFIRM_SCHEMA
+from ..asks.questions import CONFIRM_SCHEMA
 
 
 class NoAnswer(AssertionError):
@@ -28,7 +28,7 @@ class InputRequest:
     params: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def kind(self) -> str:
+    def type(self) -> str:
         """``confirm``, ``elicit``, ``elicit_url``, ``sample`` or ``roots``."""
         if self.method == "elicitation/create":
             if self.params.get("mode") == "url":
@@ -104,18 +104,17 @@ def to_result(request: InputRequest, value: Any) -> Answer:
     """The wire answer for what the test's ``answer`` returned."""
     if isinstance(value, Answer):
         return value
-    kind = request.kind
-    if kind in ("confirm", "elicit", "elicit_url"):
+    ask_type = request.type
+    if ask_type in ("confirm", "elicit", "elicit_url"):
         if value is True:
-            content = (
-                {"confirm": True} if kind == "confirm" else None if kind == "elicit_url" else _defaults(request.schema)
-            )
-            return accept(content)
+            if ask_type == "confirm":
+                return accept({"confirm": True})
+            return accept(None if ask_type == "elicit_url" else _defaults(request.schema))
         if value is False:
             return decline()
-        if isinstance(value, Mapping) and kind != "elicit_url":
+        if isinstance(value, Mapping) and ask_type != "elicit_url":
             return accept(dict(value))
-    elif kind == "sample":
+    elif ask_type == "sample":
         if isinstance(value, str):
             return Answer(
                 {
@@ -127,7 +126,7 @@ def to_result(request: InputRequest, value: Any) -> Answer:
             )
         if isinstance(value, Mapping):
             return Answer(dict(value))
-    elif kind == "roots" and isinstance(value, (list, tuple)):
+    elif ask_type == "roots" and isinstance(value, (list, tuple)):
         roots = [{"uri": r} if isinstance(r, str) else dict(r) for r in value]
         return Answer({"roots": roots})
     raise TypeError(f"cannot answer {describe(request)} with {value!r}")

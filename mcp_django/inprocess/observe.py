@@ -26,7 +26,7 @@ class Observer:
 
     def ran(self, handler: Any) -> None:
         self.runs += 1
-        self.handlers.append(f"{getattr(handler, 'kind', '?')}:{getattr(handler, 'name', '?')}")
+        self.handlers.append(f"{getattr(handler, 'primitive', '?')}:{getattr(handler, 'name', '?')}")
 
     def unsafe(self, writes: list[Any]) -> None:
         self.unsafe_writes.extend(writes)

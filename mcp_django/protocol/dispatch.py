@@ -300,11 +300,11 @@ class Dispatcher:
             raise
         except (OperationalError, InterfaceError):
             # The database refuses connections or timed out: the client may try again (503).
-            logger.warning("%s %s could not reach the database", handler.kind, handler.name, exc_info=True)
+            logger.warning("%s %s could not reach the database", handler.primitive, handler.name, exc_info=True)
             raise Unavailable("the database") from None
         except Exception:
-            logger.exception("%s %s failed", handler.kind, handler.name)
-            raise MCPError(INTERNAL_ERROR, f"Error in {handler.kind} {handler.name}") from None
+            logger.exception("%s %s failed", handler.primitive, handler.name)
+            raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
     async def listen(self, call: Call) -> dict[str, Any]:
         """subscriptions/listen: a stream of list-changed notifications the client opted in to."""
@@ -347,16 +347,16 @@ class Dispatcher:
             changes: asyncio.Queue[str] = asyncio.Queue()
             loop = asyncio.get_running_loop()
 
-            def on_change(kind: str) -> None:
+            def on_change(listing: str) -> None:
                 # Lists may change from any thread (a sync handler registering a tool).
-                loop.call_soon_threadsafe(changes.put_nowait, kind)
+                loop.call_soon_threadsafe(changes.put_nowait, listing)
 
             self.registry.subscribe(on_change)
             try:
                 while True:
-                    kind = await changes.get()
-                    if agreed.get(_LIST_FILTERS.get(kind, "")):
-                        call.notify(notification(f"notifications/{kind}/list_changed", {"_meta": tag}))
+                    listing = await changes.get()
+                    if agreed.get(_LIST_FILTERS.get(listing, "")):
+                        call.notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
@@ -373,8 +373,8 @@ class Dispatcher:
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidParams("params.argument.name and params.argument.value must be strings")
         handler: Handler | None
-        kind = ref.get("type")
-        if kind == "ref/prompt":
+        ref_type = ref.get("type")
+        if ref_type == "ref/prompt":
             prompt_name = ref.get("name")
             if not isinstance(prompt_name, str):
                 raise InvalidParams("params.ref.name must be a string")
@@ -383,7 +383,7 @@ class Dispatcher:
             # answer as for one that does not exist, as prompts/get gives.
             if handler is None or not await self._allowed(call, handler):
                 raise InvalidParams(f"Unknown prompt: {prompt_name}")
-        elif kind == "ref/resource":
+        elif ref_type == "ref/resource":
             uri = ref.get("uri")
             if not isinstance(uri, str):
                 raise InvalidParams("params.ref.uri must be a string")
@@ -421,8 +421,8 @@ class Dispatcher:
         except MCPError:
             raise
         except Exception:
-            logger.exception("completion of %s %s failed", handler.kind, handler.name)
-            raise MCPError(INTERNAL_ERROR, f"Error completing {handler.kind} {handler.name}") from None
+            logger.exception("completion of %s %s failed", handler.primitive, handler.name)
+            raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
 
 
 class _Completion:

@@ -69,10 +69,10 @@ def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
 def _fit_property(prop: Any) -> dict[str, Any]:
     if not isinstance(prop, dict):
         raise ValueError("not a schema object")
-    kind = prop.get("type")
-    if kind == "array":
+    json_type = prop.get("type")
+    if json_type == "array":
         raise ValueError("a multi-select enum")
-    if kind == "string" and isinstance(prop.get("oneOf"), list):
+    if json_type == "string" and isinstance(prop.get("oneOf"), list):
         # A titled single-select (SEP-1330): the older enum + enumNames says the same.
         options = prop["oneOf"]
         if not all(isinstance(o, dict) and isinstance(o.get("const"), str) for o in options):
@@ -80,9 +80,9 @@ def _fit_property(prop: Any) -> dict[str, Any]:
         prop = {k: v for k, v in prop.items() if k != "oneOf"}
         prop["enum"] = [o["const"] for o in options]
         prop["enumNames"] = [str(o.get("title", o["const"])) for o in options]
-    allowed = _ALLOWED.get(kind) if isinstance(kind, str) else None
+    allowed = _ALLOWED.get(json_type) if isinstance(json_type, str) else None
     if allowed is None:
-        raise ValueError(f"type {kind!r}")
+        raise ValueError(f"type {json_type!r}")
     out = {k: v for k, v in prop.items() if k in allowed}
     if out.get("format") is not None and out["format"] not in _FORMATS:
         del out["format"]

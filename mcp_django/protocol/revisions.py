@@ -44,9 +44,9 @@ class ClientCapabilities:
 
     raw: dict[str, Any] = field(default_factory=dict)
 
-    def supports(self, kind: str) -> bool:
+    def supports(self, capability: str) -> bool:
         """``"elicitation"``/``"elicitation.form"``, ``"elicitation.url"``, ``"sampling"``, ``"roots"``, ..."""
-        head, _, sub = kind.partition(".")
+        head, _, sub = capability.partition(".")
         value = self.raw.get(head)
         if not isinstance(value, dict):
             return False
@@ -57,8 +57,8 @@ class ClientCapabilities:
             return sub in value
         return not sub or sub in value
 
-    def __contains__(self, kind: str) -> bool:
-        return self.supports(kind)
+    def __contains__(self, capability: str) -> bool:
+        return self.supports(capability)
 
 
 @dataclass(frozen=True)

@@ -336,8 +336,8 @@ def _one_line(text: str) -> str:
 def enc_hook(value: Any) -> Any:
     if is_serializer(value) and not isinstance(value, type):
         return value.data
-    kind: Any = type(value)
-    custom = _custom(kind)
+    cls: Any = type(value)
+    custom = _custom(cls)
     if custom is not None and custom.dump is not None:
         return custom.dump(value)
     if isinstance(value, decimal.Decimal):  # pragma: no cover - msgspec encodes Decimal itself
@@ -439,9 +439,9 @@ def tidy(schema: Any) -> Any:
     options = schema.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = options[0] if options[1] == {"type": "null"} else options[1]
-        kind = other.get("type")
-        if isinstance(kind, (str, list)) and "anyOf" not in other and "$ref" not in other:
-            merged = {**other, "type": [*([kind] if isinstance(kind, str) else kind), "null"]}
+        json_type = other.get("type")
+        if isinstance(json_type, (str, list)) and "anyOf" not in other and "$ref" not in other:
+            merged = {**other, "type": [*([json_type] if isinstance(json_type, str) else json_type), "null"]}
             if "enum" in merged:
                 merged["enum"] = [*merged["enum"], None]
             rest = {k: v for k, v in schema.items() if k != "anyOf"}

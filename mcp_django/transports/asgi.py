@@ -88,16 +88,16 @@ class MCPApplication:
         return self._endpoint
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        kind = scope["type"]
-        if kind == "http":
+        scope_type = scope["type"]
+        if scope_type == "http":
             await self.http(scope, receive, send)
-        elif kind == "websocket":
+        elif scope_type == "websocket":
             if self._websocket is None:
                 from .websocket import websocket_application
 
                 self._websocket = websocket_application(self._registry)
             await self._websocket(scope, receive, send)
-        elif kind == "lifespan":
+        elif scope_type == "lifespan":
             message = await receive()
             while message["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})

@@ -132,9 +132,9 @@ def origin_allowed(headers: dict[str, str]) -> bool:
     return urlsplit(origin).netloc == headers.get("host")
 
 
-def accepts(headers: dict[str, str], kind: str) -> bool:
+def accepts(headers: dict[str, str], media_type: str) -> bool:
     accept = headers.get("accept", "*/*")
-    return kind in accept or "*/*" in accept
+    return media_type in accept or "*/*" in accept
 
 
 def is_legacy(headers: dict[str, str], message: Any) -> bool:
@@ -263,10 +263,10 @@ class HttpEndpoint:
         ]
 
     async def modern(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
-        kind = jsonrpc.classify(message)
-        if kind == "notification":
+        shape = jsonrpc.classify(message)
+        if shape == "notification":
             return HttpOut(202)
-        if kind != "request":
+        if shape != "request":
             if isinstance(message, list):
                 return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported"))
             return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))

@@ -234,9 +234,9 @@ class SessionStream:
         _updates_for(self.hub)
         loop = asyncio.get_running_loop()
 
-        def list_changed(kind: str) -> None:
+        def list_changed(listing: str) -> None:
             # Lists may change on any thread (a sync handler registering a tool).
-            loop.call_soon_threadsafe(self.push, notification(f"notifications/{kind}/list_changed"))
+            loop.call_soon_threadsafe(self.push, notification(f"notifications/{listing}/list_changed"))
 
         if self.registry is not None:
             self.registry.subscribe(list_changed)
@@ -361,8 +361,8 @@ class LegacyHttp(LegacyHandler):
             return error_out(request_id, exc)
 
     async def _handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
-        kind = jsonrpc.classify(message)
-        if kind == "invalid":
+        shape = jsonrpc.classify(message)
+        if shape == "invalid":
             if isinstance(message, list):
                 return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported", http_status=400))
             return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
@@ -371,7 +371,7 @@ class LegacyHttp(LegacyHandler):
             principal = await self._principal(req)
         except AuthenticationFailed as exc:
             return unauthorized(request_id, exc)
-        if kind == "request" and message["method"] == "initialize":
+        if shape == "request" and message["method"] == "initialize":
             try:
                 record = await legacy.open_record(message.get("params"), principal.digest)
             except Unavailable:
@@ -387,10 +387,10 @@ class LegacyHttp(LegacyHandler):
         if isinstance(found, HttpOut):
             return found
         record, level = found
-        if kind == "notification":
+        if shape == "notification":
             await self.notification(record, message)
             return HttpOut(202)
-        if kind == "response":
+        if shape == "response":
             hub = await relay()
             if not await hub.route_reply(message, record.sid, record.principal):
                 return error_out(

@@ -262,9 +262,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         else:
             self.subscriptions.discard(uri)
 
-    def list_changed(self, kind: str) -> None:
+    def list_changed(self, listing: str) -> None:
         # Lists may change on any thread (a sync handler registering a tool).
-        self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{kind}/list_changed"))
+        self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "listening", False):
@@ -292,12 +292,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         except MCPError as exc:
             self.emit(jsonrpc.error_response(None, exc))
             return
-        kind = jsonrpc.classify(message)
-        if kind == "response":
+        shape = jsonrpc.classify(message)
+        if shape == "response":
             self.replies.deliver(message)
-        elif kind == "notification":
+        elif shape == "notification":
             self.notification(message)
-        elif kind == "request":
+        elif shape == "request":
             key = jsonrpc.dumps(message["id"]).decode()
             if key in self.calls:
                 self.emit(jsonrpc.error_response(message["id"], MCPError(INVALID_REQUEST, "this request id is in use")))

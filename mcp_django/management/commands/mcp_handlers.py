@@ -7,12 +7,14 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ...registry import PRIMITIVES
+
 
 def describe(handler: Any) -> dict[str, Any]:
     from ...handler_report import address, schema
 
     out: dict[str, Any] = {
-        "kind": handler.kind,
+        "type": handler.primitive,
         "name": handler.name,
         "address": address(handler),
         "description": handler.description,
@@ -34,14 +36,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print a JSON array instead of a table.")
-        parser.add_argument(
-            "--kind", choices=["tool", "prompt", "resource", "template"], help="Only handlers of this kind."
-        )
+        parser.add_argument("--type", choices=PRIMITIVES, help="Only handlers of this type.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         from ...registry import mcp
 
-        handlers = [h for h in mcp.all_handlers() if not options["kind"] or h.kind == options["kind"]]
+        handlers = [h for h in mcp.all_handlers() if not options["type"] or h.primitive == options["type"]]
         rows = [describe(h) for h in handlers]
         if options["json"]:
             self.stdout.write(json.dumps(rows, indent=2, default=str))
@@ -51,10 +51,10 @@ class Command(BaseCommand):
             return
         # Every column as wide as its longest cell: a table a person can scan down.
         table = [
-            (r["kind"], r["address"], r["source"], (r["description"] or "").splitlines()[0] if r["description"] else "")
+            (r["type"], r["address"], r["source"], (r["description"] or "").splitlines()[0] if r["description"] else "")
             for r in rows
         ]
         widths = [max(len(cells[i]) for cells in table) for i in range(3)]
-        for kind, where, source, first_line in table:
-            line = f"{kind:<{widths[0]}}  {where:<{widths[1]}}  {source:<{widths[2]}}  {first_line}"
+        for primitive, where, source, first_line in table:
+            line = f"{primitive:<{widths[0]}}  {where:<{widths[1]}}  {source:<{widths[2]}}  {first_line}"
             self.stdout.write(line.rstrip())
