@@ -23,8 +23,9 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from . import handler_report as report
+from .handlers import PRIMITIVES
 from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import PRIMITIVES, Registry
+from .registry import Registry
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {

@@ -13,6 +13,7 @@ from rest_framework import authentication
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
+from . import protected_resource
 from .conf import mcp_settings
 from .inprocess import test_thread
 from .keyring import keyring, principal_digests, principal_matches
@@ -162,8 +163,6 @@ def challenge_for(drf_request: Request) -> str | None:
     """What a 401 asks for: a ``Bearer`` challenge pointing at the protected-resource
     metadata when the endpoint is an OAuth protected resource (what MCP clients follow),
     otherwise the first configured class's own (DRF's ``Token``, ``Basic``...)."""
-    from . import protected_resource
-
     if protected_resource.enabled():
         error = getattr(drf_request, "oauth2_error", None) or {}
         return protected_resource.challenge(drf_request._request, error.get("error"), error.get("error_description"))

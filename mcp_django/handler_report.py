@@ -21,8 +21,9 @@ from django.db.models import Count, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool
 from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind
-from .registry import Handler, Prompt, Registry, Resource, ResourceTemplate, Tool
+from .registry import Registry
 
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
 # The key an ask gets without key=...: its type and a digest of the question

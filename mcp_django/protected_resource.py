@@ -16,13 +16,15 @@ configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Aut
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, JsonResponse
 
 from .conf import mcp_settings
+
+if TYPE_CHECKING:
+    from .registry import Registry
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
@@ -69,20 +71,12 @@ def enabled() -> bool:
     return bool(mcp_settings.AUTHORIZATION_SERVERS)
 
 
-def scopes_granted(auth: Any, scopes: Iterable[str]) -> bool:
-    """Whether the credential ``auth`` (DRF's ``request.auth``) carries every scope.
+def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry) -> JsonResponse:
+    """RFC 9728 protected-resource metadata, at the root and the path-suffixed location.
 
-    Only an OAuth access token (anything with ``allow_scopes``, as django-oauth-toolkit's
-    tokens have) is limited by scopes; other credentials are the user's own.
+    ``registry`` (given by the URLconf) is the endpoint's: its handlers' scopes are listed
+    unless ``SCOPES_SUPPORTED`` says otherwise.
     """
-    scopes = list(scopes)
-    if not scopes or not hasattr(auth, "allow_scopes"):
-        return True
-    return bool(auth.allow_scopes(scopes))
-
-
-def metadata(request: HttpRequest, resource_path: str = "") -> JsonResponse:
-    """RFC 9728 protected-resource metadata, at the root and the path-suffixed location."""
     if not enabled():
         raise Http404("This MCP endpoint is not an OAuth protected resource.")
     path = "/" + resource_path.strip("/") if resource_path else None
@@ -96,9 +90,7 @@ def metadata(request: HttpRequest, resource_path: str = "") -> JsonResponse:
     }
     scopes = mcp_settings.SCOPES_SUPPORTED
     if scopes is None:
-        from .registry import mcp
-
-        handlers = [*mcp.tools.values(), *mcp.prompts.values(), *mcp.resources.values(), *mcp.templates.values()]
+        handlers = registry.all_handlers()
         scopes = sorted({*mcp_settings.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
     if scopes:
         data["scopes_supported"] = scopes

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from . import protected_resource
+from .registry import mcp
 from .transports.views import mcp_view
 
 app_name = "mcp_django"
@@ -10,6 +11,11 @@ urlpatterns = [
     path("mcp", mcp_view, name="endpoint"),
     path("mcp/", mcp_view),
     # MCP authorization (RFC 9728): only when MCP_DJANGO["AUTHORIZATION_SERVERS"] names one.
-    path(".well-known/oauth-protected-resource", protected_resource.metadata, name="protected-resource"),
-    path(".well-known/oauth-protected-resource/<path:resource_path>", protected_resource.metadata),
+    path(
+        ".well-known/oauth-protected-resource",
+        protected_resource.metadata,
+        {"registry": mcp},
+        name="protected-resource",
+    ),
+    path(".well-known/oauth-protected-resource/<path:resource_path>", protected_resource.metadata, {"registry": mcp}),
 ]

@@ -17,10 +17,10 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from ..conf import mcp_settings
+from ..handlers import Handler
 from ..inprocess import observer, test_thread
 from ..lifecycle import close_stale
 from ..protocol.jsonrpc import MCPError
-from ..registry import Handler
 from . import guard
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind

@@ -45,9 +45,9 @@ from typing import Any, Protocol
 
 from .. import signals
 from ..conf import mcp_settings
+from ..handlers import Handler
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
-from ..registry import Handler
 from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped

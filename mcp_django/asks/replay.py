@@ -20,8 +20,8 @@ from typing import Any
 
 from .. import signals
 from ..conf import mcp_settings
+from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..registry import Handler
 from ..request_state import Claims, Reason, StateRefused, params_digest, seal, unseal
 from . import guard
 from .asking import install

@@ -15,8 +15,9 @@ from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
+from ..handlers import Handler, ResourceTemplate, completer_info
 from ..protected_resource import challenge
-from ..registry import Handler, Registry, ResourceTemplate, completer_info
+from ..registry import Registry
 from ..request_state import StateRefused
 from .jsonrpc import (
     INTERNAL_ERROR,

@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import schema as schemas
 from ..content import ToolResult
-from ..registry import TOOL_NAME_MAX, Tool
+from ..handlers import TOOL_NAME_MAX, Tool, dotted_name
 from .operation import Operation
 from .parameters import list_output_schema, query_parameters
 from .view_styles import (
@@ -233,8 +233,7 @@ class _Builder:
         return self.names.get(key) or clip_name(default)
 
     def _source(self, key: str) -> str:
-        target = self.cls or self.view
-        return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}:{key}"
+        return f"{dotted_name(self.cls or self.view)}:{key}"
 
     def _lookup(self, view: Any) -> tuple[str, dict[str, Any]]:
         lookup_field = getattr(view, "lookup_field", "pk")

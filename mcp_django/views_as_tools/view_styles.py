@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.text import camel_case_to_spaces
 
-from ..registry import TOOL_NAME_MAX
+from ..handlers import TOOL_NAME_MAX
 
 logger = logging.getLogger("mcp_django")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...registry import PRIMITIVES
+from ...handlers import PRIMITIVES
 
 
 def describe(handler: Any) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""What a registered handler is: a tool, a prompt, a resource or a resource template.
+
+The registry (:mod:`mcp_django.registry`) builds these from decorated functions, and
+:mod:`mcp_django.views_as_tools` builds tools from views; both depend on this module,
+which depends on neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from . import schema as schemas
+
+TOOL_NAME_MAX = 64
+# What a handler can be (Handler.primitive): MCP's server primitives, a resource template apart.
+PRIMITIVES = ("tool", "prompt", "resource", "template")
+_TEMPLATE_VAR = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+Func = Callable[..., Any]
+
+
+def _is_context_annotation(annotation: Any) -> bool:
+    # Deferred: asks.context reaches auth, which imports django.contrib.auth's models, and
+    # importing the registry must not need Django's apps to be ready (only registering does).
+    from .asks.context import Context
+
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] in ("Context", "SyncContext", "AsyncContext")
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def find_context_param(func: Func) -> str | None:
+    """The parameter that receives the context: one named ``ctx`` or annotated ``Context``."""
+    try:
+        hints = get_type_hints(func)
+    except Exception:
+        hints = {}
+    for name, param in inspect.signature(func).parameters.items():
+        annotation = hints.get(name, param.annotation)
+        if name == "ctx" or _is_context_annotation(annotation):
+            return name
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def completer_info(func: Func) -> tuple[str | None, bool]:
+    """(the name of its context parameter or None, whether it is async) for a completer.
+
+    A completer is called as ``completer(value)``, or ``completer(value, ctx=ctx)``
+    when it takes a context (a parameter named ``ctx`` or annotated ``Context``):
+    ``ctx.user`` lets it filter by the caller. A sync completer runs in the worker
+    pool (it may use the ORM), an async one on the event loop.
+    """
+    return find_context_param(func), inspect.iscoroutinefunction(func)
+
+
+def dotted_name(func: Any) -> str:
+    """Where ``func`` is defined (for a view made by ``as_view()``, its class): a handler's ``source``."""
+    target = getattr(func, "view_class", None) or getattr(func, "cls", None) or func
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
+
+
+@dataclass(eq=False)
+class Handler:
+    """What every registered handler shares."""
+
+    name: str
+    func: Func
+    description: str = ""
+    title: str | None = None
+    permissions: tuple[str, ...] = ()
+    permission_classes: tuple[Any, ...] = ()
+    allow_anonymous: bool | None = None
+    # OAuth scopes an access token must carry to use this handler (see protected_resource).
+    scopes: tuple[str, ...] = ()
+    meta: dict[str, Any] | None = None
+    source: str = ""
+    context_param: str | None = None
+    is_async: bool = False
+    # Which of MCP's server primitives this is: "tool", "prompt", "resource" or
+    # "template" (a resource template), as logs, signals and the admin name it.
+    primitive: str = "handler"
+    # The database alias whose transaction wraps each attempt of a sync handler
+    # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
+    atomic: str | None = None
+
+    def __post_init__(self) -> None:
+        self.is_async = inspect.iscoroutinefunction(self.func)
+        if self.atomic and self.is_async:
+            raise TypeError(
+                f"{self.primitive} {self.name!r}: atomic= needs a sync handler (an async handler's queries "
+                "run in other threads, outside any one transaction)"
+            )
+        if self.context_param is None:
+            self.context_param = find_context_param(self.func)
+        if not self.source:
+            self.source = dotted_name(self.func)
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.permissions or self.permission_classes or self.scopes)
+
+    def scopes_granted(self, auth: Any) -> bool:
+        """Whether the credential ``auth`` (DRF's ``request.auth``) carries this handler's scopes.
+
+        Cheap: no database. Only an OAuth access token (anything with ``allow_scopes``, as
+        django-oauth-toolkit's tokens have) is limited by scopes; other credentials are the
+        user's own and carry all of the user's authority.
+        """
+        if not self.scopes or not hasattr(auth, "allow_scopes"):
+            return True
+        return bool(auth.allow_scopes(list(self.scopes)))
+
+    def has_permission(self, user: Any, request: Any) -> bool:
+        """Sync: permission checks may query the database."""
+        if not self.scopes_granted(getattr(request, "auth", None)):
+            return False
+        if self.permissions and not user.has_perms(self.permissions):
+            return False
+        for cls in self.permission_classes:
+            if not cls().has_permission(request, self):
+                return False
+        return True
+
+    def kwargs(self, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        kwargs = dict(arguments)
+        if self.context_param:
+            kwargs[self.context_param] = ctx
+        return kwargs
+
+    def descriptor(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class Tool(Handler):
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+    # Names of the parameters the handler accepts from arguments; None: it takes **kwargs.
+    accepts: frozenset[str] | None = None
+    primitive: str = "tool"
+    # Validates a call's arguments and converts them into what the handler takes
+    # (schemas.Parameters from the signature; by default, a check against input_schema).
+    parameters: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parameters is None:
+            self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            out["title"] = self.title
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+
+@dataclass(eq=False)
+class Prompt(Handler):
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    completions: dict[str, Func] = field(default_factory=dict)
+    primitive: str = "prompt"
+    # Converts the (string) arguments into the parameters' declared types.
+    parameters: Any = None
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments}
+        if self.title:
+            out["title"] = self.title
+        return out
+
+
+@dataclass(eq=False)
+class Resource(Handler):
+    uri: str = ""
+    mime_type: str | None = None
+    primitive: str = "resource"
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                out[key] = value
+        return out
+
+
+@dataclass(eq=False)
+class ResourceTemplate(Handler):
+    uri_template: str = ""
+    mime_type: str | None = None
+    completions: dict[str, Func] = field(default_factory=dict)
+    primitive: str = "template"
+    pattern: re.Pattern[str] | None = None
+    # Converts the URI's variables (strings) into the parameters' declared types.
+    parameters: Any = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.parameters is None:
+            owner = f"resource template {self.uri_template!r} ({self.source})"
+            self.parameters = schemas.Parameters(self.func, skip={self.context_param or ""}, owner=owner)
+        parts = _TEMPLATE_VAR.split(self.uri_template)
+        regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>[^/]+)" for i, p in enumerate(parts))
+        self.pattern = re.compile(f"^{regex}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        assert self.pattern is not None
+        m = self.pattern.match(uri)
+        return m.groupdict() if m else None
+
+    def descriptor(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
+        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                out[key] = value
+        return out
+
+
+def is_template(uri: str) -> bool:
+    """Whether ``uri`` has ``{placeholders}``: a resource template rather than a resource."""
+    return _TEMPLATE_VAR.search(uri) is not None
