@@ -42,8 +42,7 @@ def _alias(atomic: bool | str) -> str | None:
 def _describe(func: Func, description: str | None) -> str:
     if description is not None:
         return description
-    doc = inspect.getdoc(func) or ""
-    return doc.split("\n\n", 1)[0].strip()
+    return schemas.first_paragraph(inspect.getdoc(func))
 
 
 class Registry:

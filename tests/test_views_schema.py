@@ -50,6 +50,33 @@ def test_serializer_input_schema() -> None:
     assert "code" in out and "pattern" not in out["address"]["properties"]["postcode"]
 
 
+class Choices(serializers.Serializer):
+    flag = serializers.ChoiceField(choices=[True, False])
+    sizes = serializers.MultipleChoiceField(choices=["s", "m"])
+    level = serializers.ChoiceField(choices=[1, 2], allow_null=True)
+
+
+def test_choice_fields_are_enums_typed_by_their_values() -> None:
+    props = serializer_schema(Choices)["properties"]
+    assert props["flag"]["enum"] == [True, False] and "type" not in props["flag"]  # a boolean is no integer
+    # An elicitation's multi-select needs its items typed.
+    assert props["sizes"]["items"] == {"enum": ["s", "m"], "type": "string"}
+    assert (props["level"]["enum"], props["level"]["type"]) == ([1, 2, None], ["integer", "null"])
+
+
+def ship(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({})
+
+
+# As Python before 3.13 keeps a docstring: its indentation in the text.
+ship.__doc__ = "Ship every paid order\n    that is in stock.\n\n    What happens next is not part of the summary.\n    "
+
+
+def test_a_views_description_is_the_first_paragraph_of_its_docstring() -> None:
+    tool = Registry().register_view(ship, input_schema={"type": "object", "properties": {}})[0]
+    assert tool.description == "Ship every paid order\nthat is in stock."  # indentation removed
+
+
 def test_output_schema_says_decimals_are_strings() -> None:
     out = serializer_schema(OrderSerializer, for_output=True)["properties"]
     assert out["total"]["type"] == "string"

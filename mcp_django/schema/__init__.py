@@ -4,14 +4,17 @@
 - :mod:`.signature`: a handler's parameters (input schema + conversion) and its output schema;
 - :mod:`.validator`: Draft 2020-12 validation of schemas given as dicts (jsonschema-rs);
 - :mod:`.drf`: DRF serializers as schemas;
-- :mod:`.docstrings`: parameter descriptions from docstrings.
+- :mod:`.enums`: enum schemas from choices, however they come;
+- :mod:`.docstrings`: what docstrings say: a summary, parameter descriptions.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .drf import _choice, field_schema, is_serializer, serializer_schema
+from .docstrings import first_paragraph
+from .drf import field_schema, is_serializer, serializer_schema
+from .enums import enum_schema
 from .signature import ArgumentsInvalid, Parameters, SchemaArguments, output_schema, resolved_hints
 from .types import Email, SchemaError, convert, is_typeddict, prepare, problem, to_jsonable, type_schema
 from .validator import Validator, validate, validator_for
@@ -23,9 +26,10 @@ __all__ = [
     "SchemaArguments",
     "SchemaError",
     "Validator",
-    "_choice",
     "convert",
+    "enum_schema",
     "field_schema",
+    "first_paragraph",
     "is_serializer",
     "is_typeddict",
     "output_schema",

@@ -1,4 +1,4 @@
-"""What a handler's docstring says about its parameters (Google, NumPy and Sphinx/reST styles)."""
+"""What a docstring says: its summary, and its parameters (Google, NumPy and Sphinx/reST styles)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,13 @@ import inspect
 from typing import Any
 
 import docstring_parser
+
+
+def first_paragraph(doc: str | None) -> str:
+    """The first paragraph of a docstring (its summary), indentation removed as ``inspect.cleandoc`` does."""
+    if not doc:
+        return ""
+    return inspect.cleandoc(doc).split("\n\n", 1)[0].strip()
 
 
 def parameter_descriptions(func: Any) -> dict[str, str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import decimal
 from typing import Any
 
+from .enums import enum_schema, is_json_scalar, nullable
+
 
 def is_serializer(tp: Any) -> bool:
     try:
@@ -14,10 +16,6 @@ def is_serializer(tp: Any) -> bool:
     return (isinstance(tp, type) and issubclass(tp, serializers.BaseSerializer)) or isinstance(
         tp, serializers.BaseSerializer
     )
-
-
-def _jsonable(value: Any) -> bool:
-    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def serializer_schema(serializer: Any, *, for_output: bool = False) -> dict[str, Any]:
@@ -49,14 +47,9 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
     elif isinstance(f, s.BaseSerializer):
         schema = serializer_schema(f, for_output=for_output)
     elif isinstance(f, s.MultipleChoiceField):
-        schema = {"type": "array", "items": {"enum": [_choice(k) for k in f.choices]}, "uniqueItems": True}
+        schema = {"type": "array", "items": enum_schema(f.choices), "uniqueItems": True}
     elif isinstance(f, s.ChoiceField):
-        values = [_choice(k) for k in f.choices]
-        schema = {"enum": values}
-        if all(isinstance(v, str) for v in values):
-            schema["type"] = "string"
-        elif all(isinstance(v, int) for v in values):
-            schema["type"] = "integer"
+        schema = enum_schema(f.choices)
     elif isinstance(f, s.BooleanField):
         schema = {"type": "boolean"}
     elif isinstance(f, s.IntegerField):
@@ -98,17 +91,14 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
     if getattr(f, "help_text", None):
         schema["description"] = str(f.help_text)
     default = getattr(f, "default", s.empty)
-    if default is not s.empty and not callable(default) and _jsonable(default):
+    if default is not s.empty and not callable(default) and is_json_scalar(default):
         schema["default"] = default
     if not for_output:
         _validator_constraints(schema, f)
     if getattr(f, "allow_blank", False) and "enum" in schema and "" not in schema["enum"]:
         schema["enum"] = [*schema["enum"], ""]
     if getattr(f, "allow_null", False):
-        if isinstance(schema.get("type"), str):
-            schema["type"] = [schema["type"], "null"]
-        if "enum" in schema and None not in schema["enum"]:
-            schema["enum"] = [*schema["enum"], None]
+        schema = nullable(schema)
     return schema
 
 
@@ -154,10 +144,6 @@ def _ecma_pattern(pattern: str) -> str | None:
     if "(?" in pattern.replace("(?:", "").replace("(?=", "").replace("(?!", ""):
         return None
     return pattern
-
-
-def _choice(value: Any) -> Any:
-    return value if _jsonable(value) else str(value)
 
 
 def _bounds(

@@ -28,6 +28,7 @@ import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
 from .drf import is_serializer, serializer_schema
+from .enums import enum_type, nullable
 from .validator import validator_for
 
 # JSON Schema keywords with a msgspec constraint of the same meaning: enforced by the converter.
@@ -432,18 +433,15 @@ def tidy(schema: Any) -> Any:
         if declared is not None:
             schema["enum"] = values = list(declared)
     if isinstance(values, list) and "type" not in schema and values:
-        if all(isinstance(v, str) for v in values):
-            schema["type"] = "string"
-        elif all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            schema["type"] = "integer"
+        json_type = enum_type(values)
+        if json_type is not None:
+            schema["type"] = json_type
     options = schema.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         other = options[0] if options[1] == {"type": "null"} else options[1]
         json_type = other.get("type")
         if isinstance(json_type, (str, list)) and "anyOf" not in other and "$ref" not in other:
-            merged = {**other, "type": [*([json_type] if isinstance(json_type, str) else json_type), "null"]}
-            if "enum" in merged:
-                merged["enum"] = [*merged["enum"], None]
+            merged = nullable(other)
             rest = {k: v for k, v in schema.items() if k != "anyOf"}
             return {**merged, **rest}
     return schema

@@ -149,11 +149,7 @@ def _choice_schema(f: Any) -> dict[str, Any]:
     choices = f.extra.get("choices")
     if callable(choices) or choices is None:
         return {"type": "string"}
-    values = [schemas._choice(c[0]) for c in choices if c[0] not in ("", None)]
-    schema: dict[str, Any] = {"enum": values}
-    if all(isinstance(v, str) for v in values):
-        schema["type"] = "string"
-    return schema
+    return schemas.enum_schema(c[0] for c in choices if c[0] not in ("", None))
 
 
 def list_output_schema(view: Any, item: dict[str, Any]) -> dict[str, Any]:

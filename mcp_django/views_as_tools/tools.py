@@ -261,8 +261,7 @@ class _Builder:
             if attr in vars(klass):
                 if klass.__module__.startswith("rest_framework."):
                     return ""
-                doc = inspect.getdoc(vars(klass)[attr]) or ""
-                return doc.split("\n\n", 1)[0].strip()
+                return schemas.first_paragraph(inspect.getdoc(vars(klass)[attr]))
         return ""
 
     # -- viewsets -----------------------------------------------------------------------
@@ -377,7 +376,7 @@ class _Builder:
         schema: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
             schema["required"] = required
-        doc = (func.kwargs.get("description") or func.__doc__ or "").strip().split("\n\n", 1)[0].strip()
+        doc = schemas.first_paragraph(func.kwargs.get("description") or func.__doc__)
         op = Operation(
             view=self.view,
             cls=self.cls,
@@ -448,12 +447,7 @@ class _Builder:
         for param in path_params:
             schema["properties"].setdefault(param, {"type": "string"})
             schema["required"] = sorted({*schema.get("required", []), param})
-        target = self.cls or self.view
-        doc = (
-            self._custom_doc(method)
-            if self.cls is not None
-            else (getattr(target, "__doc__", "") or "").strip().split("\n\n", 1)[0]
-        )
+        doc = self._custom_doc(method) if self.cls is not None else schemas.first_paragraph(self.view.__doc__)
         op = Operation(
             view=self.view,
             cls=self.cls,
