@@ -120,7 +120,7 @@ def _adopting(previous: Any) -> Any:
         if type(coro) is Asking:
             coro = coro._coro
         ctx = current_context.get()
-        adopt = getattr(ctx._backend, "adopt", None) if ctx is not None else None
+        adopt = getattr(ctx.backend, "adopt", None) if ctx is not None else None
         if adopt is None:
             return previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
         parent = asyncio.current_task(loop)

@@ -87,9 +87,12 @@ class Context:
 
     def __init__(self, call: Call, backend: Backend, state: Mapping[str, str] | None = None) -> None:
         self.call = call
-        self._backend = backend
+        # The engine that answers the asks (the replay or the live one); the engines read it.
+        self.backend = backend
         self._state = State(state) if state else State()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # The event loop serving the call, set when a sync handler starts: its thread hands
+        # notifications back to it.
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def state(self) -> State:
@@ -215,8 +218,8 @@ class Context:
         """
         close = getattr(self.call.session, "close_stream", None)
         if close is not None:
-            if isinstance(self, SyncContext) and self._loop is not None:
-                self._loop.call_soon_threadsafe(close)
+            if isinstance(self, SyncContext) and self.loop is not None:
+                self.loop.call_soon_threadsafe(close)
             else:
                 close()
 
@@ -240,13 +243,13 @@ class AsyncContext(Context):
     """``ctx`` of an async handler: ``await ctx.confirm(...)``; ``asyncio.gather`` shares one round."""
 
     def _many(self, asks: Sequence[Ask], what: str) -> Asking[list[Any]]:
-        return Asking(self._backend.resolve(asks), what)
+        return Asking(self.backend.resolve(asks), what)
 
     def _one(self, ask: Ask, what: str) -> Asking[Any]:
         return Asking(self._first(ask), what)
 
     async def _first(self, ask: Ask) -> Any:
-        return (await self._backend.resolve((ask,)))[0]
+        return (await self.backend.resolve((ask,)))[0]
 
     def _emit(self, message: dict[str, Any]) -> None:
         assert self.call.notify is not None
@@ -261,14 +264,14 @@ class SyncContext(Context):
     """``ctx`` of a sync handler: the asks return answers; ``ctx.ask_all(...)`` asks several at once."""
 
     def _many(self, asks: Sequence[Ask], what: str) -> list[Any]:
-        return self._backend.resolve_blocking(asks)
+        return self.backend.resolve_blocking(asks)
 
     def _one(self, ask: Ask, what: str) -> Any:
-        return self._backend.resolve_blocking((ask,))[0]
+        return self.backend.resolve_blocking((ask,))[0]
 
     def _emit(self, message: dict[str, Any]) -> None:
-        assert self.call.notify is not None and self._loop is not None
-        self._loop.call_soon_threadsafe(self.call.notify, message)
+        assert self.call.notify is not None and self.loop is not None
+        self.loop.call_soon_threadsafe(self.call.notify, message)
 
     # The same asks, typed as what a sync handler gets: the answers themselves.
     if TYPE_CHECKING:
@@ -328,4 +331,10 @@ def get_context(request: Any = None) -> Context | None:
 
 
 def bind(ctx: Context) -> contextvars.Token[Context | None]:
+    """Make ``ctx`` the context of the code running now (what :func:`get_context` finds)."""
     return _current.set(ctx)
+
+
+def unbind(token: contextvars.Token[Context | None]) -> None:
+    """Undo the :func:`bind` that returned ``token``."""
+    _current.reset(token)

@@ -23,7 +23,7 @@ from ..lifecycle import close_stale
 from ..protocol.jsonrpc import MCPError
 from . import guard
 from .call import Call
-from .context import AsyncContext, Backend, Context, SyncContext, bind
+from .context import AsyncContext, Backend, Context, SyncContext, bind, unbind
 
 
 class WorkerPool:
@@ -236,7 +236,7 @@ def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
         return handler.func(**kwargs)
     with transaction.atomic(using=alias):
         value = handler.func(**kwargs)
-        if getattr(ctx._backend, "pending", None):
+        if getattr(ctx.backend, "pending", None):
             # Asks are pending (the handler caught the end of its attempt and
             # returned): the attempt ends with input_required all the same.
             transaction.set_rollback(True, using=alias)
@@ -253,12 +253,10 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
             coro = handler.func(**kwargs)
             guard.watch_coroutine(coro)
             return await coro
-        ctx._loop = asyncio.get_running_loop()
+        ctx.loop = asyncio.get_running_loop()
         # getattr: completers come here too, as a bare stand-in for a handler.
         if getattr(handler, "atomic", None) or guard.recording():
             return await run_in_thread(_run_sync, handler, kwargs, ctx)
         return await run_in_thread(lambda: handler.func(**kwargs))
     finally:
-        from .context import _current
-
-        _current.reset(token)
+        unbind(token)

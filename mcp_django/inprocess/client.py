@@ -405,7 +405,7 @@ class MCPClient:
         }
         exchange = await self._legacy_post(auth, body, session=False)
         try:
-            response = exchange._response
+            response = exchange.response
             assert response is not None
             message = await _json_or_raise(response)
             _result_of(message)
@@ -431,7 +431,7 @@ class MCPClient:
         request_id = next(self._ids)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         exchange = await self._legacy_post(auth, body)
-        response = exchange._response
+        response = exchange.response
         assert response is not None
         try:
             if not response.is_stream:
@@ -487,7 +487,7 @@ class MCPClient:
             this_round.responses = {key: reply.get("result", reply.get("error"))}
         exchange = await self._legacy_post(auth, reply)
         try:
-            response = exchange._response
+            response = exchange.response
             assert response is not None
             if response.status != 202:
                 raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")

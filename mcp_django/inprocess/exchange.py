@@ -61,7 +61,7 @@ class Exchange:
         self._gone = asyncio.Event()
         self._started: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._response: Response | None = None
+        self.response: Response | None = None
         self.task: asyncio.Task[None] | None = None
 
     async def receive(self) -> dict[str, Any]:
@@ -73,8 +73,8 @@ class Exchange:
 
     async def send(self, message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            self._response = Response(message["status"], list(message.get("headers", [])), self._chunks)
-            self._started.set_result(self._response)
+            self.response = Response(message["status"], list(message.get("headers", [])), self._chunks)
+            self._started.set_result(self.response)
         elif message["type"] == "http.response.body":
             body = message.get("body", b"")
             if body:
