@@ -97,6 +97,9 @@ class SessionAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Any, None] | None:
         from django.contrib.auth import get_user
 
+        # The session goes on the MCP request itself (views called as tools see it). DRF gives an
+        # authentication class no public way to the HttpRequest its Request wraps; DRF's own
+        # SessionAuthentication reads request._request too.
         django_request = request._request
         key = django_request.COOKIES.get(settings.SESSION_COOKIE_NAME)
         if not key:
@@ -159,13 +162,17 @@ class AuthenticationFailed(Exception):
         self.challenge = challenge
 
 
-def challenge_for(drf_request: Request) -> str | None:
+def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     """What a 401 asks for: a ``Bearer`` challenge pointing at the protected-resource
     metadata when the endpoint is an OAuth protected resource (what MCP clients follow),
-    otherwise the first configured class's own (DRF's ``Token``, ``Basic``...)."""
+    otherwise the first configured class's own (DRF's ``Token``, ``Basic``...).
+
+    ``drf_request`` is the Request the classes saw (``django_request`` wrapped): an
+    OAuth class leaves the error it found on it.
+    """
     if protected_resource.enabled():
         error = getattr(drf_request, "oauth2_error", None) or {}
-        return protected_resource.challenge(drf_request._request, error.get("error"), error.get("error_description"))
+        return protected_resource.challenge(django_request, error.get("error"), error.get("error_description"))
     for cls in mcp_settings.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:
@@ -176,7 +183,8 @@ def challenge_for(drf_request: Request) -> str | None:
 def refuse_anonymous(django_request: Any) -> AuthenticationFailed:
     """The 401 for a caller who sent no credentials where anonymous callers are not served."""
     return AuthenticationFailed(
-        "Authentication credentials were not provided.", challenge=challenge_for(Request(django_request))
+        "Authentication credentials were not provided.",
+        challenge=challenge_for(django_request, Request(django_request)),
     )
 
 
@@ -209,7 +217,9 @@ def authenticate(django_request: Any) -> Principal:
                 django_request.user = user
                 return Principal(user, found[1])
     except APIException as exc:
-        raise AuthenticationFailed(str(exc.detail), exc.status_code, challenge_for(drf_request)) from None
+        raise AuthenticationFailed(
+            str(exc.detail), exc.status_code, challenge_for(django_request, drf_request)
+        ) from None
     except Exception:
         if not token_model_missing(cls):
             raise

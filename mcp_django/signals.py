@@ -27,8 +27,8 @@ class Signal(dispatch.Signal):
     """
 
     async def asend(self, sender: Any, **named: Any) -> list[tuple[Any, Any]]:
-        if not self.receivers:
-            return []
+        # Django has no public way to list a signal's live receivers: _live_receivers is
+        # what its own send() and asend() call (Django 5.2 and 6.x: sync and async lists).
         sync_receivers, async_receivers = self._live_receivers(sender)
         responses: list[tuple[Any, Any]] = []
         if sync_receivers:

@@ -188,7 +188,7 @@ class LiveBackend:
             await self._finished(key, ask, outcome, asked_at)
 
     async def _finished(self, key: str, ask: Ask, outcome: str, asked_at: float) -> None:
-        if not signals.ask_finished.receivers:
+        if not signals.ask_finished.has_listeners(self.primitive):
             return
         # The row's duration is the ask's: from sending the request to its outcome.
         event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)

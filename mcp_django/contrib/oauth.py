@@ -37,9 +37,11 @@ class OAuth2Authentication(ToolkitAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header[:7].lower() == "bearer ":
             return None
-        django_request = getattr(request, "_request", request)
         # The toolkit reads the body's form fields too: hand it Django's request, whose
         # POST is empty for a JSON body (DRF's would refuse to parse one without parsers).
+        # DRF has no public accessor for the HttpRequest its Request wraps (its own
+        # SessionAuthentication reads request._request too).
+        django_request = getattr(request, "_request", request)
         valid, checked = get_oauthlib_core().verify_request(django_request, scopes=[])
         if not valid:
             error = getattr(checked, "oauth2_error", None) or {}
@@ -65,5 +67,5 @@ class OAuth2Authentication(ToolkitAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         error = getattr(request, "oauth2_error", None) or {}
-        django_request = request._request if hasattr(request, "_request") else request
-        return protected_resource.challenge(django_request, error.get("error"), error.get("error_description"))
+        # DRF's Request passes scheme, host and path through to the request it wraps.
+        return protected_resource.challenge(request, error.get("error"), error.get("error_description"))

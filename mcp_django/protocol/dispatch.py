@@ -469,34 +469,35 @@ async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], ca
 
     Rounds, refused states and missing capabilities are sent by the engine as
     their own events, so they are not sent again here. With no receiver
-    connected, ``asend`` returns at once; the audit log's receiver only queues
+    connected, nothing is built or sent; the audit log's receiver only queues
     the row, so no database work sits between the result and the client.
     """
+    sender = _SENDER[call.method]
     try:
         result = await method(call)
     except asyncio.CancelledError:
-        if signals.call_finished.receivers:
-            await _send_finished(call, "cancelled", "")
+        await _send_finished(call, sender, "cancelled", "")
         raise
     except MCPError as exc:
-        if signals.call_finished.receivers and not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
-            await _send_finished(call, "failed", f"error {exc.code}")
+        if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
+            await _send_finished(call, sender, "failed", f"error {exc.code}")
         raise
     except Exception as exc:
-        if signals.call_finished.receivers:
-            await _send_finished(call, "failed", type(exc).__name__)
+        await _send_finished(call, sender, "failed", type(exc).__name__)
         raise
-    if signals.call_finished.receivers and result.get("resultType") != "input_required":
+    if result.get("resultType") != "input_required":
         if result.get("isError"):
-            await _send_finished(call, "failed", "tool error")
+            await _send_finished(call, sender, "failed", "tool error")
         else:
-            await _send_finished(call, "completed", "")
+            await _send_finished(call, sender, "completed", "")
     return result
 
 
-async def _send_finished(call: Call, outcome: str, reason: str) -> None:
+async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> None:
+    if not signals.call_finished.has_listeners(sender):
+        return  # no event is built when no one hears it
     event = call.event(outcome, reason=reason, outcome=outcome)
-    await signals.call_finished.asend(_SENDER[call.method], event=event)
+    await signals.call_finished.asend(sender, event=event)
 
 
 def _require_scopes(call: Call, handler: Handler) -> None:

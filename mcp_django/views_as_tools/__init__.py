@@ -13,8 +13,8 @@ unchanged beside the tool.
 Why a new request rather than the MCP request itself: the view must see the
 method, path, query and body of the operation it serves, not a JSON-RPC POST
 to ``/mcp``. Authentication has already happened on the MCP endpoint, so the
-new request carries the principal the way DRF's own ``force_authenticate``
-does (``_force_auth_user``), and no credentials are re-checked or copied.
+new request carries the principal through DRF's ``force_authenticate``, and no
+credentials are re-checked or copied.
 """
 
 from .tools import ViewTool, view_tools

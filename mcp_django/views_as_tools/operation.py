@@ -137,12 +137,19 @@ class Operation:
             environ["CONTENT_TYPE"] = content_type
         request = WSGIRequest(environ)
         request.user = user
-        # DRF's force_authenticate: the view's Request takes this user without running its
-        # authentication classes; the MCP endpoint has authenticated the caller already.
-        request._force_auth_user = user  # type: ignore[attr-defined]
-        request._force_auth_token = None  # type: ignore[attr-defined]
+        # The MCP endpoint has authenticated the caller already: the view's Request takes this
+        # user without running its authentication classes. DRF's public way to say so is
+        # force_authenticate (imported here: its module needs Django's settings). An
+        # authentication class passed through as_view() would do it only for a view given as a
+        # class that builds its authenticators from authentication_classes, not for an
+        # as_view() function or a view overriding get_authenticators().
+        from rest_framework.test import force_authenticate
+
+        force_authenticate(request, user=user)
         # The MCP endpoint refuses foreign origins and non-JSON bodies, which is what CSRF
-        # protection is for; an MCP client has no CSRF token to send.
+        # protection is for; an MCP client has no CSRF token to send. Django has no public
+        # way to exempt a request (csrf_exempt marks a view function, and a view decorated
+        # with csrf_protect checks anyway); this is the flag its own test client sets.
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
         session = getattr(incoming, "session", None)
         if session is not None:

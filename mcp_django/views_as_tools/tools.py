@@ -59,9 +59,9 @@ class ViewTool(Tool):
         op = self.operation
         if op is None or not op.drf:
             return all(cls().has_permission(request, self) for cls in self.permission_classes)
-        incoming = getattr(request, "_request", request)
         try:
-            django_request = op.build_request(incoming, user, op.locate({})[0] if not op.detail else "/")
+            # DRF's Request passes the MCP request's headers, scheme and session through.
+            django_request = op.build_request(request, user, op.locate({})[0] if not op.detail else "/")
             view = op.cls(**op.initkwargs)
             if op.actions_map is not None:
                 view.action_map = op.actions_map
