@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from . import resource_updates
 from . import schema as schemas
 from .handlers import (
     TOOL_NAME_MAX,
@@ -80,15 +81,11 @@ class Registry:
         ``subscriptions/listen`` streams listing ``uri`` in ``resourceSubscriptions``.
         URIs are matched exactly, across every registry of the process.
         """
-        from .transports.relay import announce_soon
-
-        announce_soon(uri)
+        resource_updates.announce_soon(uri)
 
     async def aresource_updated(self, uri: str) -> None:
         """:meth:`resource_updated`, returning once the update is on its way to every worker."""
-        from .transports.relay import announce
-
-        await announce(uri)
+        await resource_updates.announce(uri)
 
     def remove(self, listing: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources).

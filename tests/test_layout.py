@@ -1,5 +1,6 @@
 """The package's layout, read from its source (ast): no private names taken from another
-module, and no import cycle through the registry, views as tools or their neighbours."""
+module, no import cycle through the registry, views as tools or their neighbours, and
+no transport imported by what the transports build on."""
 
 from __future__ import annotations
 
@@ -20,6 +21,17 @@ KNOWN_PRIVATE_IMPORTS = {
 
 # Modules that must be in no import cycle (deferred imports count; TYPE_CHECKING ones do not).
 ACYCLIC = ("mcp_django.registry", "mcp_django.handlers", "mcp_django.protected_resource", "mcp_django.auth")
+
+TRANSPORTS = "mcp_django.transports"
+# What the transports build on: none of it may import a transport.
+BELOW_TRANSPORTS = (
+    "mcp_django.registry",
+    "mcp_django.handlers",
+    "mcp_django.protocol",
+    "mcp_django.asks",
+    "mcp_django.resource_updates",
+    "mcp_django.worker_channel",
+)
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -114,6 +126,21 @@ def test_the_registry_and_views_as_tools_are_in_no_import_cycle() -> None:
     assert "mcp_django.registry" in graph and views_as_tools  # the graph was read
     for module in [*ACYCLIC, *views_as_tools]:
         assert module not in _reachable(graph, module), f"{module} imports itself through others"
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_nothing_the_transports_build_on_imports_a_transport() -> None:
+    wrong = sorted(
+        f"{module} imports {target}"
+        for module, targets in _graph().items()
+        if any(_within(module, lower) for lower in BELOW_TRANSPORTS)
+        for target in targets
+        if _within(target, TRANSPORTS)
+    )
+    assert wrong == [], "\n".join(wrong)
 
 
 def test_the_layout_checks_see_what_they_look_for() -> None:

@@ -2,7 +2,7 @@
 
 channels-redis reads its channel with a 5 s blocking BZPOPMIN; a redis-py client
 whose socket_timeout is not above that raises a timeout on every idle read. The
-relay must read again without a word, and a message sent after such timeouts
+worker's channel must read again without a word, and a message sent after such timeouts
 must still arrive. (Runs on the PostgreSQL + Redis leg, where REDIS_URL is set.)
 """
 
@@ -22,30 +22,30 @@ pytestmark = shared_services.needs_redis
 def test_idle_reads_are_quiet_and_lose_nothing(caplog: pytest.LogCaptureFixture) -> None:
     from channels_redis.core import RedisChannelLayer
 
-    from mcp_django.transports.relay import Relay
+    from mcp_django.worker_channel import WorkerChannel
 
     redis_url = shared_services.redis()
 
     async def run() -> list[str]:
-        relay = Relay()
+        worker = WorkerChannel()
         # A socket timeout below the blocking read's: every idle read times out client-side.
-        relay.layer = RedisChannelLayer(
+        worker.layer = RedisChannelLayer(
             hosts=[{"address": redis_url, "socket_timeout": 0.5}],
             prefix=redis_prefix("idle"),
         )
         seen: list[str] = []
-        await relay.start()
-        relay.watch(seen.append)
+        await worker.start()
+        worker.on("mcp.updated", lambda message: seen.append(message["uri"]))
         try:
             await asyncio.sleep(2.5)  # several idle reads end in a timeout
-            await relay.layer.send(relay.channel, {"type": "mcp.updated", "uri": "test://after-idle"})
+            await worker.layer.send(worker.channel, {"type": "mcp.updated", "uri": "test://after-idle"})
             for _ in range(100):
                 if seen:
                     break
                 await asyncio.sleep(0.05)
         finally:
-            await relay.stop()
-            await relay.layer.flush()
+            await worker.stop()
+            await worker.layer.flush()
         return seen
 
     with caplog.at_level(logging.DEBUG, logger="mcp_django"):

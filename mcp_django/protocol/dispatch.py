@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import __version__, content, lifecycle, schema, signals
+from .. import __version__, content, lifecycle, resource_updates, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
@@ -326,21 +326,19 @@ class Dispatcher:
 
                 raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
-        hub = None
+        updates: resource_updates.Listeners | None = None
         watched = frozenset(agreed.get("resourceSubscriptions", ()))
         notify = call.notify
 
         def on_update(uri: str) -> None:
-            # Called on this loop by the relay, for updates announced on any worker.
+            # Called on this loop, for updates announced on any worker.
             if uri in watched:
                 notify(notification("notifications/resources/updated", {"uri": uri, "_meta": tag}))
 
         if watched:
-            from ..transports.relay import relay
-
             # Watching before the acknowledgment: an update announced after it is never missed.
-            hub = await relay()
-            hub.watch(on_update)
+            updates = await resource_updates.listeners()
+            updates.watch(on_update)
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -361,8 +359,8 @@ class Dispatcher:
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
-            if hub is not None:
-                hub.unwatch(on_update)
+            if updates is not None:
+                updates.unwatch(on_update)
 
     async def complete(self, call: Call) -> dict[str, Any]:
         ref = call.params.get("ref")

@@ -41,6 +41,7 @@ from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, dumps, notification
+from ..resource_updates import Listeners, listeners
 from .calls import session_call
 from .http import (
     JSON,
@@ -231,7 +232,7 @@ class SessionStream:
         for older in list(streams):
             older.end()  # superseded by this one (a client reconnecting its GET)
         streams.add(self)
-        _updates_for(self.hub)
+        await _updates_for(self.hub)
         loop = asyncio.get_running_loop()
 
         def list_changed(listing: str) -> None:
@@ -279,10 +280,10 @@ class _SessionUpdates:
     """Per relay: resource updates in, ``notifications/resources/updated`` out to the
     standalone streams whose session subscribed, in the order they were announced."""
 
-    def __init__(self, hub: Relay) -> None:
+    def __init__(self, hub: Relay, updates: Listeners) -> None:
         self.hub = hub
         self.uris: asyncio.Queue[str] = asyncio.Queue()
-        hub.watch(self.uris.put_nowait)
+        updates.watch(self.uris.put_nowait)
         # One task per relay, stopped with it: updates reach each stream in announcement order.
         hub.keep(asyncio.ensure_future(self._deliver()))
 
@@ -302,9 +303,10 @@ class _SessionUpdates:
                 streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
 
 
-def _updates_for(hub: Relay) -> _SessionUpdates:
+async def _updates_for(hub: Relay) -> _SessionUpdates:
+    updates = await listeners()
     if hub.session_updates is None:
-        hub.session_updates = _SessionUpdates(hub)
+        hub.session_updates = _SessionUpdates(hub, updates)
     return hub.session_updates
 
 

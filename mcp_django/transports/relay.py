@@ -3,24 +3,20 @@
 A handler's server-to-client request goes out on the SSE stream of the POST that
 called it, held by one worker process; the client's reply arrives as a separate
 POST that a load balancer may hand to any worker. So every request id we send
-names the Channels-layer channel of the worker that waits for it
-(``mcp-django:<n>:<channel>``): whichever worker receives the reply forwards it
-there (or resolves it directly when the channel is its own). The waiting worker
-accepts it only for the session, and the principal, the request was sent under.
+names the worker's channel (:mod:`mcp_django.worker_channel`) of the worker that
+waits for it (``mcp-django:<n>:<channel>``): whichever worker receives the reply
+forwards it there (or resolves it directly when the channel is its own). The
+waiting worker accepts it only for the session, and the principal, the request
+was sent under.
 
 ``notifications/cancelled`` and ``DELETE`` must reach calls held elsewhere too:
-every worker's channel joins one group, and a cancellation not found locally is
-sent to it. The in-memory layer (one process) never needs that broadcast.
+a cancellation not found locally is sent to the group every worker's channel
+joins. The in-memory layer (one process) never needs that broadcast.
 
-Two more things travel the same way:
-
-- resuming a call's stream (``GET`` + ``Last-Event-ID``) on a worker that does
-  not hold it: event ids name the holder's channel, the resuming worker asks the
-  holder for the events after that id, and the holder forwards them (and the
-  result) as they come (:meth:`Relay.follow_remote`);
-- resource updates (:func:`announce`): sent to the group, so that every worker
-  tells its own listeners (legacy GET streams, websockets, 2026-07-28
-  ``subscriptions/listen`` streams), each checking what its client subscribed to.
+Resuming a call's stream (``GET`` + ``Last-Event-ID``) on a worker that does not
+hold it travels the same way: event ids name the holder's channel, the resuming
+worker asks the holder for the events after that id, and the holder forwards
+them (and the result) as they come (:meth:`Relay.follow_remote`).
 """
 
 from __future__ import annotations
@@ -29,27 +25,16 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers, get_channel_layer
-
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
+from ..worker_channel import GROUP, LAYER_TIMEOUT, PREFIX, WorkerChannel, is_worker_channel, worker_channel
 
 logger = logging.getLogger("mcp_django")
 
-_PREFIX = "mcp-django"
-_GROUP = "mcp-django.workers"
-# Group membership expires in the layer (channels-redis: a day by default), and is
-# lost with Redis's memory when it restarts. It is renewed as soon as the reply
-# channel reads again after a failure, and this often anyway (one cheap write):
-# a restart the reader did not notice costs at most this long.
-_GROUP_RENEW_SECONDS = 30
-# The longest a request waits for one channel-layer operation (a hung Redis).
-LAYER_TIMEOUT = 5
 # How long a worker forwarding a client's reply waits for the holder to say it got it.
 REPLY_ACK_SECONDS = 5
 # How long a resuming worker waits for the holder to say whether it has the stream.
@@ -75,19 +60,10 @@ def call_key(sid: str, request_id: Any) -> tuple[str, str]:
 
 
 class Relay:
-    """One per event loop: the worker's channel, its reader, the waiters and the calls in flight."""
+    """One per event loop: the waiters and the calls in flight, on the worker's channel of that loop."""
 
-    def __init__(self) -> None:
-        layer = get_channel_layer()
-        if layer is not None and not isinstance(layer, InMemoryChannelLayer):
-            if any(hub.layer is layer for hub in _relays.values()):
-                # A layer instance receives on one event loop only (channels-redis refuses a
-                # second): another loop of this process (a test client's beside a server's)
-                # reads through an instance of its own. The in-memory layer must stay shared:
-                # its instances do not see each other's channels.
-                layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-        self.layer: Any = layer
-        self.channel = ""
+    def __init__(self, worker: WorkerChannel) -> None:
+        self.worker = worker
         self._ids = itertools.count(1)
         # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id.
         self._acks: dict[str, asyncio.Future[str]] = {}
@@ -104,46 +80,36 @@ class Relay:
         self._forwards: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy standalone GET streams of this worker, by session: ended with their session.
         self.session_streams: dict[str, set[Any]] = {}
-        # Called on this loop with the URI of every resource update announced anywhere.
-        self.watchers: set[Callable[[str], None]] = set()
-        # The legacy transport's delivery of those updates to session_streams (set at the first GET stream).
+        # The legacy transport's delivery of resource updates to session_streams (set at the first GET stream).
         self.session_updates: Any = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._ready: asyncio.Future[None] | None = None
+        worker.on("mcp.reply", self._on_reply)
+        worker.on("mcp.reply.ack", self._on_ack)
+        worker.on("mcp.reply.lost", self._on_lost)
+        worker.on("mcp.cancel", self._on_cancel)
+        worker.on("mcp.events", self._on_events)
+        worker.on("mcp.resume", self._serve_resume)
+        worker.on("mcp.resume.stop", self._on_resume_stop)
+
+    @property
+    def channel(self) -> str:
+        return self.worker.channel
+
+    @property
+    def layer(self) -> Any:
+        return self.worker.layer
 
     @property
     def shared(self) -> bool:
         """True when other processes may hold streams (a layer other than the in-memory one)."""
-        return self.layer is not None and not isinstance(self.layer, InMemoryChannelLayer)
+        return self.worker.shared
 
-    async def start(self) -> None:
-        if self._ready is None:
-            self.loop = asyncio.get_running_loop()
-            self._ready = self.loop.create_future()
-            try:
-                if self.layer is None:
-                    # No layer configured: replies can only reach this process.
-                    self.channel = f"local.{os.getpid()}!{os.urandom(6).hex()}"
-                else:
-                    self.channel = await self.layer.new_channel(prefix=f"{_PREFIX}.")
-                    self._tasks.append(asyncio.ensure_future(self._read()))
-                    if self.shared:
-                        # Joined before anyone is served: a resource update announced
-                        # after a client subscribed here must not miss this worker.
-                        joined = await self._join_once()
-                        self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
-                self._ready.set_result(None)
-            except BaseException as exc:
-                self._ready.set_exception(exc)
-                self._ready = None
-                raise
-        await self._ready
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        self.worker.keep(task)
 
     # -- our requests and their replies ----------------------------------------------------
 
     def open(self, sid: str, principal: str) -> tuple[str, asyncio.Future[dict[str, Any]]]:
-        request_id = f"{_PREFIX}:{next(self._ids)}:{self.channel}"
+        request_id = f"{PREFIX}:{next(self._ids)}:{self.channel}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.waiters[request_id] = _Waiter(future, sid, principal)
         return request_id, future
@@ -163,9 +129,9 @@ class Relay:
             return False
         prefix, _, rest = request_id.partition(":")
         number, _, channel = rest.partition(":")
-        if prefix != _PREFIX or not number.isdigit():
+        if prefix != PREFIX or not number.isdigit():
             return False
-        if not _is_worker_channel(channel):
+        if not is_worker_channel(channel):
             _refused_once(channel)
             return False
         if channel == self.channel:
@@ -174,8 +140,9 @@ class Relay:
         if not self.shared:
             # One process: only its own relays (one per event loop) can hold the request.
             for hub in list(_relays.values()):
-                if hub.channel == channel and hub.loop is not None and not hub.loop.is_closed():
-                    hub.loop.call_soon_threadsafe(hub.deliver, request_id, message, sid, principal)
+                loop = hub.worker.loop
+                if hub.channel == channel and loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(hub.deliver, request_id, message, sid, principal)
                     return True
             _refused_once(channel)
             return False
@@ -249,7 +216,7 @@ class Relay:
             rid = None if request_id is None else call_key(sid, request_id)[1]
             try:
                 await asyncio.wait_for(
-                    self.layer.group_send(_GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid}), LAYER_TIMEOUT
+                    self.layer.group_send(GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid}), LAYER_TIMEOUT
                 )
             except Exception:
                 logger.warning("could not broadcast a cancellation", exc_info=True)
@@ -318,129 +285,42 @@ class Relay:
         stream = self.streams.get(str(message["key"]))
         if stream is None or stream.sid != message["sid"]:
             # Unknown, expired, or another session's: the same answer for all three.
-            task = asyncio.ensure_future(self._send_quietly(to, {"type": "mcp.events", "tap": tap, "found": False}))
+            self.worker.keep_quietly(self.worker.send_quietly(to, {"type": "mcp.events", "tap": tap, "found": False}))
         else:
             task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
             self._forwards[(to, tap)] = task
             task.add_done_callback(lambda _t: self._forwards.pop((to, tap), None))
-        self._tasks.append(task)
-        task.add_done_callback(self._tasks.remove)
+            self.worker.keep(task)
 
-    def keep(self, task: asyncio.Task[Any]) -> None:
-        """Run ``task`` as long as this relay: :meth:`stop` cancels it."""
-        self._tasks.append(task)
+    # -- what the worker's channel reads for us ------------------------------------------------
 
-    def keep_quietly(self, coroutine: Any) -> None:
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.append(task)
-        task.add_done_callback(self._tasks.remove)
+    def _on_reply(self, message: dict[str, Any]) -> None:
+        self.deliver(str(message["id"]), dict(message["message"]), str(message["sid"]), str(message["p"]))
+        if "to" in message:
+            # Received: the forwarding worker answers its client 202.
+            ack = {"type": "mcp.reply.ack", "ack": str(message["ack"])}
+            self.worker.keep_quietly(self.worker.send_quietly(str(message["to"]), ack))
 
-    async def _send_quietly(self, channel: str, message: dict[str, Any]) -> None:
-        try:
-            await asyncio.wait_for(self.layer.send(channel, message), LAYER_TIMEOUT)
-        except Exception as exc:
-            logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+    def _on_ack(self, message: dict[str, Any]) -> None:
+        acked = self._acks.get(str(message["ack"]))
+        if acked is not None and not acked.done():
+            acked.set_result("ok")
 
-    # -- resource updates -----------------------------------------------------------------------
+    def _on_lost(self, message: dict[str, Any]) -> None:
+        self.lost(str(message["id"]), str(message["sid"]), str(message["p"]))
 
-    def watch(self, listener: Callable[[str], None]) -> None:
-        self.watchers.add(listener)
+    def _on_cancel(self, message: dict[str, Any]) -> None:
+        self._cancel_local(str(message["sid"]), message.get("rid"))
 
-    def unwatch(self, listener: Callable[[str], None]) -> None:
-        self.watchers.discard(listener)
+    def _on_events(self, message: dict[str, Any]) -> None:
+        queue = self._taps.get(str(message["tap"]))
+        if queue is not None:
+            queue.put_nowait(message)
 
-    def updated(self, uri: str) -> None:
-        for listener in list(self.watchers):
-            try:
-                listener(uri)
-            except Exception:
-                logger.exception("a resource update listener failed")
-
-    # -- the reader --------------------------------------------------------------------------
-
-    async def _read(self) -> None:
-        assert self.layer is not None
-        failing = False
-        while True:
-            try:
-                message = await self.layer.receive(self.channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if _idle_timeout(exc):
-                    # The client's socket timeout ended an idle blocking read: nothing
-                    # was lost, read again (docs/deployment.md: socket_timeout above 5 s).
-                    continue
-                if not failing:
-                    # Once per outage, one line: while Redis is down this repeats every second.
-                    logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
-                failing = True
-                await asyncio.sleep(1)
-                if self.shared and await self._join_once(quiet=True):
-                    # The layer answers again: group membership may have gone with Redis's memory.
-                    logger.warning("the reply channel is back; rejoined %s", _GROUP)
-                    failing = False
-                continue
-            try:
-                kind = message.get("type")
-                if kind == "mcp.reply":
-                    self.deliver(str(message["id"]), dict(message["message"]), str(message["sid"]), str(message["p"]))
-                    if "to" in message:
-                        # Received: the forwarding worker answers its client 202.
-                        ack = {"type": "mcp.reply.ack", "ack": str(message["ack"])}
-                        self.keep_quietly(self._send_quietly(str(message["to"]), ack))
-                elif kind == "mcp.reply.ack":
-                    acked = self._acks.get(str(message["ack"]))
-                    if acked is not None and not acked.done():
-                        acked.set_result("ok")
-                elif kind == "mcp.reply.lost":
-                    self.lost(str(message["id"]), str(message["sid"]), str(message["p"]))
-                elif kind == "mcp.cancel":
-                    self._cancel_local(str(message["sid"]), message.get("rid"))
-                elif kind == "mcp.updated":
-                    self.updated(str(message["uri"]))
-                elif kind == "mcp.events":
-                    queue = self._taps.get(str(message["tap"]))
-                    if queue is not None:
-                        queue.put_nowait(message)
-                elif kind == "mcp.resume":
-                    self._serve_resume(message)
-                elif kind == "mcp.resume.stop":
-                    forward = self._forwards.get((str(message["to"]), str(message["tap"])))
-                    if forward is not None:
-                        forward.cancel()
-            except (KeyError, TypeError, ValueError):
-                logger.warning("ignored a malformed message on the reply channel")
-
-    async def _join_once(self, *, quiet: bool = False) -> bool:
-        try:
-            await asyncio.wait_for(self.layer.group_add(_GROUP, self.channel), LAYER_TIMEOUT)
-        except Exception as exc:
-            if not quiet:
-                logger.warning("could not join %s (%s); retrying", _GROUP, type(exc).__name__)
-            return False
-        return True
-
-    async def _join(self, *, renew_first: bool) -> None:
-        assert self.layer is not None
-        if renew_first:
-            await asyncio.sleep(_GROUP_RENEW_SECONDS)
-        while True:
-            if not await self._join_once(quiet=True):
-                await asyncio.sleep(1)
-                continue
-            await asyncio.sleep(_GROUP_RENEW_SECONDS)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        if self.shared and self.channel:
-            with contextlib.suppress(Exception):
-                await self.layer.group_discard(_GROUP, self.channel)
+    def _on_resume_stop(self, message: dict[str, Any]) -> None:
+        forward = self._forwards.get((str(message["to"]), str(message["tap"])))
+        if forward is not None:
+            forward.cancel()
 
 
 _refused_logged = False
@@ -459,85 +339,17 @@ def _refused_once(channel: str) -> None:
         )
 
 
-def _is_worker_channel(channel: str) -> bool:
-    """Whether ``channel`` can name a relay's channel. A reply naming anything else
-    (made up by the client) is no reply of ours: it is refused before it reaches the
-    layer, which would otherwise keep it (the in-memory layer, for ever) or raise."""
-    return (
-        channel.startswith((f"{_PREFIX}.", "local."))
-        and len(channel) < 100
-        and channel.isascii()
-        and all(c.isalnum() or c in "-_.!" for c in channel)
-    )
-
-
 _relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
 
 
-def _idle_timeout(exc: BaseException) -> bool:
-    """A client-side timeout of the layer's blocking read (redis-py's socket_timeout)."""
-    return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis")
-
-
 async def relay() -> Relay:
-    """This event loop's relay, started on first use."""
+    """This event loop's relay, its worker's channel started on first use."""
+    worker = await worker_channel()
     loop = asyncio.get_running_loop()
     found = _relays.get(loop)
     if found is None:
-        found = _relays[loop] = Relay()
-    try:
-        await found.start()
-    except Exception:
-        logger.warning("the channel layer is unavailable", exc_info=True)
-        raise Unavailable("the channel layer") from None
+        found = _relays[loop] = Relay(worker)
     return found
-
-
-async def announce(uri: str) -> None:
-    """Tell every worker's listeners that the resource at ``uri`` changed."""
-    layer = get_channel_layer()
-    if layer is not None and not isinstance(layer, InMemoryChannelLayer):
-        # Every worker, this one included, hears it from the group (the relay's reader).
-        await layer.group_send(_GROUP, {"type": "mcp.updated", "uri": uri})
-        return
-    # One process: its relays (one per event loop) are all there is.
-    for hub in list(_relays.values()):
-        if hub.loop is not None and not hub.loop.is_closed():
-            hub.loop.call_soon_threadsafe(hub.updated, uri)
-
-
-_announcing: set[asyncio.Future[Any]] = set()
-
-
-async def _announce_logged(uri: str) -> None:
-    try:
-        await announce(uri)
-    except Exception:
-        logger.warning("could not announce an update of %s", uri, exc_info=True)
-
-
-def announce_soon(uri: str) -> None:
-    """:func:`announce` from any code, sync or async, on any thread; returns without waiting."""
-    try:
-        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is not None:
-        task = loop.create_task(_announce_logged(uri))
-        _announcing.add(task)  # a task nobody references may be collected before it runs
-        task.add_done_callback(_announcing.discard)
-        return
-    # A sync caller: a worker thread of a served loop (a sync handler), or none at all
-    # (a management command, a WSGI view). Prefer the served loop: its layer is connected.
-    for hub in list(_relays.values()):
-        if hub.loop is not None and hub.loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(_announce_logged(uri), hub.loop)
-            _announcing.add(future)  # type: ignore[arg-type]
-            future.add_done_callback(_announcing.discard)
-            return
-    from asgiref.sync import async_to_sync
-
-    async_to_sync(_announce_logged)(uri)
 
 
 class HttpReplies:

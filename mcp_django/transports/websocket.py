@@ -25,7 +25,7 @@ names a protocol version is served statelessly, exactly as over HTTP
 
 ``resources/subscribe`` on the socket's session makes the socket receive
 ``notifications/resources/updated`` for that URI, announced on any worker
-(:func:`mcp_django.transports.relay.announce`); the subscriptions end with the socket.
+(:func:`mcp_django.resource_updates.announce`); the subscriptions end with the socket.
 
 Every request runs in its own task, so the socket keeps reading while handlers
 wait for answers. Closing the socket cancels every call in flight; sync
@@ -52,9 +52,9 @@ from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import META_VERSION, check_version, read_meta
+from ..resource_updates import Listeners, listeners
 from .calls import modern_call, session_call
 from .http import HttpIn, host_allowed, origin_allowed
-from .relay import Relay, relay
 
 logger = logging.getLogger("mcp_django")
 
@@ -189,10 +189,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         # Frames to send; None ends the writer, _CLOSE closes the socket.
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.writer = None
-        # The URIs this socket's session subscribed to, and the relay that tells it of
-        # updates (taken at the first subscription: most sockets never subscribe).
+        # The URIs this socket's session subscribed to, and the listeners of this loop it
+        # joins to hear of updates (at the first subscription: most sockets never subscribe).
         self.subscriptions: set[str] = set()
-        self.hub: Relay | None = None
+        self.updates: Listeners | None = None
         self.revoked = False
         self.closing = False
         headers = _headers(self.scope)
@@ -255,9 +255,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if on:
             if uri not in self.subscriptions and len(self.subscriptions) >= mcp_settings.MAX_SUBSCRIPTIONS:
                 raise legacy.too_many_subscriptions()
-            if self.hub is None:
-                self.hub = await relay()
-                self.hub.watch(self.resource_updated)
+            if self.updates is None:
+                self.updates = await listeners()
+                self.updates.watch(self.resource_updated)
             self.subscriptions.add(uri)
         else:
             self.subscriptions.discard(uri)
@@ -269,9 +269,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if getattr(self, "listening", False):
             self.endpoint.dispatcher.registry.unsubscribe(self.list_changed)
-        hub = getattr(self, "hub", None)
-        if hub is not None:
-            hub.unwatch(self.resource_updated)
+        updates = getattr(self, "updates", None)
+        if updates is not None:
+            updates.unwatch(self.resource_updated)
         tasks = list(self.calls.values()) if hasattr(self, "calls") else []
         for task in tasks:
             task.cancel()

@@ -1,0 +1,217 @@
+"""This worker's channel on the Channels layer: how worker processes tell each other things.
+
+One per event loop. Its name (``mcp-django.<...>``) is where other workers send
+this one messages; its reader hands each message to the handler registered for
+its ``type`` (:meth:`WorkerChannel.on`). Every worker's channel also joins one
+group (:data:`GROUP`), for what all of them must hear: resource updates
+(:mod:`mcp_django.resource_updates`) and cancellations of legacy calls
+(:mod:`mcp_django.transports.relay`, which routes its replies and resumed
+streams through the same channel).
+
+Without a layer configured, the channel is a name local to this process and
+nothing is read; with the in-memory layer, every worker is this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers, get_channel_layer
+
+from .protocol.jsonrpc import Unavailable
+
+logger = logging.getLogger("mcp_django")
+
+PREFIX = "mcp-django"
+# Every worker's channel is in it.
+GROUP = "mcp-django.workers"
+# Group membership expires in the layer (channels-redis: a day by default), and is
+# lost with Redis's memory when it restarts. It is renewed as soon as the channel
+# reads again after a failure, and this often anyway (one cheap write): a restart
+# the reader did not notice costs at most this long.
+_GROUP_RENEW_SECONDS = 30
+# The longest a request waits for one channel-layer operation (a hung Redis).
+LAYER_TIMEOUT = 5
+
+Handler = Callable[[dict[str, Any]], None]
+
+
+def is_shared(layer: Any) -> bool:
+    """True when ``layer`` reaches other processes (a layer other than the in-memory one)."""
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
+class WorkerChannel:
+    """One per event loop: the channel, its reader and the handlers of what it reads."""
+
+    def __init__(self) -> None:
+        layer = get_channel_layer()
+        if is_shared(layer) and any(worker.layer is layer for worker in _workers.values()):
+            # A layer instance receives on one event loop only (channels-redis refuses a
+            # second): another loop of this process (a test client's beside a server's)
+            # reads through an instance of its own. The in-memory layer must stay shared:
+            # its instances do not see each other's channels.
+            layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+        self.layer: Any = layer
+        self.channel = ""
+        self.handlers: dict[str, Handler] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Future[Any]] = []
+        self._ready: asyncio.Future[None] | None = None
+
+    @property
+    def shared(self) -> bool:
+        """True when other processes may hold streams (a layer other than the in-memory one)."""
+        return is_shared(self.layer)
+
+    def on(self, message_type: str, handler: Handler) -> None:
+        """Call ``handler`` with every message of this type read on this channel (on this loop)."""
+        self.handlers[message_type] = handler
+
+    async def start(self) -> None:
+        if self._ready is None:
+            self.loop = asyncio.get_running_loop()
+            self._ready = self.loop.create_future()
+            try:
+                if self.layer is None:
+                    # No layer configured: messages can only come from this process.
+                    self.channel = f"local.{os.getpid()}!{os.urandom(6).hex()}"
+                else:
+                    self.channel = await self.layer.new_channel(prefix=f"{PREFIX}.")
+                    self._tasks.append(asyncio.ensure_future(self._read()))
+                    if self.shared:
+                        # Joined before anyone is served: a resource update announced
+                        # after a client subscribed here must not miss this worker.
+                        joined = await self._join_once()
+                        self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
+                self._ready.set_result(None)
+            except BaseException as exc:
+                self._ready.set_exception(exc)
+                self._ready = None
+                raise
+        await self._ready
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Run ``task`` until it ends or :meth:`stop` cancels it."""
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+
+    def keep_quietly(self, coroutine: Any) -> None:
+        self.keep(asyncio.ensure_future(coroutine))
+
+    async def send_quietly(self, channel: str, message: dict[str, Any]) -> None:
+        try:
+            await asyncio.wait_for(self.layer.send(channel, message), LAYER_TIMEOUT)
+        except Exception as exc:
+            logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+
+    async def _read(self) -> None:
+        assert self.layer is not None
+        failing = False
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if _idle_timeout(exc):
+                    # The client's socket timeout ended an idle blocking read: nothing
+                    # was lost, read again (docs/deployment.md: socket_timeout above 5 s).
+                    continue
+                if not failing:
+                    # Once per outage, one line: while Redis is down this repeats every second.
+                    logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
+                failing = True
+                await asyncio.sleep(1)
+                if self.shared and await self._join_once(quiet=True):
+                    # The layer answers again: group membership may have gone with Redis's memory.
+                    logger.warning("the reply channel is back; rejoined %s", GROUP)
+                    failing = False
+                continue
+            try:
+                handler = self.handlers.get(message.get("type"))
+                if handler is not None:
+                    handler(message)
+            except (KeyError, TypeError, ValueError):
+                logger.warning("ignored a malformed message on the reply channel")
+
+    async def _join_once(self, *, quiet: bool = False) -> bool:
+        try:
+            await asyncio.wait_for(self.layer.group_add(GROUP, self.channel), LAYER_TIMEOUT)
+        except Exception as exc:
+            if not quiet:
+                logger.warning("could not join %s (%s); retrying", GROUP, type(exc).__name__)
+            return False
+        return True
+
+    async def _join(self, *, renew_first: bool) -> None:
+        assert self.layer is not None
+        if renew_first:
+            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+        while True:
+            if not await self._join_once(quiet=True):
+                await asyncio.sleep(1)
+                continue
+            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self.shared and self.channel:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(GROUP, self.channel)
+
+
+def is_worker_channel(channel: str) -> bool:
+    """Whether ``channel`` can name a worker's channel. A message naming anything else
+    (made up by a client) is refused before it reaches the layer, which would otherwise
+    keep it (the in-memory layer, for ever) or raise."""
+    return (
+        channel.startswith((f"{PREFIX}.", "local."))
+        and len(channel) < 100
+        and channel.isascii()
+        and all(c.isalnum() or c in "-_.!" for c in channel)
+    )
+
+
+_workers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerChannel] = weakref.WeakKeyDictionary()
+
+
+def _idle_timeout(exc: BaseException) -> bool:
+    """A client-side timeout of the layer's blocking read (redis-py's socket_timeout)."""
+    return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis")
+
+
+async def worker_channel() -> WorkerChannel:
+    """This event loop's channel, started on first use.
+
+    Raises :class:`Unavailable` when the channel layer cannot be reached.
+    """
+    loop = asyncio.get_running_loop()
+    found = _workers.get(loop)
+    if found is None:
+        found = _workers[loop] = WorkerChannel()
+    try:
+        await found.start()
+    except Exception:
+        logger.warning("the channel layer is unavailable", exc_info=True)
+        raise Unavailable("the channel layer") from None
+    return found
+
+
+def served_loop() -> asyncio.AbstractEventLoop | None:
+    """A running event loop of this process whose channel is started, if any (its layer is connected)."""
+    for worker in list(_workers.values()):
+        if worker.loop is not None and worker.loop.is_running():
+            return worker.loop
+    return None
