@@ -178,7 +178,7 @@ class PrincipalCache:
         """The hash of what the authentication classes read, or None when there is no safe one.
 
         ``headers["cookie"]`` is the string Django parses (see
-        :func:`mcp_django.transports.asgi.django_cookie`): the session id here is
+        :func:`mcp_django.transports.http_io.django_cookie`): the session id here is
         the one ``request.COOKIES`` holds, wherever the client put it.
         """
         if not header_bound_only():

@@ -301,13 +301,13 @@ def test_repeated_headers_are_joined_as_django_joins_them() -> None:
 
     from django.core.handlers.asgi import ASGIRequest
 
-    from mcp_django.transports.asgi import _headers
+    from mcp_django.transports.http_io import asgi_headers
 
     fields = [(b"cookie", b"sessionid=S;"), (b"cookie", b"csrftoken=x"), (b"authorization", b"Token a")]
     fields.append((b"authorization", b"b"))
     scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": fields}
     django_request = ASGIRequest(scope, io.BytesIO(b""))
-    headers = _headers(scope)
+    headers = asgi_headers(scope)
     assert headers["cookie"] == django_request.META["HTTP_COOKIE"]
     assert headers["authorization"] == django_request.META["HTTP_AUTHORIZATION"]
 

@@ -16,53 +16,21 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
+from django.core.handlers.asgi import ASGIRequest
+
+from .. import registry as registry_module
 from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .http import Disconnect, HttpEndpoint, HttpIn, HttpOut, error_out
+from .endpoints import endpoint_for
+from .http import Disconnect, HttpEndpoint
+from .http_io import HttpIn, HttpOut, asgi_headers, error_out
+from .websocket import websocket_application
 
 logger = logging.getLogger("mcp_django")
 
 Scope = dict[str, Any]
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    """Lower-case names; a repeated header's values joined with "," as Django joins them.
-
-    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
-    the principal cache keys on the session id found in it, which must be the
-    one the authentication classes read, however the client split its cookies.
-    """
-    out: dict[str, str] = {}
-    cookies: list[bytes] | None = None
-    for raw_name, raw_value in scope.get("headers", ()):
-        name = raw_name.decode("latin-1").lower()
-        if name == "cookie":
-            if cookies is None:
-                cookies = []
-            cookies.append(raw_value)
-            continue
-        value = raw_value.decode("latin-1").strip(" \t")
-        out[name] = f"{out[name]},{value}" if name in out else value
-    if cookies is not None:
-        out["cookie"] = django_cookie(cookies)
-    return out
-
-
-def django_cookie(values: list[bytes]) -> str:
-    """The ``Cookie`` string Django builds from these header fields.
-
-    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
-    several fields (HTTP/2 clients split cookies) go through Django's own
-    request class; one field is the common case, and parses alike either way.
-    """
-    if len(values) == 1:
-        return values[0].decode("latin-1")
-    from django.core.handlers.asgi import ASGIRequest
-
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
-    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
 
 
 def _client(scope: Scope) -> str | None:
@@ -81,9 +49,6 @@ class MCPApplication:
     @property
     def endpoint(self) -> HttpEndpoint:
         if self._endpoint is None:
-            from .. import registry as registry_module
-            from . import endpoint_for
-
             self._endpoint = endpoint_for(self._registry or registry_module.mcp)
         return self._endpoint
 
@@ -93,8 +58,6 @@ class MCPApplication:
             await self.http(scope, receive, send)
         elif scope_type == "websocket":
             if self._websocket is None:
-                from .websocket import websocket_application
-
                 self._websocket = websocket_application(self._registry)
             await self._websocket(scope, receive, send)
         elif scope_type == "lifespan":
@@ -105,7 +68,7 @@ class MCPApplication:
             await send({"type": "lifespan.shutdown.complete"})
 
     async def http(self, scope: Scope, receive: Any, send: Any) -> None:
-        headers = _headers(scope)
+        headers = asgi_headers(scope)
         body, problem = await _read_body(headers, receive)
         if problem == "gone":
             return
@@ -119,8 +82,6 @@ class MCPApplication:
         too_large = problem == "too large"
 
         def request_factory() -> Any:
-            from django.core.handlers.asgi import ASGIRequest
-
             return ASGIRequest(scope, io.BytesIO(body))
 
         req = HttpIn(

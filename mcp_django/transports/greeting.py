@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
-from .http import HttpIn, HttpOut, json_out
+from .http_io import HttpIn, HttpOut, json_out
 
 SUMMARY = (
     "This is an MCP (Model Context Protocol) endpoint: MCP clients POST JSON-RPC messages to it "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +25,7 @@ from ..auth_cache import authenticate_and_remember, principal_cache
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.dispatch import MODERN_METHODS, Dispatcher
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, Unavailable, dumps
+from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, Unavailable
 from ..protocol.revisions import (
     LEGACY_VERSIONS,
     Era,
@@ -37,50 +36,10 @@ from ..protocol.revisions import (
 )
 from ..registry import Registry
 from .calls import modern_call
+from .greeting import not_mcp
+from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_event
 
 logger = logging.getLogger("mcp_django")
-
-JSON = "application/json"
-SSE = "text/event-stream"
-
-
-@dataclass
-class HttpIn:
-    """One HTTP request, as the transport received it."""
-
-    method: str
-    headers: dict[str, str]  # lower-case names, values with surrounding whitespace removed
-    body: bytes
-    client_address: str | None
-    request_factory: Callable[[], Any]
-    transport: str = "http"
-    # False where the server cannot stream (the WSGI view): answers are always JSON.
-    can_stream: bool = True
-    too_large: bool = False
-
-
-@dataclass
-class HttpOut:
-    status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    # When set, the response is an SSE stream of these chunks.
-    events: AsyncIterator[bytes] | None = None
-
-
-def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
-    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
-
-
-def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | None = None) -> HttpOut:
-    if error.headers:
-        extra = [*(extra or []), *error.headers]
-    return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
-
-
-def sse_event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + dumps(message) + b"\n\n"
-
 
 # A legacy session needs a held connection for its server-to-client requests:
 # refused at initialize, rather than failing at the first ask.
@@ -166,14 +125,12 @@ class LegacyHandler:
 class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request."""
 
+    # The legacy sessions' transport, which builds on this one (set by endpoints.endpoint_for).
     legacy: LegacyHandler | None = None
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.dispatcher = Dispatcher(registry)
-        from .legacy_http import LegacyHttp  # it builds on this module
-
-        self.legacy = LegacyHttp(self)
 
     async def principal(self, req: HttpIn, request: Any) -> Principal:
         """Raises :class:`AuthenticationFailed` (401) when the caller may not in.
@@ -221,8 +178,6 @@ class HttpEndpoint:
                 out = await self.legacy.handle_other(req, disconnected)
                 if out is not None:
                     return out
-            from .greeting import not_mcp  # it builds on this module
-
             out = not_mcp(req)
             out.headers.extend(cors)
             return out

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..asks.call import Call
 from ..asks.live import LiveSession
@@ -41,26 +41,12 @@ from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, dumps, notification
+from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .calls import session_call
-from .http import (
-    JSON,
-    SSE,
-    HttpIn,
-    HttpOut,
-    LegacyHandler,
-    _answer,
-    accepts,
-    error_out,
-    json_out,
-    respond,
-    unauthorized,
-)
+from .http import HttpEndpoint, LegacyHandler, _answer, accepts, respond, unauthorized
+from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
-
-if TYPE_CHECKING:
-    from ..registry import Registry
-    from .http import HttpEndpoint
 
 logger = logging.getLogger("mcp_django")
 

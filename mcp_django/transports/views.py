@@ -11,7 +11,10 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .http import HttpIn
+from .. import registry
+from ..conf import mcp_settings
+from .endpoints import endpoint_for
+from .http_io import HttpIn
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:
@@ -23,12 +26,7 @@ def _headers(request: HttpRequest) -> dict[str, str]:
 
 @csrf_exempt
 async def mcp_view(request: HttpRequest) -> HttpResponse:
-    from .. import registry
-    from . import endpoint_for
-
     endpoint = endpoint_for(registry.mcp)
-    from ..conf import mcp_settings
-
     limit = mcp_settings.MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or ""
     # A body declared too large is refused before it is read.

@@ -43,8 +43,10 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.core.handlers.asgi import ASGIRequest
 
 from .. import base64url
+from .. import registry as registry_module
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
@@ -54,7 +56,9 @@ from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, M
 from ..protocol.revisions import META_VERSION, check_version, read_meta
 from ..resource_updates import Listeners, listeners
 from .calls import modern_call, session_call
-from .http import HttpIn, host_allowed, origin_allowed
+from .endpoints import endpoint_for
+from .http import host_allowed, origin_allowed
+from .http_io import HttpIn, asgi_headers
 
 logger = logging.getLogger("mcp_django")
 
@@ -94,12 +98,6 @@ class SocketReplies:
         future = self.waiting.get(request_id) if isinstance(request_id, (str, int)) else None
         if future is not None and not future.done():
             future.set_result(message)
-
-
-def _headers(scope: dict[str, Any]) -> dict[str, str]:
-    from .asgi import _headers as asgi_headers
-
-    return asgi_headers(scope)
 
 
 def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
@@ -195,16 +193,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.updates: Listeners | None = None
         self.revoked = False
         self.closing = False
-        headers = _headers(self.scope)
-        from .. import registry as registry_module
-        from . import endpoint_for
-
+        headers = asgi_headers(self.scope)
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
 
         def request_factory() -> Any:
-            from django.core.handlers.asgi import ASGIRequest
-
             # Django's request for the upgrade (auth classes and handlers read it like any request).
             # The upgrade as the GET it is: http(s), as the URL a token's audience names.
             scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")

@@ -1,0 +1,96 @@
+"""HTTP in and out, whichever server carried it (our ASGI app, a Django view, a websocket's upgrade).
+
+The records a transport fills from a request (:class:`HttpIn`) and sends back
+(:class:`HttpOut`), their JSON and SSE framing, and the headers of an ASGI scope.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.handlers.asgi import ASGIRequest
+
+from ..protocol import jsonrpc
+from ..protocol.jsonrpc import MCPError, dumps
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+
+@dataclass
+class HttpIn:
+    """One HTTP request, as the transport received it."""
+
+    method: str
+    headers: dict[str, str]  # lower-case names, values with surrounding whitespace removed
+    body: bytes
+    client_address: str | None
+    request_factory: Callable[[], Any]
+    transport: str = "http"
+    # False where the server cannot stream (the WSGI view): answers are always JSON.
+    can_stream: bool = True
+    too_large: bool = False
+
+
+@dataclass
+class HttpOut:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    # When set, the response is an SSE stream of these chunks.
+    events: AsyncIterator[bytes] | None = None
+
+
+def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
+
+
+def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    if error.headers:
+        extra = [*(extra or []), *error.headers]
+    return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
+
+
+def sse_event(message: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + dumps(message) + b"\n\n"
+
+
+def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """An ASGI scope's headers (an HTTP request's, a websocket upgrade's).
+
+    Lower-case names; a repeated header's values joined with "," as Django joins them.
+
+    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
+    the principal cache keys on the session id found in it, which must be the
+    one the authentication classes read, however the client split its cookies.
+    """
+    out: dict[str, str] = {}
+    cookies: list[bytes] | None = None
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").lower()
+        if name == "cookie":
+            if cookies is None:
+                cookies = []
+            cookies.append(raw_value)
+            continue
+        value = raw_value.decode("latin-1").strip(" \t")
+        out[name] = f"{out[name]},{value}" if name in out else value
+    if cookies is not None:
+        out["cookie"] = django_cookie(cookies)
+    return out
+
+
+def django_cookie(values: list[bytes]) -> str:
+    """The ``Cookie`` string Django builds from these header fields.
+
+    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
+    several fields (HTTP/2 clients split cookies) go through Django's own
+    request class; one field is the common case, and parses alike either way.
+    """
+    if len(values) == 1:
+        return values[0].decode("latin-1")
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
+    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
