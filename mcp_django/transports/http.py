@@ -37,7 +37,7 @@ from ..protocol.revisions import (
 from ..registry import Registry
 from .calls import modern_call
 from .greeting import not_mcp
-from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_event
+from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_message
 
 logger = logging.getLogger("mcp_django")
 
@@ -374,9 +374,9 @@ async def respond(
         try:
             while True:
                 while events:
-                    yield sse_event(events.pop(0))
+                    yield sse_message(events.pop(0))
                 if task.done():
-                    yield sse_event(task.result()[1])
+                    yield sse_message(task.result()[1])
                     return
                 wake = loop.create_future()
                 await wake

@@ -54,8 +54,33 @@ def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | N
     return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
 
 
-def sse_event(message: dict[str, Any]) -> bytes:
-    return b"event: message\ndata: " + dumps(message) + b"\n\n"
+def sse_event(
+    data: bytes, *, event: str | None = None, event_id: str | None = None, retry_ms: int | None = None
+) -> bytes:
+    """One Server-Sent Event: its fields (``id``, ``retry``, ``event``, in that order) and one ``data`` line.
+
+    ``data`` must hold no line break (compact JSON never does). Empty data with an
+    id or a retry is a priming event: it sets where a client resumes from, or how
+    soon it reconnects, and carries no message.
+    """
+    head = b""
+    if event_id is not None:
+        head += b"id: " + event_id.encode() + b"\n"
+    if retry_ms is not None:
+        head += b"retry: %d\n" % retry_ms
+    if event is not None:
+        head += b"event: " + event.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+def sse_message(message: dict[str, Any], *, event_id: str | None = None) -> bytes:
+    """A JSON-RPC message as an SSE ``message`` event."""
+    return sse_event(dumps(message), event="message", event_id=event_id)
+
+
+def sse_comment(text: str) -> bytes:
+    """An SSE comment: every client ignores it, and the connection (and any proxy on it) sees traffic."""
+    return b": " + text.encode() + b"\n\n"
 
 
 def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:

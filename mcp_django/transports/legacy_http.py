@@ -40,12 +40,12 @@ from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, dumps, notification
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .calls import session_call
 from .http import HttpEndpoint, LegacyHandler, _answer, accepts, respond, unauthorized
-from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out
+from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
 
 logger = logging.getLogger("mcp_django")
@@ -58,8 +58,7 @@ RETRY_MS = 1000
 RESUME_SECONDS = 60
 
 
-# An SSE comment: every parser ignores it, and the connection (and any proxy on it) sees traffic.
-KEEPALIVE = b": keepalive\n\n"
+KEEPALIVE = sse_comment("keepalive")
 
 
 async def _within(waiting: Awaitable[Any], seconds: float) -> bool:
@@ -103,7 +102,7 @@ class LegacyStream:
 
     def push(self, message: dict[str, Any]) -> None:
         n = len(self.events) + 1
-        self.events.append(f"id: {self.event_id(n)}\nevent: message\ndata: ".encode() + dumps(message) + b"\n\n")
+        self.events.append(sse_message(message, event_id=self.event_id(n)))
         self.changed.set()
 
     def close(self) -> None:
@@ -145,7 +144,7 @@ class LegacyStream:
         self._attach()
         try:
             if prime:
-                yield f"id: {self.event_id(0)}\nretry: {RETRY_MS}\ndata: \n\n".encode()
+                yield sse_event(b"", event_id=self.event_id(0), retry_ms=RETRY_MS)
             sent = after
             while True:
                 while sent < len(self.events):
@@ -208,7 +207,7 @@ class SessionStream:
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     def push(self, message: dict[str, Any]) -> None:
-        self.queue.put_nowait(b"event: message\ndata: " + dumps(message) + b"\n\n")
+        self.queue.put_nowait(sse_message(message))
 
     def end(self) -> None:
         self.queue.put_nowait(None)
@@ -231,11 +230,11 @@ class SessionStream:
             # No event id: nothing here is replayed (an update missed while away is
             # a read away); the retry field paces the client's reconnection.
             if self.prime:
-                yield f"retry: {RETRY_MS}\ndata: \n\n".encode()
+                yield sse_event(b"", retry_ms=RETRY_MS)
             else:
                 # Older clients parse every event's data: a comment (ignored by every
                 # SSE parser) still tells the client and any proxy the stream is open.
-                yield b": stream open\n\n"
+                yield sse_comment("stream open")
             keepalive = mcp_settings.SSE_KEEPALIVE
             idle_limit = mcp_settings.STREAM_IDLE_TIMEOUT
             loop_time = asyncio.get_running_loop().time
