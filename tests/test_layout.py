@@ -12,12 +12,6 @@ import mcp_django
 
 PACKAGE = Path(mcp_django.__file__).parent
 
-# Private names still imported from another module, by modules other helpers are moving.
-# An entry that no longer matches fails the test: delete it with the import it excused.
-KNOWN_PRIVATE_IMPORTS = {
-    ("mcp_django.transports.legacy_http", "mcp_django.transports.http", "_answer"),
-}
-
 # Modules that must be in no import cycle (deferred imports count; TYPE_CHECKING ones do not).
 ACYCLIC = ("mcp_django.registry", "mcp_django.handlers", "mcp_django.protected_resource", "mcp_django.auth")
 
@@ -93,8 +87,7 @@ def test_no_module_imports_a_private_name_from_another() -> None:
         for source, name, _line in _imports(module)
         if name is not None and _is_private(name)
     }
-    assert found - KNOWN_PRIVATE_IMPORTS == set(), "give these names a public spelling"
-    assert KNOWN_PRIVATE_IMPORTS - found == set(), "fixed: remove them from KNOWN_PRIVATE_IMPORTS"
+    assert found == set(), "give these names a public spelling"
 
 
 def _graph() -> dict[str, set[str]]:

@@ -336,7 +336,7 @@ async def respond(
             wake_up()
 
         call.notify = notify
-    task = start_task(_answer(run or dispatcher.handle, call))
+    task = start_task(answer(run or dispatcher.handle, call))
     if task.done() and not events:
         # Finished eagerly, without waiting on anything: the common case.
         status, payload, extra = task.result()
@@ -389,7 +389,7 @@ async def respond(
     return HttpOut(200, headers, events=stream())
 
 
-async def _answer(
+async def answer(
     run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call
 ) -> tuple[int, dict[str, Any], list[tuple[str, str]] | None]:
     """(HTTP status, JSON-RPC response, extra headers) for one request."""

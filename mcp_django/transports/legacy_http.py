@@ -44,7 +44,7 @@ from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notificat
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .calls import session_call
-from .http import HttpEndpoint, LegacyHandler, _answer, accepts, respond, unauthorized
+from .http import HttpEndpoint, LegacyHandler, accepts, answer, respond, unauthorized
 from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
 
@@ -471,7 +471,7 @@ class LegacyHttp(LegacyHandler):
             call.session.close_stream = stream.close
 
         async def serve() -> None:
-            _status, payload, _headers = await _answer(run, call)
+            _status, payload, _headers = await answer(run, call)
             stream.finish(payload)
 
         # Not tied to this connection: the client may drop it and resume, the call goes on.
