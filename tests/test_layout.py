@@ -120,6 +120,13 @@ def test_the_registry_and_views_as_tools_are_in_no_import_cycle() -> None:
         assert module not in _reachable(graph, module), f"{module} imports itself through others"
 
 
+def test_no_module_of_the_package_is_in_an_import_cycle() -> None:
+    graph = _graph()
+    assert len(graph) > 40  # the graph was read
+    in_cycles = sorted(module for module in MODULES if module in _reachable(graph, module))
+    assert in_cycles == [], f"in an import cycle: {in_cycles}"
+
+
 def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import __version__, content, lifecycle, resource_updates, schema, signals
+from .. import content, lifecycle, resource_updates, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
@@ -19,6 +19,7 @@ from ..handlers import Handler, ResourceTemplate, completer_info
 from ..protected_resource import challenge
 from ..registry import Registry
 from ..request_state import StateRefused
+from .capabilities import server_capabilities, server_info
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -30,6 +31,7 @@ from .jsonrpc import (
     Unavailable,
     notification,
 )
+from .legacy import too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
 
 logger = logging.getLogger("mcp_django")
@@ -57,27 +59,6 @@ MODERN_METHODS = frozenset(
 # subscriptions/listen filter fields, by the registry's list names.
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-
-
-def server_info() -> dict[str, Any]:
-    info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
-    if mcp_settings.SERVER_TITLE:
-        info["title"] = mcp_settings.SERVER_TITLE
-    return info
-
-
-def server_capabilities(era: Era) -> dict[str, Any]:
-    caps: dict[str, Any] = {
-        "tools": {"listChanged": True},
-        "prompts": {"listChanged": True},
-        "resources": {"listChanged": True},
-        "completions": {},
-    }
-    # Both eras: resources/subscribe (legacy) and resourceSubscriptions (subscriptions/listen).
-    caps["resources"] = {"subscribe": True, "listChanged": True}
-    if era == Era.LEGACY:
-        caps["logging"] = {}
-    return caps
 
 
 class Dispatcher:
@@ -322,8 +303,6 @@ class Dispatcher:
             # Every URI is honoured, listed or not (a template's instances are not listed).
             agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
             if len(agreed["resourceSubscriptions"]) > mcp_settings.MAX_SUBSCRIPTIONS:
-                from .legacy import too_many_subscriptions
-
                 raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
         updates: resource_updates.Listeners | None = None

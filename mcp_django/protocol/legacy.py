@@ -42,6 +42,7 @@ from .. import base64url
 from ..asks.call import LOG_LEVELS
 from ..conf import mcp_settings
 from ..keyring import keyring
+from .capabilities import server_capabilities, server_info
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
@@ -132,8 +133,6 @@ def read_initialize(params: Any, principal: str) -> SessionRecord:
 
 
 def initialize_result(record: SessionRecord) -> dict[str, Any]:
-    from .dispatch import server_capabilities, server_info
-
     result: dict[str, Any] = {
         "protocolVersion": record.version,
         "capabilities": server_capabilities(Era.LEGACY),
