@@ -21,6 +21,7 @@ from django.db.models import Count, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from .asks.questions import ASK_TYPES
 from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool
 from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind
 from .registry import Registry
@@ -28,7 +29,8 @@ from .registry import Registry
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
 # The key an ask gets without key=...: its type and a digest of the question
 # (mcp_django.asks.questions.Ask.default_key), "-2", "-3"... when repeated in one attempt.
-_DERIVED_KEY = re.compile(r"^(?P<ask_type>[a-z_]+)-[0-9a-f]{12}(?:-\d+)?$")
+_TYPES = "|".join(re.escape(ask_type) for ask_type in ASK_TYPES)
+_DERIVED_KEY = re.compile(rf"^(?P<ask_type>{_TYPES})-[0-9a-f]{{12}}(?:-\d+)?$")
 
 
 def address(handler: Handler) -> str:

@@ -300,3 +300,30 @@ def test_handler_pages_need_the_view_permission(client: Client) -> None:
     client.force_login(user)
     url = reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "echo"])
     assert client.get(url).status_code == 403
+
+
+def test_asks_without_a_key_are_grouped_by_type_whatever_the_type() -> None:
+    from mcp_django.asks import questions
+    from mcp_django.handler_report import ask_groups
+
+    asks = [
+        questions.confirm("Sure?"),
+        questions.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string"}}}),
+        questions.elicit("Other name?", {"type": "object", "properties": {"m": {"type": "string"}}}),
+        questions.elicit_url("Sign in", "https://example.com/consent"),
+        questions.elicit_url("Pay", "https://example.com/pay"),
+        questions.sample("Hi"),
+        questions.list_roots(),
+    ]
+    assert sorted({ask.type for ask in asks}) == sorted(questions.ASK_TYPES)
+    keys = {ask.default_key(): ask.method for ask in asks}
+    keys[asks[0].default_key() + "-2"] = "elicitation/create"  # the same question asked twice in one attempt
+    keys["trip"] = "elicitation/create"  # an explicit key= stays as given
+    assert ask_groups(keys) == [
+        AskGroup("trip", "elicitation/create", True),
+        AskGroup("confirm", "elicitation/create", False, 2),
+        AskGroup("elicit", "elicitation/create", False, 2),
+        AskGroup("elicit-url", "elicitation/create", False, 2),
+        AskGroup("roots", "roots/list", False, 1),
+        AskGroup("sample", "sampling/createMessage", False, 1),
+    ]

@@ -29,6 +29,10 @@ class AnswerInvalid(MCPError):
         self.key = key
 
 
+# Every Ask.type, as the helpers below make them: a key given without key=... starts with one.
+ASK_TYPES = ("confirm", "elicit", "elicit-url", "sample", "roots")
+
+
 @dataclass
 class Ask:
     method: str
