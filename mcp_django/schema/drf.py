@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import decimal
+import sys
 from typing import Any
 
 from .enums import enum_schema, is_json_scalar, nullable
 
 
 def is_serializer(tp: Any) -> bool:
-    try:
-        from rest_framework import serializers
-    except ImportError:  # pragma: no cover
+    # A serializer cannot exist before DRF's serializers module is imported: asking
+    # never imports it (with it DRF's compat imports requests, pygments, psycopg...,
+    # which a project that uses no serializer need not carry).
+    serializers = sys.modules.get("rest_framework.serializers")
+    if serializers is None:
         return False
     return (isinstance(tp, type) and issubclass(tp, serializers.BaseSerializer)) or isinstance(
         tp, serializers.BaseSerializer
