@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench typecheck clean wheel-test fuzz
+.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench bench-instructions typecheck clean wheel-test fuzz
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
@@ -23,6 +23,7 @@ help:
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
+	@echo "make bench-instructions  count the instructions one call costs (valgrind), to compare commits"
 	@echo "make fuzz              send 12,000 fuzzed HTTP messages and 4,000 websocket frames"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
@@ -105,6 +106,10 @@ fuzz: venv
 
 bench: venv
 	$(PY) bench/run.py
+
+# Instructions per call (valgrind's callgrind): repeatable on a busy machine, for comparing commits.
+bench-instructions: venv
+	$(PY) bench/instructions.py
 
 # The sdist and wheel, installed in a fresh virtualenv, and the README's "Use it in
 # your project" steps applied to a new `django-admin startproject` (scripts/wheel_test.py).

@@ -42,7 +42,7 @@ HEADERS = [
 ]
 
 
-async def one(app: object, headers: list[tuple[bytes, bytes]]) -> bytes:
+async def one(app: object, headers: list[tuple[bytes, bytes]], body: bytes = BODY) -> bytes:
     scope = {
         "type": "http",
         "method": "POST",
@@ -63,7 +63,7 @@ async def one(app: object, headers: list[tuple[bytes, bytes]]) -> bytes:
     async def receive() -> dict:
         if not delivered:
             delivered.append(True)
-            return {"type": "http.request", "body": BODY, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
         await done.wait()
         return {"type": "http.disconnect"}
 

@@ -1,0 +1,141 @@
+"""Instructions per call, counted by valgrind's callgrind: a measure that load on the machine cannot move.
+
+``make bench`` times the demo against the official SDK's server, and its ratios move by 10-20%
+from run to run on a shared machine. This counts the CPU instructions one call costs, in
+process (no HTTP server, no network), in every thread (worker pool, audit writer): the same
+code gives the same count, so two commits can be compared on a busy machine. Each scenario
+runs twice under callgrind, with a few calls and with ``--calls`` more; the difference
+divided by ``--calls`` is the cost of one call, start-up and warm-up excluded.
+
+    python bench/instructions.py [--calls 300] [echo token async flow]
+
+It needs valgrind (Debian: ``apt-get install valgrind``); under it Python runs about 50 times
+slower, so a scenario takes a few minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ("echo", "token", "async", "flow")
+WARM_UP = 150
+MODERN = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+}
+FLOW = "test_input_required_result_multi_round"
+FLOW_ANSWERS = (
+    {"step1": {"action": "accept", "content": {"name": "Ada"}}},
+    {"step2": {"action": "accept", "content": {"color": "teal"}}},
+)
+
+
+def _body(name: str, arguments: dict[str, Any], extra: dict[str, Any] | None = None) -> bytes:
+    params = {"name": name, "arguments": arguments, "_meta": META, **(extra or {})}
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+
+
+def _headers(name: str, token: str | None = None) -> list[tuple[bytes, bytes]]:
+    from bench.profile_call import HEADERS
+
+    headers = [(k, v) for k, v in HEADERS if k != b"mcp-name"] + [(b"mcp-name", name.encode())]
+    return headers + ([(b"authorization", f"Token {token}".encode())] if token else [])
+
+
+async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, bytes]], bytes]]:
+    """The requests a scenario repeats (the flow's three, captured from one real run)."""
+    from asgiref.sync import sync_to_async
+
+    from bench.profile_call import one
+
+    if scenario in ("echo", "token"):
+        token = None
+        if scenario == "token":
+            from django.contrib.auth.models import User
+            from rest_framework.authtoken.models import Token
+
+            def make() -> str:
+                user, _ = User.objects.get_or_create(username="instructions")
+                return Token.objects.get_or_create(user=user)[0].key
+
+            token = await sync_to_async(make)()
+        return [(_headers("echo", token), _body("echo", {"text": "hello"}))]
+    if scenario == "async":
+        return [(_headers("reverse"), _body("reverse", {"text": "hello"}))]
+    requests = [(_headers(FLOW), _body(FLOW, {}))]
+    for answer in FLOW_ANSWERS:
+        result = json.loads(await one(app, *requests[-1]))["result"]
+        assert result["resultType"] == "input_required", result
+        extra = {"inputResponses": answer, "requestState": result["requestState"]}
+        requests.append((_headers(FLOW), _body(FLOW, {}, extra)))
+    assert b"teal" in await one(app, *requests[-1])
+    return requests
+
+
+async def _child(scenario: str, calls: int) -> None:
+    from bench.profile_call import one
+    from project.asgi import application
+
+    requests = await _requests(application, scenario)
+    for i in range(WARM_UP + calls):
+        answer = await one(application, *requests[i % len(requests)])
+        assert b'"error"' not in answer, answer
+
+
+def _count(scenario: str, calls: int, env: dict[str, str]) -> int:
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    command += [sys.executable, __file__, "--child", scenario, str(calls)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or not found:
+        raise SystemExit(f"{scenario}: the run under valgrind failed:\n{done.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)"
+    )
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "0")
+    os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
+    os.environ.setdefault("MCP_ALLOW_ANONYMOUS", "1")
+    if args.child:
+        sys.path.insert(0, str(ROOT))
+        import django
+
+        django.setup()
+        asyncio.run(_child(args.child[0], int(args.child[1])))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="mcp-instructions-") as work:
+        env = {**os.environ, "DATABASE_URL": f"sqlite:///{Path(work) / 'db.sqlite3'}"}
+        env.pop("REDIS_URL", None)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"], cwd=ROOT, env=env, check=True)
+        print(f"{'scenario':<10} {'instructions per call':>22}")
+        for scenario in args.scenarios or SCENARIOS:
+            few, many = _count(scenario, 0, env), _count(scenario, args.calls, env)
+            print(f"{scenario:<10} {(many - few) // args.calls:>22,}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
