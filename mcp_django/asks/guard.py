@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connections
 
 from ..conf import mcp_settings
@@ -121,10 +122,29 @@ def install() -> None:
             connection.execute_wrappers.append(_watch)
 
 
+# bool(settings.DEBUG), read once: every attempt asks, and each read of ``settings``
+# goes through LazySettings' Python-level __getattribute__.
+_debug: bool | None = None
+
+
 def server_guard() -> bool:
     """``MCP_DJANGO["REPLAY_GUARD"]``, or ``DEBUG`` when it is not given."""
+    global _debug
     value = mcp_settings.REPLAY_GUARD
-    return bool(settings.DEBUG) if value is None else value
+    if value is not None:
+        return value
+    if _debug is None:
+        _debug = bool(settings.DEBUG)
+    return _debug
+
+
+def _forget_debug(*, setting: str, **kwargs: Any) -> None:
+    global _debug
+    if setting == "DEBUG":
+        _debug = None
+
+
+setting_changed.connect(_forget_debug)
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
