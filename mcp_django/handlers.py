@@ -182,6 +182,14 @@ class Prompt(Handler):
         return out
 
 
+def _described(out: dict[str, Any], handler: Resource | ResourceTemplate) -> dict[str, Any]:
+    """A resource's or template's descriptor: its title, description and MIME type when given."""
+    for key, value in (("title", handler.title), ("description", handler.description), ("mimeType", handler.mime_type)):
+        if value:
+            out[key] = value
+    return out
+
+
 @dataclass(eq=False)
 class Resource(Handler):
     uri: str = ""
@@ -189,11 +197,7 @@ class Resource(Handler):
     primitive: str = "resource"
 
     def descriptor(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"uri": self.uri, "name": self.name}
-        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
-            if value:
-                out[key] = value
-        return out
+        return _described({"uri": self.uri, "name": self.name}, self)
 
 
 @dataclass(eq=False)
@@ -221,11 +225,7 @@ class ResourceTemplate(Handler):
         return m.groupdict() if m else None
 
     def descriptor(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
-        for key, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
-            if value:
-                out[key] = value
-        return out
+        return _described({"uriTemplate": self.uri_template, "name": self.name}, self)
 
 
 def is_template(uri: str) -> bool:
