@@ -23,7 +23,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from .worker_channel import GROUP, is_shared, served_loop, worker_channel
+from .protocol.jsonrpc import Unavailable
+from .worker_channel import GROUP, is_shared, layer_breaker, layer_call, served_loop, worker_channel
 
 logger = logging.getLogger("mcp_django")
 
@@ -77,11 +78,17 @@ async def listeners() -> Listeners:
 
 
 async def announce(uri: str) -> None:
-    """Tell every worker's listeners that the resource at ``uri`` changed."""
+    """Tell every worker's listeners that the resource at ``uri`` changed.
+
+    Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` when the channel layer
+    is away (at once while it is known to be).
+    """
     layer = get_channel_layer()
     if is_shared(layer):
         # Every worker, this one included, hears it from the group (its channel's reader).
-        await layer.group_send(GROUP, {"type": UPDATED, "uri": uri})
+        # Bounded, and refused at once while the layer is known to be away: a handler
+        # announcing updates never waits on a hung Redis (Unavailable).
+        await layer_call(lambda: layer.group_send(GROUP, {"type": UPDATED, "uri": uri}))
         return
     # One process: its loops' listeners are all there are.
     for loop, found in list(_listeners.items()):
@@ -95,6 +102,9 @@ _announcing: set[asyncio.Future[Any]] = set()
 async def _announce_logged(uri: str) -> None:
     try:
         await announce(uri)
+    except Unavailable:
+        if not layer_breaker.open:  # an outage is said once, by the breaker
+            logger.warning("could not announce an update of %s (the channel layer did not answer)", uri)
     except Exception:
         logger.warning("could not announce an update of %s", uri, exc_info=True)
 

@@ -10,6 +10,14 @@ streams through the same channel).
 
 Without a layer configured, the channel is a name local to this process and
 nothing is read; with the in-memory layer, every worker is this process.
+
+Every operation on the layer goes through :func:`layer_call`: bounded by
+:data:`LAYER_TIMEOUT`, retried on a connection that died while Redis was away
+(channels-redis keeps its pooled connections, and redis-py's pools built from a
+``hosts`` entry do not retry: each connection that sat in the pool through an
+outage failed its next command once, so replies kept failing for seconds after
+Redis returned), and refused at once while the layer is known to be away (a
+circuit breaker, :mod:`mcp_django.breaker`, closed by the first probe that reaches it).
 """
 
 from __future__ import annotations
@@ -19,11 +27,12 @@ import contextlib
 import logging
 import os
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers, get_channel_layer
 
+from .breaker import Breaker, is_outage
 from .protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
@@ -38,8 +47,57 @@ GROUP = "mcp-django.workers"
 _GROUP_RENEW_SECONDS = 30
 # The longest a request waits for one channel-layer operation (a hung Redis).
 LAYER_TIMEOUT = 5
+# A reader whose layer failed reads again this often (one line in the log per outage):
+# short, so that replies cross instances again as soon as Redis is back.
+_READ_RETRY_SECONDS = 0.25
+# Attempts of one operation failing with a connection error: each dead pooled
+# connection fails once (and is reconnected), and a pool may hold several.
+_ATTEMPTS = 3
 
 Handler = Callable[[dict[str, Any]], None]
+T = TypeVar("T")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return any(cls.__name__ == "ConnectionError" for cls in type(exc).__mro__)
+
+
+async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = False) -> T:
+    """``await operation()`` on the channel layer, bounded by :data:`LAYER_TIMEOUT`.
+
+    Raises :class:`Unavailable` at once while the layer is known to be away; a
+    ``probe`` (the reader checking whether Redis is back) goes through anyway and
+    closes the breaker when it succeeds. Errors that say nothing of the layer (a
+    message it cannot encode, a full channel) are raised as they are, and leave the
+    breaker alone.
+    """
+    if not probe:
+        layer_breaker.check()
+    for attempt in range(1, _ATTEMPTS + 1):
+        try:
+            result = await asyncio.wait_for(operation(), LAYER_TIMEOUT)
+        except Exception as exc:
+            if _is_connection_error(exc) and attempt < _ATTEMPTS:
+                continue  # a pooled connection that died with an earlier outage: the next one is fresh
+            if is_outage(exc):
+                if not probe:
+                    layer_breaker.failed(exc)
+                raise Unavailable("the channel layer") from exc
+            raise
+        if probe:
+            layer_breaker.closed()
+        return result
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+
+async def _probe_layer() -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        # Harmless everywhere: removing a channel from a group it is not in.
+        await layer_call(lambda: layer.group_discard(f"{GROUP}.probe", f"{PREFIX}.probe"), probe=True)
+
+
+layer_breaker = Breaker("the channel layer", _probe_layer)
 
 
 def is_shared(layer: Any) -> bool:
@@ -105,11 +163,23 @@ class WorkerChannel:
     def keep_quietly(self, coroutine: Any) -> None:
         self.keep(asyncio.ensure_future(coroutine))
 
-    async def send_quietly(self, channel: str, message: dict[str, Any]) -> None:
+    async def call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
+        """:func:`layer_call` of ``operation(self.layer)``."""
+        return await layer_call(lambda: operation(self.layer))
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to ``channel`` (:func:`layer_call`: bounded, retried on a dead connection)."""
+        await self.call(lambda layer: layer.send(channel, message))
+
+    async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
+        """:meth:`send`, logging a failure instead of raising it; False when it failed."""
         try:
-            await asyncio.wait_for(self.layer.send(channel, message), LAYER_TIMEOUT)
+            await self.send(channel, message)
         except Exception as exc:
-            logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+            if not layer_breaker.open:  # an outage is said once, by the breaker
+                logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+            return False
+        return True
 
     async def _read(self) -> None:
         assert self.layer is not None
@@ -125,11 +195,13 @@ class WorkerChannel:
                     # was lost, read again (docs/deployment.md: socket_timeout above 5 s).
                     continue
                 if not failing:
-                    # Once per outage, one line: while Redis is down this repeats every second.
+                    # Once per outage, one line: while Redis is down this repeats every retry.
                     logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
+                    if is_outage(exc):
+                        layer_breaker.failed(exc)
                 failing = True
-                await asyncio.sleep(1)
-                if self.shared and await self._join_once(quiet=True):
+                await asyncio.sleep(_READ_RETRY_SECONDS)
+                if self.shared and await self._join_once(quiet=True, probe=True):
                     # The layer answers again: group membership may have gone with Redis's memory.
                     logger.warning("the reply channel is back; rejoined %s", GROUP)
                     failing = False
@@ -141,9 +213,9 @@ class WorkerChannel:
             except (KeyError, TypeError, ValueError):
                 logger.warning("ignored a malformed message on the reply channel")
 
-    async def _join_once(self, *, quiet: bool = False) -> bool:
+    async def _join_once(self, *, quiet: bool = False, probe: bool = False) -> bool:
         try:
-            await asyncio.wait_for(self.layer.group_add(GROUP, self.channel), LAYER_TIMEOUT)
+            await layer_call(lambda: self.layer.group_add(GROUP, self.channel), probe=probe)
         except Exception as exc:
             if not quiet:
                 logger.warning("could not join %s (%s); retrying", GROUP, type(exc).__name__)
@@ -155,7 +227,7 @@ class WorkerChannel:
         if renew_first:
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
         while True:
-            if not await self._join_once(quiet=True):
+            if not await self._join_once(quiet=True, probe=True):
                 await asyncio.sleep(1)
                 continue
             await asyncio.sleep(_GROUP_RENEW_SECONDS)

@@ -390,3 +390,119 @@ async def test_a_websocket_on_a_killed_instance_closes_at_once(servers: Cluster)
     # The other instance serves on.
     with httpx.Client(timeout=10) as client:
         assert ping(client, servers.url(1), session(client, servers.url(1))).json()["result"] == {}
+
+
+MODERN_ECHO = {
+    "jsonrpc": "2.0",
+    "id": 6,
+    "method": "tools/call",
+    "params": {
+        "name": "echo",
+        "arguments": {"text": "hi"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    },
+}
+MODERN_HEADERS = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+# MCP_DJANGO["SESSION_CACHE_TIMEOUT"] of the demo project (the documented 3 s).
+SESSION_CACHE_TIMEOUT = 3
+
+
+def timed(send: Any) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = send()
+    return response, time.monotonic() - started
+
+
+def test_a_frozen_redis_is_waited_on_once_per_outage(servers: Cluster) -> None:
+    """Redis hangs (SIGSTOP): 2026-07-28 requests do not notice; the first legacy request
+    gives up within SESSION_CACHE_TIMEOUT with a JSON-RPC 503, the next ones are refused
+    at once (the breaker), the log says so once, and Redis is used again as soon as it answers."""
+    a = servers.url(0)
+    with httpx.Client(timeout=30) as client:
+        headers = session(client, a)
+        assert client.post(a, json=MODERN_ECHO, headers=MODERN_HEADERS).status_code == 200
+        logged = len(servers.log(0))
+        servers.redis.pause()
+        try:
+            modern = [timed(lambda: client.post(a, json=MODERN_ECHO, headers=MODERN_HEADERS)) for _ in range(5)]
+            assert all(r.status_code == 200 and r.json()["result"]["content"][0]["text"] == "hi" for r, _t in modern)
+            assert sorted(t for _r, t in modern)[2] < 0.1 and max(t for _r, t in modern) < 0.5, modern
+            first, waited = timed(lambda: ping(client, a, headers))
+            assert first.status_code == 503 and first.json()["error"]["code"] == -32603, first.text
+            assert waited < SESSION_CACHE_TIMEOUT + 0.5
+            # Known to be down: not waited on again, by any legacy request.
+            refused = [timed(lambda n=n: ping(client, a, headers, n)) for n in range(10, 30)]
+            call = {"jsonrpc": "2.0", "id": 40, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
+            refused.append(timed(lambda: client.post(a, json=call, headers=headers)))
+            for response, _t in refused:
+                assert response.status_code == 503 and response.json()["error"]["code"] == -32603, response.text
+            assert sorted(t for _r, t in refused)[len(refused) // 2] < 0.1 and max(t for _r, t in refused) < 0.5
+            # 2026-07-28 is as fast as before, after the breaker opened too.
+            again, took = timed(lambda: client.post(a, json=MODERN_ECHO, headers=MODERN_HEADERS))
+            assert again.status_code == 200 and took < 0.5
+        finally:
+            servers.redis.resume()
+        resumed = time.monotonic()
+        # Served again as soon as Redis answers (the probe), not after a cool-down.
+        while ping(client, a, headers).status_code != 200:
+            assert time.monotonic() - resumed < 1, "legacy requests still refused a second after Redis resumed"
+            time.sleep(0.05)
+    log = servers.log(0)[logged:]
+    assert log.count("the session store is unavailable") == 1, log
+    assert log.count("the session store answers again") == 1, log
+    assert "Traceback" not in log and "the session cache failed" not in log, log
+
+
+def _cross_instance_flow(client: httpx.Client, a: str, b: str, headers: dict[str, str]) -> tuple[int, float, bool]:
+    """A legacy ask held by A, answered through B: (the reply POST's status, its duration,
+    whether the ask on A got the reply)."""
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+    }
+    with client.stream("POST", a, json=call, headers=headers) as stream:
+        assert stream.status_code == 200, stream.read()
+        events = _events(stream.iter_lines())
+        request = next(events)
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+        response, took = timed(lambda: client.post(b, json=reply, headers=headers))
+        final = next(events)
+    delivered = "User response: action=decline" in json.dumps(final.get("result"))
+    return response.status_code, took, delivered
+
+
+def test_replies_cross_instances_as_soon_as_redis_returns(servers: Cluster) -> None:
+    """Redis killed and restarted on the same port: the connections the instances pooled
+    before are dead. The next cross-instance reply succeeds within a second of Redis's
+    return, and a client is never told 503 for a reply its ask received."""
+    a, b = servers.url(0), servers.url(1)
+    with httpx.Client(timeout=30) as client:
+        # Both instances' layers hold pooled connections (a reply crossed each way).
+        for here, there in ((a, b), (b, a)):
+            assert _cross_instance_flow(client, here, there, session(client, here))[::2] == (202, True)
+        servers.redis.stop()
+        time.sleep(2)
+        servers.redis.start()
+        back = time.monotonic()
+        outcomes = []
+        while True:
+            # Redis forgot the sessions: each flow opens a new one.
+            status, took, delivered = _cross_instance_flow(client, a, b, session(client, a))
+            outcomes.append((round(time.monotonic() - back, 2), status, round(took, 2), delivered))
+            # "Delivered" and "reported" agree, every time.
+            assert (status == 202) == delivered, outcomes
+            if status == 202:
+                break
+            assert status == 503 and time.monotonic() - back < 1, outcomes
+        assert outcomes[-1][0] < 1.5 and outcomes[-1][2] < 1, outcomes
+        # And the next ones, both ways, at once.
+        for here, there in ((a, b), (b, a)):
+            status, took, delivered = _cross_instance_flow(client, here, there, session(client, here))
+            assert (status, delivered) == (202, True) and took < 1
+    for n in (0, 1):
+        assert "could not send mcp.reply.ack" not in servers.log(n)

@@ -21,7 +21,9 @@ is no longer the cache's is over (404, and the client initializes anew).
 Every cache call runs off the event loop in a thread of its own (Django's async
 cache methods run them one at a time in a single thread: one slow Redis would
 serialise every request) and is bounded by ``SESSION_CACHE_TIMEOUT``; a failure
-or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503).
+or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503). A cache
+found away opens a circuit breaker (:mod:`mcp_django.breaker`): until it answers
+again, the requests that need it are refused at once, not each after a timeout.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.signals import setting_changed
+
 from .. import base64url
 from ..asks.call import LOG_LEVELS
+from ..breaker import Breaker, is_outage
 from ..conf import mcp_settings
 from ..keyring import keyring
 from .capabilities import server_capabilities, server_info
@@ -243,6 +248,10 @@ def _key(sid: str, what: str) -> str:
 _EPOCH = "mcp_django:sessions:epoch"
 
 
+class _Refused(Exception):
+    """The breaker opened while a call waited for a thread: it does not go to the cache."""
+
+
 async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     """``cache.<method>(*args, **kwargs)``, bounded; :class:`Unavailable` when it fails."""
     from django.core.cache.backends.locmem import LocMemCache
@@ -251,14 +260,45 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     call = functools.partial(getattr(cache, method), *args, **kwargs)
     if isinstance(cache, LocMemCache):
         return call()  # memory of this process: no I/O to wait for, no thread to hop to
+    cache_breaker.check()
+
+    def guarded() -> Any:
+        # Calls queued behind threads stuck on a hung Redis would each wait it out again.
+        if cache_breaker.open:
+            raise _Refused
+        return call()
+
     try:
         return await asyncio.wait_for(
-            asyncio.get_running_loop().run_in_executor(None, call), mcp_settings.SESSION_CACHE_TIMEOUT
+            asyncio.get_running_loop().run_in_executor(None, guarded), mcp_settings.SESSION_CACHE_TIMEOUT
         )
-    except Exception as exc:
-        # One line, no traceback: while Redis is down every request would log one.
-        logger.warning("the session cache failed (%s): %s", type(exc).__name__, exc)
+    except _Refused:
         raise Unavailable("the session store") from None
+    except Exception as exc:
+        if is_outage(exc):
+            cache_breaker.failed(exc)  # says so once per outage
+        else:
+            # One line, no traceback: a cache refusing a call would otherwise log one per request.
+            logger.warning("the session cache failed (%s): %s", type(exc).__name__, exc)
+        raise Unavailable("the session store") from None
+
+
+async def _probe_cache() -> None:
+    await asyncio.wait_for(
+        asyncio.get_running_loop().run_in_executor(None, session_cache().get, _EPOCH),
+        mcp_settings.SESSION_CACHE_TIMEOUT,
+    )
+
+
+cache_breaker = Breaker("the session store", _probe_cache)
+
+
+def _cache_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("CACHES", "MCP_DJANGO"):
+        cache_breaker.reset()  # another cache: what was known of the old one says nothing
+
+
+setting_changed.connect(_cache_changed)
 
 
 async def current_epoch() -> str:

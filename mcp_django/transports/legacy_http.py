@@ -165,7 +165,7 @@ class LegacyStream:
         sent = after
         self._attach()
         try:
-            await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "found": True})
+            await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
             while True:
                 # Cleared before the events are read, never after an await: an event
                 # pushed while a send below is under way sets the flag again, so the
@@ -175,14 +175,14 @@ class LegacyStream:
                 sent += len(batch)
                 done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
                 if batch or done:
-                    await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
+                    await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
                 if done:
                     return
                 try:
                     await asyncio.wait_for(self.changed.wait(), RESUME_KEEPALIVE_SECONDS)
                 except TimeoutError:
                     # A quiet call (a user thinking): tell the follower we are still here.
-                    await hub.layer.send(to, {"type": "mcp.events", "tap": tap, "events": [], "end": False})
+                    await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": [], "end": False})
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -281,8 +281,9 @@ class _SessionUpdates:
             try:
                 # One cache round trip per update for all of this worker's GET streams.
                 chosen = await legacy.subscribers(streams, uri)
-            except Exception:
-                logger.warning("could not read subscriptions for %s", uri, exc_info=True)
+            except Exception as exc:
+                # Unavailable (the store is away, said once by its breaker) or a cache error: one line.
+                logger.warning("could not read subscriptions for %s (%s)", uri, exc)
                 continue
             for key in chosen:
                 streams[key].push(notification("notifications/resources/updated", {"uri": uri}))

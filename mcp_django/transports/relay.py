@@ -9,6 +9,16 @@ forwards it there (or resolves it directly when the channel is its own). The
 waiting worker accepts it only for the session, and the principal, the request
 was sent under.
 
+The forwarding worker answers its client 202 only once the holder acknowledges
+the reply, and 503 otherwise; the two must agree, or a client is told its reply
+failed while the ask went on with it. So a forwarder that hears no acknowledgment
+does not conclude by itself: it asks the holder (``mcp.reply.lost``), and the
+holder answers with what it did with that reply. Delivered (the acknowledgment was
+lost on the way): 202. Not received: the holder fails the ask and remembers the
+reply as lost, so that the reply arriving after all is not delivered either: 503.
+Only when the holder answers neither (it is gone, or Redis went away in between)
+is the client told 503 without knowing.
+
 ``notifications/cancelled`` and ``DELETE`` must reach calls held elsewhere too:
 a cancellation not found locally is sent to the group every worker's channel
 joins. The in-memory layer (one process) never needs that broadcast.
@@ -31,12 +41,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
-from ..worker_channel import GROUP, LAYER_TIMEOUT, PREFIX, WorkerChannel, is_worker_channel, worker_channel
+from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, worker_channel
 
 logger = logging.getLogger("mcp_django")
 
 # How long a worker forwarding a client's reply waits for the holder to say it got it.
 REPLY_ACK_SECONDS = 5
+# Then, how long it waits for the holder to say what it did with the reply (a
+# second chance for an acknowledgment lost on the way).
+REPLY_VERDICT_SECONDS = 2
+# How long a holder remembers what it did with each forwarded reply, to answer
+# the forwarder's question (well above the forwarder's waits).
+_OUTCOME_SECONDS = 60
 # How long a resuming worker waits for the holder to say whether it has the stream.
 RESUME_WAIT_SECONDS = 5
 # A holder forwarding a quiet stream says so this often; a follower hearing nothing
@@ -65,9 +81,13 @@ class Relay:
     def __init__(self, worker: WorkerChannel) -> None:
         self.worker = worker
         self._ids = itertools.count(1)
-        # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id.
-        self._acks: dict[str, asyncio.Future[str]] = {}
+        # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id:
+        # True when the holder took it, False when it says it never will.
+        self._acks: dict[str, asyncio.Future[bool]] = {}
         self._ack_ids = itertools.count(1)
+        # Replies forwarded here, by (forwarder's channel, ack id): whether each was
+        # taken (True) or declared lost (False), and when, oldest first.
+        self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
         self.waiters: dict[str, _Waiter] = {}
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
@@ -147,7 +167,7 @@ class Relay:
             _refused_once(channel)
             return False
         ack = str(next(self._ack_ids))
-        acked: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks[ack] = acked
         forward = {
             "type": "mcp.reply",
@@ -159,18 +179,24 @@ class Relay:
             "to": self.channel,
         }
         try:
-            await asyncio.wait_for(self.layer.send(channel, forward), LAYER_TIMEOUT)
-            await asyncio.wait_for(acked, REPLY_ACK_SECONDS)
-        except Exception as exc:
-            logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
-            # The holder may be there and the reply unable to travel (the layer refused
-            # it): a small message still may, and the waiting ask ends now, not at ASK_TIMEOUT.
-            lost = {"type": "mcp.reply.lost", "id": request_id, "sid": sid, "p": principal}
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.layer.send(channel, lost), LAYER_TIMEOUT)
-            raise Unavailable("the server instance holding this request") from None
+            try:
+                await self.worker.send(channel, forward)
+                taken = await asyncio.wait_for(asyncio.shield(acked), REPLY_ACK_SECONDS)
+            except Exception as exc:
+                logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
+                # Sent or not, taken or not: only the holder knows. Ask it; one that never
+                # received the reply fails the waiting ask now (not at ASK_TIMEOUT) and
+                # will not take the reply should it arrive after all.
+                lost = {"type": "mcp.reply.lost", "id": request_id, "sid": sid, "p": principal}
+                lost.update(ack=ack, to=self.channel)
+                taken = False
+                with contextlib.suppress(Exception):
+                    await self.worker.send(channel, lost)
+                    taken = await asyncio.wait_for(asyncio.shield(acked), REPLY_VERDICT_SECONDS)
         finally:
             self._acks.pop(ack, None)
+        if not taken:
+            raise Unavailable("the server instance holding this request")
         return True
 
     def _waiter(self, request_id: str, sid: str, principal: str) -> _Waiter | None:
@@ -186,6 +212,19 @@ class Relay:
         waiter = self._waiter(request_id, sid, principal)
         if waiter is not None:
             waiter.future.set_result(message)
+
+    def _outcome(self, key: tuple[str, str], taken: bool) -> bool:
+        """Record what became of a forwarded reply, unless already decided; the decision."""
+        now = asyncio.get_running_loop().time()
+        for old, (_taken, at) in list(self._outcomes.items()):
+            if now - at < _OUTCOME_SECONDS:
+                break  # oldest first: the rest are younger
+            del self._outcomes[old]
+        decided = self._outcomes.get(key)
+        if decided is not None:
+            return decided[0]
+        self._outcomes[key] = (taken, now)
+        return taken
 
     def lost(self, request_id: str, sid: str, principal: str) -> None:
         """The client's reply to ``request_id`` was sent but could not be forwarded here."""
@@ -215,11 +254,11 @@ class Relay:
         if self.shared:
             rid = None if request_id is None else call_key(sid, request_id)[1]
             try:
-                await asyncio.wait_for(
-                    self.layer.group_send(GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid}), LAYER_TIMEOUT
+                await self.worker.call(
+                    lambda layer: layer.group_send(GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid})
                 )
-            except Exception:
-                logger.warning("could not broadcast a cancellation", exc_info=True)
+            except Exception as exc:
+                logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
 
     def _cancel_local(self, sid: str, rid: str | None) -> bool:
         if rid is not None:
@@ -247,7 +286,7 @@ class Relay:
         self._taps[tap] = queue
         request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
         try:
-            await asyncio.wait_for(self.layer.send(channel, request), LAYER_TIMEOUT)
+            await self.worker.send(channel, request)
             first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
         except Exception:
             # The holder is gone (its channel unknown or full, or no answer): nothing to resume.
@@ -278,7 +317,7 @@ class Relay:
             if not ended:
                 # Our client left first: the holder stops forwarding.
                 with contextlib.suppress(Exception):
-                    await self.layer.send(channel, {"type": "mcp.resume.stop", "to": self.channel, "tap": tap})
+                    await self.worker.send(channel, {"type": "mcp.resume.stop", "to": self.channel, "tap": tap})
 
     def _serve_resume(self, message: dict[str, Any]) -> None:
         to, tap = str(message["to"]), str(message["tap"])
@@ -295,19 +334,37 @@ class Relay:
     # -- what the worker's channel reads for us ------------------------------------------------
 
     def _on_reply(self, message: dict[str, Any]) -> None:
-        self.deliver(str(message["id"]), dict(message["message"]), str(message["sid"]), str(message["p"]))
-        if "to" in message:
-            # Received: the forwarding worker answers its client 202.
-            ack = {"type": "mcp.reply.ack", "ack": str(message["ack"])}
-            self.worker.keep_quietly(self.worker.send_quietly(str(message["to"]), ack))
+        request_id, sid, principal = str(message["id"]), str(message["sid"]), str(message["p"])
+        if "to" not in message:
+            self.deliver(request_id, dict(message["message"]), sid, principal)
+            return
+        to, ack = str(message["to"]), str(message["ack"])
+        taken = self._outcome((to, ack), True)
+        if taken:
+            self.deliver(request_id, dict(message["message"]), sid, principal)
+        # else: the forwarder asked first and was told the reply was lost; so it stays.
+        self._answer(to, ack, taken=taken)
+
+    def _answer(self, to: str, ack: str, *, taken: bool) -> None:
+        # Received: the forwarding worker answers its client 202 (taken) or 503.
+        verdict = {"type": "mcp.reply.ack", "ack": ack, "taken": taken}
+        self.worker.keep_quietly(self.worker.send_quietly(to, verdict))
 
     def _on_ack(self, message: dict[str, Any]) -> None:
         acked = self._acks.get(str(message["ack"]))
         if acked is not None and not acked.done():
-            acked.set_result("ok")
+            acked.set_result(bool(message.get("taken", True)))
 
     def _on_lost(self, message: dict[str, Any]) -> None:
-        self.lost(str(message["id"]), str(message["sid"]), str(message["p"]))
+        request_id, sid, principal = str(message["id"]), str(message["sid"]), str(message["p"])
+        if "ack" not in message:
+            self.lost(request_id, sid, principal)
+            return
+        to, ack = str(message["to"]), str(message["ack"])
+        taken = self._outcome((to, ack), False)
+        if not taken:
+            self.lost(request_id, sid, principal)
+        self._answer(to, ack, taken=taken)
 
     def _on_cancel(self, message: dict[str, Any]) -> None:
         self._cancel_local(str(message["sid"]), message.get("rid"))
