@@ -29,7 +29,7 @@ logger = logging.getLogger("mcp_django")
 
 # How often the probe asks a service that is away. Short: a refused connection
 # costs microseconds, and a hung service holds the one probe, not more.
-PROBE_SECONDS = 0.25
+PROBE_SECONDS = 0.05
 
 
 def is_outage(exc: BaseException) -> bool:

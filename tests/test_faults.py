@@ -170,6 +170,17 @@ def ping(client: httpx.Client, url: str, headers: dict[str, str], n: int = 2) ->
     return client.post(url, json={"jsonrpc": "2.0", "id": n, "method": "ping"}, headers=headers)
 
 
+def soon(send: Any, within: float = 1.0) -> httpx.Response:
+    """``send()`` again while it is answered 503, for at most ``within`` seconds: a
+    dependency that just returned is used again once the breaker's probe reaches it."""
+    deadline = time.monotonic() + within
+    while True:
+        response = send()
+        if response.status_code != 503 or time.monotonic() > deadline:
+            return response
+        time.sleep(0.02)
+
+
 def test_an_ended_session_stays_ended_after_a_redis_restart(servers: Cluster) -> None:
     a, b = servers.url(0), servers.url(1)
     with httpx.Client(timeout=30) as client:
@@ -265,8 +276,13 @@ def test_redis_down_is_a_prompt_jsonrpc_503(servers: Cluster) -> None:
         )
         assert answer.status_code == 200 and answer.json()["result"]["content"][0]["text"] == "hi"
         servers.redis.start()
-        # Back: a new session works (the old one ended with Redis's memory).
-        assert ping(client, a, session(client, a)).json()["result"] == {}
+        # Back as soon as the breaker's probe reaches it (every 50 ms): a new session works
+        # (the old one ended with Redis's memory).
+        init = {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": INIT}
+        opened = soon(lambda: client.post(a, json=init, headers=HEADERS))
+        assert opened.status_code == 200, opened.text
+        fresh = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+        assert ping(client, a, fresh).json()["result"] == {}
         assert ping(client, a, headers).status_code == 404
 
 
@@ -300,22 +316,9 @@ def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Clu
     }
     with httpx.Client(timeout=30) as client:
         headers = session(client, a)
-        # A reply the channel layer cannot carry (an integer msgpack cannot encode): the
-        # client's POST is answered with an error, and the ask on A ends now, not at ASK_TIMEOUT.
-        with client.stream("POST", a, json=call, headers=headers) as stream:
-            events = _events(stream.iter_lines())
-            request = next(events)
-            reply = {
-                "jsonrpc": "2.0",
-                "id": request["id"],
-                "result": {"action": "accept", "content": {"username": 10**30, "email": "e"}},
-            }
-            started = time.monotonic()
-            refused = client.post(b, json=reply, headers=headers)
-            assert refused.status_code == 503 and refused.json()["error"]["code"] == -32603
-            final = next(events)
-        assert final["id"] == 3 and "error" in json.dumps(final)
-        assert time.monotonic() - started < 5
+        # (A reply the layer cannot carry no longer reaches the layer: orjson reads integers
+        # beyond 64 bits as floats, which msgpack encodes. The forwarder's side of a reply
+        # that cannot travel is tested in tests/test_relay_verdict.py.)
         # The holder is killed while its ask waits: its client's stream ends at once, a
         # reply sent to the other instance is answered with an error within seconds,
         # and the other instance serves on (2026-07-28 and legacy alike).

@@ -46,7 +46,7 @@ from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, wo
 logger = logging.getLogger("mcp_django")
 
 # How long a worker forwarding a client's reply waits for the holder to say it got it.
-REPLY_ACK_SECONDS = 5
+REPLY_ACK_SECONDS = 3
 # Then, how long it waits for the holder to say what it did with the reply (a
 # second chance for an acknowledgment lost on the way).
 REPLY_VERDICT_SECONDS = 2

@@ -1,0 +1,157 @@
+"""The reply-forwarding protocol between two workers: "delivered" and "reported" agree.
+
+A reply POSTed to worker B for an ask held by worker A travels to A, and B answers
+its client 202 only once A says it took the reply. When A's acknowledgment is lost
+on the way (a pooled Redis connection that died with an outage, say), B must not
+answer 503 for a reply A's ask received; when the reply itself is lost, A's ask
+fails and B answers 503, and the reply arriving late is not taken after all.
+
+Two relays on a network of the test's own, which can lose or hold messages: the
+protocol, without Redis and its timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from mcp_django.protocol.jsonrpc import MCPError, Unavailable
+from mcp_django.transports import relay as relay_module
+from mcp_django.transports.relay import Relay
+
+SID, PRINCIPAL = "session-1", "principal-1"
+
+
+class Network:
+    """Workers' channels; ``lose`` says which messages never arrive, ``hold`` which wait for release()."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, FakeWorker] = {}
+        self.lose: Callable[[dict[str, Any]], bool] = lambda message: False
+        self.hold: Callable[[dict[str, Any]], bool] = lambda message: False
+        self.held: list[tuple[str, dict[str, Any]]] = []
+        self.sent: list[str] = []
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        self.sent.append(message["type"])
+        if self.lose(message):
+            return  # sent, never arrives
+        if self.hold(message):
+            self.held.append((channel, message))
+            return
+        asyncio.get_running_loop().call_soon(self.workers[channel].receive, message)
+
+    def release(self) -> None:
+        for channel, message in self.held:
+            asyncio.get_running_loop().call_soon(self.workers[channel].receive, message)
+        self.held.clear()
+
+
+class FakeWorker:
+    """What a relay uses of its worker's channel."""
+
+    shared = True
+
+    def __init__(self, network: Network, name: str) -> None:
+        self.network = network
+        self.channel = f"mcp-django.{name}!0"
+        self.handlers: dict[str, Callable[[dict[str, Any]], None]] = {}
+        self.tasks: set[asyncio.Future[Any]] = set()
+        self.layer = self  # the relay's older code sent through worker.layer
+        self.loop = None
+        network.workers[self.channel] = self
+
+    def on(self, message_type: str, handler: Callable[[dict[str, Any]], None]) -> None:
+        self.handlers[message_type] = handler
+
+    def receive(self, message: dict[str, Any]) -> None:
+        self.handlers[message["type"]](message)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await self.network.send(channel, message)
+
+    async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
+        await self.send(channel, message)
+        return True
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        self.tasks.add(task)
+
+    def keep_quietly(self, coroutine: Any) -> None:
+        self.keep(asyncio.ensure_future(coroutine))
+
+
+@pytest.fixture(autouse=True)
+def short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(relay_module, "REPLY_ACK_SECONDS", 0.2)
+    monkeypatch.setattr(relay_module, "REPLY_VERDICT_SECONDS", 1)
+
+
+def _pair() -> tuple[Network, Relay, Relay]:
+    network = Network()
+    holder = Relay(FakeWorker(network, "a"))  # type: ignore[arg-type]
+    forwarder = Relay(FakeWorker(network, "b"))  # type: ignore[arg-type]
+    return network, holder, forwarder
+
+
+def _reply(request_id: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"action": "decline"}}
+
+
+def test_a_delivered_reply_whose_ack_is_lost_is_reported_delivered() -> None:
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+        lost_once = []
+
+        def lose_first_ack(message: dict[str, Any]) -> bool:
+            if message["type"] == "mcp.reply.ack" and not lost_once:
+                lost_once.append(message)
+                return True
+            return False
+
+        network.lose = lose_first_ack
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        # The ask got its reply; the client must hear 202, not 503.
+        assert await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL) is True
+        assert lost_once and asked.done() and asked.result() == _reply(request_id)
+        assert "mcp.reply.lost" in network.sent  # the forwarder asked instead of concluding
+
+    asyncio.run(run())
+
+
+def test_a_reply_lost_on_the_way_fails_the_ask_and_is_reported_failed() -> None:
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+        network.lose = lambda message: message["type"] == "mcp.reply"
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        with pytest.raises(Unavailable):
+            await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
+        # The ask ends now, with an error (not at ASK_TIMEOUT).
+        await asyncio.sleep(0)
+        assert asked.done() and isinstance(asked.exception(), MCPError)
+
+    asyncio.run(run())
+
+
+def test_a_reply_arriving_after_it_was_declared_lost_is_not_taken() -> None:
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+        # The reply is late (held), the forwarder's question overtakes it.
+        network.hold = lambda message: message["type"] == "mcp.reply"
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        with pytest.raises(Unavailable):
+            await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
+        network.hold = lambda message: False
+        acks: list[dict[str, Any]] = []
+        forwarder.worker.on("mcp.reply.ack", acks.append)  # type: ignore[arg-type]
+        network.release()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        # Told 503: the ask did not take it (it failed), and the holder says so again.
+        assert isinstance(asked.exception(), MCPError)
+        assert [a.get("taken") for a in acks] == [False]
+
+    asyncio.run(run())
