@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,6 +54,8 @@ class Breaker:
         self.probe = probe
         self.down_since: float | None = None
         self._prober: asyncio.Task[None] | None = None
+        # failed() may be called from worker threads too (see there): one of them logs.
+        self._lock = threading.Lock()
 
     @property
     def open(self) -> bool:
@@ -65,9 +68,17 @@ class Breaker:
             raise Unavailable(self.what)
 
     def failed(self, exc: BaseException) -> None:
-        """A call found the service away: refuse the next ones until the probe gets an answer."""
-        if self.down_since is None:
-            self.down_since = time.monotonic()
+        """A call found the service away: refuse the next ones until the probe gets an answer.
+
+        Callable from a worker thread, where the call failed: calls queued behind it for
+        a thread then see the breaker open before they start (the probe starts when the
+        loop hears of the failure).
+        """
+        with self._lock:
+            opened = self.down_since is None
+            if opened:
+                self.down_since = time.monotonic()
+        if opened:
             # One line per outage, without a traceback: the cause is all there is to say.
             logger.warning(
                 "%s is unavailable (%s: %s); requests that need it are answered 503 at once until it answers again",

@@ -266,7 +266,12 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
         # Calls queued behind threads stuck on a hung Redis would each wait it out again.
         if cache_breaker.open:
             raise _Refused
-        return call()
+        try:
+            return call()
+        except Exception as exc:
+            if is_outage(exc):
+                cache_breaker.failed(exc)  # now, for the calls about to take this thread
+            raise
 
     try:
         return await asyncio.wait_for(
