@@ -196,14 +196,14 @@ class WorkerChannel:
                     continue
                 if not failing:
                     # Once per outage, one line: while Redis is down this repeats every retry.
-                    logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
                     if is_outage(exc):
-                        layer_breaker.failed(exc)
+                        layer_breaker.failed(exc)  # which says so (and again when the layer is back)
+                    else:
+                        logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
                 failing = True
                 await asyncio.sleep(_READ_RETRY_SECONDS)
+                # The layer answers again: group membership may have gone with Redis's memory.
                 if self.shared and await self._join_once(quiet=True, probe=True):
-                    # The layer answers again: group membership may have gone with Redis's memory.
-                    logger.warning("the reply channel is back; rejoined %s", GROUP)
                     failing = False
                 continue
             try:
