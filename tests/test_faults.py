@@ -36,6 +36,8 @@ from tests.test_legacy_multiprocess import HEADERS, _events
 pytestmark = shared_services.needs_postgres
 
 
+# MCP_DJANGO["SESSION_CACHE_TIMEOUT"]: its default (3 s), which the demo project keeps.
+SESSION_CACHE_TIMEOUT = 3
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
 
 
@@ -309,8 +311,9 @@ def test_redis_hung_requests_are_bounded_and_not_serialised(servers: Cluster) ->
             results = list(pool.map(one, range(12)))
         servers.redis.resume()
     assert {status for status, _t in results} == {503}
-    # Answered together, within the session cache's timeout (3 s) and a margin; not 5 s apart.
-    assert max(t for _s, t in results) < 8, results
+    # Answered together, within the session cache's timeout (3 s): the first ones when the
+    # cache client gives up (2 s), those queued behind them for a thread refused by the breaker.
+    assert max(t for _s, t in results) < SESSION_CACHE_TIMEOUT + 0.5, results
 
 
 def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Cluster) -> None:
@@ -416,8 +419,6 @@ MODERN_ECHO = {
     },
 }
 MODERN_HEADERS = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
-# MCP_DJANGO["SESSION_CACHE_TIMEOUT"] of the demo project (the documented 3 s).
-SESSION_CACHE_TIMEOUT = 3
 
 
 def timed(send: Any) -> tuple[httpx.Response, float]:
