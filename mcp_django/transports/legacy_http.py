@@ -185,6 +185,9 @@ class LegacyStream:
                     await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": [], "end": False})
         except asyncio.CancelledError:
             raise
+        except Unavailable:
+            # The layer is away (said once, by its breaker): the follower gives up on its own.
+            logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
         except Exception:
             # The follower's channel is gone or full: it gives up on its own after a while.
             logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
