@@ -311,9 +311,10 @@ def test_redis_hung_requests_are_bounded_and_not_serialised(servers: Cluster) ->
             results = list(pool.map(one, range(12)))
         servers.redis.resume()
     assert {status for status, _t in results} == {503}
-    # Answered together, within the session cache's timeout (3 s): the first ones when the
-    # cache client gives up (2 s), those queued behind them for a thread refused by the breaker.
-    assert max(t for _s, t in results) < SESSION_CACHE_TIMEOUT + 0.5, results
+    # Answered together: the first ones when the cache client gives up (2 s), those queued
+    # behind them for a thread refused by the breaker; not one after the other. (The margin
+    # is for twelve clients starting at once on a busy machine.)
+    assert max(t for _s, t in results) < 8, results
 
 
 def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Cluster) -> None:
