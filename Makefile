@@ -41,7 +41,7 @@ venv: $(VENV)/.installed
 
 run: venv
 	$(PY) manage.py migrate --noinput
-	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT) --lifespan off
+	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
 
 # The whole suite twice: SQLite with the in-memory channel layer, then
 # PostgreSQL with the Redis channel layer (started here when they are down;
