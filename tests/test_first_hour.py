@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -105,6 +106,25 @@ def test_default_demo_has_no_conformance_fixtures() -> None:
     assert "echo" in demo and not [name for name in demo if name.startswith("test_")]
     conformance = [h["name"] for h in handlers("project.conformance.settings")]
     assert "test_simple_text" in conformance and "echo" in conformance
+
+
+def test_readme_installs_from_a_checkout_with_the_line_wheel_test_runs() -> None:
+    """No release is on the package index: the README's first command installs from a
+    checkout, says so, and is the line make wheel-test runs (it refuses any other)."""
+    readme = (ROOT / "README.md").read_text()
+    steps = wheel_test.readme_steps(readme)
+    line = wheel_test.install_step(steps)
+    assert line == steps[0][1] and line.split()[:2] == ["pip", "install"]
+    assert "django-mcp-endpoint" not in line.split() and "mcp-django" not in line.split()
+    section = readme.split(wheel_test.SECTION, 1)[1]
+    assert f"`{wheel_test.CHECKOUT_VARIABLE}`" in section.split("```", 1)[0]  # said before the command
+    assert "no release on the package index" in section
+    checkout = "/tmp/a checkout"
+    assert shlex.split(wheel_test.expand(line, {wheel_test.CHECKOUT_VARIABLE: checkout}))[2] == checkout
+    with pytest.raises(SystemExit, match="first command"):
+        wheel_test.install_step([("sh", "pip install django-mcp-endpoint uvicorn whitenoise")])
+    with pytest.raises(SystemExit, match="is not set"):
+        wheel_test.expand(line, {})
 
 
 # -- the README's project under uvicorn --------------------------------------------------
