@@ -25,9 +25,11 @@ ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
 # Tests that start servers of their own (uvicorn processes, stdio servers, the node clients,
-# Chromium, PostgreSQL clusters): `make test` runs them once, in its last leg (`-m servers`);
-# they do not depend on which database the leg gives the suite. By module, or one test.
+# Chromium, PostgreSQL clusters) or run the project's scripts in processes of their own:
+# `make test` runs them once, in its last leg (`-m servers`); what they prove does not
+# depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
+    "test_bench.py",
     "test_audit_browser.py",
     "test_audit_outage.py",
     "test_clients.py",
