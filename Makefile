@@ -19,6 +19,7 @@ PY := $(VENV)/bin/python
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
 	@echo "make test              run the whole test suite (SQLite, then PostgreSQL and Redis)"
+	@echo "make test-py311        the suite once more on Django 5.2 under Python 3.11 (PostgreSQL and Redis)"
 	@echo "make lint              ruff, and make typecheck (mypy over mcp_django/)"
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
@@ -60,7 +61,8 @@ run: venv
 # sends its FUZZ_MESSAGES in the SQLite leg only (`-m fuzz`), and the tests that
 # start servers of their own (uvicorn, stdio, node clients, Chromium, PostgreSQL
 # clusters: `-m servers`) run in the PostgreSQL leg, or in the SQLite leg when that is
-# the only one. TEST_ONCE=0 (the Python 3.11 leg) runs neither. TEST_LEGS picks the legs.
+# the only one. TEST_ONCE=0 (the Python 3.11 leg) runs neither. TEST_LEGS picks the legs
+# (without PostgreSQL and Redis installed, outside CI, the SQLite leg runs in their place).
 # Runs at once on one host may share both servers and even TEST_REDIS_URL: each run's
 # test database, other databases and Redis key prefixes carry a name of its own
 # (tests/run_names.py). TEST_DB names the test database instead (empty: a name per run).
@@ -77,7 +79,7 @@ test: test-venv
 	  if [ $$rc -eq 2 ] && [ -z "$$CI" ]; then echo "== no PostgreSQL/Redis leg: neither is installed here (CI runs it)"; \
 	  elif [ $$rc -ne 0 ]; then exit $$rc; else pg=1; fi; \
 	fi; \
-	if [[ " $(TEST_LEGS) " == *" sqlite "* ]]; then \
+	if [[ " $(TEST_LEGS) " == *" sqlite "* ]] || [ -z "$$pg" ]; then \
 	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers"; else marks=""; fi; \
 	  echo "== tests on SQLite, in-memory channel layer ($${marks:-every test})"; \
 	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
