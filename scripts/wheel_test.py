@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.request
@@ -84,14 +85,21 @@ def expand(command: str, env: dict[str, str]) -> str:
     return re.sub(r"\$(?:\{(\w+)\}|(\w+))", value, command)
 
 
-def copy_checkout(target: Path) -> Path:
-    """This checkout's files as git sees them (committed, changed or new; not ignored)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
+def copy_checkout(target: Path, sdist: Path) -> Path:
+    """This checkout's files as git sees them (committed, changed or new; not ignored), or,
+    outside a git checkout (an unpacked source archive), the sdist's, which hold the same package."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        with tarfile.open(sdist) as archive:
+            archive.extractall(target.parent, filter="data")
+        (top,) = {name.split("/", 1)[0] for name in tarfile.open(sdist).getnames()}
+        return target.parent / top
     for name in filter(None, listed.split("\0")):
         source = ROOT / name
         if source.is_file():  # a file deleted but not yet committed is listed too
@@ -224,7 +232,7 @@ def main() -> int:
         install_step(steps)
         wheel = build(work)
         subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
-        run = Run(work, copy_checkout(work / "mcp-django"))
+        run = Run(work, copy_checkout(work / "mcp-django", next((work / "dist").glob("*.tar.gz"))))
         for kind, step in steps:
             run.sh(step) if kind == "sh" else run.file(step)
 
