@@ -14,11 +14,12 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench bench-instructions typecheck clean wheel-test fuzz
+.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench bench-instructions typecheck clean wheel-test fuzz
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
-	@echo "make test              run the whole test suite"
+	@echo "make test              run the whole test suite (SQLite, then PostgreSQL and Redis)"
+	@echo "make test-py311        the suite once more on Django 5.2 under Python 3.11 (PostgreSQL and Redis)"
 	@echo "make lint              ruff, and make typecheck (mypy over mcp_django/)"
 	@echo "make conformance       run the MCP conformance suite against the demo"
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
@@ -28,50 +29,81 @@ help:
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+# Three requirement files, each on top of the one before: requirements.txt (the runtime:
+# all `make run` installs), requirements-test.txt (pytest and the clients the tests drive:
+# the Python 3.11 leg), requirements-dev.txt (ruff, mypy and its stubs, Playwright: `make test`,
+# `make lint`). A stamp per file says which the virtualenv has.
+$(VENV)/.made:
 	@if [ -z "$(PYTHON)" ]; then echo "error: mcp-django's demo needs Python 3.12 or newer (python3.13, python3.12); none was found on PATH or under pyenv." >&2; exit 1; fi
 	@echo "using $(PYTHON)"
 	"$(PYTHON)" -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-%: %.txt $(wildcard requirements*.txt) pyproject.toml | $(VENV)/.made
+	$(VENV)/bin/pip install --quiet -r $<
 	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $@
 
-venv: $(VENV)/.installed
+# What `make test` installs: everything, or requirements-test for the Python 3.11 leg.
+TEST_REQUIREMENTS ?= requirements-dev
+venv: $(VENV)/.installed-requirements
+test-venv: $(VENV)/.installed-$(TEST_REQUIREMENTS)
+dev-venv: $(VENV)/.installed-requirements-dev
 
 run: venv
 	$(PY) manage.py migrate --noinput
-	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT) --lifespan off
+	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
 
-# The whole suite twice: SQLite with the in-memory channel layer, then
-# PostgreSQL with the Redis channel layer (started here when they are down;
-# the tests themselves never start them). Runs at once on one host may share both
-# servers and even TEST_REDIS_URL: each run's test database, other databases and
-# Redis key prefixes carry a name of its own (tests/run_names.py). TEST_DB names the
-# test database instead (empty: a name per run).
+# The suite in two legs: SQLite with the in-memory channel layer, then PostgreSQL
+# with the Redis channel layer (started here when they are down; the tests
+# themselves never start them). What needs running once runs once: the fuzz test
+# sends its FUZZ_MESSAGES in the SQLite leg only (`-m fuzz`), and the tests that
+# start servers of their own (uvicorn, stdio, node clients, Chromium, PostgreSQL
+# clusters: `-m servers`) run in the PostgreSQL leg, or in the SQLite leg when that is
+# the only one. TEST_ONCE=0 (the Python 3.11 leg) runs neither. TEST_LEGS picks the legs
+# (without PostgreSQL and Redis installed, outside CI, the SQLite leg runs in their place).
+# Runs at once on one host may share both servers and even TEST_REDIS_URL: each run's
+# test database, other databases and Redis key prefixes carry a name of its own
+# (tests/run_names.py). TEST_DB names the test database instead (empty: a name per run).
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_DB ?=
-test: venv
-	@echo "== tests on SQLite, in-memory channel layer"
-	env -u DATABASE_URL -u REDIS_URL $(PY) -m pytest $(PYTEST_ARGS)
-	@scripts/services.sh; rc=$$?; \
-	if [ $$rc -eq 2 ] && [ -z "$$CI" ]; then echo "== skipping the PostgreSQL/Redis leg: neither is installed here (CI runs it)"; exit 0; fi; \
-	[ $$rc -eq 0 ] || exit $$rc; \
-	echo "== tests on PostgreSQL, Redis channel layer"; \
-	DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(PYTEST_ARGS)
+TEST_LEGS ?= sqlite postgres
+TEST_ONCE ?= 1
+FUZZ_MESSAGES ?= 12000
+test: test-venv
+	@pg=; \
+	if [[ " $(TEST_LEGS) " == *" postgres "* ]]; then \
+	  scripts/services.sh; rc=$$?; \
+	  if [ $$rc -eq 2 ] && [ -z "$$CI" ]; then echo "== no PostgreSQL/Redis leg: neither is installed here (CI runs it)"; \
+	  elif [ $$rc -ne 0 ]; then exit $$rc; else pg=1; fi; \
+	fi; \
+	if [[ " $(TEST_LEGS) " == *" sqlite "* ]] || [ -z "$$pg" ]; then \
+	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers"; else marks=""; fi; \
+	  echo "== tests on SQLite, in-memory channel layer ($${marks:-every test})"; \
+	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	fi; \
+	if [ -n "$$pg" ]; then \
+	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; else marks="not fuzz"; fi; \
+	  echo "== tests on PostgreSQL, Redis channel layer ($$marks)"; \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	fi
 
-# The suite on Django 5.2 LTS under Python 3.11.
+# Django 5.2 LTS under Python 3.11, once, on PostgreSQL and Redis (where the database
+# backends, the channel layer and the cache differ most between Django versions), without
+# the tests that run once in `make test`, and without mypy or Playwright installed.
 test-py311:
-	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11)
+	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_REQUIREMENTS=requirements-test \
+	  TEST_LEGS=postgres TEST_ONCE=0
 
-lint: venv typecheck
+lint: dev-venv typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
 # mypy with the Django and DRF plugins over mcp_django/ and tests/typecheck_handlers.py
 # (the settings are [tool.mypy] in pyproject.toml).
-typecheck: venv
+typecheck: dev-venv
 	$(VENV)/bin/mypy
 
 # Headless Chromium for the admin browser test (Debian's package; Playwright drives it, never downloads one).
@@ -99,21 +131,20 @@ $(CLIENTS_DIR)/node_modules/.installed: $(CLIENTS_DIR)/package.json $(CLIENTS_DI
 conformance: venv conformance-install
 	$(PY) scripts/conformance.py --node $(NODE22) --suite $(CONF)
 
-# The fuzz test at length (make test sends a few thousand messages): SQLite, in-memory layer.
-FUZZ_MESSAGES ?= 12000
-fuzz: venv
+# The fuzz test alone (make test sends as many in its SQLite leg): SQLite, in-memory layer.
+fuzz: test-venv
 	env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -q tests/test_fuzz.py
 
-bench: venv
+bench: test-venv
 	$(PY) bench/run.py
 
 # Instructions per call (valgrind's callgrind): repeatable on a busy machine, for comparing commits.
-bench-instructions: venv
+bench-instructions: test-venv
 	$(PY) bench/instructions.py
 
 # The sdist and wheel, installed in a fresh virtualenv, and the README's "Use it in
 # your project" steps applied to a new `django-admin startproject` (scripts/wheel_test.py).
-wheel-test: venv
+wheel-test: test-venv
 	$(PY) scripts/wheel_test.py
 
 clean:

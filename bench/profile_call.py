@@ -1,17 +1,29 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-python bench/profile_call.py [N] [--token]
+    python bench/profile_call.py [N] [--token]
+
+Run from the checkout's root (or anywhere: the root is put on the path). The demo's
+database is a fresh SQLite file in a temporary folder, migrated first. SORT and ROWS
+(environment) pick pstats' order and how many rows it prints.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import cProfile
 import json
 import os
 import pstats
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Run as a script, Python puts bench/ on the path, not the root that holds the demo project.
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
 os.environ.setdefault("DJANGO_DEBUG", "0")
@@ -90,22 +102,38 @@ async def main(n: int, token: str | None) -> None:
     print(f"{(time.perf_counter() - started) / n * 1e6:.0f} µs per call (wall, in-process)")
 
 
+def run() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("calls", nargs="?", type=int, default=2000, metavar="N", help="calls to profile (2000)")
+    parser.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mcp-profile-") as work:
+        os.environ["DATABASE_URL"] = f"sqlite:///{Path(work) / 'db.sqlite3'}"
+        os.environ.pop("REDIS_URL", None)
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", verbosity=0, skip_checks=True)
+        token = None
+        if args.token:
+            from django.contrib.auth.models import User
+            from rest_framework.authtoken.models import Token
+
+            user, _ = User.objects.get_or_create(username="profile")
+            token = Token.objects.get_or_create(user=user)[0].key
+        profile = cProfile.Profile()
+        profile.enable()
+        asyncio.run(main(args.calls, token))
+        profile.disable()
+        pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
+            int(os.environ.get("ROWS", "45"))
+        )
+        from mcp_django import audit
+
+        audit.flush()  # the calls' audit rows, before their database goes
+    return 0
+
+
 if __name__ == "__main__":
-    import django
-
-    django.setup()
-    n = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 2000
-    token = None
-    if "--token" in sys.argv:
-        from django.contrib.auth.models import User
-        from rest_framework.authtoken.models import Token
-
-        user, _ = User.objects.get_or_create(username="profile")
-        token = Token.objects.get_or_create(user=user)[0].key
-    profile = cProfile.Profile()
-    profile.enable()
-    asyncio.run(main(n, token))
-    profile.disable()
-    pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
-        int(os.environ.get("ROWS", "45"))
-    )
+    sys.exit(run())

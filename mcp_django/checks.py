@@ -2,7 +2,7 @@
 
 Ids are stable (projects silence them by id):
 
-- W001 no REQUEST_STATE_KEY while DEBUG is off
+- W001 no REQUEST_STATE_KEY while DEBUG is off, and a weak SECRET_KEY (or fallback) the keys derive from
 - W002 a REQUEST_STATE_KEY shorter than 32 bytes
 - W003 anonymous access allowed while DEBUG is off
 - W004 daphne installed without ASGI_APPLICATION (runserver cannot start);
@@ -25,6 +25,11 @@ from typing import Any
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
 from django.core.exceptions import ImproperlyConfigured
 
 from .conf import SETTINGS, mcp_settings
@@ -39,13 +44,29 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
     except ImproperlyConfigured:
         return []  # check_settings reports it
     if not keys:
+        # The keys derive from SECRET_KEY, which every process of the project shares: that
+        # is sound as long as SECRET_KEY is a real secret, the bar Django's own deploy check
+        # (security.W009) sets. Checked here without --deploy, since uvicorn runs no checks.
         if settings.DEBUG:
+            return []
+        weak = [
+            name
+            for name, value in [
+                ("SECRET_KEY", settings.SECRET_KEY),
+                *((f"SECRET_KEY_FALLBACKS[{i}]", v) for i, v in enumerate(settings.SECRET_KEY_FALLBACKS)),
+            ]
+            if weak_secret_key(value)
+        ]
+        if not weak:
             return []
         return [
             Warning(
-                "MCP_DJANGO['REQUEST_STATE_KEY'] is not set: requestState is sealed with a random "
-                "per-process key, so a flow that reaches another process or outlives a restart is refused.",
-                hint="Set it to a secret of 32 bytes or more (python manage.py mcp_generate_key).",
+                "MCP_DJANGO['REQUEST_STATE_KEY'] is not set, so requestState and legacy sessions are sealed "
+                f"with keys derived from a weak {' and a weak '.join(weak)} (shorter than {SECRET_KEY_MIN_LENGTH} "
+                f"characters, fewer than {SECRET_KEY_MIN_UNIQUE_CHARACTERS} distinct ones, or Django's "
+                f"'{SECRET_KEY_INSECURE_PREFIX}' placeholder): anyone who guesses it can forge them.",
+                hint="Give SECRET_KEY a long random value (django.core.management.utils.get_random_secret_key()), "
+                "or set REQUEST_STATE_KEY to a secret of 32 bytes or more (python manage.py mcp_generate_key).",
                 id="mcp_django.W001",
             )
         ]
@@ -61,6 +82,16 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
         for i, key in enumerate(keys)
         if len(key) < MIN_KEY_BYTES
     ]
+
+
+def weak_secret_key(value: str | bytes) -> bool:
+    """Django's own test of a SECRET_KEY (security.W009), on one key."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else value
+    return (
+        len(set(text)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS
+        or len(text) < SECRET_KEY_MIN_LENGTH
+        or text.startswith(SECRET_KEY_INSECURE_PREFIX)
+    )
 
 
 @register(Tags.security)

@@ -107,7 +107,7 @@ def _sequence(value: Any, what: str) -> list[Any]:
 
 
 def secrets(value: Any) -> list[bytes] | None:
-    """One secret or a list (the first seals, every one verifies); None: a per-process key."""
+    """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY."""
     if value in (None, "", b"", [], ()):
         return None
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -244,7 +244,8 @@ class Setting(NamedTuple):
 
 SETTINGS: dict[str, Setting] = {
     # Secret(s) the requestState keys are derived from. A list rotates keys: the
-    # first seals, every one verifies. None: a random key per process.
+    # first seals, every one verifies. None: derived from SECRET_KEY (and
+    # SECRET_KEY_FALLBACKS, which verify), the same in every process of the project.
     "REQUEST_STATE_KEY": Setting(None, secrets),
     # Seal requestState with AES-256-GCM (the client cannot read it) instead of
     # signing it with HMAC-SHA256 (readable, tamper-evident).

@@ -5,27 +5,32 @@ keys that sign and seal ``requestState`` (:mod:`mcp_django.request_state`), the
 key that signs legacy session ids (:mod:`mcp_django.protocol.legacy`) and the key
 that hashes principals, so a token made for one use never passes for another.
 The first secret signs; every one verifies, so a secret can be rotated by
-putting the new one first. Without a configured secret each process draws one
-at random (``ephemeral``): nothing it signed survives a restart or verifies in
-another process.
+putting the new one first. Without a configured secret the secrets derive from
+Django's ``SECRET_KEY`` and then ``SECRET_KEY_FALLBACKS`` (a salted HMAC, as
+:mod:`django.core.signing` makes its keys, under a salt of this app's own): every
+worker and instance of one project agrees with no setting of ours, and rotating
+``SECRET_KEY`` the Django way rotates these keys too.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from django.conf import settings
+from django.utils.crypto import salted_hmac
 
 from . import base64url
 from .conf import mcp_settings
 
-_EPHEMERAL_SECRET = os.urandom(32)
+# The salted HMAC's salt: a value signed by django.core.signing (or anything else keyed on
+# SECRET_KEY under another salt) can never pass for one of ours, nor the reverse.
+SECRET_KEY_SALT = "mcp_django.keyring.default"
 
 
 def derive_key(secret: bytes, info: bytes) -> bytes:
@@ -43,13 +48,24 @@ class Key:
     session_key: bytes  # legacy session ids
 
 
+def secrets_from_secret_key(secret_key: str | bytes, fallbacks: list[str | bytes]) -> list[bytes]:
+    """The default secrets: one per Django secret key, ``SECRET_KEY`` first (it signs)."""
+    return [
+        salted_hmac(SECRET_KEY_SALT, "REQUEST_STATE_KEY", secret=key, algorithm="sha256").digest()
+        for key in [secret_key, *fallbacks]
+    ]
+
+
 class KeyRing:
     """Keys derived from the configured secrets; the first one signs, every one verifies."""
 
-    def __init__(self, secrets: list[bytes] | None) -> None:
-        self.ephemeral = not secrets
+    def __init__(self, secrets: list[bytes], *, from_secret_key: bool = False) -> None:
+        if not secrets:
+            raise ValueError("a key ring needs at least one secret")
+        # Only for what the checks and docs say: the keys are made the same way either way.
+        self.from_secret_key = from_secret_key
         self.keys: list[Key] = []
-        for secret in secrets or [_EPHEMERAL_SECRET]:
+        for secret in secrets:
             mac_key = derive_key(secret, b"mcp-django requestState hmac-sha256 v1")
             enc_key = derive_key(secret, b"mcp-django requestState aes-256-gcm v1")
             kid = base64url.encode(hashlib.sha256(b"kid" + mac_key).digest()[:6])
@@ -60,7 +76,7 @@ class KeyRing:
         self.by_kid = {k.kid: k for k in self.keys}
         # One principal key per secret: a state or session made before a rotation
         # names its principal with the old secret's key, and must still match.
-        self.principal_keys = [derive_key(s, b"mcp-django principal v1") for s in secrets or [_EPHEMERAL_SECRET]]
+        self.principal_keys = [derive_key(s, b"mcp-django principal v1") for s in secrets]
 
     @property
     def signing(self) -> Key:
@@ -72,11 +88,18 @@ _ring_cache: tuple[Any, KeyRing] | None = None
 
 
 def keyring() -> KeyRing:
-    """The ring for the current settings (made anew when ``REQUEST_STATE_KEY`` changes)."""
+    """The ring for the current settings (made anew when ``REQUEST_STATE_KEY`` or, while it
+    is unset, ``SECRET_KEY`` or ``SECRET_KEY_FALLBACKS`` changes)."""
     global _ring_cache
-    secrets = mcp_settings.REQUEST_STATE_KEY
-    if _ring_cache is None or _ring_cache[0] != secrets:
-        _ring_cache = (secrets, KeyRing(secrets))
+    configured = mcp_settings.REQUEST_STATE_KEY
+    fallbacks = () if configured else tuple(settings.SECRET_KEY_FALLBACKS)
+    source = (configured, None if configured else settings.SECRET_KEY, fallbacks)
+    if _ring_cache is None or _ring_cache[0] != source:
+        if configured:
+            ring = KeyRing(configured)
+        else:
+            ring = KeyRing(secrets_from_secret_key(settings.SECRET_KEY, list(fallbacks)), from_secret_key=True)
+        _ring_cache = (source, ring)
     return _ring_cache[1]
 
 

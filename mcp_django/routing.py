@@ -1,9 +1,10 @@
 """Routes for the project's ``asgi.py`` (Channels' ``URLRouter``).
 
-from mcp_django.routing import mcp_urlpatterns
+from mcp_django.routing import lifespan, mcp_urlpatterns
 application = ProtocolTypeRouter({
     "http": URLRouter([*mcp_urlpatterns(), re_path(r"", django_asgi_app)]),
     "websocket": URLRouter(mcp_urlpatterns()),
+    "lifespan": lifespan,
 })
 """
 
@@ -13,7 +14,9 @@ from typing import Any
 
 from django.urls import path, re_path
 
-from .transports.asgi import MCPApplication
+from .transports.asgi import MCPApplication, lifespan
+
+__all__ = ["application", "lifespan", "mcp_urlpatterns"]
 
 application = MCPApplication()
 

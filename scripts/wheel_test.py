@@ -1,15 +1,18 @@
-"""Build the package and follow the README's "Use it in your project" steps with it.
+"""Build the package and follow the README's "Use it in your project" steps.
 
-Builds the sdist and, from it, the wheel (``python -m build``), makes a fresh
-virtualenv in a temporary folder (no checkout on the path), and runs every step
-of that README section in order: ``sh`` blocks line by line, ``python`` blocks
-written to the file their first line names (``# PATH: the whole file``,
-``# PATH: a new file`` or ``# PATH: add at the end``). A block of any other
-shape fails the run, so the README stays a script. The only changes made to
-the README's commands:
+Builds the sdist and, from it, the wheel (``python -m build``: what a release
+would publish), makes a fresh virtualenv in a temporary folder (no checkout on
+the path), and runs every step of that README section in order: ``sh`` blocks
+line by line, ``python`` blocks written to the file their first line names
+(``# PATH: the whole file``, ``# PATH: a new file`` or ``# PATH: add at the
+end``). A block of any other shape fails the run, so the README stays a script.
+The README's install line runs as written, with ``$MCP_DJANGO_CHECKOUT`` (the
+only variable a command may use) naming a copy of this checkout's files (as git
+sees them: tracked and new, not ignored), as on a machine that has just cloned
+it. The only changes made to the README's commands:
 
-- ``pip install django-mcp-endpoint`` installs the wheel just built (the name
-  is what a user types once it is published);
+- the install line must install from ``$MCP_DJANGO_CHECKOUT`` (until a release
+  is published, the distribution's name finds nothing, or another project);
 - ``createsuperuser`` runs with ``--noinput`` (the password from the environment);
 - ``drf_create_token``'s token is kept, and given to the client in place of ``KEY``;
 - ``uvicorn`` is started in the background on a free port, which replaces
@@ -30,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.request
@@ -37,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DIST_NAME = "django-mcp-endpoint"
+# The README's first command installs from the checkout this names.
+CHECKOUT_VARIABLE = "MCP_DJANGO_CHECKOUT"
 SECTION = "## Use it in your project"
 FILE_HEADER = re.compile(r"# (?P<path>[\w./-]+): (?P<how>the whole file|a new file|add at the end)\b")
 
@@ -58,6 +64,50 @@ def readme_steps(readme: str) -> list[tuple[str, str]]:
     return steps
 
 
+def install_step(steps: list[tuple[str, str]]) -> str:
+    """The README's first command, which must install the package from the checkout."""
+    first = next((step for kind, step in steps if kind == "sh"), "")
+    argv = shlex.split(first)
+    if argv[:2] != ["pip", "install"] or f"${CHECKOUT_VARIABLE}" not in argv:
+        raise SystemExit(f'README: the first command must be `pip install "${CHECKOUT_VARIABLE}" ...`, not {first!r}')
+    return first
+
+
+def expand(command: str, env: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` from ``env``, as the shell would; an unset one fails the run."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in env:
+            raise SystemExit(f"README: ${name} is not set in `{command}`")
+        return env[name]
+
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))", value, command)
+
+
+def copy_checkout(target: Path, sdist: Path) -> Path:
+    """This checkout's files as git sees them (committed, changed or new; not ignored), or,
+    outside a git checkout (an unpacked source archive), the sdist's, which hold the same package."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        with tarfile.open(sdist) as archive:
+            archive.extractall(target.parent, filter="data")
+        (top,) = {name.split("/", 1)[0] for name in tarfile.open(sdist).getnames()}
+        return target.parent / top
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a file deleted but not yet committed is listed too
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+    return target
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -77,15 +127,15 @@ def wait_for(port: int, server: subprocess.Popen[bytes], timeout: float = 30) ->
 
 
 class Run:
-    def __init__(self, work: Path, wheel: Path) -> None:
+    def __init__(self, work: Path, checkout: Path) -> None:
         self.work = work
-        self.wheel = wheel
         self.venv = work / "venv"
         self.cwd = work / "site"
         self.cwd.mkdir()
         self.port = free_port()
         self.token: str | None = None
         self.server: subprocess.Popen[bytes] | None = None
+        self.server_log = work / "uvicorn.log"
         self.client_output = ""
         self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
         self.env.update(
@@ -94,23 +144,29 @@ class Run:
             DJANGO_SUPERUSER_PASSWORD="wheel-test-password-0123",
             PIP_DISABLE_PIP_VERSION_CHECK="1",
         )
+        self.env[CHECKOUT_VARIABLE] = str(checkout)
         for name in ("DATABASE_URL", "REDIS_URL"):
             self.env.pop(name, None)
 
     def sh(self, command: str) -> str:
         print(f"$ {command}", flush=True)
-        argv = shlex.split(command)
+        argv = shlex.split(expand(command, self.env))
         if argv[0] == "cd":
             self.cwd = self.cwd / argv[1]
             return ""
         if argv[:2] == ["pip", "install"]:
-            argv = [str(self.wheel) if a == DIST_NAME else a for a in argv] + ["--quiet"]
+            argv.append("--quiet")
         if "createsuperuser" in argv:
             argv.append("--noinput")
         if argv[0] == "uvicorn":
-            self.server = subprocess.Popen(
-                [*argv, "--host", "127.0.0.1", "--port", str(self.port)], cwd=self.cwd, env=self.env
-            )
+            with self.server_log.open("wb") as log:
+                self.server = subprocess.Popen(
+                    [*argv, "--host", "127.0.0.1", "--port", str(self.port)],
+                    cwd=self.cwd,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
             wait_for(self.port, self.server)
             return ""
         if argv[:2] == ["python", "client.py"]:
@@ -172,10 +228,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="mcp-wheel-test-"))
     run: Run | None = None
     try:
+        steps = readme_steps((ROOT / "README.md").read_text())
+        install_step(steps)
         wheel = build(work)
         subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
-        run = Run(work, wheel)
-        for kind, step in readme_steps((ROOT / "README.md").read_text()):
+        run = Run(work, copy_checkout(work / "mcp-django", next((work / "dist").glob("*.tar.gz"))))
+        for kind, step in steps:
             run.sh(step) if kind == "sh" else run.file(step)
 
         # What the README promised.
@@ -195,12 +253,16 @@ def main() -> int:
             raise SystemExit(f"the tool's change is not in the database: {stored!r}")
         where = run.sh("python -c " + shlex.quote("import mcp_django; print(mcp_django.__file__)"))
         if not Path(where.strip()).is_relative_to(run.venv):
-            raise SystemExit(f"mcp_django was imported from {where.strip()}, not the wheel")
+            raise SystemExit(f"mcp_django was imported from {where.strip()}, not the virtualenv")
         with urllib.request.urlopen(f"http://127.0.0.1:{run.port}/static/admin/css/base.css", timeout=10) as css:
             if css.status != 200:
                 raise SystemExit(f"the admin's CSS: {css.status}")
         run.sh("python manage.py check --fail-level WARNING")
-        print(f"wheel test passed in {time.time() - started:.0f} s ({wheel.name})")
+        server_log = run.server_log.read_text(errors="replace")
+        sys.stdout.write(server_log)
+        if "Application startup complete." not in server_log or "lifespan" in server_log.lower():
+            raise SystemExit("uvicorn's startup went wrong, or the application does not speak lifespan (log above)")
+        print(f"wheel test passed in {time.time() - started:.0f} s ({wheel.name} built; installed from the checkout)")
         return 0
     finally:
         if run is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,8 @@ from mcp_django import Context, SyncContext, mcp
 from mcp_django.asks import MissingCapability, elicit, list_roots, sample
 
 runs: Counter[str] = Counter()
+# askstest_slow_branch's slow branch asks only once this is set (by the test, from another thread).
+slow_branch_released = threading.Event()
 DELETED: list[str] = []
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -103,11 +106,14 @@ async def askstest_nested(ctx: Context) -> str:
 
 
 @mcp.tool()
-async def askstest_slow_branch(ctx: Context, delay: float) -> str:
-    """A branch slower than ROUND_GATHER_TIMEOUT asks in a later round."""
+async def askstest_slow_branch(ctx: Context) -> str:
+    """A branch slower than ROUND_GATHER_TIMEOUT asks in a later round: it waits until the
+    test releases it (once the client has been asked the fast branch's question)."""
 
     async def slow() -> bool:
-        await asyncio.sleep(delay)
+        # Polled, not awaited on the thread: the end of the attempt cancels this branch.
+        while not slow_branch_released.is_set():
+            await asyncio.sleep(0.01)
         return await ctx.confirm("Slow?", key="slow")
 
     fast, late = await asyncio.gather(ctx.confirm("Fast?", key="fast"), slow())

@@ -24,6 +24,41 @@ META_INFO = "io.modelcontextprotocol/clientInfo"
 ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 
 
+# Tests that start servers of their own (uvicorn processes, stdio servers, the node clients,
+# Chromium, PostgreSQL clusters) or run the project's scripts in processes of their own:
+# `make test` runs them once, in its last leg (`-m servers`); what they prove does not
+# depend on which database the leg gives the suite. By module, or one test.
+SERVER_TESTS = {
+    "test_bench.py",
+    "test_audit_browser.py",
+    "test_audit_outage.py",
+    "test_clients.py",
+    "test_database_faults.py",
+    "test_deployment.py",
+    "test_faults.py",
+    "test_legacy_multiprocess.py",
+    "test_stdio.py",
+    "test_lifecycle.py::test_calls_survive_a_database_restart",
+    "test_first_hour.py::test_readme_server_with_two_workers_speaks_lifespan_and_every_confirm_succeeds",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    for name in SERVER_TESTS:  # a renamed file or test must not silently leave the set
+        module, _, test = name.partition("::")
+        source = here / module
+        assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"SERVER_TESTS: {name}?"
+    for item in items:
+        module = item.path.name
+        if module in SERVER_TESTS or f"{module}::{getattr(item, 'originalname', item.name)}" in SERVER_TESTS:
+            item.add_marker(pytest.mark.servers)
+        if module == "test_fuzz.py":
+            item.add_marker(pytest.mark.fuzz)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # After every fixture's teardown: no server of this run still uses the keys.
     from tests import shared_services
@@ -57,15 +92,64 @@ def _retry_flush_while_locked() -> None:
         return "locked" in text or "deadlock detected" in text
 
     def fixture_teardown(self: Any) -> None:
+        plain = self.available_apps is None and not self.serialized_rollback
         for attempt in range(100):
             try:
-                return original(self)
+                return _flush_filled_tables(self) if plain else original(self)
             except (OperationalError, CommandError) as exc:
                 if not conflict(exc) or attempt == 99:
                     raise
                 time.sleep(0.05)
 
     TransactionTestCase._fixture_teardown = fixture_teardown  # type: ignore[method-assign]
+
+
+def _flush_filled_tables(test: Any) -> None:
+    """What TransactionTestCase's flush achieves, at a fraction of its cost: available_apps
+    for every transactional test, without narrowing the app registry.
+
+    Django's flush truncates every table (about 30 here, when a test fills three or four)
+    and then sends post_migrate, which makes every content type and permission again: a
+    third of the PostgreSQL leg's time went to it. Here one query finds the tables that
+    hold rows, and only they are emptied (with CASCADE, as Django does for available_apps:
+    empty tables that point at them may be left alone). Content types and permissions are
+    not flushed, so there is nothing to make again: they describe the models, which no
+    test changes; a test that changes them anyway has them made afresh after it.
+    """
+    from django.contrib.auth.models import Permission
+    from django.contrib.contenttypes.models import ContentType
+    from django.core.management.color import no_style
+    from django.core.management.sql import emit_post_migrate_signal
+    from django.db import connections
+
+    reference = {ContentType._meta.db_table, Permission._meta.db_table}
+    for db_name in test._databases_names(include_mirrors=False):
+        connection = connections[db_name]
+        tables = sorted(connection.introspection.django_table_names(only_existing=True, include_views=False))
+        quote = connection.ops.quote_name
+        probe = " UNION ALL ".join(f"SELECT {i} WHERE EXISTS (SELECT 1 FROM {quote(t)})" for i, t in enumerate(tables))
+        with connection.cursor() as cursor:
+            cursor.execute(probe)
+            filled = [tables[row[0]] for row in cursor.fetchall()]
+            reference_rows = {}
+            for table in sorted(reference):
+                cursor.execute(f"SELECT COUNT(*) FROM {quote(table)}")
+                reference_rows[table] = cursor.fetchone()[0]
+        flushed = [t for t in filled if t not in reference]
+        if flushed:
+            connection.ops.execute_sql_flush(
+                connection.ops.sql_flush(no_style(), flushed, reset_sequences=False, allow_cascade=True)
+            )
+        if reference_rows != _REFERENCE_ROWS.setdefault(db_name, reference_rows):
+            # A test added or removed content types or permissions: made again from the models.
+            connection.ops.execute_sql_flush(
+                connection.ops.sql_flush(no_style(), sorted(reference), reset_sequences=False, allow_cascade=True)
+            )
+            emit_post_migrate_signal(verbosity=0, interactive=False, db=db_name)
+
+
+# The number of content types and permissions migrate made, per database.
+_REFERENCE_ROWS: dict[str, dict[str, int]] = {}
 
 
 _retry_flush_while_locked()

@@ -131,10 +131,24 @@ def ids(messages: list[Any]) -> list[str]:
     return [m.id for m in messages]
 
 
-def test_w001_no_key_without_debug() -> None:
-    with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
-        assert ids(checks.check_request_state_key()) == ["mcp_django.W001"]
-    with override_settings(DEBUG=True, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+def test_w001_no_key_and_a_weak_secret_key_without_debug() -> None:
+    strong = "Zq7#kP2!vL9@xM4$wN8%rT3^yB6&uC1*eH5(oJ0)sF-gD_aK+iQ="
+    weak = "django-insecure-" + strong
+    # Unset, the keys derive from SECRET_KEY: sound when it is a real secret.
+    with override_settings(DEBUG=False, SECRET_KEY=strong, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+        assert checks.check_request_state_key() == []
+    with override_settings(DEBUG=False, SECRET_KEY=weak, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+        messages = checks.check_request_state_key()
+        assert ids(messages) == ["mcp_django.W001"] and "weak SECRET_KEY " in messages[0].msg
+    with override_settings(
+        DEBUG=False, SECRET_KEY=strong, SECRET_KEY_FALLBACKS=["short"], MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)
+    ):
+        messages = checks.check_request_state_key()
+        assert ids(messages) == ["mcp_django.W001"] and "SECRET_KEY_FALLBACKS[0]" in messages[0].msg
+    with override_settings(DEBUG=True, SECRET_KEY=weak, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=None)):
+        assert checks.check_request_state_key() == []
+    # A configured key does not depend on SECRET_KEY at all.
+    with override_settings(DEBUG=False, SECRET_KEY=weak, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY="k" * 40)):
         assert checks.check_request_state_key() == []
 
 

@@ -40,6 +40,9 @@ class RefundTests(TestCase):
         bob = User.objects.create_user("bob")
         result = MCPClient(user=bob).call_tool("refund_order", {"order_id": self.order.pk}, answer=lambda r: True)
         assert result.is_error  # Order.DoesNotExist: a generic tool error (logged), as a client sees it
+        assert result.rounds == []  # bob was never asked to confirm
+        self.order.refresh_from_db()
+        assert self.order.status == Order.Status.PAID  # and alice's order is as it was
 
     def test_anonymous_callers_do_not_see_it(self):
         with pytest.raises(JSONRPCError) as caught:

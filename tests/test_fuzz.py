@@ -5,7 +5,8 @@ answered with ``id: null``), nothing may be logged as an error or with a
 traceback, and afterwards the server must still serve well-formed calls.
 
 ``MCP_FUZZ_MESSAGES`` sets how many HTTP messages are sent (a third as many
-websocket frames go too); ``make fuzz`` sends 12,000. ``MCP_FUZZ_SEED`` replays a run.
+websocket frames go too); ``make test`` (its SQLite leg) and ``make fuzz`` send 12,000. ``MCP_FUZZ_SEED``
+replays a run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The keys derived from REQUEST_STATE_KEY: fixed derivations, one key per use, rotation."""
+"""The keys derived from REQUEST_STATE_KEY (or SECRET_KEY): fixed derivations, one key per use, rotation."""
 
 from __future__ import annotations
 
@@ -33,12 +33,12 @@ def test_every_use_has_a_key_of_its_own() -> None:
 def test_the_ring_follows_the_setting() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         first = keyring.keyring()
-        assert keyring.keyring() is first and not first.ephemeral
+        assert keyring.keyring() is first and not first.from_secret_key
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
         rotated = keyring.keyring()
         assert rotated.signing.kid != first.signing.kid and first.signing.kid in rotated.by_kid
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": None}):
-        assert keyring.keyring().ephemeral
+        assert keyring.keyring().from_secret_key
 
 
 def test_principal_digest_is_keyed() -> None:
@@ -49,3 +49,41 @@ def test_principal_digest_is_keyed() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
         b = keyring.principal_digest("auth.user:1")
     assert a != b and "user" not in a
+
+
+SECRET = "django-secret-key-for-the-keyring-tests-0123456789-abcdefghij"
+OLD_SECRET = "an-older-django-secret-key-for-the-keyring-tests-0123456789-xyz"
+
+
+def test_without_a_key_the_ring_derives_from_secret_key() -> None:
+    # Known answer: every worker and instance of a project derives the same ring from its
+    # SECRET_KEY, and an upgrade must not end the states and sessions issued before it.
+    with override_settings(SECRET_KEY=SECRET, SECRET_KEY_FALLBACKS=[], MCP_DJANGO={"REQUEST_STATE_KEY": None}):
+        ring = keyring.keyring()
+        assert ring.from_secret_key and len(ring.keys) == 1
+        assert ring.signing.kid == KeyRing(keyring.secrets_from_secret_key(SECRET, [])).signing.kid
+        assert ring.signing.mac_key.hex() == "3dca7cc4d83e044902f48b8583b7fba300230a7ecf0a847548cf7fcef1074b84"
+        digest = keyring.principal_digest("auth.user:1")
+    # Not SECRET_KEY itself as the secret (that is django.core.signing's key, under its own salts).
+    assert ring.signing.kid != KeyRing([SECRET.encode()]).signing.kid
+    with override_settings(SECRET_KEY=OLD_SECRET, MCP_DJANGO={"REQUEST_STATE_KEY": None}):
+        assert keyring.keyring().signing.kid != ring.signing.kid
+        assert keyring.principal_digest("auth.user:1") != digest
+
+
+def test_secret_key_fallbacks_verify_and_secret_key_signs() -> None:
+    with override_settings(SECRET_KEY=OLD_SECRET, SECRET_KEY_FALLBACKS=[], MCP_DJANGO={"REQUEST_STATE_KEY": None}):
+        old = keyring.keyring()
+        old_digest = keyring.principal_digest("auth.user:1")
+    with override_settings(
+        SECRET_KEY=SECRET, SECRET_KEY_FALLBACKS=[OLD_SECRET], MCP_DJANGO={"REQUEST_STATE_KEY": None}
+    ):
+        rotated = keyring.keyring()
+        assert rotated.signing.kid != old.signing.kid and old.signing.kid in rotated.by_kid
+        assert rotated.by_kid[old.signing.kid].session_key == old.signing.session_key
+        assert keyring.principal_matches(old_digest, keyring.principal_digests("auth.user:1"))
+    # A configured REQUEST_STATE_KEY wins: rotating SECRET_KEY then leaves these keys alone.
+    with override_settings(SECRET_KEY=SECRET, MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        assert keyring.keyring().signing.kid == KeyRing([KEY_A.encode()]).signing.kid
+    with override_settings(SECRET_KEY=OLD_SECRET, MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        assert keyring.keyring().signing.kid == KeyRing([KEY_A.encode()]).signing.kid

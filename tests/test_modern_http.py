@@ -73,7 +73,14 @@ def test_client_info_is_optional(raw: Raw) -> None:
     params = {
         "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
     }
-    assert raw.post("server/discover", params).status_code == 200
+    discovered = raw.post("server/discover", params)
+    assert discovered.status_code == 200
+    assert discovered.json()["result"]["resultType"] == "complete" and "error" not in discovered.json()
+    # Not only discovery: a call without clientInfo is served in full.
+    called = raw.post("tools/call", {"name": "echo", "arguments": {"text": "hi"}, **params})
+    assert called.status_code == 200 and "error" not in called.json(), called.json()
+    result = called.json()["result"]
+    assert result["resultType"] == "complete" and result["content"][0]["text"] == "hi"
 
 
 def test_unsupported_version(raw: Raw) -> None:

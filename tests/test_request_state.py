@@ -108,11 +108,11 @@ def test_unknown_key_and_rotation() -> None:
         assert unseal(fresh, **BINDING).round == 2  # and the new first key sealed it
 
 
-def test_ephemeral_key_refuses_state_of_a_configured_key() -> None:
+def test_secret_key_derived_key_refuses_state_of_a_configured_key() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         token = seal(claims())
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": None}):
-        assert keyring.keyring().ephemeral
+        assert keyring.keyring().from_secret_key
         assert refused(token) == Reason.UNKNOWN_KEY
 
 

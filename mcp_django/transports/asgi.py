@@ -61,11 +61,7 @@ class MCPApplication:
                 self._websocket = websocket_application(self._registry)
             await self._websocket(scope, receive, send)
         elif scope_type == "lifespan":
-            message = await receive()
-            while message["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-                message = await receive()
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(scope, receive, send)
 
     async def http(self, scope: Scope, receive: Any, send: Any) -> None:
         headers = asgi_headers(scope)
@@ -103,6 +99,21 @@ class MCPApplication:
             await _send(out, send, disconnected)
         finally:
             disconnected.close()
+
+
+async def lifespan(scope: Scope, receive: Any, send: Any) -> None:
+    """The ASGI lifespan protocol, for the ``"lifespan"`` key of the project's
+    ``ProtocolTypeRouter``: without one, Channels' router refuses the scope and uvicorn
+    logs that lifespan "appears unsupported". Nothing needs doing at startup (handlers
+    are discovered when Django sets up), nor at shutdown (the audit queue is flushed at
+    exit), so each event is acknowledged."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def _read_body(headers: dict[str, str], receive: Any) -> tuple[bytes, str | None]:
