@@ -92,7 +92,7 @@ class Deployment:
 worker_processes 1;
 pid {self.tmp}/nginx.pid;
 error_log {self.tmp}/error.log warn;
-events {{ worker_connections 256; }}
+events {{ worker_connections 1024; }}
 http {{
     access_log off;
     client_body_temp_path {self.tmp}/body;
