@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -55,6 +56,8 @@ class Postgres:
         self.data = self.dir / "data"
         self.port = free_port()
         shutil.chown(self.dir, "postgres", "postgres")
+        # The served demo's environment, once it is served.
+        self.env: dict[str, str] = {}
 
     def _as_postgres(self, *args: str) -> None:
         subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True)
@@ -116,6 +119,7 @@ def _serve(**extra: str) -> Iterator[tuple[str, Postgres, list[str]]]:
         "DJANGO_DEBUG": "0",
         **extra,
     }
+    pg.env = env
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     script = (
         "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
@@ -295,13 +299,30 @@ def test_pooled_database_refusing_is_a_503_within_a_second(pooled: tuple[str, Po
         assert recovered < 1, f"the first success came {recovered:.1f} s after the database's return"
 
 
+@pytest.fixture(params=["auto", "websockets"])
+def ws_served(request: Any, pooled: tuple[str, Postgres, list[str]]) -> Iterator[tuple[str, Postgres, list[str]]]:
+    """The pooled demo under each of uvicorn's websocket implementations (its default, and
+    ``--ws websockets``, which used to drop the connection without an answer)."""
+    if request.param == "auto":
+        yield pooled
+        return
+    _, pg, tokens = pooled
+    port = free_port()
+    server = serve_demo(port, pg.env, None, ["--ws", request.param])
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", pg, tokens
+    finally:
+        server.kill()
+        server.wait(10)
+
+
 @pytest.mark.anyio
-async def test_websocket_during_an_outage_is_a_503(pooled: tuple[str, Postgres, list[str]]) -> None:
+async def test_websocket_during_an_outage_is_a_503(ws_served: tuple[str, Postgres, list[str]]) -> None:
     """Not a 403 (which reads as bad credentials) after the pool's timeout: 503, at once."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidStatus
 
-    url, pg, tokens = pooled
+    url, pg, tokens = ws_served
     ws_url = url.replace("http://", "ws://")
     headers = {"Authorization": f"Token {tokens[3]}"}
     pg.stop()
