@@ -18,6 +18,9 @@ from mcp_django.protocol.jsonrpc import Unavailable
 from mcp_django.transports.http import HttpEndpoint
 from mcp_django.transports.websocket import CLOSE_TRY_AGAIN_LATER, MCPWebsocketConsumer
 
+# Channels closes stale database connections around each of the consumer's messages.
+pytestmark = pytest.mark.django_db
+
 
 def _scope(extensions: dict[str, Any]) -> dict[str, Any]:
     return {
