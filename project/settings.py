@@ -35,9 +35,18 @@ def database_from_url(url: str) -> dict[str, object]:
         # DJANGO_DB_POOL_MAX=N: a psycopg pool of at most N connections per process
         # (docs/deployment.md), instead of one persistent connection per thread.
         pool_max = int(os.environ.get("DJANGO_DB_POOL_MAX", "0"))
-        pool = {"pool": {"min_size": 1, "max_size": pool_max, "timeout": 10}} if pool_max else {}
+        # timeout: how long a request may wait for a busy pool. reconnect_timeout: how long
+        # the pool keeps retrying one failed connection (backing off 1 s, 2 s, 4 s...)
+        # before giving it up; past that, the next request that needs one connects at
+        # once, so a database back from an outage is used at once (its 300 s default let
+        # the first success wait out the backoff: up to 10 s measured).
+        pool = (
+            {"pool": {"min_size": 1, "max_size": pool_max, "timeout": 10, "reconnect_timeout": 0.5}} if pool_max else {}
+        )
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            # Django's backend, failing at once while the database refuses connections
+            # (instead of each request waiting out connect_timeout or the pool's timeout).
+            "ENGINE": "mcp_django.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -32,11 +33,23 @@ def wait_listening(address: tuple[str, int], what: str, timeout: float = 30) -> 
         time.sleep(0.1)
 
 
-def serve_demo(port: int, env: dict[str, str], log: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
-    """uvicorn serving ``project.asgi`` on 127.0.0.1:``port``, returned once it listens;
-    its output goes to ``log`` (nowhere without one)."""
+def serve_demo(
+    port: int, env: dict[str, str], log: IO[bytes] | None = None, args: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """uvicorn serving ``project.asgi`` on 127.0.0.1:``port`` (with uvicorn's ``args``), returned
+    once it listens; its output goes to ``log`` (nowhere without one)."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "project.asgi:application", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "project.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ],
         cwd=ROOT,
         env=env,
         stdout=log if log is not None else subprocess.DEVNULL,

@@ -7,7 +7,10 @@ server on 5432 is never touched. One uvicorn process serves project.asgi on it.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -15,8 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -52,6 +56,8 @@ class Postgres:
         self.data = self.dir / "data"
         self.port = free_port()
         shutil.chown(self.dir, "postgres", "postgres")
+        # The served demo's environment, once it is served.
+        self.env: dict[str, str] = {}
 
     def _as_postgres(self, *args: str) -> None:
         subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, capture_output=True)
@@ -84,15 +90,18 @@ class Postgres:
 
     def freeze(self, on: bool) -> None:
         for pid in self.pids():
-            os.kill(pid, signal.SIGSTOP if on else signal.SIGCONT)
+            # A backend may end between pgrep and the signal.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP if on else signal.SIGCONT)
 
     @property
     def url(self) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, Postgres, list[str]]]:
+@contextlib.contextmanager
+def _serve(**extra: str) -> Iterator[tuple[str, Postgres, list[str]]]:
+    """The demo on a PostgreSQL cluster of its own, with four users' tokens."""
     if _pg_bin("initdb") is None or shutil.which("runuser") is None or os.geteuid() != 0:
         if os.environ.get("CI"):
             pytest.fail("needs initdb, pg_ctl and runuser (as root)")
@@ -108,7 +117,9 @@ def served() -> Iterator[tuple[str, Postgres, list[str]]]:
         "MCP_AUTH_TIMEOUT": "3",
         "DJANGO_DB_CONNECT_TIMEOUT": "2",
         "DJANGO_DEBUG": "0",
+        **extra,
     }
+    pg.env = env
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     script = (
         "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
@@ -136,6 +147,20 @@ def served() -> Iterator[tuple[str, Postgres, list[str]]]:
         with contextlib.suppress(Exception):
             pg.stop()
         shutil.rmtree(pg.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, Postgres, list[str]]]:
+    """Without a pool: one connection per thread."""
+    with _serve() as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def pooled() -> Iterator[tuple[str, Postgres, list[str]]]:
+    """With the psycopg pool of docs/deployment.md."""
+    with _serve(DJANGO_DB_POOL_MAX="4") as found:
+        yield found
 
 
 def echo(client: httpx.Client, url: str, token: str) -> httpx.Response:
@@ -205,3 +230,127 @@ def test_database_hung_is_a_bounded_503(served: tuple[str, Postgres, list[str]])
         while echo(client, url, tokens[3]).status_code != 200:
             assert time.monotonic() < deadline, "the server did not recover"
             time.sleep(0.5)
+
+
+def tools_list(client: httpx.Client, url: str, token: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    headers = {
+        **HEADERS,
+        "authorization": f"Token {token}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/list",
+    }
+    return client.post(url, json=body, headers=headers)
+
+
+def _timed(request: Callable[[], httpx.Response]) -> tuple[httpx.Response, float]:
+    started = time.monotonic()
+    response = request()
+    return response, time.monotonic() - started
+
+
+def test_pooled_database_refusing_is_a_503_within_a_second(pooled: tuple[str, Postgres, list[str]]) -> None:
+    """With the pool, a refused connection used to cost each request the pool's timeout (10 s),
+    and the first success after the database's return several more seconds of its backoff."""
+    url, pg, tokens = pooled
+    with httpx.Client(timeout=30) as client:
+        assert echo(client, url, tokens[0]).status_code == 200
+        assert tools_list(client, url, tokens[0]).status_code == 200
+        pg.stop()
+        try:
+            requests: list[tuple[str, Callable[[], httpx.Response]]] = [
+                ("echo", lambda: echo(client, url, tokens[1])),
+                ("legacy initialize", lambda: legacy_initialize(client, url, tokens[1])),
+                ("tools/list", lambda: tools_list(client, url, tokens[1])),
+                # Authenticated from the principal cache: the tools' permission checks need the database.
+                ("tools/list, a known token", lambda: tools_list(client, url, tokens[0])),
+                ("echo again", lambda: echo(client, url, tokens[1])),
+            ]
+            for name, request in requests:
+                response, elapsed = _timed(request)
+                assert_503(response)
+                assert elapsed < 1, f"{name} took {elapsed:.1f} s"
+
+            # Under load: every request is answered within the bound, none waits for another.
+            def one(n: int) -> tuple[httpx.Response, float]:
+                with httpx.Client(timeout=30) as own:
+                    call = tools_list if n % 2 else echo
+                    return _timed(lambda: call(own, url, tokens[1 + n % 3]))
+
+            with concurrent.futures.ThreadPoolExecutor(12) as workers:
+                answers = list(workers.map(one, range(24)))
+            for response, elapsed in answers:
+                assert_503(response)
+                assert elapsed < 1.5, f"a request under load took {elapsed:.1f} s"
+            # Requests that do not need the database are served.
+            served = echo(client, url, tokens[0])
+            assert served.json()["result"]["content"][0]["text"] == "hi", served.text
+        finally:
+            pg.start()
+        back = time.monotonic()
+        while True:
+            response = echo(client, url, tokens[2])
+            if response.status_code == 200:
+                break
+            assert_503(response)
+            time.sleep(0.05)
+        recovered = time.monotonic() - back
+        assert response.json()["result"]["content"][0]["text"] == "hi"
+        assert recovered < 1, f"the first success came {recovered:.1f} s after the database's return"
+
+
+@pytest.fixture(params=["auto", "websockets"])
+def ws_served(request: Any, pooled: tuple[str, Postgres, list[str]]) -> Iterator[tuple[str, Postgres, list[str]]]:
+    """The pooled demo under each of uvicorn's websocket implementations (its default, and
+    ``--ws websockets``, which used to drop the connection without an answer)."""
+    if request.param == "auto":
+        yield pooled
+        return
+    _, pg, tokens = pooled
+    port = free_port()
+    server = serve_demo(port, pg.env, None, ["--ws", request.param])
+    try:
+        yield f"http://127.0.0.1:{port}/mcp", pg, tokens
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+@pytest.mark.anyio
+async def test_websocket_during_an_outage_is_a_503(ws_served: tuple[str, Postgres, list[str]]) -> None:
+    """Not a 403 (which reads as bad credentials) after the pool's timeout: 503, at once."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    url, pg, tokens = ws_served
+    ws_url = url.replace("http://", "ws://")
+    headers = {"Authorization": f"Token {tokens[3]}"}
+    pg.stop()
+    try:
+        started = time.monotonic()
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(ws_url, subprotocols=["mcp"], additional_headers=headers, open_timeout=20):
+                pass
+        elapsed = time.monotonic() - started
+        response = refused.value.response
+        assert response.status_code == 503
+        assert response.headers["Retry-After"]
+        assert response.headers["Content-Type"].startswith("application/json")
+        assert json.loads(response.body)["error"]["code"] == -32603
+        assert elapsed < 1, f"the refusal took {elapsed:.1f} s"
+    finally:
+        pg.start()
+    # Back: the same credentials open a socket.
+    from tests.legacy_fixtures import ws_client
+
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            async with ws_client(url, additional_headers=headers) as ws:
+                reply = await ws.initialize({})
+                assert reply["result"]["protocolVersion"]
+                break
+        except InvalidStatus as exc:
+            assert exc.response.status_code == 503
+            assert time.monotonic() < deadline, "the server did not recover"
+            await asyncio.sleep(0.1)

@@ -186,3 +186,45 @@ def test_calls_survive_a_database_restart(server: str, cluster: Cluster) -> None
         # Every connection the first calls left is broken now: the next calls must not use it.
         for tool in TOOLS:
             assert _text(raw.call(tool, {"probe": "nobody"})) == "0", tool
+
+
+# -- the breaker that lets a request fail at once while the database refuses connections ----
+
+
+def test_a_refused_connection_fails_the_next_ones_at_once_but_one_retries() -> None:
+    from mcp_django.lifecycle import Reachability
+
+    gate = Reachability("test")
+    assert gate.admit() is None
+    gate.failed(ConnectionRefusedError("connection refused"))
+    reason = gate.admit()
+    assert reason is not None and "refuses connections" in reason and "connection refused" in reason
+    time.sleep(Reachability.RETRY + 0.05)
+    # One caller tries for real; the others still fail at once until it tells.
+    assert gate.admit() is None
+    assert gate.admit() is not None
+    gate.succeeded()
+    assert gate.admit() is None and gate.down_since is None
+
+
+def test_only_a_probe_says_the_database_answers() -> None:
+    """A connection a pool lent from its idle ones proves nothing about the database now:
+    it must not spare the next caller the probe (a request once waited out the pool's timeout)."""
+    from mcp_django.lifecycle import Reachability
+
+    gate = Reachability("test")
+    probes: list[str] = []
+    gate.succeeded()  # a pool lent a connection
+    assert gate.answers(lambda: probes.append("probe")) is True
+    assert probes == ["probe"]
+    assert gate.answers(lambda: probes.append("again")) is True
+    assert probes == ["probe"], "a fresh probe's verdict is reused"
+
+    def refused() -> None:
+        raise ConnectionRefusedError("refused")
+
+    time.sleep(Reachability.FRESH + 0.05)
+    assert gate.answers(refused) is False
+    assert gate.down_since is not None
+    assert gate.answers(lambda: probes.append("back")) is True
+    assert probes[-1] == "back" and gate.down_since is None

@@ -126,7 +126,11 @@ class Dispatcher:
         def check() -> list[Handler]:
             return [h for h in handlers if not h.guarded or h.has_permission(call.principal.user, _drf(request, call))]
 
-        return await run_in_thread(check)
+        try:
+            return await run_in_thread(check)
+        except (OperationalError, InterfaceError):
+            # Permission checks read the database: while it refuses, the list is a 503, not an internal error.
+            raise Unavailable("the database") from None
 
     async def _allowed(self, call: Call, handler: Handler) -> bool:
         if not self._anonymous_allowed(handler, call):
@@ -135,7 +139,10 @@ class Dispatcher:
         if not handler.guarded:
             return True
         request = call.request
-        return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
+        try:
+            return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
+        except (OperationalError, InterfaceError):
+            raise Unavailable("the database") from None
 
     def require_scopes(self, call: Call) -> None:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for.

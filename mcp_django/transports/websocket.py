@@ -69,6 +69,8 @@ AUTH_SUBPROTOCOL = "mcp.authorization."
 _MAX_CREDENTIAL = 8192
 # The socket's credentials no longer find the user it was opened by.
 CLOSE_REVOKED = 4401
+# RFC 6455's "Try Again Later": a service the socket needs is unavailable.
+CLOSE_TRY_AGAIN_LATER = 1013
 _CLOSE = object()  # queued after the last frame of a socket being closed
 
 
@@ -171,11 +173,37 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         try:
             request = self.request_factory() if may_carry_credentials(headers) else None
             self.principal = await self.endpoint.principal(self.req, request)
-        except (AuthenticationFailed, Unavailable):
+        except AuthenticationFailed:
             await self.close()  # before accept: the upgrade is answered 403
+            return
+        except Unavailable as exc:
+            await self._unavailable(exc)
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         self.writer = asyncio.ensure_future(self._write())
+
+    async def _unavailable(self, exc: Unavailable) -> None:
+        """The upgrade could not be served for an outage (the database): say so, not 403.
+
+        A 403 reads as bad credentials, and a client would not try again. Where the
+        server can answer the upgrade with an HTTP response (the ASGI denial
+        extension: uvicorn, Daphne), it is the 503 and JSON-RPC error HTTP gives;
+        elsewhere the socket is accepted and closed at once with 1013, "try again later".
+        """
+        if "websocket.http.response" in self.scope.get("extensions", {}):
+            await self.base_send(
+                {
+                    "type": "websocket.http.response.start",
+                    "status": exc.http_status,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
+                }
+            )
+            await self.base_send(
+                {"type": "websocket.http.response.body", "body": jsonrpc.dumps(jsonrpc.error_response(None, exc))}
+            )
+            return
+        await self.accept(subprotocol=SUBPROTOCOL)
+        await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
 
     def _start(self) -> dict[str, str]:
         """The session's empty state, the endpoint and Django's request for the connection."""
