@@ -16,6 +16,7 @@ from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
+from ..icons import IconBase, icon_base
 from ..protected_resource import challenge
 from ..registry import Registry
 from ..request_state import StateRefused
@@ -164,7 +165,7 @@ class Dispatcher:
         result: dict[str, Any] = {
             "supportedVersions": list(ALL_VERSIONS),
             "capabilities": server_capabilities(Era.MODERN),
-            "_meta": {META_SERVER_INFO: server_info()},
+            "_meta": {META_SERVER_INFO: server_info(call.version, _icons(call))},
         }
         if mcp_settings.INSTRUCTIONS:
             result["instructions"] = mcp_settings.INSTRUCTIONS
@@ -172,19 +173,23 @@ class Dispatcher:
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         tools = await self._visible(call, list(self.registry.tools.values()))
-        return self._cache_hints(call, {"tools": [t.descriptor() for t in tools]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"tools": [t.descriptor(icons) for t in tools]})
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
         prompts = await self._visible(call, list(self.registry.prompts.values()))
-        return self._cache_hints(call, {"prompts": [p.descriptor() for p in prompts]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"prompts": [p.descriptor(icons) for p in prompts]})
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
-        return self._cache_hints(call, {"resources": [r.descriptor() for r in resources]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"resources": [r.descriptor(icons) for r in resources]})
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
-        return self._cache_hints(call, {"resourceTemplates": [t.descriptor() for t in templates]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"resourceTemplates": [t.descriptor(icons) for t in templates]})
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -401,6 +406,11 @@ class Dispatcher:
         except Exception:
             logger.exception("completion of %s %s failed", handler.primitive, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
+
+
+def _icons(call: Call) -> IconBase | None:
+    # The request is built only if an icon's URL needs its host (see mcp_django.icons).
+    return icon_base(call.version, lambda: call.request, mcp_settings.RESOURCE_URL)
 
 
 class _Completion:
