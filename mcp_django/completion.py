@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Field, Model, QuerySet
-from django.db.models.query_utils import DeferredAttribute
 
 if TYPE_CHECKING:
     from .asks.context import SyncContext
@@ -91,8 +90,8 @@ def from_field(field: Field[Any, Any]) -> Completer:
 
 def completer(spec: Any, owner: str) -> Completer:
     """What ``completions={name: spec}`` holds, as a completer (at registration)."""
-    if isinstance(spec, DeferredAttribute):  # Order.status
-        spec = spec.field
+    if isinstance(getattr(spec, "field", None), Field):
+        spec = spec.field  # Order.status, Order.product: the model's descriptors name their field
     if isinstance(spec, Field):
         return from_field(spec)
     if isinstance(spec, QuerySet):
