@@ -162,3 +162,18 @@ def test_icons_and_annotations_are_checked_at_registration() -> None:
 
     assert registry.tools["plain"].annotations is None
     assert "annotations" not in registry.tools["plain"].descriptor()
+
+
+def test_docs_index_shop_example_is_the_demo_code() -> None:
+    """docs/index.md quotes the demo shop's registrations (icons, annotations, completers): verbatim."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "index.md").read_text()
+    quoted = docs.split("<!-- shop-example -->", 1)[1].split("<!-- /shop-example -->", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", quoted, re.S)
+    code = (root / "project" / "shop" / "mcp.py").read_text()
+    assert len(blocks) == 3
+    for block in blocks:
+        assert block in code, block
