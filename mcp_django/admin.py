@@ -282,7 +282,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             address=report.address(handler),
             schema=json.dumps(report.schema(handler), indent=2, sort_keys=True, default=str),
             source_code=report.source_code(handler),
-            permission_classes=[f"{c.__module__}.{c.__qualname__}" for c in handler.permission_classes],
+            permission_classes=report.permission_labels(handler),
             asks=report.ask_groups(asked),
             recent=report.recent(handler),
             series=series,
