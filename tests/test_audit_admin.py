@@ -398,3 +398,17 @@ def test_django_auth_decorators_and_mixins_are_named() -> None:
     ]
     assert permission_labels(stock_tool) == ["django.contrib.auth.mixins.PermissionRequiredMixin(shop.view_product)"]
     assert permission_labels(secret_tool) == ["django.contrib.auth.decorators.login_required"]
+
+
+def test_a_rows_page_prints_its_time_as_the_list_does(admin_client: Client, settings: Any) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    settings.USE_TZ, settings.TIME_ZONE = True, "Europe/Paris"
+    at = datetime(2026, 3, 14, 13, 3, 33, tzinfo=ZoneInfo("UTC"))  # 14:03:33 in Paris
+    row = event(Kind.COMPLETED, created=at)
+    listed = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert "2026-03-14<br>14:03:33" in listed
+    page = admin_client.get(reverse("admin:mcp_django_auditevent_change", args=[row.pk])).content.decode()
+    assert '<div class="readonly">2026-03-14 14:03:33</div>' in page
+    assert "p.m." not in page
