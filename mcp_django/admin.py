@@ -128,8 +128,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     date_hierarchy = "created"
     # A row's page: every field, its time printed as the list prints it.
-    fields = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
-    readonly_fields = fields
+    fields: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
+    readonly_fields: tuple[str, ...] = fields
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
