@@ -91,6 +91,9 @@ class ReadOnlyAdminMixin:
         return False
 
 
+_ROW_FIELDS: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
+
+
 def _stamp(moment: Any) -> str:
     """One way to print an audit row's time, in the list and on its page: local, to the second."""
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
@@ -128,8 +131,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     date_hierarchy = "created"
     # A row's page: every field, its time printed as the list prints it.
-    fields: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
-    readonly_fields: tuple[str, ...] = fields
+    fields = _ROW_FIELDS
+    readonly_fields = _ROW_FIELDS
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
