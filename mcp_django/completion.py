@@ -10,8 +10,8 @@ or one of the things :func:`completer` turns into one at registration:
 - ``from_queryset(queryset, "field")``: that field's distinct values in the queryset
   (or in ``queryset(ctx)`` when given a function of the caller's context).
 
-Matching is by prefix, case-insensitive (``istartswith`` in the database), at most
-100 values (what one result may carry), sorted.
+Matching is by prefix, case-insensitive (``istartswith`` in the database), sorted; a
+result carries at most 100 values, and says ``hasMore`` when there were more.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from django.db.models import Field, Model, QuerySet
 if TYPE_CHECKING:
     from .asks.context import SyncContext
 
-LIMIT = 100
+# One past the 100 values a result may carry, so that the answer can say there are more.
+LIMIT = 101
 Completer = Callable[..., Any]
 
 

@@ -249,3 +249,17 @@ def test_a_registered_prompt_keeps_the_completers_it_was_given() -> None:
     completions = registry.prompts["pick"].completions
     assert completions["colour"] is _colours
     assert completions["status"]("s") == ["shipped"]
+
+
+@mcp.resource("completiontest://many/{n}", completions={"n": [f"n{i:03d}" for i in range(150)]})
+def completiontest_many(n: str) -> str:
+    return n
+
+
+@pytest.mark.parametrize("send", [_modern, _legacy], ids=["modern", "legacy"])
+def test_more_than_a_result_carries_says_has_more(live_url: str, send: Any) -> None:
+    many = answer(send(live_url, resource_ref("completiontest://many/{n}", "n", "n")))["result"]["completion"]
+    assert many["values"] == [f"n{i:03d}" for i in range(100)] and many["hasMore"] is True
+    assert "total" not in many  # unknown: the completer was not read to its end
+    few = answer(send(live_url, resource_ref("completiontest://many/{n}", "n", "n14")))["result"]["completion"]
+    assert few == {"values": [f"n{i}" for i in range(140, 150)], "total": 10, "hasMore": False}

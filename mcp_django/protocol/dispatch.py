@@ -382,7 +382,13 @@ class Dispatcher:
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []
-        return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+        # One value past the most a result may carry says that there are more (hasMore).
+        more = len(values) > _MAX_COMPLETIONS
+        values = values[:_MAX_COMPLETIONS]
+        completion: dict[str, Any] = {"values": values, "hasMore": more}
+        if not more:
+            completion["total"] = len(values)
+        return {"completion": completion}
 
     async def _completions(self, handler: Handler, completer: Any, value: str, call: Call) -> list[str]:
         """Run one completer like a handler: a sync one in the pool, with ``ctx`` when it takes one."""
@@ -434,13 +440,16 @@ class _NoAsks:
 _NO_ASKS = _NoAsks()
 
 
+_MAX_COMPLETIONS = 100  # the most a result may carry
+
+
 def _values(out: Any) -> list[str]:
     if isinstance(out, (str, bytes)) or out is None:
         raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
     values = []
     for v in out:
         values.append(str(v))
-        if len(values) == 100:  # the most a result may carry
+        if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
             break
     return values
 
