@@ -117,6 +117,7 @@ def static_url(src: str) -> str:
 def _forget(setting: str, **kwargs: Any) -> None:
     if setting in ("STATIC_URL", "STORAGES", "STATIC_ROOT", "FORCE_SCRIPT_NAME"):
         static_url.cache_clear()
+        _resolved.cache_clear()
 
 
 setting_changed.connect(_forget, dispatch_uid="mcp_django.icons")
@@ -152,15 +153,27 @@ class IconBase:
             return None
 
     def describe(self, declared: tuple[Icon, ...]) -> list[dict[str, Any]]:
-        out = []
-        for icon in declared:
-            url = static_url(icon.src)
-            if urlsplit(url).scheme not in _SCHEMES:
-                if self.origin is None:
-                    continue
-                url = urljoin(self.origin + "/", url)
-            out.append(icon.described(url))
-        return out
+        if not any(_relative(icon) for icon in declared):
+            return list(_resolved(declared, None))
+        return list(_resolved(declared, self.origin))
+
+
+def _relative(icon: Icon) -> bool:
+    return urlsplit(static_url(icon.src)).scheme not in _SCHEMES
+
+
+@functools.lru_cache(maxsize=512)
+def _resolved(declared: tuple[Icon, ...], origin: str | None) -> tuple[dict[str, Any], ...]:
+    """The icons as a listing sends them, once per origin (a listing then only looks them up)."""
+    out = []
+    for icon in declared:
+        url = static_url(icon.src)
+        if urlsplit(url).scheme not in _SCHEMES:
+            if origin is None:
+                continue  # no host to make it absolute with (stdio): a relative URI is no icon
+            url = origin + url if url.startswith("/") and not url.startswith("//") else urljoin(origin + "/", url)
+        out.append(icon.described(url))
+    return tuple(out)
 
 
 def icon_base(version: str, request: Callable[[], Any] | None, resource_url: str | None) -> IconBase | None:
