@@ -145,7 +145,8 @@ class IconBase:
         if configured is not None:
             return configured
         request = self._request() if self._request is not None else None
-        if request is None:
+        # No Host, no origin: stdio's request names none, and "unknown" is no host to send.
+        if request is None or not request.META.get("HTTP_HOST"):
             return None
         try:
             return f"{request.scheme}://{request.get_host()}"

@@ -125,6 +125,15 @@ def test_an_icon_whose_url_needs_a_host_is_left_out_without_one() -> None:
         {"src": "https://cdn.example/x.png", "mimeType": "image/png", "sizes": ["32x32"]}
     ]
     assert icon_base("2025-06-18", None, None) is None
+    # stdio's request is a GET of /mcp with no Host: no origin, even where ALLOWED_HOSTS is "*".
+    from django.test import RequestFactory, override_settings
+
+    hostless = RequestFactory().get("/mcp")
+    assert "HTTP_HOST" not in hostless.META
+    hosted = RequestFactory().get("/mcp", HTTP_HOST="shop.example")
+    with override_settings(ALLOWED_HOSTS=["*"]):
+        assert [i["src"] for i in IconBase(lambda: hostless).describe(declared)] == ["https://cdn.example/x.png"]
+        assert IconBase(lambda: hosted).describe(declared)[0]["src"] == "http://shop.example/static/shop/icons/cart.svg"
     with_host = IconBase(None, "http://127.0.0.1:8000/mcp").describe(declared)
     assert with_host[0] == {"src": "http://127.0.0.1:8000/static/shop/icons/cart.svg", "mimeType": "image/svg+xml"}
 
