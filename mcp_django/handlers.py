@@ -140,11 +140,11 @@ class Handler:
         """What a listing says of this handler; ``icons``: how to resolve its icons (None: leave them out)."""
         raise NotImplementedError
 
-    def _iconed(self, out: dict[str, Any], icons: IconBase | None) -> dict[str, Any]:
-        if self.icons and icons is not None:
-            described = icons.describe(self.icons)
-            if described:
-                out["icons"] = described
+    def _iconed(self, out: dict[str, Any], icons: IconBase) -> dict[str, Any]:
+        # Called only for a handler with icons: the others' listing pays one test.
+        described = icons.describe(self.icons)
+        if described:
+            out["icons"] = described
         return out
 
 
@@ -175,7 +175,7 @@ class Tool(Handler):
             out["annotations"] = self.annotations
         if self.meta:
             out["_meta"] = self.meta
-        return self._iconed(out, icons)
+        return self._iconed(out, icons) if self.icons and icons is not None else out
 
 
 @dataclass(eq=False)
@@ -190,7 +190,7 @@ class Prompt(Handler):
         out: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments}
         if self.title:
             out["title"] = self.title
-        return self._iconed(out, icons)
+        return self._iconed(out, icons) if self.icons and icons is not None else out
 
 
 def _described(out: dict[str, Any], handler: Resource | ResourceTemplate, icons: IconBase | None) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def _described(out: dict[str, Any], handler: Resource | ResourceTemplate, icons:
     for key, value in (("title", handler.title), ("description", handler.description), ("mimeType", handler.mime_type)):
         if value:
             out[key] = value
-    return handler._iconed(out, icons)
+    return handler._iconed(out, icons) if handler.icons and icons is not None else out
 
 
 @dataclass(eq=False)
