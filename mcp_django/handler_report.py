@@ -224,6 +224,12 @@ def _django_view_guards(view: Any) -> list[str]:
     return labels
 
 
+def _short(label: str) -> str:
+    """``rest_framework.permissions.IsAuthenticated`` as ``IsAuthenticated``, for the list's narrow column."""
+    head, paren, rest = label.partition("(")
+    return head.rsplit(".", 1)[-1] + paren + rest if head else label
+
+
 def permission_labels(handler: Handler) -> list[str]:
     """Who may use the handler, as its code says: its own permission classes, and a view tool's view's.
 
@@ -290,7 +296,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
                 "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
                 "source": handler.source,
                 "is_async": handler.is_async,
-                "permissions": ", ".join(handler.permissions),
+                "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
                 "asks": ask_groups(asked.get(id(handler), {})),
                 "calls": sum(c.get(str(k), 0) for k in CALL_KINDS),
                 "failed": c.get(str(Kind.FAILED), 0),

@@ -353,6 +353,11 @@ def test_a_view_tools_page_shows_the_views_permissions_and_source(admin_client: 
     assert "django.contrib.auth.decorators.login_required" in permissions
     assert "shop.view_product" in permissions  # the registration's own permissions= too
     assert "def stock_report(request: HttpRequest)" in source
+    # The handlers list says it in short.
+    listing = admin_client.get(reverse(HANDLERS), {"q": "orders_summary"}).content.decode()
+    assert "needs IsAuthenticated" in listing
+    listing = admin_client.get(reverse(HANDLERS), {"q": "stock_report"}).content.decode()
+    assert "needs shop.view_product, login_required" in listing
     # A tool with no guard still says so.
     permissions, _source = _permissions_and_source(admin_client, "echo")
     assert "none: any caller the endpoint lets in" in permissions
