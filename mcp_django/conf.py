@@ -166,6 +166,24 @@ def urls(value: Any) -> list[str]:
     return out
 
 
+def web_url(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
+        raise InvalidSetting(f'must be an http(s) URL such as "https://shop.example", not {_described(value)}')
+    return value
+
+
+def icon_list(value: Any) -> tuple[Any, ...]:
+    """Icons as the decorators take them (static paths, URLs, dicts); checked here, URLs resolved on use."""
+    from .icons import icons
+
+    try:
+        return icons(_sequence(value, "icons (static paths, URLs or dicts)"), "SERVER_ICONS")
+    except ImproperlyConfigured as exc:
+        raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
+
+
 def strings(value: Any) -> list[str]:
     out = _sequence(value, "str")
     for item in out:
@@ -297,6 +315,11 @@ SETTINGS: dict[str, Setting] = {
     # What server/discover and initialize say.
     "SERVER_NAME": Setting("mcp-django", text),
     "SERVER_TITLE": Setting(None, optional_text),
+    # Sent to 2025-11-25 and later clients in serverInfo: what the server is for, its
+    # home page, and its icons (static paths, URLs or dicts, as icons=[...] on handlers).
+    "SERVER_DESCRIPTION": Setting(None, optional_text),
+    "SERVER_WEBSITE_URL": Setting(None, web_url),
+    "SERVER_ICONS": Setting((), icon_list),
     "INSTRUCTIONS": Setting(None, optional_text),
     # Caching hints on list results and resources/read (2026-07-28).
     "LIST_TTL_MS": Setting(0, non_negative_int),

@@ -104,11 +104,148 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
     return groups
 
 
+def registered_object(handler: Handler) -> Any:
+    """What the project registered: the function, or for a view tool the view (its class when it has one).
+
+    A view tool's ``func`` is the adapter that calls the view, which tells a reader nothing.
+    """
+    operation = getattr(handler, "operation", None)
+    if operation is None:
+        return inspect.unwrap(handler.func)
+    view = operation.view
+    view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
+    return view if isinstance(view, type) else inspect.unwrap(view)
+
+
 def source_code(handler: Handler) -> str:
     try:
-        return inspect.getsource(inspect.unwrap(handler.func))
+        return inspect.getsource(registered_object(handler))
     except (OSError, TypeError):
         return ""
+
+
+def _dotted(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+def _drf_label(permission: Any) -> str:
+    """A DRF permission, composed ones (``IsAuthenticated & IsOwner``) spelt as written."""
+    op1, op2 = getattr(permission, "op1", None), getattr(permission, "op2", None)
+    name = type(permission).__name__
+    if op1 is not None and op2 is not None and name in ("AND", "OR"):
+        return f"({_drf_label(op1)} {'&' if name == 'AND' else '|'} {_drf_label(op2)})"
+    if op1 is not None and name == "NOT":
+        return f"~{_drf_label(op1)}"
+    return _dotted(permission if isinstance(permission, type) else type(permission))
+
+
+def _drf_view_permissions(operation: Any) -> list[str]:
+    """The permission classes the view applies to this action (the project's DRF default included)."""
+    cls = operation.cls
+    try:
+        view = cls(**operation.initkwargs)
+        view.action = operation.action
+        view.action_map = operation.actions_map or {}
+        view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
+        return [_drf_label(p) for p in view.get_permissions()]
+    except Exception:
+        # get_permissions() may read the request, which a page of the admin has none of.
+        return [_drf_label(p) for p in getattr(cls, "permission_classes", ())]
+
+
+def _test_label(test: Any) -> str | None:
+    qualname = getattr(test, "__qualname__", "")
+    if qualname.startswith("login_required."):
+        return "django.contrib.auth.decorators.login_required"
+    if qualname.startswith("permission_required."):
+        perms = _closure(test).get("perms") or ()
+        return f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})"
+    if qualname.startswith(("staff_member_required.", "user_passes_test.")):
+        return None
+    return f"django.contrib.auth.decorators.user_passes_test({_dotted(test)})"
+
+
+def _closure(func: Any) -> dict[str, Any]:
+    code, cells = getattr(func, "__code__", None), getattr(func, "__closure__", None) or ()
+    if code is None:
+        return {}
+    out = {}
+    for name, cell in zip(code.co_freevars, cells, strict=False):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return out
+
+
+def _decorator_guards(func: Any) -> list[str]:
+    """Django's auth decorators on a view function (or a method, through ``method_decorator``).
+
+    They leave no mark but the closures of their wrappers (``user_passes_test``'s
+    ``test_func``), so these are read down the ``__wrapped__`` chain.
+    """
+    labels: list[str] = []
+    seen = 0
+    while func is not None and seen < 20:
+        seen += 1
+        cells = _closure(func)
+        test = cells.get("test_func")
+        if test is not None:
+            label = _test_label(test)
+            if label:
+                labels.append(label)
+        for decorator in cells.get("decorators") or ():  # method_decorator(...)
+            name = getattr(decorator, "__qualname__", "")
+            if name == "login_required":
+                labels.append("django.contrib.auth.decorators.login_required")
+            elif name.startswith("permission_required."):
+                perms = _closure(decorator).get("perms") or ()
+                labels.append(f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})")
+        func = getattr(func, "__wrapped__", None)
+    return labels
+
+
+def _django_view_guards(view: Any) -> list[str]:
+    from django.contrib.auth import mixins
+
+    labels = []
+    if isinstance(view, type):
+        if issubclass(view, mixins.PermissionRequiredMixin):
+            perms = view.permission_required
+            perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
+            labels.append(f"{_dotted(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
+        elif issubclass(view, mixins.LoginRequiredMixin):
+            labels.append(_dotted(mixins.LoginRequiredMixin))
+        if issubclass(view, mixins.UserPassesTestMixin):
+            labels.append(_dotted(mixins.UserPassesTestMixin))
+        labels += _decorator_guards(getattr(view, "dispatch", None))
+    else:
+        labels += _decorator_guards(view)
+    return labels
+
+
+def _short(label: str) -> str:
+    """``rest_framework.permissions.IsAuthenticated`` as ``IsAuthenticated``, for the list's narrow column."""
+    head, paren, rest = label.partition("(")
+    return head.rsplit(".", 1)[-1] + paren + rest if head else label
+
+
+def permission_labels(handler: Handler) -> list[str]:
+    """Who may use the handler, as its code says: its own permission classes, and a view tool's view's.
+
+    A view tool is guarded by its view as well: DRF's permission classes for the action
+    (the project's default when the view names none), or Django's ``login_required``,
+    ``permission_required``, ``user_passes_test`` and their mixins.
+    """
+    labels = [_drf_label(c) for c in handler.permission_classes]
+    operation = getattr(handler, "operation", None)
+    if operation is not None:
+        if operation.drf:
+            labels += _drf_view_permissions(operation)
+        else:
+            view = operation.view
+            labels += _django_view_guards(getattr(view, "view_class", None) or view)
+    return list(dict.fromkeys(labels))
 
 
 def handler_rows(registry: Registry) -> list[dict[str, Any]]:
@@ -159,7 +296,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
                 "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
                 "source": handler.source,
                 "is_async": handler.is_async,
-                "permissions": ", ".join(handler.permissions),
+                "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
                 "asks": ask_groups(asked.get(id(handler), {})),
                 "calls": sum(c.get(str(k), 0) for k in CALL_KINDS),
                 "failed": c.get(str(Kind.FAILED), 0),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
 from . import schema as schemas
+from .icons import Icon, IconBase
 
 TOOL_NAME_MAX = 64
 # What a handler can be (Handler.primitive): MCP's server primitives, a resource template apart.
@@ -79,6 +80,8 @@ class Handler:
     # OAuth scopes an access token must carry to use this handler (see protected_resource).
     scopes: tuple[str, ...] = ()
     meta: dict[str, Any] | None = None
+    # Checked at registration (mcp_django.icons); their URLs are resolved on first use.
+    icons: tuple[Icon, ...] = ()
     source: str = ""
     context_param: str | None = None
     is_async: bool = False
@@ -133,8 +136,16 @@ class Handler:
             kwargs[self.context_param] = ctx
         return kwargs
 
-    def descriptor(self) -> dict[str, Any]:
+    def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
+        """What a listing says of this handler; ``icons``: how to resolve its icons (None: leave them out)."""
         raise NotImplementedError
+
+    def _iconed(self, out: dict[str, Any], icons: IconBase) -> dict[str, Any]:
+        # Called only for a handler with icons: the others' listing pays one test.
+        described = icons.describe(self.icons)
+        if described:
+            out["icons"] = described
+        return out
 
 
 @dataclass(eq=False)
@@ -154,7 +165,7 @@ class Tool(Handler):
         if self.parameters is None:
             self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 
-    def descriptor(self) -> dict[str, Any]:
+    def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
         if self.title:
             out["title"] = self.title
@@ -164,7 +175,7 @@ class Tool(Handler):
             out["annotations"] = self.annotations
         if self.meta:
             out["_meta"] = self.meta
-        return out
+        return self._iconed(out, icons) if self.icons and icons is not None else out
 
 
 @dataclass(eq=False)
@@ -175,19 +186,19 @@ class Prompt(Handler):
     # Converts the (string) arguments into the parameters' declared types.
     parameters: Any = None
 
-    def descriptor(self) -> dict[str, Any]:
+    def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "arguments": self.arguments}
         if self.title:
             out["title"] = self.title
-        return out
+        return self._iconed(out, icons) if self.icons and icons is not None else out
 
 
-def _described(out: dict[str, Any], handler: Resource | ResourceTemplate) -> dict[str, Any]:
-    """A resource's or template's descriptor: its title, description and MIME type when given."""
+def _described(out: dict[str, Any], handler: Resource | ResourceTemplate, icons: IconBase | None) -> dict[str, Any]:
+    """A resource's or template's descriptor: its title, description, MIME type and icons when given."""
     for key, value in (("title", handler.title), ("description", handler.description), ("mimeType", handler.mime_type)):
         if value:
             out[key] = value
-    return out
+    return handler._iconed(out, icons) if handler.icons and icons is not None else out
 
 
 @dataclass(eq=False)
@@ -196,8 +207,8 @@ class Resource(Handler):
     mime_type: str | None = None
     primitive: str = "resource"
 
-    def descriptor(self) -> dict[str, Any]:
-        return _described({"uri": self.uri, "name": self.name}, self)
+    def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
+        return _described({"uri": self.uri, "name": self.name}, self, icons)
 
 
 @dataclass(eq=False)
@@ -224,8 +235,8 @@ class ResourceTemplate(Handler):
         m = self.pattern.match(uri)
         return m.groupdict() if m else None
 
-    def descriptor(self) -> dict[str, Any]:
-        return _described({"uriTemplate": self.uri_template, "name": self.name}, self)
+    def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
+        return _described({"uriTemplate": self.uri_template, "name": self.name}, self, icons)
 
 
 def is_template(uri: str) -> bool:

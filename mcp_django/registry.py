@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from . import resource_updates
 from . import schema as schemas
+from .completion import completers
 from .handlers import (
     TOOL_NAME_MAX,
     Func,
@@ -21,6 +22,8 @@ from .handlers import (
     find_context_param,
     is_template,
 )
+from .icons import IconSpec
+from .icons import icons as checked_icons
 from .views_as_tools import view_tools
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -136,6 +139,11 @@ class Registry:
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        icons: Iterable[IconSpec] = (),
+        read_only: bool | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -153,6 +161,11 @@ class Registry:
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        icons: Iterable[IconSpec] = (),
+        read_only: bool | None = None,
+        destructive: bool | None = None,
+        idempotent: bool | None = None,
+        open_world: bool | None = None,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -163,11 +176,24 @@ class Registry:
         ``ImproperlyConfigured`` here, naming the tool and the parameter.
         ``atomic=True`` (or a database alias): a sync handler's every attempt runs in
         ``transaction.atomic()``, rolled back when it ends with ``input_required``.
+        ``read_only``, ``destructive``, ``idempotent``, ``open_world``: the tool's
+        annotations (``readOnlyHint`` ...), hints a client may show or act on; ``icons``:
+        static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
             return self.tool()(name)
         _check_name("tool", name)
+        hints = tool_annotations(
+            annotations,
+            title=title,
+            read_only=read_only,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+            owner=f"tool {name!r}" if name else "a tool",
+        )
+        declared_icons = checked_icons(icons, f"tool {name!r}" if name else "a tool")
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -187,7 +213,8 @@ class Registry:
                     input_schema=input_schema or parameters.schema,  # type: ignore[union-attr]
                     parameters=parameters,
                     output_schema=output_schema if output_schema is not None else schemas.output_schema(func, owner),
-                    annotations=annotations,
+                    annotations=hints,
+                    icons=declared_icons,
                     permissions=tuple(permissions),
                     permission_classes=tuple(permission_classes),
                     allow_anonymous=allow_anonymous,
@@ -216,8 +243,9 @@ class Registry:
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
-        completions: dict[str, Func] | None = None,
+        completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        icons: Iterable[IconSpec] = (),
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def prompt(
@@ -230,14 +258,22 @@ class Registry:
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
-        completions: dict[str, Func] | None = None,
+        completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        icons: Iterable[IconSpec] = (),
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
-        ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``: as for tools)."""
+        ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``, ``icons``: as for tools).
+
+        ``completions`` maps an argument to its completer: a function, a model field
+        (its choices), a list of values, or ``from_queryset(...)`` (mcp_django.completion).
+        """
         if callable(name):  # @mcp.prompt, without parentheses
             return self.prompt()(name)
         _check_name("prompt", name)
+        owner = f"prompt {name!r}" if name else "a prompt"
+        declared_icons = checked_icons(icons, owner)
+        declared_completions = completers(completions, owner)
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -257,7 +293,8 @@ class Registry:
                 description=_describe(func, description),
                 title=title,
                 arguments=arguments,
-                completions=dict(completions or {}),
+                completions=declared_completions,
+                icons=declared_icons,
                 permissions=tuple(permissions),
                 permission_classes=tuple(permission_classes),
                 allow_anonymous=allow_anonymous,
@@ -283,15 +320,19 @@ class Registry:
         permission_classes: Iterable[Any] = (),
         allow_anonymous: bool | None = None,
         scopes: Iterable[str] = (),
-        completions: dict[str, Func] | None = None,
+        completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        icons: Iterable[IconSpec] = (),
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-        """Register a resource; a URI with ``{placeholders}`` registers a template (``atomic``: as for tools)."""
+        """Register a resource; a URI with ``{placeholders}`` registers a template
+        (``atomic``, ``icons``: as for tools; ``completions``: as for prompts)."""
         if not isinstance(uri, str):
             raise TypeError(
                 "@mcp.resource needs the resource's URI: write @mcp.resource('app://...'), "
                 f"not @mcp.resource (it was given {uri!r})"
             )
+        declared_icons = checked_icons(icons, f"resource {uri!r}")
+        declared_completions = completers(completions, f"resource template {uri!r}")
 
         def decorator(func: Func) -> Func:
             common: dict[str, Any] = dict(
@@ -305,9 +346,10 @@ class Registry:
                 allow_anonymous=allow_anonymous,
                 scopes=tuple(scopes),
                 atomic=_alias(atomic),
+                icons=declared_icons,
             )
             if is_template(uri):
-                item = ResourceTemplate(uri_template=uri, completions=dict(completions or {}), **common)
+                item = ResourceTemplate(uri_template=uri, completions=declared_completions, **common)
                 self._add(self.templates, item, uri)
             else:
                 self._add(self.resources, Resource(uri=uri, **common), uri)
@@ -346,6 +388,39 @@ class Registry:
     @property
     def guarded(self) -> bool:
         return any(h.guarded for h in self.all_handlers())
+
+
+_HINTS = {
+    "read_only": "readOnlyHint",
+    "destructive": "destructiveHint",
+    "idempotent": "idempotentHint",
+    "open_world": "openWorldHint",
+}
+
+
+def tool_annotations(
+    annotations: dict[str, Any] | None, *, title: str | None, owner: str, **hints: bool | None
+) -> dict[str, Any] | None:
+    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}`` given.
+
+    Built once, at registration. The title is repeated as ``annotations.title`` when
+    there are annotations: clients of 2025-03-26, which has no tool ``title``, read it there.
+    """
+    out = dict(annotations or {})
+    for keyword, value in hints.items():
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise TypeError(f"{owner}: {keyword}= takes True or False, not {value!r}")
+        out[_HINTS[keyword]] = value
+    if out.get("readOnlyHint") and (out.get("destructiveHint") or out.get("idempotentHint") is False):
+        # The specification gives destructive and idempotent meaning only for tools that write.
+        raise TypeError(f"{owner}: a read_only tool cannot be destructive or non-idempotent")
+    if not out:
+        return None
+    if title and "title" not in out:
+        out["title"] = title
+    return out
 
 
 def _check_name(primitive: str, name: Any) -> None:

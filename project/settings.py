@@ -194,6 +194,11 @@ MCP_DJANGO: dict[str, Any] = {
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "10")),
     "SERVER_NAME": "mcp-django-demo",
+    "SERVER_TITLE": "mcp-django demo",
+    "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",
+    "SERVER_WEBSITE_URL": "https://github.com/mcp-django/mcp-django",
+    # A static file: its URL comes from the staticfiles storage (WhiteNoise's in production).
+    "SERVER_ICONS": [{"src": "mcp_django/icons/server.svg", "sizes": ["any"]}],
     "INSTRUCTIONS": "A demo Django project served over MCP by mcp-django.",
 }
 

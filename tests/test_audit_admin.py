@@ -327,3 +327,93 @@ def test_asks_without_a_key_are_grouped_by_type_whatever_the_type() -> None:
         AskGroup("roots", "roots/list", False, 1),
         AskGroup("sample", "sampling/createMessage", False, 1),
     ]
+
+
+def _permissions_and_source(admin_client: Client, tool: str) -> tuple[str, str]:
+    page = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", tool]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    permissions = body.split('id="mcp-handler-permissions">', 1)[1].split("</dd>", 1)[0]
+    source = body.split('id="mcp-handler-source">', 1)[1].split("</pre>", 1)[0] if "mcp-handler-source" in body else ""
+    return permissions, source
+
+
+def test_a_view_tools_page_shows_the_views_permissions_and_source(admin_client: Client) -> None:
+    # A DRF view naming IsAuthenticated: the view's class, not "none".
+    permissions, source = _permissions_and_source(admin_client, "orders_summary")
+    assert "rest_framework.permissions.IsAuthenticated" in permissions and "none:" not in permissions
+    assert source.startswith("class OrderSummary(APIView):") and "def handler(" not in source
+    # A viewset's action: every class it applies, and the OAuth scope the registration adds.
+    permissions, source = _permissions_and_source(admin_client, "orders_destroy")
+    assert "rest_framework.permissions.IsAuthenticated" in permissions
+    assert "project.shop.views.OrderIsEditable" in permissions and "<code>shop</code>" in permissions
+    assert source.startswith("class OrderViewSet(")
+    # A plain Django view under @login_required: the decorator, and the function under it.
+    permissions, source = _permissions_and_source(admin_client, "stock_report")
+    assert "django.contrib.auth.decorators.login_required" in permissions
+    assert "shop.view_product" in permissions  # the registration's own permissions= too
+    assert "def stock_report(request: HttpRequest)" in source
+    # The handlers list says it in short.
+    listing = admin_client.get(reverse(HANDLERS), {"q": "orders_summary"}).content.decode()
+    assert "needs IsAuthenticated" in listing
+    listing = admin_client.get(reverse(HANDLERS), {"q": "stock_report"}).content.decode()
+    assert "needs shop.view_product, login_required" in listing
+    # A tool with no guard still says so.
+    permissions, _source = _permissions_and_source(admin_client, "echo")
+    assert "none: any caller the endpoint lets in" in permissions
+
+
+def test_django_auth_decorators_and_mixins_are_named() -> None:
+    from django.contrib.auth.decorators import login_required, permission_required, user_passes_test
+    from django.contrib.auth.mixins import PermissionRequiredMixin
+    from django.http import HttpRequest, HttpResponse
+    from django.utils.decorators import method_decorator
+    from django.views import View
+
+    from mcp_django.handler_report import permission_labels
+    from mcp_django.registry import Registry
+
+    def is_staff(user: Any) -> bool:
+        return bool(user.is_staff)
+
+    @permission_required(["shop.add_order", "shop.view_order"])
+    @user_passes_test(is_staff)
+    def report(request: HttpRequest) -> HttpResponse:
+        return HttpResponse("")
+
+    class Stock(PermissionRequiredMixin, View):
+        permission_required = "shop.view_product"
+
+        def get(self, request: HttpRequest) -> HttpResponse:
+            return HttpResponse("")
+
+    @method_decorator(login_required, name="dispatch")
+    class Secret(View):
+        def get(self, request: HttpRequest) -> HttpResponse:
+            return HttpResponse("")
+
+    schema = {"type": "object", "properties": {}}
+    registry = Registry()
+    (report_tool,) = registry.register_view(report, name="report", input_schema=schema)
+    (stock_tool,) = registry.register_view(Stock, name="stock", input_schema=schema)
+    (secret_tool,) = registry.register_view(Secret, name="secret", input_schema=schema)
+    assert permission_labels(report_tool) == [
+        "django.contrib.auth.decorators.permission_required(shop.add_order, shop.view_order)",
+        f"django.contrib.auth.decorators.user_passes_test({is_staff.__module__}.{is_staff.__qualname__})",
+    ]
+    assert permission_labels(stock_tool) == ["django.contrib.auth.mixins.PermissionRequiredMixin(shop.view_product)"]
+    assert permission_labels(secret_tool) == ["django.contrib.auth.decorators.login_required"]
+
+
+def test_a_rows_page_prints_its_time_as_the_list_does(admin_client: Client, settings: Any) -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    settings.USE_TZ, settings.TIME_ZONE = True, "Europe/Paris"
+    at = datetime(2026, 3, 14, 13, 3, 33, tzinfo=ZoneInfo("UTC"))  # 14:03:33 in Paris
+    row = event(Kind.COMPLETED, created=at)
+    listed = admin_client.get(reverse(CHANGELIST)).content.decode()
+    assert "2026-03-14<br>14:03:33" in listed
+    page = admin_client.get(reverse("admin:mcp_django_auditevent_change", args=[row.pk])).content.decode()
+    assert '<div class="readonly">2026-03-14 14:03:33</div>' in page
+    assert "p.m." not in page

@@ -140,14 +140,14 @@ def test_admin_pages_in_a_browser(admin_server: AdminServer) -> None:
                 loaded = "[...document.styleSheets].some(s => s.href && s.href.endsWith(%r) && s.cssRules.length > 0)"
                 assert page.evaluate(loaded % sheet), f"{sheet} was not served"
             page.screenshot(path=str(ARTIFACTS / "admin-audit-1280.png"))
-            for column in ("when", "what", "target", "who", "transport", "round", "duration"):
+            for column in ("when", "what", "target_method", "who", "via", "round", "duration"):
                 _visible(page, f"#result_list th.column-{column}", within="#changelist .results")
             rows = page.locator("#result_list tbody tr")
             assert rows.count() == 5
             assert (
                 page.locator("#result_list td.field-who", has_text="admin").count() == 2
             )  # a username, not auth.user:1
-            assert page.locator("#result_list td.field-transport").first.inner_text() == "http"
+            assert page.locator("#result_list td.field-via").first.inner_text().split() == ["http", "2026-07-28"]
             assert re.fullmatch(
                 r"\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d", page.locator("#result_list th.field-when").first.inner_text()
             )

@@ -6,13 +6,25 @@ from typing import Any
 
 from .. import __version__
 from ..conf import mcp_settings
+from ..icons import IconBase, revision_has_icons
 from .revisions import Era
 
 
-def server_info() -> dict[str, Any]:
+def server_info(version: str | None = None, icons: IconBase | None = None) -> dict[str, Any]:
+    """The server's Implementation; at ``version`` 2025-11-25 or later, with its description,
+    website and icons (the handshake and server/discover; other results carry the short form)."""
     info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
     if mcp_settings.SERVER_TITLE:
         info["title"] = mcp_settings.SERVER_TITLE
+    if version is not None and revision_has_icons(version):
+        if mcp_settings.SERVER_DESCRIPTION:
+            info["description"] = mcp_settings.SERVER_DESCRIPTION
+        if mcp_settings.SERVER_WEBSITE_URL:
+            info["websiteUrl"] = mcp_settings.SERVER_WEBSITE_URL
+        if mcp_settings.SERVER_ICONS and icons is not None:
+            described = icons.describe(mcp_settings.SERVER_ICONS)
+            if described:
+                info["icons"] = described
     return info
 
 

@@ -16,6 +16,7 @@ from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
+from ..icons import IconBase, icon_base
 from ..protected_resource import challenge
 from ..registry import Registry
 from ..request_state import StateRefused
@@ -171,7 +172,7 @@ class Dispatcher:
         result: dict[str, Any] = {
             "supportedVersions": list(ALL_VERSIONS),
             "capabilities": server_capabilities(Era.MODERN),
-            "_meta": {META_SERVER_INFO: server_info()},
+            "_meta": {META_SERVER_INFO: server_info(call.version, _icons(call))},
         }
         if mcp_settings.INSTRUCTIONS:
             result["instructions"] = mcp_settings.INSTRUCTIONS
@@ -179,19 +180,23 @@ class Dispatcher:
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         tools = await self._visible(call, list(self.registry.tools.values()))
-        return self._cache_hints(call, {"tools": [t.descriptor() for t in tools]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"tools": [t.descriptor(icons) for t in tools]})
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
         prompts = await self._visible(call, list(self.registry.prompts.values()))
-        return self._cache_hints(call, {"prompts": [p.descriptor() for p in prompts]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"prompts": [p.descriptor(icons) for p in prompts]})
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
-        return self._cache_hints(call, {"resources": [r.descriptor() for r in resources]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"resources": [r.descriptor(icons) for r in resources]})
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
-        return self._cache_hints(call, {"resourceTemplates": [t.descriptor() for t in templates]})
+        icons = _icons(call)
+        return self._cache_hints(call, {"resourceTemplates": [t.descriptor(icons) for t in templates]})
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -384,7 +389,13 @@ class Dispatcher:
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []
-        return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+        # One value past the most a result may carry says that there are more (hasMore).
+        more = len(values) > _MAX_COMPLETIONS
+        values = values[:_MAX_COMPLETIONS]
+        completion: dict[str, Any] = {"values": values, "hasMore": more}
+        if not more:
+            completion["total"] = len(values)
+        return {"completion": completion}
 
     async def _completions(self, handler: Handler, completer: Any, value: str, call: Call) -> list[str]:
         """Run one completer like a handler: a sync one in the pool, with ``ctx`` when it takes one."""
@@ -410,6 +421,11 @@ class Dispatcher:
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
 
 
+def _icons(call: Call) -> IconBase | None:
+    # The request is built only if an icon's URL needs its host (see mcp_django.icons).
+    return icon_base(call.version, lambda: call.request, mcp_settings.RESOURCE_URL)
+
+
 class _Completion:
     """What :func:`~mcp_django.asks.invoke.invoke` needs of a handler, for a completer."""
 
@@ -431,13 +447,16 @@ class _NoAsks:
 _NO_ASKS = _NoAsks()
 
 
+_MAX_COMPLETIONS = 100  # the most a result may carry
+
+
 def _values(out: Any) -> list[str]:
     if isinstance(out, (str, bytes)) or out is None:
         raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
     values = []
     for v in out:
         values.append(str(v))
-        if len(values) == 100:  # the most a result may carry
+        if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
             break
     return values
 

@@ -46,6 +46,7 @@ from .. import base64url
 from ..asks.call import LOG_LEVELS
 from ..breaker import Breaker, is_outage
 from ..conf import mcp_settings
+from ..icons import icon_base
 from ..keyring import keyring
 from .capabilities import server_capabilities, server_info
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
@@ -137,11 +138,12 @@ def read_initialize(params: Any, principal: str) -> SessionRecord:
     )
 
 
-def initialize_result(record: SessionRecord) -> dict[str, Any]:
+def initialize_result(record: SessionRecord, request: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """``request`` builds the Django request, when an icon's URL needs its host."""
     result: dict[str, Any] = {
         "protocolVersion": record.version,
         "capabilities": server_capabilities(Era.LEGACY),
-        "serverInfo": server_info(),
+        "serverInfo": server_info(record.version, icon_base(record.version, request, mcp_settings.RESOURCE_URL)),
     }
     if mcp_settings.INSTRUCTIONS:
         result["instructions"] = mcp_settings.INSTRUCTIONS

@@ -371,7 +371,7 @@ class LegacyHttp(LegacyHandler):
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(
                 200,
-                jsonrpc.response(request_id, legacy.initialize_result(record)),
+                jsonrpc.response(request_id, legacy.initialize_result(record, req.request_factory)),
                 [("mcp-session-id", legacy.seal_session(record))],
             )
         found = await self._session(req, principal)

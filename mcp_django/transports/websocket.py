@@ -374,7 +374,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.loop = asyncio.get_running_loop()
             self.endpoint.dispatcher.registry.subscribe(self.list_changed)
             self.listening = True
-            return legacy.initialize_result(self.record)
+            return legacy.initialize_result(self.record, self.request_factory)
         if method == "ping":
             return {}
         if self.record is None:

@@ -7,6 +7,7 @@ import json
 from rest_framework.permissions import IsAuthenticated
 
 from mcp_django import Context, SyncContext, mcp
+from mcp_django.completion import from_queryset
 
 from .models import Order, Product
 from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
@@ -33,23 +34,64 @@ mcp.register_view(
 )
 
 
-@mcp.resource("shop://catalogue", mime_type="application/json", permissions=["shop.view_product"])
+CART = ["shop/icons/cart.svg"]
+
+
+@mcp.resource("shop://catalogue", mime_type="application/json", permissions=["shop.view_product"], icons=CART)
 def catalogue() -> str:
     """Every product with its price and stock."""
     rows = Product.objects.order_by("name").values("sku", "name", "price", "stock")
     return json.dumps([{**row, "price": str(row["price"])} for row in rows])
 
 
-@mcp.prompt(permission_classes=[IsAuthenticated])
-def order_help(ctx: Context, question: str) -> str:
-    """Ask for help with your orders, using the shop's tools."""
+# Completing {sku} offers the catalogue's SKUs that start with what the user typed.
+@mcp.resource(
+    "shop://products/{sku}",
+    mime_type="application/json",
+    permissions=["shop.view_product"],
+    completions={"sku": from_queryset(Product.objects.all(), "sku")},
+    icons=CART,
+)
+def product(sku: str) -> str:
+    """One product of the catalogue, by its SKU."""
+    row = Product.objects.values("sku", "name", "price", "stock").get(sku=sku)
+    return json.dumps({**row, "price": str(row["price"])})
+
+
+# status completes from the model field's choices; product from the caller's own orders.
+@mcp.prompt(
+    permission_classes=[IsAuthenticated],
+    completions={
+        "status": Order.status,
+        "product": from_queryset(lambda ctx: Product.objects.filter(orders__owner=ctx.user), "name"),
+    },
+    icons=CART,
+)
+def order_help(ctx: Context, question: str, status: str = "", product: str = "") -> str:
+    """Ask for help with your orders, using the shop's tools.
+
+    Args:
+        question: What you want to know.
+        status: Only orders in this status (pending, paid, shipped, cancelled).
+        product: Only orders of this product (its name).
+    """
+    where = "".join(
+        (f" in status {status}" if status else "", f" for {product}" if product else ""),
+    )
     return (
-        f"{ctx.user.get_username()} asks about their shop orders: {question}\n"
+        f"{ctx.user.get_username()} asks about their shop orders{where}: {question}\n"
         "Use orders_list (filters: status, shipping, product; search; ordering; page) and orders_retrieve to look."
     )
 
 
-@mcp.tool(permission_classes=[IsAuthenticated])
+@mcp.tool(
+    permission_classes=[IsAuthenticated],
+    title="Refund an order",
+    destructive=True,
+    idempotent=False,
+    open_world=False,
+    icons=[{"src": "shop/icons/refund.svg", "sizes": ["48x48"], "theme": "light"}],
+)
 def refund_order(ctx: SyncContext, order_id: int) -> str:
     """Refund one of your paid orders. It asks first; the write comes after the last ask."""
     order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user, status=Order.Status.PAID)

@@ -1,0 +1,110 @@
+"""Completers for ``completions={...}``: from a model field's choices, a queryset, or a list.
+
+``completions`` on a prompt or a resource template maps an argument to a completer:
+a function ``completer(value)`` (or ``completer(value, ctx)``) returning the values,
+or one of the things :func:`completer` turns into one at registration:
+
+- a model field (``Order.status`` or ``Order._meta.get_field("status")``): its
+  choices' values when it has choices, otherwise the distinct values the table holds;
+- a list or tuple of strings: those that start with what the user typed;
+- ``from_queryset(queryset, "field")``: that field's distinct values in the queryset
+  (or in ``queryset(ctx)`` when given a function of the caller's context).
+
+Matching is by prefix, case-insensitive (``istartswith`` in the database), sorted; a
+result carries at most 100 values, and says ``hasMore`` when there were more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Field, Model, QuerySet
+
+if TYPE_CHECKING:
+    from .asks.context import SyncContext
+
+# One past the 100 values a result may carry, so that the answer can say there are more.
+LIMIT = 101
+Completer = Callable[..., Any]
+
+
+def _prefixed(values: Iterable[str], typed: str) -> list[str]:
+    typed = typed.casefold()
+    return [v for v in values if v.casefold().startswith(typed)][:LIMIT]
+
+
+def from_choices(values: Iterable[Any]) -> Completer:
+    """A completer offering ``values`` (kept as strings, in their order) that start with what was typed."""
+    kept = tuple(dict.fromkeys(str(v) for v in values))
+
+    def complete(value: str) -> list[str]:
+        return _prefixed(kept, value)
+
+    return complete
+
+
+def from_queryset(queryset: QuerySet[Any] | Callable[[SyncContext], QuerySet[Any]], field: str) -> Completer:
+    """A completer offering ``field``'s distinct values in ``queryset`` that start with what was typed.
+
+    ``queryset`` may be a function of the completion's context, for values that depend
+    on the caller: ``from_queryset(lambda ctx: Order.objects.filter(owner=ctx.user), "id")``.
+    The queryset is evaluated anew on each completion, in the worker pool.
+    """
+    if not isinstance(field, str) or not field:
+        raise ImproperlyConfigured(f"from_queryset: field must name a field, not {field!r}")
+    if isinstance(queryset, QuerySet):
+        _check_field(queryset.model, field)
+    elif not callable(queryset):
+        raise ImproperlyConfigured(f"from_queryset: expected a QuerySet or a function returning one, not {queryset!r}")
+
+    def complete(value: str, ctx: SyncContext) -> list[Any]:
+        qs = queryset(ctx) if callable(queryset) and not isinstance(queryset, QuerySet) else queryset
+        if value:
+            qs = qs.filter(**{f"{field}__istartswith": value})
+        return list(qs.order_by(field).values_list(field, flat=True).distinct()[:LIMIT])
+
+    return complete
+
+
+def _check_field(model: type[Model], name: str) -> None:
+    from django.core.exceptions import FieldDoesNotExist
+
+    try:
+        model._meta.get_field(name.split("__", 1)[0])
+    except FieldDoesNotExist:
+        raise ImproperlyConfigured(f"from_queryset: {model.__name__} has no field {name!r}") from None
+
+
+def from_field(field: Field[Any, Any]) -> Completer:
+    """A model field's choices, or (without choices) the distinct values its column holds."""
+    if field.is_relation:
+        raise ImproperlyConfigured(
+            f"completions: {field.model.__name__}.{field.name} is a relation; "
+            f"use from_queryset(<the related model's queryset>, '<a field of it>')"
+        )
+    if field.choices:
+        return from_choices(value for value, _label in field.flatchoices)
+    return from_queryset(field.model._default_manager.all(), field.name)
+
+
+def completer(spec: Any, owner: str) -> Completer:
+    """What ``completions={name: spec}`` holds, as a completer (at registration)."""
+    if isinstance(getattr(spec, "field", None), Field):
+        spec = spec.field  # Order.status, Order.product: the model's descriptors name their field
+    if isinstance(spec, Field):
+        return from_field(spec)
+    if isinstance(spec, QuerySet):
+        raise ImproperlyConfigured(f"{owner}: for a queryset, name its field: from_queryset(queryset, 'field')")
+    if isinstance(spec, (list, tuple)):
+        return from_choices(spec)
+    if callable(spec):
+        return spec
+    raise ImproperlyConfigured(
+        f"{owner}: a completion is a function, a model field, a list of values or from_queryset(...), not {spec!r}"
+    )
+
+
+def completers(specs: dict[str, Any] | None, owner: str) -> dict[str, Completer]:
+    return {name: completer(spec, f"{owner} argument {name!r}") for name, spec in (specs or {}).items()}

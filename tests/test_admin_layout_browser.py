@@ -1,0 +1,171 @@
+"""The admin pages at 1280 px and 800 px in a real browser, measured in the DOM.
+
+At 1280 px every column of the audit list fits beside the filters (no sideways
+scrolling); at 800 px the columns an operator reads first are on screen and the
+rest wait on the row's own page. A view tool's page keeps its source panel inside
+the page (long lines scroll inside the panel). The list and a row's page print a
+time the same way, seconds included. Screenshots go to a temp dir (printed), for a
+person to look at.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from mcp_django import audit
+from mcp_django.models import AuditEvent, Kind
+from tests.test_audit_browser import AdminServer, _browser_or_skip
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SHOTS = Path(tempfile.gettempdir()) / "mcp-django-admin-screenshots"
+IMPORTANT = ("when", "what", "target_method", "who")
+EVERY = (*IMPORTANT, "via", "round", "duration")
+
+
+@pytest.fixture
+def admin_server(transactional_db: None) -> Any:
+    with AdminServer() as server:
+        yield server
+
+
+def _history() -> AuditEvent:
+    audit.flush()
+    AuditEvent.objects.all().delete()
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
+    # 14:03:33 local time: "2:03 p.m." is what Django's default DATETIME_FORMAT would print.
+    at = timezone.make_aware(datetime(2026, 3, 14, 14, 3, 33), ZoneInfo(timezone.get_current_timezone_name()))
+    rows = [
+        dict(kind=Kind.ROUND, method="tools/call", target="test_input_required_result_elicitation", round=1),
+        dict(kind=Kind.COMPLETED, method="resources/read", target="shop://products/MUG-01", outcome="completed"),
+        dict(kind=Kind.STATE_REFUSED, method="tools/call", target="plan_trip", reason="bad_signature"),
+        dict(kind=Kind.MISSING_CAPABILITY, method="prompts/get", target="order_help", reason="elicitation"),
+        dict(kind=Kind.COMPLETED, method="completion/complete", target="order_help", outcome="completed"),
+    ]
+    made = []
+    for n, row in enumerate(rows):
+        made.append(
+            AuditEvent.objects.create(
+                created=at,
+                version="2025-11-25" if n % 2 else "2026-07-28",
+                era="legacy" if n % 2 else "modern",
+                transport="websocket" if n == 3 else "http",
+                user=user if n % 2 == 0 else None,
+                principal=f"auth.user:{user.pk}" if n % 2 == 0 else "anonymous",
+                request_id=str(n),
+                duration_ms=12.5 * (n + 1),
+                **row,
+            )
+        )
+    return made[0]
+
+
+def _box(page: Any, selector: str) -> dict[str, float] | None:
+    locator = page.locator(selector).first
+    if locator.count() == 0 or not locator.is_visible():
+        return None
+    box: dict[str, float] | None = locator.bounding_box()
+    return box
+
+
+def _on_screen(page: Any, selector: str, width: int) -> bool:
+    """Rendered, and inside the viewport and the results box without scrolling sideways."""
+    box = _box(page, selector)
+    outer = _box(page, "#changelist .results")
+    if box is None or outer is None or box["width"] <= 0:
+        return False
+    right = min(width, outer["x"] + outer["width"])
+    return box["x"] >= 0 and box["x"] + box["width"] <= right + 0.5
+
+
+def _no_sideways_scroll(page: Any, selector: str) -> tuple[int, int]:
+    return page.evaluate(
+        "s => { const e = document.querySelector(s); return [e.scrollWidth, e.clientWidth]; }",
+        selector,
+    )
+
+
+def _login(page: Any, url: str) -> None:
+    page.goto(url + "/admin/login/?next=/admin/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "admin-password")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/")
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_audit_list_and_a_rows_page_fit(admin_server: AdminServer, width: int) -> None:
+    sync_playwright = _browser_or_skip()
+    first = _history()
+    SHOTS.mkdir(exist_ok=True)
+    print(f"screenshots: {SHOTS}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            _login(page, admin_server.url)
+            page.goto(admin_server.url + "/admin/mcp_django/auditevent/")
+            page.wait_for_selector("#result_list")
+            page.screenshot(path=str(SHOTS / f"audit-list-{width}.png"))
+            visible = {c for c in EVERY if _on_screen(page, f"#result_list th.column-{c}", width)}
+            scroll, client = _no_sideways_scroll(page, "#changelist .results")
+            whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert whole_page[0] <= whole_page[1], whole_page
+            if width >= 1280:
+                assert visible == set(EVERY)
+                assert scroll <= client, (scroll, client)  # the results table does not overflow its box
+            else:
+                # The first four; transport, round and ms wait on the row's own page.
+                assert visible == set(IMPORTANT), visible
+                assert scroll <= client, (scroll, client)
+            # Rows stay short enough to read: a target breaks, but not into a column of letters.
+            target = _box(page, "#result_list td.field-target_method")
+            assert target is not None and target["width"] >= 100, target
+            listed = page.locator("#result_list th.field-when").last.inner_text()
+            assert " ".join(listed.split()) == "2026-03-14 14:03:33"
+
+            # A row's own page prints its time as the list does, seconds included.
+            page.goto(admin_server.url + f"/admin/mcp_django/auditevent/{first.pk}/change/")
+            page.wait_for_selector("#content-main")
+            page.screenshot(path=str(SHOTS / f"audit-row-{width}.png"), full_page=True)
+            shown = page.locator(".field-when_exact .readonly").inner_text()
+            assert shown == "2026-03-14 14:03:33", shown
+            assert "p.m." not in page.locator("#content-main").inner_text()
+        finally:
+            browser.close()
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_a_view_tools_page_keeps_its_source_inside(admin_server: AdminServer, width: int) -> None:
+    sync_playwright = _browser_or_skip()
+    _history()
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            _login(page, admin_server.url)
+            page.goto(admin_server.url + "/admin/mcp_django/registeredhandler/tool/orders_destroy/")
+            page.wait_for_selector("#mcp-handler-source")
+            page.screenshot(path=str(SHOTS / f"view-tool-{width}.png"), full_page=True)
+            permissions = page.locator("#mcp-handler-permissions").inner_text()
+            assert "rest_framework.permissions.IsAuthenticated" in permissions and "none" not in permissions
+            assert page.locator("#mcp-handler-source").inner_text().startswith("class OrderViewSet(")
+            whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert whole_page[0] <= whole_page[1], whole_page
+            for panel in ("#mcp-handler-source", "#mcp-handler-schema"):
+                box = _box(page, panel)
+                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (panel, box)
+            # Long lines scroll inside the panel, which is as wide as its column, not wider.
+            scroll, client = _no_sideways_scroll(page, "#mcp-handler-source")
+            assert client > 200 and scroll >= client
+        finally:
+            browser.close()
