@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import __version__
 from ..conf import mcp_settings
+from ..skills import methods as skills
 from .revisions import Era
 
 
@@ -26,4 +27,7 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     }
     if era == Era.LEGACY:
         caps["logging"] = {}
+    extensions = skills.extensions()
+    if extensions:
+        caps["extensions"] = extensions
     return caps
