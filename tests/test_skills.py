@@ -385,3 +385,12 @@ def test_skills_dirs_of_the_wrong_type_is_e010() -> None:
 
 def test_the_check_is_registered_and_the_demo_is_clean() -> None:
     assert [m for m in checks.run_checks() if str(m.id).startswith("mcp_django.skills")] == []
+
+
+@pytest.mark.django_db
+def test_the_example_of_docs_skills_md(db: None) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "skills.md").read_text()
+    block = text.split("<!-- tested: tests/test_skills.py runs this block -->\n```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(block, "docs/skills.md", "exec"), namespace)
+    namespace["test_refund_skill_is_served"](db)
