@@ -309,6 +309,11 @@ def library() -> Library:
     return found
 
 
+def cached() -> Library | None:
+    """The process's scan when requests are answered from one (DEBUG off) and it was made."""
+    return None if settings.DEBUG else _cached
+
+
 def forget() -> None:
     global _cached
     _cached = None

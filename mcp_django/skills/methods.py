@@ -19,6 +19,11 @@ EXTENSION = "io.modelcontextprotocol/skills"
 METHODS = ("skills/list", "skills/get", "resources/directory/read")
 
 
+async def _library() -> lib.Library:
+    # Scanning reads files: in the pool, unless the process's scan is made already.
+    return lib.cached() or await run_in_thread(lib.library)
+
+
 def _uri(params: dict[str, Any]) -> str:
     uri = params.get("uri")
     if not isinstance(uri, str):
@@ -42,18 +47,18 @@ def extensions() -> dict[str, Any]:
 
 
 async def served() -> bool:
-    return bool((await run_in_thread(lib.library)).skills)
+    return bool((await _library()).skills)
 
 
 async def list_skills(params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    library = await run_in_thread(lib.library)
+    library = await _library()
     return {"skills": [skill.entry() for skill in library.skills.values()]}
 
 
 async def get_skill(params: dict[str, Any]) -> dict[str, Any]:
     uri = _uri(params)
-    skill = (await run_in_thread(lib.library)).skills.get(uri)
+    skill = (await _library()).skills.get(uri)
     if skill is None:
         raise InvalidParams(f"Unknown skill: {uri}", {"uri": uri})
     return {"skill": skill.entry()}
@@ -62,7 +67,7 @@ async def get_skill(params: dict[str, Any]) -> dict[str, Any]:
 async def read_directory(params: dict[str, Any]) -> dict[str, Any]:
     uri = _uri(params)
     _no_cursor(params)
-    children = (await run_in_thread(lib.library)).directories.get(uri)
+    children = (await _library()).directories.get(uri)
     if children is None:
         raise InvalidParams(f"Not a directory resource: {uri}", {"uri": uri})
     return {"resources": list(children.values())}
@@ -70,12 +75,14 @@ async def read_directory(params: dict[str, Any]) -> dict[str, Any]:
 
 async def resources() -> list[dict[str, Any]]:
     """Each skill's SKILL.md, for ``resources/list``."""
-    library = await run_in_thread(lib.library)
+    library = await _library()
     return [skill.descriptor() for skill in library.skills.values()]
 
 
 async def read(uri: str) -> dict[str, Any] | None:
     """One ``resources/read`` contents entry for a skill file, or None when ``uri`` is none."""
+    if uri not in (await _library()).files:
+        return None
     found = await run_in_thread(lib.read, uri)
     if found is None:
         return None
