@@ -27,6 +27,7 @@ Skills (docs/skills.md), each naming the SKILL.md or folder:
 - skills.W002 two skills with one name at different paths
 - skills.W003 a SKILLS_DIRS entry that is not a directory
 - skills.W004 a file (a symlink) that leads outside its skill's folder
+- skills.W005 frontmatter metadata keys under the reserved io.modelcontextprotocol/ prefix
 """
 
 from __future__ import annotations

@@ -394,3 +394,12 @@ def test_the_example_of_docs_skills_md(db: None) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(block, "docs/skills.md", "exec"), namespace)
     namespace["test_refund_skill_is_served"](db)
+
+
+@pytest.mark.django_db
+def test_w005_reserved_metadata_keys(skills_dir: Path) -> None:
+    extra = "metadata:\n  io.modelcontextprotocol/owner: me\n  acme.example/owner: me\n"
+    write_skill(skills_dir, "reserved", extra=extra)
+    found = check_skills()
+    assert [m.id for m in found] == ["mcp_django.skills.W005"] and "acme.example" not in found[0].msg
+    assert "skill://reserved/SKILL.md" in lib.scan().skills  # a warning: still served

@@ -39,6 +39,8 @@ DIRECTORY = "inode/directory"
 # What SEP-2640 says a server should not serve in one skill.
 MAX_FILES = 512
 MAX_BYTES = 16 * 1024 * 1024
+# Frontmatter metadata keys that only MCP extensions may define.
+RESERVED_PREFIX = "io.modelcontextprotocol/"
 # Never served, as collectstatic ignores them by default (plus Python's byte code).
 IGNORED = ("CVS", ".*", "*~", "__pycache__")
 # Characters a URI path segment keeps as they are (RFC 3986 pchar, less "%").
@@ -224,6 +226,18 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
             )
         )
         return None
+    metadata = frontmatter.get("metadata")
+    reserved = sorted(k for k in metadata if k.startswith(RESERVED_PREFIX)) if isinstance(metadata, dict) else []
+    if reserved:
+        library.problems.append(
+            Problem(
+                "mcp_django.skills.W005",
+                f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
+                f"and clients ignore: {', '.join(reserved)}.",
+                "Name them without that prefix (a prefix of your own, such as your domain reversed).",
+                error=False,
+            )
+        )
     root = skill_dir.resolve()
     paths: list[tuple[tuple[str, ...], Path]] = []
     for current, names in _walk(skill_dir):
