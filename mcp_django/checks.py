@@ -16,6 +16,18 @@ Ids are stable (projects silence them by id):
 - E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
 - E012 TokenAuthentication without rest_framework.authtoken installed
 - W020 this process lost audit rows (a full queue, or rows the database refused)
+
+Skills (docs/skills.md), each naming the SKILL.md or folder:
+
+- skills.E001 a SKILL.md without YAML frontmatter, or with frontmatter that is not a mapping
+- skills.E002 frontmatter without a valid name or description, or with a value JSON cannot carry
+- skills.E003 a skill whose folder is not named as its frontmatter says (or a SKILL.md with no folder)
+- skills.E004 a skill over SEP-2640's limits (512 files, 16 MiB)
+- skills.W001 a skill path found twice: the first found is served
+- skills.W002 two skills with one name at different paths
+- skills.W003 a SKILLS_DIRS entry that is not a directory
+- skills.W004 a file (a symlink) that leads outside its skill's folder
+- skills.W005 frontmatter metadata keys under the reserved io.modelcontextprotocol/ prefix
 """
 
 from __future__ import annotations
@@ -231,4 +243,17 @@ def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             "the mcp_django.audit log names each refused row.",
             id="mcp_django.W020",
         )
+    ]
+
+
+@register()
+def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """What a scan of the skill folders left out or warns about (mcp_django.skills.*)."""
+    if "SKILLS_DIRS" in dict(mcp_settings.problems()):
+        return []  # check_settings reports it
+    from .skills.library import scan
+
+    return [
+        (Error if problem.error else Warning)(problem.message, hint=problem.hint, id=problem.id)
+        for problem in scan().problems
     ]

@@ -16,7 +16,9 @@ Django reports that ``MCP_DJANGO`` changed. Nothing is written back into setting
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -184,6 +186,15 @@ def icon_list(value: Any) -> tuple[Any, ...]:
         raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
 
 
+def folders(value: Any) -> list[Path]:
+    out = []
+    for item in _sequence(value, "folders (str or pathlib.Path)"):
+        if not isinstance(item, (str, os.PathLike)) or not str(item):
+            raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
+        out.append(Path(item))
+    return out
+
+
 def strings(value: Any) -> list[str]:
     out = _sequence(value, "str")
     for item in out:
@@ -312,6 +323,9 @@ SETTINGS: dict[str, Setting] = {
     "REQUEST_READ_TIMEOUT": Setting(30, seconds),
     # The name of the module discovered in each installed app.
     "HANDLER_MODULE": Setting("mcp", text),
+    # Folders of skills served besides each installed app's mcp_skills/ folder, searched
+    # first (docs/skills.md): <folder>/<skill-path>/SKILL.md and the skill's other files.
+    "SKILLS_DIRS": Setting([], folders),
     # What server/discover and initialize say.
     "SERVER_NAME": Setting("mcp-django", text),
     "SERVER_TITLE": Setting(None, optional_text),

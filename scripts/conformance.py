@@ -20,6 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_VERSIONS = ("2026-07-28", "2025-11-25")
+# Extension scenarios, which `--suite all --spec-version` leaves out: each runs on its own
+# (on 2026-07-28) against the demo's skills.
+EXTENSION_SCENARIOS = ("sep-2640-skills-enumeration", "sep-2640-skills-manifest", "sep-2640-skills-directory")
 
 
 def free_port() -> int:
@@ -163,6 +166,18 @@ def main() -> int:
             passed, failed, problems = summarize(out_dir)
             total_failed += failed + (1 if run.returncode and not failed else 0)
             print(f"== conformance {version}: {passed} passed, {failed} failed")
+            for line in problems:
+                print("   " + line)
+            if run.returncode and not failed:
+                print(run.stdout[-3000:], run.stderr[-3000:])
+        for scenario in () if args.scenario else EXTENSION_SCENARIOS:
+            out_dir = out_root / "extensions" / scenario
+            out_dir.mkdir(parents=True, exist_ok=True)
+            command = [args.node, args.suite, "server", "--url", f"http://127.0.0.1:{port}/mcp", "-o", str(out_dir)]
+            run = subprocess.run([*command, "--scenario", scenario], cwd=ROOT, capture_output=True, text=True)
+            passed, failed, problems = summarize(out_dir)
+            total_failed += failed + (1 if run.returncode and not failed else 0) + (1 if not passed else 0)
+            print(f"== conformance {scenario}: {passed} passed, {failed} failed")
             for line in problems:
                 print("   " + line)
             if run.returncode and not failed:

@@ -7,6 +7,7 @@ from typing import Any
 from .. import __version__
 from ..conf import mcp_settings
 from ..icons import IconBase, revision_has_icons
+from ..skills import methods as skills
 from .revisions import Era
 
 
@@ -38,4 +39,7 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     }
     if era == Era.LEGACY:
         caps["logging"] = {}
+    extensions = skills.extensions()
+    if extensions:
+        caps["extensions"] = extensions
     return caps

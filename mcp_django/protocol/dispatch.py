@@ -20,6 +20,7 @@ from ..icons import IconBase, icon_base
 from ..protected_resource import challenge
 from ..registry import Registry
 from ..request_state import StateRefused
+from ..skills import methods as skills
 from .capabilities import server_capabilities, server_info
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -54,6 +55,7 @@ MODERN_METHODS = frozenset(
         "resources/read",
         "completion/complete",
         "subscriptions/listen",
+        *skills.METHODS,
     }
 )
 
@@ -76,6 +78,9 @@ class Dispatcher:
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
             "subscriptions/listen": self.listen,
+            "skills/list": self.list_skills,
+            "skills/get": self.get_skill,
+            "resources/directory/read": self.read_directory,
         }
 
     async def handle(self, call: Call) -> dict[str, Any]:
@@ -191,7 +196,8 @@ class Dispatcher:
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"resources": [r.descriptor(icons) for r in resources]})
+        listed = [r.descriptor(icons) for r in resources] + await skills.resources()
+        return self._cache_hints(call, {"resources": listed})
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
@@ -265,6 +271,8 @@ class Dispatcher:
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
         found = self.registry.find_resource(uri)
+        if found is None and (skill_file := await skills.read(uri)) is not None:
+            return self._cache_hints(call, {"contents": [skill_file]})
         if found is None or not await self._allowed(call, found[0]):
             code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
             raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
@@ -286,6 +294,17 @@ class Dispatcher:
         else:
             contents = [content.resource_contents(uri, value, mime)]
         return self._cache_hints(call, {"contents": contents})
+
+    # -- the skills extension (mcp_django.skills): only where it is declared --------------
+
+    async def list_skills(self, call: Call) -> dict[str, Any]:
+        return self._cache_hints(call, await skills.list_skills(await _skills_params(call)))
+
+    async def get_skill(self, call: Call) -> dict[str, Any]:
+        return self._cache_hints(call, await skills.get_skill(await _skills_params(call)))
+
+    async def read_directory(self, call: Call) -> dict[str, Any]:
+        return await skills.read_directory(await _skills_params(call))
 
     async def _guarded_run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
         try:
@@ -500,6 +519,12 @@ async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> 
     # by default), and asking twice cost every call more than building an unheard event.
     event = call.event(outcome, reason=reason, outcome=outcome)
     await signals.call_finished.asend(sender, event=event)
+
+
+async def _skills_params(call: Call) -> dict[str, Any]:
+    if not await skills.served():
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+    return call.params
 
 
 def _require_scopes(call: Call, handler: Handler) -> None:

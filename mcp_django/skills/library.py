@@ -1,0 +1,364 @@
+"""The skills this project serves, found the way Django finds templates and static files.
+
+Each installed app's ``mcp_skills/`` folder and each folder of ``MCP_DJANGO["SKILLS_DIRS"]``
+(those first, as a project's own templates come before its apps') hold skill folders:
+``<folder>/<skill-path>/SKILL.md`` with the skill's other files beside it. The skill path
+may have organizing segments (``acme/billing/refunds``); its last one is the skill's name.
+A folder nested in a skill that holds its own SKILL.md is a skill too, and stays part of
+the one around it.
+
+A scan reads every file once: the SHA-256 digests and sizes ``skills/list`` publishes
+come from the bytes it read. No path is ever built from what a client sends: requests
+look URIs up in the scan's tables, so ``..`` or an encoded slash finds nothing.
+What the scan had to leave out is kept as ``problems``, which the system checks report.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import mimetypes
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from django.apps import apps
+from django.conf import settings
+from django.core.signals import setting_changed
+
+from ..conf import mcp_settings
+from .manifest import ManifestError, parse
+
+SKILL_FILE = "SKILL.md"
+APP_FOLDER = "mcp_skills"
+SCHEME = "skill://"
+DIRECTORY = "inode/directory"
+# What SEP-2640 says a server should not serve in one skill.
+MAX_FILES = 512
+MAX_BYTES = 16 * 1024 * 1024
+# Frontmatter metadata keys that only MCP extensions may define.
+RESERVED_PREFIX = "io.modelcontextprotocol/"
+# Never served, as collectstatic ignores them by default (plus Python's byte code).
+IGNORED = ("CVS", ".*", "*~", "__pycache__")
+# Characters a URI path segment keeps as they are (RFC 3986 pchar, less "%").
+_SEGMENT_SAFE = "-._~!$&'()*+,;=:@"
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/x-sh", "application/javascript")
+
+
+@dataclass(frozen=True)
+class SkillFile:
+    uri: str
+    path: Path
+    size: int
+    digest: str
+    mime_type: str
+
+    def descriptor(self) -> dict[str, Any]:
+        return {"uri": self.uri, "name": self.path.name, "mimeType": self.mime_type, "size": self.size}
+
+
+@dataclass(frozen=True)
+class Skill:
+    uri: str  # its SKILL.md
+    name: str
+    frontmatter: dict[str, Any]
+    files: tuple[SkillFile, ...]
+    origin: str
+
+    @property
+    def root(self) -> str:
+        return self.uri[: -len(SKILL_FILE) - 1]
+
+    def entry(self) -> dict[str, Any]:
+        """The skill as ``skills/list`` and ``skills/get`` give it."""
+        return {
+            "uri": self.uri,
+            "frontmatter": self.frontmatter,
+            "resources": [{"uri": f.uri, "digest": f.digest, "size": f.size} for f in self.files],
+        }
+
+    def descriptor(self) -> dict[str, Any]:
+        """Its SKILL.md in ``resources/list``: named and described by its frontmatter."""
+        manifest = next(f for f in self.files if f.uri == self.uri)
+        return {
+            "uri": self.uri,
+            "name": self.name,
+            "description": self.frontmatter["description"],
+            "mimeType": "text/markdown",
+            "size": manifest.size,
+        }
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something a scan left out or warns about, for the system checks."""
+
+    id: str
+    message: str
+    hint: str
+    error: bool
+
+
+@dataclass
+class Library:
+    skills: dict[str, Skill] = field(default_factory=dict)  # by SKILL.md URI
+    files: dict[str, SkillFile] = field(default_factory=dict)  # every served file, by URI
+    directories: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # URI -> children by URI
+    problems: list[Problem] = field(default_factory=list)
+
+
+def sources() -> list[tuple[str, Path]]:
+    """(origin, folder): SKILLS_DIRS first, then each installed app's mcp_skills/, in INSTALLED_APPS order."""
+    found = [(f"MCP_DJANGO['SKILLS_DIRS'] {path}", path) for path in mcp_settings.SKILLS_DIRS]
+    for config in apps.get_app_configs():
+        folder = Path(config.path) / APP_FOLDER
+        if folder.is_dir():
+            found.append((f"app {config.label!r} ({folder})", folder))
+    return found
+
+
+def scan() -> Library:
+    library = Library()
+    names: dict[str, list[str]] = {}
+    for origin, folder in sources():
+        if not folder.is_dir():
+            library.problems.append(
+                Problem(
+                    "mcp_django.skills.W003",
+                    f"MCP_DJANGO['SKILLS_DIRS'] names {folder}, which is not a directory: no skill is found there.",
+                    "Create it, or correct or remove the entry.",
+                    error=False,
+                )
+            )
+            continue
+        for skill_dir in _skill_folders(folder):
+            skill = _load(library, origin, folder, skill_dir)
+            if skill is None:
+                continue
+            if skill.uri in library.skills:
+                library.problems.append(
+                    Problem(
+                        "mcp_django.skills.W001",
+                        f"The skill {skill.uri} of {origin} is hidden by the one of {library.skills[skill.uri].origin}.",
+                        "Rename one of the folders; if the project means to replace an app's skill, "
+                        "silence mcp_django.skills.W001 (SILENCED_SYSTEM_CHECKS).",
+                        error=False,
+                    )
+                )
+                continue
+            library.skills[skill.uri] = skill
+            names.setdefault(skill.name, []).append(skill.uri)
+            _add_files(library, skill)
+    for name, uris in names.items():
+        if len(uris) > 1:
+            library.problems.append(
+                Problem(
+                    "mcp_django.skills.W002",
+                    f"{len(uris)} skills are named {name!r}: {', '.join(uris)}. Clients tell them apart by "
+                    "their paths, but a model sees the names.",
+                    "Give each skill a name of its own (the folder's name and the frontmatter's name).",
+                    error=False,
+                )
+            )
+    library.skills = dict(sorted(library.skills.items()))
+    return library
+
+
+def _ignored(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in IGNORED)
+
+
+def _walk(folder: Path) -> list[tuple[Path, list[str]]]:
+    """(directory, its file names) under ``folder``, sorted, ignored names left out."""
+    out = []
+    for current, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not _ignored(d))
+        out.append((Path(current), sorted(f for f in files if not _ignored(f))))
+    return out
+
+
+def _skill_folders(folder: Path) -> list[Path]:
+    return [current for current, files in _walk(folder) if SKILL_FILE in files]
+
+
+def _uri(segments: tuple[str, ...]) -> str:
+    return SCHEME + "/".join(quote(segment, safe=_SEGMENT_SAFE) for segment in segments)
+
+
+def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill | None:
+    segments = skill_dir.relative_to(folder).parts
+    manifest_path = skill_dir / SKILL_FILE
+    if not segments:
+        library.problems.append(
+            Problem(
+                "mcp_django.skills.E003",
+                f"{manifest_path} of {origin} is not in a skill's folder: it is not served.",
+                "Move it and its files into a folder named after the skill (<folder>/<name>/SKILL.md).",
+                error=True,
+            )
+        )
+        return None
+    manifest_uri = _uri((*segments, SKILL_FILE))
+    try:
+        frontmatter = parse(manifest_path.read_bytes())
+    except ManifestError as exc:
+        library.problems.append(
+            Problem(
+                exc.check_id,
+                f"{manifest_path} {exc}: the skill {manifest_uri} is not served.",
+                "SKILL.md opens with '---', YAML fields with at least name and description, and '---' "
+                "(the Agent Skills specification).",
+                error=True,
+            )
+        )
+        return None
+    if frontmatter["name"] != segments[-1]:
+        library.problems.append(
+            Problem(
+                "mcp_django.skills.E003",
+                f"{manifest_path} is named {frontmatter['name']!r} but its folder is {segments[-1]!r}: "
+                f"the skill {manifest_uri} is not served.",
+                "A skill's folder has the skill's name: rename one of them.",
+                error=True,
+            )
+        )
+        return None
+    metadata = frontmatter.get("metadata")
+    reserved = sorted(k for k in metadata if k.startswith(RESERVED_PREFIX)) if isinstance(metadata, dict) else []
+    if reserved:
+        library.problems.append(
+            Problem(
+                "mcp_django.skills.W005",
+                f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
+                f"and clients ignore: {', '.join(reserved)}.",
+                "Name them without that prefix (a prefix of your own, such as your domain reversed).",
+                error=False,
+            )
+        )
+    root = skill_dir.resolve()
+    paths: list[tuple[tuple[str, ...], Path]] = []
+    for current, names in _walk(skill_dir):
+        for name in names:
+            path = current / name
+            if not path.resolve().is_relative_to(root):
+                library.problems.append(
+                    Problem(
+                        "mcp_django.skills.W004",
+                        f"{path} leads outside the skill's folder {skill_dir}: it is not served.",
+                        "Copy the file into the skill's folder instead of linking to it.",
+                        error=False,
+                    )
+                )
+                continue
+            paths.append(((*segments, *path.relative_to(skill_dir).parts), path))
+    total = sum(path.stat().st_size for _, path in paths)
+    if len(paths) > MAX_FILES or total > MAX_BYTES:
+        library.problems.append(
+            Problem(
+                "mcp_django.skills.E004",
+                f"The skill {manifest_uri} of {origin} has {len(paths)} files of {total} bytes in all: "
+                f"more than the {MAX_FILES} files or {MAX_BYTES} bytes a skill may have. It is not served.",
+                "Split it into smaller skills, or move large files out of its folder.",
+                error=True,
+            )
+        )
+        return None
+    files: list[SkillFile] = []
+    for parts, path in paths:
+        data = path.read_bytes()
+        files.append(SkillFile(_uri(parts), path, len(data), digest(data), mime_type(path.name)))
+    return Skill(manifest_uri, frontmatter["name"], frontmatter, tuple(files), origin)
+
+
+def _add_files(library: Library, skill: Skill) -> None:
+    """The skill's files and every directory from its root down (shared with a skill nested in it)."""
+    root = skill.root
+    library.directories.setdefault(root, {})
+    for file in skill.files:
+        library.files.setdefault(file.uri, file)
+        parent = root
+        for segment in file.uri[len(root) + 1 :].split("/")[:-1]:
+            child = f"{parent}/{segment}"
+            library.directories[parent][child] = {"uri": child, "name": segment, "mimeType": DIRECTORY}
+            library.directories.setdefault(child, {})
+            parent = child
+        library.directories[parent][file.uri] = file.descriptor()
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def mime_type(name: str) -> str:
+    if name.endswith(".md"):
+        return "text/markdown"  # not in every platform's mimetypes table
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def is_text(mime: str) -> bool:
+    return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
+
+
+# -- the library a process serves ----------------------------------------------------------
+
+_cached: Library | None = None
+_lock = threading.Lock()
+
+
+def library() -> Library:
+    """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on
+    (a skill edited during development is served as it now is, like a template)."""
+    global _cached
+    if settings.DEBUG:
+        return scan()
+    found = _cached
+    if found is None:
+        with _lock:
+            found = _cached
+            if found is None:
+                found = _cached = scan()
+    return found
+
+
+def cached() -> Library | None:
+    """The process's scan when requests are answered from one (DEBUG off) and it was made."""
+    return None if settings.DEBUG else _cached
+
+
+def forget() -> None:
+    global _cached
+    _cached = None
+
+
+def read(uri: str) -> tuple[SkillFile, bytes] | None:
+    """A served file and its bytes as they are now; a file changed since the scan is scanned again,
+    so the bytes always match the digest a new ``skills/get`` gives."""
+    file = library().files.get(uri)
+    if file is None:
+        return None
+    try:
+        data = file.path.read_bytes()
+    except OSError:
+        data = None
+    if data is not None and digest(data) == file.digest:
+        return file, data
+    forget()
+    file = library().files.get(uri)
+    if file is None:
+        return None
+    try:
+        data = file.path.read_bytes()
+    except OSError:
+        return None
+    return SkillFile(file.uri, file.path, len(data), digest(data), file.mime_type), data
+
+
+def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("MCP_DJANGO", "INSTALLED_APPS", "DEBUG"):
+        forget()
+
+
+setting_changed.connect(_on_setting_changed)
