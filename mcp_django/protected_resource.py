@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
 
 from .conf import mcp_settings
 
@@ -28,6 +29,36 @@ if TYPE_CHECKING:
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
+
+# Paths the ASGI routes serve an endpoint at (mcp_django.routing.mcp_urlpatterns adds them).
+_asgi_paths: set[str] = set()
+
+
+def add_endpoint_path(path: str) -> None:
+    """Record that an ASGI route serves an endpoint at ``path`` (its metadata may be asked for)."""
+    _asgi_paths.add("/" + path.strip("/"))
+
+
+def is_endpoint_path(path: str) -> bool:
+    """Whether ``path`` is an MCP endpoint's: an ASGI route's, the URLconf's view, or RESOURCE_URL's.
+
+    Metadata is served only for those: a resource indicator for ``/admin`` or any other
+    path would tell a client that path is a resource these authorization servers guard.
+    """
+    path = "/" + path.strip("/")
+    if path in _asgi_paths:
+        return True
+    if mcp_settings.RESOURCE_URL and (urlsplit(mcp_settings.RESOURCE_URL).path.rstrip("/") or "/") == path:
+        return True
+    from .transports.views import mcp_view
+
+    for candidate in (path, path + "/"):
+        try:
+            if resolve(candidate).func is mcp_view:
+                return True
+        except Resolver404:
+            continue
+    return False
 
 
 def _origin(request: HttpRequest) -> str:
@@ -80,6 +111,8 @@ def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registr
     if not enabled():
         raise Http404("This MCP endpoint is not an OAuth protected resource.")
     path = "/" + resource_path.strip("/") if resource_path else None
+    if path is not None and not is_endpoint_path(path):
+        raise Http404("No MCP endpoint is served at this path.")
     servers = [
         server if "://" in server else _origin(request) + server for server in mcp_settings.AUTHORIZATION_SERVERS
     ]

@@ -245,6 +245,20 @@ def test_protected_resource_and_authorization_server_metadata(live_url: str) -> 
     assert resource["scopes_supported"] == ["mcp", "shop"]
 
 
+def test_metadata_is_served_only_for_the_endpoints_own_paths(live_url: str) -> None:
+    origin = live_url.rsplit("/mcp", 1)[0]
+    well_known = f"{origin}/.well-known/oauth-protected-resource"
+    for path in ("/mcp", "/mcp/", ""):
+        found = httpx.get(well_known + path)
+        assert found.status_code == 200 and found.json()["resource"] == live_url, path
+    for path in ("/admin", "/admin/", "/api/orders", "/o/token", "/mcp/x", "/.well-known/oauth-protected-resource/mcp"):
+        assert httpx.get(well_known + path).status_code == 404, path
+    with mcp_settings(RESOURCE_URL="https://api.example/tools/mcp"):
+        configured = httpx.get(well_known + "/tools/mcp")
+        assert configured.status_code == 200 and configured.json()["resource"] == "https://api.example/tools/mcp"
+        assert httpx.get(well_known + "/admin").status_code == 404
+
+
 def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(live_url: str) -> None:
     origin = live_url.rsplit("/mcp", 1)[0]
     with mcp_settings(AUTHORIZATION_SERVERS=[], ALLOW_ANONYMOUS=False):
