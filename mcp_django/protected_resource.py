@@ -84,6 +84,20 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def operation_scopes(handler_scopes: Any = ()) -> list[str]:
+    """Every scope an operation needs: the endpoint's ``REQUIRED_SCOPES``, then its handler's.
+
+    What a 403 ``insufficient_scope`` names. Clients that ask for exactly the challenged
+    scopes (``mcp`` 1.x for Python) would otherwise trade the endpoint's scope for the
+    handler's, and be refused for good; the specification asks clients to add the
+    challenge to the scopes they hold, and servers to name what the operation needs
+    (RFC 6750 section 3.1), not what the token was granted.
+    """
+    scopes = list(mcp_settings.REQUIRED_SCOPES)
+    scopes += [scope for scope in handler_scopes if scope not in scopes]
+    return scopes
+
+
 def challenge(request: HttpRequest, error: str | None = None, description: str | None = None, scope: str = "") -> str:
     """A ``WWW-Authenticate: Bearer`` value pointing at the metadata (RFC 6750, RFC 9728)."""
     params = [("realm", "mcp")]

@@ -211,9 +211,11 @@ def test_a_missing_scope_is_403_insufficient_scope(live_url: str) -> None:
     token = _token(user, resource=[live_url], scope="mcp").token
     refused = _call(live_url, token, "orders_list")
     assert refused.status_code == 403
-    assert refused.json()["error"]["data"] == {"requiredScopes": ["shop"]}
+    # Every scope the call needs, the endpoint's too: a client that asks for exactly these
+    # (mcp 1.x) must not trade "mcp" for "shop".
+    assert refused.json()["error"]["data"] == {"requiredScopes": ["mcp", "shop"]}
     challenge = refused.headers["www-authenticate"]
-    assert 'error="insufficient_scope"' in challenge and 'scope="shop"' in challenge
+    assert 'error="insufficient_scope"' in challenge and 'scope="mcp shop"' in challenge
     # A token without the scope the whole endpoint requires is refused before any method runs.
     bare = _call(live_url, _token(user, resource=[live_url], scope="shop").token)
     assert bare.status_code == 403 and 'error="insufficient_scope", scope="mcp"' in bare.headers["www-authenticate"]

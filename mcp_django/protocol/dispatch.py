@@ -16,7 +16,7 @@ from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
-from ..protected_resource import challenge
+from ..protected_resource import challenge, operation_scopes
 from ..registry import Registry
 from ..request_state import StateRefused
 from .capabilities import server_capabilities, server_info
@@ -480,12 +480,14 @@ def _require_scopes(call: Call, handler: Handler) -> None:
     if handler.scopes_granted(call.principal.auth):
         return
     # The caller may know the handler exists (its scopes are in the metadata): it may step up.
-    scope = " ".join(handler.scopes)
+    # The challenge names every scope the call needs, the endpoint's too.
+    needed = operation_scopes(handler.scopes)
+    scope = " ".join(needed)
     request = call.request
     raise MCPError(
         INVALID_REQUEST,
         f"insufficient_scope: this needs an access token with the scopes {scope}",
-        {"requiredScopes": list(handler.scopes)},
+        {"requiredScopes": needed},
         http_status=403,
         headers=None
         if request is None
