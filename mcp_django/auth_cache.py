@@ -132,6 +132,9 @@ class _Shared:
         self.down_until = time.monotonic() + BREAKER_SECONDS
         if not self.outage:
             self.outage = True
+            # A change made elsewhere during the outage may not have reached the versions:
+            # nothing remembered before it is trusted after it.
+            principal_cache.clear()
             logger.warning(
                 "could not %s in MCP_DJANGO['SESSION_CACHE'] (%r); cached principals are not served, "
                 "and the cache is not asked again for %g s at a time until it answers",

@@ -50,14 +50,14 @@ def is_endpoint_path(path: str) -> bool:
         return True
     if mcp_settings.RESOURCE_URL and (urlsplit(mcp_settings.RESOURCE_URL).path.rstrip("/") or "/") == path:
         return True
-    from .transports.views import mcp_view
-
     for candidate in (path, path + "/"):
         try:
-            if resolve(candidate).func is mcp_view:
-                return True
+            match = resolve(candidate)
         except Resolver404:
             continue
+        # mcp_django.urls routes to the endpoint's view and to this metadata, nothing else.
+        if "mcp_django" in match.app_names and match.func is not metadata:
+            return True
     return False
 
 
