@@ -19,8 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import shared_services
 from tests.processes import ROOT, free_port, serve_demo
 from tests.test_faults import Redis
+
+# Processes of their own, a minute or two: run once, in the PostgreSQL/Redis leg of `make test`
+# (the demo's database is an SQLite file of its own; Redis is the test's own).
+pytestmark = shared_services.needs_postgres
 
 MODERN = "2026-07-28"
 # Far below the 2 s socket timeout a read from the frozen Redis waits; generous for a loaded machine.
