@@ -92,6 +92,9 @@ conformance-install:
 # registry does not have, which `npm ci` refuses; install takes the locked versions and writes nothing.
 CLIENTS_DIR := tests/clients
 clients-install: $(CLIENTS_DIR)/node_modules/.installed legacy-python-client
+$(CLIENTS_DIR)/node_modules/.installed: $(CLIENTS_DIR)/package.json $(CLIENTS_DIR)/package-lock.json
+	npm install --prefix $(CLIENTS_DIR) --no-save --no-audit --no-fund --loglevel=error
+	touch $@
 # The newest 1.x Python SDK (its OAuth client asks for exactly the scopes a 403 names), in a
 # virtualenv of its own: tests/test_oauth_mcp1.py drives a scope step-up with it.
 MCP1_VENV := .venv-mcp1
@@ -99,9 +102,6 @@ legacy-python-client: $(MCP1_VENV)/.installed
 $(MCP1_VENV)/.installed:
 	$(PYTHON) -m venv $(MCP1_VENV)
 	$(MCP1_VENV)/bin/pip install -q 'mcp==1.30.0'
-	touch $@
-$(CLIENTS_DIR)/node_modules/.installed: $(CLIENTS_DIR)/package.json $(CLIENTS_DIR)/package-lock.json
-	npm install --prefix $(CLIENTS_DIR) --no-save --no-audit --no-fund --loglevel=error
 	touch $@
 
 conformance: venv conformance-install
