@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench bench-instructions typecheck clean wheel-test fuzz
+.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-instructions typecheck clean wheel-test fuzz
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
@@ -123,9 +123,17 @@ conformance-install:
 # rather than `npm ci`: the lock lacks a Windows-only optional dependency of Vite's that the
 # registry does not have, which `npm ci` refuses; install takes the locked versions and writes nothing.
 CLIENTS_DIR := tests/clients
-clients-install: $(CLIENTS_DIR)/node_modules/.installed
+clients-install: $(CLIENTS_DIR)/node_modules/.installed legacy-python-client
 $(CLIENTS_DIR)/node_modules/.installed: $(CLIENTS_DIR)/package.json $(CLIENTS_DIR)/package-lock.json
 	npm install --prefix $(CLIENTS_DIR) --no-save --no-audit --no-fund --loglevel=error
+	touch $@
+# The newest 1.x Python SDK (its OAuth client asks for exactly the scopes a 403 names), in a
+# virtualenv of its own: tests/test_oauth_mcp1.py drives a scope step-up with it.
+MCP1_VENV := .venv-mcp1
+legacy-python-client: $(MCP1_VENV)/.installed
+$(MCP1_VENV)/.installed:
+	$(PYTHON) -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/pip install -q 'mcp==1.30.0'
 	touch $@
 
 conformance: venv conformance-install

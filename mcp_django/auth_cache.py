@@ -1,23 +1,35 @@
-"""Principals found recently, and what makes every process forget them at once.
+"""Principals found recently, and what makes processes forget them.
 
 Authentication costs a worker-thread hop and a query on every request; an MCP
 client sends the same token many times a second. A process keeps the user each
 credential found for ``AUTH_CACHE_SECONDS`` (0 turns the cache off), under a
-hash of exactly what the configured classes read: the ``Authorization`` header
-and the session cookie as Django parses it.
+hash of everything the configured classes' verdict may depend on: the
+``Authorization`` header, the session cookie as Django parses it, and the URL
+the request reached (scheme, host and path, with the proxy headers Django reads
+for them), since an OAuth token is valid only at the resource it was issued for.
 
-Revocation must not wait for that time to pass, in any process. Each user has a
-version in the shared cache (``MCP_DJANGO["SESSION_CACHE"]``, the one legacy
-sessions share); an entry remembers the version it was found under, and a hit
-is served only while the shared version is still that one: one cache get per
-hit, in a worker thread. When that cache is local memory it is this process's
-alone, and the versions are a dict of this process: a hit is a dict lookup on
-the event loop. Whatever could make a credential find
-another user, or none, changes the version: saving or deleting the user (a
-password change, ``is_active=False``), saving or deleting a DRF token,
-``user_logged_out``, a deleted database session (``flush()``), a change to the
-user's groups or permissions. Permissions themselves are looked up anew on
-every request: the cached user is a copy without Django's permission caches.
+Two modes, chosen by ``AUTH_CACHE_SECONDS``:
+
+- Up to 1 second (the default, 1): the cache is this process's alone and never
+  reads a shared store, so a request with a credential needs neither Redis nor
+  any other cache. A change heard through a signal in this process (below) is
+  seen on the next request; any other change (one made by another process, by
+  ``QuerySet.update()`` or by raw SQL) within the cache's seconds, at most 1 s.
+- Longer (an opt-in): each user has a version in the shared cache
+  (``MCP_DJANGO["SESSION_CACHE"]``), and a hit is served only while the shared
+  version is still the one it was found under (one cache get per hit, in a
+  worker thread), so a change heard through a signal in any process is seen on
+  every process's next request. A change no signal reports is seen only when
+  the entry expires, up to ``AUTH_CACHE_SECONDS`` later. When the shared cache
+  fails, a circuit breaker stops reading it for a few seconds (one log line per
+  outage): requests authenticate anew meanwhile instead of each waiting for it.
+
+Whatever could make a credential find another user, or none, changes the
+version: saving or deleting the user (a password change, ``is_active=False``),
+saving or deleting a DRF token or an OAuth access token, ``user_logged_out``, a
+deleted database session (``flush()``), a change to the user's groups or
+permissions. Permissions themselves are looked up anew on every request: the
+cached user is a copy without Django's permission caches.
 
 A session cookie is cached only with session engines whose deletion is heard
 (``db``, ``cached_db``, ``signed_cookies``); with any other engine every
@@ -73,12 +85,22 @@ def _new_version() -> int:
     return int.from_bytes(os.urandom(7), "big")
 
 
-class _Shared:
-    """Where the users' versions live: the shared cache, or this process when that cache is local.
+# Up to this many seconds the cache is process-local (no shared versions, nothing read
+# from another service on a request): what Django's session auth promises, a change
+# made by any means holding from the next request, is kept within this bound.
+LOCAL_ONLY_SECONDS = 1.0
 
-    A local-memory cache is this process's alone (other processes cannot see it
-    anyway), so its versions are kept in a plain dict instead: a hit then costs
-    a dict lookup, no cache key building and unpickling, and no thread hop.
+# How long a shared cache that failed is left alone before it is tried again.
+BREAKER_SECONDS = 5.0
+
+
+class _Shared:
+    """Where the users' versions live: this process, or the shared cache (the opt-in longer cache).
+
+    With the default, short cache, or when the shared cache is local memory (which
+    other processes cannot see anyway), the versions are a plain dict of this
+    process: a hit is a dict lookup, with no cache key building, unpickling or
+    thread hop, and no other service is ever asked.
     """
 
     MAX_LOCAL = 100_000
@@ -88,37 +110,91 @@ class _Shared:
         from django.core.cache.backends.locmem import LocMemCache
 
         self.alias = mcp_settings.SESSION_CACHE
-        self.local = isinstance(caches[self.alias], LocMemCache)
+        self.local = mcp_settings.AUTH_CACHE_SECONDS <= LOCAL_ONLY_SECONDS or isinstance(
+            caches[self.alias], LocMemCache
+        )
         self.versions: dict[str, int] = {}
+        # The circuit breaker: while time.monotonic() is below this, the shared cache is not asked.
+        self.down_until = 0.0
+        self.outage = False
 
     # Sync: from a worker thread, or anywhere when local.
 
-    def get(self, key: str) -> Any:
-        if self.local:
-            return self.versions.get(key)
+    def _cache(self) -> Any:
+        if time.monotonic() < self.down_until:
+            raise SharedCacheDown()
         from django.core.cache import caches
 
-        return caches[self.alias].get(key)
+        return caches[self.alias]
+
+    def _failed(self, what: str) -> None:
+        """Open the breaker; the first failure of an outage is logged, the rest are not."""
+        self.down_until = time.monotonic() + BREAKER_SECONDS
+        if not self.outage:
+            self.outage = True
+            # A change made elsewhere during the outage may not have reached the versions:
+            # nothing remembered before it is trusted after it.
+            principal_cache.clear()
+            logger.warning(
+                "could not %s in MCP_DJANGO['SESSION_CACHE'] (%r); cached principals are not served, "
+                "and the cache is not asked again for %g s at a time until it answers",
+                what,
+                self.alias,
+                BREAKER_SECONDS,
+                exc_info=True,
+            )
+
+    def _answered(self) -> None:
+        if self.outage:
+            self.outage = False
+            logger.warning("MCP_DJANGO['SESSION_CACHE'] (%r) answers again", self.alias)
+
+    def get(self, key: str) -> Any:
+        """The version of ``key``; None when it has none or the shared cache cannot say."""
+        if self.local:
+            return self.versions.get(key)
+        try:
+            found = self._cache().get(key)
+        except SharedCacheDown:
+            return None
+        except Exception:
+            self._failed("read a principal's version")
+            return None
+        self._answered()
+        return found
 
     def create(self, key: str) -> Any:
-        """The version of ``key``, made now if it has none."""
+        """The version of ``key``, made now if it has none (None: nothing can vouch for an entry)."""
         if self.local:
             if len(self.versions) >= self.MAX_LOCAL:
                 self.versions.clear()  # every entry then misses once: safe
             return self.versions.setdefault(key, _new_version())
-        from django.core.cache import caches
+        try:
+            cache = self._cache()
+            cache.add(key, _new_version(), VERSION_TIMEOUT)
+            found = cache.get(key)
+        except SharedCacheDown:
+            return None
+        except Exception:
+            self._failed("store a principal's version")
+            return None
+        self._answered()
+        return found
 
-        cache = caches[self.alias]
-        cache.add(key, _new_version(), VERSION_TIMEOUT)
-        return cache.get(key)
-
-    def set(self, key: str, version: int) -> None:
+    def set(self, key: str, version: int) -> bool:
+        """False when the shared cache could not be told (its readers must then be distrusted)."""
         if self.local:
             self.versions[key] = version
-            return
-        from django.core.cache import caches
-
-        caches[self.alias].set(key, version, VERSION_TIMEOUT)
+            return True
+        try:
+            self._cache().set(key, version, VERSION_TIMEOUT)
+        except SharedCacheDown:
+            return False
+        except Exception:
+            self._failed("reset a principal's version")
+            return False
+        self._answered()
+        return True
 
     def delete(self, key: str) -> None:
         if self.local:
@@ -129,6 +205,10 @@ class _Shared:
         caches[self.alias].delete(key)
 
 
+class SharedCacheDown(Exception):
+    """The breaker is open: the shared cache failed a moment ago."""
+
+
 _shared: _Shared | None = None
 
 
@@ -137,6 +217,22 @@ def shared() -> _Shared:
     if _shared is None or _shared.alias != mcp_settings.SESSION_CACHE:
         _shared = _Shared()
     return _shared
+
+
+_url_header_names: tuple[str, ...] | None = None
+
+
+def _url_headers() -> tuple[str, ...]:
+    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
+    global _url_header_names
+    if _url_header_names is None:
+        names = ["host", "x-forwarded-host", "x-forwarded-port"]
+        proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+        if proxy_ssl:
+            meta_name = str(proxy_ssl[0])
+            names.append(meta_name.removeprefix("HTTP_").lower().replace("_", "-"))
+        _url_header_names = tuple(names)
+    return _url_header_names
 
 
 def _fresh_copy(user: Any) -> Any:
@@ -174,8 +270,13 @@ class PrincipalCache:
         self._entries: dict[bytes, tuple[float, Any, Any, str, Any]] = {}
 
     @staticmethod
-    def key(headers: dict[str, str]) -> bytes | None:
-        """The hash of what the authentication classes read, or None when there is no safe one.
+    def key(headers: dict[str, str], endpoint: str) -> bytes | None:
+        """The hash of what the classes' verdict may depend on, or None when there is no safe one.
+
+        ``endpoint`` names the URL the request reached as the transport saw it (scheme,
+        root path, path); the headers Django reads for the host and scheme are added
+        here. An OAuth token is valid at one resource URL only: keyed without it, one
+        use at the right address would open every other (another Host, another endpoint).
 
         ``headers["cookie"]`` is the string Django parses (see
         :func:`mcp_django.transports.http_io.django_cookie`): the session id here is
@@ -191,9 +292,11 @@ class PrincipalCache:
             session = parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME, "")
             if session and settings.SESSION_ENGINE not in _SIGNALLED_SESSION_ENGINES:
                 return None  # a deleted session would go unnoticed
-        authorization = headers.get("authorization", "")
-        material = f"{len(authorization)}:{authorization}{session}".encode()
-        return hashlib.sha256(material).digest()
+        parts = [headers.get("authorization", ""), session, endpoint]
+        parts += [headers.get(name, "") for name in _url_headers()]
+        # Each part length-prefixed: no two different requests hash the same material.
+        material = "".join(f"{len(part)}:{part}" for part in parts)
+        return hashlib.sha256(material.encode()).digest()
 
     async def get(self, key: bytes) -> Principal | None:
         """The principal remembered for ``key``, if its user has not changed since."""
@@ -205,16 +308,14 @@ class PrincipalCache:
             self._entries.pop(key, None)
             return None
         store = shared()
-        try:
-            if store.local:
-                current = store.get(vkey)
-            else:
-                from .asks.invoke import run_in_thread
+        if store.local:
+            current = store.get(vkey)
+        elif time.monotonic() < store.down_until:
+            current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
+        else:
+            from .asks.invoke import run_in_thread
 
-                current = await run_in_thread(store.get, vkey)
-        except Exception:
-            logger.warning("could not read a principal's version; authenticating anew", exc_info=True)
-            current = None
+            current = await run_in_thread(store.get, vkey)
         if current is None or current != version:
             self._entries.pop(key, None)
             return None
@@ -234,13 +335,11 @@ class PrincipalCache:
         if ttl <= 0 or principal.is_anonymous:
             return
         vkey = version_key(principal.label)
-        try:
-            version = shared().create(vkey)
-        except Exception:
-            logger.warning("could not read a principal's version; not caching it", exc_info=True)
-            return
+        version = shared().create(vkey)
         if version is None:
-            return  # a cache that keeps nothing (DummyCache): nothing could tell this entry is stale
+            # A cache that keeps nothing (DummyCache), or one that failed: nothing could
+            # tell this entry is stale.
+            return
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
         self._entries[key] = (time.monotonic() + ttl, principal.user, principal.auth, vkey, version)
@@ -285,11 +384,9 @@ def principal_changed(user: Any = None, *, label: str | None = None, using: str 
 
 
 def _bump(label: str) -> None:
-    try:
-        shared().set(version_key(label), _new_version())
-    except Exception:
-        # Other processes keep their entries until AUTH_CACHE_SECONDS pass.
-        logger.error("could not reset cached principals of %s", label, exc_info=True)
+    if not shared().set(version_key(label), _new_version()):
+        # This process forgets every entry; other processes keep theirs until
+        # AUTH_CACHE_SECONDS pass (the breaker logged the outage once).
         principal_cache.clear()
 
 
@@ -365,8 +462,12 @@ def connect() -> None:
     setting_changed.connect(_settings_changed, dispatch_uid=uid + "settings")
 
 
+_URL_SETTINGS = ("SECURE_PROXY_SSL_HEADER", "USE_X_FORWARDED_HOST", "USE_X_FORWARDED_PORT")
+
+
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    global _shared
-    if setting in ("MCP_DJANGO", "CACHES", "SESSION_ENGINE", "SESSION_COOKIE_NAME", "AUTH_USER_MODEL"):
+    global _shared, _url_header_names
+    if setting in ("MCP_DJANGO", "CACHES", "SESSION_ENGINE", "SESSION_COOKIE_NAME", "AUTH_USER_MODEL", *_URL_SETTINGS):
         _shared = None
+        _url_header_names = None
         principal_cache.clear()

@@ -295,10 +295,13 @@ SETTINGS: dict[str, Setting] = {
     "AUTHENTICATION_CLASSES": Setting(
         ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
     ),
-    # Seconds an authenticated principal is remembered by its credentials (0: off).
-    # A revoked token, a deactivated user, a logout or a password change is seen at
-    # once by every process: each hit checks the user's version in SESSION_CACHE.
-    "AUTH_CACHE_SECONDS": Setting(10, seconds),
+    # Seconds an authenticated principal is remembered by its credentials (0: off). Up to 1:
+    # process-local (no shared store read per request); a change is seen on the next
+    # request where a signal reports it, within these seconds otherwise. Longer (an
+    # opt-in): hits check the user's version in SESSION_CACHE, so signalled changes are
+    # seen at once everywhere, but a change made without signals (QuerySet.update(),
+    # raw SQL) only after up to these seconds. See mcp_django.auth_cache.
+    "AUTH_CACHE_SECONDS": Setting(1, seconds),
     # MCP authorization (OAuth 2.1): the issuers of the authorization servers whose access
     # tokens this endpoint accepts, named in /.well-known/oauth-protected-resource (RFC 9728).
     # Empty: no such document (the endpoint is not an OAuth protected resource).

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
 
 from .conf import mcp_settings
 
@@ -28,6 +29,36 @@ if TYPE_CHECKING:
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
+
+# Paths the ASGI routes serve an endpoint at (mcp_django.routing.mcp_urlpatterns adds them).
+_asgi_paths: set[str] = set()
+
+
+def add_endpoint_path(path: str) -> None:
+    """Record that an ASGI route serves an endpoint at ``path`` (its metadata may be asked for)."""
+    _asgi_paths.add("/" + path.strip("/"))
+
+
+def is_endpoint_path(path: str) -> bool:
+    """Whether ``path`` is an MCP endpoint's: an ASGI route's, the URLconf's view, or RESOURCE_URL's.
+
+    Metadata is served only for those: a resource indicator for ``/admin`` or any other
+    path would tell a client that path is a resource these authorization servers guard.
+    """
+    path = "/" + path.strip("/")
+    if path in _asgi_paths:
+        return True
+    if mcp_settings.RESOURCE_URL and (urlsplit(mcp_settings.RESOURCE_URL).path.rstrip("/") or "/") == path:
+        return True
+    for candidate in (path, path + "/"):
+        try:
+            match = resolve(candidate)
+        except Resolver404:
+            continue
+        # mcp_django.urls routes to the endpoint's view and to this metadata, nothing else.
+        if "mcp_django" in match.app_names and match.func is not metadata:
+            return True
+    return False
 
 
 def _origin(request: HttpRequest) -> str:
@@ -51,6 +82,20 @@ def metadata_url(request: HttpRequest) -> str:
 def _quote(value: str) -> str:
     # A quoted-string (RFC 9110): no way out of the quotes, no header injection.
     return '"' + value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def operation_scopes(handler_scopes: Any = ()) -> list[str]:
+    """Every scope an operation needs: the endpoint's ``REQUIRED_SCOPES``, then its handler's.
+
+    What a 403 ``insufficient_scope`` names. Clients that ask for exactly the challenged
+    scopes (``mcp`` 1.x for Python) would otherwise trade the endpoint's scope for the
+    handler's, and be refused for good; the specification asks clients to add the
+    challenge to the scopes they hold, and servers to name what the operation needs
+    (RFC 6750 section 3.1), not what the token was granted.
+    """
+    scopes = list(mcp_settings.REQUIRED_SCOPES)
+    scopes += [scope for scope in handler_scopes if scope not in scopes]
+    return scopes
 
 
 def challenge(request: HttpRequest, error: str | None = None, description: str | None = None, scope: str = "") -> str:
@@ -80,6 +125,8 @@ def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registr
     if not enabled():
         raise Http404("This MCP endpoint is not an OAuth protected resource.")
     path = "/" + resource_path.strip("/") if resource_path else None
+    if path is not None and not is_endpoint_path(path):
+        raise Http404("No MCP endpoint is served at this path.")
     servers = [
         server if "://" in server else _origin(request) + server for server in mcp_settings.AUTHORIZATION_SERVERS
     ]

@@ -9,7 +9,9 @@ with keys derived from ``MCP_DJANGO["REQUEST_STATE_KEY"]`` (:mod:`mcp_django.key
 
 all parts base64url without padding, decoded strictly (:mod:`mcp_django.base64url`).
 Claims bind the token to one request: the method, the target, the principal and
-a digest of the params, plus an expiry. Every refusal reaches the client as the
+a digest of the params, plus an expiry, and to the endpoint it was issued by (its
+audience: the endpoint's resource URL), so two deployments or endpoints that share
+a key do not accept each other's states. Every refusal reaches the client as the
 same ``-32602``; the reason is kept for the audit log.
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from . import base64url
+from . import base64url, protected_resource
 from .conf import mcp_settings
 from .keyring import keyring, principal_matches
 from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical, dumps, loads
@@ -43,6 +45,7 @@ class Reason(StrEnum):
     WRONG_TARGET = "wrong_target"
     WRONG_PRINCIPAL = "wrong_principal"
     WRONG_PARAMS = "wrong_params"
+    WRONG_AUDIENCE = "wrong_audience"
     TOO_LARGE = "too_large"
     ROUND_CAP = "round_cap"
 
@@ -71,6 +74,20 @@ class Claims:
     state: dict[str, str] = field(default_factory=dict)
     issued_at: int = 0
     expires_at: int = 0
+    # The endpoint that issued it (see :func:`audience`).
+    audience: str = ""
+
+
+def audience(request: Any) -> str:
+    """The endpoint a state is sealed for and accepted at: its canonical resource URL.
+
+    ``MCP_DJANGO["RESOURCE_URL"]`` when set, else the scheme, host and path the request
+    reached (as an OAuth token's audience is): a state issued at one endpoint, or by
+    another deployment that shares ``REQUEST_STATE_KEY``, is refused at another.
+    """
+    if request is None:
+        return (mcp_settings.RESOURCE_URL or "").rstrip("/")
+    return protected_resource.resource_url(request)
 
 
 def params_digest(params: dict[str, Any]) -> str:
@@ -95,6 +112,7 @@ def seal(claims: Claims, *, now: float | None = None) -> str:
             "s": claims.state,
             "iat": claims.issued_at,
             "exp": claims.expires_at,
+            "aud": claims.audience,
         }
     )
     head = f"{VERSION}.{key.kid}"
@@ -113,6 +131,7 @@ def unseal(
     target: str,
     principal: str | tuple[str, ...],
     digest: str,
+    audience: str,
     now: float | None = None,
 ) -> Claims:
     """Verify a client-supplied requestState, or raise :class:`StateRefused`.
@@ -163,6 +182,8 @@ def unseal(
         raise StateRefused(Reason.WRONG_PRINCIPAL)
     if not hmac.compare_digest(claims.digest.encode(), digest.encode()):
         raise StateRefused(Reason.WRONG_PARAMS)
+    if not hmac.compare_digest(claims.audience.encode(), audience.encode()):
+        raise StateRefused(Reason.WRONG_AUDIENCE)
     return claims
 
 
@@ -180,10 +201,11 @@ def _claims_from(data: Any) -> Claims:
             state=data["s"],
             issued_at=data["iat"],
             expires_at=data["exp"],
+            audience=data["aud"],
         )
     except (KeyError, TypeError):
         raise StateRefused(Reason.MALFORMED) from None
-    strings = (claims.method, claims.target, claims.principal, claims.digest)
+    strings = (claims.method, claims.target, claims.principal, claims.digest, claims.audience)
     if (
         not all(isinstance(s, str) for s in strings)
         or not isinstance(claims.round, int)

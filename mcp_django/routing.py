@@ -23,6 +23,9 @@ application = MCPApplication()
 
 def mcp_urlpatterns(prefix: str = "mcp", app: Any = None) -> list[Any]:
     """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike)."""
+    from .protected_resource import add_endpoint_path
+
     app = app or application
     prefix = prefix.strip("/")
+    add_endpoint_path(prefix)
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]

@@ -192,7 +192,7 @@ MCP_DJANGO: dict[str, Any] = {
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
-    "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "10")),
+    "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "1")),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, override_settings
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
@@ -176,13 +176,13 @@ def test_a_new_account_with_a_deleted_users_id_is_another_principal() -> None:
     users = get_user_model()
     old = users.objects.create_user("mia")
     pk, old_digests = old.pk, Principal(old).digests
-    token = seal(Claims(method="tools/call", target="t", principal=Principal(old).digest, digest="d"))
+    token = seal(Claims(method="tools/call", target="t", principal=Principal(old).digest, digest="d", audience="a"))
     old.delete()
     new = users.objects.create_user("ned", id=pk)
     assert Principal(new).label == f"auth.user:{pk}"
     assert not Principal(new).matches(old_digests[0])
     with pytest.raises(StateRefused) as refused:
-        unseal(token, method="tools/call", target="t", principal=Principal(new).digests, digest="d")
+        unseal(token, method="tools/call", target="t", principal=Principal(new).digests, digest="d", audience="a")
     assert refused.value.reason == Reason.WRONG_PRINCIPAL
 
 
@@ -250,20 +250,21 @@ async def test_an_open_websocket_stops_when_its_credentials_are_revoked(live_url
         assert client.socket.close_code == 4401
 
 
-def _other_process(code: str) -> None:
+def _other_process(code: str, **env_extra: str) -> None:
     """Run ``code`` in a separate Django process on this test's database and shared cache."""
     from django.db import connection
 
     settings = connection.settings_dict
     url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url, **env_extra}
     env.pop("MCP_TEST_DB_NAME", None)
     script = f"import django; django.setup()\n{code}"
     subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, check=True, timeout=120)
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs a shared cache (REDIS_URL) and PostgreSQL")
-def test_a_change_made_in_another_process_takes_effect_here_at_once(raw: Raw) -> None:
+def test_with_the_longer_cache_a_change_made_in_another_process_takes_effect_here_at_once(raw: Raw) -> None:
+    """The opt-in longer cache checks the users' versions in the shared cache on every hit."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
@@ -271,29 +272,34 @@ def test_a_change_made_in_another_process_takes_effect_here_at_once(raw: Raw) ->
     user = get_user_model().objects.create_user("sal")
     token = Token.objects.create(user=user)
     other = Token.objects.create(user=get_user_model().objects.create_user("tia"))
-    assert whoami(raw, {"authorization": f"Token {token.key}"}) == (200, "sal")
-    assert whoami(raw, {"authorization": f"Token {other.key}"}) == (200, "tia")
-    _other_process(
-        "from django.contrib.auth.models import User\n"
-        f"u = User.objects.get(pk={user.pk}); u.is_active = False; u.save()\n"
-        f"from rest_framework.authtoken.models import Token; Token.objects.get(key={other.key!r}).delete()\n"
-    )
-    assert whoami(raw, {"authorization": f"Token {token.key}"})[0] == 401
-    assert whoami(raw, {"authorization": f"Token {other.key}"})[0] == 401
+    with mcp_settings(AUTH_CACHE_SECONDS=300):
+        assert whoami(raw, {"authorization": f"Token {token.key}"}) == (200, "sal")
+        assert whoami(raw, {"authorization": f"Token {other.key}"}) == (200, "tia")
+        _other_process(
+            "from django.contrib.auth.models import User\n"
+            f"u = User.objects.get(pk={user.pk}); u.is_active = False; u.save()\n"
+            f"from rest_framework.authtoken.models import Token; Token.objects.get(key={other.key!r}).delete()\n",
+            MCP_AUTH_CACHE_SECONDS="300",
+        )
+        assert whoami(raw, {"authorization": f"Token {token.key}"})[0] == 401
+        assert whoami(raw, {"authorization": f"Token {other.key}"})[0] == 401
 
 
 def test_hits_on_a_local_cache_need_no_thread(raw: Raw, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hit path stays cheap: no worker thread when the shared cache is local memory."""
+    """The hit path stays cheap: no worker thread, and no shared cache, with the default cache."""
     from mcp_django import auth_cache
 
     user = get_user_model().objects.create_user("uma")
     token = {"authorization": f"Token {Token.objects.create(user=user).key}"}
     assert whoami(raw, token) == (200, "uma")
-    assert auth_cache.shared().local == (not os.environ.get("REDIS_URL"))
+    assert auth_cache.shared().local  # whatever SESSION_CACHE is: nothing read from Redis
     calls = []
     monkeypatch.setattr(auth_cache.PrincipalCache, "remember", lambda *a: calls.append(a))
+    monkeypatch.setattr("mcp_django.asks.invoke.run_in_thread", lambda *a: calls.append(a))
     assert whoami(raw, token) == (200, "uma")
-    assert calls == []  # a hit: nothing authenticated
+    assert calls == []  # a hit: nothing authenticated, no thread
+    with mcp_settings(AUTH_CACHE_SECONDS=30):  # the opt-in: versions in the shared cache when it is one
+        assert auth_cache.shared().local == (not os.environ.get("REDIS_URL"))
 
 
 def test_repeated_headers_are_joined_as_django_joins_them() -> None:
@@ -340,3 +346,151 @@ def test_key_rotation_keeps_legacy_sessions_and_flows(raw: Raw) -> None:
         }
         second = raw.call("plan_trip", {"traveller": "Val"}, headers=auth, requestState=state, inputResponses=responses)
         assert second.json()["result"]["content"][0]["text"] == "No trip planned.", second.json()
+
+
+# -- what the verdict depended on is part of the key; no change waits more than 1 s -----------
+
+
+class _TwoEndpoints:
+    """uvicorn in a thread serving the MCP application at /mcp and at /second/mcp (one process,
+    one principal cache), like conftest's LiveServer."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import uvicorn
+        from channels.routing import URLRouter
+
+        from mcp_django.routing import mcp_urlpatterns
+        from mcp_django.transports.asgi import MCPApplication
+        from tests.processes import free_port
+
+        app = URLRouter([*mcp_urlpatterns("mcp"), *mcp_urlpatterns("second/mcp", MCPApplication())])
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> _TwoEndpoints:
+        import time
+
+        self.thread.start()
+        deadline = time.time() + 15
+        while not self.server.started:
+            assert time.time() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _oauth_token(user: Any, resource: str) -> str:
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    app = Application.objects.create(
+        name="direct",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1:9/callback",
+        user=user,
+    )
+    token = AccessToken.objects.create(
+        user=user,
+        application=app,
+        token=f"tok-{user.pk}-{AccessToken.objects.count()}",
+        expires=timezone.now() + timedelta(hours=1),
+        scope="mcp",
+        resource=[resource],
+    )
+    return token.token
+
+
+def _bearer_status(url: str, host: str, token: str) -> int:
+    import httpx
+
+    params = {"name": "whoami", "arguments": {}, "_meta": _meta()}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {
+        "host": host,
+        "authorization": f"Bearer {token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "whoami",
+    }
+    return httpx.post(url, json=body, headers=headers, timeout=30).status_code
+
+
+def test_an_oauth_token_is_served_from_the_cache_only_where_it_was_issued_for(live_url: str) -> None:
+    """Two hosts and two endpoints in one process: a warm cache opens no address the token lacks."""
+    user = get_user_model().objects.create_user("wes")
+    with _TwoEndpoints() as server, mcp_settings(AUTH_CACHE_SECONDS=60):
+        port = server.port
+        first, second = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{port}/second/mcp"
+        for_first, for_second = _oauth_token(user, first), _oauth_token(user, second)
+        right = f"127.0.0.1:{port}"
+        for _ in range(2):  # cold, then warm: the same verdicts
+            assert _bearer_status(first, right, for_first) == 200
+            assert _bearer_status(second, right, for_second) == 200
+            for host in (f"localhost:{port}", f"[::1]:{port}"):
+                assert _bearer_status(first, host, for_first) == 401
+                assert _bearer_status(second, host, for_second) == 401
+            assert _bearer_status(second, right, for_first) == 401
+            assert _bearer_status(first, right, for_second) == 401
+            assert _bearer_status(f"{first}/", right, for_first) == 200  # the same resource (its slash)
+
+
+def test_the_cache_key_names_the_url_the_request_reached() -> None:
+    headers = {"authorization": "Bearer t", "host": "a.example"}
+    key = principal_cache.key(headers, "http  /mcp")
+    assert key == principal_cache.key(dict(headers), "http  /mcp")
+    assert key != principal_cache.key(headers, "https  /mcp")
+    assert key != principal_cache.key(headers, "http  /other/mcp")
+    assert key != principal_cache.key(headers, "http /root /mcp")
+    assert key != principal_cache.key({**headers, "host": "b.example"}, "http  /mcp")
+    assert key != principal_cache.key({**headers, "x-forwarded-host": "b.example"}, "http  /mcp")
+    with override_settings(SECURE_PROXY_SSL_HEADER=("HTTP_X_FORWARDED_PROTO", "https")):
+        plain = principal_cache.key(headers, "http  /mcp")
+        assert plain != principal_cache.key({**headers, "x-forwarded-proto": "https"}, "http  /mcp")
+
+
+@pytest.mark.parametrize("change", ["deactivate", "expire", "raw sql"])
+def test_a_change_made_without_signals_holds_within_a_second(live_url: str, change: str) -> None:
+    """QuerySet.update() and raw SQL send no signal: the default cache forgets within 1 s anyway."""
+    import time
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken
+
+    assert mcp_settings_value("AUTH_CACHE_SECONDS") <= 1
+    users = get_user_model()
+    user = users.objects.create_user(f"xan-{change.replace(' ', '-')}")
+    token = _oauth_token(user, live_url)
+    host = live_url.split("/")[2]
+    assert _bearer_status(live_url, host, token) == 200
+    assert _bearer_status(live_url, host, token) == 200  # now remembered
+    if change == "deactivate":
+        users.objects.filter(pk=user.pk).update(is_active=False)
+    elif change == "expire":
+        AccessToken.objects.filter(token=token).update(expires=timezone.now() - timedelta(seconds=1))
+    else:
+        with connection.cursor() as cursor:
+            table = users._meta.db_table
+            cursor.execute(f"UPDATE {table} SET is_active = %s WHERE id = %s", [False, user.pk])
+    changed = time.monotonic()
+    while _bearer_status(live_url, host, token) == 200:
+        assert time.monotonic() - changed < 1.5, "a change made without signals was still not seen"
+        time.sleep(0.05)
+
+
+def mcp_settings_value(name: str) -> Any:
+    from mcp_django.conf import mcp_settings as current
+
+    return getattr(current, name)

@@ -211,9 +211,11 @@ def test_a_missing_scope_is_403_insufficient_scope(live_url: str) -> None:
     token = _token(user, resource=[live_url], scope="mcp").token
     refused = _call(live_url, token, "orders_list")
     assert refused.status_code == 403
-    assert refused.json()["error"]["data"] == {"requiredScopes": ["shop"]}
+    # Every scope the call needs, the endpoint's too: a client that asks for exactly these
+    # (mcp 1.x) must not trade "mcp" for "shop".
+    assert refused.json()["error"]["data"] == {"requiredScopes": ["mcp", "shop"]}
     challenge = refused.headers["www-authenticate"]
-    assert 'error="insufficient_scope"' in challenge and 'scope="shop"' in challenge
+    assert 'error="insufficient_scope"' in challenge and 'scope="mcp shop"' in challenge
     # A token without the scope the whole endpoint requires is refused before any method runs.
     bare = _call(live_url, _token(user, resource=[live_url], scope="shop").token)
     assert bare.status_code == 403 and 'error="insufficient_scope", scope="mcp"' in bare.headers["www-authenticate"]
@@ -243,6 +245,20 @@ def test_protected_resource_and_authorization_server_metadata(live_url: str) -> 
         f'Bearer realm="mcp", scope="mcp", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
     )
     assert resource["scopes_supported"] == ["mcp", "shop"]
+
+
+def test_metadata_is_served_only_for_the_endpoints_own_paths(live_url: str) -> None:
+    origin = live_url.rsplit("/mcp", 1)[0]
+    well_known = f"{origin}/.well-known/oauth-protected-resource"
+    for path in ("/mcp", "/mcp/", ""):
+        found = httpx.get(well_known + path)
+        assert found.status_code == 200 and found.json()["resource"] == live_url, path
+    for path in ("/admin", "/admin/", "/api/orders", "/o/token", "/mcp/x", "/.well-known/oauth-protected-resource/mcp"):
+        assert httpx.get(well_known + path).status_code == 404, path
+    with mcp_settings(RESOURCE_URL="https://api.example/tools/mcp"):
+        configured = httpx.get(well_known + "/tools/mcp")
+        assert configured.status_code == 200 and configured.json()["resource"] == "https://api.example/tools/mcp"
+        assert httpx.get(well_known + "/admin").status_code == 404
 
 
 def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(live_url: str) -> None:

@@ -6,13 +6,15 @@ import base64
 import time
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from mcp_django import keyring, request_state
 from mcp_django.conf import mcp_settings
 from mcp_django.request_state import Claims, Reason, StateRefused, seal, unseal
+from tests.conftest import Raw
 
-BINDING = {"method": "tools/call", "target": "t", "principal": "p", "digest": "d"}
+BINDING = {"method": "tools/call", "target": "t", "principal": "p", "digest": "d", "audience": "https://a.example/mcp"}
 KEY_A = "a" * 40
 KEY_B = "b" * 40
 
@@ -64,6 +66,8 @@ def test_hmac_payload_is_readable_and_aes_payload_is_not(algorithm: bool) -> Non
         ("target", "other_tool", Reason.WRONG_TARGET),
         ("principal", "someone-else", Reason.WRONG_PRINCIPAL),
         ("digest", "other-params", Reason.WRONG_PARAMS),
+        ("audience", "https://b.example/mcp", Reason.WRONG_AUDIENCE),
+        ("audience", "https://a.example/other/mcp", Reason.WRONG_AUDIENCE),
     ],
 )
 def test_binding_mismatches(algorithm: bool, field: str, value: str, reason: Reason) -> None:
@@ -186,3 +190,49 @@ def test_legacy_session_ids_verify_under_every_key_and_only_canonically() -> Non
         assert legacy.open_session(fresh) is None  # sealed with the new key
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
         assert legacy.open_session(sid) is None and legacy.open_session(fresh) == record
+
+
+# -- the audience: a state is accepted only by the endpoint that issued it --------------------
+
+FLOW = "test_input_required_result_elicitation"
+ADA = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
+
+
+def _state_refusals() -> list[str]:
+    from mcp_django import audit
+    from mcp_django.models import AuditEvent, Kind
+
+    audit.flush()
+    return [row.reason for row in AuditEvent.objects.filter(kind=Kind.STATE_REFUSED).order_by("id")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_deployments_sharing_a_key_refuse_each_others_states(raw: Raw) -> None:
+    """RESOURCE_URL names each deployment; the key is the same: a state crosses neither way."""
+    one, other = "https://one.example/mcp", "https://other.example/mcp"
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": one}):
+        state = raw.call(FLOW).json()["result"]["requestState"]
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": other}):
+        crossed = raw.call(FLOW, inputResponses=ADA, requestState=state)
+        assert crossed.status_code == 400 and crossed.json()["error"]["code"] == -32602
+        assert _state_refusals() == [Reason.WRONG_AUDIENCE]
+        own = raw.call(FLOW).json()["result"]["requestState"]
+        done = raw.call(FLOW, inputResponses=ADA, requestState=own)
+        assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": one}):
+        back = raw.call(FLOW, inputResponses=ADA, requestState=own)
+        assert back.json()["error"]["code"] == -32602
+        done = raw.call(FLOW, inputResponses=ADA, requestState=state)
+        assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert _state_refusals() == [Reason.WRONG_AUDIENCE, Reason.WRONG_AUDIENCE]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_resource_url_a_state_is_bound_to_the_url_it_was_issued_at(raw: Raw) -> None:
+    port = raw.url.split(":")[2].split("/")[0]
+    state = raw.call(FLOW).json()["result"]["requestState"]
+    moved = raw.call(FLOW, inputResponses=ADA, requestState=state, headers={"host": f"localhost:{port}"})
+    assert moved.json()["error"]["code"] == -32602
+    assert _state_refusals() == [Reason.WRONG_AUDIENCE]
+    same = raw.call(FLOW, inputResponses=ADA, requestState=state)
+    assert same.json()["result"]["content"][0]["text"] == "Hello, Ada!"

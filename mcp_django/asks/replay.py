@@ -22,7 +22,7 @@ from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..request_state import Claims, Reason, StateRefused, params_digest, seal, unseal
+from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
 from . import guard
 from .asking import install
 from .call import Call
@@ -318,6 +318,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
                 target=call.target,
                 principal=call.principal.digests,
                 digest=digest or "",
+                audience=audience(call.request),
             )
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
@@ -381,6 +382,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
             answers=backend.carried_answers(),
             asked={key: ask.digest for key, ask in backend.pending.items()},
             state=dict(ctx.state),
+            audience=audience(call.request),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:

@@ -17,7 +17,7 @@ from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
-from ..protected_resource import challenge
+from ..protected_resource import challenge, operation_scopes
 from ..registry import Registry
 from ..request_state import StateRefused
 from ..skills import methods as skills
@@ -531,12 +531,14 @@ def _require_scopes(call: Call, handler: Handler) -> None:
     if handler.scopes_granted(call.principal.auth):
         return
     # The caller may know the handler exists (its scopes are in the metadata): it may step up.
-    scope = " ".join(handler.scopes)
+    # The challenge names every scope the call needs, the endpoint's too.
+    needed = operation_scopes(handler.scopes)
+    scope = " ".join(needed)
     request = call.request
     raise MCPError(
         INVALID_REQUEST,
         f"insufficient_scope: this needs an access token with the scopes {scope}",
-        {"requiredScopes": list(handler.scopes)},
+        {"requiredScopes": needed},
         http_status=403,
         headers=None
         if request is None

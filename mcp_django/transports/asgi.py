@@ -25,7 +25,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .endpoints import endpoint_for
 from .http import Disconnect, HttpEndpoint
-from .http_io import HttpIn, HttpOut, asgi_headers, error_out
+from .http_io import HttpIn, HttpOut, asgi_headers, error_out, scope_url
 from .websocket import websocket_application
 
 logger = logging.getLogger("mcp_django")
@@ -80,6 +80,7 @@ class MCPApplication:
         def request_factory() -> Any:
             return ASGIRequest(scope, io.BytesIO(body))
 
+        scheme, endpoint = scope_url(scope)
         req = HttpIn(
             method=scope["method"],
             headers=headers,
@@ -87,6 +88,8 @@ class MCPApplication:
             client_address=_client(scope),
             request_factory=request_factory,
             too_large=too_large,
+            scheme=scheme,
+            endpoint=endpoint,
         )
         disconnected = Disconnect(receive)
         try:

@@ -11,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -80,15 +79,40 @@ def _forget_hosts(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget_hosts)
 
 
-def origin_allowed(headers: dict[str, str]) -> bool:
+def request_scheme(scheme: str, headers: dict[str, str]) -> str:
+    """``http`` or ``https``, as Django's ``request.scheme`` names it (``SECURE_PROXY_SSL_HEADER``)."""
+    proxy_ssl = settings.SECURE_PROXY_SSL_HEADER
+    if proxy_ssl:
+        header, secure_value = proxy_ssl
+        value = headers.get(header.removeprefix("HTTP_").lower().replace("_", "-"))
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure_value else "http"
+    return scheme
+
+
+def same_origin(headers: dict[str, str], scheme: str) -> bool:
+    """A browser page served by this site: the Origin names this request's scheme and host.
+
+    As Django's CSRF check compares them: scheme included (``ftp://`` or ``http://`` at an
+    ``https`` endpoint is another origin), ASCII case aside.
+    """
+    origin = headers.get("origin")
+    host = headers.get("host")
+    return origin is not None and bool(host) and origin.lower() == f"{request_scheme(scheme, headers)}://{host}".lower()
+
+
+def origin_allowed(headers: dict[str, str], scheme: str = "http") -> bool:
+    """No Origin (not a browser), this site's own, or one of ``ALLOWED_ORIGINS``.
+
+    ``scheme`` is the request's transport scheme (http or https).
+    """
     origin = headers.get("origin")
     if origin is None:
         return True
     allowed = mcp_settings.ALLOWED_ORIGINS
     if "*" in allowed or origin in allowed:
         return True
-    # Same origin: a browser page served by this site.
-    return urlsplit(origin).netloc == headers.get("host")
+    return same_origin(headers, scheme)
 
 
 def accepts(headers: dict[str, str], media_type: str) -> bool:
@@ -141,7 +165,7 @@ class HttpEndpoint:
         if not may_carry_credentials(req.headers):
             principal = ANONYMOUS
         else:
-            key = principal_cache.key(req.headers)
+            key = principal_cache.key(req.headers, f"{req.scheme} {req.endpoint}")
             cached = await principal_cache.get(key) if key is not None else None
             if cached is not None:
                 principal = cached
@@ -168,9 +192,9 @@ class HttpEndpoint:
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
         if not host_allowed(req.headers):
             return error_out(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
-        if not origin_allowed(req.headers):
+        if not origin_allowed(req.headers, req.scheme):
             return error_out(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
-        cors = self._cors(req.headers)
+        cors = self._cors(req.headers, req.scheme)
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
@@ -202,9 +226,9 @@ class HttpEndpoint:
         out.headers.extend(cors)
         return out
 
-    def _cors(self, headers: dict[str, str]) -> list[tuple[str, str]]:
+    def _cors(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
         origin = headers.get("origin")
-        if origin is None or origin == f"http://{headers.get('host')}" or origin == f"https://{headers.get('host')}":
+        if origin is None or same_origin(headers, scheme):
             return []
         return [
             ("access-control-allow-origin", origin),

@@ -33,6 +33,18 @@ class HttpIn:
     # False where the server cannot stream (the WSGI view): answers are always JSON.
     can_stream: bool = True
     too_large: bool = False
+    # The transport's scheme (http or https; a websocket's upgrade counts as the http(s) it began as).
+    scheme: str = "http"
+    # Where the request went as the server saw it (root path, path): an OAuth token is valid
+    # at one URL only, so the principal cache keys on it.
+    endpoint: str = ""
+
+
+def scope_url(scope: Any) -> tuple[str, str]:
+    """:attr:`HttpIn.scheme` and :attr:`HttpIn.endpoint` of an ASGI request; a websocket's upgrade
+    names the http(s) URL it shares with the endpoint (the URL a token's audience names)."""
+    scheme = scope.get("scheme") or "http"
+    return {"ws": "http", "wss": "https"}.get(scheme, scheme), f"{scope.get('root_path', '')} {scope.get('path', '')}"
 
 
 @dataclass

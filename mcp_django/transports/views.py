@@ -41,6 +41,8 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
         transport="wsgi",
         can_stream=False,
         too_large=too_large or len(body) > limit,
+        scheme=request.scheme or "http",
+        endpoint=request.path,
     )
     out: Any = await endpoint.handle(req)
     response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)

@@ -58,7 +58,7 @@ from ..resource_updates import Listeners, listeners
 from .calls import modern_call, session_call
 from .endpoints import endpoint_for
 from .http import host_allowed, origin_allowed
-from .http_io import HttpIn, asgi_headers
+from .http_io import HttpIn, asgi_headers, scope_url
 
 logger = logging.getLogger("mcp_django")
 
@@ -164,7 +164,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         headers = self._start()
         # Browsers send cookies with a websocket upgrade from any page: the Origin
         # check is what stops cross-site socket hijacking.
-        if not host_allowed(headers) or not origin_allowed(headers):
+        if not host_allowed(headers) or not origin_allowed(headers, self.req.scheme):
             await self.close()
             return
         if SUBPROTOCOL not in self.scope.get("subprotocols", []):
@@ -232,8 +232,16 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             return ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
 
         self.request_factory = request_factory
+        scheme, endpoint = scope_url(scope)
         self.req = HttpIn(
-            "GET", headers, b"", (scope.get("client") or [None])[0], request_factory, transport=self.transport
+            "GET",
+            headers,
+            b"",
+            (scope.get("client") or [None])[0],
+            request_factory,
+            transport=self.transport,
+            scheme=scheme,
+            endpoint=endpoint,
         )
         return headers
 
