@@ -416,7 +416,12 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
     sql, adapters = cached
     defaults = _defaults()
     with transaction.atomic(using=alias):
-        users = {row["user_id"] for row in rows if row.get("user_id") is not None}
+        # Without row locks (SQLite) a deletion and a batch cannot interleave: see _hold_users.
+        users = (
+            {row["user_id"] for row in rows if row.get("user_id") is not None}
+            if connection.features.has_select_for_update
+            else None
+        )
         if users:
             live = _hold_users(alias, users)
             if live != users:
@@ -444,8 +449,6 @@ def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
     key check and is written again without the user (:func:`_insert_one`).
     """
     connection = connections[alias]
-    if not connection.features.has_select_for_update:
-        return ids
     user_model = get_user_model()
     if connection.vendor == "postgresql":
         quote = connection.ops.quote_name
