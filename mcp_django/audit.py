@@ -7,13 +7,15 @@ Two promises shape this module:
   the rows and inserts them in batches with one ``executemany``. No database
   round trip sits between a result and its client, and under load many rows
   share one statement.
-- A refusal is on record before the client hears it. The refusal's row goes
-  through the same queue, but the receiver awaits a future the writer resolves
-  once the batch holding the row is committed. Rows queued earlier are written
-  in the same batch, so the log keeps its order.
+- A refusal is on record before the client hears it, while the database
+  answers. The refusal's row goes through the same queue, and the receiver
+  awaits the commit of the batch holding it, for at most ``_COMMIT_WAIT``; while
+  the database is known to be unreachable it does not wait at all. A refusal is
+  answered at once either way, and its row (one row) is written when it can be.
+  Rows queued earlier are written in the same batch, so the log keeps its order.
 
 The queue is flushed at interpreter exit (``atexit``) and by :func:`flush`,
-which tests call before they look at the table.
+which tests call before they look at the table; a flush that times out raises.
 
 And the log loses nothing it can keep:
 
@@ -21,16 +23,23 @@ And the log loses nothing it can keep:
   written again row by row, and only a row refused on its own is lost (counted,
   logged). Text columns never hold NUL, which PostgreSQL refuses.
 - While the database cannot be reached, rows are kept in memory and written when
-  it comes back, without a restart; a refusal waiting for its row is released at
-  once (its row kept), so refused states are still answered.
+  it comes back, without a restart.
 - What waits is bounded by ``AUDIT["QUEUE_SIZE"]``: rows beyond it are dropped,
   counted and logged; :func:`stats` and check ``mcp_django.W020`` report the count.
+- A user can always be deleted: the writer and the deletion take turns on the
+  user's row (:func:`_hold_users`), so no row for the user lands between Django
+  nulling the rows' key and deleting the user, and no row keeps a key to a user
+  that is gone (``principal`` keeps the label).
+
+A harness that serves requests inside a transaction of its own (the in-process test
+client) sets :data:`inline`: rows are then written in its thread, in its transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 import functools
 import logging
 import queue
@@ -41,6 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import (
     IntegrityError,
     InterfaceError,
@@ -50,11 +61,11 @@ from django.db import (
     router,
     transaction,
 )
+from django.db.models.signals import pre_delete
 from django.utils import timezone
 
 from . import signals
 from .conf import mcp_settings
-from .inprocess import test_thread
 from .models import CALL_KINDS, AuditEvent, Kind
 
 logger = logging.getLogger("mcp_django.audit")
@@ -66,11 +77,31 @@ _LINGER = 0.02
 _IDLE_CLOSE = 1.0
 # While the database cannot be reached, it is tried again this often (kept rows and new ones).
 _RETRY_SECONDS = 1.0
+# The most a refusal's answer waits for its row's commit: a refusal is answered at once,
+# and a slower commit (a database going away, a pool waiting for a connection) is not
+# waited for; the row is written when it can be.
+_COMMIT_WAIT = 0.5
+# The same bound for every other row under ASYNC_WRITES False, which asks for each row
+# to be committed before its answer: longer, so a busy database still keeps the promise,
+# but bounded, so a database going away cannot hold every answer.
+_SYNC_COMMIT_WAIT = 5.0
 # Overflow is logged at most this often.
 _WARN_EVERY = 10.0
 # Errors that say the database cannot be reached now (down, restarting, refusing
 # connections): the rows are kept and retried. Any other error is about the rows.
 _UNREACHABLE = (OperationalError, InterfaceError)
+
+
+class FlushTimeout(RuntimeError):
+    """:func:`flush` waited longer than its timeout: the queued rows are not committed."""
+
+
+#: Set to True in a context whose audit rows must be written in that context's own
+#: thread-sensitive thread, inside its transaction, before the answer (whatever
+#: ``AUDIT["ASYNC_WRITES"]`` says): under ``async_to_sync`` that is the caller's thread.
+#: A harness that serves requests inside a transaction of its own (the in-process test
+#: client is one) sets it, so the rows see that transaction's users and roll back with it.
+inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_inline", default=False)
 
 
 @dataclass
@@ -147,6 +178,9 @@ class Writer:
         self.dropped = 0
         self.rejected = 0
         self._warned = 0.0
+        # time.monotonic() when the batch being written was taken, else None (flush's diagnosis).
+        self._busy_since: float | None = None
+        self._busy_rows = 0
 
     def waiting(self) -> int:
         """Rows queued or kept, not yet committed."""
@@ -192,8 +226,14 @@ class Writer:
                 self._thread.start()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Block until every row queued so far is committed; False on timeout, or when
-        rows are kept because the database cannot be reached."""
+        """Block until every row queued so far is committed; False when rows are kept
+        because the database cannot be reached.
+
+        Raises :class:`FlushTimeout` when the writer has not got through the rows within
+        ``timeout`` seconds: it is stuck in the database (most often waiting on a lock held
+        by a transaction that has not ended, such as a test's own), and a caller that went
+        on would look at a table the rows have not reached.
+        """
         if self._thread is None or not self._thread.is_alive():
             # No writer yet (nothing was queued), or none any more: write here.
             items: list[_Item] = []
@@ -207,7 +247,19 @@ class Writer:
             return not self._kept
         written = threading.Event()
         self.put(None, written.set, close=True)
-        return written.wait(timeout) and not self._kept
+        if not written.wait(timeout):
+            busy, rows = self._busy_since, self._busy_rows
+            doing = (
+                f"has been writing a batch of {rows} row(s) for {time.monotonic() - busy:.1f} s"
+                if busy is not None
+                else "is not writing"
+            )
+            raise FlushTimeout(
+                f"the audit writer did not commit the queued rows within {timeout:g} s: it {doing}, "
+                f"{self.waiting()} more waiting. A transaction left open on another connection, "
+                "holding a lock the INSERT needs, is the usual cause."
+            )
+        return not self._kept
 
     def _run(self) -> None:
         while True:
@@ -246,10 +298,12 @@ class Writer:
         ]
         if self._kept:
             rows, self._kept = self._kept + rows, []
+        self._busy_since, self._busy_rows = time.monotonic(), len(rows)
         try:
             if rows:
                 self._insert_all(rows, retry_now)
         finally:
+            self._busy_since = None
             try:
                 if any(item.close for item in batch) or self._down_since is not None:
                     connections.close_all()
@@ -334,11 +388,12 @@ _SQL_CACHE: dict[str, tuple[str, list[tuple[str, Callable[[Any], Any]]]]] = {}
 
 
 def _insert_many(rows: list[dict[str, Any]]) -> None:
-    """One INSERT ... executemany for a batch.
+    """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    ``bulk_create`` costs about as much per row as the MCP call that made the
-    row (model instances, per-value field preparation), on the server's own CPU
-    with SQLite. Here the statement and each column's adapter are built once.
+    Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
+    2.5 times as much per row (a model instance per row, then every field of every row
+    prepared again by the compiler), which the writer thread pays for every call. Here the
+    statement and each column's adapter are built once, from the model's own fields.
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
@@ -360,9 +415,61 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
         cached = _SQL_CACHE[connection.vendor] = (sql, adapters)
     sql, adapters = cached
     defaults = _defaults()
-    params = [[adapt(row.get(name, defaults.get(name))) for name, adapt in adapters] for row in rows]
-    with transaction.atomic(using=alias), connection.cursor() as cursor:
-        cursor.executemany(sql, params)
+    with transaction.atomic(using=alias):
+        # Without row locks (SQLite) a deletion and a batch cannot interleave: see _hold_users.
+        users = (
+            {row["user_id"] for row in rows if row.get("user_id") is not None}
+            if connection.features.has_select_for_update
+            else None
+        )
+        if users:
+            live = _hold_users(alias, users)
+            if live != users:
+                # Deleted since the request (or being deleted, and now gone): the row keeps
+                # the principal's label, and no key to a user that no longer exists.
+                rows = [{**row, "user_id": None} if row.get("user_id") in users - live else row for row in rows]
+        params = [[adapt(row.get(name, defaults.get(name))) for name, adapt in adapters] for row in rows]
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, params)
+
+
+def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
+    """The users of ``ids`` that exist, each locked until this transaction ends.
+
+    A user's deletion nulls the audit rows' key, then deletes the user, and the
+    database checks the key when the deletion commits: a row inserted for the user
+    in between would fail the deletion. The deletion takes the user's row lock
+    first (:func:`_lock_deleted_user`), and the writer takes a lock that conflicts
+    with it here, so the two take turns: a batch committed before the deletion has
+    its rows nulled by it, and a batch that waited for the deletion finds the user
+    gone. On PostgreSQL the lock is ``FOR KEY SHARE``, the one a foreign key's own
+    check takes: it does not conflict with updates of the user (``last_login``) or
+    with other writers. SQLite lets one transaction write at a time, so the deletion
+    and a batch cannot interleave; a row whose user is gone by its commit fails its
+    key check and is written again without the user (:func:`_insert_one`).
+    """
+    connection = connections[alias]
+    user_model = get_user_model()
+    if connection.vendor == "postgresql":
+        quote = connection.ops.quote_name
+        pk = quote(str(user_model._meta.pk.column))
+        sql = "SELECT {pk} FROM {table} WHERE {pk} IN ({marks}) ORDER BY {pk} FOR KEY SHARE".format(
+            pk=pk, table=quote(user_model._meta.db_table), marks=", ".join(["%s"] * len(ids))
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, sorted(ids))
+            return {found for (found,) in cursor.fetchall()}
+    # Other backends: the ORM's row lock, taken in key order as the deletion takes its own.
+    query = user_model._base_manager.using(alias).select_for_update().filter(pk__in=ids).order_by("pk")
+    return set(query.values_list("pk", flat=True))
+
+
+def _lock_deleted_user(sender: Any, instance: Any, using: str, **kwargs: Any) -> None:
+    """``pre_delete`` of the user model: lock the user's row before Django nulls the
+    audit rows' key, so no batch commits a row for the user in between (see _hold_users)."""
+    connection = connections[using]
+    if connection.features.has_select_for_update and connection.in_atomic_block:
+        list(sender._base_manager.using(using).select_for_update().filter(pk=instance.pk).values_list("pk"))
 
 
 def _identity(value: Any) -> Any:
@@ -391,7 +498,9 @@ _CALL_KINDS = frozenset(str(k) for k in CALL_KINDS)
 
 
 def flush(timeout: float = 10.0) -> bool:
-    """Commit every queued row now (tests; shutdown hooks)."""
+    """Commit every queued row now (tests; shutdown hooks); :class:`FlushTimeout` when
+    they are not committed within ``timeout`` seconds, False when rows are kept for an
+    unreachable database."""
     return writer.flush(timeout)
 
 
@@ -405,7 +514,15 @@ def stats() -> dict[str, Any]:
     }
 
 
-atexit.register(flush, 5.0)
+def _flush_at_exit() -> None:
+    try:
+        flush(5.0)
+    except FlushTimeout as exc:
+        # At exit a traceback would say less than this: what is lost, and why.
+        logger.error("mcp_django: %s; they are lost with this process", exc)
+
+
+atexit.register(_flush_at_exit)
 
 
 def _enabled(part: str) -> bool:
@@ -419,13 +536,21 @@ def record(event: signals.Event, kind: str | None = None) -> None:
     writer.put((event, kind, timezone.now()))
 
 
-async def record_now(event: signals.Event, kind: str | None = None) -> None:
-    """Write an event's row and wait until it is committed, without blocking the loop."""
-    executor = test_thread.get()
-    if executor is not None:
-        # Under the in-process test client: in the test's thread and transaction,
-        # where the writer thread's own connection could not see the test's users.
-        await sync_to_async(_insert, thread_sensitive=False, executor=executor)([row_for(event, kind)])
+async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:
+    """Write an event's row and wait until it is committed, without blocking the loop.
+
+    The wait is bounded: while the database is known to be unreachable it is not
+    waited for at all, and a commit that takes longer than ``wait`` seconds (a
+    database going away, a connection pool waiting for a connection) is not
+    waited for either. The row stays queued either way, and is written once when
+    the database answers.
+    """
+    row = row_for(event, kind)
+    if inline.get():
+        await sync_to_async(_insert, thread_sensitive=True)([row])
+        return
+    if writer._down_since is not None:
+        writer.put(row)
         return
     loop = asyncio.get_running_loop()
     committed = loop.create_future()
@@ -435,10 +560,17 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
             committed.set_result(None)
 
     def done() -> None:
-        loop.call_soon_threadsafe(settle)
+        try:
+            loop.call_soon_threadsafe(settle)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
 
-    writer.put(row_for(event, kind), done)
-    await committed
+    expiry = loop.call_later(wait, settle)
+    try:
+        writer.put(row, done)
+        await committed
+    finally:
+        expiry.cancel()
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
@@ -451,10 +583,10 @@ async def record_now(event: signals.Event, kind: str | None = None) -> None:
 
 
 async def _write(event: signals.Event, kind: str) -> None:
-    if mcp_settings.AUDIT["ASYNC_WRITES"] and test_thread.get() is None:
+    if mcp_settings.AUDIT["ASYNC_WRITES"] and not inline.get():
         record(event, kind)
     else:
-        await record_now(event, kind)
+        await record_now(event, kind, wait=_SYNC_COMMIT_WAIT)
 
 
 async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> None:
@@ -465,6 +597,9 @@ async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> 
 async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("CALLS"):
         outcome = event.outcome or event.kind
+        if outcome == Kind.CANCELLED and _refusing.get() == _request_of(event):
+            _refusing.set(None)
+            return
         await _write(event, outcome if outcome in _CALL_KINDS else Kind.FAILED)
 
 
@@ -480,16 +615,36 @@ async def on_replay_unsafe(sender: Any, event: signals.Event, **kwargs: Any) -> 
 
 async def on_state_refused(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("REFUSALS"):
-        await record_now(event, Kind.STATE_REFUSED)
+        await _refusal(event, Kind.STATE_REFUSED)
 
 
 async def on_capability_missing(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     if _enabled("REFUSALS"):
-        await record_now(event, Kind.MISSING_CAPABILITY)
+        await _refusal(event, Kind.MISSING_CAPABILITY)
+
+
+# The refusal being recorded in this context (request id, method, target) while its
+# commit is awaited. A client that gives up meanwhile cancels the request, and the
+# dispatcher then reports the call as cancelled: that is the same request, already on
+# record as refused, so it is not written twice.
+_refusing: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
+    "mcp_django_audit_refusing", default=None
+)
+
+
+def _request_of(event: signals.Event) -> tuple[str, str, str]:
+    return (str(event.request_id), event.method, event.target)
+
+
+async def _refusal(event: signals.Event, kind: str) -> None:
+    token = _refusing.set(_request_of(event))
+    await record_now(event, kind)
+    _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
 
 
 def connect() -> None:
     uid = "mcp_django.audit"
+    pre_delete.connect(_lock_deleted_user, sender=settings.AUTH_USER_MODEL, dispatch_uid=f"{uid}.user_deleted")
     signals.round_started.connect(on_round_started, dispatch_uid=f"{uid}.round")
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
     signals.ask_finished.connect(on_ask_finished, dispatch_uid=f"{uid}.ask")

@@ -15,6 +15,7 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
+import tests.modern_tools  # noqa: F401 - registers modtest_url
 from mcp_django import audit, signals
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, Principal
@@ -176,6 +177,49 @@ def test_cancelled_call_is_recorded() -> None:
     assert (row.kind, row.target, row.request_id) == (Kind.CANCELLED, "slow", "9")
 
 
+def test_a_refusal_the_client_gave_up_on_is_one_row() -> None:
+    # The client goes away while the refusal waits for its row's commit (held here): the
+    # request is cancelled, and the log keeps the refusal without a "cancelled" row besides.
+    registry = Registry()
+
+    @registry.tool()
+    async def asks(ctx: Any) -> str:
+        return "yes" if await ctx.confirm("Sure?", key="sure") else "no"
+
+    call = Call(
+        method="tools/call",
+        params={"name": "asks", "arguments": {}, "inputResponses": {"sure": ADA}, "requestState": "junk"},
+        request_id="gave-up",
+        version="2026-07-28",
+        era=Era.MODERN,
+        transport="http",
+        capabilities=ClientCapabilities({"elicitation": {}}),
+        principal=ANONYMOUS,
+    )
+    blocked, resume = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        blocked.set()
+        resume.wait(10)
+
+    async def run() -> None:
+        task = asyncio.ensure_future(Dispatcher(registry).handle(call))
+        while audit.writer.waiting() == 0:  # the refusal's row is queued, its commit awaited
+            assert not task.done(), task
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    audit.writer.put(None, hold)
+    assert blocked.wait(5)
+    try:
+        asyncio.run(run())
+    finally:
+        resume.set()
+    assert [(r.kind, r.request_id) for r in rows()] == [(Kind.STATE_REFUSED, "gave-up")]
+
+
 # -- refusals -----------------------------------------------------------------------------
 
 
@@ -245,12 +289,15 @@ def test_missing_capability(raw: Raw) -> None:
     assert not rows(kind=Kind.FAILED)  # one row per refusal, not a second "failed" one
 
 
-def test_missing_url_elicitation_names_the_sub_capability() -> None:
-    from mcp_django.asks.replay import _capability_name
-
-    assert _capability_name({"requiredCapabilities": {"elicitation": {"url": {}}}}) == "elicitation.url"
-    assert _capability_name({"requiredCapabilities": {"roots": {}}}) == "roots"
-    assert _capability_name(None) == ""
+def test_missing_url_elicitation_names_the_sub_capability(raw: Raw) -> None:
+    # A client that declares elicitation without its URL mode, asked for a URL elicitation.
+    response = raw.call("modtest_url", caps={"elicitation": {}}, request_id="url-1")
+    error = response.json()["error"]
+    assert error["code"] == -32021
+    assert error["data"]["requiredCapabilities"] == {"elicitation": {"url": {}}}
+    (row,) = AuditEvent.objects.filter(kind=Kind.MISSING_CAPABILITY)  # committed before the answer
+    assert (row.reason, row.target, row.request_id) == ("elicitation.url", "modtest_url", "url-1")
+    assert [r.kind for r in rows()] == [Kind.MISSING_CAPABILITY]  # and no "failed" row besides
 
 
 # -- principals ---------------------------------------------------------------------------
@@ -281,9 +328,14 @@ def _mcp() -> dict[str, Any]:
 
 def test_rounds_off_keeps_refusals(raw: Raw) -> None:
     with override_settings(MCP_DJANGO={**_mcp(), "AUDIT": {"ROUNDS": False}}):
-        state = first_state(raw)
-        refuse(raw, tampered_mac(state))
-    assert not rows(kind=Kind.ROUND)
+        state = first_state(raw)  # a round was issued, and is not written
+        refused = refuse(raw, tampered_mac(state))  # a refusal is, committed before the answer
+        assert result(raw.call("echo", {"text": "x"}))["content"][0]["text"] == "x"  # and a call is
+    assert refused.reason == Reason.BAD_SIGNATURE
+    assert [r.kind for r in rows()] == [Kind.STATE_REFUSED, Kind.COMPLETED]
+    # The same requests with rounds on: the round's row is what the setting left out.
+    first_state(raw)
+    assert [r.kind for r in rows()][2:] == [Kind.ROUND]
 
 
 def test_legacy_rounds_setting_still_works(raw: Raw) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,3 +141,48 @@ def test_the_queue_is_bounded_and_overflow_is_counted(raw: Raw, caplog: pytest.L
     assert any("audit queue is full" in r.getMessage() for r in caplog.records)
     # Logged once (then at most every few seconds), not once per dropped row.
     assert sum("audit queue is full" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_flush_that_times_out_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The writer's INSERT waits (a lock held elsewhere; here a statement that does not
+    # return): a flush gives up loudly, instead of returning as if the rows were in.
+    entered, release = threading.Event(), threading.Event()
+    insert = audit._insert_many
+
+    def stuck(rows: list[dict[str, Any]]) -> None:
+        entered.set()
+        assert release.wait(20)
+        insert(rows)
+
+    monkeypatch.setattr(audit, "_insert_many", stuck)
+    audit.record(event(request_id="late"))
+    try:
+        assert entered.wait(10)
+        started = time.monotonic()
+        with pytest.raises(audit.FlushTimeout, match=r"writing a batch of 1 row\(s\) for \d+\.\d s"):
+            audit.flush(timeout=0.5)
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+    assert audit.flush()
+    assert list(AuditEvent.objects.values_list("request_id", flat=True)) == ["late"]
+
+
+def test_a_flush_blocked_by_a_lock_held_elsewhere_raises() -> None:
+    from django.db import connection, connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a table lock that makes another connection wait is PostgreSQL's")
+    other = connections.create_connection("default")
+    try:
+        other.set_autocommit(False)
+        with other.cursor() as cursor:
+            cursor.execute("LOCK TABLE mcp_django_auditevent IN ACCESS EXCLUSIVE MODE")
+        audit.record(event(request_id="behind-a-lock"))
+        with pytest.raises(audit.FlushTimeout, match="writing a batch of 1 row"):
+            audit.flush(timeout=1)
+    finally:
+        other.rollback()
+        other.close()
+    assert audit.flush()
+    assert AuditEvent.objects.filter(request_id="behind-a-lock").count() == 1

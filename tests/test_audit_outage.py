@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,9 +92,10 @@ def cluster() -> Iterator[Cluster]:
     made.destroy()
 
 
-def _server(cluster: Cluster, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _server(cluster: Cluster, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
     env = {
         **os.environ,
+        **extra,
         "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
         "DATABASE_URL": cluster.url,
         "MCP_REQUEST_STATE_KEY": "outage-test-key-0123456789abcdefghijklmnopqrstuv",
@@ -113,7 +115,8 @@ def _server(cluster: Cluster, log: Path) -> tuple[subprocess.Popen[bytes], str]:
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.time() + 30
+    # Importing the demo takes seconds; on a machine shared by many runs, tens of them.
+    deadline = time.time() + 90
     while True:
         try:
             httpx.get(url, timeout=1)
@@ -144,7 +147,7 @@ def _echo(client: httpx.Client, url: str, i: int) -> None:
     assert r.status_code == 200 and r.json()["result"]["content"][0]["text"] == f"t{i}", r.text
 
 
-def _refuse(client: httpx.Client, url: str, i: int) -> float:
+def _refuse(client: httpx.Client, url: str, i: int | str) -> float:
     params = {
         "name": "test_input_required_result_elicitation",
         "arguments": {},
@@ -200,3 +203,66 @@ def test_rows_queued_while_the_database_is_down_are_written_when_it_is_back(clus
     assert "cannot be reached" in output and "is back" in output, output
     # One line when the database went away, one when it came back: no traceback per request.
     assert output.count("Traceback") == 0, output
+
+
+def test_refusals_across_a_stop_are_answered_at_once_and_written_once(cluster: Cluster, tmp_path: Path) -> None:
+    """Refusals arrive without a pause while the database stops and starts again.
+
+    The server borrows connections from a pool (as docs/deployment.md advises), whose
+    wait for a connection is 10 s: a refusal that waited for its row's commit waited
+    that long while the database was going away, and the client gave up. Each refusal
+    must be answered within a second, and be exactly one row once the database is back.
+    """
+    log = tmp_path / "server.log"
+    process, url = _server(cluster, log, DJANGO_DB_POOL_MAX="4")
+    took: dict[str, float] = {}
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def refuse_until_stopped() -> None:
+        with httpx.Client(timeout=30) as client:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                try:
+                    took[f"r{i}"] = _refuse(client, url, f"r{i}")
+                except Exception as exc:
+                    failures.append(f"r{i}: {exc!r}")
+
+    try:
+        sender = threading.Thread(target=refuse_until_stopped)
+        sender.start()
+        try:
+            time.sleep(1.0)
+            cluster.stop()
+            time.sleep(4.0)
+            cluster.start()
+            time.sleep(1.5)
+        finally:
+            stop.set()
+            sender.join(60)
+        assert not failures, failures
+        slow = {request_id: round(seconds, 2) for request_id, seconds in took.items() if seconds >= 1.0}
+        assert not slow, f"{len(slow)} of {len(took)} refusals took a second or more: {slow}"
+        assert len(took) >= 10, took  # refusals did arrive all along
+
+        sql = "SELECT count(*) FROM mcp_django_auditevent WHERE kind = 'state_refused'"
+        deadline = time.time() + 30
+        while cluster.count(sql) < len(took):
+            assert time.time() < deadline, f"{cluster.count(sql)} of {len(took)} refusals written"
+            time.sleep(0.2)
+        time.sleep(1.0)  # anything written twice would land now
+        by_id = _ids(cluster, "SELECT request_id FROM mcp_django_auditevent WHERE kind = 'state_refused'")
+        assert sorted(by_id) == sorted(f"refused-{request_id}" for request_id in took), by_id
+        # One row per refusal: no second row for a call the client gave up on.
+        assert cluster.count("SELECT count(*) FROM mcp_django_auditevent WHERE kind <> 'state_refused'") == 0
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def _ids(cluster: Cluster, sql: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(cluster.url.replace("postgres://", "postgresql://"), autocommit=True) as conn:
+        return [row[0] for row in conn.execute(sql).fetchall()]

@@ -120,7 +120,11 @@ def run(work: Callable[[], Awaitable[Any]]) -> Any:
     executor = TestThread()
 
     async def root() -> Any:
+        from .. import audit
+
         test_thread.set(executor)
+        # Audit rows in the test's thread and transaction, through the seam any harness has.
+        audit.inline.set(True)
         # Thread-sensitive sync_to_async calls made on the loop (Django's async ORM and
         # cache, signal receivers) come to this thread too, as under async_to_sync.
         AsyncToSync.executors.current = executor
