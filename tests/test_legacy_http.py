@@ -241,13 +241,35 @@ def test_session_lifecycle_and_errors(live_url: str) -> None:
             headers={**headers, "mcp-session-id": sid[:-2] + "xx"},
         )
         assert forged.status_code == 404
-        sid2, _ = _init(client, live_url)
-        wrong = client.post(
-            live_url,
-            json={"jsonrpc": "2.0", "id": 8, "method": "ping"},
-            headers={**HEADERS, "mcp-session-id": sid2, "mcp-protocol-version": "2025-06-18"},
-        )
-        assert wrong.status_code == 400
+
+
+def test_session_accepts_any_supported_version_header(live_url: str) -> None:
+    """A session negotiated at 2025-11-25 takes requests labelled with another revision it speaks
+    (conformance's server-sse-multiple-streams sends its spec version), as the official SDK's
+    server does; a version no session speaks is 400, answered with the request's id."""
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url)
+        for n, version in enumerate(["2025-03-26", "2025-06-18", "2024-11-05", "2025-11-25"]):
+            headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": version}
+            listed = client.post(
+                live_url, json={"jsonrpc": "2.0", "id": 10 + n, "method": "tools/list"}, headers=headers
+            )
+            assert listed.status_code == 200, (version, listed.text)
+            assert final(listed)["result"]["tools"]
+        for version in ["2099-01-01", "", "2026-07-28"]:
+            headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": version}
+            wrong = client.post(live_url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=headers)
+            assert wrong.status_code == 400, version
+            body = wrong.json()
+            assert body["id"] == 8 and body["error"]["code"] == -32600
+            assert body["error"]["data"] == {
+                "supported": ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+                "requested": version,
+            }
+        # A notification has no id to answer with.
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2099-01-01"}
+        note = client.post(live_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        assert note.status_code == 400 and note.json()["id"] is None
 
 
 def test_log_level_is_honoured(live_url: str) -> None:
