@@ -14,6 +14,7 @@ import pytest
 from mcp import MCPError
 
 import tests.typed_tools  # noqa: F401 - registers the typetest_ tools
+from mcp_django.schema.drf import DECIMAL_PATTERN
 from tests.conftest import MODERN, sdk_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
@@ -116,7 +117,8 @@ async def test_schemas_say_what_a_model_needs(live_url: str, mode: str) -> None:
     assert tool.input_schema["additionalProperties"] is False
     # The return annotation (a dataclass) is the output schema; structuredContent matches it.
     assert tool.output_schema["type"] == "object"
-    assert tool.output_schema["properties"]["total"]["format"] == "decimal"
+    assert tool.output_schema["properties"]["total"]["pattern"] == DECIMAL_PATTERN
+    assert "format" not in tool.output_schema["properties"]["total"]
     assert tool.output_schema["required"] == ["total", "when", "ref", "priority", "received"]
     assert listed["typetest_elicit_dataclass"].output_schema is None
 
