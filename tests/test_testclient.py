@@ -240,12 +240,29 @@ class ReplayGuard(TestCase):
         assert "tool 'tctest_restock_early'" in message
         assert "UPDATE" in message
         assert "testclient_tools.py:" in message and "in tctest_restock_early" in message
+        assert "register the handler with atomic=True" in message  # a sync handler can be atomic
 
     def test_async_write_before_ask_is_found_too(self) -> None:
         with pytest.raises(ReplayUnsafeWrite) as caught:
             MCPClient().call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
         # The line of the async handler that awaited the write, though the query ran in another thread.
         assert "testclient_tools.py:" in str(caught.value) and "in tctest_arestock_early: UPDATE" in str(caught.value)
+        # atomic= refuses an async handler (TypeError): the advice must not suggest it.
+        assert "register the handler with atomic=True" not in str(caught.value)
+        assert "make the write idempotent" in str(caught.value) and "atomic=True needs a sync handler" in str(
+            caught.value
+        )
+
+    def test_server_side_hint_fits_the_handler(self) -> None:
+        with self.settings(DEBUG=True), self.assertLogs("mcp_django.replay", "WARNING") as logs:
+            MCPClient(replay_guard="off").call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+            MCPClient(replay_guard="off").call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        async_line, sync_line = logs.output
+        assert (
+            "tool 'tctest_arestock_early'" in async_line and "register the handler with atomic=True" not in async_line
+        )
+        assert "make the write idempotent" in async_line
+        assert "tool 'tctest_restock_early'" in sync_line and "register the handler with atomic=True" in sync_line
 
     def test_warn_and_off(self) -> None:
         with pytest.warns(ReplayGuardWarning):

@@ -287,7 +287,9 @@ class MCPClient:
         result.runs = watching.runs
         result.unsafe_writes = list(watching.unsafe_writes)
         if watching.unsafe_writes:
-            report = "\n".join(f"  - {w}" for w in watching.unsafe_writes)
+            lines = [f"  - {w}" for w in watching.unsafe_writes]
+            lines += [f"To fix: {fix}." for fix in dict.fromkeys(w.fix for w in watching.unsafe_writes if w.fix)]
+            report = "\n".join(lines)
             message = f"replay-unsafe database writes (the attempt then ended with input_required):\n{report}"
             if self.replay_guard == "error":
                 raise ReplayUnsafeWrite(message)
