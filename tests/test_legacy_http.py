@@ -325,3 +325,38 @@ def test_stream_closed_by_the_server_is_resumed(live_url: str) -> None:
         assert client.get(live_url, headers=other).status_code == 404
         unknown = {**headers, "accept": "text/event-stream", "last-event-id": "nonsense"}
         assert client.get(live_url, headers=unknown).status_code == 404
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_answer_that_does_not_fit_the_form_is_asked_again(live_url: str, mode: str) -> None:
+    """`confirm: "yes please"` is not a boolean: rather than failing the call with -32602, the
+    question is asked again (legacy: the request sent again; 2026-07-28: a new round, same key),
+    its message saying what was wrong, and the corrected answer completes the call."""
+    messages: list[str] = []
+
+    async def yes_please_then_true(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        messages.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": "yes please" if len(messages) == 1 else True})
+
+    async with sdk_client(live_url, mode=mode, elicitation_callback=yes_please_then_true) as client:
+        assert text(await client.call_tool("legacytest_confirm")) == "confirmed"
+    assert messages[0] == "Go ahead?" and len(messages) == 2
+    assert messages[1].startswith("Go ahead?\n\n(The previous answer was not accepted: confirm: ")
+    assert messages[1].endswith('confirm: "yes please" is not of type "boolean". Please answer again.)')
+
+
+async def test_a_client_that_keeps_answering_wrongly_fails_the_call(live_url: str) -> None:
+    """On a legacy session the request is sent again a few times, then the call fails (-32602)."""
+    calls = 0
+
+    async def always_wrong(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal calls
+        calls += 1
+        return types.ElicitResult(action="accept", content={"confirm": "yes please"})
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=always_wrong) as client:
+        with pytest.raises(Exception) as caught:
+            await client.call_tool("legacytest_confirm")
+    assert getattr(caught.value, "code", None) == -32602 or "-32602" in str(caught.value)
+    assert "is not of type" in str(caught.value)
+    assert calls == 4  # asked once, then again three times

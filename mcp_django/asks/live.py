@@ -52,10 +52,12 @@ from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import adopted, invoke, make_context, parked, wait_in_thread
-from .questions import Ask
+from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
+# How many times a form whose content did not fit is sent again before the call fails.
+MAX_REASKS = 3
 
 
 class ClientError(MCPError):
@@ -173,8 +175,17 @@ class LiveBackend:
         outcome = "error"
         asked_at = time.perf_counter()
         try:
-            raw = await self.call.session.request(self.call, ask.method, ask.params)
-            value = ask.parse(key, raw)
+            for tries in itertools.count(1):
+                raw = await self.call.session.request(self.call, ask.method, ask.sent_params())
+                try:
+                    value = ask.parse(key, raw)
+                    break
+                except ContentInvalid as exc:
+                    # A form filled in wrongly is sent again, saying what was wrong; a client
+                    # that keeps answering so fails the call after a few tries (-32602).
+                    if tries > MAX_REASKS:
+                        raise
+                    ask = ask.again(exc.problem)
             action = raw.get("action") if isinstance(raw, dict) else None
             outcome = {"decline": "declined", "cancel": "cancelled"}.get(str(action), "answered")
             return value
