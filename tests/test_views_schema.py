@@ -186,6 +186,9 @@ def test_views_without_a_method_docstring_are_described_readably() -> None:
     ]
     plain_tool = registry.register_view(order_summary, input_schema={"type": "object", "properties": {}})[0]
     assert plain_tool.description == "Get the order summary."
+    # The demo's own tools, as a client lists them.
+    assert mcp.tools["orders_summary"].description == "How many orders you have, by status."
+    assert mcp.tools["orders_create"].description == "Create an order."
 
 
 def plain(request: HttpRequest) -> JsonResponse:
