@@ -241,13 +241,35 @@ def test_session_lifecycle_and_errors(live_url: str) -> None:
             headers={**headers, "mcp-session-id": sid[:-2] + "xx"},
         )
         assert forged.status_code == 404
-        sid2, _ = _init(client, live_url)
-        wrong = client.post(
-            live_url,
-            json={"jsonrpc": "2.0", "id": 8, "method": "ping"},
-            headers={**HEADERS, "mcp-session-id": sid2, "mcp-protocol-version": "2025-06-18"},
-        )
-        assert wrong.status_code == 400
+
+
+def test_session_accepts_any_supported_version_header(live_url: str) -> None:
+    """A session negotiated at 2025-11-25 takes requests labelled with another revision it speaks
+    (conformance's server-sse-multiple-streams sends its spec version), as the official SDK's
+    server does; a version no session speaks is 400, answered with the request's id."""
+    with httpx.Client(timeout=10) as client:
+        sid, _ = _init(client, live_url)
+        for n, version in enumerate(["2025-03-26", "2025-06-18", "2024-11-05", "2025-11-25"]):
+            headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": version}
+            listed = client.post(
+                live_url, json={"jsonrpc": "2.0", "id": 10 + n, "method": "tools/list"}, headers=headers
+            )
+            assert listed.status_code == 200, (version, listed.text)
+            assert final(listed)["result"]["tools"]
+        for version in ["2099-01-01", "", "2026-07-28"]:
+            headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": version}
+            wrong = client.post(live_url, json={"jsonrpc": "2.0", "id": 8, "method": "ping"}, headers=headers)
+            assert wrong.status_code == 400, version
+            body = wrong.json()
+            assert body["id"] == 8 and body["error"]["code"] == -32600
+            assert body["error"]["data"] == {
+                "supported": ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+                "requested": version,
+            }
+        # A notification has no id to answer with.
+        headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2099-01-01"}
+        note = client.post(live_url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+        assert note.status_code == 400 and note.json()["id"] is None
 
 
 def test_log_level_is_honoured(live_url: str) -> None:
@@ -303,3 +325,38 @@ def test_stream_closed_by_the_server_is_resumed(live_url: str) -> None:
         assert client.get(live_url, headers=other).status_code == 404
         unknown = {**headers, "accept": "text/event-stream", "last-event-id": "nonsense"}
         assert client.get(live_url, headers=unknown).status_code == 404
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_answer_that_does_not_fit_the_form_is_asked_again(live_url: str, mode: str) -> None:
+    """`confirm: "yes please"` is not a boolean: rather than failing the call with -32602, the
+    question is asked again (legacy: the request sent again; 2026-07-28: a new round, same key),
+    its message saying what was wrong, and the corrected answer completes the call."""
+    messages: list[str] = []
+
+    async def yes_please_then_true(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        messages.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": "yes please" if len(messages) == 1 else True})
+
+    async with sdk_client(live_url, mode=mode, elicitation_callback=yes_please_then_true) as client:
+        assert text(await client.call_tool("legacytest_confirm")) == "confirmed"
+    assert messages[0] == "Go ahead?" and len(messages) == 2
+    assert messages[1].startswith("Go ahead?\n\n(The previous answer was not accepted: confirm: ")
+    assert messages[1].endswith('confirm: "yes please" is not of type "boolean". Please answer again.)')
+
+
+async def test_a_client_that_keeps_answering_wrongly_fails_the_call(live_url: str) -> None:
+    """On a legacy session the request is sent again a few times, then the call fails (-32602)."""
+    calls = 0
+
+    async def always_wrong(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        nonlocal calls
+        calls += 1
+        return types.ElicitResult(action="accept", content={"confirm": "yes please"})
+
+    async with sdk_client(live_url, mode="legacy", elicitation_callback=always_wrong) as client:
+        with pytest.raises(Exception) as caught:
+            await client.call_tool("legacytest_confirm")
+    assert getattr(caught.value, "code", None) == -32602 or "-32602" in str(caught.value)
+    assert "is not of type" in str(caught.value)
+    assert calls == 4  # asked once, then again three times

@@ -87,10 +87,13 @@ async def test_confirm_decline_cancel_and_error(live_url: str) -> None:
             {"result": {"action": "cancel"}},
             {"error": {"code": -32050, "message": "closed"}},
             {"result": {"action": "accept", "content": {"name": 5}}},
+            {"result": {"action": "maybe"}},
         ]
     )
+    asked: list[str] = []
 
     async def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request["params"].get("message", ""))
         return next(replies)
 
     async with ws_client(live_url, answer) as client:
@@ -99,9 +102,11 @@ async def test_confirm_decline_cancel_and_error(live_url: str) -> None:
         assert text(await call(client, "legacytest_elicit")) == "action=decline"
         assert text(await call(client, "legacytest_elicit")) == "action=cancel"
         assert text(await call(client, "legacytest_error")) == "client error -32050: closed"
-        # A malformed answer never completes the call.
+        # Content that does not fit the form is asked again (a new request saying what was wrong);
+        # a malformed answer never completes the call.
         bad = await call(client, "legacytest_elicit")
         assert bad["error"]["code"] == -32602
+        assert "(The previous answer was not accepted: name: 5 is not of type" in asked[-1]
     assert fx.RUNS["legacytest_confirm"] == 1
     assert fx.RUNS["legacytest_elicit"] == 3
     assert fx.RUNS["legacytest_error"] == 1

@@ -174,13 +174,38 @@ def test_stale_answer_to_a_changed_question_is_not_reused(raw: Raw) -> None:
         {"user_name": 12345},
         {"user_name": {"action": "maybe"}},
         {"user_name": {"action": "accept"}},
-        {"user_name": {"action": "accept", "content": {"name": 3}}},
     ],
 )
 def test_malformed_answers_are_errors(raw: Raw, responses: dict[str, Any]) -> None:
     first = first_round(raw, "test_input_required_result_elicitation")
     r = raw.call("test_input_required_result_elicitation", inputResponses=responses, requestState=first["requestState"])
     assert r.status_code == 400 and error(r)["code"] == -32602
+
+
+def test_content_that_does_not_fit_the_form_is_asked_again(raw: Raw) -> None:
+    """A well-formed answer whose content fails the requested schema (a person's mistake) is no
+    protocol error: the same key is asked again in a new round, its message saying what was wrong."""
+    first = first_round(raw, "test_input_required_result_elicitation")
+    asked = first["inputRequests"]["user_name"]
+    wrong = {"user_name": {"action": "accept", "content": {"name": 3}}}
+    again = first_round(
+        raw, "test_input_required_result_elicitation", inputResponses=wrong, requestState=first["requestState"]
+    )
+    reasked = again["inputRequests"]["user_name"]
+    assert list(again["inputRequests"]) == ["user_name"]
+    assert reasked["params"]["requestedSchema"] == asked["params"]["requestedSchema"]
+    message = reasked["params"]["message"]
+    assert message.startswith(asked["params"]["message"] + "\n\n(The previous answer was not accepted: ")
+    assert "name: 3 is not of type" in message and "string" in message
+    # The corrected answer, to the re-asked key with the new state, completes the call.
+    done = result(
+        raw.call(
+            "test_input_required_result_elicitation",
+            inputResponses={"user_name": ALICE},
+            requestState=again["requestState"],
+        )
+    )
+    assert done["content"][0]["text"] == "Hello, Alice!"
 
 
 def test_input_responses_must_be_an_object(raw: Raw) -> None:
@@ -194,10 +219,8 @@ def test_dataclass_schema_and_validation(raw: Raw) -> None:
     assert schema["properties"] == {"street": {"type": "string"}, "zip_code": {"type": "integer"}}
     assert schema["required"] == ["street", "zip_code"]
     bad = {"address": {"action": "accept", "content": {"street": "Main", "zip_code": "x"}}}
-    assert (
-        error(raw.call("modtest_dataclass_elicit", inputResponses=bad, requestState=first["requestState"]))["code"]
-        == -32602
-    )
+    again = first_round(raw, "modtest_dataclass_elicit", inputResponses=bad, requestState=first["requestState"])
+    assert "zip_code: Expected `int`, got `str`" in again["inputRequests"]["address"]["params"]["message"]
     good = {"address": {"action": "accept", "content": {"street": "Main", "zip_code": 12}}}
     done = result(raw.call("modtest_dataclass_elicit", inputResponses=good, requestState=first["requestState"]))
     assert done["structuredContent"] == {"action": "accept", "data": {"street": "Main", "zip_code": 12}}

@@ -17,6 +17,7 @@ from rest_framework import serializers
 from mcp_django import schema
 from mcp_django.protocol.jsonrpc import dumps, loads
 from mcp_django.registry import Registry
+from mcp_django.schema.drf import DECIMAL_PATTERN
 
 
 class Color(enum.Enum):
@@ -291,7 +292,7 @@ def test_output_schema_from_return_annotations() -> None:
     def ser() -> OrderSerializer: ...
     def text() -> str: ...
 
-    assert schema.output_schema(dc)["properties"]["price"] == {"type": ["number", "string"], "format": "decimal"}
+    assert schema.output_schema(dc)["properties"]["price"] == {"type": ["number", "string"], "pattern": DECIMAL_PATTERN}
     assert schema.output_schema(td)["required"] == ["x", "y"]
     assert "id" in schema.output_schema(ser)["properties"]
     assert schema.output_schema(text) is None

@@ -205,6 +205,55 @@ class Legacy(TestCase):
         client.close()
 
 
+class KeysInBothEras(TestCase):
+    """answer={key: ...} means the same in both eras: the ask's key, not a legacy request's internal id."""
+
+    def setUp(self) -> None:
+        fx.reset()
+        Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("4.50"), stock=7)
+
+    def test_answers_by_key_on_every_revision(self) -> None:
+        for revision in ("2026-07-28", *LEGACY):
+            with self.subTest(revision=revision):
+                client = MCPClient(revision=revision)
+                result = client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"show": True})
+                assert result.text == "Mug: 7"
+                assert result.rounds[0].keys == ["show"]
+                client.close()
+
+    def test_derived_keys_are_the_same_in_both_eras(self) -> None:
+        keys = {}
+        for revision in ("2026-07-28", "2025-11-25"):
+            client = MCPClient(revision=revision)
+            result = client.call_tool("legacytest_confirm", answer=lambda r: True)
+            assert result.text == "confirmed"
+            keys[revision] = [key for r in result.rounds for key in r.keys]
+            client.close()
+        assert keys["2025-11-25"] == keys["2026-07-28"] and keys["2026-07-28"][0].startswith("confirm-")
+        # So a derived key answers in both eras too.
+        for revision in ("2026-07-28", "2025-11-25"):
+            client = MCPClient(revision=revision)
+            assert client.call_tool("legacytest_confirm", answer={keys["2026-07-28"][0]: True}).text == "confirmed"
+            client.close()
+
+    def test_a_missing_answer_fails_at_once_naming_the_ask_and_leaves_nothing_behind(self) -> None:
+        import gc
+        import time
+
+        for revision in ("2026-07-28", "2025-11-25"):
+            with self.subTest(revision=revision), mcp_settings(ASK_TIMEOUT=30):
+                client = MCPClient(revision=revision)
+                started = time.monotonic()
+                with self.assertNoLogs("asyncio", "ERROR"):
+                    with pytest.raises(NoAnswer, match=r"'show'.*Show the stock of Mug\?"):
+                        client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"other": True})
+                    gc.collect()  # a task whose exception nobody retrieved is reported when collected
+                assert time.monotonic() - started < 10, "the call waited for the ask to time out"
+                # The session is still usable afterwards.
+                assert client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"show": True}).text == "Mug: 7"
+                client.close()
+
+
 class AsyncTests(TestCase):
     """Django runs these coroutines with async_to_sync: thread-sensitive work comes to the test's thread."""
 
@@ -218,6 +267,16 @@ class AsyncTests(TestCase):
         assert result.text == "Mug: 7" and len(result.rounds) == 1
         assert (await client.acall_tool("whoami")).structured["username"] == "alice"
         assert "echo" in [t["name"] for t in await client.alist_tools()]
+
+    async def test_sync_methods_in_a_running_loop_say_so_before_touching_the_database(self) -> None:
+        # MCPClient(user=...) logs in on first use (a database write): inside a running loop that
+        # raised SynchronousOnlyOperation instead of the client's own advice.
+        client = MCPClient(user=self.alice)
+        with pytest.raises(RuntimeError, match=r"await client.acall_tool"):
+            client.call_tool("whoami")
+        with pytest.raises(RuntimeError, match=r"a-prefixed"):
+            client.list_tools()
+        assert (await client.acall_tool("whoami")).structured["username"] == "alice"
 
     async def test_acall_tool_legacy(self) -> None:
         client = MCPClient(user=self.alice, revision="2025-11-25")
@@ -240,12 +299,29 @@ class ReplayGuard(TestCase):
         assert "tool 'tctest_restock_early'" in message
         assert "UPDATE" in message
         assert "testclient_tools.py:" in message and "in tctest_restock_early" in message
+        assert "register the handler with atomic=True" in message  # a sync handler can be atomic
 
     def test_async_write_before_ask_is_found_too(self) -> None:
         with pytest.raises(ReplayUnsafeWrite) as caught:
             MCPClient().call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
         # The line of the async handler that awaited the write, though the query ran in another thread.
         assert "testclient_tools.py:" in str(caught.value) and "in tctest_arestock_early: UPDATE" in str(caught.value)
+        # atomic= refuses an async handler (TypeError): the advice must not suggest it.
+        assert "register the handler with atomic=True" not in str(caught.value)
+        assert "make the write idempotent" in str(caught.value) and "atomic=True needs a sync handler" in str(
+            caught.value
+        )
+
+    def test_server_side_hint_fits_the_handler(self) -> None:
+        with self.settings(DEBUG=True), self.assertLogs("mcp_django.replay", "WARNING") as logs:
+            MCPClient(replay_guard="off").call_tool("tctest_arestock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+            MCPClient(replay_guard="off").call_tool("tctest_restock_early", {"sku": "MUG-01"}, answer=lambda r: True)
+        async_line, sync_line = logs.output
+        assert (
+            "tool 'tctest_arestock_early'" in async_line and "register the handler with atomic=True" not in async_line
+        )
+        assert "make the write idempotent" in async_line
+        assert "tool 'tctest_restock_early'" in sync_line and "register the handler with atomic=True" in sync_line
 
     def test_warn_and_off(self) -> None:
         with pytest.warns(ReplayGuardWarning):

@@ -14,6 +14,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import TestCase
 from rest_framework.authtoken.models import Token
 
+from mcp_django.schema.drf import DECIMAL_PATTERN
 from mcp_django.testing import JSONRPCError, MCPClient, accept
 from project.shop.models import Order, Product
 from tests.conftest import mcp_settings, sdk_client
@@ -75,7 +76,7 @@ class ViewsAsTools(TestCase):
         out = tools["orders_retrieve"]["outputSchema"]
         assert out["properties"]["product_detail"]["properties"]["price"] == {
             "type": "string",
-            "format": "decimal",
+            "pattern": DECIMAL_PATTERN,
             "title": "Price",
         }
         assert tools["orders_destroy"]["annotations"]["destructiveHint"] is True
@@ -288,3 +289,51 @@ async def test_rest_endpoint_works_unchanged_beside_the_tools(live_url: str, sho
         # A REST client has no MCP context: DELETE deletes without an ask, as before.
         assert (await http.delete(f"/orders/{order_id}/")).status_code == 204
     assert not orm(Order.objects.exists)
+
+
+# The formats JSON Schema 2020-12 defines (its format vocabulary): a client's validator knows these,
+# and warns of any other (the TypeScript SDK's printed one warning per "decimal" per tools/list).
+STANDARD_FORMATS = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+    "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+    "relative-json-pointer", "regex",
+}  # fmt: skip
+
+
+def formats_in(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        own = {node["format"]} if isinstance(node.get("format"), str) else set()
+        return own.union(*(formats_in(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(formats_in(v) for v in node))
+    return set()
+
+
+@pytest.mark.anyio
+async def test_decimal_round_trip_with_the_sdk_and_only_standard_formats(live_url: str, shop: Shop) -> None:
+    """A DRF decimal comes out as the string DRF makes ("9.50"); sending that string back is accepted, as
+    DRF accepts it, and no schema of tools/list uses a format outside JSON Schema's."""
+    orm(lambda: shop.alice.user_permissions.add(*Permission.objects.filter(codename__endswith="_product")))
+    async with sdk_client(live_url, token=shop.alice_token) as client:
+        listed = await client.list_tools()
+        used: set[str] = set()
+        for tool in listed.tools:
+            used |= formats_in(tool.input_schema) | formats_in(tool.output_schema)
+        assert used and used <= STANDARD_FORMATS, used - STANDARD_FORMATS
+        price = {t.name: t for t in listed.tools}["products_partial_update"].input_schema["properties"]["price"]
+        assert price["type"] == ["number", "string"] and "format" not in price
+
+        got = (await client.call_tool("products_retrieve", {"pk": shop.mug.pk})).structured_content
+        assert got["price"] == "9.50"
+        sent_back = await client.call_tool("products_partial_update", {"pk": shop.mug.pk, "price": got["price"]})
+        assert not sent_back.is_error, sent_back.content
+        assert sent_back.structured_content["price"] == "9.50"
+        changed = await client.call_tool("products_partial_update", {"pk": shop.mug.pk, "price": 12.5})
+        assert changed.structured_content["price"] == "12.50"
+        # What is no decimal is refused before the view runs, naming the field; DRF's own checks still apply.
+        for bad in ("twelve", "1.2.3", True):
+            refused = await client.call_tool("products_partial_update", {"pk": shop.mug.pk, "price": bad})
+            assert refused.is_error and "price" in refused.content[0].text, bad
+        too_precise = await client.call_tool("products_partial_update", {"pk": shop.mug.pk, "price": "1.234"})
+        assert too_precise.is_error and "decimal places" in too_precise.content[0].text
+    assert orm(lambda: Product.objects.get(pk=shop.mug.pk).price) == Decimal("12.50")

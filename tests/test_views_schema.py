@@ -111,9 +111,84 @@ class ProductList(generics.ListCreateAPIView):
 
 def test_generic_views_map_methods_to_actions() -> None:
     tools = Registry().register_view(ProductList)
-    assert [t.name for t in tools] == ["product_list_list", "product_list_create"]
+    # The class name's "List" is not said twice (it was product_list_list).
+    assert [t.name for t in tools] == ["product_list", "product_create"]
     assert tools[1].input_schema["required"] == ["name", "price"]
     assert tools[0].output_schema["required"] == ["results"]  # no paginator: a {"results": [...]} envelope
+    assert [t.description for t in tools] == ["List products.", "Create a product."]
+
+
+class NoteDetailView(generics.RetrieveUpdateDestroyAPIView):
+    queryset = Order.objects.all()
+    serializer_class = OrderSerializer
+
+
+class OrderListCreate(generics.ListCreateAPIView):
+    queryset = Order.objects.all()
+    serializer_class = OrderSerializer
+
+
+def test_generic_view_names_end_with_one_action_and_descriptions_take_the_right_article() -> None:
+    registry = Registry()
+    detail = registry.register_view(NoteDetailView)
+    assert {t.name: t.description for t in detail} == {
+        "note_retrieve": "Get one order by its pk.",
+        "note_update": "Replace an order (every writable field).",
+        "note_partial_update": "Change some fields of an order.",
+        "note_destroy": "Delete an order.",
+    }
+    orders = registry.register_view(OrderListCreate)
+    assert [t.name for t in orders] == ["order_list", "order_create"]
+    assert orders[1].description == "Create an order."
+    # basename= is the caller's word, kept as given.
+    named = Registry().register_view(OrderListCreate, basename="order_list")
+    assert [t.name for t in named] == ["order_list_list", "order_list_create"]
+
+
+@pytest.mark.parametrize(
+    ("noun", "expected"),
+    [("order", "an order"), ("product", "a product"), ("user", "a user"), ("hour", "an hour"),
+     ("item", "an item"), ("European shipment", "a European shipment"), ("umbrella", "an umbrella")],
+)  # fmt: skip
+def test_article(noun: str, expected: str) -> None:
+    from mcp_django.views_as_tools.view_styles import with_article
+
+    assert with_article(noun) == expected
+
+
+class OrderSummaryView(APIView):
+    """How many orders you have, by status."""
+
+    def get(self, request: Any) -> Response:
+        return Response({})
+
+
+class Undocumented(APIView):
+    def get(self, request: Any) -> Response:
+        return Response({})
+
+    def delete(self, request: Any) -> Response:
+        return Response({})
+
+
+def order_summary(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({})
+
+
+def test_views_without_a_method_docstring_are_described_readably() -> None:
+    registry = Registry()
+    # One handler: the class's docstring says what it does (it read "GET order_summary.").
+    assert registry.register_view(OrderSummaryView)[0].description == "How many orders you have, by status."
+    # Several handlers and no docstring: a sentence per method, not "GET undocumented."
+    assert [t.description for t in registry.register_view(Undocumented)] == [
+        "Get the undocumented.",
+        "Delete the undocumented.",
+    ]
+    plain_tool = registry.register_view(order_summary, input_schema={"type": "object", "properties": {}})[0]
+    assert plain_tool.description == "Get the order summary."
+    # The demo's own tools, as a client lists them.
+    assert mcp.tools["orders_summary"].description == "How many orders you have, by status."
+    assert mcp.tools["orders_create"].description == "Create an order."
 
 
 def plain(request: HttpRequest) -> JsonResponse:

@@ -50,9 +50,22 @@ class Write:
     alias: str
     statement: str
     where: str
+    # What to do about it, for this handler (sync and async handlers have different ways out).
+    fix: str = ""
 
     def __str__(self) -> str:
         return f"{self.handler} wrote to {self.alias!r} at {self.where}: {self.statement}"
+
+
+def fix_for(handler: Any) -> str:
+    """The advice for a handler whose writes would be made again: ``atomic=`` only fits a sync one."""
+    if getattr(handler, "is_async", False):
+        # atomic= refuses an async handler (TypeError): its queries run in other threads.
+        return (
+            "write after the last ask, or make the write idempotent (keyed on the arguments or on "
+            "ctx.state); atomic=True needs a sync handler"
+        )
+    return "write after the last ask, or register the handler with atomic=True (each ended attempt is rolled back)"
 
 
 class Recorder:
@@ -61,6 +74,7 @@ class Recorder:
     def __init__(self, handler: Any) -> None:
         self.handler = handler
         self.label = f"{handler.primitive} {handler.name!r}"
+        self.fix = fix_for(handler)
         self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
         self.writes: list[Write] = []
         # An async handler's coroutine, to find its line from the thread running its query.
@@ -70,7 +84,7 @@ class Recorder:
         statement = " ".join(sql.split())
         if len(statement) > 300:
             statement = statement[:297] + "..."
-        self.writes.append(Write(self.label, alias, statement, self._where()))
+        self.writes.append(Write(self.label, alias, statement, self._where(), self.fix))
 
     def _where(self) -> str:
         inner = None
@@ -197,9 +211,9 @@ async def report(recorders: list[Recorder], call: Any) -> None:
         return
     for write in writes:
         logger.warning(
-            "replay-unsafe write: %s. The attempt ended with input_required, so this runs again on the "
-            "next round; write after the last ask, or register the handler with atomic=True.",
+            "replay-unsafe write: %s. The attempt ended with input_required, so this runs again on the next round; %s.",
             write,
+            write.fix,
         )
     from .. import signals
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
@@ -46,16 +47,19 @@ from typing import Any, Protocol
 from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
+from ..inprocess import observer
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import adopted, invoke, make_context, parked, wait_in_thread
-from .questions import Ask
+from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
+# How many times a form whose content did not fit is sent again before the call fails.
+MAX_REASKS = 3
 
 
 class ClientError(MCPError):
@@ -88,8 +92,13 @@ class LiveSession:
         # Set by a transport whose response stream the server may close early (legacy SSE).
         self.close_stream: Callable[[], None] | None = None
 
-    async def request(self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None) -> Any:
-        """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`."""
+    async def request(
+        self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None, key: str | None = None
+    ) -> Any:
+        """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`.
+
+        ``key``: the ask's key, told to the in-process test client (the wire has no place for it).
+        """
         if call.notify is None:
             raise MCPError(
                 INTERNAL_ERROR,
@@ -102,6 +111,9 @@ class LiveSession:
             # Refused (an MCPError naming what) before anything is sent, when the revision cannot say it.
             params = fit_elicitation(params, version)
         request_id, reply = self.replies.open()
+        watching = observer.get()
+        if watching is not None and key is not None:
+            watching.asking(request_id, key)
         try:
             call.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             try:
@@ -134,7 +146,7 @@ class LiveBackend:
         self.primitive = primitive
         self.loop = asyncio.get_running_loop()
         self._blocking: set[concurrent.futures.Future[Any]] = set()
-        self._counter = itertools.count(1)
+        self._default_keys: dict[str, int] = {}
         # Capabilities the call's asks needed and the session did not declare.
         self.missing: list[str] = []
 
@@ -153,12 +165,36 @@ class LiveBackend:
         self._check(asks)
         # The wait may last ASK_TIMEOUT: the thread leaves the worker pool meanwhile,
         # and the principal's bound on waiting threads applies (-32005 beyond it).
+        over: concurrent.futures.Future[None] = concurrent.futures.Future()
+        lock = threading.Lock()
+        started = aborted = False
+
+        async def asking() -> list[Any]:
+            nonlocal started
+            with lock:
+                if aborted:
+                    raise asyncio.CancelledError
+                started = True
+            try:
+                return await adopted(self.resolve(asks))
+            finally:
+                over.set_result(None)
+
         with parked(self.call.principal.label):
-            future = asyncio.run_coroutine_threadsafe(adopted(self.resolve(asks)), self.loop)
+            future = asyncio.run_coroutine_threadsafe(asking(), self.loop)
             self._blocking.add(future)
             try:
                 return wait_in_thread(future)
             except concurrent.futures.CancelledError:
+                # Cancelling the future only asks the loop to cancel the asks: let them finish
+                # (their audit rows) before the handler unwinds and its call ends, so none of
+                # their work outlives the call (under the test client, its thread). Asks that
+                # had not started never will (a task cancelled first never runs its body).
+                with lock:
+                    aborted = True
+                    was_started = started
+                if was_started:
+                    wait_in_thread(over)
                 raise AskAborted from None
             finally:
                 self._blocking.discard(future)
@@ -168,13 +204,31 @@ class LiveBackend:
         for future in list(self._blocking):
             future.cancel()
 
+    def _key(self, ask: Ask) -> str:
+        """The ask's key, derived as under 2026-07-28 (the same question twice: ``key``, ``key-2``)."""
+        if ask.key:
+            return ask.key
+        base = ask.default_key()
+        n = self._default_keys.get(base, 0) + 1
+        self._default_keys[base] = n
+        return base if n == 1 else f"{base}-{n}"
+
     async def _ask(self, ask: Ask) -> Any:
-        key = ask.key or f"{ask.default_key()}-{next(self._counter)}"
+        key = self._key(ask)
         outcome = "error"
         asked_at = time.perf_counter()
         try:
-            raw = await self.call.session.request(self.call, ask.method, ask.params)
-            value = ask.parse(key, raw)
+            for tries in itertools.count(1):
+                raw = await self.call.session.request(self.call, ask.method, ask.sent_params(), key=key)
+                try:
+                    value = ask.parse(key, raw)
+                    break
+                except ContentInvalid as exc:
+                    # A form filled in wrongly is sent again, saying what was wrong; a client
+                    # that keeps answering so fails the call after a few tries (-32602).
+                    if tries > MAX_REASKS:
+                        raise
+                    ask = ask.again(exc.problem)
             action = raw.get("action") if isinstance(raw, dict) else None
             outcome = {"decline": "declined", "cancel": "cancelled"}.get(str(action), "answered")
             return value

@@ -8,6 +8,7 @@ refuses a malformed one.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable
@@ -29,6 +30,19 @@ class AnswerInvalid(MCPError):
         self.key = key
 
 
+class ContentInvalid(AnswerInvalid):
+    """An accepted form whose content does not fit what was asked: a person's mistake, asked again.
+
+    Neither the specification nor the official SDKs make such an answer a protocol error (the
+    SDKs end the call as a tool error); a form filled in wrongly is better asked again, saying what
+    was wrong (2026-07-28: a new round, same key; legacy: the request sent again).
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(key, problem)
+        self.problem = problem
+
+
 # Every Ask.type, as the helpers below make them: a key given without key=... starts with one.
 ASK_TYPES = ("confirm", "elicit", "elicit-url", "sample", "roots")
 
@@ -43,6 +57,8 @@ class Ask:
     type: str
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
+    # Why the previous answer was refused, when this ask is asked again (see ContentInvalid).
+    retry: str | None = None
 
     @cached_property
     def digest(self) -> str:
@@ -60,7 +76,20 @@ class Ask:
         return {head: {sub: {}} if sub else {}}
 
     def wire(self) -> dict[str, Any]:
-        return {"method": self.method, "params": self.params}
+        return {"method": self.method, "params": self.sent_params()}
+
+    def sent_params(self) -> dict[str, Any]:
+        """The params as sent: when asked again, the message says what was wrong with the last answer."""
+        if self.retry is None or not isinstance(self.params.get("message"), str):
+            return self.params
+        note = f"{self.params['message']}\n\n(The previous answer was not accepted: {self.retry}. Please answer again.)"
+        return {**self.params, "message": note}
+
+    def again(self, problem: str) -> Ask:
+        """This ask, to be asked again. Its digest stays the question's (the handler asks the same)."""
+        again = dataclasses.replace(self, retry=problem)
+        again.__dict__["digest"] = self.digest
+        return again
 
 
 @dataclass
@@ -133,20 +162,29 @@ def _elicit_parser(
         if serializer is not None:
             instance = serializer(data=content)
             if not instance.is_valid():
-                raise AnswerInvalid(key, str(dict(instance.errors)))
+                raise ContentInvalid(key, _drf_errors(instance.errors))
             return ElicitResult(action, dict(instance.validated_data), content)
         if target is not None:
             try:
                 return ElicitResult(action, schemas.convert(content, target), content)
             except ValueError as exc:  # msgspec.ValidationError is a ValueError
-                raise AnswerInvalid(key, schemas.problem(exc)) from None
+                raise ContentInvalid(key, schemas.problem(exc)) from None
         assert validator is not None
         errors = validator.errors(content)
         if errors:
-            raise AnswerInvalid(key, "; ".join(errors))
+            raise ContentInvalid(key, "; ".join(errors))
         return ElicitResult(action, content, content)
 
     return parse
+
+
+def _drf_errors(errors: Any) -> str:
+    """A serializer's errors as ``field: message`` text, for a person to read."""
+    parts = []
+    for name, messages in dict(errors).items():
+        texts = messages if isinstance(messages, list) else [messages]
+        parts.append(f"{name}: {' '.join(str(t) for t in texts)}")
+    return "; ".join(parts)
 
 
 @functools.cache

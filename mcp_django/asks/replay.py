@@ -28,7 +28,7 @@ from .asking import install
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
-from .questions import Ask
+from .questions import Ask, ContentInvalid
 
 
 class InputRequired(BaseException):
@@ -206,6 +206,12 @@ class ReplayBackend:
             if found:
                 try:
                     values.append(ask.parse(key, raw))
+                except ContentInvalid as exc:
+                    # A form filled in wrongly: the same key is asked again, saying what was wrong.
+                    self.pending[key] = ask.again(exc.problem)
+                    values.append(None)
+                    missing = True
+                    continue
                 except MCPError as exc:
                     self.error = exc
                     raise

@@ -29,7 +29,7 @@ from ..protocol.revisions import (
     MODERN_VERSIONS,
 )
 from . import threads
-from .answers import Answerer, InputRequest, answer_for
+from .answers import Answerer, InputRequest, NoAnswer, answer_for
 from .exchange import Exchange, Response, http_scope
 from .observe import Observer
 
@@ -221,16 +221,29 @@ class MCPClient:
         return self._sync(self._call, "resources/read", {"uri": uri}, answer)
 
     def list_tools(self) -> list[dict[str, Any]]:
-        return self.request("tools/list")["tools"]
+        """Every tool this client may see: the ``tools`` of ``tools/list``, each a dict as on the wire."""
+        return self._listing("tools/list", "tools")
 
     def list_prompts(self) -> list[dict[str, Any]]:
-        return self.request("prompts/list")["prompts"]
+        return self._listing("prompts/list", "prompts")
 
     def list_resources(self) -> list[dict[str, Any]]:
-        return self.request("resources/list")["resources"]
+        return self._listing("resources/list", "resources")
 
     def list_resource_templates(self) -> list[dict[str, Any]]:
-        return self.request("resources/templates/list")["resourceTemplates"]
+        return self._listing("resources/templates/list", "resourceTemplates")
+
+    def _listing(self, method: str, name: str) -> list[dict[str, Any]]:
+        """Every page of a list method (a server that paginates gives a ``nextCursor``)."""
+        items: list[dict[str, Any]] = []
+        params: dict[str, Any] = {}
+        while True:
+            result = self.request(method, params)
+            items.extend(result[name])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return items
+            params = {"cursor": cursor}
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
@@ -270,6 +283,8 @@ class MCPClient:
     # -- driving ---------------------------------------------------------------------
 
     def _sync(self, coro_func: Any, *args: Any) -> Any:
+        # Before logging in (a database write), which would fail in a loop with Django's less helpful error.
+        threads.refuse_in_loop()
         auth = self._auth_headers()
         if self.replay_guard != "off" and not self.legacy:
             from ..asks import guard
@@ -287,7 +302,9 @@ class MCPClient:
         result.runs = watching.runs
         result.unsafe_writes = list(watching.unsafe_writes)
         if watching.unsafe_writes:
-            report = "\n".join(f"  - {w}" for w in watching.unsafe_writes)
+            lines = [f"  - {w}" for w in watching.unsafe_writes]
+            lines += [f"To fix: {fix}." for fix in dict.fromkeys(w.fix for w in watching.unsafe_writes if w.fix)]
+            report = "\n".join(lines)
             message = f"replay-unsafe database writes (the attempt then ended with input_required):\n{report}"
             if self.replay_guard == "error":
                 raise ReplayUnsafeWrite(message)
@@ -436,31 +453,42 @@ class MCPClient:
         try:
             if not response.is_stream:
                 return _with_status(await _json_or_raise(response), response.status), notifications
-            exceeded: InputRoundsExceeded | None = None
+            failed: Exception | None = None
             async for message in response.events():
                 if "method" in message and "id" in message:
-                    if exceeded is not None:
+                    if failed is not None:
                         continue  # the call is being cancelled: no more answers
                     try:
-                        await self._answer_server_request(auth, message, answer, rounds, request_id)
-                    except InputRoundsExceeded as exc:
-                        # Cancelled; raised once the server has ended the call (its
-                        # handler's cleanup runs while this thread still serves it).
-                        exceeded = exc
+                        await self._answer_server_request(auth, message, answer, rounds)
+                    except (InputRoundsExceeded, NoAnswer, TypeError) as exc:
+                        # The test cannot answer: cancel the call at once (rather than leave the
+                        # handler waiting for ASK_TIMEOUT), and raise once the server has ended
+                        # it, its cleanup served by this thread while the call is still open.
+                        failed = exc
+                        reason = "too many rounds of input" if isinstance(exc, InputRoundsExceeded) else "no answer"
+                        await self._cancel(auth, request_id, reason)
                 elif "method" in message:
                     notifications.append(message)
                 elif message.get("id") == request_id:
-                    if exceeded is not None:
-                        raise exceeded
+                    if failed is not None:
+                        raise failed
                     return _with_status(message, response.status), notifications
-            if exceeded is not None:
-                raise exceeded
+            if failed is not None:
+                raise failed
             raise AssertionError(f"the stream for {method} ended without a response")
         finally:
             await exchange.close()
 
+    async def _cancel(self, auth: dict[str, str], call_id: Any, reason: str) -> None:
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": call_id, "reason": reason},
+        }
+        await (await self._legacy_post(auth, cancel)).close()
+
     async def _answer_server_request(
-        self, auth: dict[str, str], message: dict[str, Any], answer: Answerer, rounds: list[Round], call_id: Any
+        self, auth: dict[str, str], message: dict[str, Any], answer: Answerer, rounds: list[Round]
     ) -> None:
         server_id = message["id"]
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": server_id}
@@ -468,14 +496,10 @@ class MCPClient:
             reply["result"] = {}
         else:
             if len(rounds) >= self.max_input_rounds:
-                cancel = {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": {"requestId": call_id, "reason": "too many rounds of input"},
-                }
-                await (await self._legacy_post(auth, cancel)).close()
                 raise InputRoundsExceeded(self.max_input_rounds, rounds)
-            key = str(server_id)
+            # The ask's key, as the server told this client (2026-07-28 sends it; here the wire has none).
+            watching = inprocess.observer.get()
+            key = watching.ask_keys.get(server_id, str(server_id)) if watching is not None else str(server_id)
             request = InputRequest(key, message["method"], dict(message.get("params") or {}))
             this_round = Round(len(rounds) + 1, {key: request})
             rounds.append(this_round)

@@ -19,6 +19,9 @@ class Observer:
     runs: int = 0
     handlers: list[str] = field(default_factory=list)
     unsafe_writes: list[Any] = field(default_factory=list)
+    # Legacy revisions: the ask key of each server-to-client request, by its JSON-RPC id (the
+    # wire carries no key), so a test answers by key in both eras.
+    ask_keys: dict[Any, str] = field(default_factory=dict)
 
     @property
     def guarding(self) -> bool:
@@ -30,3 +33,6 @@ class Observer:
 
     def unsafe(self, writes: list[Any]) -> None:
         self.unsafe_writes.extend(writes)
+
+    def asking(self, request_id: Any, key: str) -> None:
+        self.ask_keys[request_id] = key

@@ -106,17 +106,21 @@ def event_loop() -> asyncio.AbstractEventLoop:
     return _loop
 
 
-def run(work: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``work()`` on the serving loop, its sync work in this thread; its result."""
+def refuse_in_loop() -> None:
+    """The sync methods would block the loop they are called from: say which to use instead."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        pass
-    else:
-        raise RuntimeError(
-            "MCPClient's sync methods cannot run inside an event loop: await the a-prefixed ones "
-            "(await client.acall_tool(...)) in async tests"
-        )
+        return
+    raise RuntimeError(
+        "MCPClient's sync methods cannot run inside an event loop: await the a-prefixed ones "
+        "(await client.acall_tool(...)) in async tests"
+    )
+
+
+def run(work: Callable[[], Awaitable[Any]]) -> Any:
+    """Run ``work()`` on the serving loop, its sync work in this thread; its result."""
+    refuse_in_loop()
     executor = TestThread()
 
     async def root() -> Any:

@@ -8,6 +8,10 @@ from typing import Any
 
 from .enums import enum_schema, is_json_scalar, nullable
 
+# A decimal written as a string, as DRF's DecimalField and msgspec's Decimal read it (JSON Schema's
+# `pattern` and `minimum` each apply to one of the two types only: numbers are not matched, strings not bounded).
+DECIMAL_PATTERN = r"^\s*[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?\s*$"
+
 
 def is_serializer(tp: Any) -> bool:
     # A serializer cannot exist before DRF's serializers module is imported: asking
@@ -60,8 +64,13 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
         _bounds(schema, f, "minimum", "maximum")
     elif isinstance(f, s.DecimalField) and for_output and _decimal_as_string(f):
         # What DRF puts on the wire: COERCE_DECIMAL_TO_STRING makes decimals strings.
-        schema = {"type": "string", "format": "decimal"}
-    elif isinstance(f, (s.FloatField, s.DecimalField)):
+        schema = {"type": "string", "pattern": DECIMAL_PATTERN}
+    elif isinstance(f, s.DecimalField):
+        # DRF takes a number or a decimal string, so a client may send back the "2.00" it was given;
+        # standard keywords only ("format": "decimal" is no JSON Schema format: clients warn of it).
+        schema = {"type": ["number", "string"], "pattern": DECIMAL_PATTERN}
+        _bounds(schema, f, "minimum", "maximum")
+    elif isinstance(f, s.FloatField):
         schema = {"type": "number"}
         _bounds(schema, f, "minimum", "maximum")
     elif isinstance(f, s.EmailField):

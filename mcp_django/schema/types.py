@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
-from .drf import is_serializer, serializer_schema
+from .drf import DECIMAL_PATTERN, is_serializer, serializer_schema
 from .enums import enum_type, nullable
 from .validator import validator_for
 
@@ -422,8 +422,11 @@ def tidy(schema: Any) -> Any:
         return schema
     schema = {k: tidy(v) for k, v in schema.items()}
     if schema.get("format") == "decimal" and schema.get("type") == "string":
-        # A Decimal is accepted as a JSON number or a string (a string keeps every digit).
+        # A Decimal is accepted as a JSON number or a string (a string keeps every digit); msgspec's
+        # "format": "decimal" is no JSON Schema format (clients warn of it), a pattern says the same.
+        del schema["format"]
         schema["type"] = ["number", "string"]
+        schema.setdefault("pattern", DECIMAL_PATTERN)
     values = schema.get("enum")
     if isinstance(values, list) and values:
         try:

@@ -41,6 +41,7 @@ from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
+from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .calls import session_call
@@ -315,7 +316,9 @@ class LegacyHttp(LegacyHandler):
         request = req.request_factory() if may_carry_credentials(req.headers) else None
         return await self.endpoint.principal(req, request)
 
-    async def _session(self, req: HttpIn, principal: Principal) -> tuple[legacy.SessionRecord, str | None] | HttpOut:
+    async def _session(
+        self, req: HttpIn, principal: Principal, request_id: Any = None
+    ) -> tuple[legacy.SessionRecord, str | None] | HttpOut:
         """The request's open session and its log level, or the HTTP answer refusing it."""
         token = req.headers.get("mcp-session-id")
         if token is None:
@@ -329,12 +332,16 @@ class LegacyHttp(LegacyHandler):
         if not principal.matches(record.principal):
             return error_out(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
         version = req.headers.get("mcp-protocol-version")
-        if version is not None and version != record.version:
+        # Any revision a session can speak is accepted, not only the one negotiated: the official
+        # SDK's server does the same, and clients (conformance's multiple-streams scenario) rely on it.
+        if version is not None and version not in LEGACY_VERSIONS:
+            why = "has no sessions" if version in MODERN_VERSIONS else "is not supported"
             return error_out(
-                None,
+                request_id,
                 MCPError(
                     INVALID_REQUEST,
-                    f"MCP-Protocol-Version {version} is not this session's ({record.version})",
+                    f"MCP-Protocol-Version {version} {why}; a session speaks {', '.join(LEGACY_VERSIONS)}",
+                    {"supported": list(LEGACY_VERSIONS), "requested": version},
                     http_status=400,
                 ),
             )
@@ -374,7 +381,7 @@ class LegacyHttp(LegacyHandler):
                 jsonrpc.response(request_id, legacy.initialize_result(record, req.request_factory)),
                 [("mcp-session-id", legacy.seal_session(record))],
             )
-        found = await self._session(req, principal)
+        found = await self._session(req, principal, request_id if shape == "request" else None)
         if isinstance(found, HttpOut):
             return found
         record, level = found

@@ -21,11 +21,14 @@ from .view_styles import (
     STANDARD_ACTIONS,
     clip_name,
     drf_api,
+    generic_prefix,
     is_apiview,
     is_viewset,
+    method_text,
     slug,
     snake_name,
     view_class_of,
+    with_article,
 )
 
 logger = logging.getLogger("mcp_django")
@@ -193,6 +196,7 @@ class _Builder:
         self.descriptions = descriptions
         self.input_schemas = input_schemas
         self.model = self._model()
+        self.named = bool(basename)
         if basename:
             self.prefix = basename
         elif self.model is not None and is_viewset(cls):
@@ -264,6 +268,17 @@ class _Builder:
                 return schemas.first_paragraph(inspect.getdoc(vars(klass)[attr]))
         return ""
 
+    def _class_doc(self) -> str:
+        """The view class's own docstring (not one inherited from Django's or DRF's classes)."""
+        import inspect
+
+        for klass in self.cls.__mro__:
+            if klass.__module__.startswith(("rest_framework.", "django.")) or klass is object:
+                return ""
+            if vars(klass).get("__doc__"):
+                return schemas.first_paragraph(inspect.cleandoc(vars(klass)["__doc__"]))
+        return ""
+
     # -- viewsets -----------------------------------------------------------------------
 
     def viewset_specs(self, actions: Iterable[str] | None) -> list[_Spec]:
@@ -324,7 +339,7 @@ class _Builder:
         noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
         plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
         text = self._custom_doc(action) or ACTION_TEXT[action].format(
-            name=noun, plural=plural, lookup=path_params[0] if path_params else "id"
+            name=noun, a_name=with_article(noun), plural=plural, lookup=path_params[0] if path_params else "id"
         )
         if action == "list" and query:
             text += " Filter, search, order and page with the optional arguments."
@@ -407,6 +422,9 @@ class _Builder:
         _views, _viewsets, generics, mixins = drf
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         generic = issubclass(self.cls, generics.GenericAPIView)
+        if generic and not self.named:
+            # Each tool's name ends with its action: the class name need not say it again.
+            self.prefix = generic_prefix(self.cls.__name__)
         specs = []
         for method in wanted:
             if not hasattr(self.cls, method):
@@ -417,7 +435,9 @@ class _Builder:
                 spec.name = self._name(method, spec.name) if method in self.names else spec.name
                 specs.append(spec)
                 continue
-            specs.append(self._method_spec(method, path_params, input_schema, drf=True, body="json"))
+            specs.append(
+                self._method_spec(method, path_params, input_schema, drf=True, body="json", alone=len(wanted) == 1)
+            )
         return specs
 
     def _method_spec(
@@ -429,6 +449,7 @@ class _Builder:
         drf: bool,
         body: str,
         single: bool = False,
+        alone: bool = False,
     ) -> _Spec:
         override = self.input_schemas.get(method, input_schema)
         if override is None:
@@ -448,6 +469,10 @@ class _Builder:
             schema["properties"].setdefault(param, {"type": "string"})
             schema["required"] = sorted({*schema.get("required", []), param})
         doc = self._custom_doc(method) if self.cls is not None else schemas.first_paragraph(self.view.__doc__)
+        if not doc and self.cls is not None and alone:
+            # The docstring of a view class with one handler says what it does better than a generated
+            # sentence (with several, it would describe each tool as the whole view).
+            doc = self._class_doc()
         op = Operation(
             view=self.view,
             cls=self.cls,
@@ -461,7 +486,7 @@ class _Builder:
         name = self.prefix if single else f"{self.prefix}_{method}"
         return _Spec(
             name=self._name(method, name),
-            description=self.descriptions.get(method, doc or f"{method.upper()} {self.prefix}."),
+            description=self.descriptions.get(method, doc or method_text(method, self.prefix)),
             operation=op,
             input_schema=schema,
             output_schema=None,
@@ -490,7 +515,9 @@ class _Builder:
                 f"register_view: {self.prefix} is a plain Django view; pass input_schema= to say what it takes"
             )
         return [
-            self._method_spec(m, path_params, input_schema, drf=False, body=body, single=len(wanted) == 1)
+            self._method_spec(
+                m, path_params, input_schema, drf=False, body=body, single=len(wanted) == 1, alone=len(wanted) == 1
+            )
             for m in wanted
         ]
 

@@ -36,11 +36,34 @@ DROPPED_HEADERS = (
 ACTION_TEXT = {
     "list": "List {plural}.",
     "retrieve": "Get one {name} by its {lookup}.",
-    "create": "Create a {name}.",
-    "update": "Replace a {name} (every writable field).",
-    "partial_update": "Change some fields of a {name}.",
-    "destroy": "Delete a {name}.",
+    "create": "Create {a_name}.",
+    "update": "Replace {a_name} (every writable field).",
+    "partial_update": "Change some fields of {a_name}.",
+    "destroy": "Delete {a_name}.",
 }
+# What a view without a docstring is said to do with each HTTP method ("Get the order summary.").
+METHOD_VERBS = {"get": "Get", "post": "Submit", "put": "Replace", "patch": "Update", "delete": "Delete"}
+# Words generic views' class names end with that the tool's action already says (NoteList → note_list, not note_list_list).
+GENERIC_SUFFIXES = ("list", "create", "detail", "retrieve", "update", "destroy")
+# Words that begin with a vowel letter but a consonant sound, and the reverse.
+_A_BEFORE = ("one", "once", "eu", "uni", "use", "usa", "usu", "uti", "ure", "uro", "ufo")
+_AN_BEFORE = ("hour", "honest", "honor", "honour", "heir")
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an", as it sounds: "an order", "a user", "an hour"."""
+    word = noun.strip().lower()
+    if word.startswith(_AN_BEFORE):
+        return f"an {noun}"
+    if not word or word.startswith(_A_BEFORE) or word[0] not in "aeiou":
+        return f"a {noun}"
+    return f"an {noun}"
+
+
+def method_text(method: str, what: str) -> str:
+    """A sentence for a view with no docstring: "Get the order summary." (``what`` is a snake_case name)."""
+    words = what.replace("_", " ").strip() or "view"
+    return f"{METHOD_VERBS.get(method, method.upper())} the {words}."
 
 
 # -- what sort of view -------------------------------------------------------------------
@@ -77,6 +100,14 @@ def snake_name(name: str) -> str:
             name = name[: -len(suffix)]
             break
     return camel_case_to_spaces(name).replace(" ", "_") or "view"
+
+
+def generic_prefix(name: str) -> str:
+    """A generic view's class name without the actions it ends with (``ProductListCreateView`` → ``product``)."""
+    words = snake_name(name).split("_")
+    while len(words) > 1 and words[-1] in GENERIC_SUFFIXES:
+        words.pop()
+    return "_".join(words)
 
 
 def slug(text: str) -> str:
