@@ -136,6 +136,8 @@ class Registry:
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        task: str | None = None,
+        input_first: bool = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -153,6 +155,8 @@ class Registry:
         scopes: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         atomic: bool | str = False,
+        task: str | None = None,
+        input_first: bool = False,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -163,6 +167,9 @@ class Registry:
         ``ImproperlyConfigured`` here, naming the tool and the parameter.
         ``atomic=True`` (or a database alias): a sync handler's every attempt runs in
         ``transaction.atomic()``, rolled back when it ends with ``input_required``.
+        ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
+        extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
+        ``await ctx.start_task()`` are answered in the request's own rounds.
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -196,6 +203,8 @@ class Registry:
                     context_param=ctx_param,
                     atomic=_alias(atomic),
                     accepts=accepts,
+                    task=task,
+                    input_first=input_first,
                 )
             )
             return func
