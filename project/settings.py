@@ -194,6 +194,9 @@ MCP_DJANGO: dict[str, Any] = {
     ],
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "10")),
+    # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
+    "TASK_TTL_MS": int(os.environ.get("MCP_TASK_TTL_MS", "3600000")),
+    "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
     "SERVER_NAME": "mcp-django-demo",
     "INSTRUCTIONS": "A demo Django project served over MCP by mcp-django.",
 }

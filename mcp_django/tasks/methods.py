@@ -56,6 +56,8 @@ async def create(
     arguments = call.params.get("arguments") or {}
     meta = call.params.get("_meta")
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
+    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
+
     row = await run_in_thread(
         lambda: store.create(
             tool=tool.name,
@@ -64,6 +66,7 @@ async def create(
             version=call.version,
             capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
             client_info=call.client_info,
+            enqueue=enqueue,
             answers=answers,
             state=state,
         )
@@ -102,7 +105,9 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
         raise InvalidParams("params.inputResponses must be an object")
     row = await run_in_thread(lambda: store.find(task_id, call.principal))
     await _visible(call, registry, allowed, row)
-    await run_in_thread(lambda: store.update(task_id, call.principal, responses))
+    from .runner import enqueue
+
+    await run_in_thread(lambda: store.update(task_id, call.principal, responses, enqueue))
     return {}
 
 

@@ -78,15 +78,18 @@ class Heartbeat(threading.Thread):
         renewed = timezone.now()
         try:
             while not self.stopped.wait(CANCEL_POLL):
-                rows = MCPTask.objects.filter(pk=self.task_id)
-                if rows.filter(cancel_requested=True).exists():
-                    self.cancel.set()
-                now = timezone.now()
-                if (now - renewed).total_seconds() >= renew_every:
-                    rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
-                    renewed = now
-        except Exception:
-            logger.exception("the heartbeat of MCP task %s failed", self.task_id[:8])
+                try:
+                    rows = MCPTask.objects.filter(pk=self.task_id)
+                    if rows.filter(cancel_requested=True).exists():
+                        self.cancel.set()
+                    now = timezone.now()
+                    if (now - renewed).total_seconds() >= renew_every:
+                        rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
+                        renewed = now
+                except Exception:
+                    # The database is away for a moment: tried again next beat; the lease
+                    # is long enough to survive a few missed ones.
+                    logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
         finally:
             connection.close()
 
@@ -242,6 +245,22 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool) -> None:
         store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
     else:
         store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
+
+
+def enqueue(task_id: str) -> None:
+    """Hand the task's next run to Django's task framework (``MCP_DJANGO["TASK_BACKEND"]``).
+
+    Called once the task's row is committed, so a worker never looks for a missing row.
+    A backend that cannot take the job leaves the task ``failed``, with the reason.
+    """
+    try:
+        result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
+    except Exception as exc:
+        logger.exception("MCP task %s could not be enqueued", task_id[:8])
+        error = {"code": INTERNAL_ERROR, "message": f"could not enqueue the task: {exc}"}
+        store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,))
+        return
+    MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
 def run(task_id: str) -> None:

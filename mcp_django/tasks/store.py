@@ -4,6 +4,7 @@ and the wire shapes of SEP-2663. Sync: called in worker threads and in the task 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from django.utils.crypto import constant_time_compare, salted_hmac
 from .. import audit
 from ..auth import Principal
 from ..conf import mcp_settings
-from ..models import Kind
+from ..models import AuditEvent, Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams
 from ..protocol.revisions import Era
 from ..signals import Event
@@ -88,7 +89,10 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         else {},
         reason=reason[:48],
     )
-    audit.record(event, kind)
+    if settings["ASYNC_WRITES"]:
+        audit.record(event, kind)  # the writer thread inserts it; nothing waits here
+    else:
+        AuditEvent.objects.create(**audit.row_for(event, kind))
 
 
 def create(
@@ -99,12 +103,14 @@ def create(
     version: str,
     capabilities: dict[str, Any],
     client_info: dict[str, Any] | None,
+    enqueue: Callable[[str], None],
     answers: dict[str, dict[str, Any]] | None = None,
     state: dict[str, str] | None = None,
 ) -> MCPTask:
     """Store a new task and enqueue its first run once the row is committed.
 
-    Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
+    ``enqueue(task_id)`` hands the first run to the task framework once the row is
+    committed. Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
     it from any instance: the durable create SEP-2663 asks for. A backend that cannot
     take the job leaves the task ``failed``, with the reason, rather than ``working``.
     """
@@ -133,19 +139,6 @@ def create(
     record(row, Kind.TASK_CREATED, principal)
     row.refresh_from_db()
     return row
-
-
-def enqueue(task_id: str) -> None:
-    """Hand the task's next run to Django's task framework (``MCP_DJANGO["TASK_BACKEND"]``)."""
-    from .runner import run_task
-
-    try:
-        result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
-    except Exception as exc:
-        logger.exception("MCP task %s could not be enqueued", task_id[:8])
-        finish(task_id, Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"could not enqueue the task: {exc}"})
-        return
-    MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
 def finish(
@@ -226,7 +219,7 @@ def find(task_id: Any, principal: Principal) -> MCPTask:
     return row
 
 
-def update(task_id: str, principal: Principal, responses: dict[str, Any]) -> None:
+def update(task_id: str, principal: Principal, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
     """``tasks/update``: take the answers to pending asks; once none is pending, run again.
 
     Keys never asked, already answered or superseded are ignored (SEP-2663); a partial
