@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 .PHONY: browser-deps proxy-deps help venv run test test-py311 test-postgres conformance conformance-install clients-install lint bench bench-instructions typecheck clean wheel-test fuzz
 
 help:
-	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
+	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT, with its task worker"
 	@echo "make test              run the whole test suite"
 	@echo "make lint              ruff, and make typecheck (mypy over mcp_django/)"
 	@echo "make conformance       run the MCP conformance suite against the demo"
@@ -39,8 +39,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The server and, next to it, the task worker that runs MCP tasks (docs/tasks.md); both stop together.
 run: venv
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py db_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT) --lifespan off
 
 # The whole suite twice: SQLite with the in-memory channel layer, then
