@@ -171,12 +171,12 @@ class TaskTools(TestCase):
         assert raised.value.code == -32602
 
     def test_an_expired_task_is_unknown_and_purged(self) -> None:
-        with mcp_settings(TASK_TTL_MS=50):
+        with mcp_settings(TASK_TTL_MS=1500):
             client = MCPClient(tasks=True)
             created = client.start_tool("slow_compute", {"seconds": 60})
-            assert created["ttlMs"] == 50
+            assert created["ttlMs"] == 1500
             assert client.get_task(created["taskId"])["status"] == "working"  # not early
-            time.sleep(0.1)
+            time.sleep(1.6)
             with pytest.raises(JSONRPCError) as raised:
                 client.get_task(created["taskId"])
             assert (raised.value.code, raised.value.message) == (-32602, NOT_FOUND)
@@ -257,3 +257,124 @@ def test_discover_advertises_the_extension(raw_inprocess: Raw) -> None:
     assert caps["extensions"] == {EXT: {}}
     assert "tasks" not in caps
     assert meta()  # the shared helper still builds the default _meta
+
+
+class Operators(TestCase):
+    def setUp(self) -> None:
+        self.admin = User.objects.create_superuser("root", password="pw")
+
+    def test_the_admin_lists_filters_and_cancels_tasks(self) -> None:
+        client = MCPClient(tasks=True)
+        waiting = client.start_tool("confirm_delete", {"filename": "c"})["taskId"]
+        client.run_task(waiting)
+        running = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        MCPTask.objects.filter(pk=running).update(lease_until=timezone.now() + timedelta(seconds=30))
+        done = client.start_tool("slow_compute", {"seconds": 0})["taskId"]
+        client.run_task(done)
+        self.client.force_login(self.admin)
+        url = "/admin/mcp_django/mcptask/"
+        page = self.client.get(url).content.decode()
+        assert "confirm_delete" in page and "slow_compute" in page
+        filtered = self.client.get(url + "?status__exact=input_required").content.decode()
+        assert waiting[:10] in filtered and running[:10] not in filtered
+        assert self.client.get(url + "add/").status_code == 403
+        response = self.client.post(url, {"action": "cancel_tasks", "_selected_action": [waiting, running, done]})
+        assert response.status_code == 302
+        statuses = dict(MCPTask.objects.values_list("pk", "status"))
+        assert statuses[waiting] == Status.CANCELLED
+        assert statuses[running] == Status.WORKING and MCPTask.objects.get(pk=running).cancel_requested
+        assert statuses[done] == Status.COMPLETED  # a finished task stays as it ended
+
+    def test_checks_report_a_backend_that_cannot_run_tasks(self) -> None:
+        from django.core.checks import run_checks
+        from django.test import override_settings
+
+        def ids() -> set[str]:
+            return {m.id for m in run_checks() if m.id and m.id.startswith(("mcp_django.E03", "mcp_django.W03"))}
+
+        with override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}):
+            assert ids() == set()
+        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}):
+            assert ids() == {"mcp_django.W031"}
+        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+            assert ids() == {"mcp_django.W030"}  # DEBUG is off in the tests
+        with mcp_settings(TASK_BACKEND="nowhere"):
+            assert ids() == {"mcp_django.E030"}
+
+    def test_mcp_handlers_marks_task_tools(self) -> None:
+        import json
+
+        out = StringIO()
+        call_command("mcp_handlers", "--json", "--type", "tool", stdout=out)
+        tools = {row["name"]: row.get("task") for row in json.loads(out.getvalue())}
+        assert (tools["slow_compute"], tools["failing_job"], tools["greet"]) == ("optional", "required", None)
+
+    def test_the_demo_report_runs_as_a_task_and_asks_once(self) -> None:
+        result = MCPClient(tasks=True).call_tool("sales_report", {"quarter": "Q2"}, answer={"refunds": False})
+        assert result.text == "Sales report for Q2: 1,204 orders, without refunds."
+        assert result.task_states == ["working", "input_required", "working", "completed"]
+
+
+class Handlers(TestCase):
+    """Task handlers written in other ways: sync ones, ones that misuse keys, ImmediateBackend."""
+
+    def test_a_sync_handler_runs_as_a_task_and_sees_the_cancel(self) -> None:
+        from mcp_django import SyncContext, mcp
+
+        seen: list[str] = []
+
+        def sync_task(ctx: SyncContext, n: int) -> str:
+            ctx.check_cancelled()
+            if not ctx.confirm(f"Go with {n}?", key="go"):
+                return "stopped"
+            seen.append("ran")
+            return f"went with {n}"
+
+        mcp.tool(name="tasktest_sync", task="optional")(sync_task)
+        try:
+            result = MCPClient(tasks=True).call_tool("tasktest_sync", {"n": 3}, answer=lambda r: True)
+            assert (result.text, result.task_status, seen) == ("went with 3", "completed", ["ran"])
+            client = MCPClient(tasks=True)
+            task_id = client.start_tool("tasktest_sync", {"n": 4})["taskId"]
+            MCPTask.objects.filter(pk=task_id).update(cancel_requested=True)
+            client.run_task(task_id)
+            assert client.get_task(task_id)["status"] == "cancelled" and seen == ["ran"]
+        finally:
+            mcp.remove("tools", "tasktest_sync")
+
+    def test_a_key_asked_again_with_another_question_fails_the_task(self) -> None:
+        from mcp_django import Context, mcp
+
+        async def rekey(ctx: Context) -> str:
+            first = await ctx.confirm("First?", key="k")
+            await ctx.confirm(f"Second, after {first}?", key="k")
+            return "never"
+
+        mcp.tool(name="tasktest_rekey", task="optional")(rekey)
+        try:
+            with pytest.raises(JSONRPCError) as raised:
+                MCPClient(tasks=True).call_tool("tasktest_rekey", answer=lambda r: True)
+            assert raised.value.code == -32603 and "'k'" in raised.value.message
+        finally:
+            mcp.remove("tools", "tasktest_rekey")
+
+    def test_an_answer_of_the_wrong_shape_fails_the_task_with_32602(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("confirm_delete", {"filename": "d"})["taskId"]
+        client.run_task(task_id)
+        client.update_task(task_id, {"confirm_delete": "yes please"})
+        client.run_task(task_id)
+        task = client.get_task(task_id)
+        assert task["status"] == "failed" and task["error"]["code"] == -32602
+
+
+@pytest.mark.django_db(transaction=True)
+def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
+    from django.test import override_settings
+
+    with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+        client = MCPClient(tasks=True, run_tasks=False)
+        created = client.start_tool("slow_compute", {"seconds": 0, "label": "now"})
+        task = client.get_task(created["taskId"])
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"] == "computed now in 0s"

@@ -271,9 +271,9 @@ class MCPClient:
 
     def run_task(self, task_id: str) -> None:
         """Run the task's queued run now, in the test's thread (as a worker would)."""
-        from ..tasks.runner import run
+        from ..tasks.runner import arun
 
-        self._sync(lambda auth: sync_to_async(run, thread_sensitive=True)(task_id))
+        self._sync(lambda auth: arun(task_id))
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
@@ -488,9 +488,9 @@ class MCPClient:
                 )
                 continue
             if self.run_tasks:
-                from ..tasks.runner import run
+                from ..tasks.runner import arun
 
-                await sync_to_async(run, thread_sensitive=True)(task_id)
+                await arun(task_id)
             else:
                 await asyncio.sleep(0.05)
             if time.monotonic() > deadline:

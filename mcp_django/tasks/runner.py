@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -263,22 +263,32 @@ def enqueue(task_id: str) -> None:
     MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
-def run(task_id: str) -> None:
-    """One run of the task ``task_id`` (what the enqueued job does)."""
-    claimed = _claim(task_id)
+async def arun(task_id: str) -> None:
+    """One run of the task ``task_id``: claim it, one attempt, store what it came to.
+
+    The database work runs in Django's thread-sensitive thread (``sync_to_async``), the
+    attempt on this loop: an in-process test's client awaits this directly, so a sync
+    handler and the claim both run in the test's thread, in its transaction.
+    """
+    claimed = await sync_to_async(_claim)(task_id)
     if claimed is None:
         return
     row, principal = claimed
     beat = Heartbeat(task_id)
     beat.start()
     try:
-        outcome = async_to_sync(attempt)(row, principal, beat.cancelled)
+        outcome = await attempt(row, principal, beat.cancelled)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
     finally:
-        beat.stop()
-    _settle(task_id, outcome, beat.cancelled())
+        await sync_to_async(beat.stop, thread_sensitive=False)()
+    await sync_to_async(_settle)(task_id, outcome, beat.cancelled())
+
+
+def run(task_id: str) -> None:
+    """One run of the task ``task_id`` (what the enqueued job does), from sync code."""
+    async_to_sync(arun)(task_id)
 
 
 @task()
