@@ -17,7 +17,7 @@ PY := $(VENV)/bin/python
 .PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-instructions typecheck clean wheel-test fuzz
 
 help:
-	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT"
+	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT, with its task worker"
 	@echo "make test              run the whole test suite (SQLite, then PostgreSQL and Redis)"
 	@echo "make test-py311        the suite once more on Django 5.2 under Python 3.11 (PostgreSQL and Redis)"
 	@echo "make lint              ruff, and make typecheck (mypy over mcp_django/)"
@@ -51,8 +51,10 @@ venv: $(VENV)/.installed-requirements
 test-venv: $(VENV)/.installed-$(TEST_REQUIREMENTS)
 dev-venv: $(VENV)/.installed-requirements-dev
 
+# The server and, next to it, the task worker that runs MCP tasks (docs/tasks.md); both stop together.
 run: venv
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py db_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
 
 # The suite in two legs: SQLite with the in-memory channel layer, then PostgreSQL

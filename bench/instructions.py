@@ -7,7 +7,7 @@ code gives the same count, so two commits can be compared on a busy machine. Eac
 runs twice under callgrind, with a few calls and with ``--calls`` more; the difference
 divided by ``--calls`` is the cost of one call, start-up and warm-up excluded.
 
-    python bench/instructions.py [--calls 300] [echo token async flow]
+    python bench/instructions.py [--calls 300] [echo token async flow taskget]
 
 It needs valgrind (Debian: ``apt-get install valgrind``); under it Python runs about 50 times
 slower, so a scenario takes a few minutes.
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("echo", "token", "async", "flow")
+SCENARIOS = ("echo", "token", "async", "flow", "taskget")
 WARM_UP = 150
 MODERN = "2026-07-28"
 META = {
@@ -36,6 +36,7 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
 }
 FLOW = "test_input_required_result_multi_round"
+TASKS = "io.modelcontextprotocol/tasks"
 FLOW_ANSWERS = (
     {"step1": {"action": "accept", "content": {"name": "Ada"}}},
     {"step2": {"action": "accept", "content": {"color": "teal"}}},
@@ -74,6 +75,21 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
         return [(_headers("echo", token), _body("echo", {"text": "hello"}))]
     if scenario == "async":
         return [(_headers("reverse"), _body("reverse", {"text": "hello"}))]
+    if scenario == "taskget":
+        # Polling an MCP task (tasks/get of a queued task; no worker runs it).
+        meta = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
+        create = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "slow_compute", "arguments": {"seconds": 60}, "_meta": meta},
+            }
+        ).encode()
+        task_id = json.loads(await one(app, _headers("slow_compute"), create))["result"]["taskId"]
+        get = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+        headers = [(k, v) for k, v in _headers(task_id) if k != b"mcp-method"] + [(b"mcp-method", b"tasks/get")]
+        return [(headers, json.dumps(get).encode())]
     requests = [(_headers(FLOW), _body(FLOW, {}))]
     for answer in FLOW_ANSWERS:
         result = json.loads(await one(app, *requests[-1]))["result"]

@@ -16,6 +16,7 @@ Ids are stable (projects silence them by id):
 - E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
 - E012 TokenAuthentication without rest_framework.authtoken installed
 - W020 this process lost audit rows (a full queue, or rows the database refused)
+- E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
 
 Skills (docs/skills.md), each naming the SKILL.md or folder:
 
@@ -257,3 +258,6 @@ def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         (Error if problem.error else Warning)(problem.message, hint=problem.hint, id=problem.id)
         for problem in scan().problems
     ]
+
+
+from .tasks import checks as task_checks  # noqa: E402, F401 - registers the MCP tasks' checks

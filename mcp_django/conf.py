@@ -355,6 +355,15 @@ SETTINGS: dict[str, Setting] = {
     # Seconds a legacy call's SSE stream may go unread (the client dropped it and did
     # not resume with Last-Event-ID) before the call is cancelled and its thread freed.
     "ABANDONED_STREAM_SECONDS": Setting(30, seconds),
+    # MCP tasks (docs/tasks.md). TASK_TTL_MS: how long a task is kept from its creation
+    # (its ttlMs; None: unlimited); TASK_POLL_INTERVAL_MS: the pollIntervalMs clients are
+    # told; TASK_BACKEND: the alias in Django's TASKS setting the work is enqueued on;
+    # TASK_LEASE_SECONDS: a running task whose worker has not said it is alive for this
+    # long is failed (the worker died).
+    "TASK_TTL_MS": Setting(3_600_000, lambda v: None if v is None else positive_int(v)),
+    "TASK_POLL_INTERVAL_MS": Setting(1000, positive_int),
+    "TASK_BACKEND": Setting("default", text),
+    "TASK_LEASE_SECONDS": Setting(30, seconds),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
     # The most resources one legacy session (or websocket, or subscriptions/listen

@@ -159,9 +159,15 @@ class Tool(Handler):
     # Validates a call's arguments and converts them into what the handler takes
     # (schemas.Parameters from the signature; by default, a check against input_schema).
     parameters: Any = None
+    # MCP tasks (docs/tasks.md): None, "optional" or "required"; input_first: the handler's
+    # asks before ``ctx.start_task()`` are the request's own rounds.
+    task: str | None = None
+    input_first: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.task not in (None, "optional", "required"):
+            raise TypeError(f"tool {self.name!r}: task= must be None, 'optional' or 'required', not {self.task!r}")
         if self.parameters is None:
             self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 

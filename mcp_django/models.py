@@ -23,6 +23,12 @@ class Kind(models.TextChoices):
     MISSING_CAPABILITY = "missing_capability", _("missing capability")
     ASK = "ask", _("legacy ask")
     REPLAY_UNSAFE = "replay_unsafe", _("replay-unsafe write")
+    # MCP tasks (mcp_django.tasks): a task's life, one row per change of status.
+    TASK_CREATED = "task_created", _("task created")
+    TASK_INPUT_REQUIRED = "task_input_required", _("task input required")
+    TASK_COMPLETED = "task_completed", _("task completed")
+    TASK_FAILED = "task_failed", _("task failed")
+    TASK_CANCELLED = "task_cancelled", _("task cancelled")
 
 
 #: Kinds that end a call (their count is a handler's "calls").
@@ -93,3 +99,6 @@ class RegisteredHandler(AuditEvent):
         proxy = True
         verbose_name = _("registered handler")
         verbose_name_plural = _("registered handlers")
+
+
+from .tasks.models import MCPTask  # noqa: E402, F401 - the tasks extension's model, in its own module

@@ -144,6 +144,8 @@ class Registry:
         destructive: bool | None = None,
         idempotent: bool | None = None,
         open_world: bool | None = None,
+        task: str | None = None,
+        input_first: bool = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -166,6 +168,8 @@ class Registry:
         destructive: bool | None = None,
         idempotent: bool | None = None,
         open_world: bool | None = None,
+        task: str | None = None,
+        input_first: bool = False,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -179,6 +183,9 @@ class Registry:
         ``read_only``, ``destructive``, ``idempotent``, ``open_world``: the tool's
         annotations (``readOnlyHint`` ...), hints a client may show or act on; ``icons``:
         static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
+        ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
+        extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
+        ``await ctx.start_task()`` are answered in the request's own rounds.
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -223,6 +230,8 @@ class Registry:
                     context_param=ctx_param,
                     atomic=_alias(atomic),
                     accepts=accepts,
+                    task=task,
+                    input_first=input_first,
                 )
             )
             return func

@@ -30,6 +30,10 @@ def database_from_url(url: str) -> dict[str, object]:
             "NAME": name,
             "CONN_MAX_AGE": int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")),
             "CONN_HEALTH_CHECKS": True,
+            # A file shared by the server and the task worker (two processes): a transaction
+            # takes the write lock when it starts, and waits for it, rather than failing with
+            # "database is locked" when a read inside it turns into a write.
+            **({"OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20}} if name != ":memory:" else {}),
         }
     if parts.scheme in ("postgres", "postgresql", "pgsql"):
         # DJANGO_DB_POOL_MAX=N: a psycopg pool of at most N connections per process
@@ -84,6 +88,8 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "channels",
     "mcp_django",
+    # The database backend of Django's task framework: MCP tasks run in `manage.py db_worker`.
+    "django_tasks_db",
     # project.conformance (the conformance suite's test_* fixtures) is added by
     # project/conformance/settings.py, which `make conformance` and the tests use.
     "project.demo",
@@ -121,6 +127,10 @@ TEMPLATES = [
 ]
 WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
+
+# Django's task framework: MCP tasks (docs/tasks.md) are enqueued here and run by
+# `manage.py db_worker`, which `make run` starts next to the server.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -193,6 +203,9 @@ MCP_DJANGO: dict[str, Any] = {
     ],
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "1")),
+    # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
+    "TASK_TTL_MS": int(os.environ.get("MCP_TASK_TTL_MS", "3600000")),
+    "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",

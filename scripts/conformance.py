@@ -1,8 +1,10 @@
 """Run the official MCP conformance suite against the demo project.
 
-Starts the demo under uvicorn on a free loopback port (fresh SQLite database),
-runs `conformance server --suite all` for each protocol revision, then the
-authorization-server scenarios against the demo's OAuth server, and prints a
+Starts the demo under uvicorn on a free loopback port (fresh SQLite database) with a
+task worker (`manage.py db_worker`: MCP tasks run out of process), runs `conformance
+server --suite all` for each protocol revision, the tasks extension's scenarios by name
+(`--suite all` leaves extensions out), the suite's frozen 2026-07-28 requirement set,
+then the authorization-server scenarios against the demo's OAuth server, and prints a
 summary of every check. Exits non-zero when any check fails.
 """
 
@@ -39,6 +41,23 @@ def wait_for(port: int, timeout: float = 30) -> None:
                 return
         time.sleep(0.1)
     raise SystemExit(f"the demo server did not start on port {port}")
+
+
+def wait_for_worker(worker: subprocess.Popen[str], timeout: float = 60) -> None:
+    """Until the task worker says it started (the first task would wait for it otherwise);
+    its output is then drained in a thread, so a full pipe never stops it."""
+    import threading
+
+    assert worker.stdout is not None
+    deadline = time.time() + timeout
+    for line in worker.stdout:
+        if "Starting worker" in line:
+            break
+        if time.time() > deadline:
+            raise SystemExit("the task worker did not start")
+    else:
+        raise SystemExit("the task worker exited")
+    threading.Thread(target=lambda: [None for _ in worker.stdout or ()], daemon=True).start()
 
 
 def summarize(out_dir: Path) -> tuple[int, int, list[str]]:
@@ -115,6 +134,48 @@ def authorization(args: argparse.Namespace, env: dict[str, str], port: int, out_
     return failed + (1 if suite.returncode and not failed else 0) + (1 if not passed else 0)
 
 
+# Extension scenarios: `--suite all` leaves them out, so they run by name.
+TASKS_SCENARIOS = (
+    "tasks-lifecycle",
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-mrtr-input",
+    "tasks-request-headers",
+    "tasks-dispatch-and-envelope",
+    "tasks-status-notifications",
+    "tasks-required-task-error",
+    "tasks-mrtr-composition",
+)
+# The suite's frozen requirement set of a revision (what its tier check scores).
+REQUIREMENTS = "2026-07-28"
+
+
+def _suite(args: argparse.Namespace, label: str, out_dir: Path, extra: list[str], url: str) -> int:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    command = [args.node, args.suite, "server", "--url", url, "-o", str(out_dir), *extra]
+    run = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    passed, failed, problems = summarize(out_dir)
+    print(f"== conformance {label}: {passed} passed, {failed} failed")
+    for line in problems:
+        print("   " + line)
+    if run.returncode and not failed:
+        print(run.stdout[-3000:], run.stderr[-3000:])
+    return failed + (1 if run.returncode and not failed else 0)
+
+
+def extensions(args: argparse.Namespace, port: int, out_root: Path) -> int:
+    """The tasks extension's scenarios by name, then the 2026-07-28 requirement set."""
+    url = f"http://127.0.0.1:{port}/mcp"
+    failed = 0
+    for scenario in TASKS_SCENARIOS:
+        failed += _suite(args, scenario, out_root / "tasks" / scenario, ["--scenario", scenario], url)
+    failed += _suite(
+        args, f"requirements {REQUIREMENTS}", out_root / "requirements", ["--requirements", REQUIREMENTS], url
+    )
+    return failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--node", required=True)
@@ -153,9 +214,19 @@ def main() -> int:
         cwd=ROOT,
         env=env,
     )
+    # MCP tasks run out of process, as in production: Django's database task backend and its worker.
+    worker = subprocess.Popen(
+        [python, "manage.py", "db_worker", "--interval", "0.05", "--no-startup-delay", "--no-reload", "-v1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     total_failed = 0
     try:
         wait_for(port)
+        wait_for_worker(worker)
         for version in versions:
             out_dir = out_root / version
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -183,10 +254,13 @@ def main() -> int:
             if run.returncode and not failed:
                 print(run.stdout[-3000:], run.stderr[-3000:])
         if not args.scenario:
+            total_failed += extensions(args, port, out_root)
             total_failed += authorization(args, env, port, out_root)
     finally:
         server.terminate()
+        worker.terminate()
         server.wait(10)
+        worker.wait(10)
     print(f"conformance: {'all checks passed' if not total_failed else f'{total_failed} failed'}")
     return 1 if total_failed else 0
 

@@ -34,6 +34,12 @@ class Call:
     session: Any = None
     # time.perf_counter() when the request reached the engines: audit rows' durations start here.
     started: float = field(default_factory=time.perf_counter)
+    # MCP tasks (mcp_django.tasks): the id of the task this attempt runs for, whether
+    # ``ctx.start_task()`` may turn this request into a task, and the cancel flag a task
+    # runner keeps (``ctx.check_cancelled()`` reads it; None outside tasks).
+    task_id: str | None = None
+    may_start_task: bool = False
+    cancelled: Callable[[], bool] | None = field(default=None, repr=False)
 
     @cached_property
     def request(self) -> Any:

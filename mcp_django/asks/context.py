@@ -27,6 +27,7 @@ from ..protocol.revisions import ClientCapabilities, Era
 from . import questions
 from .asking import Asking, current_context
 from .call import Call
+from .errors import StartTask, TaskCancelled
 from .questions import Ask, ElicitResult, Root, SampleResult
 
 _current: contextvars.ContextVar[Context | None] = current_context
@@ -223,6 +224,30 @@ class Context:
             else:
                 close()
 
+    def check_cancelled(self) -> Awaitable[None]:
+        """Inside an MCP task, raise :class:`TaskCancelled` once the client sent ``tasks/cancel``.
+
+        Cancellation is cooperative: a long handler calls this between steps (every ask
+        checks too). Outside a task it does nothing.
+        """
+        cancelled = self.call.cancelled
+        if cancelled is not None and cancelled():
+            raise TaskCancelled()
+        return self._done()
+
+    def start_task(self) -> Awaitable[None]:
+        """For a tool registered with ``task=...`` and ``input_first=True``: from here on, run as a task.
+
+        The asks before it are ordinary ``input_required`` rounds of the request; this
+        answers the client with the new task, which runs the handler again from the
+        start with those answers. Inside the task, without the client's opt-in to tasks,
+        and on legacy revisions it does nothing (the handler goes on).
+        """
+        if self.call.may_start_task:
+            carried = getattr(self.backend, "carried_answers", None)
+            raise StartTask(carried() if carried is not None else {}, dict(self.state))
+        return self._done()
+
     def debug(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("debug", data, **kw)
 
@@ -299,6 +324,10 @@ class SyncContext(Context):
         def log(self, level: str, data: Any, *, logger: str | None = None) -> None: ...  # type: ignore[override]
 
         def elicitation_complete(self, elicitation_id: str) -> None: ...  # type: ignore[override]
+
+        def check_cancelled(self) -> None: ...  # type: ignore[override]
+
+        def start_task(self) -> None: ...  # type: ignore[override]
 
         def debug(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
 

@@ -64,3 +64,23 @@ def _leaves(group: BaseExceptionGroup[Any]) -> Any:
             yield from _leaves(exc)
         else:
             yield exc
+
+
+class TaskCancelled(BaseException):
+    """Raised by ``ctx.check_cancelled()`` (and by an ask) once the client cancelled the task.
+
+    A ``BaseException``, so that a handler's ``except Exception`` cannot swallow the
+    cancel: the task ends ``cancelled``. Catch it only to clean up, then raise it again.
+    """
+
+
+class StartTask(BaseException):
+    """Ends the request's attempt at ``ctx.start_task()``: the rest runs as an MCP task.
+
+    Carries what the attempt knew (answers and ``ctx.state``), which the task keeps.
+    """
+
+    def __init__(self, answers: dict[str, Any], state: dict[str, str]) -> None:
+        super().__init__("start_task")
+        self.answers = answers
+        self.state = state

@@ -417,9 +417,10 @@ async def _attempt_once(
     asked: dict[str, str] | None,
     responses: dict[str, Any],
     state: dict[str, str],
+    backend_class: type[ReplayBackend] = ReplayBackend,
 ) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
     """One attempt: its backend, ctx, whether it finished, its value, and its error."""
-    backend = ReplayBackend(call, known=known, asked=asked, responses=responses)
+    backend = backend_class(call, known=known, asked=asked, responses=responses)
     ctx = make_context(handler, call, backend, state)
     watch = guard.start(handler)
     if watch is not None:
@@ -432,6 +433,27 @@ async def _attempt_once(
         if watch is not None:
             guard.stop(watch)
     return backend, ctx, finished, value, None
+
+
+async def attempt(
+    handler: Handler,
+    arguments: dict[str, Any],
+    call: Call,
+    *,
+    known: dict[str, dict[str, Any]],
+    state: dict[str, str],
+    backend_class: type[ReplayBackend] = ReplayBackend,
+) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
+    """One attempt with the answers ``known`` so far (an MCP task's, kept in the database).
+
+    The same engine as a request's rounds: the handler runs from the start, known asks
+    return their answers, an unanswered one parks it. Returns the backend (its
+    ``pending`` asks, ``carried_answers()``), the ctx, whether the handler finished,
+    its value and its error.
+    """
+    return await _attempt_once(
+        handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
+    )
 
 
 def _capability_name(data: Any) -> str:

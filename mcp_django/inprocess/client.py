@@ -9,8 +9,10 @@ transaction are what the handlers see.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,6 +35,9 @@ from .answers import Answerer, InputRequest, NoAnswer, answer_for
 from .exchange import Exchange, Response, http_scope
 from .observe import Observer
 
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# Methods whose Mcp-Name header repeats a params field (the name, the URI, the task id).
+_NAMED = ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update", "tasks/cancel")
 DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 CLIENT_INFO = {"name": "mcp-django-testclient", "version": "1"}
 
@@ -95,6 +100,14 @@ class Result:
     notifications: list[dict[str, Any]] = field(default_factory=list)
     # Replay-unsafe writes the guard found (see docs/testing.md).
     unsafe_writes: list[Any] = field(default_factory=list)
+    # A call that became an MCP task: its id, and every status it was seen in, in order.
+    task_id: str | None = None
+    task_states: list[str] = field(default_factory=list)
+
+    @property
+    def task_status(self) -> str | None:
+        """The task's last status ("completed", "cancelled"), or None for a call that was no task."""
+        return self.task_states[-1] if self.task_states else None
 
     @property
     def is_error(self) -> bool:
@@ -166,6 +179,9 @@ class MCPClient:
         headers: Mapping[str, str] | None = None,
         app: Any = None,
         path: str = "/mcp",
+        tasks: bool = False,
+        run_tasks: bool = True,
+        task_timeout: float = 30.0,
     ) -> None:
         if revision not in MODERN_VERSIONS + LEGACY_VERSIONS:
             raise ValueError(f"unknown protocol revision {revision!r}")
@@ -177,6 +193,14 @@ class MCPClient:
         self.max_input_rounds = max_input_rounds
         self.replay_guard = replay_guard
         self.capabilities = dict(DEFAULT_CAPABILITIES if capabilities is None else capabilities)
+        if tasks:
+            # The per-request opt-in to MCP tasks (docs/tasks.md): a task tool answers with a
+            # task, which call_tool drives to its end (answers by tasks/update, polls tasks/get).
+            self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), TASKS_EXTENSION: {}}
+        # Run the task's queued runs here, in the test's thread, whatever the TASKS backend
+        # (no worker needed); False: leave them to a worker and only poll.
+        self.run_tasks = run_tasks
+        self.task_timeout = task_timeout
         self.extra_headers = dict(headers or {})
         self.path = path
         self._app = app
@@ -244,6 +268,25 @@ class MCPClient:
             if not cursor:
                 return items
             params = {"cursor": cursor}
+
+    def start_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``tools/call`` answered as it is: a ``CreateTaskResult`` is returned, not driven."""
+        return self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
+
+    def get_task(self, task_id: str) -> dict[str, Any]:
+        return self.request("tasks/get", {"taskId": task_id})
+
+    def update_task(self, task_id: str, responses: Mapping[str, Any]) -> dict[str, Any]:
+        return self.request("tasks/update", {"taskId": task_id, "inputResponses": dict(responses)})
+
+    def cancel_task(self, task_id: str) -> dict[str, Any]:
+        return self.request("tasks/cancel", {"taskId": task_id})
+
+    def run_task(self, task_id: str) -> None:
+        """Run the task's queued run now, in the test's thread (as a worker would)."""
+        from ..tasks.runner import arun
+
+        self._sync(lambda auth: arun(task_id))
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
@@ -329,8 +372,10 @@ class MCPClient:
             "mcp-method": method,
             **auth,
         }
-        target = params.get("uri" if method == "resources/read" else "name")
-        if method in ("tools/call", "prompts/get", "resources/read") and isinstance(target, str):
+        target = params.get(
+            "uri" if method == "resources/read" else "taskId" if method.startswith("tasks/") else "name"
+        )
+        if method in _NAMED and isinstance(target, str):
             headers["mcp-name"] = _header_value(target)
         if method == "tools/call":
             headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
@@ -372,6 +417,8 @@ class MCPClient:
             message, notes = await self._modern_post(auth, method, retry)
             notifications.extend(notes)
             result = _result_of(message)
+            if result.get("resultType") == "task" and method == "tools/call":
+                return await self._drive_task(auth, result, answer, rounds, notifications)
             if result.get("resultType") != "input_required":
                 return Result(method, result, rounds, notifications=notifications)
             if len(rounds) >= self.max_input_rounds:
@@ -393,6 +440,78 @@ class MCPClient:
             retry["inputResponses"] = responses
             if "requestState" in result:
                 retry["requestState"] = result["requestState"]
+
+    async def _drive_task(
+        self,
+        auth: dict[str, str],
+        created: dict[str, Any],
+        answer: Answerer,
+        rounds: list[Round],
+        notifications: list[dict[str, Any]],
+    ) -> Result:
+        """Poll the task to its end, answering its input requests by ``tasks/update``."""
+        task_id = created["taskId"]
+        states = [created["status"]]
+        deadline = time.monotonic() + self.task_timeout
+        while True:
+            message, _ = await self._modern_post(auth, "tasks/get", {"taskId": task_id})
+            task = _result_of(message)
+            status = task["status"]
+            if status != states[-1]:
+                states.append(status)
+            if status == "completed":
+                return Result(
+                    "tools/call",
+                    task["result"],
+                    rounds,
+                    notifications=notifications,
+                    task_id=task_id,
+                    task_states=states,
+                )
+            if status == "cancelled":
+                return Result(
+                    "tools/call",
+                    {"content": []},
+                    rounds,
+                    notifications=notifications,
+                    task_id=task_id,
+                    task_states=states,
+                )
+            if status == "failed":
+                error = task.get("error") or {}
+                failure = JSONRPCError(int(error.get("code", -32603)), error.get("message", ""), error.get("data"))
+                failure.task_id, failure.task_states = task_id, states  # type: ignore[attr-defined]
+                raise failure
+            if status == "input_required":
+                if len(rounds) >= self.max_input_rounds:
+                    raise InputRoundsExceeded(self.max_input_rounds, rounds)
+                requests = {
+                    key: InputRequest(key, entry.get("method", ""), dict(entry.get("params") or {}))
+                    for key, entry in (task.get("inputRequests") or {}).items()
+                }
+                this_round = Round(len(rounds) + 1, requests)
+                rounds.append(this_round)
+                for key, request in requests.items():
+                    reply = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+                    if reply.result is None:
+                        raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
+                    this_round.responses[key] = reply.result
+                _result_of(
+                    (
+                        await self._modern_post(
+                            auth, "tasks/update", {"taskId": task_id, "inputResponses": this_round.responses}
+                        )
+                    )[0]
+                )
+                continue
+            if self.run_tasks:
+                from ..tasks.runner import arun
+
+                await arun(task_id)
+            else:
+                await asyncio.sleep(0.05)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"task {task_id} is still {status!r} after {self.task_timeout} s")
 
     # -- legacy revisions ----------------------------------------------------------------
 

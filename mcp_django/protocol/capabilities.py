@@ -8,6 +8,7 @@ from .. import __version__
 from ..conf import mcp_settings
 from ..icons import IconBase, revision_has_icons
 from ..skills import methods as skills
+from ..tasks import EXTENSION as TASKS_EXTENSION
 from .revisions import Era
 
 
@@ -40,6 +41,8 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     if era == Era.LEGACY:
         caps["logging"] = {}
     extensions = skills.extensions()
+    if era == Era.MODERN:
+        extensions[TASKS_EXTENSION] = {}  # the tasks extension attaches to 2026-07-28 only
     if extensions:
         caps["extensions"] = extensions
     return caps

@@ -13,6 +13,7 @@ from .. import content, lifecycle, resource_updates, schema, signals
 from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
+from ..asks.errors import StartTask
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
@@ -21,6 +22,7 @@ from ..protected_resource import challenge, operation_scopes
 from ..registry import Registry
 from ..request_state import StateRefused
 from ..skills import methods as skills
+from ..tasks import methods as tasks
 from .capabilities import server_capabilities, server_info
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -56,6 +58,10 @@ MODERN_METHODS = frozenset(
         "completion/complete",
         "subscriptions/listen",
         *skills.METHODS,
+        # The tasks extension (SEP-2663); tasks/result and tasks/list do not exist (-32601).
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
     }
 )
 
@@ -81,6 +87,9 @@ class Dispatcher:
             "skills/list": self.list_skills,
             "skills/get": self.get_skill,
             "resources/directory/read": self.read_directory,
+            "tasks/get": self.get_task,
+            "tasks/update": self.update_task,
+            "tasks/cancel": self.cancel_task,
         }
 
     async def handle(self, call: Call) -> dict[str, Any]:
@@ -222,8 +231,15 @@ class Dispatcher:
             arguments = tool.parameters.convert(arguments)
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
+        if tool.task is not None and tasks.runs_as_task(call, tool):
+            if not tool.input_first:
+                return await tasks.create(call, tool)
+            # The asks before ctx.start_task() are this request's own rounds.
+            call.may_start_task = True
         try:
             outcome = await self._run(tool, arguments, call)
+        except StartTask as start:
+            return await tasks.create(call, tool, answers=start.answers, state=start.state)
         except content.ToolError as exc:
             return content.error_result(str(exc))
         except MCPError:
@@ -238,6 +254,15 @@ class Dispatcher:
         except TypeError as exc:
             logger.error("tool %s returned a value with no JSON form: %s", name, exc)
             return content.error_result(f"Error executing tool {name}: {exc}")
+
+    async def get_task(self, call: Call) -> dict[str, Any]:
+        return await tasks.get(call, self.registry, lambda tool: self._allowed(call, tool))
+
+    async def update_task(self, call: Call) -> dict[str, Any]:
+        return await tasks.update(call, self.registry, lambda tool: self._allowed(call, tool))
+
+    async def cancel_task(self, call: Call) -> dict[str, Any]:
+        return await tasks.cancel(call, self.registry, lambda tool: self._allowed(call, tool))
 
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -506,7 +531,8 @@ async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], ca
     except Exception as exc:
         await _send_finished(call, sender, "failed", type(exc).__name__)
         raise
-    if result.get("resultType") != "input_required":
+    # A round is its own event; a task created sends its own rows (mcp_django.tasks).
+    if result.get("resultType") not in ("input_required", "task"):
         if result.get("isError"):
             await _send_finished(call, sender, "failed", "tool error")
         else:

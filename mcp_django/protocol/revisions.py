@@ -35,7 +35,15 @@ class Era(StrEnum):
 
 
 # Methods whose params name a target, and the header that must repeat it.
-NAMED_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED_METHODS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension: Mcp-Name carries the task id, for routing to the task's state.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 from mcp_django import Context, ToolError, mcp
 from mcp_django.asks import elicit, list_roots, sample
 from mcp_django.content import Audio, EmbeddedResource, Image, Message
+from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, MCPError
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -451,3 +452,63 @@ async def test_trigger_resource_update(uri: str = "test://watched-resource") -> 
     # next call sees the update's effects in order.
     await mcp.aresource_updated(uri)
     return f"updated {uri}"
+
+
+# -- the tasks extension (SEP-2663): the fixtures of the suite's tasks-* scenarios ---------
+
+
+@mcp.tool()
+def greet(name: str) -> str:
+    """Greets someone, synchronously (never a task)."""
+    return f"Hello, {name}!"
+
+
+@mcp.tool(task="optional")
+async def slow_compute(ctx: Context, seconds: float = 1.0, label: str = "") -> str:
+    """Works for ``seconds`` seconds, stopping early when the task is cancelled."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        await ctx.check_cancelled()
+        await asyncio.sleep(min(0.1, max(0.0, deadline - loop.time())))
+    return f"computed {label or 'result'} in {seconds:g}s"
+
+
+@mcp.tool(task="required")
+async def failing_job() -> str:
+    """Runs for a second, then fails with a tool error (a completed task with isError)."""
+    await asyncio.sleep(1)
+    raise ToolError("failing_job failed, as it always does")
+
+
+@mcp.tool(task="optional")
+async def protocol_error_job() -> str:
+    """Fails with a JSON-RPC error (a failed task)."""
+    raise MCPError(INTERNAL_ERROR, "protocol_error_job hit an internal error")
+
+
+@mcp.tool(task="optional")
+async def confirm_delete(ctx: Context, filename: str) -> str:
+    """Asks before deleting ``filename`` (one elicitation)."""
+    if await ctx.confirm(f"Delete {filename}?", key="confirm_delete"):
+        return f"Deleted {filename}."
+    return f"Kept {filename}."
+
+
+@mcp.tool(task="optional")
+async def multi_input(ctx: Context) -> str:
+    """Asks two things at once (two input requests pending together)."""
+    name, ok = await asyncio.gather(
+        ctx.elicit("What is your name?", NAME, key="multi_name"),
+        ctx.confirm("Proceed?", key="multi_confirm"),
+    )
+    return f"name={name.data.get('name') if name else None}, proceed={ok}"
+
+
+@mcp.tool(task="required", input_first=True)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Asks the user's name in the request's own rounds, then goes on as a task."""
+    result = await ctx.elicit("What is your name?", NAME, key="user_name")
+    await ctx.start_task()
+    await asyncio.sleep(0.2)
+    return f"Hello, {result.data['name'] if result else 'stranger'}, from a task!"

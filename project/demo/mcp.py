@@ -64,3 +64,20 @@ def clear_cache(ctx: SyncContext, region: str) -> str:
     if not ctx.confirm(f"Clear the {region} cache?"):
         return "Left the cache alone."
     return f"Cleared the {region} cache."
+
+
+@mcp.tool(task="optional")
+async def sales_report(ctx: Context, quarter: Literal["Q1", "Q2", "Q3", "Q4"] = "Q1") -> str:
+    """Build a sales report (takes a few seconds): an MCP task for clients that opt in.
+
+    It asks one question on the way; in a task the question parks it as ``input_required``
+    and the answer arrives by ``tasks/update``; the handler is the same either way.
+    """
+    for _step in range(3):
+        await ctx.check_cancelled()
+        await asyncio.sleep(1)
+    with_refunds = await ctx.confirm(f"Include refunds in the {quarter} report?", key="refunds")
+    for _step in range(2):
+        await ctx.check_cancelled()
+        await asyncio.sleep(1)
+    return f"Sales report for {quarter}: 1,204 orders, {'with' if with_refunds else 'without'} refunds."

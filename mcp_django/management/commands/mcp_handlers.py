@@ -26,6 +26,8 @@ def describe(handler: Any) -> dict[str, Any]:
         out["permissions"] = list(handler.permissions)
     if handler.allow_anonymous is not None:
         out["allow_anonymous"] = handler.allow_anonymous
+    if getattr(handler, "task", None):
+        out["task"] = handler.task  # runs as an MCP task: "optional" or "required"
     return out
 
 
@@ -51,7 +53,12 @@ class Command(BaseCommand):
             return
         # Every column as wide as its longest cell: a table a person can scan down.
         table = [
-            (r["type"], r["address"], r["source"], (r["description"] or "").splitlines()[0] if r["description"] else "")
+            (
+                r["type"] + (f" (task {r['task']})" if r.get("task") else ""),
+                r["address"],
+                r["source"],
+                (r["description"] or "").splitlines()[0] if r["description"] else "",
+            )
             for r in rows
         ]
         widths = [max(len(cells[i]) for cells in table) for i in range(3)]

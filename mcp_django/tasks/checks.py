@@ -1,0 +1,58 @@
+"""System checks for MCP tasks (registered by ``mcp_django.checks``).
+
+- E030 a tool runs as a task but ``MCP_DJANGO["TASK_BACKEND"]`` names no backend of ``TASKS``
+- W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
+  inside the request that creates the task, which then waits for all of it
+- W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+
+from ..conf import mcp_settings
+from ..registry import mcp
+
+
+@register()
+def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    tools = sorted(name for name, tool in mcp.tools.items() if tool.task is not None)
+    if not tools:
+        return []
+    from .framework import backend
+
+    alias = mcp_settings.TASK_BACKEND
+    named = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
+    try:
+        found = backend(alias)
+    except Exception as exc:
+        return [
+            Error(
+                f"tools run as MCP tasks ({named}) but the TASKS setting has no usable backend {alias!r}: {exc}",
+                hint='Add it to TASKS (for example django_tasks_db.DatabaseBackend), or set MCP_DJANGO["TASK_BACKEND"].',
+                id="mcp_django.E030",
+            )
+        ]
+    kind = type(found).__name__
+    if kind == "ImmediateBackend" and not settings.DEBUG:
+        return [
+            Warning(
+                f"tools run as MCP tasks ({named}) on ImmediateBackend: each task runs inside the request "
+                "that creates it, so the client waits for all of it",
+                hint="Use a backend with an out-of-process worker (django_tasks_db.DatabaseBackend and "
+                "manage.py db_worker, or RQ); see docs/tasks.md.",
+                id="mcp_django.W030",
+            )
+        ]
+    if kind == "DummyBackend":
+        return [
+            Warning(
+                f"tools run as MCP tasks ({named}) on DummyBackend: tasks are stored and never run",
+                hint="Use a backend with a worker; see docs/tasks.md.",
+                id="mcp_django.W031",
+            )
+        ]
+    return []

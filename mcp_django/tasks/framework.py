@@ -1,0 +1,24 @@
+"""Django's task framework, wherever it comes from: ``django.tasks`` (Django 6+) or the
+``django_tasks`` backport (Django 5.2). Only what mcp_django uses is re-exported."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from typing import Any
+
+if find_spec("django.tasks") is not None:
+    from django.tasks import task, task_backends
+    from django.tasks.backends.immediate import ImmediateBackend
+else:  # pragma: no cover - Django 5.2 with the backport installed
+    from django_tasks import task, task_backends  # type: ignore[no-redef,import-not-found,unused-ignore]
+    from django_tasks.backends.immediate import (  # type: ignore[no-redef,import-not-found,unused-ignore]
+        ImmediateBackend,
+    )
+
+
+def backend(alias: str) -> Any:
+    """The configured backend ``alias`` of the ``TASKS`` setting."""
+    return task_backends[alias]
+
+
+__all__ = ["ImmediateBackend", "backend", "task", "task_backends"]

@@ -1,0 +1,119 @@
+"""The tasks extension's side of dispatch: a tools/call becoming a task, and the
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..asks.call import Call
+from ..asks.invoke import run_in_thread
+from ..handlers import Handler, Tool
+from ..protocol.jsonrpc import MISSING_CAPABILITY, InvalidParams, MCPError
+from ..protocol.revisions import Era
+from ..registry import Registry
+from . import EXTENSION, store
+
+Allowed = Callable[[Handler], Awaitable[bool]]
+
+
+def requested(call: Call) -> bool:
+    """Whether this request's client opted in to tasks (per request, in ``_meta``; 2026-07-28 only)."""
+    if call.era != Era.MODERN:
+        return False
+    extensions = call.capabilities.raw.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+
+
+def missing_capability(what: str) -> MCPError:
+    return MCPError(
+        MISSING_CAPABILITY,
+        f"{what} needs the client capability extensions[{EXTENSION!r}], which this request did not declare",
+        {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
+    )
+
+
+def runs_as_task(call: Call, tool: Tool) -> bool:
+    """Whether this tools/call becomes a task (or -32021 when the tool requires one and the
+    client did not opt in). Legacy revisions run every tool synchronously, as before."""
+    if tool.task is None or call.era != Era.MODERN:
+        return False
+    if requested(call):
+        return True
+    if tool.task == "required":
+        raise missing_capability(f"tool {tool.name!r} runs only as a task: it")
+    return False
+
+
+async def create(
+    call: Call,
+    tool: Tool,
+    *,
+    answers: dict[str, dict[str, Any]] | None = None,
+    state: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``."""
+    arguments = call.params.get("arguments") or {}
+    meta = call.params.get("_meta")
+    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
+    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
+
+    row = await run_in_thread(
+        lambda: store.create(
+            tool=tool.name,
+            arguments=arguments,
+            principal=call.principal,
+            version=call.version,
+            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
+            client_info=call.client_info,
+            enqueue=enqueue,
+            answers=answers,
+            state=state,
+        )
+    )
+    return {"resultType": "task", **store.envelope(row)}
+
+
+def _task_id(call: Call) -> str:
+    if not requested(call):
+        raise missing_capability(call.method)
+    task_id = call.params.get("taskId")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidParams("params.taskId must be a string")
+    return task_id
+
+
+async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -> None:
+    # Permissions are checked on every call, not only at creation: a user who lost the
+    # tool's permission loses its tasks too, with the answer an unknown id gets.
+    tool = registry.tools.get(row.tool)
+    if tool is None or not await allowed(tool):
+        raise InvalidParams(store.NOT_FOUND)
+
+
+async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
+    task_id = _task_id(call)
+    row = await run_in_thread(lambda: store.find(task_id, call.principal))
+    await _visible(call, registry, allowed, row)
+    return store.detailed(row)
+
+
+async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
+    task_id = _task_id(call)
+    responses = call.params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise InvalidParams("params.inputResponses must be an object")
+    row = await run_in_thread(lambda: store.find(task_id, call.principal))
+    await _visible(call, registry, allowed, row)
+    from .runner import enqueue
+
+    await run_in_thread(lambda: store.update(task_id, call.principal, responses, enqueue))
+    return {}
+
+
+async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
+    task_id = _task_id(call)
+    row = await run_in_thread(lambda: store.find(task_id, call.principal))
+    await _visible(call, registry, allowed, row)
+    await run_in_thread(lambda: store.cancel(task_id, call.principal))
+    return {}

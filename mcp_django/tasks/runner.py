@@ -1,0 +1,307 @@
+"""Running an MCP task: the job Django's task framework runs, one attempt per run.
+
+A run claims the task (a lease its heartbeat keeps pushing forward), runs the tool's
+handler from the start with every answer the task has so far (the replay engine of
+``mcp_django.asks.replay``, the same one a request's rounds use), and stores what the
+attempt came to: a result, an error, new asks (``input_required``) or a cancel. Answers
+arrive by ``tasks/update``, which enqueues the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from .. import content
+from ..asks import guard, replay
+from ..asks.call import Call
+from ..asks.errors import MissingCapability, TaskCancelled, escaped
+from ..asks.questions import Ask
+from ..auth import Principal
+from ..conf import mcp_settings
+from ..models import Kind
+from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
+from ..protocol.revisions import ClientCapabilities, Era
+from ..registry import mcp
+from . import store
+from .framework import task
+from .models import MCPTask, Status
+
+logger = logging.getLogger("mcp_django.tasks")
+
+# How often a running task's heartbeat reads the cancel flag (seconds): the delay a
+# handler's ctx.check_cancelled() may lag behind tasks/cancel.
+CANCEL_POLL = 0.25
+
+
+class TaskBackend(replay.ReplayBackend):
+    """The replay backend of a task's attempt: every ask first checks the cancel flag."""
+
+    def _check(self) -> None:
+        cancelled = self.call.cancelled
+        if cancelled is not None and cancelled():
+            raise TaskCancelled()
+
+    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
+        self._check()
+        return super().resolve_blocking(asks)
+
+    async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
+        self._check()
+        return await super().resolve(asks)
+
+
+class Heartbeat(threading.Thread):
+    """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
+    database connection), so a handler busy on the loop or in a thread is never in its way."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
+        self.task_id = task_id
+        self.cancel = threading.Event()
+        self.stopped = threading.Event()
+
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def run(self) -> None:
+        lease = mcp_settings.TASK_LEASE_SECONDS
+        renew_every = max(lease / 3, CANCEL_POLL)
+        renewed = timezone.now()
+        try:
+            while not self.stopped.wait(CANCEL_POLL):
+                try:
+                    rows = MCPTask.objects.filter(pk=self.task_id)
+                    if rows.filter(cancel_requested=True).exists():
+                        self.cancel.set()
+                    now = timezone.now()
+                    if (now - renewed).total_seconds() >= renew_every:
+                        rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
+                        renewed = now
+                except Exception:
+                    # The database is away for a moment: tried again next beat; the lease
+                    # is long enough to survive a few missed ones.
+                    logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(5)
+
+
+@dataclass
+class Outcome:
+    status: str
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    message: str = ""
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    asked: dict[str, str] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, str] = field(default_factory=dict)
+
+
+def _error(exc: MCPError) -> dict[str, Any]:
+    out: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.data is not None:
+        out["data"] = exc.data
+    return out
+
+
+def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
+    """Take the task for this run, or None when there is nothing to run (finished,
+    waiting for input, cancelled, or already running elsewhere)."""
+    now = timezone.now()
+    with transaction.atomic():
+        row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
+        if row is None or row.status != Status.WORKING:
+            return None
+        if row.lease_until is not None and row.lease_until > now:
+            return None  # a second enqueue of the same run: the first one has it
+        if row.expires is not None and row.expires <= now:
+            return None
+        cancel = row.cancel_requested
+        principal = None if cancel else store.principal_of(row)
+        if not cancel and principal is not None:
+            row.lease_until = now + timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
+            row.runs += 1
+            row.save(update_fields=["lease_until", "runs"])
+    if cancel:
+        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+        return None
+    if principal is None:
+        error = {"code": INTERNAL_ERROR, "message": "the task's user no longer exists or changed credentials"}
+        store.finish(task_id, Status.FAILED, error=error)
+        return None
+    return row, principal
+
+
+async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
+    """One attempt of the task's handler, and what it came to."""
+    tool = mcp.tools.get(row.tool)
+    if tool is None:
+        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
+    arguments = tool.parameters.convert(dict(row.arguments))
+    call = Call(
+        method="tools/call",
+        params={"name": row.tool, "arguments": row.arguments},
+        request_id=f"task-{row.id[:8]}",
+        version=row.version,
+        era=Era.MODERN,
+        transport="task",
+        capabilities=ClientCapabilities(row.capabilities),
+        principal=principal,
+        client_info=row.client_info,
+        task_id=row.id,
+        cancelled=cancelled,
+    )
+    backend, ctx, finished, value, error = await replay.attempt(
+        tool, arguments, call, known=dict(row.answers), state=dict(row.state), backend_class=TaskBackend
+    )
+    if backend.pending and backend.recorder is not None:
+        await guard.report([backend.recorder], call)
+    if isinstance(error, TaskCancelled) or (
+        isinstance(error, BaseExceptionGroup) and error.subgroup(TaskCancelled) is not None
+    ):
+        return Outcome(Status.CANCELLED, message="cancelled by the client")
+    if backend.error is not None:
+        return Outcome(Status.FAILED, error=_error(backend.error))
+    lacking = escaped(error)
+    if lacking is not None:
+        return Outcome(Status.FAILED, error=_error(MissingCapability(backend.missing or lacking.capabilities)))
+    if isinstance(error, MCPError):
+        return Outcome(Status.FAILED, error=_error(error))
+    if isinstance(error, content.ToolError):
+        return Outcome(Status.COMPLETED, result=content.error_result(str(error)))
+    if error is not None and not (backend.pending and isinstance(error, Exception)):
+        if not isinstance(error, Exception):
+            raise error
+        logger.error("tool %s failed in MCP task %s", row.tool, row.id[:8], exc_info=error)
+        return Outcome(Status.COMPLETED, result=content.error_result(f"Error executing tool {row.tool}"))
+    if finished and not backend.pending:
+        try:
+            return Outcome(Status.COMPLETED, result=content.tool_result(value))
+        except TypeError as exc:
+            return Outcome(Status.COMPLETED, result=content.error_result(f"Error executing tool {row.tool}: {exc}"))
+    reused = [key for key in backend.pending if key in row.keys]
+    if reused:
+        # SEP-2663: a key names one request over the task's whole life.
+        message = f"the handler asked a different question under the key {reused[0]!r}, already used by this task"
+        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    if row.rounds + 1 > mcp_settings.MAX_INPUT_ROUNDS:
+        message = f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input"
+        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    return Outcome(
+        Status.INPUT_REQUIRED,
+        input_requests={key: ask.wire() for key, ask in backend.pending.items()},
+        asked={key: ask.digest for key, ask in backend.pending.items()},
+        answers=backend.carried_answers(),
+        state=dict(ctx.state),
+    )
+
+
+def _settle(task_id: str, outcome: Outcome, cancel_seen: bool) -> None:
+    if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
+        outcome = Outcome(Status.CANCELLED, message="cancelled by the client")
+    if outcome.status != Status.INPUT_REQUIRED:
+        store.finish(
+            task_id,
+            outcome.status,
+            result=outcome.result,
+            error=outcome.error,
+            message=outcome.message,
+            only_if=(Status.WORKING,),
+        )
+        return
+    with transaction.atomic():
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
+        if row is None:
+            return  # failed meanwhile (its lease ran out): that outcome stands
+        if row.cancel_requested:
+            cancelled = True
+        else:
+            cancelled = False
+            row.status = Status.INPUT_REQUIRED
+            row.status_message = "waiting for the client's input"
+            row.input_requests = outcome.input_requests
+            row.asked = outcome.asked
+            row.keys = [*row.keys, *outcome.asked]
+            row.answers = outcome.answers
+            row.state = outcome.state
+            row.rounds += 1
+            row.lease_until = None
+            row.updated = timezone.now()
+            row.save()
+    if cancelled:
+        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+    else:
+        store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
+
+
+def enqueue(task_id: str) -> None:
+    """Hand the task's next run to Django's task framework (``MCP_DJANGO["TASK_BACKEND"]``).
+
+    Called once the task's row is committed, so a worker never looks for a missing row.
+    A backend that cannot take the job leaves the task ``failed``, with the reason.
+    """
+    try:
+        result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
+    except Exception as exc:
+        logger.exception("MCP task %s could not be enqueued", task_id[:8])
+        error = {"code": INTERNAL_ERROR, "message": f"could not enqueue the task: {exc}"}
+        store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,))
+        return
+    MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
+
+
+async def arun(task_id: str) -> None:
+    """One run of the task ``task_id``: claim it, one attempt, store what it came to.
+
+    The database work runs in Django's thread-sensitive thread (``sync_to_async``), the
+    attempt on this loop: an in-process test's client awaits this directly, so a sync
+    handler and the claim both run in the test's thread, in its transaction.
+    """
+    claimed = await sync_to_async(_claim)(task_id)
+    if claimed is None:
+        return
+    row, principal = claimed
+    beat = Heartbeat(task_id)
+    beat.start()
+    try:
+        outcome = await attempt(row, principal, beat.cancelled)
+    except Exception as exc:
+        logger.exception("MCP task %s failed", task_id[:8])
+        outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
+    finally:
+        await sync_to_async(beat.stop, thread_sensitive=False)()
+    await sync_to_async(_settle)(task_id, outcome, beat.cancelled())
+
+
+def run(task_id: str) -> None:
+    """One run of the task ``task_id`` (what the enqueued job does), from sync code."""
+    async_to_sync(arun)(task_id)
+
+
+@task()
+def run_task(task_id: str) -> None:
+    """The job: one run of an MCP task (enqueued at its creation and after each answer)."""
+    close_old_connections()
+    try:
+        run(task_id)
+    finally:
+        close_old_connections()
+
+
+@task()
+def purge_expired_tasks() -> int:
+    """Delete the MCP tasks whose TTL is over (schedule it, or run ``manage.py mcp_tasks_purge``)."""
+    return store.purge()

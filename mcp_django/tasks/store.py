@@ -1,0 +1,273 @@
+"""The task rows: creating, finding (for its principal only), answering and cancelling a task,
+and the wire shapes of SEP-2663. Sync: called in worker threads and in the task runner."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from .. import audit
+from ..auth import Principal
+from ..conf import mcp_settings
+from ..models import AuditEvent, Kind
+from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams
+from ..protocol.revisions import Era
+from ..signals import Event
+from .models import TERMINAL, MCPTask, Status
+
+logger = logging.getLogger("mcp_django.tasks")
+
+# The same answer for a task that never existed, has expired, or belongs to another
+# principal: a task id must not tell a stranger anything.
+NOT_FOUND = "Failed to retrieve task: Task not found"
+WORKER_LOST = "the worker running this task stopped before it finished"
+
+_AUDIT_KINDS = {
+    Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
+    Status.COMPLETED: Kind.TASK_COMPLETED,
+    Status.FAILED: Kind.TASK_FAILED,
+    Status.CANCELLED: Kind.TASK_CANCELLED,
+}
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def envelope(row: MCPTask) -> dict[str, Any]:
+    """The ``Task`` fields every task answer carries (CreateTaskResult, tasks/get)."""
+    out: dict[str, Any] = {
+        "taskId": row.id,
+        "status": row.status,
+        "createdAt": _iso(row.created),
+        "lastUpdatedAt": _iso(row.updated),
+        "ttlMs": row.ttl_ms,
+    }
+    if not row.is_terminal:
+        out["pollIntervalMs"] = mcp_settings.TASK_POLL_INTERVAL_MS
+    if row.status_message:
+        out["statusMessage"] = row.status_message
+    return out
+
+
+def detailed(row: MCPTask) -> dict[str, Any]:
+    """``tasks/get``: the task with, by status, its result, its error or its pending inputRequests."""
+    out = envelope(row)
+    if row.status == Status.COMPLETED:
+        out["result"] = row.result or {"content": []}
+    elif row.status == Status.FAILED:
+        out["error"] = row.error or {"code": INTERNAL_ERROR, "message": row.status_message or "failed"}
+    elif row.status == Status.INPUT_REQUIRED:
+        out["inputRequests"] = row.input_requests
+    return out
+
+
+def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
+    """The audit log's row for a change of a task's status (queued; never blocks)."""
+    settings = mcp_settings.AUDIT
+    if not settings["ENABLED"]:
+        return
+    event = Event(
+        kind=kind,
+        era=Era.MODERN,
+        transport="task",
+        method=method or "tools/call",
+        target=row.tool,
+        principal=principal,
+        request_id=row.id[:12],
+        version=row.version,
+        round=row.rounds or None,
+        asks={key: request.get("method", "") for key, request in row.input_requests.items()}
+        if kind == Kind.TASK_INPUT_REQUIRED
+        else {},
+        reason=reason[:48],
+    )
+    if settings["ASYNC_WRITES"]:
+        audit.record(event, kind)  # the writer thread inserts it; nothing waits here
+    else:
+        AuditEvent.objects.create(**audit.row_for(event, kind))
+
+
+def create(
+    *,
+    tool: str,
+    arguments: dict[str, Any],
+    principal: Principal,
+    version: str,
+    capabilities: dict[str, Any],
+    client_info: dict[str, Any] | None,
+    enqueue: Callable[[str], None],
+    answers: dict[str, dict[str, Any]] | None = None,
+    state: dict[str, str] | None = None,
+) -> MCPTask:
+    """Store a new task and enqueue its first run once the row is committed.
+
+    ``enqueue(task_id)`` hands the first run to the task framework once the row is
+    committed. Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
+    it from any instance: the durable create SEP-2663 asks for. A backend that cannot
+    take the job leaves the task ``failed``, with the reason, rather than ``working``.
+    """
+    now = timezone.now()
+    ttl = mcp_settings.TASK_TTL_MS
+    user = principal.user if not principal.is_anonymous else None
+    with transaction.atomic():
+        row = MCPTask.objects.create(
+            tool=tool,
+            arguments=arguments,
+            version=version,
+            capabilities=capabilities,
+            client_info=client_info,
+            user=user if user is not None and user.pk is not None else None,
+            principal=principal.label,
+            principal_digest=binding(principal),
+            created=now,
+            updated=now,
+            ttl_ms=ttl,
+            expires=None if ttl is None else now + timedelta(milliseconds=ttl),
+            answers=answers or {},
+            keys=list(answers or {}),
+            state=state or {},
+        )
+        transaction.on_commit(lambda: enqueue(row.id))
+    record(row, Kind.TASK_CREATED, principal)
+    row.refresh_from_db()
+    return row
+
+
+def finish(
+    task_id: str,
+    status: str,
+    *,
+    result: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    message: str = "",
+    only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
+) -> bool:
+    """Move a task to a terminal status, unless it already left ``only_if``."""
+    with transaction.atomic():
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if).first()
+        if row is None:
+            return False
+        row.status = status
+        row.result = result
+        row.error = error
+        row.status_message = (message or (error or {}).get("message", ""))[:500]
+        row.input_requests = {}
+        row.asked = {}
+        row.lease_until = None
+        row.updated = timezone.now()
+        row.save()
+    record(row, _AUDIT_KINDS[Status(status)], row.principal, reason=row.status_message)
+    return True
+
+
+def binding(principal: Principal) -> str:
+    """The keyed hash a task is bound to: the principal's id, join date and password hash.
+
+    Keyed with ``SECRET_KEY`` rather than the request-state keyring, whose key may be
+    per process (unset ``REQUEST_STATE_KEY``): a task outlives a process and is read by
+    every instance and worker. A password change or an account re-created under the same
+    id no longer matches.
+    """
+    return salted_hmac("mcp_django.tasks.principal", principal.binding, algorithm="sha256").hexdigest()
+
+
+def _bound(row: MCPTask, principal: Principal) -> bool:
+    return row.principal == principal.label and constant_time_compare(row.principal_digest, binding(principal))
+
+
+def _principal_user(row: MCPTask) -> Any:
+    if row.user_id is None:
+        return None
+    return get_user_model()._default_manager.filter(pk=row.user_id).first()
+
+
+def principal_of(row: MCPTask) -> Principal | None:
+    """The principal the task runs as, or None when it no longer is the one that created it."""
+    user = _principal_user(row)
+    if row.user_id is not None and user is None:
+        return None
+    principal = Principal(user)
+    return principal if _bound(row, principal) else None
+
+
+def find(task_id: Any, principal: Principal) -> MCPTask:
+    """The caller's live task ``task_id``, or -32602 (unknown, expired and foreign alike).
+
+    A task whose worker's lease ran out is failed here first: a poll never shows a dead
+    worker's task as ``working`` for ever.
+    """
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise InvalidParams("params.taskId must be a task id (a string)")
+    row = MCPTask.objects.filter(pk=task_id).first()
+    now = timezone.now()
+    if row is None or not _bound(row, principal):
+        raise InvalidParams(NOT_FOUND)
+    if row.expires is not None and row.expires <= now:
+        raise InvalidParams(NOT_FOUND)
+    if row.status == Status.WORKING and row.lease_until is not None and row.lease_until < now:
+        error = {"code": INTERNAL_ERROR, "message": WORKER_LOST}
+        finish(row.pk, Status.FAILED, error=error, only_if=(Status.WORKING,))
+        row.refresh_from_db()
+    return row
+
+
+def update(task_id: str, principal: Principal, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
+    """``tasks/update``: take the answers to pending asks; once none is pending, run again.
+
+    Keys never asked, already answered or superseded are ignored (SEP-2663); a partial
+    answer keeps the task ``input_required`` with the keys still open.
+    """
+    find(task_id, principal)
+    resume = False
+    with transaction.atomic():
+        row = MCPTask.objects.select_for_update().get(pk=task_id)
+        if row.status != Status.INPUT_REQUIRED:
+            return
+        taken = [key for key in responses if key in row.asked]
+        if not taken:
+            return
+        for key in taken:
+            row.answers[key] = {"q": row.asked.pop(key), "a": responses[key]}
+            row.input_requests.pop(key, None)
+        if not row.asked:
+            row.status = Status.WORKING
+            row.status_message = ""
+            resume = True
+        row.updated = timezone.now()
+        row.save()
+        if resume:
+            transaction.on_commit(lambda: enqueue(row.pk))
+
+
+def cancel(task_id: str, principal: Principal) -> None:
+    """``tasks/cancel``: a task no worker is running is cancelled at once; a running one is
+    asked to stop (its handler sees it at ``ctx.check_cancelled()`` and at every ask)."""
+    find(task_id, principal)
+    with transaction.atomic():
+        row = MCPTask.objects.select_for_update().get(pk=task_id)
+        if row.is_terminal:
+            return
+        running = row.status == Status.WORKING and row.lease_until is not None
+        if running:
+            row.cancel_requested = True
+            row.updated = timezone.now()
+            row.save(update_fields=["cancel_requested", "updated"])
+            return
+    finish(task_id, Status.CANCELLED, message="cancelled by the client")
+
+
+def purge(now: Any = None) -> int:
+    """Delete the tasks whose TTL is over; returns how many."""
+    deleted, _ = MCPTask.objects.filter(expires__lte=now or timezone.now()).delete()
+    return deleted
+
+
+__all__ = ["NOT_FOUND", "TERMINAL", "cancel", "create", "detailed", "envelope", "find", "purge", "update"]

@@ -1,0 +1,380 @@
+"""MCP tasks (the io.modelcontextprotocol/tasks extension, docs/tasks.md), in process.
+
+The runs of a task execute in the test's thread (MCPClient(run_tasks=True), or
+client.run_task), exactly as a worker runs them (mcp_django.tasks.runner.run); the
+multi-process tests with a real worker are in tests/test_tasks_worker.py.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import TestCase
+from django.utils import timezone
+
+from mcp_django import audit
+from mcp_django.models import AuditEvent, Kind
+from mcp_django.tasks.models import MCPTask, Status
+from mcp_django.tasks.store import NOT_FOUND, WORKER_LOST
+from mcp_django.testing import JSONRPCError, MCPClient, accept
+from tests.conftest import Raw, mcp_settings, meta
+
+EXT = "io.modelcontextprotocol/tasks"
+TASK_CAPS = {"elicitation": {}, "extensions": {EXT: {}}}
+
+
+def _ack(result: dict) -> bool:
+    """The empty acknowledgment of tasks/update and tasks/cancel: no task envelope."""
+    return result["resultType"] == "complete" and result.keys() - {"_meta"} == {"resultType"}
+
+
+class TaskTools(TestCase):
+    def setUp(self) -> None:
+        self.alice = User.objects.create_user("alice", password="pw")
+        self.bob = User.objects.create_user("bob", password="pw")
+
+    def test_without_the_opt_in_an_optional_task_tool_runs_synchronously(self) -> None:
+        result = MCPClient().call_tool("slow_compute", {"seconds": 0, "label": "now"})
+        assert result.text == "computed now in 0s"
+        assert result.task_id is None and result.task_status is None
+        assert not MCPTask.objects.exists()
+
+    def test_without_the_opt_in_a_required_task_tool_is_32021(self) -> None:
+        with pytest.raises(JSONRPCError) as raised:
+            MCPClient().call_tool("failing_job")
+        assert raised.value.code == -32021
+        assert raised.value.data == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+        assert raised.value.status == 400
+
+    def test_legacy_revisions_run_task_tools_synchronously(self) -> None:
+        result = MCPClient(revision="2025-11-25").call_tool("failing_job")
+        assert result.is_error and "failing_job failed" in result.text
+        assert not MCPTask.objects.exists()
+
+    def test_a_task_asks_is_answered_by_tasks_update_and_completes(self) -> None:
+        result = MCPClient(user=self.alice, tasks=True).call_tool(
+            "confirm_delete", {"filename": "a.txt"}, answer=lambda request: True
+        )
+        assert result.text == "Deleted a.txt."
+        assert result.task_states == ["working", "input_required", "working", "completed"]
+        assert [r.keys for r in result.rounds] == [["confirm_delete"]]
+        row = MCPTask.objects.get(pk=result.task_id)
+        assert (row.status, row.rounds, row.runs, row.principal) == (
+            Status.COMPLETED,
+            1,
+            2,
+            f"auth.user:{self.alice.pk}",
+        )
+        assert row.input_requests == {} and list(row.answers) == ["confirm_delete"]
+
+    def test_a_tool_error_is_a_completed_task_and_a_protocol_error_a_failed_one(self) -> None:
+        client = MCPClient(tasks=True)
+        failing = client.call_tool("failing_job")
+        assert failing.task_status == "completed" and failing.is_error
+        with pytest.raises(JSONRPCError) as raised:
+            client.call_tool("protocol_error_job")
+        assert raised.value.code == -32603
+        assert raised.value.task_states == ["working", "failed"]  # type: ignore[attr-defined]
+        task = client.get_task(raised.value.task_id)  # type: ignore[attr-defined]
+        assert task["error"] == {"code": -32603, "message": "protocol_error_job hit an internal error"}
+        assert "result" not in task and task["resultType"] == "complete"
+
+    def test_create_task_result_is_flat_and_durable(self) -> None:
+        client = MCPClient(tasks=True)
+        created = client.start_tool("slow_compute", {"seconds": 5})
+        assert created["resultType"] == "task" and created["status"] == "working"
+        assert set(created) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+        assert not {"result", "error", "inputRequests", "requestState", "task"} & set(created)
+        assert len(created["taskId"]) >= 40  # 256 random bits
+        got = client.get_task(created["taskId"])
+        assert got["taskId"] == created["taskId"] and got["status"] == "working"
+        assert got["resultType"] == "complete"
+
+    def test_partial_answers_keep_the_task_waiting_with_the_open_keys_only(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("multi_input")["taskId"]
+        client.run_task(task_id)
+        task = client.get_task(task_id)
+        assert task["status"] == "input_required"
+        assert sorted(task["inputRequests"]) == ["multi_confirm", "multi_name"]
+        # Unknown keys are ignored; a partial answer keeps the other key open.
+        assert _ack(client.update_task(task_id, {"never-asked": {"action": "accept"}}))
+        name = {"action": "accept", "content": {"name": "Ada"}}
+        assert _ack(client.update_task(task_id, {"multi_name": name}))
+        task = client.get_task(task_id)
+        assert task["status"] == "input_required" and list(task["inputRequests"]) == ["multi_confirm"]
+        # An answered key cannot be answered again.
+        client.update_task(task_id, {"multi_name": {"action": "accept", "content": {"name": "Eve"}}})
+        client.update_task(task_id, {"multi_confirm": {"action": "accept", "content": {"confirm": True}}})
+        assert client.get_task(task_id)["status"] == "working"
+        client.run_task(task_id)
+        task = client.get_task(task_id)
+        assert task["status"] == "completed"
+        assert task["result"]["content"][0]["text"] == "name=Ada, proceed=True"
+
+    def test_cancel_is_acknowledged_idempotent_and_a_queued_task_ends_cancelled(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        assert _ack(client.cancel_task(task_id))
+        assert client.get_task(task_id)["status"] == "cancelled"
+        assert _ack(client.cancel_task(task_id))
+        client.run_task(task_id)  # a run enqueued before the cancel does nothing
+        assert MCPTask.objects.get(pk=task_id).runs == 0
+
+    def test_a_cancel_seen_by_a_running_task_ends_it_cancelled(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        # Running elsewhere (a lease), so the cancel is a request the handler must see.
+        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() + timedelta(seconds=30))
+        client.cancel_task(task_id)
+        row = MCPTask.objects.get(pk=task_id)
+        assert row.status == Status.WORKING and row.cancel_requested
+        MCPTask.objects.filter(pk=task_id).update(lease_until=None)
+        client.run_task(task_id)
+        assert client.get_task(task_id)["status"] == "cancelled"
+
+    def test_a_task_whose_worker_died_fails_instead_of_working_for_ever(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
+        task = client.get_task(task_id)
+        assert task["status"] == "failed"
+        assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+
+    def test_another_principals_task_is_refused_like_an_unknown_one(self) -> None:
+        task_id = MCPClient(user=self.alice, tasks=True).start_tool("slow_compute", {"seconds": 60})["taskId"]
+        answers = []
+        for caller, task in ((self.bob, task_id), (None, task_id), (self.alice, "no-such-task")):
+            for method, params in (
+                ("tasks/get", {"taskId": task}),
+                ("tasks/update", {"taskId": task, "inputResponses": {}}),
+                ("tasks/cancel", {"taskId": task}),
+            ):
+                with pytest.raises(JSONRPCError) as raised:
+                    MCPClient(user=caller, tasks=True).request(method, params)
+                answers.append((raised.value.code, raised.value.message, raised.value.status))
+        assert set(answers) == {(-32602, NOT_FOUND, 400)}
+        assert MCPTask.objects.get(pk=task_id).status == Status.WORKING  # bob's cancel did nothing
+        assert MCPClient(user=self.alice, tasks=True).get_task(task_id)["status"] == "working"
+
+    def test_a_password_change_ends_the_binding(self) -> None:
+        task_id = MCPClient(user=self.alice, tasks=True).start_tool("slow_compute", {"seconds": 60})["taskId"]
+        self.alice.set_password("new")
+        self.alice.save()
+        with pytest.raises(JSONRPCError) as raised:
+            MCPClient(user=self.alice, tasks=True).get_task(task_id)
+        assert raised.value.code == -32602
+
+    def test_an_expired_task_is_unknown_and_purged(self) -> None:
+        with mcp_settings(TASK_TTL_MS=1500):
+            client = MCPClient(tasks=True)
+            created = client.start_tool("slow_compute", {"seconds": 60})
+            assert created["ttlMs"] == 1500
+            assert client.get_task(created["taskId"])["status"] == "working"  # not early
+            time.sleep(1.6)
+            with pytest.raises(JSONRPCError) as raised:
+                client.get_task(created["taskId"])
+            assert (raised.value.code, raised.value.message) == (-32602, NOT_FOUND)
+        kept = MCPClient(tasks=True).start_tool("slow_compute", {"seconds": 60})["taskId"]
+        out = StringIO()
+        call_command("mcp_tasks_purge", stdout=out)
+        assert "Deleted 1 expired" in out.getvalue()
+        assert list(MCPTask.objects.values_list("pk", flat=True)) == [kept]
+
+    def test_input_before_the_task_is_the_requests_own_round(self) -> None:
+        result = MCPClient(tasks=True).call_tool("test_tool_with_task", answer=lambda r: accept({"name": "Alice"}))
+        assert result.text == "Hello, Alice, from a task!"
+        assert [r.keys for r in result.rounds] == [["user_name"]]
+        row = MCPTask.objects.get(pk=result.task_id)
+        assert list(row.answers) == ["user_name"] and row.rounds == 0
+
+    def test_audit_rows_for_a_tasks_life(self) -> None:
+        with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}):
+            result = MCPClient(tasks=True).call_tool("confirm_delete", {"filename": "b"}, answer=lambda r: True)
+            MCPClient(tasks=True).cancel_task(
+                MCPClient(tasks=True).start_tool("slow_compute", {"seconds": 9})["taskId"]
+            )
+            audit.flush()
+        kinds = list(AuditEvent.objects.order_by("id").values_list("kind", flat=True))
+        assert kinds == [
+            Kind.TASK_CREATED,
+            Kind.TASK_INPUT_REQUIRED,
+            Kind.TASK_COMPLETED,
+            Kind.TASK_CREATED,
+            Kind.TASK_CANCELLED,
+        ]
+        assert AuditEvent.objects.filter(target="confirm_delete").count() == 3
+        assert result.task_status == "completed"
+
+
+@pytest.mark.django_db
+def test_tasks_methods_without_the_opt_in_are_32021(raw_inprocess: Raw) -> None:
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        params = {"taskId": "x", "inputResponses": {}}
+        response = raw_inprocess.post(method, params, headers={"mcp-name": "x"})
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32021
+
+
+@pytest.mark.django_db
+def test_tasks_methods_need_mcp_name_and_removed_ones_are_32601(raw_inprocess: Raw) -> None:
+    response = raw_inprocess.post("tasks/get", {"taskId": "x"}, caps=TASK_CAPS)
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
+    response = raw_inprocess.post("tasks/get", {"taskId": "x"}, caps=TASK_CAPS, headers={"mcp-name": "y"})
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32020)
+    response = raw_inprocess.post("tasks/get", {"taskId": "x"}, caps=TASK_CAPS, headers={"mcp-name": "x"})
+    assert (response.status_code, response.json()["error"]["code"]) == (400, -32602)
+    for method in ("tasks/result", "tasks/list"):
+        response = raw_inprocess.post(method, {"taskId": "x"}, caps=TASK_CAPS, headers={"mcp-name": "x"})
+        assert response.json()["error"]["code"] == -32601
+
+
+@pytest.mark.django_db
+def test_malformed_tasks_requests_are_errors_not_500s(raw_inprocess: Raw) -> None:
+    created = raw_inprocess.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]
+    task_id = created["taskId"]
+    bad = [
+        ("tasks/get", {"taskId": 7}, "7"),
+        ("tasks/get", {}, ""),
+        ("tasks/update", {"taskId": task_id, "inputResponses": []}, task_id),
+        ("tasks/update", {"taskId": task_id}, task_id),
+        ("tasks/get", {"taskId": "x" * 500}, "x" * 500),
+    ]
+    for method, params, name in bad:
+        response = raw_inprocess.post(method, params, caps=TASK_CAPS, headers={"mcp-name": name})
+        assert response.status_code == 400, (method, params)
+        assert response.json()["error"]["code"] in (-32602, -32020), (method, params)
+
+
+@pytest.mark.django_db
+def test_discover_advertises_the_extension(raw_inprocess: Raw) -> None:
+    caps = raw_inprocess.post("server/discover", {}, caps={}).json()["result"]["capabilities"]
+    assert caps["extensions"] == {EXT: {}}
+    assert "tasks" not in caps
+    assert meta()  # the shared helper still builds the default _meta
+
+
+class Operators(TestCase):
+    def setUp(self) -> None:
+        self.admin = User.objects.create_superuser("root", password="pw")
+
+    def test_the_admin_lists_filters_and_cancels_tasks(self) -> None:
+        client = MCPClient(tasks=True)
+        waiting = client.start_tool("confirm_delete", {"filename": "c"})["taskId"]
+        client.run_task(waiting)
+        running = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        MCPTask.objects.filter(pk=running).update(lease_until=timezone.now() + timedelta(seconds=30))
+        done = client.start_tool("slow_compute", {"seconds": 0})["taskId"]
+        client.run_task(done)
+        self.client.force_login(self.admin)
+        url = "/admin/mcp_django/mcptask/"
+        page = self.client.get(url).content.decode()
+        assert "confirm_delete" in page and "slow_compute" in page
+        filtered = self.client.get(url + "?status__exact=input_required").content.decode()
+        assert waiting[:10] in filtered and running[:10] not in filtered
+        assert self.client.get(url + "add/").status_code == 403
+        response = self.client.post(url, {"action": "cancel_tasks", "_selected_action": [waiting, running, done]})
+        assert response.status_code == 302
+        statuses = dict(MCPTask.objects.values_list("pk", "status"))
+        assert statuses[waiting] == Status.CANCELLED
+        assert statuses[running] == Status.WORKING and MCPTask.objects.get(pk=running).cancel_requested
+        assert statuses[done] == Status.COMPLETED  # a finished task stays as it ended
+
+    def test_checks_report_a_backend_that_cannot_run_tasks(self) -> None:
+        from django.core.checks import run_checks
+        from django.test import override_settings
+
+        def ids() -> set[str]:
+            return {m.id for m in run_checks() if m.id and m.id.startswith(("mcp_django.E03", "mcp_django.W03"))}
+
+        with override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}):
+            assert ids() == set()
+        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}):
+            assert ids() == {"mcp_django.W031"}
+        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+            assert ids() == {"mcp_django.W030"}  # DEBUG is off in the tests
+        with mcp_settings(TASK_BACKEND="nowhere"):
+            assert ids() == {"mcp_django.E030"}
+
+    def test_mcp_handlers_marks_task_tools(self) -> None:
+        import json
+
+        out = StringIO()
+        call_command("mcp_handlers", "--json", "--type", "tool", stdout=out)
+        tools = {row["name"]: row.get("task") for row in json.loads(out.getvalue())}
+        assert (tools["slow_compute"], tools["failing_job"], tools["greet"]) == ("optional", "required", None)
+
+    def test_the_demo_report_runs_as_a_task_and_asks_once(self) -> None:
+        result = MCPClient(tasks=True).call_tool("sales_report", {"quarter": "Q2"}, answer={"refunds": False})
+        assert result.text == "Sales report for Q2: 1,204 orders, without refunds."
+        assert result.task_states == ["working", "input_required", "working", "completed"]
+
+
+class Handlers(TestCase):
+    """Task handlers written in other ways: sync ones, ones that misuse keys, ImmediateBackend."""
+
+    def test_a_sync_handler_runs_as_a_task_and_sees_the_cancel(self) -> None:
+        from mcp_django import SyncContext, mcp
+
+        seen: list[str] = []
+
+        def sync_task(ctx: SyncContext, n: int) -> str:
+            ctx.check_cancelled()
+            if not ctx.confirm(f"Go with {n}?", key="go"):
+                return "stopped"
+            seen.append("ran")
+            return f"went with {n}"
+
+        mcp.tool(name="tasktest_sync", task="optional")(sync_task)
+        try:
+            result = MCPClient(tasks=True).call_tool("tasktest_sync", {"n": 3}, answer=lambda r: True)
+            assert (result.text, result.task_status, seen) == ("went with 3", "completed", ["ran"])
+            client = MCPClient(tasks=True)
+            task_id = client.start_tool("tasktest_sync", {"n": 4})["taskId"]
+            MCPTask.objects.filter(pk=task_id).update(cancel_requested=True)
+            client.run_task(task_id)
+            assert client.get_task(task_id)["status"] == "cancelled" and seen == ["ran"]
+        finally:
+            mcp.remove("tools", "tasktest_sync")
+
+    def test_a_key_asked_again_with_another_question_fails_the_task(self) -> None:
+        from mcp_django import Context, mcp
+
+        async def rekey(ctx: Context) -> str:
+            first = await ctx.confirm("First?", key="k")
+            await ctx.confirm(f"Second, after {first}?", key="k")
+            return "never"
+
+        mcp.tool(name="tasktest_rekey", task="optional")(rekey)
+        try:
+            with pytest.raises(JSONRPCError) as raised:
+                MCPClient(tasks=True).call_tool("tasktest_rekey", answer=lambda r: True)
+            assert raised.value.code == -32603 and "'k'" in raised.value.message
+        finally:
+            mcp.remove("tools", "tasktest_rekey")
+
+    def test_an_answer_of_the_wrong_shape_fails_the_task_with_32602(self) -> None:
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("confirm_delete", {"filename": "d"})["taskId"]
+        client.run_task(task_id)
+        client.update_task(task_id, {"confirm_delete": "yes please"})
+        client.run_task(task_id)
+        task = client.get_task(task_id)
+        assert task["status"] == "failed" and task["error"]["code"] == -32602
+
+
+@pytest.mark.django_db(transaction=True)
+def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
+    from django.test import override_settings
+
+    with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+        client = MCPClient(tasks=True, run_tasks=False)
+        created = client.start_tool("slow_compute", {"seconds": 0, "label": "now"})
+        task = client.get_task(created["taskId"])
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["text"] == "computed now in 0s"

@@ -1,0 +1,228 @@
+"""MCP tasks with everything real: two server processes, a task worker process
+(django-tasks-db's ``manage.py db_worker``) and PostgreSQL, driven by a plain httpx client.
+
+A task is created on one instance and polled, answered and cancelled on the other; a
+worker killed in the middle of a task leaves it failed once its lease runs out; a task
+id is refused to another user exactly like an unknown one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests import shared_services
+from tests.processes import ROOT, free_port, serve_demo
+from tests.run_names import redis_prefix
+
+pytestmark = [shared_services.needs_postgres]
+
+MODERN = "2026-07-28"
+EXT = "io.modelcontextprotocol/tasks"
+LEASE = 2.0
+
+_USERS = """
+from django.contrib.auth.models import User
+from rest_framework.authtoken.models import Token
+for name in ("alice", "bob"):
+    user = User.objects.create_user(name, password="pw")
+    print(Token.objects.create(user=user).key)
+"""
+
+
+def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "db_worker", "--interval", "0.05", "--no-startup-delay", "--no-reload", "-v0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+class Deployment:
+    def __init__(self, urls: list[str], env: dict[str, str], tokens: list[str]) -> None:
+        self.urls = urls
+        self.env = env
+        self.tokens = tokens
+        self.worker: subprocess.Popen[bytes] | None = None
+
+
+@pytest.fixture(scope="module")
+def deployment() -> Iterator[Deployment]:
+    db_name, db_url = shared_services.fresh_database("tasks_worker")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
+        "DATABASE_URL": db_url,
+        "REDIS_PREFIX": redis_prefix("tasks"),
+        "MCP_REQUEST_STATE_KEY": "tasks-worker-test-key-0123456789abcdef",
+        "MCP_ALLOW_ANONYMOUS": "1",
+        "MCP_TASK_LEASE_SECONDS": str(LEASE),
+        "DJANGO_DEBUG": "0",
+    }
+    env.pop("REDIS_URL", None)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v0", "-c", _USERS], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    tokens = made.stdout.decode().split()
+    ports = [free_port(), free_port()]
+    servers = [serve_demo(port, env) for port in ports]
+    out = Deployment([f"http://127.0.0.1:{port}/mcp" for port in ports], env, tokens)
+    out.worker = start_worker(env)
+    try:
+        yield out
+    finally:
+        for process in [*servers, out.worker]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+        for process in [*servers, out.worker]:
+            if process is not None:
+                process.wait(20)
+        shared_services.drop_database(db_name)
+
+
+class Client:
+    """A plain httpx client speaking 2026-07-28 with the tasks extension, no SDK."""
+
+    def __init__(self, http: httpx.Client, token: str | None = None) -> None:
+        self.http = http
+        self.token = token
+        self.ids = 0
+
+    def post(self, url: str, method: str, params: dict[str, Any], *, name: str | None = None) -> httpx.Response:
+        self.ids += 1
+        params = {
+            **params,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {EXT: {}}},
+            },
+        }
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": method,
+        }
+        if name is not None:
+            headers["mcp-name"] = name
+        if self.token:
+            headers["authorization"] = f"Token {self.token}"
+        body = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+        return self.http.post(url, json=body, headers=headers)
+
+    def result(self, url: str, method: str, params: dict[str, Any], *, name: str | None = None) -> dict[str, Any]:
+        response = self.post(url, method, params, name=name)
+        assert response.status_code == 200, response.text
+        return response.json()["result"]
+
+    def call(self, url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.result(url, "tools/call", {"name": tool, "arguments": arguments}, name=tool)
+
+    def get(self, url: str, task_id: str) -> dict[str, Any]:
+        return self.result(url, "tasks/get", {"taskId": task_id}, name=task_id)
+
+    def wait(self, url: str, task_id: str, *statuses: str, timeout: float = 40) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.get(url, task_id)
+            if task["status"] in statuses:
+                return task
+            assert time.monotonic() < deadline, f"task still {task['status']}, waiting for {statuses}"
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def test_created_on_one_instance_answered_and_finished_on_the_other(deployment: Deployment, http: httpx.Client) -> None:
+    a, b = deployment.urls
+    client = Client(http)
+    created = client.call(a, "confirm_delete", {"filename": "report.csv"})
+    assert created["resultType"] == "task" and created["status"] == "working"
+    task_id = created["taskId"]
+    # Durable create: the other instance knows the task at once.
+    assert client.get(b, task_id)["taskId"] == task_id
+    task = client.wait(b, task_id, "input_required")
+    assert list(task["inputRequests"]) == ["confirm_delete"]
+    assert task["inputRequests"]["confirm_delete"]["method"] == "elicitation/create"
+    ack = client.result(
+        b,
+        "tasks/update",
+        {"taskId": task_id, "inputResponses": {"confirm_delete": {"action": "accept", "content": {"confirm": True}}}},
+        name=task_id,
+    )
+    assert ack["resultType"] == "complete" and "status" not in ack
+    done = client.wait(a, task_id, "completed", "failed", "cancelled")
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "Deleted report.csv."
+
+
+def test_a_running_task_cancelled_on_the_other_instance_ends_cancelled(
+    deployment: Deployment, http: httpx.Client
+) -> None:
+    a, b = deployment.urls
+    client = Client(http)
+    task_id = client.call(a, "slow_compute", {"seconds": 60, "label": "long"})["taskId"]
+    time.sleep(1.0)  # picked up by the worker: running, so the cancel is cooperative
+    ack = client.result(b, "tasks/cancel", {"taskId": task_id}, name=task_id)
+    assert ack["resultType"] == "complete"
+    started = time.monotonic()
+    assert client.wait(a, task_id, "cancelled", "completed", "failed", timeout=20)["status"] == "cancelled"
+    assert time.monotonic() - started < 15  # long before the 60 s of work
+    # Idempotent on a finished task.
+    assert client.result(b, "tasks/cancel", {"taskId": task_id}, name=task_id)["resultType"] == "complete"
+
+
+def test_another_users_task_id_is_refused_like_an_unknown_one(deployment: Deployment, http: httpx.Client) -> None:
+    a, b = deployment.urls
+    alice, bob = (Client(http, token) for token in deployment.tokens)
+    task_id = alice.call(a, "slow_compute", {"seconds": 1, "label": "alice's"})["taskId"]
+    answers = []
+    for url in (a, b):
+        for who, task in ((bob, task_id), (Client(http), task_id), (alice, "no-such-task")):
+            for method, params in (
+                ("tasks/get", {"taskId": task}),
+                ("tasks/update", {"taskId": task, "inputResponses": {}}),
+                ("tasks/cancel", {"taskId": task}),
+            ):
+                response = who.post(url, method, params, name=task)
+                answers.append(
+                    (response.status_code, response.json()["error"]["code"], response.json()["error"]["message"])
+                )
+    assert set(answers) == {(400, -32602, "Failed to retrieve task: Task not found")}
+    assert alice.wait(b, task_id, "completed")["result"]["content"][0]["text"] == "computed alice's in 1s"
+
+
+def test_a_killed_worker_leaves_the_task_failed_not_working(deployment: Deployment, http: httpx.Client) -> None:
+    a, b = deployment.urls
+    client = Client(http)
+    task_id = client.call(a, "slow_compute", {"seconds": 60, "label": "doomed"})["taskId"]
+    time.sleep(1.5)  # running, with a lease its heartbeat keeps alive
+    assert client.get(b, task_id)["status"] == "working"
+    assert deployment.worker is not None
+    deployment.worker.send_signal(signal.SIGKILL)
+    deployment.worker.wait(10)
+    try:
+        task = client.wait(b, task_id, "failed", "completed", "cancelled", timeout=LEASE * 10)
+        assert task["status"] == "failed"
+        assert task["error"]["message"] == "the worker running this task stopped before it finished"
+        assert "result" not in task
+    finally:
+        deployment.worker = start_worker(deployment.env)
+    # The new worker serves new tasks.
+    fresh = client.call(a, "slow_compute", {"seconds": 0, "label": "after"})["taskId"]
+    assert client.wait(b, fresh, "completed")["result"]["content"][0]["text"] == "computed after in 0s"
