@@ -30,6 +30,11 @@ ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 # depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
     "test_bench.py",
+    "test_admin_layout_browser.py",
+    "test_auth_faults.py",
+    "test_oauth_mcp1.py",
+    "test_tasks_worker.py",
+    "test_websocket_memory.py",
     "test_audit_browser.py",
     "test_audit_outage.py",
     "test_clients.py",

@@ -252,7 +252,8 @@ def test_without_skills_the_extension_is_not_declared(monkeypatch: pytest.Monkey
     lib.forget()
     try:
         client = MCPClient()
-        assert "extensions" not in client.request("server/discover")["capabilities"]
+        capabilities = client.request("server/discover")["capabilities"]
+        assert "io.modelcontextprotocol/skills" not in capabilities.get("extensions", {})
         for method in ("skills/list", "skills/get", "resources/directory/read"):
             with pytest.raises(JSONRPCError) as caught:
                 client.request(method, {"uri": REFUNDS})
