@@ -85,7 +85,9 @@ def audience(request: Any) -> str:
     reached (as an OAuth token's audience is): a state issued at one endpoint, or by
     another deployment that shares ``REQUEST_STATE_KEY``, is refused at another.
     """
-    if request is None:
+    if request is None or ("HTTP_HOST" not in request.META and request.META.get("SERVER_NAME") == "unknown"):
+        # No address to bind to (stdio: one local client on a pipe): the configured resource
+        # URL, else the empty audience, which no endpoint reached over the network has.
         return (mcp_settings.RESOURCE_URL or "").rstrip("/")
     return protected_resource.resource_url(request)
 
