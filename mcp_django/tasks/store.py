@@ -198,6 +198,24 @@ def principal_of(row: MCPTask) -> Principal | None:
     return principal if _bound(row, principal) else None
 
 
+_POLLED = (
+    "id",
+    "tool",
+    "status",
+    "status_message",
+    "result",
+    "error",
+    "input_requests",
+    "principal",
+    "principal_digest",
+    "created",
+    "updated",
+    "ttl_ms",
+    "expires",
+    "lease_until",
+)
+
+
 def find(task_id: Any, principal: Principal) -> MCPTask:
     """The caller's live task ``task_id``, or -32602 (unknown, expired and foreign alike).
 
@@ -206,7 +224,8 @@ def find(task_id: Any, principal: Principal) -> MCPTask:
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
-    row = MCPTask.objects.filter(pk=task_id).first()
+    # Only what a poll reads: the answers, arguments and state are not decoded on every poll.
+    row = MCPTask.objects.only(*_POLLED).filter(pk=task_id).first()
     now = timezone.now()
     if row is None or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
