@@ -198,6 +198,8 @@ MCP_DJANGO: dict[str, Any] = {
     "REQUIRED_SCOPES": ["mcp"],
     "AUTHENTICATION_CLASSES": [
         "mcp_django.auth.SessionAuthentication",
+        # Before the other Bearer class: it answers only for its own mcp_... tokens.
+        "mcp_django.tokens.auth.MCPTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],

@@ -1,0 +1,322 @@
+"""MCP tokens (mcp_django.tokens): hashed, named, scoped, handler-limited, expiring, revocable."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator
+from io import StringIO
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from mcp_django.auth_cache import principal_cache
+from mcp_django.models import AuditEvent
+from mcp_django.tokens.models import MCPToken
+from tests.conftest import MODERN, Raw, mcp_settings
+
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+
+
+def _issue(username: str, name: str = "laptop", **kw: Any) -> tuple[MCPToken, str]:
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        user = get_user_model().objects.create_user(username, password="pw")
+    return MCPToken.objects.issue(user, name, **kw)
+
+
+issue = sync_to_async(_issue)
+
+
+@contextlib.asynccontextmanager
+async def bearer_client(url: str, token: str) -> AsyncIterator[Any]:
+    """The official SDK's client (mcp 2.x), sending the MCP token as a Bearer token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=MODERN, cache=None) as client:
+            yield client
+
+
+# -- in process ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def raw(raw_inprocess: Raw) -> Raw:
+    return raw_inprocess
+
+
+def whoami(raw: Raw, token: str) -> httpx.Response:
+    return raw.call("whoami", headers={"authorization": f"Bearer {token}"})
+
+
+@pytest.mark.django_db
+def test_only_the_hash_of_the_secret_is_stored() -> None:
+    token, text = _issue("ann")
+    assert text.startswith(f"mcp_{token.prefix}_")
+    secret = text.split("_", 2)[2]
+    assert len(secret) >= 43  # 256 random bits
+    stored = MCPToken.objects.get(pk=token.pk)
+    assert stored.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in {str(getattr(stored, f.attname)) for f in MCPToken._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_a_token_authenticates_and_names_itself_in_the_audit_log(raw: Raw) -> None:
+    token, text = _issue("bob", "claude desktop")
+    r = whoami(raw, text)
+    assert r.status_code == 200
+    assert r.json()["result"]["structuredContent"]["username"] == "bob"
+    row = AuditEvent.objects.filter(target="whoami").latest("id")
+    assert row.credential == f"claude desktop ({token.prefix})"
+    assert row.principal.endswith(f":{token.user_id}")
+    secret = text.split("_", 2)[2]
+    assert all(secret not in str(value) for value in AuditEvent.objects.values_list())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(lambda text: text[:-2] + ("AA" if not text.endswith("AA") else "BB"), id="wrong secret"),
+        pytest.param(lambda text: "mcp_000000000000_" + text.split("_", 2)[2], id="unknown id"),
+        pytest.param(lambda text: "mcp_" + text.split("_", 2)[1], id="no secret"),
+        pytest.param(lambda text: "mcp__x", id="no id"),
+        pytest.param(lambda text: "mcp_" + "a" * 40 + "_x", id="id too long"),
+    ],
+)
+def test_a_bad_token_is_a_401_with_a_bearer_challenge(raw: Raw, spoil: Any) -> None:
+    _token, text = _issue("cid")
+    r = whoami(raw, spoil(text))
+    assert r.status_code == 401
+    assert r.json()["error"] == {"code": -32600, "message": "The MCP token is invalid."}
+    assert r.headers["www-authenticate"].startswith("Bearer ")
+    assert "invalid_token" in r.headers["www-authenticate"]
+
+
+@pytest.mark.django_db
+def test_expired_and_revoked_tokens_are_refused_at_once(raw: Raw) -> None:
+    token, text = _issue("dee", expires=timezone.now() + datetime.timedelta(hours=1))
+    assert whoami(raw, text).status_code == 200
+    assert principal_cache._entries  # remembered: the next request is a cache hit unless told
+    token.expires = timezone.now() - datetime.timedelta(seconds=1)
+    token.save()
+    r = whoami(raw, text)
+    assert r.status_code == 401
+    assert "expired" in r.headers["www-authenticate"]
+
+    token2, text2 = _issue("dee", "other")
+    assert whoami(raw, text2).status_code == 200
+    token2.revoke()
+    r = whoami(raw, text2)
+    assert r.status_code == 401 and "revoked" in r.headers["www-authenticate"]
+
+
+@pytest.mark.django_db
+def test_a_cached_token_is_not_served_past_its_expiry(raw: Raw) -> None:
+    # The cache keeps an entry no longer than the token lives, with no signal sent.
+    with mcp_settings(AUTH_CACHE_SECONDS=1):
+        _token, text = _issue("eve", expires=timezone.now() + datetime.timedelta(milliseconds=300))
+        assert whoami(raw, text).status_code == 200
+
+        time.sleep(0.4)
+        assert whoami(raw, text).status_code == 401
+
+
+@pytest.mark.django_db
+def test_an_inactive_users_token_is_refused(raw: Raw) -> None:
+    token, text = _issue("fin")
+    token.user.is_active = False
+    token.user.save()
+    assert whoami(raw, text).status_code == 401
+
+
+@pytest.mark.django_db
+def test_last_used_is_written_at_most_once_a_minute(raw: Raw) -> None:
+    from mcp_django.tokens import auth
+
+    token, text = _issue("gil")
+    auth._touched.clear()
+    assert whoami(raw, text).status_code == 200
+    first = MCPToken.objects.get(pk=token.pk).last_used
+    assert first is not None
+    principal_cache.clear()
+    assert whoami(raw, text).status_code == 200
+    assert MCPToken.objects.get(pk=token.pk).last_used == first  # within the minute: not written again
+    auth._touched[token.pk] -= auth.TOUCH_SECONDS + 1
+    MCPToken.objects.filter(pk=token.pk).update(last_used=first - datetime.timedelta(minutes=2))
+    principal_cache.clear()
+    assert whoami(raw, text).status_code == 200
+    assert MCPToken.objects.get(pk=token.pk).last_used > first
+
+
+@pytest.mark.django_db
+def test_other_credentials_still_work_beside_mcp_tokens(raw: Raw) -> None:
+    from rest_framework.authtoken.models import Token
+
+    user = get_user_model().objects.create_user("hal", password="pw")
+    key = Token.objects.create(user=user).key
+    r = raw.call("whoami", headers={"authorization": f"Token {key}"})
+    assert r.json()["result"]["structuredContent"]["username"] == "hal"
+
+
+# -- the management command ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_mcp_token_command_creates_lists_and_revokes(raw: Raw) -> None:
+    get_user_model().objects.create_user("ida", password="pw")
+    out = StringIO()
+    call_command(
+        "mcp_token", "create", "ida", "cursor", "--scope", "mcp", "--handler", "whoami", "--expires", "7d", stdout=out
+    )
+    text = out.getvalue().strip()
+    token = MCPToken.objects.get()
+    assert text.startswith(f"mcp_{token.prefix}_") and "\n" not in text
+    assert token.name == "cursor" and token.scope_list == ["mcp"] and token.handler_list == ["whoami"]
+    assert token.expires is not None and token.expires > timezone.now() + datetime.timedelta(days=6)
+    assert whoami(raw, text).status_code == 200
+
+    out = StringIO()
+    call_command("mcp_token", "list", stdout=out)
+    listed = out.getvalue()
+    assert token.prefix in listed and "cursor" in listed and "ida" in listed and text.split("_", 2)[2] not in listed
+
+    out = StringIO()
+    call_command("mcp_token", "revoke", token.prefix, stdout=out)
+    assert out.getvalue().strip() == f"revoked {token.prefix}"
+    assert whoami(raw, text).status_code == 401
+    out = StringIO()
+    call_command("mcp_token", "list", stdout=out)
+    assert token.prefix not in out.getvalue()
+    out = StringIO()
+    call_command("mcp_token", "list", "--all", stdout=out)
+    assert "revoked" in out.getvalue()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["create", "nobody", "x"],
+        ["create", "ida", "x", "--expires", "soon"],
+        ["create", "ida", "x", "--expires", "-1d"],
+        ["revoke", "ffffffffffff"],
+        ["list", "nobody"],
+    ],
+)
+def test_mcp_token_command_refuses_bad_input(args: list[str]) -> None:
+    get_user_model().objects.create_user("ida", password="pw")
+    with pytest.raises(CommandError):
+        call_command("mcp_token", *args, stdout=StringIO())
+
+
+# -- the whole life with the official SDK, and an open websocket -----------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_lifecycle_with_the_sdk_client(live_url: str) -> None:
+    from mcp import MCPError
+
+    token, text = await issue("jo", "sdk")
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        async with bearer_client(live_url, text) as client:
+            who = await client.call_tool("whoami")
+            assert who.structured_content["username"] == "jo"
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"whoami", "echo", "orders_list"} <= listed
+
+        # Limited to the "mcp" scope: the orders tools (scopes=["shop"]) are hidden and refused.
+        _scoped, scoped_text = await issue("jo", "scoped", scopes=["mcp"])
+        async with bearer_client(live_url, scoped_text) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert "echo" in listed and "orders_list" not in listed
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("orders_list", {})
+            assert isinstance(refused.value, MCPError) and refused.value.code == -32600
+            assert refused.value.data == {"requiredScopes": ["mcp", "shop"]}
+
+        # Limited to two handlers: nothing else is listed, and a call to another is a 403.
+        _limited, limited_text = await issue("jo", "limited", handlers=["whoami", "echo"])
+        async with bearer_client(live_url, limited_text) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert listed == {"whoami", "echo"}
+            assert (await client.call_tool("echo", {"text": "hi"})).is_error is False
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("reverse", {"text": "hi"})
+            assert isinstance(refused.value, MCPError) and refused.value.code == -32600
+            assert "may not use the tool reverse" in str(refused.value)
+
+        # Revoked while the client is connected: the next request is refused.
+        async with bearer_client(live_url, text) as client:
+            assert (await client.call_tool("whoami")).structured_content["username"] == "jo"
+            await sync_to_async(token.revoke)()
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("whoami")
+            assert isinstance(refused.value, MCPError) and "The MCP token was revoked." in str(refused.value)
+    rows = await sync_to_async(list)(AuditEvent.objects.filter(target="whoami").values_list("credential", flat=True))
+    assert f"sdk ({token.prefix})" in rows
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_raw_http_refusals_of_limited_tokens(live_url: str) -> None:
+    _t, scoped = await issue("kim", "scoped", scopes=["mcp"])
+    _t2, limited = await issue("kim", "limited", handlers=["whoami"])
+    async with httpx.AsyncClient(timeout=30) as http:
+        raw = Raw(live_url, http)  # type: ignore[arg-type]
+        params = {"name": "orders_list", "arguments": {}}
+        r = await http.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": _meta()}},
+            headers={**raw.headers("tools/call", params), "authorization": f"Bearer {scoped}"},
+        )
+        assert r.status_code == 403 and r.json()["error"]["code"] == -32600
+        assert "insufficient_scope" in r.headers["www-authenticate"]
+        params = {"name": "echo", "arguments": {"text": "x"}}
+        r = await http.post(
+            live_url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {**params, "_meta": _meta()}},
+            headers={**raw.headers("tools/call", params), "authorization": f"Bearer {limited}"},
+        )
+        assert r.status_code == 403 and r.json()["error"]["code"] == -32600
+        assert "may not use the tool echo" in r.json()["error"]["message"]
+
+
+def _meta() -> dict[str, Any]:
+    from tests.conftest import meta
+
+    return meta()
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_an_open_websocket_ends_when_its_token_is_revoked(live_url: str) -> None:
+    token, text = await issue("lou", "socket")
+    ws_url = live_url.replace("http://", "ws://")
+    headers = {"Authorization": f"Bearer {text}"}
+    async with websockets.connect(ws_url, subprotocols=["mcp"], additional_headers=headers) as socket:
+        await socket.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
+        assert "result" in json.loads(await socket.recv())
+        call = {"name": "whoami", "arguments": {}}
+        await socket.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
+        assert json.loads(await socket.recv())["result"]["structuredContent"]["username"] == "lou"
+        await sync_to_async(token.revoke)()
+        await socket.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}))
+        assert json.loads(await socket.recv())["error"]["code"] == -32600
+        with pytest.raises(websockets.ConnectionClosed):
+            await socket.recv()
+    assert socket.close_code == 4401
