@@ -326,3 +326,4 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 from .tasks import admin as tasks_admin  # noqa: E402, F401 - registers the MCP tasks' ModelAdmin
+from .tokens import admin as tokens_admin  # noqa: E402, F401 - registers the MCP tokens' ModelAdmin

@@ -320,3 +320,34 @@ async def test_an_open_websocket_ends_when_its_token_is_revoked(live_url: str) -
         with pytest.raises(websockets.ConnectionClosed):
             await socket.recv()
     assert socket.close_code == 4401
+
+
+# -- the admin -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_the_secret_once_after_the_save(client: Any, raw: Raw) -> None:
+    admin_user = get_user_model().objects.create_superuser("root", password="pw")
+    owner = get_user_model().objects.create_user("max", password="pw")
+    client.force_login(admin_user)
+    page = client.post(
+        "/admin/mcp_django/mcptoken/add/",
+        {"user": owner.pk, "name": "zed editor", "scopes": "mcp", "handlers": "", "expires_0": "", "expires_1": ""},
+    )
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
+    token = MCPToken.objects.get()
+    text = page.context["token_text"]
+    assert text.startswith(f"mcp_{token.prefix}_") and text in page.content.decode()
+    assert whoami(raw, text).json()["result"]["structuredContent"]["username"] == "max"
+    secret = text.split("_", 2)[2]
+    # Never again: not on the change page, the list, nor in the session.
+    for url in (f"/admin/mcp_django/mcptoken/{token.pk}/change/", "/admin/mcp_django/mcptoken/"):
+        shown = client.get(url)
+        assert shown.status_code == 200 and secret not in shown.content.decode()
+    assert secret not in str(dict(client.session.items()))
+    # Revoked by the list's action: refused from the next request.
+    done = client.post(
+        "/admin/mcp_django/mcptoken/", {"action": "revoke_tokens", "_selected_action": [token.pk]}, follow=True
+    )
+    assert "1 token revoked." in done.content.decode()
+    assert whoami(raw, text).status_code == 401
