@@ -351,3 +351,46 @@ def test_the_admin_shows_the_secret_once_after_the_save(client: Any, raw: Raw) -
     )
     assert "1 token revoked." in done.content.decode()
     assert whoami(raw, text).status_code == 401
+
+
+# -- the user's own page ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_users_page_lists_creates_once_and_revokes(raw: Raw) -> None:
+    from django.test import Client
+
+    assert Client().get("/mcp/tokens/").status_code == 302  # login required
+    owner = get_user_model().objects.create_user("ned", password="pw")
+    other, other_text = _issue("oli", "not ned's")
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(owner)
+    page = browser.get("/mcp/tokens/")
+    assert page.status_code == 200 and "No tokens yet." in page.content.decode()
+    assert other.prefix not in page.content.decode()
+    csrf = page.cookies["csrftoken"].value
+    assert browser.post("/mcp/tokens/", {"name": "vs code"}).status_code == 403  # no CSRF token
+
+    created = browser.post(
+        "/mcp/tokens/", {"name": "vs code", "handlers": "whoami", "days": "30", "csrfmiddlewaretoken": csrf}
+    )
+    assert created.status_code == 200
+    text = created.context["token_text"]
+    token = MCPToken.objects.get(user=owner)
+    assert text.startswith(f"mcp_{token.prefix}_") and text in created.content.decode()
+    assert token.handler_list == ["whoami"] and token.expires is not None
+    assert whoami(raw, text).json()["result"]["structuredContent"]["username"] == "ned"
+    again = browser.get("/mcp/tokens/").content.decode()
+    assert token.prefix in again and text.split("_", 2)[2] not in again
+
+    bad = browser.post("/mcp/tokens/", {"name": "", "days": "0", "csrfmiddlewaretoken": csrf})
+    assert bad.status_code == 400 and MCPToken.objects.filter(user=owner).count() == 1
+
+    # Someone else's token cannot be revoked from here; GET does not revoke.
+    assert browser.post(f"/mcp/tokens/{other.prefix}/revoke/", {"csrfmiddlewaretoken": csrf}).status_code == 404
+    assert browser.get(f"/mcp/tokens/{token.prefix}/revoke/").status_code == 405
+    assert whoami(raw, other_text).status_code == 200
+    done = browser.post(f"/mcp/tokens/{token.prefix}/revoke/", {"csrfmiddlewaretoken": csrf})
+    assert done.status_code == 302
+    assert whoami(raw, text).status_code == 401
+    assert "revoked" in browser.get("/mcp/tokens/").content.decode()
