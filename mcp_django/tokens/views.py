@@ -37,7 +37,7 @@ class TokenForm(forms.Form):
 
 
 def _page(request: HttpRequest, form: TokenForm, token_text: str | None = None, status: int = 200) -> HttpResponse:
-    tokens = MCPToken.objects.filter(user=request.user).order_by("-created")
+    tokens = MCPToken.objects.filter(user_id=request.user.pk).order_by("-created")
     context = {"tokens": tokens, "form": form, "token_text": token_text, "now": timezone.now()}
     return render(request, "mcp_django/tokens/list.html", context, status=status)
 
@@ -64,6 +64,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @require_POST
 def revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     # Only the user's own: someone else's id is a 404, as if it did not exist.
-    token = get_object_or_404(MCPToken, prefix=prefix, user=request.user)
+    token = get_object_or_404(MCPToken, prefix=prefix, user_id=request.user.pk)
     token.revoke()
     return redirect("mcp_tokens:list")
