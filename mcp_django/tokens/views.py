@@ -7,6 +7,7 @@ the form, never stored or shown again) and revoke one. CSRF-protected Django for
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -36,8 +37,13 @@ class TokenForm(forms.Form):
     )
 
 
+def _user(request: HttpRequest) -> Any:
+    # Signed in (login_required): django-stubs cannot know the AnonymousUser is ruled out.
+    return request.user
+
+
 def _page(request: HttpRequest, form: TokenForm, token_text: str | None = None, status: int = 200) -> HttpResponse:
-    tokens = MCPToken.objects.filter(user_id=request.user.pk).order_by("-created")
+    tokens = MCPToken.objects.filter(user=_user(request)).order_by("-created")
     context = {"tokens": tokens, "form": form, "token_text": token_text, "now": timezone.now()}
     return render(request, "mcp_django/tokens/list.html", context, status=status)
 
@@ -64,6 +70,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @require_POST
 def revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     # Only the user's own: someone else's id is a 404, as if it did not exist.
-    token = get_object_or_404(MCPToken, prefix=prefix, user_id=request.user.pk)
+    token = get_object_or_404(MCPToken, prefix=prefix, user=_user(request))
     token.revoke()
     return redirect("mcp_tokens:list")
