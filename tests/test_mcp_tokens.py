@@ -394,3 +394,60 @@ def test_the_users_page_lists_creates_once_and_revokes(raw: Raw) -> None:
     assert done.status_code == 302
     assert whoami(raw, text).status_code == 401
     assert "revoked" in browser.get("/mcp/tokens/").content.decode()
+
+
+# -- django-oauth-toolkit with the RFC 9700 settings the demo turns on -------------------------
+
+
+def test_the_demo_passes_the_toolkits_token_storage_and_refresh_checks() -> None:
+    from django.core import checks
+
+    found = {message.id for message in checks.run_checks(include_deployment_checks=True)}
+    assert not found & {"oauth2_provider.W006", "oauth2_provider.W007", "oauth2_provider.E001", "oauth2_provider.E002"}
+
+
+@pytest.mark.django_db
+def test_oauth_tokens_stored_hashed_work_and_a_replayed_refresh_token_ends_the_family(raw: Raw) -> None:
+    import uuid
+
+    from django.test import Client
+    from oauth2_provider.models import AccessToken, Application, RefreshToken, set_token_value
+
+    user = get_user_model().objects.create_user("pia", password="pw")
+    app = Application.objects.create(
+        name="native",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1:9/callback",
+    )
+    resource = [raw.url]
+    access = AccessToken(
+        user=user, application=app, scope="mcp", resource=resource, expires=timezone.now() + datetime.timedelta(hours=1)
+    )
+    set_token_value(access, "first-access")
+    access.save()
+    refresh = RefreshToken(user=user, application=app, access_token=access, token_family=uuid.uuid4())
+    set_token_value(refresh, "first-refresh")
+    refresh.save()
+    assert AccessToken.objects.get(pk=access.pk).token == "" and RefreshToken.objects.get(pk=refresh.pk).token == ""
+
+    def call(token: str) -> httpx.Response:
+        return raw.call("whoami", headers={"authorization": f"Bearer {token}"})
+
+    assert call("first-access").json()["result"]["structuredContent"]["username"] == "pia"
+    endpoint = "/o/token/"
+    grant = {
+        "grant_type": "refresh_token",
+        "refresh_token": "first-refresh",
+        "client_id": app.client_id,
+        "resource": raw.url,
+    }
+    renewed = Client().post(endpoint, grant)
+    assert renewed.status_code == 200, renewed.content
+    second = renewed.json()["access_token"]
+    assert call(second).json()["result"]["structuredContent"]["username"] == "pia"
+    # The old refresh token again (a thief's copy): refused, and every token of its family ends.
+    replayed = Client().post(endpoint, grant)
+    assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
+    r = call(second)
+    assert r.status_code == 401 and "invalid_token" in r.headers["www-authenticate"]
