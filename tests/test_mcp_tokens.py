@@ -451,3 +451,12 @@ def test_oauth_tokens_stored_hashed_work_and_a_replayed_refresh_token_ends_the_f
     assert replayed.status_code == 400 and replayed.json()["error"] == "invalid_grant"
     r = call(second)
     assert r.status_code == 401 and "invalid_token" in r.headers["www-authenticate"]
+
+
+@pytest.mark.django_db
+def test_the_audit_log_shows_and_finds_the_token_a_call_used(client: Any, raw: Raw) -> None:
+    token, text = _issue("quin", "cron job")
+    assert whoami(raw, text).status_code == 200
+    client.force_login(get_user_model().objects.create_superuser("root", password="pw"))
+    page = client.get("/admin/mcp_django/auditevent/", {"q": token.prefix}).content.decode()
+    assert f'<td class="field-who">quin<br><small>cron job ({token.prefix})</small></td>' in page
