@@ -460,3 +460,29 @@ def test_the_audit_log_shows_and_finds_the_token_a_call_used(client: Any, raw: R
     client.force_login(get_user_model().objects.create_superuser("root", password="pw"))
     page = client.get("/admin/mcp_django/auditevent/", {"q": token.prefix}).content.decode()
     assert f'<td class="field-who">quin<br><small>cron job ({token.prefix})</small></td>' in page
+
+
+def test_a_check_warns_when_another_bearer_class_comes_first() -> None:
+    from mcp_django.tokens.checks import check_token_class_order
+
+    assert check_token_class_order() == []  # the demo's order
+    wrong = [
+        "mcp_django.auth.SessionAuthentication",
+        "mcp_django.contrib.oauth.OAuth2Authentication",
+        "mcp_django.tokens.auth.MCPTokenAuthentication",
+    ]
+    with mcp_settings(AUTHENTICATION_CLASSES=wrong):
+        (warning,) = check_token_class_order()
+    assert warning.id == "mcp_django.W040" and "mcp_django.contrib.oauth.OAuth2Authentication" in warning.msg
+    with mcp_settings(AUTHENTICATION_CLASSES=["rest_framework.authentication.TokenAuthentication", wrong[2]]):
+        assert check_token_class_order() == []  # DRF's "Token" keyword leaves Bearer alone
+
+
+@pytest.mark.django_db
+def test_the_oauth_class_first_would_refuse_mcp_tokens(raw: Raw) -> None:
+    # What W040 warns of, shown: the order matters.
+    _token, text = _issue("sam")
+    wrong = ["mcp_django.contrib.oauth.OAuth2Authentication", "mcp_django.tokens.auth.MCPTokenAuthentication"]
+    with mcp_settings(AUTHENTICATION_CLASSES=wrong):
+        assert whoami(raw, text).status_code == 401
+    assert whoami(raw, text).status_code == 200
