@@ -59,7 +59,9 @@ def raw(raw_inprocess: Raw) -> Raw:
 
 
 def whoami(raw: Raw, token: str) -> httpx.Response:
-    return raw.call("whoami", headers={"authorization": f"Bearer {token}"})
+    value = f"Bearer {token}"
+    # Bytes as they come off the wire (ISO-8859-1, as HTTP header values are decoded).
+    return raw.call("whoami", headers={"authorization": value if value.isascii() else value.encode("latin-1")})  # type: ignore[dict-item]
 
 
 @pytest.mark.django_db
@@ -95,6 +97,10 @@ def test_a_token_authenticates_and_names_itself_in_the_audit_log(raw: Raw) -> No
         pytest.param(lambda text: "mcp_" + text.split("_", 2)[1], id="no secret"),
         pytest.param(lambda text: "mcp__x", id="no id"),
         pytest.param(lambda text: "mcp_" + "a" * 40 + "_x", id="id too long"),
+        pytest.param(lambda text: text.replace("mcp_", "mcp_\x00", 1), id="NUL in the id"),
+        pytest.param(lambda text: text + "\x00", id="NUL in the secret"),
+        pytest.param(lambda text: text + "é", id="not ASCII"),
+        pytest.param(lambda text: text + "x" * 200, id="secret too long"),
     ],
 )
 def test_a_bad_token_is_a_401_with_a_bearer_challenge(raw: Raw, spoil: Any) -> None:

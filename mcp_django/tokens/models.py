@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime
@@ -21,6 +22,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 TOKEN_PREFIX = "mcp_"
+# mcp_<hex id>_<url-safe base64 secret>, as set_new_secret makes them.
+_SHAPE = re.compile(r"mcp_([0-9a-f]{1,16})_([A-Za-z0-9_-]{1,128})")
 
 
 def hash_secret(secret: str) -> str:
@@ -31,10 +34,10 @@ def split_token(token: str) -> tuple[str, str] | None:
     """``(prefix, secret)`` of a token's text, or None when it is not one of ours."""
     if not token.startswith(TOKEN_PREFIX):
         return None
-    prefix, sep, secret = token[len(TOKEN_PREFIX) :].partition("_")
-    if not sep or not prefix or not secret or len(prefix) > 16 or len(secret) > 128:
-        return None
-    return prefix, secret
+    found = _SHAPE.fullmatch(token)
+    # Checked before any query: a NUL or other stray character (a websocket subprotocol can
+    # carry any byte) would make PostgreSQL refuse the lookup instead of finding nothing.
+    return (found[1], found[2]) if found else None
 
 
 def _words(text: str) -> list[str]:
