@@ -142,7 +142,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         css = {"all": ["mcp_django/admin.css"]}
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        return ("target", "principal", _username_lookup(), "request_id", "client_address", "reason")
+        return ("target", "principal", _username_lookup(), "credential", "request_id", "client_address", "reason")
 
     @admin.display(description=_("time"), ordering="created")
     def when(self, obj: AuditEvent) -> str:
@@ -173,10 +173,13 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description=_("user"), ordering="principal")
     def who(self, obj: AuditEvent) -> str:
         if obj.user is not None:
-            return obj.user.get_username()
-        if obj.principal and obj.principal != "anonymous":
-            return f"{obj.principal} ({_('deleted')})"  # the account went; the label stays
-        return obj.principal or "—"
+            name = obj.user.get_username()
+        elif obj.principal and obj.principal != "anonymous":
+            name = f"{obj.principal} ({_('deleted')})"  # the account went; the label stays
+        else:
+            name = obj.principal or "—"
+        # The credential under the user, when it names itself (an MCP token: name and id).
+        return format_html("{}<br><small>{}</small>", name, obj.credential) if obj.credential else name
 
     @admin.display(description=_("ms"), ordering="duration_ms")
     def duration(self, obj: AuditEvent) -> str:
@@ -326,3 +329,4 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
 
 from .tasks import admin as tasks_admin  # noqa: E402, F401 - registers the MCP tasks' ModelAdmin
+from .tokens import admin as tokens_admin  # noqa: E402, F401 - registers the MCP tokens' ModelAdmin

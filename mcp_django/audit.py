@@ -152,6 +152,8 @@ def row_for(event: signals.Event, kind: str | None = None, created: Any = None) 
         "target": _truncate(event.target, 500),
         "user_id": user_id,
         "principal": _truncate(label, 150),
+        # Only a credential that names itself for the log (an MCP token: name and id, never the secret).
+        "credential": _truncate(str(getattr(getattr(principal, "auth", None), "mcp_credential_label", "") or ""), 150),
         "request_id": _truncate(event.request_id, 100),
         "round": event.round,
         "asks": asks,

@@ -26,7 +26,7 @@ Two modes, chosen by ``AUTH_CACHE_SECONDS``:
 
 Whatever could make a credential find another user, or none, changes the
 version: saving or deleting the user (a password change, ``is_active=False``),
-saving or deleting a DRF token or an OAuth access token, ``user_logged_out``, a
+saving or deleting a DRF token, an MCP token or an OAuth access token, ``user_logged_out``, a
 deleted database session (``flush()``), a change to the user's groups or
 permissions. Permissions themselves are looked up anew on every request: the
 cached user is a copy without Django's permission caches.
@@ -448,6 +448,13 @@ def connect() -> None:
 
         post_save.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_save")
         post_delete.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_delete")
+    # The app's own MCP tokens (mcp_django.tokens): a revoked, re-scoped or deleted token holds
+    # from the next request. Only a changed user row or token reaches the cache this way;
+    # update() on last_used (the one write not sent) changes nothing a token is checked for.
+    from .tokens.models import MCPToken
+
+    post_save.connect(token_changed, sender=MCPToken, weak=False, dispatch_uid=uid + "mcp_token_save")
+    post_delete.connect(token_changed, sender=MCPToken, weak=False, dispatch_uid=uid + "mcp_token_delete")
     if apps.is_installed("oauth2_provider"):
         # django-oauth-toolkit deletes a revoked access token: its user is found anew.
         from oauth2_provider.models import get_access_token_model

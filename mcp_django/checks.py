@@ -17,6 +17,7 @@ Ids are stable (projects silence them by id):
 - E012 TokenAuthentication without rest_framework.authtoken installed
 - W020 this process lost audit rows (a full queue, or rows the database refused)
 - E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
+- W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
 
 Skills (docs/skills.md), each naming the SKILL.md or folder:
 
@@ -261,3 +262,4 @@ def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 from .tasks import checks as task_checks  # noqa: E402, F401 - registers the MCP tasks' checks
+from .tokens import checks as token_checks  # noqa: E402, F401 - registers the MCP tokens' checks

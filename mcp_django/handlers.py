@@ -111,8 +111,8 @@ class Handler:
     def scopes_granted(self, auth: Any) -> bool:
         """Whether the credential ``auth`` (DRF's ``request.auth``) carries this handler's scopes.
 
-        Cheap: no database. Only an OAuth access token (anything with ``allow_scopes``, as
-        django-oauth-toolkit's tokens have) is limited by scopes; other credentials are the
+        Cheap: no database. Only an OAuth access token or an MCP token (anything with
+        ``allow_scopes``, as django-oauth-toolkit's tokens have) is limited by scopes; others are the
         user's own and carry all of the user's authority.
         """
         if not self.scopes or not hasattr(auth, "allow_scopes"):

@@ -59,6 +59,8 @@ class AuditEvent(models.Model):
         related_name="+",
     )
     principal = models.CharField(_("principal"), max_length=150, blank=True, db_index=True)
+    # The credential the principal was found by, when it has a name (an MCP token's name and id).
+    credential = models.CharField(_("credential"), max_length=150, blank=True, db_index=True)
     request_id = models.CharField(_("JSON-RPC request id"), max_length=100, blank=True)
     round = models.PositiveIntegerField(_("round"), null=True, blank=True)
     # Input-request key -> ask method ("elicitation/create", ...): what was asked, never the answer.
@@ -102,3 +104,4 @@ class RegisteredHandler(AuditEvent):
 
 
 from .tasks.models import MCPTask  # noqa: E402, F401 - the tasks extension's model, in its own module
+from .tokens.models import MCPToken  # noqa: E402, F401 - the MCP tokens' model, in its own module

@@ -6,9 +6,9 @@
 - a ``401`` carries a ``Bearer`` challenge whose ``resource_metadata`` points there,
   and a token without a scope a handler requires gets ``403 insufficient_scope``
   naming the scopes, so a client can step up;
-- a handler's ``scopes=[...]`` restrict OAuth access tokens only: a session cookie
-  or a DRF token is the user's own credential and carries all of the user's
-  authority, as in DRF, where scopes are a property of OAuth tokens.
+- a handler's ``scopes=[...]`` restrict OAuth access tokens and MCP tokens created
+  with scopes (:mod:`mcp_django.tokens`): a session cookie or a DRF token is the
+  user's own credential and carries all of the user's authority, as in DRF.
 
 Which tokens are valid (issuer, audience, expiry, revocation) is the job of the
 configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Authentication`.

@@ -198,6 +198,8 @@ MCP_DJANGO: dict[str, Any] = {
     "REQUIRED_SCOPES": ["mcp"],
     "AUTHENTICATION_CLASSES": [
         "mcp_django.auth.SessionAuthentication",
+        # Before the other Bearer class: it answers only for its own mcp_... tokens.
+        "mcp_django.tokens.auth.MCPTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],
@@ -228,7 +230,17 @@ OAUTH2_PROVIDER = {
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
     "CIMD_ENABLED": True,
     "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OAUTH_ACCESS_TOKEN_SECONDS", "3600")),
+    # RFC 9700 (check --deploy's oauth2_provider.W006, W007): access and refresh tokens stored
+    # as SHA-256 checksums only, and a replayed refresh token revokes its whole family. The
+    # COMPLIANT_BCP_RFC9700_REFRESH_TOKEN gate makes turning the protection off an error.
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
 }
+# oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
+# mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect
+# (RFC 8252 section 7.3), which removing "http" would refuse. See docs/authorization.md.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 # The consent screen asks a signed-in user; the admin's login page signs them in.
 LOGIN_URL = "/admin/login/"
 

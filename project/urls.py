@@ -14,6 +14,8 @@ urlpatterns = [
     path(".well-known/oauth-authorization-server/<path:issuer_path>", OAuthServerMetadataView.as_view()),
     # The demo shop's REST API; project/shop/mcp.py serves the same views as MCP tools.
     path("api/", include("project.shop.urls")),
+    # Each signed-in user's own MCP tokens: list, create (the secret shown once), revoke.
+    path("mcp/tokens/", include("mcp_django.tokens.urls")),
     # The same endpoint through Django's view stack, for WSGI deployments. Under
     # ASGI, project/asgi.py routes /mcp to the fast application before Django sees it.
     path("", include("mcp_django.urls")),

@@ -14,7 +14,7 @@ it. The only changes made to the README's commands:
 - the install line must install from ``$MCP_DJANGO_CHECKOUT`` (until a release
   is published, the distribution's name finds nothing, or another project);
 - ``createsuperuser`` runs with ``--noinput`` (the password from the environment);
-- ``drf_create_token``'s token is kept, and given to the client in place of ``KEY``;
+- the token ``mcp_token create`` prints is kept, and given to the client in place of ``TOKEN``;
 - ``uvicorn`` is started in the background on a free port, which replaces
   ``8000`` in the client's URL.
 
@@ -171,18 +171,19 @@ class Run:
             return ""
         if argv[:2] == ["python", "client.py"]:
             if self.token is None:
-                raise SystemExit("the README ran the client before drf_create_token gave a token")
+                raise SystemExit("the README ran the client before mcp_token create gave a token")
             argv = [a.replace("127.0.0.1:8000", f"127.0.0.1:{self.port}") for a in argv]
-            argv = [self.token if a == "KEY" else a for a in argv]
+            argv = [self.token if a == "TOKEN" else a for a in argv]
         done = subprocess.run(argv, cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=300)
         sys.stdout.write(done.stdout)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
             raise SystemExit(f"failed ({done.returncode}): {command}")
-        if "drf_create_token" in argv:
-            found = re.search(r"Generated token (\w+)", done.stdout)
+        if argv[2:4] == ["mcp_token", "create"]:
+            # The one line it prints; only the token's hash is in the database.
+            found = re.fullmatch(r"(mcp_[0-9a-f]+_[\w-]+)\n", done.stdout)
             if found is None:
-                raise SystemExit("drf_create_token printed no token")
+                raise SystemExit(f"mcp_token create printed no token: {done.stdout!r}")
             self.token = found.group(1)
         if argv[:2] == ["python", "client.py"]:
             self.client_output = done.stdout

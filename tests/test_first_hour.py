@@ -36,7 +36,8 @@ def test_landing_page_says_what_the_endpoint_is_and_how_to_connect(live_url: str
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     html = page.text
     assert f'<code id="endpoint">{live_url}</code>' in html
-    assert "Authorization: Token KEY" in html and "drf_create_token" in html
+    assert "Authorization: Bearer TOKEN" in html and "mcp_token create" in html
+    assert "Authorization: Token KEY" in html and "drf_create_token" in html  # still an alternative
     assert "docs/clients.md" in html
     assert "<code>echo</code>" in html  # the tools a client will find
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
 from typing import Any
@@ -19,7 +20,7 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from oauth2_provider.models import AccessToken, Application
+from oauth2_provider.models import AccessToken, Application, set_token_value
 
 from tests.conftest import MODERN, mcp_settings, meta
 from tests.oauth_consent import approve
@@ -113,7 +114,10 @@ async def test_sdk_client_signs_in_with_oauth_and_steps_up_for_a_scope(live_url:
     assert first["code_challenge_method"] == ["S256"] and first["resource"] == [live_url]
     assert "shop" in second["scope"][0].split()
     assert storage.client is not None and storage.client.client_id  # registered dynamically (RFC 7591)
-    token = await AccessToken.objects.select_related("user").aget(token=storage.tokens.access_token)
+    # Stored hashed (the demo's RFC 9700 settings): found by checksum, as the toolkit finds it.
+    checksum = hashlib.sha256(storage.tokens.access_token.encode()).hexdigest()
+    token = await AccessToken.objects.select_related("user").aget(token_checksum=checksum)
+    assert token.token == ""
     assert token.user.username == "alice" and token.resource == [live_url]
 
 
@@ -150,14 +154,20 @@ def _token(user: Any, *, resource: list[str], scope: str = "mcp", seconds: float
         redirect_uris="http://127.0.0.1:9/callback",
         user=user,
     )
-    return AccessToken.objects.create(
+    token = AccessToken(
         user=user,
         application=app,
-        token=f"tok-{user.pk}-{AccessToken.objects.count()}",
         expires=timezone.now() + timedelta(seconds=seconds),
         scope=scope,
         resource=resource,
     )
+    # Issued as the toolkit issues it: with the demo's hashed storage, only the checksum is kept.
+    raw = f"tok-{user.pk}-{AccessToken.objects.count()}"
+    set_token_value(token, raw)
+    token.save()
+    assert AccessToken.objects.filter(pk=token.pk, token="").exists()
+    token.token = raw  # what the client holds
+    return token
 
 
 def _call(url: str, token: str, tool: str = "whoami") -> httpx.Response:
@@ -275,4 +285,5 @@ def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(
                 "authorization": "Token nope",
             },
         )
-    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Token"
+    # The first configured class's challenge: the demo's own MCP tokens (Bearer), before DRF's Token.
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == 'Bearer realm="mcp"'

@@ -134,6 +134,10 @@ class Dispatcher:
 
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
         handlers = [h for h in handlers if self._anonymous_allowed(h, call)]
+        # A credential limited to some handlers (an MCP token) does not see the others.
+        limit = getattr(call.principal.auth, "mcp_allows_handler", None)
+        if limit is not None:
+            handlers = [h for h in handlers if limit(h)]
         if not any(h.guarded for h in handlers):
             return handlers
         request = call.request
@@ -554,6 +558,14 @@ async def _skills_params(call: Call) -> dict[str, Any]:
 
 
 def _require_scopes(call: Call, handler: Handler) -> None:
+    limit = getattr(call.principal.auth, "mcp_allows_handler", None)
+    if limit is not None and not limit(handler):
+        # Refused like a missing scope (403), but no other credential of the same kind helps.
+        raise MCPError(
+            INVALID_REQUEST,
+            f"forbidden: this credential may not use the {handler.primitive} {handler.name}",
+            http_status=403,
+        )
     if handler.scopes_granted(call.principal.auth):
         return
     # The caller may know the handler exists (its scopes are in the metadata): it may step up.

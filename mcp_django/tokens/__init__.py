@@ -1,0 +1,1 @@
+"""The app's own credentials for MCP clients: named, hashed, scoped, expiring, revocable tokens."""

@@ -1,0 +1,116 @@
+"""``Authorization: Bearer mcp_...``: the app's own MCP tokens (:class:`~mcp_django.tokens.models.MCPToken`).
+
+Put :class:`MCPTokenAuthentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` before
+``TokenAuthentication`` and the OAuth class: it answers only for tokens that start with
+``mcp_`` and leaves every other ``Authorization`` header to the classes after it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.db import close_old_connections
+from django.db.models import Q
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from ..inprocess import test_thread
+from .models import TOKEN_PREFIX, MCPToken, split_token
+
+logger = logging.getLogger("mcp_django")
+
+# last_used is a hint for the token's owner, not an audit trail: written at most
+# once a minute per token and process, off the request's path.
+TOUCH_SECONDS = 60.0
+_touched: dict[int, float] = {}
+_touch_lock = threading.Lock()
+_toucher: ThreadPoolExecutor | None = None
+
+
+def _write_last_used(pk: int, now: datetime.datetime) -> None:
+    try:
+        # Conditional: several processes touching one token write it once a minute, not each.
+        stale = now - datetime.timedelta(seconds=TOUCH_SECONDS)
+        fresh = Q(last_used__isnull=True) | Q(last_used__lt=stale)
+        MCPToken.objects.filter(fresh, pk=pk).update(last_used=now)
+    except Exception:
+        logger.warning("could not record an MCP token's last use", exc_info=True)
+    finally:
+        if test_thread.get() is None:
+            close_old_connections()
+
+
+def touch(token: MCPToken) -> None:
+    """Record that ``token`` was used now, unless this process did within the last minute."""
+    global _toucher
+    now = time.monotonic()
+    with _touch_lock:
+        last = _touched.get(token.pk)
+        if last is not None and now - last < TOUCH_SECONDS:
+            return
+        if len(_touched) > 100_000:
+            _touched.clear()
+        _touched[token.pk] = now
+        if _toucher is None and test_thread.get() is None:
+            _toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
+    if test_thread.get() is not None:
+        # The in-process test client's requests share the test's transaction: written there.
+        _write_last_used(token.pk, timezone.now())
+        return
+    assert _toucher is not None
+    _toucher.submit(_write_last_used, token.pk, timezone.now())
+
+
+class MCPTokenAuthentication(authentication.BaseAuthentication):
+    """An MCP token in ``Authorization: Bearer mcp_<id>_<secret>``.
+
+    Refused (401) when unknown, revoked, expired or its user inactive. The token is
+    the request's ``auth``: its scopes feed the handlers' scope checks, its handler list
+    hides and refuses every other handler, and audit rows name it (never its secret).
+    """
+
+    # Reads nothing but the Authorization header: the principal cache may key on it. Saving
+    # or deleting a token tells every process (mcp_django.auth_cache), and a cached token is
+    # never served past its expiry.
+    mcp_reads_only_headers = True
+    keyword = "Bearer"
+
+    def authenticate(self, request: Any) -> tuple[Any, MCPToken] | None:
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        value = value.strip()
+        if not value.startswith(TOKEN_PREFIX):
+            return None  # another class's token (an OAuth access token)
+        parts = split_token(value)
+        if parts is None:
+            self._refuse(request, "The MCP token is invalid.")
+        assert parts is not None
+        prefix, secret = parts
+        token = MCPToken.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None or not token.secret_matches(secret):
+            self._refuse(request, "The MCP token is invalid.")
+        assert token is not None
+        if token.revoked is not None:
+            self._refuse(request, "The MCP token was revoked.")
+        if token.is_expired:
+            self._refuse(request, "The MCP token has expired.")
+        if not token.user.is_active:
+            self._refuse(request, "User inactive or deleted.")
+        touch(token)
+        return token.user, token
+
+    @staticmethod
+    def _refuse(request: Any, description: str) -> None:
+        # Read by the endpoint's Bearer challenge when it is an OAuth protected resource.
+        request.oauth2_error = {"error": "invalid_token", "error_description": description}
+        raise exceptions.AuthenticationFailed(description)
+
+    def authenticate_header(self, request: Any) -> str:
+        return 'Bearer realm="mcp"'

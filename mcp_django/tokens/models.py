@@ -1,0 +1,156 @@
+"""An MCP token: one client's credential for one user, stored as a hash only.
+
+A token reads ``mcp_<prefix>_<secret>``. The prefix is the row's public id (shown in
+lists, audit rows and logs); only the SHA-256 of the secret is stored. A fast hash is
+right here: the secret is 256 random bits, so there is nothing to guess, and a slow
+one would cost every request. The full token is shown once, when it is created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+TOKEN_PREFIX = "mcp_"
+# mcp_<hex id>_<url-safe base64 secret>, as set_new_secret makes them.
+_SHAPE = re.compile(r"mcp_([0-9a-f]{1,16})_([A-Za-z0-9_-]{1,128})")
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def split_token(token: str) -> tuple[str, str] | None:
+    """``(prefix, secret)`` of a token's text, or None when it is not one of ours."""
+    if not token.startswith(TOKEN_PREFIX):
+        return None
+    found = _SHAPE.fullmatch(token)
+    # Checked before any query: a NUL or other stray character (a websocket subprotocol can
+    # carry any byte) would make PostgreSQL refuse the lookup instead of finding nothing.
+    return (found[1], found[2]) if found else None
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
+    def usable(self) -> MCPTokenQuerySet:
+        now = timezone.now()
+        return self.filter(revoked__isnull=True).filter(models.Q(expires__isnull=True) | models.Q(expires__gt=now))
+
+
+class MCPTokenManager(models.Manager["MCPToken"]):
+    def get_queryset(self) -> MCPTokenQuerySet:
+        return MCPTokenQuerySet(self.model, using=self._db)
+
+    def usable(self) -> MCPTokenQuerySet:
+        return self.get_queryset().usable()
+
+    def issue(
+        self,
+        user: Any,
+        name: str,
+        *,
+        scopes: Iterable[str] = (),
+        handlers: Iterable[str] = (),
+        expires: datetime | None = None,
+    ) -> tuple[MCPToken, str]:
+        """A new token for ``user``, and its full text (the only time it exists outside the client)."""
+        token = self.model(user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires)
+        return token, token.set_new_secret(save=True)
+
+
+class MCPToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE, related_name="mcp_tokens"
+    )
+    name = models.CharField(_("name"), max_length=100, help_text=_("Which client this token is for."))
+    prefix = models.CharField(_("id"), max_length=16, unique=True, editable=False)
+    secret_hash = models.CharField(_("secret hash"), max_length=64, editable=False)
+    scopes = models.CharField(
+        _("scopes"),
+        max_length=500,
+        blank=True,
+        help_text=_("Space-separated. Empty: every scope (the user's full authority)."),
+    )
+    handlers = models.TextField(
+        _("handlers"),
+        blank=True,
+        help_text=_("Names of the tools, prompts and resources it may use, space-separated. Empty: all of them."),
+    )
+    created = models.DateTimeField(_("created"), default=timezone.now, editable=False)
+    expires = models.DateTimeField(_("expires"), null=True, blank=True, help_text=_("Empty: never."))
+    last_used = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
+    revoked = models.DateTimeField(_("revoked"), null=True, blank=True, editable=False)
+
+    objects = MCPTokenManager()
+
+    class Meta:
+        verbose_name = _("MCP token")
+        verbose_name_plural = _("MCP tokens")
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"
+
+    def set_new_secret(self, *, save: bool = False) -> str:
+        """Give the row a fresh prefix and secret; the full token text, returned once."""
+        self.prefix = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        self.secret_hash = hash_secret(secret)
+        if save:
+            self.save()
+        return f"{TOKEN_PREFIX}{self.prefix}_{secret}"
+
+    def secret_matches(self, secret: str) -> bool:
+        return hmac.compare_digest(self.secret_hash, hash_secret(secret))
+
+    @property
+    def mcp_credential_label(self) -> str:
+        """How audit rows and logs name it: never the secret."""
+        return f"{self.name} ({self.prefix})"
+
+    @property
+    def scope_list(self) -> list[str]:
+        return _words(self.scopes)
+
+    @property
+    def handler_list(self) -> list[str]:
+        return _words(self.handlers)
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires is not None and self.expires <= timezone.now()
+
+    @property
+    def is_usable(self) -> bool:
+        return self.revoked is None and not self.is_expired
+
+    def revoke(self) -> None:
+        if self.revoked is None:
+            self.revoked = timezone.now()
+            self.save(update_fields=["revoked"])
+
+    # -- what the scope checks ask of a credential (as of django-oauth-toolkit's tokens) ------
+
+    def allow_scopes(self, scopes: Iterable[str]) -> bool:
+        granted = self.scope_list
+        if not granted:
+            return True
+        return set(scopes) <= set(granted)
+
+    def mcp_allows_handler(self, handler: Any) -> bool:
+        """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""
+        allowed = self.handler_list
+        return not allowed or handler.name in allowed
