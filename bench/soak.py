@@ -32,6 +32,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -553,6 +554,21 @@ def audit_rows(soak: Soak) -> dict[tuple[str, str], int]:
     return {(rid, kind): count for rid, kind, count in rows}
 
 
+def duplicate_rows(soak: Soak, request_ids: list[str]) -> None:
+    """The rows behind "written twice": the same event written twice (equal times and
+    durations) or the call run twice (its own time and duration each)."""
+    import psycopg
+
+    with psycopg.connect(soak.pg.url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT id, request_id, kind, created, duration_ms, transport, era, outcome"
+            " FROM mcp_django_auditevent WHERE request_id = ANY(%s) ORDER BY request_id, id",
+            (request_ids,),
+        ).fetchall()
+    for row in rows:
+        print("  ", *row)
+
+
 def overlapping(ops: list[Op], fault: Fault) -> list[Op]:
     return [o for o in ops if o.start <= fault.end and o.end >= fault.start]
 
@@ -665,6 +681,26 @@ def report(ops: list[Op], faults: list[Fault], seconds: float, rows: dict[tuple[
     return broken
 
 
+def log_summary(soak: Soak) -> None:
+    """What the instances logged besides uvicorn's access lines: each distinct line's count
+    (an outage should cost a line or two per instance, not one per request)."""
+    lines: Counter[str] = Counter()
+    tracebacks = 0
+    for n in range(INSTANCES):
+        path = soak.tmp / f"instance{n}.log"
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            tracebacks += line.startswith("Traceback")
+            if line.startswith(("INFO:", " ", "\t")) or not line.strip():
+                continue
+            # Ports and durations differ from line to line; what is said does not.
+            lines[re.sub(r"\d+(\.\d+)?", "N", line)[:140]] += 1
+    print(f"\ninstances' log: {sum(lines.values())} lines besides access lines, {tracebacks} tracebacks")
+    for line, count in lines.most_common(12):
+        print(f"  {count:6d}  {line}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600)
@@ -690,6 +726,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(INSTANCES):
             soak.stop_instance(n)
         rows = audit_rows(soak)
+        twice = sorted({rid for (rid, _), count in rows.items() if count > 1})
+        if twice:
+            print(f"audit rows written more than once, for {len(twice)} calls (id, request, kind, time, ms, ...):")
+            duplicate_rows(soak, twice[:10])
+        log_summary(soak)
     if args.ops is not None:
         with args.ops.open("w") as out:
             for o in ops:
