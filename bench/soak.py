@@ -278,7 +278,7 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any], heade
     answer = response.json()
     if "error" in answer:
         raise _classify(response, latency)
-    return answer["result"]  # type: ignore[no-any-return]
+    return answer["result"]
 
 
 def _modern_headers(token: str, method: str, name: str | None = None) -> dict[str, str]:
@@ -410,7 +410,7 @@ async def op_legacy_ws(client: httpx.AsyncClient, url: str, token: str, rid: str
                     elif message.get("id") == request_id and "method" not in message:
                         if "error" in message:
                             raise Failed(f"ws {message['error'].get('code')}", time.monotonic() - started)
-                        return message["result"]  # type: ignore[no-any-return]
+                        return message["result"]
 
             init = {"protocolVersion": LEGACY, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "soak"}}
             await request("initialize", f"{rid}-i", init)
