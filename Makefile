@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-instructions typecheck clean wheel-test fuzz
+.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-instructions typecheck clean wheel-test fuzz soak
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT, with its task worker"
@@ -25,6 +25,7 @@ help:
 	@echo "make wheel-test        build the wheel, install it in a fresh virtualenv, follow the README in a new project"
 	@echo "make bench             run the benchmarks"
 	@echo "make bench-instructions  count the instructions one call costs (valgrind), to compare commits"
+	@echo "make soak [SECONDS=600 FAULTS=redis,postgres,kill]  mixed traffic through nginx while Redis, PostgreSQL, an instance fail"
 	@echo "make fuzz              send 12,000 fuzzed HTTP messages and 4,000 websocket frames"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
@@ -151,6 +152,14 @@ bench: test-venv
 # Instructions per call (valgrind's callgrind): repeatable on a busy machine, for comparing commits.
 bench-instructions: test-venv
 	$(PY) bench/instructions.py
+
+# The outage soak of docs/operations.md: its own PostgreSQL and Redis, three instances behind
+# docs/deployment.md's nginx, mixed traffic of both eras, each fault of FAULTS once (as root:
+# PostgreSQL runs as the postgres user; make proxy-deps installs nginx). Exits 1 when a bound breaks.
+SECONDS ?= 600
+FAULTS ?= redis,postgres,kill
+soak: test-venv
+	$(PY) bench/soak.py --seconds $(SECONDS) --faults $(FAULTS)
 
 # The sdist and wheel, installed in a fresh virtualenv, and the README's "Use it in
 # your project" steps applied to a new `django-admin startproject` (scripts/wheel_test.py).

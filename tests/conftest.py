@@ -43,6 +43,7 @@ SERVER_TESTS = {
     "test_faults.py",
     "test_legacy_multiprocess.py",
     "test_stdio.py",
+    "test_soak.py::test_a_short_soak_with_redis_frozen_holds_the_documented_bounds",
     "test_lifecycle.py::test_calls_survive_a_database_restart",
     "test_first_hour.py::test_readme_server_with_two_workers_speaks_lifespan_and_every_confirm_succeeds",
 }
