@@ -257,3 +257,42 @@ def test_without_opentelemetry_nothing_is_imported() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"enabled": False, "wrapped": False, "loaded": []}
+
+
+@pytest.mark.django_db
+def test_each_task_attempt_is_a_span_with_its_round(spans: InMemorySpanExporter) -> None:
+    user = User.objects.create_user("tasker", password="x")
+    result = MCPClient(user=user, tasks=True).call_tool(
+        "confirm_delete", {"filename": SECRET}, answer=lambda request: True
+    )
+    assert result.task_states == ["working", "input_required", "working", "completed"]
+    (created,) = _calls(spans, "tools/call confirm_delete")
+    assert created.attributes["mcp_django.outcome"] == "task"  # type: ignore[index]
+    attempts = sorted(
+        (s for s in spans.get_finished_spans() if s.name == "mcp_django.task confirm_delete"),
+        key=lambda s: s.start_time or 0,
+    )
+    assert [(a.attributes["mcp_django.round"], a.attributes["mcp_django.outcome"]) for a in attempts] == [  # type: ignore[index]
+        (0, "input_required"),
+        (1, "completed"),
+    ]
+    assert {a.attributes["mcp_django.task"] for a in attempts} == {result.task_id[:8]}  # type: ignore[index]
+    assert {a.attributes["mcp_django.principal"] for a in attempts} == {f"auth.user:{user.pk}"}  # type: ignore[index]
+    texts = _texts(spans)
+    assert SECRET not in texts and result.task_id not in texts
+
+
+def _docs_example() -> str:
+    text = (ROOT / "docs" / "tracing.md").read_text()
+    start = text.index("```python\n", text.index("## Testing it")) + len("```python\n")
+    return text[start : text.index("```", start)]
+
+
+@pytest.mark.django_db
+def test_the_docs_example_runs_as_written() -> None:
+    namespace: dict[str, Any] = {"__name__": "docs_tracing_example"}
+    exec(compile(_docs_example(), "docs/tracing.md", "exec"), namespace)
+    exporter = namespace["EXPORTER"]
+    exporter.clear()
+    namespace["test_whoami_is_traced"](exporter)
+    assert [s.name for s in exporter.get_finished_spans()] == ["tools/call whoami"]
