@@ -198,6 +198,15 @@ def end_ask(span: Any, outcome: str) -> None:
     span.end()
 
 
+def with_trace(params: dict[str, Any], span: Any) -> dict[str, Any]:
+    """An ask's params with the ask span's context in ``_meta`` (as SEP-414 spells it), so the
+    client's work on it (a dialog, a model run) can join the trace."""
+    meta = params.get("_meta")
+    carried = dict(meta) if isinstance(meta, Mapping) else {}
+    propagate.inject(carried, context=trace.set_span_in_context(span))
+    return {**params, "_meta": carried}
+
+
 def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:
     """The span of one attempt of an MCP task, run by a worker (a context manager).
 

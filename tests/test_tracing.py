@@ -296,3 +296,32 @@ def test_the_docs_example_runs_as_written() -> None:
     exporter.clear()
     namespace["test_whoami_is_traced"](exporter)
     assert [s.name for s in exporter.get_finished_spans()] == ["tools/call whoami"]
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_sdk_legacy_client_an_ask_carries_its_span_to_the_client(
+    live_url: str, spans: InMemorySpanExporter
+) -> None:
+    """On a legacy session (the SDK's initialize handshake), the elicitation the server sends
+    carries the ask span's traceparent in its _meta, and that span is the call's child."""
+    import mcp.types as types
+
+    received: list[dict[str, Any]] = []
+
+    async def on_elicit(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        received.append(params.model_dump(by_alias=True).get("_meta") or {})
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    with trace.get_tracer("tests.tracing").start_as_current_span("test.root") as root:
+        async with sdk_client(live_url, mode="legacy", elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("tracetest_ask_sync", {"secret": SECRET})
+    assert result.content[0].text == f"True-{len(SECRET)}"
+    (call,) = _calls(spans, "tools/call tracetest_ask_sync")
+    assert call.context.trace_id == root.get_span_context().trace_id
+    assert call.attributes["mcp.protocol.version"] != "2026-07-28"  # type: ignore[index]
+    ask = _one(spans, "mcp_django.ask elicitation/create")
+    assert ask.parent is not None and ask.parent.span_id == call.context.span_id
+    trace_id, span_id = format(ask.context.trace_id, "032x"), format(ask.context.span_id, "016x")
+    assert len(received) == 1 and received[0]["traceparent"].startswith(f"00-{trace_id}-{span_id}-")
+    assert SECRET not in _texts(spans)

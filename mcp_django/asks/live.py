@@ -221,7 +221,8 @@ class LiveBackend:
         span = tracing.start_ask(ask.method, key) if tracing.ENABLED else None
         try:
             for tries in itertools.count(1):
-                raw = await self.call.session.request(self.call, ask.method, ask.sent_params(), key=key)
+                params = ask.sent_params() if span is None else tracing.with_trace(ask.sent_params(), span)
+                raw = await self.call.session.request(self.call, ask.method, params, key=key)
                 try:
                     value = ask.parse(key, raw)
                     break
