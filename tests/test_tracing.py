@@ -33,23 +33,43 @@ TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 SECRET = "S3CRET-ARGUMENT-VALUE"
 
 
+class _WhileRecording(SimpleSpanProcessor):
+    """Exports only while a test of this module records: the provider is global, and the
+    tests that run after these must neither keep spans in memory nor pay for exporting them."""
+
+    recording = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.recording:
+            super().on_end(span)
+
+
+_PROCESSOR = _WhileRecording(EXPORTER)
+_installed: list[bool] = []
+
+
 def _install() -> None:
     # The global provider can be set once per process: reuse one another test set.
+    if _installed:
+        return
     provider = trace.get_tracer_provider()
     if not isinstance(provider, TracerProvider):
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-
-
-_install()
+    provider.add_span_processor(_PROCESSOR)
+    _installed.append(True)
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
+    _install()
     EXPORTER.clear()
-    yield EXPORTER
-    EXPORTER.clear()
+    _PROCESSOR.recording = True
+    try:
+        yield EXPORTER
+    finally:
+        _PROCESSOR.recording = False
+        EXPORTER.clear()
 
 
 def _calls(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
@@ -288,14 +308,18 @@ def _docs_example() -> str:
     return text[start : text.index("```", start)]
 
 
-@pytest.mark.django_db
-def test_the_docs_example_runs_as_written() -> None:
-    namespace: dict[str, Any] = {"__name__": "docs_tracing_example"}
-    exec(compile(_docs_example(), "docs/tracing.md", "exec"), namespace)
-    exporter = namespace["EXPORTER"]
-    exporter.clear()
-    namespace["test_whoami_is_traced"](exporter)
-    assert [s.name for s in exporter.get_finished_spans()] == ["tools/call whoami"]
+def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
+    """In a pytest process of its own: the example sets the global provider, as a project's
+    conftest.py would, and its exporter would otherwise keep every later test's spans."""
+    example = tmp_path / "test_docs_tracing_example.py"
+    example.write_text(_docs_example())
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT)]
+    command += ["-c", str(ROOT / "pyproject.toml"), str(example)]
+    # A run of its own: its test database and Redis prefixes are not this run's.
+    env = {**os.environ, "MCP_TEST_RUN_ID": f"{os.environ.get('MCP_TEST_RUN_ID', os.getpid())}_docs"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 passed" in done.stdout
 
 
 @pytest.mark.anyio
