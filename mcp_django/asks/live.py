@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .. import signals
+from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..inprocess import observer
@@ -217,9 +217,12 @@ class LiveBackend:
         key = self._key(ask)
         outcome = "error"
         asked_at = time.perf_counter()
+        # The wait for the client is a child span of the call (the ask itself is not recorded).
+        span = tracing.start_ask(ask.method, key) if tracing.ENABLED else None
         try:
             for tries in itertools.count(1):
-                raw = await self.call.session.request(self.call, ask.method, ask.sent_params(), key=key)
+                params = ask.sent_params() if span is None else tracing.with_trace(ask.sent_params(), span)
+                raw = await self.call.session.request(self.call, ask.method, params, key=key)
                 try:
                     value = ask.parse(key, raw)
                     break
@@ -239,6 +242,8 @@ class LiveBackend:
             outcome = "disconnect"
             raise
         finally:
+            if span is not None:
+                tracing.end_ask(span, outcome)
             await self._finished(key, ask, outcome, asked_at)
 
     async def _finished(self, key: str, ask: Ask, outcome: str, asked_at: float) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import signals
+from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
@@ -329,6 +329,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
             raise
+    if tracing.ENABLED:
+        tracing.replay_round(claims.round if claims else 0)
     backend, ctx, finished, value, error = await _attempt_once(
         handler,
         arguments,
@@ -397,6 +399,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
     event = call.event("round", round=round_no, asks=asks)
     await signals.round_started.asend(handler.primitive, event=event)
+    if tracing.ENABLED:
+        tracing.input_required(round_no, asks)
     return Outcome(
         input_required={
             "resultType": "input_required",

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import content, lifecycle, resource_updates, schema, signals
+from .. import content, lifecycle, resource_updates, schema, signals, tracing
 from ..asks import live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
@@ -92,6 +92,7 @@ class Dispatcher:
             "tasks/cancel": self.cancel_task,
         }
 
+    @tracing.traced
     async def handle(self, call: Call) -> dict[str, Any]:
         """The result of one request, or :class:`MCPError`."""
         method = self.methods.get(call.method)

@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from .. import content
+from .. import content, tracing
 from ..asks import guard, replay
 from ..asks.call import Call
 from ..asks.errors import MissingCapability, TaskCancelled, escaped
@@ -147,6 +147,15 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
 
 async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
     """One attempt of the task's handler, and what it came to."""
+    if not tracing.ENABLED:
+        return await _attempt(row, principal, cancelled)
+    with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
+        outcome = await _attempt(row, principal, cancelled)
+        tracing.task_outcome(span, str(outcome.status))
+        return outcome
+
+
+async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
     tool = mcp.tools.get(row.tool)
     if tool is None:
         return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})

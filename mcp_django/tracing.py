@@ -1,0 +1,233 @@
+"""OpenTelemetry traces of MCP calls, when ``opentelemetry-api`` is installed (see docs/tracing.md).
+
+Each dispatched request is a server span, the child of the caller's W3C trace context
+(``traceparent``/``tracestate``/``baggage`` in ``params._meta``, else the same HTTP headers),
+and the current span while its handler runs: the handler's own spans (ORM, HTTP, manual)
+nest beneath it, in the worker thread of a sync handler too (``run_in_thread`` copies the
+context). The engines add what happens on the way: the round a 2026-07-28 request answers
+and the round its ``input_required`` opens; a child span per legacy ask while the client
+answers. Attributes name the method, handler, principal, revision, round and outcome,
+never arguments, answers, ``requestState`` or credentials.
+
+Without the package nothing here imports it, and the call path checks only :data:`ENABLED`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .protocol.jsonrpc import MCPError
+from .request_state import StateRefused
+
+try:
+    from opentelemetry import propagate, trace
+except ImportError:  # the package is optional: tracing is off
+    ENABLED = False
+else:
+    ENABLED = True
+
+if TYPE_CHECKING:
+    from .asks.call import Call
+
+# The instrumentation scope spans are reported under.
+TRACER_NAME = "mcp_django"
+
+# The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage (no prefix, as
+# the OpenTelemetry semantic conventions for MCP spell them); the same names as HTTP headers.
+CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
+_META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
+# Methods whose target names a handler (the others have none).
+_TARGETED = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+Handle = Callable[[Any, "Call"], Awaitable[dict[str, Any]]]
+
+
+def _tracer() -> Any:
+    # Asked each time (cheap: a proxy until a provider is set), so a provider set after
+    # import, as tests and late-configured projects do, still receives the spans.
+    return trace.get_tracer(TRACER_NAME)
+
+
+def carrier(call: Call) -> dict[str, str]:
+    """The caller's trace context: ``params._meta``'s keys, else the HTTP request's headers.
+
+    Only string values count: anything else a client put there is ignored, as a malformed
+    ``traceparent`` is (the call then starts a trace of its own).
+    """
+    meta = call.params.get("_meta")
+    if isinstance(meta, Mapping):
+        found = {key: value for key in CARRIER_KEYS if isinstance(value := meta.get(key), str)}
+        if "traceparent" in found:
+            return found
+    headers = getattr(call.request, "META", None)
+    if not isinstance(headers, Mapping):
+        return {}
+    return {key: value for key, name in _META_HEADERS.items() if isinstance(value := headers.get(name), str)}
+
+
+def _target(dispatcher: Any, call: Call) -> str:
+    """The registered name of the call's handler, or "" (none, or none by that name).
+
+    Only a registered name is used, never what the client sent: a span's name stays one of
+    a few, and a resource is named by its registered URI or template, not the URI read (a
+    template's variables are arguments).
+    """
+    method = call.method
+    if method not in _TARGETED or not (target := call.target):
+        return ""
+    registry = dispatcher.registry
+    if method == "tools/call":
+        return target if target in registry.tools else ""
+    if method == "prompts/get":
+        return target if target in registry.prompts else ""
+    found = registry.find_resource(target)
+    if found is None:
+        return ""
+    handler = found[0]
+    return str(getattr(handler, "uri_template", None) or getattr(handler, "uri", None) or handler.name)
+
+
+def traced(handle: Handle) -> Handle:
+    """Decorate :meth:`Dispatcher.handle <mcp_django.protocol.dispatch.Dispatcher.handle>`: one span per call.
+
+    Without OpenTelemetry it returns ``handle`` itself: an untraced call runs no extra code.
+    """
+    if not ENABLED:
+        return handle
+
+    @functools.wraps(handle)
+    async def handle_traced(dispatcher: Any, call: Call) -> dict[str, Any]:
+        parent = propagate.extract(carrier(call))
+        target = _target(dispatcher, call)
+        attributes: dict[str, Any] = {
+            "mcp.method.name": call.method,
+            "mcp.protocol.version": call.version,
+            "jsonrpc.request.id": str(call.request_id),
+            "mcp_django.era": str(call.era),
+            "mcp_django.transport": call.transport,
+            "mcp_django.principal": call.principal.label,
+        }
+        if target:
+            attributes["mcp_django.handler"] = target
+        name = f"{call.method} {target}" if target else call.method
+        with _tracer().start_as_current_span(
+            name,
+            context=parent,
+            kind=trace.SpanKind.SERVER,
+            attributes=attributes,
+            # The exception's message may quote what the client sent: the outcome says enough.
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                result = await handle(dispatcher, call)
+            except BaseException as exc:
+                _failed(span, exc)
+                raise
+            _finished(span, result)
+            return result
+
+    return handle_traced
+
+
+def _finished(span: Any, result: dict[str, Any]) -> None:
+    kind = result.get("resultType")
+    if kind in ("input_required", "task"):
+        outcome = kind
+    elif result.get("isError"):
+        outcome = "tool_error"
+    else:
+        outcome = "completed"
+    span.set_attribute("mcp_django.outcome", outcome)
+
+
+def _failed(span: Any, exc: BaseException) -> None:
+    if isinstance(exc, asyncio.CancelledError):
+        span.set_attribute("mcp_django.outcome", "cancelled")
+        return
+    if isinstance(exc, StateRefused):
+        # The reason is one of a fixed set of words (mcp_django.request_state.Reason).
+        span.set_attribute("mcp_django.outcome", "refused")
+        span.set_attribute("mcp_django.refusal_reason", str(exc.reason))
+    else:
+        span.set_attribute("mcp_django.outcome", "failed")
+    if isinstance(exc, MCPError):
+        span.set_attribute("error.type", str(exc.code))
+        span.set_attribute("rpc.jsonrpc.error_code", exc.code)
+    else:
+        span.set_attribute("error.type", type(exc).__qualname__)
+    span.set_status(trace.Status(trace.StatusCode.ERROR))
+
+
+# -- hooks of the engines (called only when ENABLED) ---------------------------------------
+
+
+def replay_round(answered: int) -> None:
+    """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
+    trace.get_current_span().set_attribute("mcp_django.round", answered)
+
+
+def input_required(round_no: int, asks: Mapping[str, str]) -> None:
+    """The attempt ended with asks pending: the round it opens, and what each key asks for."""
+    trace.get_current_span().add_event(
+        "mcp_django.input_required",
+        {
+            "mcp_django.round": round_no,
+            "mcp_django.ask.keys": list(asks),
+            "mcp_django.ask.methods": list(asks.values()),
+        },
+    )
+
+
+def start_ask(method: str, key: str) -> Any:
+    """A legacy ask sent to the client: a child span of the call until it is answered."""
+    return _tracer().start_span(
+        f"mcp_django.ask {method}",
+        kind=trace.SpanKind.CLIENT,
+        attributes={"mcp.method.name": method, "mcp_django.ask.key": key},
+    )
+
+
+def end_ask(span: Any, outcome: str) -> None:
+    span.set_attribute("mcp_django.outcome", outcome)
+    if outcome in ("error", "timeout"):
+        span.set_status(trace.Status(trace.StatusCode.ERROR))
+    span.end()
+
+
+def with_trace(params: dict[str, Any], span: Any) -> dict[str, Any]:
+    """An ask's params with the ask span's context in ``_meta`` (as SEP-414 spells it), so the
+    client's work on it (a dialog, a model run) can join the trace."""
+    meta = params.get("_meta")
+    carried = dict(meta) if isinstance(meta, Mapping) else {}
+    propagate.inject(carried, context=trace.set_span_in_context(span))
+    return {**params, "_meta": carried}
+
+
+def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:
+    """The span of one attempt of an MCP task, run by a worker (a context manager).
+
+    Only the id's first characters are named, as the log does: the id reaches the task.
+    """
+    return _tracer().start_as_current_span(
+        f"mcp_django.task {tool}",
+        kind=trace.SpanKind.CONSUMER,
+        attributes={
+            "mcp.method.name": "tools/call",
+            "mcp_django.handler": tool,
+            "mcp_django.task": task_id[:8],
+            "mcp_django.principal": principal,
+            "mcp_django.round": rounds,
+        },
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+
+
+def task_outcome(span: Any, status: str) -> None:
+    span.set_attribute("mcp_django.outcome", status)
+    if status == "failed":
+        span.set_status(trace.Status(trace.StatusCode.ERROR))
