@@ -51,6 +51,16 @@ def _tracer() -> Any:
     return trace.get_tracer(TRACER_NAME)
 
 
+def _configured() -> bool:
+    """Whether a tracer provider is set (an SDK's, a vendor's distro's).
+
+    Until one is, every span would be a no-op: the call skips the span, and the Django
+    request that reading the ``traceparent`` header would build, so a process that merely
+    has the API installed (the ``mcp`` SDK brings it) pays one type check per call.
+    """
+    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
 def carrier(call: Call) -> dict[str, str]:
     """The caller's trace context: ``params._meta``'s keys, else the HTTP request's headers.
 
@@ -100,6 +110,8 @@ def traced(handle: Handle) -> Handle:
 
     @functools.wraps(handle)
     async def handle_traced(dispatcher: Any, call: Call) -> dict[str, Any]:
+        if not _configured():
+            return await handle(dispatcher, call)
         parent = propagate.extract(carrier(call))
         target = _target(dispatcher, call)
         attributes: dict[str, Any] = {

@@ -279,6 +279,31 @@ def test_without_opentelemetry_nothing_is_imported() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"enabled": False, "wrapped": False, "loaded": []}
 
 
+def test_with_the_api_but_no_provider_a_call_makes_no_span() -> None:
+    """The ``mcp`` SDK brings ``opentelemetry-api``: until a provider is set, a call reads no
+    trace context (which would build its Django request) and starts no span."""
+    code = textwrap.dedent(
+        """
+        import django
+        django.setup()
+        from django.core.management import call_command
+        call_command("migrate", verbosity=0)
+        from mcp_django import tracing
+        from mcp_django.testing import MCPClient
+        assert tracing.ENABLED and not tracing._configured()
+        def read(call):
+            raise AssertionError("the trace context was read with no provider set")
+        tracing.carrier = read
+        print(MCPClient().call_tool("echo", {"text": "hi"}).text)
+        """
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "hi"
+
+
 @pytest.mark.django_db
 def test_each_task_attempt_is_a_span_with_its_round(spans: InMemorySpanExporter) -> None:
     user = User.objects.create_user("tasker", password="x")
