@@ -289,14 +289,18 @@ class Operators(TestCase):
         from django.core.checks import run_checks
         from django.test import override_settings
 
+        from mcp_django.tasks.framework import ImmediateBackend
+
         def ids() -> set[str]:
             return {m.id for m in run_checks() if m.id and m.id.startswith(("mcp_django.E03", "mcp_django.W03"))}
 
         with override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}):
             assert ids() == set()
-        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}):
+        # django.tasks on Django 6, the django_tasks backport on Django 5.2.
+        backends = ImmediateBackend.__module__.rsplit(".", 1)[0]
+        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.dummy.DummyBackend"}}):
             assert ids() == {"mcp_django.W031"}
-        with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.immediate.ImmediateBackend"}}):
             assert ids() == {"mcp_django.W030"}  # DEBUG is off in the tests
         with mcp_settings(TASK_BACKEND="nowhere"):
             assert ids() == {"mcp_django.E030"}
