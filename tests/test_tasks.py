@@ -376,7 +376,10 @@ class Handlers(TestCase):
 def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
     from django.test import override_settings
 
-    with override_settings(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}):
+    from mcp_django.tasks.framework import ImmediateBackend
+
+    immediate = f"{ImmediateBackend.__module__}.ImmediateBackend"  # django_tasks on Django 5.2
+    with override_settings(TASKS={"default": {"BACKEND": immediate}}):
         client = MCPClient(tasks=True, run_tasks=False)
         created = client.start_tool("slow_compute", {"seconds": 0, "label": "now"})
         task = client.get_task(created["taskId"])
