@@ -45,6 +45,7 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,7 @@ from django.db import (
     router,
     transaction,
 )
+from django.db.models.constants import OnConflict
 from django.db.models.signals import pre_delete
 from django.utils import timezone
 
@@ -159,6 +161,7 @@ def row_for(event: signals.Event, kind: str | None = None, created: Any = None) 
         "asks": asks,
         "client_address": _truncate(event.client_address, 64),
         "duration_ms": None if event.duration_ms is None else round(float(event.duration_ms), 3),
+        "event_id": uuid.uuid4(),
     }
 
 
@@ -403,10 +406,24 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
     if cached is None:
         fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
         quote = connection.ops.quote_name
-        sql = "INSERT INTO {} ({}) VALUES ({})".format(
+        # A retried batch whose first COMMIT landed (its reply lost with the connection)
+        # skips the rows already in: each event's id is unique. Named target where the
+        # backend has one (PostgreSQL, SQLite), so no other constraint is silently waived.
+        if connection.features.supports_update_conflicts_with_target:
+            insert = "INSERT INTO"
+            suffix = " ON CONFLICT ({}) DO NOTHING".format(quote("event_id"))
+        elif connection.features.supports_ignore_conflicts:
+            insert = connection.ops.insert_statement(on_conflict=OnConflict.IGNORE)
+            suffix = connection.ops.on_conflict_suffix_sql(fields, OnConflict.IGNORE, [], [])
+            suffix = f" {suffix}" if suffix else ""
+        else:
+            insert, suffix = "INSERT INTO", ""
+        sql = "{} {} ({}) VALUES ({}){}".format(
+            insert,
             quote(AuditEvent._meta.db_table),
             ", ".join(quote(str(f.column)) for f in fields),
             ", ".join(["%s"] * len(fields)),
+            suffix,
         )
         adapters: list[tuple[str, Callable[[Any], Any]]] = []
         for f in fields:

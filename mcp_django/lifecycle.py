@@ -240,3 +240,21 @@ def reachability(alias: str) -> Reachability:
         with _reachability_lock:
             found = _reachability.setdefault(alias, Reachability(alias))
     return found
+
+
+def database_down() -> bool:
+    """Whether some database's breaker is open: its outage was logged once when it opened,
+    and will be once more when it closes, so the paths that fail meanwhile need not say it."""
+    return any(gate.down_since is not None for gate in list(_reachability.values()))
+
+
+class QuietDuringOutage(logging.Filter):
+    """A logging filter that drops records while a database's breaker is open.
+
+    For a library's per-attempt lines during an outage the breaker already reports (for
+    example psycopg-pool's ``error connecting in ...``, one per reconnection attempt):
+    ``"filters"`` of the ``psycopg.pool`` logger in ``LOGGING`` (docs/deployment.md).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not database_down()

@@ -248,5 +248,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")}},
+    # psycopg-pool logs each failed reconnection attempt; while the database's breaker is
+    # open it has said so once already, so those lines are dropped until it closes.
+    "filters": {"database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"}},
+    "loggers": {
+        "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")},
+        "psycopg.pool": {"filters": ["database_outage"]},
+    },
 }

@@ -186,3 +186,33 @@ def test_a_flush_blocked_by_a_lock_held_elsewhere_raises() -> None:
         other.close()
     assert audit.flush()
     assert AuditEvent.objects.filter(request_id="behind-a-lock").count() == 1
+
+
+def test_a_batch_whose_commit_landed_but_whose_reply_was_lost_is_not_written_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The database goes away between committing a batch and saying so: the writer sees an
+    # OperationalError, keeps the batch and retries it. Each event must still be one row.
+    from django.db import connections
+
+    wrapper = type(connections["default"])
+    real_commit = wrapper._commit
+    lost = threading.Event()
+
+    def commit_then_lose_the_reply(self: Any) -> None:
+        real_commit(self)
+        if threading.current_thread().name == "mcp-django-audit" and not lost.is_set():
+            lost.set()
+            raise self.Database.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(wrapper, "_commit", commit_then_lose_the_reply)
+    for i in range(5):
+        audit.record(event(request_id=f"r{i}", duration_ms=float(i)))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not (lost.is_set() and audit.writer.waiting() == 0):
+        time.sleep(0.05)
+    assert lost.is_set(), "the writer never committed the batch"
+    assert audit.flush()
+    stored = sorted(AuditEvent.objects.values_list("request_id", flat=True))
+    assert stored == [f"r{i}" for i in range(5)]
+    assert AuditEvent.objects.filter(event_id__isnull=True).count() == 0

@@ -228,3 +228,55 @@ def test_only_a_probe_says_the_database_answers() -> None:
     assert gate.down_since is not None
     assert gate.answers(lambda: probes.append("back")) is True
     assert probes[-1] == "back" and gate.down_since is None
+
+
+def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_request(
+    raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In process, with a database's breaker tripped as the mcp_django.postgresql backend
+    # trips it: authentication and DRF permission checks then fail with OperationalError.
+    import logging
+
+    from django.contrib.auth.models import AnonymousUser
+    from django.db import OperationalError
+    from django.test import RequestFactory
+
+    from mcp_django import lifecycle
+    from mcp_django.registry import mcp
+    from mcp_django.transports import http
+    from mcp_django.views_as_tools.tools import ViewTool
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database 'outage' refuses connections since 0.1 s (connection refused)")
+
+    monkeypatch.setattr(http, "authenticate_and_remember", refused)
+    drf_tools = [
+        h for h in mcp.all_handlers() if isinstance(h, ViewTool) and h.operation is not None and h.operation.drf
+    ]
+    assert drf_tools, "the demo serves DRF view tools"
+    for tool in drf_tools:
+        monkeypatch.setattr(tool.operation, "build_request", refused)
+    pool_logger = logging.getLogger("psycopg.pool")
+    quiet = lifecycle.QuietDuringOutage()
+    pool_logger.addFilter(quiet)
+    gate = lifecycle.reachability("outage")
+    try:
+        with caplog.at_level(logging.WARNING):
+            gate.failed(OperationalError("connection refused"))
+            for _ in range(5):
+                answer = raw_inprocess.call("echo", {"text": "x"}, headers={"authorization": "Bearer t"})
+                assert answer.status_code == 503, answer.text
+                for tool in drf_tools:
+                    assert tool.has_permission(AnonymousUser(), RequestFactory().get("/")) is False
+                pool_logger.warning("error connecting in %r: %s", "pool-1", "connection refused")
+            gate.succeeded()
+    finally:
+        gate.down_since = None
+        pool_logger.removeFilter(quiet)
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in lines] == [
+        "database 'outage' refuses connections (connection refused): requests that need it get 503",
+        lines[1].getMessage(),
+    ], [r.getMessage() for r in lines]
+    assert lines[1].getMessage().startswith("database 'outage' accepts connections again after")
+    assert not any(r.exc_info for r in lines)

@@ -17,6 +17,7 @@ from django.core.signals import setting_changed
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
+from .. import lifecycle
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread, start_task
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
@@ -183,7 +184,9 @@ class HttpEndpoint:
                     )
                 except (OperationalError, InterfaceError, TimeoutError) as exc:
                     # The database refuses connections or does not answer: 503, not a 500.
-                    logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
+                    # Said once per outage: an open breaker logged it when it opened.
+                    if not lifecycle.database_down():
+                        logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
                     raise Unavailable("the database") from None
         if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
             raise refuse_anonymous(request() if callable(request) else request or req.request_factory())

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import InterfaceError, OperationalError
 
 from .. import schema as schemas
 from ..content import ToolResult
 from ..handlers import TOOL_NAME_MAX, Tool, dotted_name
+from ..lifecycle import database_down
 from .operation import Operation
 from .parameters import list_output_schema, query_parameters
 from .view_styles import (
@@ -75,8 +77,11 @@ class ViewTool(Tool):
                 view.action = op.action
             checks = [cls() for cls in self.permission_classes] + list(view.get_permissions())
             return all(p.has_permission(drf_request, view) for p in checks)
-        except Exception:
+        except Exception as exc:
             # A check that cannot run says no: hiding a tool is the safe failure.
+            if isinstance(exc, (OperationalError, InterfaceError)) and database_down():
+                # A known outage, logged once by the database's breaker: no line (or traceback) per tool.
+                return False
             logger.exception("mcp_django: permission check of tool %s failed", self.name)
             return False
 
