@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from .. import audit
+from .. import audit, resource_updates
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..models import AuditEvent, Kind
@@ -39,6 +39,12 @@ _AUDIT_KINDS = {
 
 def _iso(value: Any) -> str:
     return value.isoformat().replace("+00:00", "Z")
+
+
+def announce_on_commit(task_id: str) -> None:
+    """Tell every instance's ``subscriptions/listen`` streams that the task's status changed,
+    once the change is committed (a listener reading the row earlier would see the old one)."""
+    transaction.on_commit(lambda: resource_updates.announce_task_soon(task_id))
 
 
 def envelope(row: MCPTask) -> dict[str, Any]:
@@ -164,6 +170,7 @@ def finish(
         row.lease_until = None
         row.updated = timezone.now()
         row.save()
+        announce_on_commit(row.pk)
     record(row, _AUDIT_KINDS[Status(status)], row.principal, reason=row.status_message)
     return True
 
@@ -263,6 +270,7 @@ def update(task_id: str, principal: Principal, responses: dict[str, Any], enqueu
         row.updated = timezone.now()
         row.save()
         if resume:
+            announce_on_commit(row.pk)
             transaction.on_commit(lambda: enqueue(row.pk))
 
 
