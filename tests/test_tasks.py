@@ -11,11 +11,15 @@ import time
 from datetime import timedelta
 from io import StringIO
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
+from django.db.models.sql.compiler import SQLCompiler
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from mcp_django import audit
@@ -146,6 +150,34 @@ class TaskTools(TestCase):
         task = client.get_task(task_id)
         assert task["status"] == "failed"
         assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+
+    def test_a_poll_is_one_query_by_primary_key_whose_sql_is_not_built_again(self) -> None:
+        client = MCPClient(user=self.alice, tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        first = client.get_task(task_id)
+        audited = AuditEvent.objects.count()
+        built: list[object] = []
+        as_sql = SQLCompiler.as_sql
+
+        def counted(compiler: SQLCompiler, *args: Any, **kwargs: Any) -> Any:
+            built.append(compiler.query.model)
+            return as_sql(compiler, *args, **kwargs)
+
+        with mock.patch.object(SQLCompiler, "as_sql", counted), CaptureQueriesContext(connection) as queries:
+            again = client.get_task(task_id)
+        assert MCPTask not in built  # the poll's SQL was compiled once, by the first poll
+        assert [q["sql"] for q in queries.captured_queries if "mcp_django_mcptask" in q["sql"]] == [
+            q["sql"] for q in queries.captured_queries
+        ]
+        assert len(queries.captured_queries) == 1
+        polled = queries.captured_queries[0]["sql"]
+        assert task_id in polled and '"arguments"' not in polled and '"answers"' not in polled
+        assert again == first and again["status"] == "working" and again["createdAt"].endswith("Z")
+        assert AuditEvent.objects.count() == audited  # a read writes no audit row
+        # The bob who does not own it still gets the unknown task's answer from the same path.
+        with pytest.raises(JSONRPCError) as raised:
+            MCPClient(user=self.bob, tasks=True).get_task(task_id)
+        assert (raised.value.code, raised.value.message) == (-32602, NOT_FOUND)
 
     def test_another_principals_task_is_refused_like_an_unknown_one(self) -> None:
         task_id = MCPClient(user=self.alice, tasks=True).start_tool("slow_compute", {"seconds": 60})["taskId"]
