@@ -125,6 +125,18 @@ def flow_bodies(url: str, headers: dict[str, str]) -> list[dict[str, Any]]:
     return bodies
 
 
+def task_poll(url: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """A tasks/get of one task (slow_compute, queued: the bench runs no task worker) and its headers."""
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    create = call_body("slow_compute", {"seconds": 3600})
+    create["params"]["_meta"] = meta
+    headers = {**HEADERS, "mcp-method": "tools/call", "mcp-name": "slow_compute"}
+    with httpx.Client(timeout=10) as client:
+        task_id = client.post(url, json=create, headers=headers).json()["result"]["taskId"]
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
+    return [body], {"mcp-method": "tasks/get", "mcp-name": task_id}
+
+
 LUA = """
 local bodies = {%s}
 local headers = %s
@@ -216,6 +228,7 @@ def main() -> int:
             ("async tool", "mcp-django", reverse, reverse_headers),
             ("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers),
             ("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers),
+            ("tasks/get poll", "mcp-django", *task_poll(servers["mcp-django"].url)),
         ]
         runs: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.repeat):
@@ -237,13 +250,15 @@ def main() -> int:
     print(f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'CPU µs/req':>11} {'RSS MiB':>8}")
     for key, row in results.items():
         label, name, connections = key.split("|")
-        base_label = "echo, anonymous" if label.startswith("echo") else label
+        # The SDK server has neither token authentication nor tasks: both are set against its echo.
+        base_label = "echo, anonymous" if label.startswith(("echo", "tasks/get")) else label
         base = results[f"{base_label}|sdk|{connections}"]
         print(
             f"{label:<18} {name:<11} {connections:>5} {row['rps']:>9.0f} {row['rps'] / base['rps']:>6.2f}x {row['cpu_us']:>11.0f} {row['rss_mib']:>8.1f}"
         )
     print(
-        "(token auth is compared with the SDK's anonymous echo: the SDK server has no token authentication of its own)"
+        "(token auth and the tasks/get poll are compared with the SDK's anonymous echo: the SDK server has no token"
+        " authentication and no tasks of its own)"
     )
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

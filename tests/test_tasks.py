@@ -10,11 +10,16 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 from io import StringIO
+from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
+from django.db.models.sql.compiler import SQLCompiler
 from django.test import TestCase
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from mcp_django import audit
@@ -145,6 +150,34 @@ class TaskTools(TestCase):
         task = client.get_task(task_id)
         assert task["status"] == "failed"
         assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+
+    def test_a_poll_is_one_query_by_primary_key_whose_sql_is_not_built_again(self) -> None:
+        client = MCPClient(user=self.alice, tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        first = client.get_task(task_id)
+        audited = AuditEvent.objects.count()
+        built: list[object] = []
+        as_sql = SQLCompiler.as_sql
+
+        def counted(compiler: SQLCompiler, *args: Any, **kwargs: Any) -> Any:
+            built.append(compiler.query.model)
+            return as_sql(compiler, *args, **kwargs)
+
+        with mock.patch.object(SQLCompiler, "as_sql", counted), CaptureQueriesContext(connection) as queries:
+            again = client.get_task(task_id)
+        assert MCPTask not in built  # the poll's SQL was compiled once, by the first poll
+        assert [q["sql"] for q in queries.captured_queries if "mcp_django_mcptask" in q["sql"]] == [
+            q["sql"] for q in queries.captured_queries
+        ]
+        assert len(queries.captured_queries) == 1
+        polled = queries.captured_queries[0]["sql"]
+        assert task_id in polled and '"arguments"' not in polled and '"answers"' not in polled
+        assert again == first and again["status"] == "working" and again["createdAt"].endswith("Z")
+        assert AuditEvent.objects.count() == audited  # a read writes no audit row
+        # The bob who does not own it still gets the unknown task's answer from the same path.
+        with pytest.raises(JSONRPCError) as raised:
+            MCPClient(user=self.bob, tasks=True).get_task(task_id)
+        assert (raised.value.code, raised.value.message) == (-32602, NOT_FOUND)
 
     def test_another_principals_task_is_refused_like_an_unknown_one(self) -> None:
         task_id = MCPClient(user=self.alice, tasks=True).start_tool("slow_compute", {"seconds": 60})["taskId"]
@@ -385,3 +418,65 @@ def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
         task = client.get_task(created["taskId"])
     assert task["status"] == "completed"
     assert task["result"]["content"][0]["text"] == "computed now in 0s"
+
+
+def _listen(raw: Raw, task_ids: list[str]) -> Any:
+    params = {"_meta": meta(TASK_CAPS), "notifications": {"taskIds": task_ids}}
+    body = {"jsonrpc": "2.0", "id": "listen-tasks", "method": "subscriptions/listen", "params": params}
+    return raw.client.stream("POST", raw.url, json=body, headers=raw.headers("subscriptions/listen", params))
+
+
+def _get(raw: Raw, task_id: str) -> dict[str, Any]:
+    response = raw.post("tasks/get", {"taskId": task_id}, caps=TASK_CAPS, headers={"mcp-name": task_id})
+    result = response.json()["result"]
+    result.pop("_meta")
+    result.pop("resultType")
+    return result
+
+
+def test_listen_pushes_the_tasks_status_changes_it_names(raw: Raw) -> None:
+    from mcp_django.tasks.runner import run
+    from tests.test_subscriptions import data_events
+
+    task_id = raw.call("confirm_delete", {"filename": "a.csv"}, caps=TASK_CAPS).json()["result"]["taskId"]
+    other = raw.call("confirm_delete", {"filename": "b.csv"}, caps=TASK_CAPS).json()["result"]["taskId"]
+    foreign = raw.call("confirm_delete", {"filename": "c.csv"}, caps=TASK_CAPS).json()["result"]["taskId"]
+    # Bound to someone else from now on: its changes are not this listener's to see.
+    MCPTask.objects.filter(pk=foreign).update(principal="user:999")
+    tag = {"io.modelcontextprotocol/subscriptionId": "listen-tasks"}
+    with _listen(raw, [task_id, foreign, task_id, "no-such-task"]) as stream:
+        events = data_events(stream.iter_lines())
+        ack = next(events)
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"] == {"taskIds": [task_id, foreign, "no-such-task"]}
+        run(other)  # not named: no push
+        run(foreign)  # named, but another principal's: no push
+        run(task_id)
+        pushed = next(events)
+        assert pushed["method"] == "notifications/tasks"
+        assert pushed["params"] == {**_get(raw, task_id), "_meta": tag}
+        assert pushed["params"]["status"] == "input_required"
+        assert list(pushed["params"]["inputRequests"]) == ["confirm_delete"]
+        answer = {"confirm_delete": {"action": "accept", "content": {"confirm": True}}}
+        raw.post(
+            "tasks/update",
+            {"taskId": task_id, "inputResponses": answer},
+            caps=TASK_CAPS,
+            headers={"mcp-name": task_id},
+        )
+        assert next(events)["params"]["status"] == "working"
+        run(task_id)
+        done = next(events)["params"]
+        assert done == {**_get(raw, task_id), "_meta": tag}
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted a.csv."
+
+
+def test_listen_for_tasks_needs_the_opt_in_and_a_list_of_ids(raw_inprocess: Raw) -> None:
+    params = {"notifications": {"taskIds": ["x"]}}
+    response = raw_inprocess.post("subscriptions/listen", params, caps={"elicitation": {}})
+    error = response.json()["error"]
+    assert error["code"] == -32021
+    assert error["data"] == {"requiredCapabilities": {"extensions": {EXT: {}}}}
+    for bad in ("x", [7], [""]):
+        response = raw_inprocess.post("subscriptions/listen", {"notifications": {"taskIds": bad}}, caps=TASK_CAPS)
+        assert response.json()["error"]["code"] == -32602, bad

@@ -8,6 +8,7 @@ id is refused to another user exactly like an unknown one.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -69,7 +70,12 @@ def deployment() -> Iterator[Deployment]:
         "MCP_TASK_LEASE_SECONDS": str(LEASE),
         "DJANGO_DEBUG": "0",
     }
-    env.pop("REDIS_URL", None)
+    # With the run's Redis, the instances and the worker share a channel layer (status pushes
+    # cross processes through it); without one each process has its own.
+    if shared_services.REDIS_URL:
+        env["REDIS_URL"] = shared_services.REDIS_URL
+    else:
+        env.pop("REDIS_URL", None)
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     made = subprocess.run(
         [sys.executable, "manage.py", "shell", "-v0", "-c", _USERS], cwd=ROOT, env=env, check=True, capture_output=True
@@ -185,6 +191,46 @@ def test_a_running_task_cancelled_on_the_other_instance_ends_cancelled(
     assert time.monotonic() - started < 15  # long before the 60 s of work
     # Idempotent on a finished task.
     assert client.result(b, "tasks/cancel", {"taskId": task_id}, name=task_id)["resultType"] == "complete"
+
+
+@shared_services.needs_redis
+def test_status_changes_reach_a_listen_stream_on_the_other_instance(deployment: Deployment, http: httpx.Client) -> None:
+    a, b = deployment.urls
+    client = Client(http)
+    task_id = client.call(a, "confirm_delete", {"filename": "pushed.csv"})["taskId"]
+    client.wait(a, task_id, "input_required")
+    params = {
+        "notifications": {"taskIds": [task_id]},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}},
+        },
+    }
+    body = {"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen", "params": params}
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "subscriptions/listen",
+    }
+    with http.stream("POST", b, json=body, headers=headers) as stream:
+        events = (json.loads(line[5:]) for line in stream.iter_lines() if line.startswith("data:") and line[5:].strip())
+        assert next(events)["params"]["notifications"] == {"taskIds": [task_id]}
+        # Answered on instance a, finished by the worker process: both pushes cross processes.
+        answer = {"confirm_delete": {"action": "accept", "content": {"confirm": True}}}
+        client.result(a, "tasks/update", {"taskId": task_id, "inputResponses": answer}, name=task_id)
+        seen = []
+        while not seen or seen[-1]["status"] == "working":
+            event = next(events)
+            assert event["method"] == "notifications/tasks"
+            seen.append(event["params"])
+        assert seen[0]["status"] == "working"
+        done = seen[-1]
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted pushed.csv."
+        polled = client.get(a, task_id)
+        assert {k: v for k, v in done.items() if k != "_meta"} == {
+            k: v for k, v in polled.items() if k not in ("_meta", "resultType")
+        }
 
 
 def test_another_users_task_id_is_refused_like_an_unknown_one(deployment: Deployment, http: httpx.Client) -> None:

@@ -365,6 +365,11 @@ class Dispatcher:
             agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
             if len(agreed["resourceSubscriptions"]) > mcp_settings.MAX_SUBSCRIPTIONS:
                 raise too_many_subscriptions()
+        task_ids = requested.get("taskIds")
+        if task_ids is not None:
+            agreed["taskIds"] = tasks.listened(call, task_ids)
+            if len(agreed["taskIds"]) > mcp_settings.MAX_SUBSCRIPTIONS:
+                raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
         updates: resource_updates.Listeners | None = None
         watched = frozenset(agreed.get("resourceSubscriptions", ()))
@@ -375,10 +380,30 @@ class Dispatcher:
             if uri in watched:
                 notify(notification("notifications/resources/updated", {"uri": uri, "_meta": tag}))
 
-        if watched:
+        watched_tasks = frozenset(agreed.get("taskIds", ()))
+        pushing: set[asyncio.Task[None]] = set()
+        # One read at a time, in the order the changes were heard: the last push never
+        # shows an older status than the one before it.
+        in_order = asyncio.Lock()
+
+        async def push_task(task_id: str) -> None:
+            # Read again for this listener: only its principal's task, with the tool's permissions.
+            async with in_order:
+                task = await tasks.pushed(call, self.registry, lambda tool: self._allowed(call, tool), task_id)
+            if task is not None:
+                notify(notification("notifications/tasks", {**task, "_meta": tag}))
+
+        def on_task(task_id: str) -> None:
+            if task_id in watched_tasks:
+                pushed = asyncio.get_running_loop().create_task(push_task(task_id))
+                pushing.add(pushed)  # a task nobody references may be collected before it runs
+                pushed.add_done_callback(pushing.discard)
+
+        if watched or watched_tasks:
             # Watching before the acknowledgment: an update announced after it is never missed.
             updates = await resource_updates.listeners()
             updates.watch(on_update)
+            updates.watch_tasks(on_task)
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -401,6 +426,9 @@ class Dispatcher:
         finally:
             if updates is not None:
                 updates.unwatch(on_update)
+                updates.unwatch_tasks(on_task)
+            for pending in pushing:
+                pending.cancel()
 
     async def complete(self, call: Call) -> dict[str, Any]:
         ref = call.params.get("ref")

@@ -98,6 +98,28 @@ async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any
     return store.detailed(row)
 
 
+def listened(call: Call, task_ids: Any) -> list[str]:
+    """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (-32021 without
+    the opt-in, as the extension says). Any id is agreed to: whether it names a task of the
+    caller is checked at each push, which a stranger's id never gets."""
+    if not isinstance(task_ids, list) or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in task_ids):
+        raise InvalidParams("params.notifications.taskIds must be a list of task ids")
+    if not requested(call):
+        raise missing_capability("notifications.taskIds")
+    return list(dict.fromkeys(task_ids))
+
+
+async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
+    """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
+    (the binding and the tool's permissions checked again, as on every ``tasks/get``)."""
+    try:
+        row = await run_in_thread(lambda: store.find(task_id, call.principal))
+        await _visible(call, registry, allowed, row)
+    except InvalidParams:
+        return None
+    return store.detailed(row)
+
+
 async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     responses = call.params.get("inputResponses")

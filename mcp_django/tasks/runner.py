@@ -250,6 +250,7 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool) -> None:
             row.lease_until = None
             row.updated = timezone.now()
             row.save()
+            store.announce_on_commit(row.pk)
     if cancelled:
         store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
     else:

@@ -4,16 +4,18 @@ and the wire shapes of SEP-2663. Sync: called in worker threads and in the task 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from .. import audit
+from .. import audit, resource_updates
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..models import AuditEvent, Kind
@@ -39,6 +41,12 @@ _AUDIT_KINDS = {
 
 def _iso(value: Any) -> str:
     return value.isoformat().replace("+00:00", "Z")
+
+
+def announce_on_commit(task_id: str) -> None:
+    """Tell every instance's ``subscriptions/listen`` streams that the task's status changed,
+    once the change is committed (a listener reading the row earlier would see the old one)."""
+    transaction.on_commit(lambda: resource_updates.announce_task_soon(task_id))
 
 
 def envelope(row: MCPTask) -> dict[str, Any]:
@@ -164,11 +172,23 @@ def finish(
         row.lease_until = None
         row.updated = timezone.now()
         row.save()
+        announce_on_commit(row.pk)
     record(row, _AUDIT_KINDS[Status(status)], row.principal, reason=row.status_message)
     return True
 
 
 def binding(principal: Principal) -> str:
+    """The keyed hash a task is bound to (see :func:`_binding`), kept on the principal: a
+    request's principal is hashed once, however many task reads the request makes."""
+    secret = settings.SECRET_KEY
+    found = principal.__dict__.get("_task_binding")
+    if found is None or found[0] is not secret:  # computed anew when the key changes
+        found = (secret, _binding(principal))
+        principal.__dict__["_task_binding"] = found
+    return found[1]
+
+
+def _binding(principal: Principal) -> str:
     """The keyed hash a task is bound to: the principal's id, join date and password hash.
 
     Keyed with ``SECRET_KEY`` rather than the request-state keyring, whose key may be
@@ -216,6 +236,44 @@ _POLLED = (
 )
 
 
+_compiled = threading.local()
+
+
+def _polled(task_id: str) -> MCPTask | None:
+    """The row ``task_id`` with only the columns a poll reads (one query by primary key).
+
+    The ORM builds this query's SQL afresh on every call, which cost a poll more than all
+    the rest of it (bench/instructions.py ``taskget``); it is compiled once per thread and
+    database instead, and its rows go through the compiler's converters and
+    ``Model.from_db`` as the ORM's own would.
+    """
+    alias = router.db_for_read(MCPTask)
+    connection = connections[alias]
+    cache: dict[str, Any] = _compiled.__dict__
+    found: tuple[Any, ...] | None = cache.get(alias)
+    if found is None or found[0] is not connection:
+        compiler = MCPTask.objects.using(alias).only(*_POLLED).filter(pk="").query.get_compiler(alias)
+        sql, params = compiler.as_sql()
+        if list(params) != [""]:  # a backend that inlines or adds parameters: the ORM's own way
+            found = (connection, None, None, None, None)
+        else:
+            fields = [column[0] for column in compiler.select[: compiler.col_count]]
+            names = [field.target.attname for field in fields]
+            found = (connection, compiler, sql, compiler.get_converters(fields), names)
+        cache[alias] = found
+    _, compiler, sql, converters, names = found
+    if compiler is None:
+        return MCPTask.objects.using(alias).only(*_POLLED).filter(pk=task_id).first()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [task_id])
+        rows: Any = cursor.fetchall()
+    if not rows:
+        return None
+    if converters:
+        rows = compiler.apply_converters(rows, converters)
+    return MCPTask.from_db(alias, names, list(next(iter(rows))))
+
+
 def find(task_id: Any, principal: Principal) -> MCPTask:
     """The caller's live task ``task_id``, or -32602 (unknown, expired and foreign alike).
 
@@ -224,8 +282,7 @@ def find(task_id: Any, principal: Principal) -> MCPTask:
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
-    # Only what a poll reads: the answers, arguments and state are not decoded on every poll.
-    row = MCPTask.objects.only(*_POLLED).filter(pk=task_id).first()
+    row = _polled(task_id)
     now = timezone.now()
     if row is None or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
@@ -263,6 +320,7 @@ def update(task_id: str, principal: Principal, responses: dict[str, Any], enqueu
         row.updated = timezone.now()
         row.save()
         if resume:
+            announce_on_commit(row.pk)
             transaction.on_commit(lambda: enqueue(row.pk))
 
 
