@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
 
-from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.processes import ROOT, free_port, wait_listening
 from tests.test_database_faults import Postgres, _pg_bin
-from tests.test_deployment import _nginx, nginx_block, uvicorn_flags
+from tests.test_deployment import Deployment, _nginx, nginx_block
 from tests.test_faults import Redis
 from tests.test_legacy_multiprocess import HEADERS
 
@@ -110,7 +110,7 @@ class Fault:
 
 
 @dataclass
-class Soak:
+class Soak(Deployment):
     tmp: Path
     pg: Postgres
     redis: Redis
@@ -121,20 +121,7 @@ class Soak:
     nginx: subprocess.Popen[bytes] | None = None
     tokens: list[str] = field(default_factory=list)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.front}/mcp"
-
-    def start_instance(self, n: int) -> None:
-        with open(self.tmp / f"instance{n}.log", "ab") as log:
-            self.servers[n] = serve_demo(self.ports[n], self.env, log, uvicorn_flags())
-
-    def kill_instance(self, n: int) -> None:
-        server = self.servers[n]
-        if server is not None:
-            server.kill()
-            server.wait(10)
-            self.servers[n] = None
+    # url, start_instance and kill_instance are the test deployment's (tests/test_deployment.py).
 
     def stop_instance(self, n: int) -> None:
         """SIGTERM: the instance writes the audit rows it still holds before it exits."""
