@@ -5,10 +5,11 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,3 +58,28 @@ def serve_demo(
     )
     wait_listening(("127.0.0.1", port), "uvicorn")
     return server
+
+
+class ThreadedUvicorn:
+    """uvicorn serving an ASGI app in a thread of this process (its settings, its caches):
+    ``with ThreadedUvicorn(app) as server: ... server.port``."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        deadline = time.time() + 15
+        while not self.server.started:
+            assert time.time() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)

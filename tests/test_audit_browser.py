@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from django.contrib.auth import get_user_model
 from mcp_django import audit
 from mcp_django.models import AuditEvent
 from tests.conftest import Raw
-from tests.processes import free_port
+from tests.processes import ThreadedUvicorn
 
 CHROMIUM = os.environ.get("MCP_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -43,34 +41,17 @@ def _browser_or_skip() -> Any:
 WIDTH = 1280
 
 
-class AdminServer:
+class AdminServer(ThreadedUvicorn):
     """uvicorn serving the demo's ASGI app in a thread; its WhiteNoise serves the admin's CSS."""
 
     def __init__(self) -> None:
-        import uvicorn
-
         from project.asgi import application
 
-        self.port = free_port()
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        super().__init__(application)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> AdminServer:
-        self.thread.start()
-        deadline = time.time() + 15
-        while not self.server.started:
-            assert time.time() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from rest_framework.authtoken.models import Token
 from mcp_django.auth import Principal, header_bound_only
 from mcp_django.auth_cache import principal_cache
 from tests.conftest import Raw, mcp_settings
+from tests.processes import ThreadedUvicorn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parent.parent
@@ -351,39 +352,17 @@ def test_key_rotation_keeps_legacy_sessions_and_flows(raw: Raw) -> None:
 # -- what the verdict depended on is part of the key; no change waits more than 1 s -----------
 
 
-class _TwoEndpoints:
+class _TwoEndpoints(ThreadedUvicorn):
     """uvicorn in a thread serving the MCP application at /mcp and at /second/mcp (one process,
     one principal cache), like conftest's LiveServer."""
 
     def __init__(self) -> None:
-        import threading
-
-        import uvicorn
         from channels.routing import URLRouter
 
         from mcp_django.routing import mcp_urlpatterns
         from mcp_django.transports.asgi import MCPApplication
-        from tests.processes import free_port
 
-        app = URLRouter([*mcp_urlpatterns("mcp"), *mcp_urlpatterns("second/mcp", MCPApplication())])
-        self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> _TwoEndpoints:
-        import time
-
-        self.thread.start()
-        deadline = time.time() + 15
-        while not self.server.started:
-            assert time.time() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        super().__init__(URLRouter([*mcp_urlpatterns("mcp"), *mcp_urlpatterns("second/mcp", MCPApplication())]))
 
 
 def _oauth_token(user: Any, resource: str) -> str:
