@@ -165,8 +165,9 @@ class Reachability:
     """
 
     RETRY = 0.25
-    # How long a probe's verdict ("the database answers") spares further probes.
-    FRESH = 0.5
+    # How long a probe's verdict ("the database answers") spares further probes: short, as
+    # a caller that trusts it waits for the pool until its next asking (see postgresql.base).
+    FRESH = 0.25
 
     def __init__(self, alias: str) -> None:
         self.alias = alias

@@ -241,6 +241,77 @@ def test_only_a_probe_says_the_database_answers() -> None:
     assert probes[-1] == "back" and gate.down_since is None
 
 
+def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_their_next_asking() -> None:
+    """The CI failure of a websocket opened right after a recovery: the database had answered a
+    probe a moment before it stopped, so the caller trusted that "yes" and waited out the rest of
+    the pool's timeout (here 10 s; the authentication timeout answered first, 3 s late). A caller
+    never waits for the pool longer than one slice without asking the database again."""
+    from psycopg_pool import PoolTimeout
+
+    from mcp_django.lifecycle import Reachability
+    from mcp_django.postgresql.base import SLICE, GuardedPool
+
+    class Reconnecting:
+        """A pool whose connections died with the database: it lends nothing."""
+
+        timeout = 10.0
+
+        def __init__(self) -> None:
+            self.waits: list[float] = []
+
+        def getconn(self, timeout: float) -> None:
+            self.waits.append(timeout)
+            time.sleep(timeout)
+            raise PoolTimeout("couldn't get a connection")
+
+    gate = Reachability("test")
+    answering = [True]
+
+    def probe() -> None:
+        if not answering[0]:
+            raise ConnectionRefusedError("connection refused")
+
+    assert gate.answers(probe) is True  # a probe during the recovery: "the database answers"
+    answering[0] = False  # ... and then it stops, within Reachability.FRESH of that probe
+    pool = Reconnecting()
+    with pytest.raises(PoolTimeout, match="refuses connections"):
+        GuardedPool(pool, gate, probe).getconn()
+    assert max(pool.waits) <= SLICE, f"the caller waited {max(pool.waits)} s for the pool in one go"
+    assert gate.down_since is not None
+    # Spent waiting: the slices until the trusted "yes" went stale, then one probe said no.
+    assert sum(pool.waits) <= SLICE + Reachability.FRESH + SLICE
+
+
+def test_a_busy_pool_is_waited_for_up_to_its_timeout_while_the_database_answers() -> None:
+    from psycopg_pool import PoolTimeout
+
+    from mcp_django.lifecycle import Reachability
+    from mcp_django.postgresql.base import SLICE, GuardedPool
+
+    class Busy:
+        timeout = 1.0
+
+        def __init__(self) -> None:
+            self.waits: list[float] = []
+
+        def getconn(self, timeout: float) -> str:
+            self.waits.append(timeout)
+            if len(self.waits) < 4:
+                time.sleep(timeout)
+                raise PoolTimeout("busy")
+            return "connection"
+
+    pool = Busy()
+    assert GuardedPool(pool, Reachability("test"), lambda: None).getconn() == "connection"
+    assert len(pool.waits) == 4 and max(pool.waits) <= SLICE
+
+    pool = Busy()
+    pool.timeout = 0.5
+    with pytest.raises(PoolTimeout, match="busy"):
+        GuardedPool(pool, Reachability("test"), lambda: None).getconn()
+    assert sum(pool.waits) <= 0.5 + 0.01
+
+
 def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_request(
     raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

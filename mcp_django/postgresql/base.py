@@ -8,24 +8,28 @@ only how a connection is obtained (see :class:`~mcp_django.lifecycle.Reachabilit
   one again, connecting fails at once (one caller tries every 0.25 s), so each
   request needing the database is answered 503 in milliseconds instead of
   waiting out ``connect_timeout`` or the pool's ``timeout``;
-- with Django's psycopg pool (``OPTIONS["pool"]``), a caller the pool has not
-  served within 0.2 s asks the database directly whether it accepts connections
-  (one caller at a time, the answer kept for half a second): the pool waits for
-  its own reconnection attempts, which cannot tell a busy pool from a database
-  that refuses. When the database answers, the caller waits for the pool as
-  before, up to its ``timeout``.
+- with Django's psycopg pool (``OPTIONS["pool"]``), a caller waits for the pool
+  in slices of 0.2 s, and after each slice the pool has not served it asks the
+  database directly whether it accepts connections (one caller at a time, a
+  "yes" kept for a quarter of a second): the pool waits for its own reconnection
+  attempts, which cannot tell a busy pool from a database that refuses. While the
+  database answers, the caller goes on waiting, up to the pool's ``timeout`` in
+  all. Asking after every slice (not once) is what bounds a database that stops
+  while callers wait: they hear of it within half a second, not at ``timeout``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django.db.backends.postgresql import base
 
 from ..lifecycle import Reachability, reachability
 
-# How long a caller waits for the pool before asking the database itself.
-FIRST_WAIT = 0.2
+# How long a caller waits for the pool before asking the database itself (and again
+# between two askings).
+SLICE = 0.2
 
 
 class GuardedPool:
@@ -43,16 +47,18 @@ class GuardedPool:
         from psycopg_pool import PoolTimeout
 
         total = self._pool.timeout if timeout is None else timeout
-        first = min(FIRST_WAIT, total)
-        try:
-            return self._pool.getconn(first)
-        except PoolTimeout:
-            if total <= first:
-                raise
-        # Nothing lent yet: every connection is busy, or the pool cannot connect.
-        if not self._gate.answers(self._probe):
-            raise PoolTimeout(f"the database refuses connections ({self._gate.reason})")
-        return self._pool.getconn(total - first)
+        deadline = time.monotonic() + total
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._pool.getconn(min(SLICE, max(left, 0.001)))
+            except PoolTimeout:
+                if left <= SLICE:
+                    raise
+            # Not lent yet: every connection is busy, or the pool cannot connect. A
+            # database that answered a moment ago may have stopped since: ask again.
+            if not self._gate.answers(self._probe):
+                raise PoolTimeout(f"the database refuses connections ({self._gate.reason})")
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
