@@ -104,8 +104,9 @@ lint: dev-venv typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy with the Django and DRF plugins over mcp_django/ and tests/typecheck_handlers.py
-# (the settings are [tool.mypy] in pyproject.toml).
+# mypy with the Django and DRF plugins over mcp_django/ and tests/typecheck_handlers.py, and
+# --strict's checks on mcp_django/protocol/ and request_state.py (the settings are [tool.mypy]
+# and its overrides in pyproject.toml).
 typecheck: dev-venv
 	$(VENV)/bin/mypy
 

@@ -404,6 +404,54 @@ def user_settings() -> dict[str, Any]:
 class MCPSettings:
     """Typed access to ``settings.MCP_DJANGO`` merged over the defaults in ``SETTINGS``."""
 
+    # What each setting's coercer returns (tests/test_settings.py holds these names to SETTINGS'):
+    # annotations only, so every read still goes through __getattr__.
+    REQUEST_STATE_KEY: list[bytes] | None
+    ENCRYPT_REQUEST_STATE: bool
+    REQUEST_STATE_LIFETIME: int
+    MAX_REQUEST_STATE_BYTES: int
+    MAX_INPUT_ROUNDS: int
+    ROUND_GATHER_TIMEOUT: float
+    ALLOW_ANONYMOUS: bool
+    AUTHENTICATION_CLASSES: list[type]
+    AUTH_CACHE_SECONDS: float
+    AUTHORIZATION_SERVERS: list[str]
+    RESOURCE_URL: str | None
+    REQUIRED_SCOPES: list[str]
+    SCOPES_SUPPORTED: list[str] | None
+    AUTH_TIMEOUT: float
+    ALLOWED_ORIGINS: list[str]
+    MAX_REQUEST_BYTES: int
+    REQUEST_READ_TIMEOUT: float
+    HANDLER_MODULE: str
+    SKILLS_DIRS: list[Path]
+    SERVER_NAME: str
+    SERVER_TITLE: str | None
+    SERVER_DESCRIPTION: str | None
+    SERVER_WEBSITE_URL: str | None
+    SERVER_ICONS: tuple[Any, ...]
+    INSTRUCTIONS: str | None
+    LIST_TTL_MS: int
+    CACHE_SCOPE: str
+    ASK_TIMEOUT: float
+    WORKER_THREADS: int
+    DB_THREADS: int
+    ASK_THREADS_PER_PRINCIPAL: int
+    ABANDONED_STREAM_SECONDS: float
+    TASK_TTL_MS: int | None
+    TASK_POLL_INTERVAL_MS: int
+    TASK_BACKEND: str
+    TASK_LEASE_SECONDS: float
+    SESSION_LIFETIME: int
+    MAX_SUBSCRIPTIONS: int
+    SSE_KEEPALIVE: float
+    STREAM_IDLE_TIMEOUT: float
+    REPLAY_GUARD: bool | None
+    SESSION_CACHE: str
+    SESSION_CACHE_TIMEOUT: float
+    AUDIT: dict[str, Any]
+    AUDIT_ROUNDS: bool | None
+
     def __getattr__(self, name: str) -> Any:
         # Only reached when the attribute is not cached yet.
         setting = SETTINGS.get(name)

@@ -13,6 +13,11 @@ a digest of the params, plus an expiry, and to the endpoint it was issued by (it
 audience: the endpoint's resource URL), so two deployments or endpoints that share
 a key do not accept each other's states. Every refusal reaches the client as the
 same ``-32602``; the reason is kept for the audit log.
+
+Three layers, each knowing nothing of the next: the codec (:func:`encode_token`,
+:func:`decode_token`) turns payload bytes into a token and back, and is all the
+cryptography; :class:`Claims` is the payload's shape, encoded and decoded by msgspec;
+:func:`check_claims` holds decoded claims against the request they came with.
 """
 
 from __future__ import annotations
@@ -21,19 +26,25 @@ import hashlib
 import hmac
 import os
 import time
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from . import base64url, protected_resource
 from .conf import mcp_settings
 from .keyring import keyring, principal_matches
-from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical, dumps, loads
+from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 VERSION = "v1"
 REFUSED_MESSAGE = "the requestState is not valid"
 # Params that change between rounds of one request and so stay out of its digest.
 _UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
+_NONCE = 12
+_TAG = 16
 
 
 class Reason(StrEnum):
@@ -58,27 +69,147 @@ class StateRefused(MCPError):
         self.reason = reason
 
 
-@dataclass
-class Claims:
-    """What a requestState carries and what it is bound to."""
+# -- the codec: payload bytes <-> token -------------------------------------------------------
 
-    method: str
-    target: str
-    principal: str
-    digest: str
-    round: int = 0
+
+def encode_token(payload: bytes) -> str:
+    """Sign (or, with ``ENCRYPT_REQUEST_STATE``, seal) ``payload`` with the ring's signing key."""
+    key = keyring().signing
+    head = f"{VERSION}.{key.kid}"
+    if mcp_settings.ENCRYPT_REQUEST_STATE:
+        nonce = os.urandom(_NONCE)
+        return f"{head}.{base64url.encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
+    body = base64url.encode(payload)
+    mac = hmac.new(key.mac_key, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    return f"{head}.{body}.{base64url.encode(mac)}"
+
+
+def decode_token(token: object) -> bytes:
+    """The payload of a token some key of the ring made, or :class:`StateRefused`."""
+    if not isinstance(token, str):
+        raise StateRefused(Reason.MALFORMED)
+    if len(token) > mcp_settings.MAX_REQUEST_STATE_BYTES:
+        raise StateRefused(Reason.TOO_LARGE)
+    parts = token.split(".")
+    encrypted = mcp_settings.ENCRYPT_REQUEST_STATE
+    if parts[0] != VERSION or len(parts) != (3 if encrypted else 4):
+        raise StateRefused(Reason.MALFORMED)
+    key = keyring().by_kid.get(parts[1])
+    if key is None:
+        raise StateRefused(Reason.UNKNOWN_KEY)
+    head = f"{parts[0]}.{parts[1]}"
+    try:
+        if encrypted:
+            sealed = base64url.decode(parts[2])
+            if len(sealed) < _NONCE + _TAG:
+                raise StateRefused(Reason.MALFORMED)
+            try:
+                return key.aead.decrypt(sealed[:_NONCE], sealed[_NONCE:], head.encode())
+            except Exception:
+                raise StateRefused(Reason.BAD_SIGNATURE) from None
+        mac = base64url.decode(parts[3])
+        expected = hmac.new(key.mac_key, f"{head}.{parts[2]}".encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(mac, expected):
+            raise StateRefused(Reason.BAD_SIGNATURE)
+        return base64url.decode(parts[2])
+    except ValueError:  # a part that is not strict base64url
+        raise StateRefused(Reason.MALFORMED) from None
+
+
+# -- the claims: what a payload says ----------------------------------------------------------
+
+
+class Claims(msgspec.Struct, kw_only=True):
+    """What a requestState carries and what it is bound to.
+
+    The short names are the payload's keys, in the order they are written.
+    """
+
+    method: str = msgspec.field(name="m")
+    target: str = msgspec.field(name="t")
+    principal: str = msgspec.field(name="p")
+    digest: str = msgspec.field(name="d")
+    round: int = msgspec.field(default=0, name="r")
     # key -> {"q": digest of the question asked, "a": the client's raw answer}
-    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict, name="a")
     # key -> digest of the question this round asked; the retry's answers must match these
-    asked: dict[str, str] = field(default_factory=dict)
-    state: dict[str, str] = field(default_factory=dict)
-    issued_at: int = 0
-    expires_at: int = 0
+    asked: dict[str, str] = msgspec.field(default_factory=dict, name="q")
+    state: dict[str, str] = msgspec.field(default_factory=dict, name="s")
+    issued_at: int = msgspec.field(default=0, name="iat")
+    expires_at: int = msgspec.field(default=0, name="exp")
     # The endpoint that issued it (see :func:`audience`).
-    audience: str = ""
+    audience: str = msgspec.field(default="", name="aud")
 
 
-def audience(request: Any) -> str:
+class _Issued(Claims, kw_only=True):
+    """Claims as a token carries them: every key required (a key we hold signed it, but be strict anyway)."""
+
+    round: int = msgspec.field(name="r")
+    answers: dict[str, dict[str, Any]] = msgspec.field(name="a")
+    asked: dict[str, str] = msgspec.field(name="q")
+    state: dict[str, str] = msgspec.field(name="s")
+    issued_at: int = msgspec.field(name="iat")
+    expires_at: int = msgspec.field(name="exp")
+    audience: str = msgspec.field(name="aud")
+
+    def __post_init__(self) -> None:
+        # Run by the decoder, which refuses the payload when this raises.
+        for answer in self.answers.values():
+            if "q" not in answer or "a" not in answer:
+                raise ValueError("an answer needs its question's digest and the answer")
+
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(_Issued)
+
+
+def encode_claims(claims: Claims) -> bytes:
+    return _encoder.encode(claims)
+
+
+def decode_claims(payload: bytes) -> Claims:
+    """The claims of a verified payload, or :class:`StateRefused` when its shape is wrong."""
+    try:
+        return _decoder.decode(payload)
+    # msgspec.DecodeError (not JSON; a key missing or of the wrong type) and the
+    # UnicodeDecodeError of a string that is not UTF-8 are both ValueErrors.
+    except ValueError:
+        raise StateRefused(Reason.MALFORMED) from None
+
+
+# -- the checks: claims against the request ---------------------------------------------------
+
+
+def check_claims(
+    claims: Claims,
+    *,
+    method: str,
+    target: str,
+    principal: str | tuple[str, ...],
+    digest: str,
+    audience: str,
+    now: float,
+) -> None:
+    """Refuse (:class:`StateRefused`) claims that expired or were issued for another request."""
+    if now >= claims.expires_at:
+        raise StateRefused(Reason.EXPIRED)
+    # Each binding is compared in constant time; the order only picks the reason logged.
+    if not hmac.compare_digest(claims.method.encode(), method.encode()):
+        raise StateRefused(Reason.WRONG_METHOD)
+    if not hmac.compare_digest(claims.target.encode(), target.encode()):
+        raise StateRefused(Reason.WRONG_TARGET)
+    if not principal_matches(claims.principal, principal):
+        raise StateRefused(Reason.WRONG_PRINCIPAL)
+    if not hmac.compare_digest(claims.digest.encode(), digest.encode()):
+        raise StateRefused(Reason.WRONG_PARAMS)
+    if not hmac.compare_digest(claims.audience.encode(), audience.encode()):
+        raise StateRefused(Reason.WRONG_AUDIENCE)
+
+
+# -- the API the engines use ------------------------------------------------------------------
+
+
+def audience(request: HttpRequest | None) -> str:
     """The endpoint a state is sealed for and accepted at: its canonical resource URL.
 
     ``MCP_DJANGO["RESOURCE_URL"]`` when set, else the scheme, host and path the request
@@ -98,36 +229,15 @@ def params_digest(params: dict[str, Any]) -> str:
 
 
 def seal(claims: Claims, *, now: float | None = None) -> str:
-    key = keyring().signing
+    """The token for ``claims``, issued now and valid for ``REQUEST_STATE_LIFETIME`` seconds."""
     issued = int(now if now is not None else time.time())
     claims.issued_at = issued
     claims.expires_at = issued + mcp_settings.REQUEST_STATE_LIFETIME
-    payload = dumps(
-        {
-            "m": claims.method,
-            "t": claims.target,
-            "p": claims.principal,
-            "d": claims.digest,
-            "r": claims.round,
-            "a": claims.answers,
-            "q": claims.asked,
-            "s": claims.state,
-            "iat": claims.issued_at,
-            "exp": claims.expires_at,
-            "aud": claims.audience,
-        }
-    )
-    head = f"{VERSION}.{key.kid}"
-    if mcp_settings.ENCRYPT_REQUEST_STATE:
-        nonce = os.urandom(12)
-        return f"{head}.{base64url.encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
-    body = base64url.encode(payload)
-    mac = hmac.new(key.mac_key, f"{head}.{body}".encode(), hashlib.sha256).digest()
-    return f"{head}.{body}.{base64url.encode(mac)}"
+    return encode_token(encode_claims(claims))
 
 
 def unseal(
-    token: Any,
+    token: object,
     *,
     method: str,
     target: str,
@@ -142,81 +252,14 @@ def unseal(
     ring (:func:`~mcp_django.keyring.principal_digests`): a state sealed before
     a key rotation names its principal with the old key.
     """
-    if not isinstance(token, str):
-        raise StateRefused(Reason.MALFORMED)
-    if len(token) > mcp_settings.MAX_REQUEST_STATE_BYTES:
-        raise StateRefused(Reason.TOO_LARGE)
-    parts = token.split(".")
-    encrypted = mcp_settings.ENCRYPT_REQUEST_STATE
-    if parts[0] != VERSION or len(parts) != (3 if encrypted else 4):
-        raise StateRefused(Reason.MALFORMED)
-    key = keyring().by_kid.get(parts[1])
-    if key is None:
-        raise StateRefused(Reason.UNKNOWN_KEY)
-    head = f"{parts[0]}.{parts[1]}"
-    try:
-        if encrypted:
-            sealed = base64url.decode(parts[2])
-            if len(sealed) < 12 + 16:
-                raise StateRefused(Reason.MALFORMED)
-            try:
-                payload = key.aead.decrypt(sealed[:12], sealed[12:], head.encode())
-            except Exception:
-                raise StateRefused(Reason.BAD_SIGNATURE) from None
-        else:
-            mac = base64url.decode(parts[3])
-            expected = hmac.new(key.mac_key, f"{head}.{parts[2]}".encode(), hashlib.sha256).digest()
-            if not hmac.compare_digest(mac, expected):
-                raise StateRefused(Reason.BAD_SIGNATURE)
-            payload = base64url.decode(parts[2])
-        data = loads(payload)
-    except ValueError:
-        raise StateRefused(Reason.MALFORMED) from None
-    claims = _claims_from(data)
-    if (now if now is not None else time.time()) >= claims.expires_at:
-        raise StateRefused(Reason.EXPIRED)
-    # Each binding is compared in constant time; the order only picks the reason logged.
-    if not hmac.compare_digest(claims.method.encode(), method.encode()):
-        raise StateRefused(Reason.WRONG_METHOD)
-    if not hmac.compare_digest(claims.target.encode(), target.encode()):
-        raise StateRefused(Reason.WRONG_TARGET)
-    if not principal_matches(claims.principal, principal):
-        raise StateRefused(Reason.WRONG_PRINCIPAL)
-    if not hmac.compare_digest(claims.digest.encode(), digest.encode()):
-        raise StateRefused(Reason.WRONG_PARAMS)
-    if not hmac.compare_digest(claims.audience.encode(), audience.encode()):
-        raise StateRefused(Reason.WRONG_AUDIENCE)
-    return claims
-
-
-def _claims_from(data: Any) -> Claims:
-    """Shape-check a verified payload (a key we hold signed it, but be strict anyway)."""
-    try:
-        claims = Claims(
-            method=data["m"],
-            target=data["t"],
-            principal=data["p"],
-            digest=data["d"],
-            round=data["r"],
-            answers=data["a"],
-            asked=data["q"],
-            state=data["s"],
-            issued_at=data["iat"],
-            expires_at=data["exp"],
-            audience=data["aud"],
-        )
-    except (KeyError, TypeError):
-        raise StateRefused(Reason.MALFORMED) from None
-    strings = (claims.method, claims.target, claims.principal, claims.digest, claims.audience)
-    if (
-        not all(isinstance(s, str) for s in strings)
-        or not isinstance(claims.round, int)
-        or not isinstance(claims.answers, dict)
-        or not isinstance(claims.state, dict)
-        or not isinstance(claims.asked, dict)
-        or not isinstance(claims.expires_at, int)
-        or not all(isinstance(k, str) and isinstance(v, str) for k, v in claims.state.items())
-        or not all(isinstance(v, dict) and "q" in v and "a" in v for v in claims.answers.values())
-    ):
-        raise StateRefused(Reason.MALFORMED)
+    claims = decode_claims(decode_token(token))
+    check_claims(
+        claims,
+        method=method,
+        target=target,
+        principal=principal,
+        digest=digest,
+        audience=audience,
+        now=now if now is not None else time.time(),
+    )
     return claims

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
+import json
 import time
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from mcp_django import keyring, request_state
+from mcp_django import base64url, keyring, request_state
 from mcp_django.conf import mcp_settings
 from mcp_django.request_state import Claims, Reason, StateRefused, seal, unseal
 from tests.conftest import Raw
@@ -125,6 +128,98 @@ def test_signed_with_a_key_but_sealed_mode_mismatch_is_malformed() -> None:
         token = seal(claims())
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": True}):
         assert refused(token) == Reason.MALFORMED
+
+
+# Sealed by the encoder before claims were a msgspec Struct (orjson over a hand-built dict),
+# with KEY_A at 1_800_000_000: the format is unchanged, so states in flight during an upgrade open.
+OLD_CLAIMS = {
+    **BINDING,
+    "round": 2,
+    "answers": {"k": {"q": "x", "a": {"action": "accept", "content": {"n": 1.5, "é": [True, None]}}}},
+    "asked": {"k2": "y"},
+    "state": {"s": "1"},
+}
+OLD_ISSUED = 1_800_000_000
+OLD_SIGNED = (
+    "v1.B_bxTrF5.eyJtIjoidG9vbHMvY2FsbCIsInQiOiJ0IiwicCI6InAiLCJkIjoiZCIsInIiOjIsImEiOnsiayI6eyJxIjoieCIsImEiOnsiYWN0a"
+    "W9uIjoiYWNjZXB0IiwiY29udGVudCI6eyJuIjoxLjUsIsOpIjpbdHJ1ZSxudWxsXX19fX0sInEiOnsiazIiOiJ5In0sInMiOnsicyI6IjEifSwiaW"
+    "F0IjoxODAwMDAwMDAwLCJleHAiOjE4MDAwMDA2MDAsImF1ZCI6Imh0dHBzOi8vYS5leGFtcGxlL21jcCJ9.ylMYjC-nuhEYWFGFXJUmrZqluDt6RK"
+    "EbLI3BZ05MxOQ"
+)
+OLD_SEALED = (
+    "v1.B_bxTrF5.mGnPAxs9YgTt918bwUxC4l2eGzybETWtd8g8zaHY9bkcWFUpeYM8JzlYFSSmYJfpU7UKlP9nHNnXUcSZ3Xx0hc81eiweS9jblqYHRP"
+    "uZQFfJ1Z4BIfeexVKOE-n033zxmKmgKeZOSsHH47v2XLwA7Ev4kV2m0ujB8poGr5K61oB9g1cVxJhIjj9h3u5p-cj8czdDWysNZ6FUUveSRGVxiGe8"
+    "a4t3I_xyT2QxEvIKyBQaSrn2xo4xBxxcFMfpsEM2IRJjUEX8JylDGBAkQKM9WzehAqJITaBq5Pcfv4ZpPUJO39cqLxbilFvNOxjfh8hoL6jGer0V_"
+    "VXAXw"
+)
+
+
+@pytest.mark.parametrize(("encrypt", "token"), [(False, OLD_SIGNED), (True, OLD_SEALED)], ids=["hmac", "aes-gcm"])
+def test_states_sealed_by_the_previous_encoder_still_open(encrypt: bool, token: str) -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": encrypt}):
+        back = unseal(token, **BINDING, now=OLD_ISSUED + 1)
+        assert (back.round, back.answers, back.asked, back.state) == (2, OLD_CLAIMS["answers"], {"k2": "y"}, {"s": "1"})
+        assert (back.issued_at, back.expires_at, back.audience) == (OLD_ISSUED, OLD_ISSUED + 600, BINDING["audience"])
+        assert refused(token, now=OLD_ISSUED + 600) == Reason.EXPIRED
+        if not encrypt:  # the same claims still make the same bytes
+            assert seal(Claims(**OLD_CLAIMS), now=OLD_ISSUED) == token  # type: ignore[arg-type]
+
+
+def _signed(payload: bytes) -> str:
+    """A token over ``payload`` made by hand with KEY_A's MAC key: verified, whatever it says."""
+    key = keyring.keyring().signing
+    head = f"v1.{key.kid}.{base64url.encode(payload)}"
+    return f"{head}.{base64url.encode(hmac.new(key.mac_key, head.encode(), hashlib.sha256).digest())}"
+
+
+def _payload(**changes: object) -> bytes:
+    data: dict[str, object] = {
+        "m": "tools/call",
+        "t": "t",
+        "p": "p",
+        "d": "d",
+        "r": 1,
+        "a": {"k": {"q": "x", "a": None}},
+        "q": {},
+        "s": {},
+        "iat": int(time.time()),
+        "exp": int(time.time()) + 60,
+        "aud": BINDING["audience"],
+    }
+    data.update(changes)
+    return json.dumps({k: v for k, v in data.items() if v is not _DROP}).encode()
+
+
+_DROP = object()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(_payload(aud=_DROP), id="no-audience"),
+        pytest.param(_payload(exp=_DROP), id="no-expiry"),
+        pytest.param(_payload(r=_DROP), id="no-round"),
+        pytest.param(_payload(a=_DROP), id="no-answers"),
+        pytest.param(_payload(r="1"), id="round-not-int"),
+        pytest.param(_payload(r=True), id="round-bool"),
+        pytest.param(_payload(exp=1e12), id="expiry-float"),
+        pytest.param(_payload(iat="now"), id="issued-not-int"),
+        pytest.param(_payload(m=1), id="method-not-str"),
+        pytest.param(_payload(s={"k": 1}), id="state-not-str"),
+        pytest.param(_payload(q={"k": 1}), id="asked-not-str"),
+        pytest.param(_payload(a={"k": {"q": "x"}}), id="answer-without-a"),
+        pytest.param(_payload(a={"k": {"a": 1}}), id="answer-without-q"),
+        pytest.param(_payload(a={"k": "yes"}), id="answer-not-object"),
+        pytest.param(_payload(a=[]), id="answers-not-object"),
+        pytest.param(b"[1, 2]", id="array"),
+        pytest.param(b"{", id="not-json"),
+        pytest.param(b'{"m": "\xff"}', id="not-utf8"),
+    ],
+)
+def test_verified_payloads_of_the_wrong_shape_are_malformed(payload: bytes) -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        assert unseal(_signed(_payload()), **BINDING).round == 1  # the hand-made token is a good one
+        assert refused(_signed(payload)) == Reason.MALFORMED
 
 
 def test_params_digest_ignores_round_fields_only() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 import pytest
@@ -12,7 +14,7 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from mcp_django import checks
-from mcp_django.conf import DEFAULTS, SETTINGS, mcp_settings
+from mcp_django.conf import DEFAULTS, SETTINGS, MCPSettings, mcp_settings
 
 
 def mcp_with(**values: Any) -> dict[str, Any]:
@@ -34,6 +36,53 @@ def test_every_default_passes_its_own_coercer() -> None:
             getattr(mcp_settings, name)
     assert checks.check_settings() == []  # the test settings are clean too
     assert set(DEFAULTS) == set(SETTINGS)
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` has the type ``hint`` names, one level deep (enough for settings)."""
+    if hint is Any:
+        return True
+    if isinstance(hint, types.UnionType):
+        return any(_fits(value, arm) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint) or hint
+    if not isinstance(value, origin):
+        return False
+    args = typing.get_args(hint)
+    if origin is list and args:
+        return all(_fits(item, args[0]) for item in value)
+    if origin is dict and args:
+        return all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    return True
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {
+            "REQUEST_STATE_KEY": "k" * 40,
+            "SCOPES_SUPPORTED": ["read"],
+            "RESOURCE_URL": "https://a.example/mcp",
+            "SERVER_TITLE": "Shop",
+            "TASK_TTL_MS": None,
+            "REPLAY_GUARD": True,
+            "AUDIT_ROUNDS": False,
+            "SKILLS_DIRS": ["skills"],
+            "ROUND_GATHER_TIMEOUT": 1,
+        },
+    ],
+    ids=["defaults", "given"],
+)
+def test_every_setting_has_the_type_mcp_settings_declares(values: dict[str, Any]) -> None:
+    # mypy reads MCPSettings' annotations; a setting added, removed or retyped must change them too.
+    hints = typing.get_type_hints(MCPSettings)
+    assert list(hints) == list(SETTINGS)
+    with override_settings(MCP_DJANGO=values):
+        for name, hint in hints.items():
+            value = getattr(mcp_settings, name)
+            assert _fits(value, hint), (name, value, hint)
 
 
 def test_values_are_coerced_once_and_follow_override_settings() -> None:

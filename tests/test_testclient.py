@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission, User
 from django.test import TestCase
 from rest_framework.authtoken.models import Token
@@ -82,6 +83,12 @@ class ClientBasics(TestCase):
         self.alice.user_permissions.add(Permission.objects.get(codename="view_product"))
         result = MCPClient(user=User.objects.get(pk=self.alice.pk)).read_resource("shop://catalogue")
         assert '"sku":"MUG-01"' in result.text.replace(" ", "")
+
+    def test_resource_templates_are_listed(self) -> None:
+        client = MCPClient()
+        uris = [t["uriTemplate"] for t in client.list_resource_templates()]
+        assert {"modtest://secret/{name}", "tctest://stock/{sku}"} <= set(uris)
+        assert uris == [t["uriTemplate"] for t in client.request("resources/templates/list")["resourceTemplates"]]
 
     def test_prompt_and_resource_that_ask(self) -> None:
         client = MCPClient()
@@ -267,6 +274,22 @@ class AsyncTests(TestCase):
         assert result.text == "Mug: 7" and len(result.rounds) == 1
         assert (await client.acall_tool("whoami")).structured["username"] == "alice"
         assert "echo" in [t["name"] for t in await client.alist_tools()]
+
+    async def test_every_async_method_answers_as_its_sync_twin(self) -> None:
+        client = MCPClient(user=self.alice)
+        prompt = await client.aget_prompt("modtest_prompt", {"topic": "tea"}, answer={"tone": {"tone": "dry"}})
+        assert prompt.text == "Write about tea in a dry tone." and len(prompt.rounds) == 1
+        resource = await client.aread_resource("modtest://secret/x", answer={"read": True})
+        assert resource.text == "secret x" and len(resource.rounds) == 1
+        assert "modtest_prompt" in [p["name"] for p in await client.alist_prompts()]
+        resources = await client.alist_resources()
+        assert resources == await sync_to_async(client.list_resources)()
+        assert "shop://catalogue" not in [r["uri"] for r in resources]  # alice may not view products
+        listed = await client.arequest("resources/templates/list")
+        assert "tctest://stock/{sku}" in [t["uriTemplate"] for t in listed["resourceTemplates"]]
+        with pytest.raises(JSONRPCError) as caught:
+            await client.arequest("no/such/method")
+        assert caught.value.code == -32601
 
     async def test_sync_methods_in_a_running_loop_say_so_before_touching_the_database(self) -> None:
         # MCPClient(user=...) logs in on first use (a database write): inside a running loop that

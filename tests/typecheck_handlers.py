@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import asyncio
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.http import HttpRequest
+
 from mcp_django import Context, SyncContext, mcp
 from mcp_django.asks import ElicitResult, MissingCapability
+from mcp_django.asks.context import get_context
+from mcp_django.testing import MCPClient, Result
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -52,3 +57,14 @@ async def callers(ctx: Context) -> None:
     await awaited(ctx, 3)
     await awaited(ctx, "3")  # type: ignore[arg-type]
     sync_handler(ctx, item=1)  # type: ignore[arg-type]
+
+
+def client_calls(user: AbstractBaseUser, ctx: SyncContext) -> None:
+    # The test client's public API is typed: a user, a result, the replay guard's findings.
+    result: Result = MCPClient(user=user).call_tool("awaited", {"count": 3})
+    fixes = [write.fix.upper() for write in result.unsafe_writes]
+    MCPClient(user="alice")  # type: ignore[arg-type]
+    tools: list[dict[str, object]] = MCPClient().list_tools()
+    # A request's JSON-RPC id is a string or an integer, never None.
+    ctx.request_id + 1  # type: ignore[operator]
+    print(fixes, tools, get_context(HttpRequest()))

@@ -30,6 +30,10 @@ from .call import Call
 from .errors import StartTask, TaskCancelled
 from .questions import Ask, ElicitResult, Root, SampleResult
 
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+    from rest_framework.request import Request
+
 _current: contextvars.ContextVar[Context | None] = current_context
 
 
@@ -138,7 +142,8 @@ class Context:
         return self.call.client_info
 
     @property
-    def request_id(self) -> Any:
+    def request_id(self) -> str | int:
+        """The JSON-RPC id of the request (an MCP task's own id inside a task)."""
         return self.call.request_id
 
     # -- asks ---------------------------------------------------------------------------
@@ -343,10 +348,10 @@ def get_context() -> Context | None: ...
 
 
 @overload
-def get_context(request: Any) -> SyncContext | None: ...
+def get_context(request: HttpRequest | Request) -> SyncContext | None: ...
 
 
-def get_context(request: Any = None) -> Context | None:
+def get_context(request: HttpRequest | Request | None = None) -> Context | None:
     """The context of the MCP call running now (a view called as a tool can ask through it).
 
     With the view's ``request`` it is the :class:`SyncContext` of the view tool (views

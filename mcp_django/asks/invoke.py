@@ -11,7 +11,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -24,6 +24,8 @@ from ..protocol.jsonrpc import MCPError
 from . import guard
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind, unbind
+
+T = TypeVar("T")
 
 
 class WorkerPool:
@@ -174,7 +176,7 @@ def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str
     return cls(call, backend, state)
 
 
-async def run_in_thread(func: Any, *args: Any) -> Any:
+async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
     """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections.
 
     The one entry point for sync work: under the in-process test client it runs
@@ -184,7 +186,7 @@ async def run_in_thread(func: Any, *args: Any) -> Any:
     if executor is not None:
         return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)
     loop = asyncio.get_running_loop()
-    future = loop.create_future()
+    future: asyncio.Future[T] = loop.create_future()
     _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
     return await future
 

@@ -71,10 +71,6 @@ class Ask:
     def default_key(self) -> str:
         return f"{self.type}-{self.digest[:12]}"
 
-    def required_capability(self) -> dict[str, Any]:
-        head, _, sub = self.capability.partition(".")
-        return {head: {sub: {}} if sub else {}}
-
     def wire(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.sent_params()}
 

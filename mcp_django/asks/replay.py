@@ -45,10 +45,6 @@ class RoundCapExceeded(StateRefused):
         self.args = (self.message,)
 
 
-def missing_capability(ask: Ask) -> MissingCapability:
-    return MissingCapability([ask.capability])
-
-
 class Attempt:
     """The branches (tasks) one attempt of an async handler started, and where they stand.
 
@@ -458,18 +454,6 @@ async def attempt(
     return await _attempt_once(
         handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
     )
-
-
-def _capability_name(data: Any) -> str:
-    """``{"elicitation": {"url": {}}}`` -> ``"elicitation.url"``: which capability was missing."""
-    required = data.get("requiredCapabilities") if isinstance(data, dict) else None
-    if not isinstance(required, dict):
-        return ""
-    names: list[str] = []
-    for head, sub in required.items():
-        subs = list(sub) if isinstance(sub, dict) else []
-        names.extend(f"{head}.{s}" for s in subs) if subs else names.append(head)
-    return ",".join(names)
 
 
 async def refused(call: Call, sender: str, reason: str) -> None:

@@ -14,9 +14,9 @@ import base64
 import itertools
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -34,6 +34,13 @@ from . import threads
 from .answers import Answerer, InputRequest, NoAnswer, answer_for
 from .exchange import Exchange, Response, http_scope
 from .observe import Observer
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+
+    from ..asks.guard import Write
+
+T = TypeVar("T")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # Methods whose Mcp-Name header repeats a params field (the name, the URI, the task id).
@@ -99,7 +106,7 @@ class Result:
     runs: int = 0
     notifications: list[dict[str, Any]] = field(default_factory=list)
     # Replay-unsafe writes the guard found (see docs/testing.md).
-    unsafe_writes: list[Any] = field(default_factory=list)
+    unsafe_writes: list[Write] = field(default_factory=list)
     # A call that became an MCP task: its id, and every status it was seen in, in order.
     task_id: str | None = None
     task_states: list[str] = field(default_factory=list)
@@ -169,7 +176,7 @@ class MCPClient:
 
     def __init__(
         self,
-        user: Any = None,
+        user: AbstractBaseUser | None = None,
         *,
         token: str | None = None,
         revision: str = LATEST_MODERN,
@@ -325,7 +332,7 @@ class MCPClient:
 
     # -- driving ---------------------------------------------------------------------
 
-    def _sync(self, coro_func: Any, *args: Any) -> Any:
+    def _sync(self, coro_func: Callable[..., Awaitable[T]], *args: Any) -> T:
         # Before logging in (a database write), which would fail in a loop with Django's less helpful error.
         threads.refuse_in_loop()
         auth = self._auth_headers()
@@ -689,7 +696,7 @@ def _param_headers(name: Any, arguments: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _credentials_for(user: Any) -> dict[str, str]:
+def _credentials_for(user: Any) -> dict[str, str]:  # the stubs want AUTH_USER_MODEL itself
     """Headers that authenticate ``user`` with the configured classes: a session, else a DRF token."""
     from django.conf import settings
     from rest_framework import authentication

@@ -9,7 +9,10 @@ lookup per attempt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..asks.guard import Write
 
 
 @dataclass
@@ -18,7 +21,7 @@ class Observer:
     replay_guard: str = "error"
     runs: int = 0
     handlers: list[str] = field(default_factory=list)
-    unsafe_writes: list[Any] = field(default_factory=list)
+    unsafe_writes: list[Write] = field(default_factory=list)
     # Legacy revisions: the ask key of each server-to-client request, by its JSON-RPC id (the
     # wire carries no key), so a test answers by key in both eras.
     ask_keys: dict[Any, str] = field(default_factory=dict)
@@ -31,7 +34,7 @@ class Observer:
         self.runs += 1
         self.handlers.append(f"{getattr(handler, 'primitive', '?')}:{getattr(handler, 'name', '?')}")
 
-    def unsafe(self, writes: list[Any]) -> None:
+    def unsafe(self, writes: list[Write]) -> None:
         self.unsafe_writes.extend(writes)
 
     def asking(self, request_id: Any, key: str) -> None:

@@ -490,7 +490,8 @@ class Dispatcher:
                 return _values(completer(value, **kwargs))  # the values too: a QuerySet is read here
 
         try:
-            return await invoke(_Completion(run, is_async), {}, ctx)
+            values: list[str] = await invoke(_Completion(run, is_async), {}, ctx)
+            return values
         except MCPError:
             raise
         except Exception:

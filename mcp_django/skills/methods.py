@@ -21,7 +21,10 @@ METHODS = ("skills/list", "skills/get", "resources/directory/read")
 
 async def _library() -> lib.Library:
     # Scanning reads files: in the pool, unless the process's scan is made already.
-    return lib.cached() or await run_in_thread(lib.library)
+    found = lib.cached()
+    if found:
+        return found
+    return await run_in_thread(lib.library)
 
 
 def _uri(params: dict[str, Any]) -> str:
