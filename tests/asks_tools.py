@@ -202,18 +202,18 @@ async def askstest_shape(ctx: Context, how: str, kinds: list[str]) -> str:
     runs["shape"] += 1
     keys = [f"{kind}-{i}" for i, kind in enumerate(kinds)]
     if how == "gather":
-        answers = list(await asyncio.gather(*(_branch(ctx, kind, key) for kind, key in zip(kinds, keys))))
+        answers = list(await asyncio.gather(*(_branch(ctx, kind, key) for kind, key in zip(kinds, keys, strict=True))))
     elif how == "gather_asks":  # the asks themselves, no coroutine of the handler's around them
         answers = list(await asyncio.gather(*(ctx.confirm(f"{key}?", key=key) for key in keys)))
     elif how == "taskgroup":
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys)]
+            tasks = [group.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys, strict=True)]
         answers = [task.result() for task in tasks]
     elif how == "create_task":
-        tasks = [asyncio.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys)]
+        tasks = [asyncio.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys, strict=True)]
         answers = [await task for task in tasks]
     elif how == "nested":  # a TaskGroup inside one branch of a gather, next to busy branches
-        head, *rest = zip(kinds, keys)
+        head, *rest = zip(kinds, keys, strict=True)
 
         async def group() -> list[bool]:
             async with asyncio.TaskGroup() as inner:
@@ -226,7 +226,7 @@ async def askstest_shape(ctx: Context, how: str, kinds: list[str]) -> str:
         answers = await ctx.ask_all(*(confirm(f"{key}?", key=key) for key in keys))
     else:
         raise ValueError(how)
-    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers))
+    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers, strict=True))
 
 
 @mcp.tool()
@@ -235,7 +235,7 @@ def askstest_sync_shape(ctx: SyncContext, count: int) -> str:
     runs["sync_shape"] += 1
     keys = [f"ask-{i}" for i in range(count)]
     answers = ctx.ask_all(*(confirm(f"{key}?", key=key) for key in keys))
-    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers))
+    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers, strict=True))
 
 
 @mcp.tool()
