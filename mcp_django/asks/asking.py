@@ -108,20 +108,19 @@ class Asking(Coroutine[Any, Any, T]):
             self._refuse(f"asked for .{name}")
 
 
-# Our factory over each host factory (None: asyncio's own), made once.
-_factories: dict[Any, Any] = {}
+class _Adopting:
+    """The task factory a handler's steps run with, over the loop's own (``host``; None: asyncio's).
 
+    It unwraps asks, hands each task it makes to the handler's backend when the backend
+    adopts tasks, and has the host's factory (or asyncio) make the task.
+    """
 
-def _adopting(previous: Any) -> Any:
-    """A task factory over ``previous`` that unwraps asks and adopts the handler's tasks."""
-    try:
-        cached = _factories.get(previous)
-    except TypeError:  # a host factory that cannot be a dict key: made afresh each time
-        cached = None
-    if cached is not None:
-        return cached
+    __slots__ = ("host",)
 
-    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         if type(coro) is Asking:
             coro = coro._coro
         ctx = current_context.get()
@@ -129,17 +128,11 @@ def _adopting(previous: Any) -> Any:
         parent = asyncio.current_task(loop) if adopt is not None else None
         # The new task's steps are the handler's code too: the tasks it starts are found alike.
         steps = Scoped(coro, loop)
-        task = previous(loop, steps, **kwargs) if previous is not None else asyncio.Task(steps, loop=loop, **kwargs)
+        host = self.host
+        task = host(loop, steps, **kwargs) if host is not None else asyncio.Task(steps, loop=loop, **kwargs)
         if adopt is not None:
             adopt(task, parent)
         return task
-
-    factory.mcp_django_adopting = True  # type: ignore[attr-defined]
-    try:
-        _factories[previous] = factory
-    except TypeError:
-        pass
-    return factory
 
 
 class Scoped(Coroutine[Any, Any, T]):
@@ -151,37 +144,52 @@ class Scoped(Coroutine[Any, Any, T]):
     (``gather``'s, a ``TaskGroup``'s, ``create_task``'s) to end an attempt once all of them
     are parked. So the factory is on the loop only while the handler's own code runs, for
     the length of one step: between steps, whatever factory the host set is in place, and
-    the host's tasks never meet ours. Ours hands every task to the host's factory (or
-    asyncio's) to make.
+    the host's tasks never meet ours. Ours has the host's factory make every task.
+
+    A class rather than a wrapping coroutine: a task cancelled before its first step throws
+    straight into the handler's coroutine, which closes quietly (a wrapper would leave it
+    never awaited).
     """
 
-    __slots__ = ("_coro", "_loop")
+    __slots__ = ("_coro", "_loop", "_ours")
 
     def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
         self._coro = coro
         self._loop = loop
-
-    def _step(self, method: Any, *args: Any) -> Any:
-        loop = self._loop
-        current = loop.get_task_factory()
-        if getattr(current, "mcp_django_adopting", False):
-            return method(*args)  # inside a step already (an eager task started by its parent)
-        ours = _adopting(current)
-        loop.set_task_factory(ours)
-        try:
-            return method(*args)
-        finally:
-            if loop.get_task_factory() is ours:  # unless the handler set one of its own meanwhile
-                loop.set_task_factory(current)
+        self._ours: _Adopting | None = None
 
     def send(self, value: Any) -> Any:
-        return self._step(self._coro.send, value)
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:  # inside a step already (an eager task started by its parent)
+            return self._coro.send(value)
+        ours = self._ours
+        if ours is None or ours.host is not host:
+            ours = self._ours = _Adopting(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.send(value)
+        finally:
+            if loop.get_task_factory() is ours:  # unless the handler set one of its own meanwhile
+                loop.set_task_factory(host)
 
     def throw(self, *args: Any) -> Any:
-        return self._step(self._coro.throw, *args)
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:
+            return self._coro.throw(*args)
+        ours = self._ours
+        if ours is None or ours.host is not host:
+            ours = self._ours = _Adopting(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.throw(*args)
+        finally:
+            if loop.get_task_factory() is ours:
+                loop.set_task_factory(host)
 
     def close(self) -> None:
-        self._step(self._coro.close)
+        self._coro.close()  # unwinding: no task started here need be found
 
     # Awaited directly (the legacy engine awaits the handler in the call's own task).
     def __await__(self) -> Generator[Any, None, T]:
@@ -198,6 +206,6 @@ class Scoped(Coroutine[Any, Any, T]):
         return getattr(self._coro, name)
 
 
-def scoped(coro: Coroutine[Any, Any, T]) -> Scoped[T]:
-    """``coro``, to run (as a task or awaited) with the handler's tasks adopted (see :class:`Scoped`)."""
-    return Scoped(coro, asyncio.get_running_loop())
+def scoped(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> Scoped[T]:
+    """``coro``, to run as a task or be awaited, with the tasks it starts found (see :class:`Scoped`)."""
+    return Scoped(coro, asyncio.get_running_loop() if loop is None else loop)
