@@ -135,6 +135,18 @@ class _Adopting:
         return task
 
 
+# The factory made last, over the host factory it was made for: one per loop in practice.
+_last = _Adopting(None)
+
+
+def _over(host: Any) -> _Adopting:
+    global _last
+    ours = _last
+    if ours.host is not host:
+        ours = _last = _Adopting(host)
+    return ours
+
+
 class Scoped(Coroutine[Any, Any, T]):
     """A handler's coroutine (or one of its tasks'), each step run with our task factory on the loop.
 
@@ -151,21 +163,18 @@ class Scoped(Coroutine[Any, Any, T]):
     never awaited).
     """
 
-    __slots__ = ("_coro", "_loop", "_ours")
+    __slots__ = ("_coro", "_loop")
 
     def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
         self._coro = coro
         self._loop = loop
-        self._ours: _Adopting | None = None
 
     def send(self, value: Any) -> Any:
         loop = self._loop
         host = loop.get_task_factory()
         if type(host) is _Adopting:  # inside a step already (an eager task started by its parent)
             return self._coro.send(value)
-        ours = self._ours
-        if ours is None or ours.host is not host:
-            ours = self._ours = _Adopting(host)
+        ours = _over(host)
         loop.set_task_factory(ours)
         try:
             return self._coro.send(value)
@@ -178,9 +187,7 @@ class Scoped(Coroutine[Any, Any, T]):
         host = loop.get_task_factory()
         if type(host) is _Adopting:
             return self._coro.throw(*args)
-        ours = self._ours
-        if ours is None or ours.host is not host:
-            ours = self._ours = _Adopting(host)
+        ours = _over(host)
         loop.set_task_factory(ours)
         try:
             return self._coro.throw(*args)
