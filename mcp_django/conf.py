@@ -285,9 +285,11 @@ SETTINGS: dict[str, Setting] = {
     "MAX_REQUEST_STATE_BYTES": Setting(64 * 1024, positive_int),
     # The most input_required rounds one request may take.
     "MAX_INPUT_ROUNDS": Setting(10, non_negative_int),
-    # Seconds an attempt (2026-07-28) waits, once one branch of the handler is parked on
-    # an unanswered ask, for its other branches to ask too or finish, so that they share
-    # the round. A handler with one branch never waits.
+    # The most seconds an attempt (2026-07-28) waits, once one branch of the handler is
+    # parked on an unanswered ask, for its other branches to ask too or finish, so that
+    # they share the round. Busy branches are waited for; the bound is for a branch that
+    # waits for what only the next round brings (another branch's answer), which nothing
+    # else ends. A handler with one branch never waits.
     "ROUND_GATHER_TIMEOUT": Setting(2.0, seconds),
     # Serve callers that present no credentials, as the anonymous principal.
     "ALLOW_ANONYMOUS": Setting(False, boolean),

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
 from mcp_django import Context, SyncContext, mcp
-from mcp_django.asks import MissingCapability, elicit, list_roots, sample
+from mcp_django.asks import MissingCapability, confirm, elicit, list_roots, sample
 
 runs: Counter[str] = Counter()
 # askstest_slow_branch's slow branch asks only once this is set (by the test, from another thread).
@@ -180,3 +180,103 @@ def askstest_sync_needs_all(ctx: SyncContext) -> str:
     """A sync handler's ask_all names every missing capability too."""
     ctx.ask_all(elicit("Name?", NAME, key="name"), sample("Hi?", key="hi"), list_roots(key="roots"))
     return "all answered"
+
+
+# -- every shape of parallel asks (tests/test_parallel_asks.py) -------------------------------
+
+
+async def _branch(ctx: Context, kind: str, key: str) -> bool:
+    """One branch: it asks at once, after a loop turn, or after a database query in a thread."""
+    if kind == "sleep":
+        await asyncio.sleep(0)
+    elif kind == "db":
+        await sync_to_async(get_user_model().objects.count)()
+    elif kind == "orm":
+        await get_user_model().objects.acount()
+    return await ctx.confirm(f"{key}?", key=key)
+
+
+@mcp.tool()
+async def askstest_shape(ctx: Context, how: str, kinds: list[str]) -> str:
+    """One branch per kind, started by `how`: gather, taskgroup, create_task or ask_all (kinds: ask only)."""
+    runs["shape"] += 1
+    keys = [f"{kind}-{i}" for i, kind in enumerate(kinds)]
+    if how == "gather":
+        answers = list(await asyncio.gather(*(_branch(ctx, kind, key) for kind, key in zip(kinds, keys, strict=True))))
+    elif how == "gather_asks":  # the asks themselves, no coroutine of the handler's around them
+        answers = list(await asyncio.gather(*(ctx.confirm(f"{key}?", key=key) for key in keys)))
+    elif how == "taskgroup":
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys, strict=True)]
+        answers = [task.result() for task in tasks]
+    elif how == "create_task":
+        tasks = [asyncio.create_task(_branch(ctx, kind, key)) for kind, key in zip(kinds, keys, strict=True)]
+        answers = [await task for task in tasks]
+    elif how == "nested":  # a TaskGroup inside one branch of a gather, next to busy branches
+        head, *rest = zip(kinds, keys, strict=True)
+
+        async def group() -> list[bool]:
+            async with asyncio.TaskGroup() as inner:
+                tasks = [inner.create_task(_branch(ctx, kind, key)) for kind, key in rest]
+            return [task.result() for task in tasks]
+
+        first, others = await asyncio.gather(_branch(ctx, *head), group())
+        answers = [first, *others]
+    elif how == "ask_all":
+        answers = await ctx.ask_all(*(confirm(f"{key}?", key=key) for key in keys))
+    else:
+        raise ValueError(how)
+    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers, strict=True))
+
+
+@mcp.tool()
+def askstest_sync_shape(ctx: SyncContext, count: int) -> str:
+    """A sync handler's parallel asks: ctx.ask_all."""
+    runs["sync_shape"] += 1
+    keys = [f"ask-{i}" for i in range(count)]
+    answers = ctx.ask_all(*(confirm(f"{key}?", key=key) for key in keys))
+    return " ".join(f"{key}={answer}" for key, answer in zip(keys, answers, strict=True))
+
+
+@mcp.tool()
+async def askstest_depends(ctx: Context) -> str:
+    """A branch that waits for another branch's answer before it asks: it can only ask in a later round."""
+    answered = asyncio.Event()
+
+    async def first() -> bool:
+        ok = await ctx.confirm("First?", key="first")
+        answered.set()
+        return ok
+
+    async def second() -> bool:
+        await answered.wait()
+        return await ctx.confirm("Second?", key="second")
+
+    a, b = await asyncio.gather(first(), second())
+    return f"{a}-{b}"
+
+
+class HostHooks:
+    """Set by tests/test_parallel_asks.py: what the host does on its loop while a handler runs."""
+
+    def __init__(self) -> None:
+        self.handler_running = asyncio.Event()
+        self.host_looked = asyncio.Event()
+
+
+host_hooks: HostHooks | None = None
+
+
+@mcp.tool()
+async def askstest_host_loop(ctx: Context) -> str:
+    """Two branches; the second asks only once the host (a task of its own) has looked at the loop."""
+    hooks = host_hooks
+    assert hooks is not None
+
+    async def second() -> bool:
+        await hooks.host_looked.wait()
+        return await ctx.confirm("Second?", key="second")
+
+    hooks.handler_running.set()
+    a, b = await asyncio.gather(ctx.confirm("First?", key="first"), second())
+    return f"{a}-{b}"

@@ -1,12 +1,13 @@
 """What an async handler's ask returns, and the tasks started while a handler runs.
 
 :class:`Asking` is the awaitable an ask returns: a coroutine that refuses to stand
-in for its answer. The task factory installed by :func:`install` does two things
-for tasks created on the loop: a task made of an ``Asking`` runs the coroutine
-inside it (asyncio tests a task's coroutine for truth in its repr), and a task
-created while a handler runs is handed to its backend when the backend adopts
-tasks (the replay engine does, so an attempt knows every branch the handler
-started: see :mod:`.replay`).
+in for its answer. :class:`Scoped` runs a handler's coroutine with a task factory
+on the loop for the length of each of its steps (and the same for every task the
+handler starts). That factory does two things for the handler's tasks: a task made
+of an ``Asking`` runs the coroutine inside it (asyncio tests a task's coroutine for
+truth in its repr), and the task is handed to the handler's backend when the backend
+adopts tasks (the replay engine does, so an attempt knows every branch the handler
+started: see :mod:`.replay`). Between steps the host's own factory is in place.
 """
 
 from __future__ import annotations
@@ -107,34 +108,111 @@ class Asking(Coroutine[Any, Any, T]):
             self._refuse(f"asked for .{name}")
 
 
-_factories: dict[Any, Any] = {}
+class _Adopting:
+    """The task factory a handler's steps run with, over the loop's own (``host``; None: asyncio's).
 
+    It unwraps asks, hands each task it makes to the handler's backend when the backend
+    adopts tasks, and has the host's factory (or asyncio) make the task.
+    """
 
-def _adopting(previous: Any) -> Any:
-    """A task factory over ``previous`` (None: asyncio's own) that unwraps asks and adopts branches."""
-    cached = _factories.get(previous)
-    if cached is not None:
-        return cached
+    __slots__ = ("host",)
 
-    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         if type(coro) is Asking:
             coro = coro._coro
         ctx = current_context.get()
         adopt = getattr(ctx.backend, "adopt", None) if ctx is not None else None
-        if adopt is None:
-            return previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
-        parent = asyncio.current_task(loop)
-        task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
-        adopt(task, parent)
+        parent = asyncio.current_task(loop) if adopt is not None else None
+        # The new task's steps are the handler's code too: the tasks it starts are found alike.
+        steps = Scoped(coro, loop)
+        host = self.host
+        task = host(loop, steps, **kwargs) if host is not None else asyncio.Task(steps, loop=loop, **kwargs)
+        if adopt is not None:
+            adopt(task, parent)
         return task
 
-    factory.mcp_django_adopting = True  # type: ignore[attr-defined]
-    _factories[previous] = factory
-    return factory
+
+# The factory made last, over the host factory it was made for: one per loop in practice.
+_last = _Adopting(None)
 
 
-def install(loop: asyncio.AbstractEventLoop) -> None:
-    """Put the factory on ``loop`` (over any factory already there), once."""
-    current = loop.get_task_factory()
-    if not getattr(current, "mcp_django_adopting", False):
-        loop.set_task_factory(_adopting(current))
+def _over(host: Any) -> _Adopting:
+    global _last
+    ours = _last
+    if ours.host is not host:
+        ours = _last = _Adopting(host)
+    return ours
+
+
+class Scoped(Coroutine[Any, Any, T]):
+    """A handler's coroutine (or one of its tasks'), each step run with our task factory on the loop.
+
+    Why a task factory at all: asyncio has no other way to learn which tasks a coroutine
+    starts (Python 3.11 and 3.12 record no parent, ``Task.get_context`` is 3.12+ and still
+    names no parent), and the replay engine must know every branch the handler started
+    (``gather``'s, a ``TaskGroup``'s, ``create_task``'s) to end an attempt once all of them
+    are parked. So the factory is on the loop only while the handler's own code runs, for
+    the length of one step: between steps, whatever factory the host set is in place, and
+    the host's tasks never meet ours. Ours has the host's factory make every task.
+
+    A class rather than a wrapping coroutine: a task cancelled before its first step throws
+    straight into the handler's coroutine, which closes quietly (a wrapper would leave it
+    never awaited).
+    """
+
+    __slots__ = ("_coro", "_loop")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
+        self._coro = coro
+        self._loop = loop
+
+    def send(self, value: Any) -> Any:
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:  # inside a step already (an eager task started by its parent)
+            return self._coro.send(value)
+        ours = _over(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.send(value)
+        finally:
+            if loop.get_task_factory() is ours:  # unless the handler set one of its own meanwhile
+                loop.set_task_factory(host)
+
+    def throw(self, *args: Any) -> Any:
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:
+            return self._coro.throw(*args)
+        ours = _over(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.throw(*args)
+        finally:
+            if loop.get_task_factory() is ours:
+                loop.set_task_factory(host)
+
+    def close(self) -> None:
+        self._coro.close()  # unwinding: no task started here need be found
+
+    # Awaited directly (the legacy engine awaits the handler in the call's own task).
+    def __await__(self) -> Generator[Any, None, T]:
+        return self
+
+    def __iter__(self) -> Scoped[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def __getattr__(self, name: str) -> Any:
+        # A coroutine's introspection (cr_code, __qualname__: task reprs, debuggers, task factories).
+        return getattr(self._coro, name)
+
+
+def scoped(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> Scoped[T]:
+    """``coro``, to run as a task or be awaited, with the tasks it starts found (see :class:`Scoped`)."""
+    return Scoped(coro, asyncio.get_running_loop() if loop is None else loop)

@@ -50,7 +50,7 @@ from ..handlers import Handler
 from ..inprocess import observer
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
-from .asking import install
+from .asking import scoped
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import adopted, invoke, make_context, parked, wait_in_thread
@@ -259,13 +259,13 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     """Serve one tools/call, prompts/get or resources/read on a legacy session: the handler runs once."""
     if call.session is None:
         raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
-    if handler.is_async:
-        install(asyncio.get_running_loop())  # a task made of an ask runs the ask's own coroutine
     backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
     ctx = make_context(handler, call, backend, {})
     try:
-        value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+        running = invoke(handler, handler.kwargs(arguments, ctx), ctx)
+        # An async handler's tasks made of an ask run the ask's own coroutine (see asking.Scoped).
+        value = await (scoped(running) if handler.is_async else running)
     except Exception as exc:
         if backend.missing and escaped(exc) is not None:
             # Every capability the call's asks lacked, not only the one that escaped.

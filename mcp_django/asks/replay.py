@@ -4,8 +4,9 @@ An attempt runs the handler from the start. An ask whose answer is known (from
 this request's ``inputResponses``, matched against the questions sealed in its
 ``requestState``, or from earlier rounds carried in that state) returns it; an
 ask without one parks its branch. The attempt ends once every branch the handler
-started (the tasks of ``asyncio.gather``, a TaskGroup, ``create_task``) is parked
-or finished, or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked, so
+started (the tasks of ``asyncio.gather``, a TaskGroup, ``create_task``, known from
+:class:`.asking.Scoped`) is parked or finished, or ``ROUND_GATHER_TIMEOUT`` seconds
+after the first ask parked (for a branch that waits for another's answer), so
 parallel asks share one round even when a branch first queries the database.
 The engine then answers ``input_required`` with the pending asks and a new
 sealed state holding every answer so far and the handler's ``ctx.state``.
@@ -24,7 +25,7 @@ from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
 from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
 from . import guard
-from .asking import install
+from .asking import scoped
 from .call import Call
 from .errors import MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
@@ -97,7 +98,9 @@ class Attempt:
         self._arm()
 
     def _arm(self) -> None:
-        # Other branches still run: wait for them, but not for ever.
+        # Other branches still run: wait for them, but not for ever. The bound stays because a
+        # branch may wait for what only the next round brings (another branch's answer: an
+        # asyncio.Event set after an ask), and nothing here tells that wait from a slow query.
         if self.woken is not None and not self.woken.done() and self.timer is None:
             self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
 
@@ -264,8 +267,7 @@ async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: Rep
             return True, await invoke(handler, kwargs_for(ctx), ctx)
         except InputRequired:
             return False, None
-    install(asyncio.get_running_loop())
-    task = start_task(invoke(handler, kwargs_for(ctx), ctx))
+    task = start_task(scoped(invoke(handler, kwargs_for(ctx), ctx)))
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         backend.close(cancel=bool(backend.pending))
