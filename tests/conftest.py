@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
 ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+T = TypeVar("T")
 
 
 # Tests that start servers of their own (uvicorn processes, stdio servers, the node clients,
@@ -225,6 +227,35 @@ def live_url(live_server_instance: LiveServer, transactional_db: None) -> Iterat
     from mcp_django import audit
 
     audit.flush()
+
+
+def served_before_expiry(issue: Callable[[float], tuple[T, datetime.datetime]], use: Callable[[T], int]) -> T:
+    """A credential that expires soon, whose first use was answered 200 before its expiry.
+
+    ``issue(seconds)`` makes one living that long and returns it with its expiry; ``use``
+    returns the status of a request made with it. On a loaded machine the first use may be
+    answered only after the expiry, which then says nothing: a credential living twice as
+    long is tried. So no clock decides the test's outcome, only how long it takes.
+    """
+    from django.utils import timezone
+
+    seconds = 0.3
+    while True:
+        credential, expires = issue(seconds)
+        status = use(credential)
+        if timezone.now() < expires:
+            assert status == 200, status
+            return credential
+        assert seconds < 60, "no first use was answered before its credential expired"
+        seconds *= 2
+
+
+def wait_past(moment: datetime.datetime) -> None:
+    """Sleep until ``moment`` (an aware datetime) is past by Django's clock."""
+    from django.utils import timezone
+
+    while (left := (moment - timezone.now()).total_seconds()) >= 0:
+        time.sleep(left + 0.01)
 
 
 def mcp_settings(**changes: Any) -> Any:
