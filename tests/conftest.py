@@ -51,19 +51,36 @@ SERVER_TESTS = {
     "test_first_hour.py::test_readme_server_with_two_workers_speaks_lifespan_and_every_confirm_succeeds",
 }
 
+# Tests that run Python processes of their own (seconds each) whose outcome does not depend on
+# the leg's database (most use an in-memory SQLite of their own): `make test` runs them once,
+# in its last leg (`-m once`), and the Python 3.11 leg runs them too, unlike the server tests.
+ONCE_TESTS = {
+    "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
+    "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
+    "test_first_hour.py::test_another_process_derives_the_same_keys_from_secret_key",
+    "test_first_hour.py::test_landing_page_sdk_snippet_runs",
+    "test_soak.py::test_the_soak_refuses_an_unknown_fault",
+    "test_tracing.py::test_without_opentelemetry_nothing_is_imported",
+    "test_tracing.py::test_with_the_api_but_no_provider_a_call_makes_no_span",
+    "test_tracing.py::test_the_docs_example_runs_as_written",
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from pathlib import Path
 
     here = Path(__file__).parent
-    for name in SERVER_TESTS:  # a renamed file or test must not silently leave the set
+    for name in SERVER_TESTS | ONCE_TESTS:  # a renamed file or test must not silently leave the sets
         module, _, test = name.partition("::")
         source = here / module
-        assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"SERVER_TESTS: {name}?"
+        assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"{name}?"
     for item in items:
         module = item.path.name
-        if module in SERVER_TESTS or f"{module}::{getattr(item, 'originalname', item.name)}" in SERVER_TESTS:
+        test = f"{module}::{getattr(item, 'originalname', item.name)}"
+        if module in SERVER_TESTS or test in SERVER_TESTS:
             item.add_marker(pytest.mark.servers)
+        if test in ONCE_TESTS:
+            item.add_marker(pytest.mark.once)
         if module == "test_fuzz.py":
             item.add_marker(pytest.mark.fuzz)
 
