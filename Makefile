@@ -63,8 +63,9 @@ run: venv
 # themselves never start them). What needs running once runs once: the fuzz test
 # sends its FUZZ_MESSAGES in the SQLite leg only (`-m fuzz`), and the tests that
 # start servers of their own (uvicorn, stdio, node clients, Chromium, PostgreSQL
-# clusters: `-m servers`) run in the PostgreSQL leg, or in the SQLite leg when that is
-# the only one. TEST_ONCE=0 (the Python 3.11 leg) runs neither. TEST_LEGS picks the legs
+# clusters: `-m servers`) or run processes whatever the database (`-m once`) run in the
+# PostgreSQL leg, or in the SQLite leg when that is the only one. TEST_ONCE=0 (the
+# Python 3.11 leg) runs neither the fuzz test nor the server tests. TEST_LEGS picks the legs
 # (without PostgreSQL and Redis installed, outside CI, the SQLite leg runs in their place).
 # Runs at once on one host may share both servers and even TEST_REDIS_URL: each run's
 # test database, other databases and Redis key prefixes carry a name of its own
@@ -83,7 +84,7 @@ test: test-venv
 	  elif [ $$rc -ne 0 ]; then exit $$rc; else pg=1; fi; \
 	fi; \
 	if [[ " $(TEST_LEGS) " == *" sqlite "* ]] || [ -z "$$pg" ]; then \
-	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers"; else marks=""; fi; \
+	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers and not once"; else marks=""; fi; \
 	  echo "== tests on SQLite, in-memory channel layer ($${marks:-every test})"; \
 	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
 	fi; \
@@ -95,7 +96,7 @@ test: test-venv
 
 # Django 5.2 LTS under Python 3.11, once, on PostgreSQL and Redis (where the database
 # backends, the channel layer and the cache differ most between Django versions), without
-# the tests that run once in `make test`, and without mypy or Playwright installed.
+# the fuzz test and the server tests, and without mypy or Playwright installed.
 test-py311:
 	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_REQUIREMENTS=requirements-test \
 	  TEST_LEGS=postgres TEST_ONCE=0

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
 ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
+T = TypeVar("T")
 
 
 # Tests that start servers of their own (uvicorn processes, stdio servers, the node clients,
@@ -49,19 +51,36 @@ SERVER_TESTS = {
     "test_first_hour.py::test_readme_server_with_two_workers_speaks_lifespan_and_every_confirm_succeeds",
 }
 
+# Tests that run Python processes of their own (seconds each) whose outcome does not depend on
+# the leg's database (most use an in-memory SQLite of their own): `make test` runs them once,
+# in its last leg (`-m once`), and the Python 3.11 leg runs them too, unlike the server tests.
+ONCE_TESTS = {
+    "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
+    "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
+    "test_first_hour.py::test_another_process_derives_the_same_keys_from_secret_key",
+    "test_first_hour.py::test_landing_page_sdk_snippet_runs",
+    "test_soak.py::test_the_soak_refuses_an_unknown_fault",
+    "test_tracing.py::test_without_opentelemetry_nothing_is_imported",
+    "test_tracing.py::test_with_the_api_but_no_provider_a_call_makes_no_span",
+    "test_tracing.py::test_the_docs_example_runs_as_written",
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from pathlib import Path
 
     here = Path(__file__).parent
-    for name in SERVER_TESTS:  # a renamed file or test must not silently leave the set
+    for name in SERVER_TESTS | ONCE_TESTS:  # a renamed file or test must not silently leave the sets
         module, _, test = name.partition("::")
         source = here / module
-        assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"SERVER_TESTS: {name}?"
+        assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"{name}?"
     for item in items:
         module = item.path.name
-        if module in SERVER_TESTS or f"{module}::{getattr(item, 'originalname', item.name)}" in SERVER_TESTS:
+        test = f"{module}::{getattr(item, 'originalname', item.name)}"
+        if module in SERVER_TESTS or test in SERVER_TESTS:
             item.add_marker(pytest.mark.servers)
+        if test in ONCE_TESTS:
+            item.add_marker(pytest.mark.once)
         if module == "test_fuzz.py":
             item.add_marker(pytest.mark.fuzz)
 
@@ -225,6 +244,35 @@ def live_url(live_server_instance: LiveServer, transactional_db: None) -> Iterat
     from mcp_django import audit
 
     audit.flush()
+
+
+def served_before_expiry(issue: Callable[[float], tuple[T, datetime.datetime]], use: Callable[[T], int]) -> T:
+    """A credential that expires soon, whose first use was answered 200 before its expiry.
+
+    ``issue(seconds)`` makes one living that long and returns it with its expiry; ``use``
+    returns the status of a request made with it. On a loaded machine the first use may be
+    answered only after the expiry, which then says nothing: a credential living twice as
+    long is tried. So no clock decides the test's outcome, only how long it takes.
+    """
+    from django.utils import timezone
+
+    seconds = 0.3
+    while True:
+        credential, expires = issue(seconds)
+        status = use(credential)
+        if timezone.now() < expires:
+            assert status == 200, status
+            return credential
+        assert seconds < 60, "no first use was answered before its credential expired"
+        seconds *= 2
+
+
+def wait_past(moment: datetime.datetime) -> None:
+    """Sleep until ``moment`` (an aware datetime) is past by Django's clock."""
+    from django.utils import timezone
+
+    while (left := (moment - timezone.now()).total_seconds()) >= 0:
+        time.sleep(left + 0.01)
 
 
 def mcp_settings(**changes: Any) -> Any:

@@ -51,13 +51,14 @@ def test_a_breaker_refuses_at_once_says_it_once_and_closes_when_the_probe_answer
             breaker.failed(redis.exceptions.TimeoutError("Timeout reading from socket"))
             with pytest.raises(Unavailable):
                 breaker.check()
-        await asyncio.sleep(0.1)
-        assert breaker.open and len(probes) > 2  # one probe, retrying: not one per request
+        async with asyncio.timeout(30):
+            while len(probes) <= 2:
+                await asyncio.sleep(0.01)
+        assert breaker.open  # one probe, retrying: not one per request
         answering.set()
-        for _ in range(100):
-            if not breaker.open:
-                break
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(30):
+            while breaker.open:
+                await asyncio.sleep(0.01)
         breaker.check()
 
     with caplog.at_level(logging.WARNING, logger="mcp_django"):

@@ -146,10 +146,9 @@ def test_deep_websocket_frame(live_url: str) -> None:
             await client.socket.send(json.dumps({"jsonrpc": "2.0", "id": [1], "method": "ping"}))
             params = {"protocolVersion": LEGACY, "capabilities": deep(300, {})}
             await client.socket.send(json.dumps({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": params}))
-            for _ in range(50):
-                if len(client.stray) >= 3:
-                    break
-                await asyncio.sleep(0.05)
+            async with asyncio.timeout(30):
+                while len(client.stray) < 3:
+                    await asyncio.sleep(0.02)
             assert [m["id"] for m in client.stray] == [None, None, None]
             assert all(m["error"]["code"] == -32600 for m in client.stray)
             assert (await client.initialize({}))["result"]["protocolVersion"] == LEGACY

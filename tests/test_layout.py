@@ -5,6 +5,7 @@ among the transports, and no transport imported by what the transports build on.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,8 +60,14 @@ def _source_module(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*parts, *([node.module] if node.module else [])])
 
 
-def _imports(module: str) -> Iterator[tuple[str, str | None, int]]:
-    """(imported module, name taken from it or None, line) for each runtime import of ``module``."""
+@functools.cache
+def _imports(module: str) -> tuple[tuple[str, str | None, int], ...]:
+    """(imported module, name taken from it or None, line) for each runtime import of ``module``;
+    read once per run (the checks below read every module's, each parse costs)."""
+    return tuple(_read_imports(module))
+
+
+def _read_imports(module: str) -> Iterator[tuple[str, str | None, int]]:
     path, is_package = MODULES[module]
     for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):

@@ -126,17 +126,18 @@ async def test_sdk_legacy_client_and_websocket_hear_list_changes(live_url: str) 
 
     async with sdk_client(live_url, mode="legacy", message_handler=on_message) as client:
         # The SDK opens its GET stream by itself after the handshake: trigger until it hears.
-        for _ in range(20):
-            await client.call_tool("test_trigger_tool_change", {})
-            await asyncio.sleep(0.2)
-            if heard:
-                break
-    assert heard and set(heard) == {"tools"}
+        async with asyncio.timeout(30):
+            while not heard:
+                await client.call_tool("test_trigger_tool_change", {})
+                await asyncio.sleep(0.2)
+    assert set(heard) == {"tools"}
 
     async with ws_client(live_url) as ws:
         await ws.initialize({}, "2025-03-26")
         assert "result" in await ws.request("tools/call", {"name": "test_trigger_prompt_change", "arguments": {}})
-        await asyncio.sleep(0.1)
+        async with asyncio.timeout(30):
+            while len(ws.notifications) < 2:
+                await asyncio.sleep(0.01)
         methods = [n["method"] for n in ws.notifications]
         assert methods == ["notifications/prompts/list_changed"] * 2
 
@@ -191,10 +192,9 @@ async def test_cancelled_websocket_call_withdraws_its_pending_ask(live_url: str)
         request_id, _reply = await client.send("tools/call", {"name": "legacytest_elicit", "arguments": {}})
         await asyncio.wait_for(asked.wait(), 10)
         await client.notify("notifications/cancelled", {"requestId": request_id})
-        for _ in range(100):
-            if client.notifications:
-                break
-            await asyncio.sleep(0.02)
+        async with asyncio.timeout(30):
+            while not client.notifications:
+                await asyncio.sleep(0.02)
         ask_id = client.server_requests[0]["id"]
         assert [(n["method"], n["params"]["requestId"]) for n in client.notifications] == [
             ("notifications/cancelled", ask_id)

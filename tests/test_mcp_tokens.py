@@ -6,7 +6,6 @@ import contextlib
 import datetime
 import hashlib
 import json
-import time
 from collections.abc import AsyncIterator
 from io import StringIO
 from typing import Any
@@ -22,7 +21,7 @@ from django.utils import timezone
 from mcp_django.auth_cache import principal_cache
 from mcp_django.models import AuditEvent
 from mcp_django.tokens.models import MCPToken
-from tests.conftest import MODERN, Raw, mcp_settings
+from tests.conftest import MODERN, Raw, mcp_settings, served_before_expiry, wait_past
 
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 
@@ -133,11 +132,18 @@ def test_expired_and_revoked_tokens_are_refused_at_once(raw: Raw) -> None:
 @pytest.mark.django_db
 def test_a_cached_token_is_not_served_past_its_expiry(raw: Raw) -> None:
     # The cache keeps an entry no longer than the token lives, with no signal sent.
-    with mcp_settings(AUTH_CACHE_SECONDS=1):
-        _token, text = _issue("eve", expires=timezone.now() + datetime.timedelta(milliseconds=300))
-        assert whoami(raw, text).status_code == 200
+    def issue(seconds: float) -> tuple[tuple[MCPToken, str], datetime.datetime]:
+        token, text = _issue("eve", expires=timezone.now() + datetime.timedelta(seconds=seconds))
+        assert token.expires is not None
+        return (token, text), token.expires
 
-        time.sleep(0.4)
+    # The cache would keep the entry far longer than the token lives: only its expiry ends it.
+    with mcp_settings(AUTH_CACHE_SECONDS=300):
+        principal_cache.clear()
+        token, text = served_before_expiry(issue, lambda issued: whoami(raw, issued[1]).status_code)
+        assert principal_cache._entries  # remembered
+        assert token.expires is not None
+        wait_past(token.expires)
         assert whoami(raw, text).status_code == 401
 
 

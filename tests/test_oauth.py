@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,7 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from oauth2_provider.models import AccessToken, Application, set_token_value
 
-from tests.conftest import MODERN, mcp_settings, meta
+from mcp_django.auth_cache import principal_cache
+from tests.conftest import MODERN, mcp_settings, meta, served_before_expiry, wait_past
 from tests.oauth_consent import approve
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -200,12 +201,18 @@ def test_a_token_must_be_issued_for_this_resource(live_url: str) -> None:
 
 def test_expired_and_revoked_tokens_are_refused_at_once(live_url: str) -> None:
     user = get_user_model().objects.create_user("cat")
-    short = _token(user, resource=[live_url], seconds=1.5)
-    assert _call(live_url, short.token).status_code == 200  # and now remembered
-    import time
 
-    time.sleep(2)
-    assert _call(live_url, short.token).status_code == 401  # never served past its expiry
+    def issue(seconds: float) -> tuple[AccessToken, datetime]:
+        token = _token(user, resource=[live_url], seconds=seconds)
+        return token, token.expires
+
+    # The principal cache would keep the token far longer than it lives: only its expiry ends it.
+    with mcp_settings(AUTH_CACHE_SECONDS=300):
+        principal_cache.clear()
+        short = served_before_expiry(issue, lambda token: _call(live_url, token.token).status_code)
+        assert principal_cache._entries  # remembered
+        wait_past(short.expires)
+        assert _call(live_url, short.token).status_code == 401  # never served past its expiry
     revoked = _token(user, resource=[live_url])
     assert _call(live_url, revoked.token).status_code == 200
     origin = live_url.rsplit("/mcp", 1)[0]

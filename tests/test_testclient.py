@@ -248,14 +248,16 @@ class KeysInBothEras(TestCase):
         import time
 
         for revision in ("2026-07-28", "2025-11-25"):
-            with self.subTest(revision=revision), mcp_settings(ASK_TIMEOUT=30):
+            # A bound far beyond what a loaded machine takes to fail the call, far below the ask's timeout.
+            with self.subTest(revision=revision), mcp_settings(ASK_TIMEOUT=120):
                 client = MCPClient(revision=revision)
-                started = time.monotonic()
                 with self.assertNoLogs("asyncio", "ERROR"):
+                    started = time.monotonic()
                     with pytest.raises(NoAnswer, match=r"'show'.*Show the stock of Mug\?"):
                         client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"other": True})
+                    took = time.monotonic() - started
                     gc.collect()  # a task whose exception nobody retrieved is reported when collected
-                assert time.monotonic() - started < 10, "the call waited for the ask to time out"
+                assert took < 60, "the call waited for the ask to time out"
                 # The session is still usable afterwards.
                 assert client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer={"show": True}).text == "Mug: 7"
                 client.close()

@@ -66,6 +66,10 @@ def clear_cache(ctx: SyncContext, region: str) -> str:
     return f"Cleared the {region} cache."
 
 
+# How long each of the sales report's five steps takes (a test makes them instant).
+REPORT_STEP_SECONDS = 1.0
+
+
 @mcp.tool(task="optional")
 async def sales_report(ctx: Context, quarter: Literal["Q1", "Q2", "Q3", "Q4"] = "Q1") -> str:
     """Build a sales report (takes a few seconds): an MCP task for clients that opt in.
@@ -75,9 +79,9 @@ async def sales_report(ctx: Context, quarter: Literal["Q1", "Q2", "Q3", "Q4"] = 
     """
     for _step in range(3):
         await ctx.check_cancelled()
-        await asyncio.sleep(1)
+        await asyncio.sleep(REPORT_STEP_SECONDS)
     with_refunds = await ctx.confirm(f"Include refunds in the {quarter} report?", key="refunds")
     for _step in range(2):
         await ctx.check_cancelled()
-        await asyncio.sleep(1)
+        await asyncio.sleep(REPORT_STEP_SECONDS)
     return f"Sales report for {quarter}: 1,204 orders, {'with' if with_refunds else 'without'} refunds."
