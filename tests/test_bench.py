@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +30,9 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
+def run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *argv], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, *argv], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -61,3 +63,53 @@ def test_the_profiler_profiles_a_few_calls() -> None:
     assert done.returncode == 0, done.stderr
     assert re.search(r"^\d+ µs per call \(wall, in-process\)$", done.stdout, re.M), done.stdout
     assert "Ordered by: cumulative time" in done.stdout
+
+
+def _needs(tool: str) -> None:
+    if shutil.which(tool) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is not installed (make bench-deps)")
+        pytest.skip(f"{tool} is not installed (make bench-deps)")
+
+
+def test_the_benchmark_runs_for_a_second(tmp_path: Path) -> None:
+    """`make bench`'s script, one second a scenario: the token call and the flow (its three requests
+    captured from both servers) against the SDK's server; both tables' rows and the results' file."""
+    _needs("wrk")
+    # 16 s of load; the rest (migrations, two servers' start-up) is slow only on a loaded machine.
+    done = run("bench/run.py", "--seconds", "1", "--out", str(tmp_path), "token", "flow", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = re.findall(
+        r"^(echo, anonymous|echo, token auth|3-request flow) +(sdk|mcp-django) +([18]) +(\d+) +([\d.]+)x",
+        done.stdout,
+        re.M,
+    )
+    assert {(label, server, conns) for label, server, conns, _, _ in rows} == {
+        (label, server, conns)
+        for label, server in [
+            ("echo, anonymous", "sdk"),
+            ("echo, token auth", "mcp-django"),
+            ("3-request flow", "sdk"),
+            ("3-request flow", "mcp-django"),
+        ]
+        for conns in ("1", "8")
+    }, done.stdout
+    assert all(int(rps) > 0 for *_, rps, _ in rows)
+    assert not re.search(r"^async tool", done.stdout, re.M)  # not asked for
+    (saved,) = tmp_path.glob("bench-*.json")
+    assert "3-request flow|mcp-django|8" in json.loads(saved.read_text())
+
+
+def test_the_benchmark_refuses_an_unknown_scenario() -> None:
+    done = run("bench/run.py", "echo", "flood")
+    assert done.returncode == 2 and "unknown scenario(s): flood" in done.stderr
+
+
+def test_the_instruction_count_runs_a_few_calls() -> None:
+    """`make bench-instructions`' script under valgrind, with two calls after two of warm-up."""
+    _needs("valgrind")
+    # Two runs of the demo under valgrind (without the calls, with them): about 20 s of CPU each.
+    done = run("bench/instructions.py", "--calls", "2", "--warm-up", "2", "echo", timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    count = re.search(r"^echo +([\d,]+)$", done.stdout, re.M)
+    assert count and int(count.group(1).replace(",", "")) > 10_000, done.stdout
