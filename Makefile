@@ -29,7 +29,7 @@ help:
 	@echo "make fuzz              send 12,000 fuzzed HTTP messages and 4,000 websocket frames"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
-	@echo "make bench-deps        apt-install wrk and valgrind for make bench, make bench-instructions and tests/test_bench.py"
+	@echo "make bench-deps        apt-install wrk and valgrind for make bench and make bench-instructions"
 
 # Three requirement files, each on top of the one before: requirements.txt (the runtime:
 # all `make run` installs), requirements-test.txt (pytest and the clients the tests drive:
@@ -118,7 +118,8 @@ browser-deps:
 proxy-deps:
 	@test -x /usr/sbin/nginx || { apt-get update && apt-get install -y nginx; }
 
-# wrk drives make bench, valgrind counts make bench-instructions (Debian's packages); tests/test_bench.py runs both.
+# wrk drives make bench (and tests/test_bench.py's one-second run of it), valgrind counts make
+# bench-instructions (Debian's packages).
 bench-deps:
 	@test -x /usr/bin/wrk && test -x /usr/bin/valgrind || { apt-get update && apt-get install -y wrk valgrind; }
 
