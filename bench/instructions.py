@@ -7,7 +7,7 @@ code gives the same count, so two commits can be compared on a busy machine. Eac
 runs twice under callgrind, with a few calls and with ``--calls`` more; the difference
 divided by ``--calls`` is the cost of one call, start-up and warm-up excluded.
 
-    python bench/instructions.py [--calls 300] [echo token async flow taskget]
+    python bench/instructions.py [--calls 300] [--warm-up 150] [echo token async flow taskget]
 
 It needs valgrind (Debian: ``apt-get install valgrind``); under it Python runs about 50 times
 slower, so a scenario takes a few minutes.
@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,19 +101,19 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
     return requests
 
 
-async def _child(scenario: str, calls: int) -> None:
+async def _child(scenario: str, calls: int, warm_up: int) -> None:
     from bench.profile_call import one
     from project.asgi import application
 
     requests = await _requests(application, scenario)
-    for i in range(WARM_UP + calls):
+    for i in range(warm_up + calls):
         answer = await one(application, *requests[i % len(requests)])
         assert b'"error"' not in answer, answer
 
 
-def _count(scenario: str, calls: int, env: dict[str, str]) -> int:
+def _count(scenario: str, calls: int, warm_up: int, env: dict[str, str]) -> int:
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    command += [sys.executable, __file__, "--child", scenario, str(calls)]
+    command += [sys.executable, __file__, "--child", scenario, str(calls), str(warm_up)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or not found:
@@ -125,8 +126,11 @@ def main() -> int:
     parser.add_argument(
         "scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)"
     )
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, default=300, help="calls counted per scenario (300)")
+    parser.add_argument(
+        "--warm-up", type=int, default=WARM_UP, help=f"calls made first in both runs, not counted ({WARM_UP})"
+    )
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -140,15 +144,17 @@ def main() -> int:
         import django
 
         django.setup()
-        asyncio.run(_child(args.child[0], int(args.child[1])))
+        asyncio.run(_child(args.child[0], int(args.child[1]), int(args.child[2])))
         return 0
+    if not shutil.which("valgrind"):
+        raise SystemExit("bench/instructions.py needs valgrind (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="mcp-instructions-") as work:
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{Path(work) / 'db.sqlite3'}"}
         env.pop("REDIS_URL", None)
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"], cwd=ROOT, env=env, check=True)
         print(f"{'scenario':<10} {'instructions per call':>22}")
         for scenario in args.scenarios or SCENARIOS:
-            few, many = _count(scenario, 0, env), _count(scenario, args.calls, env)
+            few, many = _count(scenario, 0, args.warm_up, env), _count(scenario, args.calls, args.warm_up, env)
             print(f"{scenario:<10} {(many - few) // args.calls:>22,}", flush=True)
     return 0
 

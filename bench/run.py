@@ -5,7 +5,9 @@ CPU 1 over loopback, with one connection and with eight. It prints requests per 
 to the SDK baseline of the same scenario and connection count, the server's CPU time per request
 (from /proc), and the server's memory after the load. Numbers are only comparable within one run.
 
-    python bench/run.py [--seconds 5]
+    python bench/run.py [--seconds 5] [--repeat 1] [echo token async flow taskget]
+
+Without scenarios it runs them all; the SDK's echo runs whenever a scenario is set against it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+# The names bench/instructions.py gives the same scenarios.
+SCENARIOS = ("echo", "token", "async", "flow", "taskget")
 MODERN = "2026-07-28"
 HEADERS = {
     "content-type": "application/json",
@@ -76,13 +80,14 @@ class Server:
             "warning",
         ]
         self.process = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **self.env}, stdout=subprocess.DEVNULL)
-        deadline = time.time() + 30
-        while time.time() < deadline:
+        # Until it listens or exits: on a loaded machine the demo's start-up can take a minute.
+        deadline = time.time() + 300
+        while time.time() < deadline and self.process.poll() is None:
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return
             time.sleep(0.1)
-        raise SystemExit(f"{self.name} did not start")
+        raise SystemExit(f"{self.name} did not start (exit status {self.process.poll()})")
 
     @property
     def url(self) -> str:
@@ -175,12 +180,22 @@ def run_wrk(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=5, help="wrk's duration of each run (after a 1 s warm-up)")
     parser.add_argument(
         "--repeat", type=int, default=1, help="run every scenario N times (interleaved) and report medians"
     )
+    parser.add_argument(
+        "scenarios", nargs="*", metavar="SCENARIO", help=f"any of {', '.join(SCENARIOS)} (default: all)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "bench" / "results", help="where the results' JSON goes (bench/results)"
+    )
     args = parser.parse_args()
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    chosen = set(args.scenarios or SCENARIOS)
     if not shutil.which("wrk") or not shutil.which("taskset"):
         raise SystemExit("bench needs wrk and taskset (Debian: apt-get install wrk util-linux)")
     work = Path(tempfile.mkdtemp(prefix="mcp-bench-"))
@@ -220,16 +235,24 @@ def main() -> int:
     try:
         for server in servers.values():
             server.start()
-        scenarios = [
-            ("echo, anonymous", "sdk", echo, echo_headers),
-            ("echo, anonymous", "mcp-django", echo, echo_headers),
-            ("echo, token auth", "mcp-django", echo, {**echo_headers, "authorization": f"Token {token}"}),
-            ("async tool", "sdk", reverse, reverse_headers),
-            ("async tool", "mcp-django", reverse, reverse_headers),
-            ("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers),
-            ("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers),
-            ("tasks/get poll", "mcp-django", *task_poll(servers["mcp-django"].url)),
-        ]
+        # (which, label, server, bodies, headers); the SDK's echo is the baseline of token and taskget.
+        baseline = chosen & {"echo", "token", "taskget"}
+        scenarios: list[tuple[str, str, list[dict[str, Any]], dict[str, str]]] = []
+        if baseline:
+            scenarios.append(("echo, anonymous", "sdk", echo, echo_headers))
+        if "echo" in chosen:
+            scenarios.append(("echo, anonymous", "mcp-django", echo, echo_headers))
+        if "token" in chosen:
+            token_headers = {**echo_headers, "authorization": f"Token {token}"}
+            scenarios.append(("echo, token auth", "mcp-django", echo, token_headers))
+        if "async" in chosen:
+            scenarios.append(("async tool", "sdk", reverse, reverse_headers))
+            scenarios.append(("async tool", "mcp-django", reverse, reverse_headers))
+        if "flow" in chosen:
+            scenarios.append(("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers))
+            scenarios.append(("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers))
+        if "taskget" in chosen:
+            scenarios.append(("tasks/get poll", "mcp-django", *task_poll(servers["mcp-django"].url)))
         runs: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.repeat):
             for label, name, bodies, headers in scenarios:
@@ -243,6 +266,7 @@ def main() -> int:
     finally:
         for server in servers.values():
             server.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
     print(
         "echo is a sync tool (both servers run it in a worker thread); the async tool runs on the event loop in both."
@@ -260,8 +284,8 @@ def main() -> int:
         "(token auth and the tasks/get poll are compared with the SDK's anonymous echo: the SDK server has no token"
         " authentication and no tasks of its own)"
     )
-    out = ROOT / "bench" / "results"
-    out.mkdir(exist_ok=True)
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
     (out / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=1))
     return 0
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +30,9 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
+def run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, *argv], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, *argv], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -61,3 +63,68 @@ def test_the_profiler_profiles_a_few_calls() -> None:
     assert done.returncode == 0, done.stderr
     assert re.search(r"^\d+ µs per call \(wall, in-process\)$", done.stdout, re.M), done.stdout
     assert "Ordered by: cumulative time" in done.stdout
+
+
+def _needs(tool: str) -> None:
+    if shutil.which(tool) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is not installed (make bench-deps)")
+        pytest.skip(f"{tool} is not installed (make bench-deps)")
+
+
+def test_the_benchmark_runs_for_a_second(tmp_path: Path) -> None:
+    """`make bench`'s script, one second a scenario: the token call and the flow (its three requests
+    captured from both servers) against the SDK's server; both tables' rows and the results' file."""
+    _needs("wrk")
+    # 16 s of load; the rest (migrations, two servers' start-up) is slow only on a loaded machine.
+    done = run("bench/run.py", "--seconds", "1", "--out", str(tmp_path), "token", "flow", timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = re.findall(
+        r"^(echo, anonymous|echo, token auth|3-request flow) +(sdk|mcp-django) +([18]) +(\d+) +([\d.]+)x",
+        done.stdout,
+        re.M,
+    )
+    assert {(label, server, conns) for label, server, conns, _, _ in rows} == {
+        (label, server, conns)
+        for label, server in [
+            ("echo, anonymous", "sdk"),
+            ("echo, token auth", "mcp-django"),
+            ("3-request flow", "sdk"),
+            ("3-request flow", "mcp-django"),
+        ]
+        for conns in ("1", "8")
+    }, done.stdout
+    assert all(int(rps) > 0 for *_, rps, _ in rows)
+    assert not re.search(r"^async tool", done.stdout, re.M)  # not asked for
+    (saved,) = tmp_path.glob("bench-*.json")
+    assert "3-request flow|mcp-django|8" in json.loads(saved.read_text())
+
+
+def test_the_benchmark_refuses_an_unknown_scenario() -> None:
+    done = run("bench/run.py", "echo", "flood")
+    assert done.returncode == 2 and "unknown scenario(s): flood" in done.stderr
+
+
+@pytest.mark.parametrize("scenario", ["echo", "token", "async", "flow", "taskget"])
+def test_each_instruction_count_scenario_runs_its_calls(scenario: str, tmp_path: Path) -> None:
+    """What `make bench-instructions` runs under valgrind, for each scenario, without valgrind (under
+    it the demo's start-up alone costs about a minute of CPU): a few calls after a few of warm-up,
+    from the root, each answered without an error."""
+    env = {**clean_env(), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    env.update(DJANGO_SETTINGS_MODULE="project.conformance.settings", DJANGO_DEBUG="0")
+    migrate = [sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"]
+    subprocess.run(migrate, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "bench/instructions.py", "--child", scenario, "3", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_the_instruction_count_refuses_an_unknown_scenario() -> None:
+    done = run("bench/instructions.py", "echo", "flood")
+    assert done.returncode == 2 and "unknown scenario(s): flood" in done.stderr

@@ -316,3 +316,40 @@ def test_fields_of_dataclasses_keep_descriptions_and_refuse_dropped_constraints(
     assert props["size"]["description"] == "How big."
     with pytest.raises(ImproperlyConfigured, match=r"field Constrained\.n: a constraint .* msgspec\.Meta"):
         schema.type_schema(Constrained)
+
+
+def test_jsonschema_rs_is_imported_with_the_first_dict_schema() -> None:
+    """A project whose schemas all come from types never loads jsonschema-rs (about 10 MiB with
+    its first compile): registering and calling a typed tool does not import it; a dict schema does."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    code = textwrap.dedent(
+        """
+        import sys
+        import django
+        from django.conf import settings
+        settings.configure(INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes"])
+        django.setup()
+        from mcp_django.registry import Registry
+
+        registry = Registry()
+
+        @registry.tool()
+        def add(a: int, b: int = 2) -> int:
+            "Adds."
+            return a + b
+
+        assert registry.tools["add"].parameters.convert({"a": 1})["a"] == 1
+        before = "jsonschema_rs" in sys.modules
+        registry.tool(input_schema={"type": "object", "properties": {"a": {"type": "integer"}}})(lambda a: a)
+        print(before, "jsonschema_rs" in sys.modules)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-import jsonschema_rs
 from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol.jsonrpc import canonical
@@ -32,6 +31,10 @@ class Validator:
     def __init__(self, schema: dict[str, Any]) -> None:
         if not isinstance(schema, dict):
             raise ImproperlyConfigured(f"a JSON schema must be an object, not {type(schema).__name__}")
+        # Imported with the first schema given as a dict (with its first compile, about 10 MiB
+        # of memory): a project whose schemas all come from types never loads it.
+        import jsonschema_rs
+
         try:
             if "$schema" in schema:
                 self._check = jsonschema_rs.validator_for(schema, validate_formats=True)
