@@ -7,9 +7,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from django.core.exceptions import ImproperlyConfigured
+
 from . import resource_updates
 from . import schema as schemas
 from .completion import completers
+from .conf import EndpointSettings, endpoint_name_problem, mcp_settings
 from .handlers import (
     TOOL_NAME_MAX,
     Func,
@@ -49,10 +52,35 @@ def _describe(func: Func, description: str | None) -> str:
     return schemas.first_paragraph(inspect.getdoc(func))
 
 
-class Registry:
-    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one."""
+DEFAULT_ENDPOINT = "default"
 
-    def __init__(self) -> None:
+# Named registries, by name: what MCP_DJANGO["ENDPOINTS"], audit rows, tasks and the admin name.
+_named: dict[str, Registry] = {}
+
+
+class Registry:
+    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one.
+
+    ``Registry("staff")`` makes another endpoint: route it with
+    ``mcp_urlpatterns("staff/mcp", registry=...)``. Its name picks its settings in
+    ``MCP_DJANGO["ENDPOINTS"]`` (authentication, anonymous callers, OAuth metadata),
+    is written in its audit rows, binds its legacy sessions, and heads its handlers in
+    the admin. A registry made without a name (in a test, say) serves with the
+    project-wide settings and is audited as the default endpoint.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            problem = endpoint_name_problem(name)
+            if problem is not None:
+                raise ImproperlyConfigured(f"Registry({name!r}): {problem}")
+            if name in _named:
+                raise ImproperlyConfigured(
+                    f"Registry({name!r}): an endpoint of that name exists already; each endpoint's name is its own"
+                )
+            _named[name] = self
+        self.name: str = name or DEFAULT_ENDPOINT
+        self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -448,4 +476,14 @@ def name_problems(registry: Registry) -> list[str]:
     return out
 
 
-mcp = Registry()
+def registry_named(name: str) -> Registry | None:
+    """The endpoint of that name (``"default"``: :data:`mcp`), or None."""
+    return _named.get(name)
+
+
+def endpoints() -> list[Registry]:
+    """Every named endpoint, the default first, then in the order they were made."""
+    return list(_named.values())
+
+
+mcp = Registry(DEFAULT_ENDPOINT)

@@ -154,7 +154,7 @@ def test_handlers_page(admin_client: Client, log: dict[str, AuditEvent]) -> None
     body = admin_client.get(reverse(HANDLERS)).content.decode()
     assert "project.demo.mcp.plan_trip" in body and "Registered MCP handlers" in body
     # The counts link to the audit log, filtered to that handler.
-    assert reverse(CHANGELIST) + "?method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    assert reverse(CHANGELIST) + "?endpoint=default&amp;method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
 
 
 def test_handlers_page_permissions(client: Client) -> None:
@@ -270,7 +270,7 @@ def test_handler_detail_page(admin_client: Client, log: dict[str, AuditEvent]) -
     assert {row.pk for row in response.context["recent"]} == {
         log[name].pk for name in ("round", "done", "expired", "tampered")
     }
-    assert reverse(CHANGELIST) + "?method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    assert reverse(CHANGELIST) + "?endpoint=default&amp;method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
     assert (
         admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "nope"])).status_code
         == 404
