@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
 
+from . import endpoints
 from .conf import EndpointSettings, mcp_settings
 
 if TYPE_CHECKING:
@@ -30,14 +31,10 @@ if TYPE_CHECKING:
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
 
-# Paths the ASGI routes serve an endpoint at, and the endpoint's registry (None: the
-# default one; mcp_django.routing.mcp_urlpatterns adds them).
-_asgi_paths: dict[str, Registry | None] = {}
-
 
 def add_endpoint_path(path: str, registry: Registry | None = None) -> None:
     """Record that an ASGI route serves ``registry``'s endpoint at ``path`` (its metadata may be asked for)."""
-    _asgi_paths["/" + path.strip("/")] = registry
+    endpoints.add_path(path, registry)
 
 
 def endpoint_at(path: str) -> Registry | None:
@@ -47,36 +44,29 @@ def endpoint_at(path: str) -> Registry | None:
     Metadata is served only for those: a resource indicator for ``/admin`` or any other
     path would tell a client that path is a resource these authorization servers guard.
     """
-    from .registry import endpoints, mcp
-
     path = "/" + path.strip("/")
-    if path in _asgi_paths:
-        return _asgi_paths[path] or mcp
-    for registry in endpoints():
-        resource = registry.settings.RESOURCE_URL
+    routed, registry = endpoints.routed_at(path)
+    if routed:
+        return registry or endpoints.named(endpoints.DEFAULT)
+    for candidate in endpoints.every():
+        resource = candidate.settings.RESOURCE_URL
         if resource and (urlsplit(resource).path.rstrip("/") or "/") == path:
-            return registry
-    for candidate in (path, path + "/"):
+            return candidate
+    for url in (path, path + "/"):
         try:
-            match = resolve(candidate)
+            match = resolve(url)
         except Resolver404:
             continue
-        # mcp_django.urls routes to the endpoint's view and to this metadata; a project's
-        # own route to the view (another endpoint's) names it the same way.
-        if match.func is not metadata and ("mcp_django" in match.app_names or match.func is _endpoint_view()):
-            return match.kwargs.get("registry") or mcp
+        # The endpoint's view (mcp_django.transports.views.mcp_view, which says so), from
+        # mcp_django.urls or a project's own route to it with another endpoint's registry.
+        if getattr(match.func, "mcp_endpoint_view", False):
+            return match.kwargs.get("registry") or endpoints.named(endpoints.DEFAULT)
     return None
 
 
 def is_endpoint_path(path: str) -> bool:
     """Whether an MCP endpoint is served at ``path`` (see :func:`endpoint_at`)."""
     return endpoint_at(path) is not None
-
-
-def _endpoint_view() -> Any:
-    from .transports.views import mcp_view
-
-    return mcp_view
 
 
 def _origin(request: HttpRequest) -> str:
@@ -146,15 +136,15 @@ def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registr
     handlers' scopes are listed unless ``SCOPES_SUPPORTED`` says otherwise. At the root,
     ``registry`` (given by the URLconf; the default endpoint without one) is the endpoint.
     """
-    from .registry import mcp
-
     path = "/" + resource_path.strip("/") if resource_path else None
     if path is not None:
         found = endpoint_at(path)
         if found is None:
             raise Http404("No MCP endpoint is served at this path.")
         registry = found
-    registry = registry or mcp
+    registry = registry or endpoints.named(endpoints.DEFAULT)
+    if registry is None:
+        raise Http404("No MCP endpoint is served here.")
     endpoint = registry.settings
     if not enabled(endpoint):
         raise Http404("This MCP endpoint is not an OAuth protected resource.")

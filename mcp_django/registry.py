@@ -9,6 +9,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
+from . import endpoints as endpoint_table
 from . import resource_updates
 from . import schema as schemas
 from .completion import completers
@@ -52,10 +53,7 @@ def _describe(func: Func, description: str | None) -> str:
     return schemas.first_paragraph(inspect.getdoc(func))
 
 
-DEFAULT_ENDPOINT = "default"
-
-# Named registries, by name: what MCP_DJANGO["ENDPOINTS"], audit rows, tasks and the admin name.
-_named: dict[str, Registry] = {}
+DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
 
 class Registry:
@@ -74,13 +72,14 @@ class Registry:
             problem = endpoint_name_problem(name)
             if problem is not None:
                 raise ImproperlyConfigured(f"Registry({name!r}): {problem}")
-            if name in _named:
+            if endpoint_table.named(name) is not None:
                 raise ImproperlyConfigured(
                     f"Registry({name!r}): an endpoint of that name exists already; each endpoint's name is its own"
                 )
-            _named[name] = self
         self.name: str = name or DEFAULT_ENDPOINT
         self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
+        if name is not None:
+            endpoint_table.add(self)
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -478,12 +477,12 @@ def name_problems(registry: Registry) -> list[str]:
 
 def registry_named(name: str) -> Registry | None:
     """The endpoint of that name (``"default"``: :data:`mcp`), or None."""
-    return _named.get(name)
+    return endpoint_table.named(name)
 
 
 def endpoints() -> list[Registry]:
     """Every named endpoint, the default first, then in the order they were made."""
-    return list(_named.values())
+    return endpoint_table.every()
 
 
 mcp = Registry(DEFAULT_ENDPOINT)

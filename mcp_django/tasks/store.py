@@ -224,6 +224,7 @@ def principal_of(row: MCPTask) -> Principal | None:
 _POLLED = (
     "id",
     "tool",
+    "endpoint",
     "status",
     "status_message",
     "result",

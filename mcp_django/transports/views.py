@@ -51,3 +51,7 @@ async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> Ht
     for name, value in out.headers:
         response[name] = value
     return response
+
+
+# How mcp_django.protected_resource knows a URLconf route to this view as an endpoint's.
+mcp_view.mcp_endpoint_view = True  # type: ignore[attr-defined]
