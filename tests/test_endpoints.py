@@ -360,3 +360,12 @@ async def test_two_endpoints_an_sdk_client_each(live_url: str) -> None:
         assert unknown.value.code == -32602
         assert (await public.call_tool("echo", {"text": "still here"})).content[0].text == "still here"
     assert await Order.objects.filter(pk=order_id, status=Order.Status.SHIPPED).aexists()
+
+
+def test_the_docs_example_is_the_one_tested() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "endpoints.md").read_text()
+    example = docs.split("## Testing it", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert example in (root / "tests" / "test_endpoints_example.py").read_text()
