@@ -9,6 +9,7 @@ refused across endpoints even where the tool exists at both.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +26,7 @@ from mcp_django import Context, Registry
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.tokens.models import MCPToken
 from project.shop.models import Order, Product
-from tests.conftest import MODERN, Raw, mcp_settings
+from tests.conftest import MODERN, Raw, mcp_settings, meta
 
 # Two endpoints with one tool name each, for what the demo cannot show (the same tool at both).
 EAST = Registry("test_east")
@@ -369,3 +370,58 @@ def test_the_docs_example_is_the_one_tested() -> None:
     docs = (root / "docs" / "endpoints.md").read_text()
     example = docs.split("## Testing it", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert example in (root / "tests" / "test_endpoints_example.py").read_text()
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+async def test_a_websocket_at_each_endpoint(live_url: str) -> None:
+    """The same route list serves websockets: /staff/mcp's upgrade takes its own authentication."""
+    from asgiref.sync import sync_to_async
+    from websockets.exceptions import InvalidStatus
+
+    from tests.legacy_fixtures import ws_client
+
+    token = await sync_to_async(staff_token)("wendy")
+    staff_url = live_url.removesuffix("/mcp") + "/staff/mcp"
+    with pytest.raises(InvalidStatus) as refused:
+        async with ws_client(staff_url):  # anonymous: not at this endpoint
+            pass
+    assert refused.value.response.status_code == 403
+    async with ws_client(staff_url, additional_headers={"Authorization": f"Bearer {token}"}) as staff:
+        await staff.initialize({})
+        listed = await staff.request("tools/list", {})
+        assert {tool["name"] for tool in listed["result"]["tools"]} == {"orders_by_status", "mark_shipped"}
+    async with ws_client(live_url) as public:  # anonymous callers are served at /mcp (test settings)
+        await public.initialize({})
+        listed = await public.request("tools/list", {})
+        assert "orders_by_status" not in {tool["name"] for tool in listed["result"]["tools"]}
+    rows = await sync_to_async(lambda: set(AuditEvent.objects.values_list("transport", "endpoint")))()
+    assert rows <= {("websocket", "staff"), ("websocket", "default")}
+
+
+@pytest.mark.django_db(transaction=True)  # the view authenticates in a worker thread of its own
+def test_the_wsgi_route_serves_the_staff_endpoint(client: Client) -> None:
+    """project/urls.py routes /staff/mcp to the view with the staff registry (Django's stack)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}}
+    headers = {"accept": "application/json", "mcp-protocol-version": MODERN, "mcp-method": "tools/list"}
+    assert client.post("/staff/mcp", body, "application/json", headers=headers).status_code == 401
+    client.force_login(get_user_model().objects.create_user("vic", is_staff=True))
+    listed = client.post("/staff/mcp", body, "application/json", headers=headers).json()["result"]
+    assert {tool["name"] for tool in listed["tools"]} == {"orders_by_status", "mark_shipped"}
+    public = client.post("/mcp", body, "application/json", headers=headers).json()["result"]
+    assert "orders_by_status" not in {tool["name"] for tool in public["tools"]}
+
+
+def test_the_commands_take_an_endpoint() -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    out = StringIO()
+    call_command("mcp_handlers", "--endpoint", "staff", "--json", stdout=out)
+    assert {row["name"] for row in json.loads(out.getvalue())} == {"orders_by_status", "mark_shipped"}
+    for command, *options in (("mcp_handlers",), ("mcp_stdio", "--anonymous")):
+        with pytest.raises(CommandError, match="No endpoint 'nope'; the endpoints are default, staff"):
+            call_command(command, "--endpoint", "nope", *options)
+    with pytest.raises(CommandError, match="for this endpoint"):
+        call_command("mcp_stdio", "--endpoint", "staff", "--anonymous")
