@@ -391,12 +391,19 @@ async def test_a_websocket_at_each_endpoint(live_url: str) -> None:
         await staff.initialize({})
         listed = await staff.request("tools/list", {})
         assert {tool["name"] for tool in listed["result"]["tools"]} == {"orders_by_status", "mark_shipped"}
+        called = await staff.request("tools/call", {"name": "orders_by_status", "arguments": {}})
+        assert called["result"]["structuredContent"]["shipped"] == 0
     async with ws_client(live_url) as public:  # anonymous callers are served at /mcp (test settings)
         await public.initialize({})
         listed = await public.request("tools/list", {})
         assert "orders_by_status" not in {tool["name"] for tool in listed["result"]["tools"]}
-    rows = await sync_to_async(lambda: set(AuditEvent.objects.values_list("transport", "endpoint")))()
-    assert rows <= {("websocket", "staff"), ("websocket", "default")}
+    from mcp_django import audit
+
+    def completed() -> set[tuple[str, str, str]]:
+        audit.flush()
+        return set(AuditEvent.objects.filter(kind=Kind.COMPLETED).values_list("transport", "endpoint", "target"))
+
+    assert await sync_to_async(completed)() == {("websocket", "staff", "orders_by_status")}
 
 
 @pytest.mark.django_db(transaction=True)  # the view authenticates in a worker thread of its own
