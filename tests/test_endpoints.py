@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from mcp_django import Context, Registry
+from mcp_django import Context, Registry, SyncContext
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.tokens.models import MCPToken
 from project.shop.models import Order, Product
@@ -39,6 +39,11 @@ def _add_confirming_tool(registry: Registry) -> None:
     async def go_ahead(ctx: Context) -> str:
         """Asks first."""
         return "went ahead" if await ctx.confirm("Go ahead?") else "stayed"
+
+    @registry.tool(name="tally", task="optional")
+    def tally(ctx: SyncContext) -> str:
+        """Runs as an MCP task when the client opts in."""
+        return f"tallied at {registry.name}"
 
 
 _add_confirming_tool(EAST)
@@ -222,6 +227,26 @@ def test_a_legacy_session_from_one_endpoint_is_not_found_at_the_other(client_at:
         assert _legacy(home, "ping", sid).json()["result"] == {}
         refused = _legacy(away, "ping", sid)
         assert refused.status_code == 404 and refused.json()["error"]["message"] == "Session not found"
+
+
+@pytest.mark.django_db
+def test_a_task_is_its_endpoints(east_west: Any) -> None:
+    from mcp_django.tasks.models import MCPTask
+    from mcp_django.testing import JSONRPCError, MCPClient
+
+    east = MCPClient(app=east_west, path="/east/mcp", tasks=True)
+    west = MCPClient(app=east_west, path="/west/mcp", tasks=True)
+    done = east.call_tool("tally")
+    # Run by the runner from its own endpoint's tool, though the other has one of that name.
+    assert (done.task_status, done.text) == ("completed", "tallied at test_east")
+    assert MCPTask.objects.get(pk=done.task_id).endpoint == "test_east"
+    assert east.get_task(done.task_id)["status"] == "completed"
+    with pytest.raises(JSONRPCError) as unknown:
+        west.get_task(done.task_id)
+    assert unknown.value.code == -32602  # as for an id nobody issued
+    with pytest.raises(JSONRPCError):
+        west.cancel_task(done.task_id)
+    assert set(AuditEvent.objects.filter(kind=Kind.TASK_COMPLETED).values_list("endpoint", flat=True)) == {"test_east"}
 
 
 # -- the audit log and the admin -------------------------------------------------------
