@@ -152,7 +152,7 @@ def test_an_endpoints_anonymous_policy_is_its_own(client_at: Any, east_west: Any
         assert client_at("/west/mcp", east_west).post("tools/list").status_code == 401
     with mcp_settings(ALLOW_ANONYMOUS=False, ENDPOINTS={"test_west": {"ALLOW_ANONYMOUS": True}}):
         assert client_at("/east/mcp", east_west).post("tools/list").status_code == 401
-        assert tool_names(client_at("/west/mcp", east_west).post("tools/list")) == {"go_ahead"}
+        assert tool_names(client_at("/west/mcp", east_west).post("tools/list")) == {"go_ahead", "tally"}
 
 
 def test_protected_resource_metadata_per_endpoint(client: Client) -> None:
