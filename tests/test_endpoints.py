@@ -28,13 +28,13 @@ from mcp_django.tokens.models import MCPToken
 from project.shop.models import Order, Product
 from tests.conftest import MODERN, Raw, mcp_settings, meta
 
-# Two endpoints with one tool name each, for what the demo cannot show (the same tool at both).
+# Two endpoints with the same tools, for what the demo cannot show (one tool name at both).
 EAST = Registry("test_east")
 WEST = Registry("test_west")
 ASKED = {"action": "accept", "content": {"confirm": True}}
 
 
-def _add_confirming_tool(registry: Registry) -> None:
+def _add_tools(registry: Registry) -> None:
     @registry.tool(name="go_ahead")
     async def go_ahead(ctx: Context) -> str:
         """Asks first."""
@@ -46,8 +46,8 @@ def _add_confirming_tool(registry: Registry) -> None:
         return f"tallied at {registry.name}"
 
 
-_add_confirming_tool(EAST)
-_add_confirming_tool(WEST)
+_add_tools(EAST)
+_add_tools(WEST)
 
 
 def result(r: httpx.Response) -> dict[str, Any]:
