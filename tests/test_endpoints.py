@@ -224,9 +224,11 @@ def test_a_legacy_session_from_one_endpoint_is_not_found_at_the_other(client_at:
         opened = _legacy(home, "initialize", **info)
         assert opened.status_code == 200, opened.text
         sid = opened.headers["mcp-session-id"]
-        assert _legacy(home, "ping", sid).json()["result"] == {}
+        pinged = _legacy(home, "ping", sid)
+        assert pinged.status_code == 200 and pinged.json()["result"] == {}, pinged.text
         refused = _legacy(away, "ping", sid)
-        assert refused.status_code == 404 and refused.json()["error"]["message"] == "Session not found"
+        assert refused.status_code == 404, refused.text
+        assert refused.json()["error"]["message"] == "Session not found"
 
 
 @pytest.mark.django_db
