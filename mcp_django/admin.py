@@ -126,6 +126,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "era",
         "transport",
         "method",
+        "endpoint",
         TargetFilter,
         PrincipalFilter,
     )
@@ -163,6 +164,11 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("transport / revision"), ordering="transport")
     def via(self, obj: AuditEvent) -> str:
+        if obj.endpoint and obj.endpoint != "default":
+            # Another endpoint than the default names itself (docs/endpoints.md).
+            return format_html(
+                "{}<br><small>{}</small><br><small>@{}</small>", obj.transport, obj.version, obj.endpoint
+            )
         return format_html("{}<br><small>{}</small>", obj.transport, obj.version)
 
     @admin.display(description=_("time"), ordering="created")
@@ -242,12 +248,13 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             path("<str:primitive>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
         ]
 
-    def _registry(self) -> Registry:
+    def _registries(self) -> list[Registry]:
+        """The endpoints whose handlers the pages show: every named one (the default first)."""
         if self.registry is not None:
-            return self.registry
-        from .registry import mcp
+            return [self.registry]
+        from .registry import endpoints
 
-        return mcp
+        return endpoints()
 
     def _context(self, request: HttpRequest, title: Any) -> dict[str, Any]:
         from django.core.exceptions import PermissionDenied
@@ -271,11 +278,17 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         primitive = request.GET.get("type", "")
         if primitive not in PRIMITIVES:
             primitive = ""
-        rows = report.handler_rows(self._registry())
+        registries = self._registries()
+        # "endpoint" in the URL: one endpoint's handlers (every endpoint's without).
+        endpoint = request.GET.get("endpoint", "")
+        if endpoint not in {r.name for r in registries}:
+            endpoint = ""
+        rows = [row for r in registries if endpoint in ("", r.name) for row in report.handler_rows(r)]
         for row in rows:
-            row["url"] = reverse(
+            url = reverse(
                 f"{self.admin_site.name}:mcp_django_registeredhandler_handler", args=[row["primitive"], row["address"]]
             )
+            row["url"] = url if row["endpoint"] == "default" else f"{url}?{urlencode({'endpoint': row['endpoint']})}"
         shown = report.matches(rows, q, primitive)
         primitives: list[tuple[str, Any, int]] = [("", _("all"), len(rows))]
         primitives += [(p, p, n) for p in PRIMITIVES if (n := sum(1 for r in rows if r["primitive"] == p))]
@@ -285,22 +298,35 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             q=q,
             primitive=primitive,
             primitives=[
-                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "type": v})}
+                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "type": v, "endpoint": endpoint})}
                 for v, label, n in primitives
             ],
+            # Shown when there is more than one endpoint: each row says whose it is.
+            endpoint=endpoint,
+            endpoints=[
+                {"value": v, "label": v or _("all"), "query": urlencode({"q": q, "type": primitive, "endpoint": v})}
+                for v in ["", *(r.name for r in registries)]
+            ]
+            if len(registries) > 1
+            else [],
             **(extra_context or {}),
         )
         return TemplateResponse(request, "admin/mcp_django/handlers.html", context)
 
     def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
-        handler = report.find(self._registry(), primitive, address)
-        if handler is None:
-            raise Http404(f"No {primitive} {address!r} is registered.")
+        # ?endpoint=NAME: a handler of another endpoint than the default.
+        name = request.GET.get("endpoint") or "default"
+        registry = next((r for r in self._registries() if r.name == name), None)
+        handler = report.find(registry, primitive, address) if registry is not None else None
+        if handler is None or registry is None:
+            raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
         context = self._context(request, f"{handler.primitive} {report.address(handler)}")
-        series = report.activity(handler)
-        query = urlencode(report.audit_query(handler))
+        series = report.activity(handler, endpoint=name)
+        query = urlencode(report.audit_query(handler, name))
         asked: dict[str, str] = {}
-        for asks in report.audit_rows(handler).filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("asks", flat=True):
+        for asks in (
+            report.audit_rows(handler, name).filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("asks", flat=True)
+        ):
             if isinstance(asks, dict):
                 asked.update(asks)
         context.update(
@@ -310,7 +336,9 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             source_code=report.source_code(handler),
             permission_classes=report.permission_labels(handler),
             asks=report.ask_groups(asked),
-            recent=report.recent(handler),
+            recent=report.recent(handler, endpoint=name),
+            endpoint=name,
+            several_endpoints=len(self._registries()) > 1,
             series=series,
             totals={
                 "calls": sum(d.calls for d in series),

@@ -161,6 +161,7 @@ def row_for(event: signals.Event, kind: str | None = None, created: Any = None) 
         "asks": asks,
         "client_address": _truncate(event.client_address, 64),
         "duration_ms": None if event.duration_ms is None else round(float(event.duration_ms), 3),
+        "endpoint": _truncate(getattr(event, "endpoint", ""), 64),
         "event_id": uuid.uuid4(),
     }
 

@@ -14,7 +14,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from . import protected_resource
-from .conf import mcp_settings
+from .conf import EndpointSettings, mcp_settings
 from .inprocess import test_thread
 from .keyring import keyring, principal_digests, principal_matches
 
@@ -125,7 +125,8 @@ _HEADER_ONLY: frozenset[type] = frozenset(
     }
 )
 
-_header_bound: tuple[object, bool] | None = None
+# Per list of classes (one per endpoint that sets its own): whether all read only headers.
+_header_bound: dict[int, tuple[object, bool]] = {}
 
 
 def reads_only_headers(cls: type) -> bool:
@@ -140,16 +141,21 @@ def reads_only_headers(cls: type) -> bool:
     return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
 
 
-def header_bound_only() -> bool:
-    """True when every configured class reads only ``Authorization`` or ``Cookie``.
+def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
+    """True when every class of the endpoint reads only ``Authorization`` or ``Cookie``.
 
-    Asked on every request; the answer is kept for the settings' list of classes.
+    Asked on every request; the answer is kept for each list of classes.
     """
-    global _header_bound
-    classes = mcp_settings.AUTHENTICATION_CLASSES
-    if _header_bound is None or _header_bound[0] is not classes:
-        _header_bound = (classes, all(isinstance(cls, type) and reads_only_headers(cls) for cls in classes))
-    return _header_bound[1]
+    classes = (endpoint or mcp_settings.endpoint("default")).AUTHENTICATION_CLASSES
+    found = _header_bound.get(id(classes))
+    if found is None or found[0] is not classes:
+        if len(_header_bound) > 64:  # lists dropped by settings changes (tests): forget them
+            _header_bound.clear()
+        found = _header_bound[id(classes)] = (
+            classes,
+            all(isinstance(cls, type) and reads_only_headers(cls) for cls in classes),
+        )
+    return found[1]
 
 
 class AuthenticationFailed(Exception):
@@ -170,29 +176,32 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     ``drf_request`` is the Request the classes saw (``django_request`` wrapped): an
     OAuth class leaves the error it found on it.
     """
-    if protected_resource.enabled():
+    endpoint = mcp_settings.for_request(django_request)
+    if protected_resource.enabled(endpoint):
         error = getattr(drf_request, "oauth2_error", None) or {}
         return protected_resource.challenge(django_request, error.get("error"), error.get("error_description"))
-    for cls in mcp_settings.AUTHENTICATION_CLASSES:
+    for cls in endpoint.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:
             return str(header)
     return None
 
 
-def refuse_anonymous(django_request: Any) -> AuthenticationFailed:
+def refuse_anonymous(django_request: Any, endpoint: EndpointSettings | None = None) -> AuthenticationFailed:
     """The 401 for a caller who sent no credentials where anonymous callers are not served."""
+    if endpoint is not None:
+        django_request.mcp_endpoint = endpoint
     return AuthenticationFailed(
         "Authentication credentials were not provided.",
         challenge=challenge_for(django_request, Request(django_request)),
     )
 
 
-def may_carry_credentials(headers: dict[str, str]) -> bool:
-    """False only when no configured class could find credentials: then no thread hop is needed."""
+def may_carry_credentials(headers: dict[str, str], endpoint: EndpointSettings | None = None) -> bool:
+    """False only when no class of the endpoint could find credentials: then no thread hop is needed."""
     if "authorization" in headers or "cookie" in headers:
         return True
-    return not header_bound_only()
+    return not header_bound_only(endpoint)
 
 
 def token_model_missing(cls: type) -> bool:
@@ -206,11 +215,18 @@ def token_model_missing(cls: type) -> bool:
     )
 
 
-def authenticate(django_request: Any) -> Principal:
-    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`."""
+def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) -> Principal:
+    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`.
+
+    ``endpoint``: the settings of the endpoint the request reached; its classes run, and
+    they find them as ``request.mcp_endpoint`` (an OAuth class reads the resource URL there).
+    """
+    if endpoint is not None:
+        django_request.mcp_endpoint = endpoint
+    classes = mcp_settings.for_request(django_request).AUTHENTICATION_CLASSES
     drf_request = Request(django_request)
     try:
-        for cls in mcp_settings.AUTHENTICATION_CLASSES:
+        for cls in classes:
             found = cls().authenticate(drf_request)
             if found is not None:
                 user = found[0]

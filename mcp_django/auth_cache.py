@@ -50,7 +50,7 @@ from django.core.signals import setting_changed
 from django.utils import timezone
 
 from .auth import Principal, header_bound_only
-from .conf import mcp_settings
+from .conf import EndpointSettings, mcp_settings
 
 logger = logging.getLogger("mcp_django")
 
@@ -270,7 +270,7 @@ class PrincipalCache:
         self._entries: dict[bytes, tuple[float, Any, Any, str, Any]] = {}
 
     @staticmethod
-    def key(headers: dict[str, str], endpoint: str) -> bytes | None:
+    def key(headers: dict[str, str], endpoint: str, settings_of: EndpointSettings | None = None) -> bytes | None:
         """The hash of what the classes' verdict may depend on, or None when there is no safe one.
 
         ``endpoint`` names the URL the request reached as the transport saw it (scheme,
@@ -278,11 +278,13 @@ class PrincipalCache:
         here. An OAuth token is valid at one resource URL only: keyed without it, one
         use at the right address would open every other (another Host, another endpoint).
 
+        ``settings_of``: the endpoint's settings, whose classes say whether a key is safe.
+
         ``headers["cookie"]`` is the string Django parses (see
         :func:`mcp_django.transports.http_io.django_cookie`): the session id here is
         the one ``request.COOKIES`` holds, wherever the client put it.
         """
-        if not header_bound_only():
+        if not header_bound_only(settings_of):
             return None  # a custom class may look at anything: no safe key
         session = ""
         cookie = headers.get("cookie")
@@ -351,11 +353,11 @@ class PrincipalCache:
 principal_cache = PrincipalCache()
 
 
-def authenticate_and_remember(request: Any, key: bytes | None) -> Principal:
-    """Sync: run the authentication classes, and cache what they found under ``key``."""
+def authenticate_and_remember(request: Any, key: bytes | None, endpoint: EndpointSettings | None = None) -> Principal:
+    """Sync: run the endpoint's authentication classes, and cache what they found under ``key``."""
     from .auth import authenticate
 
-    principal = authenticate(request)
+    principal = authenticate(request, endpoint)
     if key is not None:
         principal_cache.remember(key, principal)
     return principal

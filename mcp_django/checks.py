@@ -15,6 +15,11 @@ Ids are stable (projects silence them by id):
 - E010 a setting of the wrong type or out of range
 - E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
 - E012 TokenAuthentication without rest_framework.authtoken installed
+- E013 an ENDPOINTS setting that is not a dict of endpoint name -> dict of the settings an endpoint sets
+- E014 two endpoints with one RESOURCE_URL (each one's states and tokens would be accepted at the other)
+- W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
+
+W003, E005, E006, E012 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
 - E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
@@ -108,21 +113,80 @@ def weak_secret_key(value: str | bytes) -> bool:
     )
 
 
+def _where(registry: Any) -> str:
+    """How a message names an endpoint's settings: the project-wide key, or the endpoint's own."""
+    return "" if registry.name == "default" else f" (endpoint {registry.name!r})"
+
+
+def _own(key: str) -> list[Any]:
+    """The endpoints whose ``key`` is their own to check: the default, and those that set it
+    (the others read the default's value, reported once)."""
+    from .registry import endpoints
+
+    return [r for r in endpoints() if r.name == "default" or r.settings.overrides(key)]
+
+
+def _setting(registry: Any, key: str) -> str:
+    if registry.settings.overrides(key):
+        return f"MCP_DJANGO['ENDPOINTS'][{registry.name!r}][{key!r}]"
+    return f"MCP_DJANGO[{key!r}]" + _where(registry)
+
+
 @register(Tags.security)
 def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    if settings.DEBUG:
+        return []
     try:
-        anonymous = mcp_settings.ALLOW_ANONYMOUS
+        found = [registry for registry in _own("ALLOW_ANONYMOUS") if registry.settings.ALLOW_ANONYMOUS]
     except ImproperlyConfigured:
         return []  # check_settings reports it
-    if anonymous and not settings.DEBUG:
-        return [
-            Warning(
-                "MCP_DJANGO['ALLOW_ANONYMOUS'] is on while DEBUG is off: anyone can call the MCP endpoint.",
-                hint="Turn it off, or restrict each handler with permissions=... or allow_anonymous=False.",
-                id="mcp_django.W003",
+    return [
+        Warning(
+            f"{_setting(registry, 'ALLOW_ANONYMOUS')} is on while DEBUG is off: anyone can call the MCP endpoint"
+            f"{'' if registry.name == 'default' else ' ' + repr(registry.name)}.",
+            hint="Turn it off, or restrict each handler with permissions=... or allow_anonymous=False.",
+            id="mcp_django.W003",
+        )
+        for registry in found
+    ]
+
+
+@register()
+def check_endpoints(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """W013 for settings of an endpoint that does not exist, E014 for two endpoints with one RESOURCE_URL."""
+    from .registry import endpoints
+
+    try:
+        configured = mcp_settings.ENDPOINTS
+        named = {registry.name: registry for registry in endpoints()}
+        resources: dict[str, list[str]] = {}
+        for registry in named.values():
+            resource = registry.settings.RESOURCE_URL
+            if resource:
+                resources.setdefault(resource.rstrip("/"), []).append(registry.name)
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    errors: list[Any] = [
+        Warning(
+            f"MCP_DJANGO['ENDPOINTS'] has settings for {name!r}, but no endpoint has that name: they apply nowhere.",
+            hint=f"The endpoints are {', '.join(map(repr, named))}: an endpoint is Registry('NAME') in your code.",
+            id="mcp_django.W013",
+        )
+        for name in configured
+        if name not in named
+    ]
+    for resource, names in resources.items():
+        if len(names) > 1:
+            errors.append(
+                Error(
+                    f"The endpoints {', '.join(map(repr, names))} have one RESOURCE_URL, {resource!r}: a "
+                    "requestState or an OAuth token issued for one would be accepted at the others.",
+                    hint="Give each endpoint its own in MCP_DJANGO['ENDPOINTS'][NAME]['RESOURCE_URL'] "
+                    "(its canonical URL), or unset RESOURCE_URL so each is derived from its path.",
+                    id="mcp_django.E014",
+                )
             )
-        ]
-    return []
+    return errors
 
 
 @register()
@@ -145,18 +209,18 @@ def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register()
 def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from .registry import mcp
+    from .registry import endpoints
 
-    return handler_problems(mcp)
+    return [error for registry in endpoints() for error in handler_problems(registry)]
 
 
 def handler_problems(registry: Any) -> list[Any]:
-    """E005 and E006 for one registry (the default one at ``manage.py check``)."""
+    """E005 and E006 for one registry (every endpoint's at ``manage.py check``)."""
     from .registry import TOOL_NAME_MAX, name_problems
 
     errors: list[Any] = [
         Error(
-            problem,
+            problem + _where(registry),
             hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
             id="mcp_django.E005",
         )
@@ -165,7 +229,7 @@ def handler_problems(registry: Any) -> list[Any]:
     for primitive, name, source in registry.duplicates:
         errors.append(
             Error(
-                f"{primitive} {name!r} is registered twice; {source} was ignored.",
+                f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
                 hint="Give one of them another name (name=... on its decorator).",
                 id="mcp_django.E006",
             )
@@ -209,24 +273,27 @@ TOKEN_AUTHENTICATION = "rest_framework.authentication.TokenAuthentication"
 
 @register()
 def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    try:
-        classes = mcp_settings.AUTHENTICATION_CLASSES
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
     from .auth import token_model_missing
 
-    if any(token_model_missing(cls) for cls in classes):
-        return [
-            Error(
-                "MCP_DJANGO['AUTHENTICATION_CLASSES'] uses DRF's TokenAuthentication, but "
-                "'rest_framework.authtoken' is not in INSTALLED_APPS: its tokens have no table, "
-                "and a request with a token is refused.",
-                hint="Add 'rest_framework.authtoken' to INSTALLED_APPS and migrate, or drop "
-                "TokenAuthentication from MCP_DJANGO['AUTHENTICATION_CLASSES'].",
-                id="mcp_django.E012",
+    errors = []
+    for registry in _own("AUTHENTICATION_CLASSES"):
+        try:
+            classes = registry.settings.AUTHENTICATION_CLASSES
+        except ImproperlyConfigured:
+            return []  # check_settings reports it
+        if any(token_model_missing(cls) for cls in classes):
+            where = _setting(registry, "AUTHENTICATION_CLASSES")
+            errors.append(
+                Error(
+                    f"{where} uses DRF's TokenAuthentication, but "
+                    "'rest_framework.authtoken' is not in INSTALLED_APPS: its tokens have no table, "
+                    "and a request with a token is refused.",
+                    hint="Add 'rest_framework.authtoken' to INSTALLED_APPS and migrate, or drop "
+                    f"TokenAuthentication from {where}.",
+                    id="mcp_django.E012",
+                )
             )
-        ]
-    return []
+    return errors
 
 
 @register()

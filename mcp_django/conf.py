@@ -46,6 +46,10 @@ class InvalidAudit(InvalidSetting):
     check_id = "mcp_django.E008"
 
 
+class InvalidEndpoints(InvalidSetting):
+    check_id = "mcp_django.E013"
+
+
 def _described(value: Any) -> str:
     """A refused value for the message: its type, then its repr (cut short)."""
     return f"{type(value).__name__} {value!r}"[:120]
@@ -252,6 +256,60 @@ def audit(value: Any) -> dict[str, Any]:
     return out
 
 
+# The settings one endpoint may set for itself in MCP_DJANGO["ENDPOINTS"][name]: who may
+# call it and how it is an OAuth protected resource. The rest (keys, limits, the audit
+# log, the caches) belong to the process and are shared by every endpoint.
+ENDPOINT_KEYS = (
+    "ALLOW_ANONYMOUS",
+    "AUTHENTICATION_CLASSES",
+    "AUTHORIZATION_SERVERS",
+    "RESOURCE_URL",
+    "REQUIRED_SCOPES",
+    "SCOPES_SUPPORTED",
+)
+# An endpoint's name: in audit rows, session ids and the admin, so short and plain.
+ENDPOINT_NAME_MAX = 64
+
+
+def endpoint_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot name an endpoint, or None."""
+    if not isinstance(name, str) or not name or len(name) > ENDPOINT_NAME_MAX:
+        return f"an endpoint's name is a str of 1 to {ENDPOINT_NAME_MAX} characters, not {_described(name)}"
+    if not all(c.isascii() and (c.isalnum() or c in "_-") for c in name):
+        return f"an endpoint's name may use only ASCII letters, digits, '_' and '-', not {name!r}"
+    return None
+
+
+def endpoints(value: Any) -> dict[str, dict[str, Any]]:
+    """Endpoint name -> its overrides of the ``ENDPOINT_KEYS`` settings, each checked by that setting's coercer."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidEndpoints(f"must be a dict of endpoint name -> dict of settings, not {_described(value)}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, overrides in value.items():
+        problem = endpoint_name_problem(name)
+        if problem is not None:
+            raise InvalidEndpoints(f"has a key that is no endpoint name: {problem}")
+        if not isinstance(overrides, dict):
+            raise InvalidEndpoints(f"[{name!r}] must be a dict of settings, not {_described(overrides)}")
+        unknown = sorted(set(overrides) - set(ENDPOINT_KEYS), key=str)
+        if unknown:
+            raise InvalidEndpoints(
+                f"[{name!r}] has key(s) an endpoint cannot set: {', '.join(map(str, unknown))}"
+                f"{_did_you_mean(unknown, ENDPOINT_KEYS)}; an endpoint sets {', '.join(ENDPOINT_KEYS)}"
+            )
+        coerced = {}
+        for key, raw in overrides.items():
+            try:
+                coerced[key] = SETTINGS[key].coerce(raw)
+            except InvalidSetting as exc:
+                # The setting's own check id (an unimportable class stays E007).
+                raise type(exc)(f"[{name!r}][{key!r}] {exc}") from None
+        out[name] = coerced
+    return out
+
+
 def _did_you_mean(unknown: list[Any], known: Any) -> str:
     import difflib
 
@@ -393,6 +451,9 @@ SETTINGS: dict[str, Setting] = {
     "AUDIT": Setting({}, audit),
     # The older spelling of AUDIT["ROUNDS"] (None: not given).
     "AUDIT_ROUNDS": Setting(None, lambda v: None if v is None else boolean(v)),
+    # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
+    # its own values of the ENDPOINT_KEYS settings, over the ones above.
+    "ENDPOINTS": Setting({}, endpoints),
 }
 
 DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.items()}
@@ -484,10 +545,59 @@ class MCPSettings:
         """Keys of ``MCP_DJANGO`` that are no setting, each with a "did you mean" (or "")."""
         return [(str(key), _did_you_mean([key], SETTINGS)) for key in user_settings() if key not in SETTINGS]
 
+    def endpoint(self, name: str) -> EndpointSettings:
+        """The settings as the endpoint ``name`` reads them (one object per name, kept)."""
+        found = _endpoint_views.get(name)
+        if found is None:
+            found = _endpoint_views.setdefault(name, EndpointSettings(name))
+        return found
+
+    def for_request(self, request: Any) -> EndpointSettings:
+        """The settings of the endpoint a Django request reached (``request.mcp_endpoint``,
+        set where mcp-django builds or authenticates it), the default endpoint's otherwise."""
+        found = getattr(request, "mcp_endpoint", None)
+        return found if isinstance(found, EndpointSettings) else self.endpoint("default")
+
     def reload(self) -> None:
         self.__dict__.clear()
+        for view in _endpoint_views.values():
+            view.reload()
 
 
+class EndpointSettings:
+    """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the
+    ``ENDPOINT_KEYS``, the project-wide ones otherwise (and for every other setting).
+
+    Read on the request path like ``mcp_settings``: each value is kept once read.
+    """
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        self.__dict__["name"] = name
+
+    def __getattr__(self, key: str) -> Any:
+        if key not in ENDPOINT_KEYS:
+            return getattr(mcp_settings, key)
+        overrides = mcp_settings.ENDPOINTS.get(self.name, {})
+        value = overrides[key] if key in overrides else getattr(mcp_settings, key)
+        self.__dict__[key] = value
+        return value
+
+    def overrides(self, key: str) -> bool:
+        """Whether this endpoint sets ``key`` itself."""
+        return key in mcp_settings.ENDPOINTS.get(self.name, {})
+
+    def reload(self) -> None:
+        name = self.name
+        self.__dict__.clear()
+        self.__dict__["name"] = name
+
+    def __repr__(self) -> str:
+        return f"<EndpointSettings {self.name}>"
+
+
+_endpoint_views: dict[str, EndpointSettings] = {}
 mcp_settings = MCPSettings()
 
 

@@ -57,9 +57,10 @@ def find(registry: Registry, primitive: str, where: str) -> Handler | None:
     return next((h for h in registry.all_handlers() if h.primitive == primitive and address(h) == where), None)
 
 
-def audit_query(handler: Handler) -> dict[str, str]:
-    """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix)."""
-    query = {"method": METHOD[handler.primitive]}
+def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
+    """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix),
+    at the endpoint that serves it (another endpoint may have a handler of the same name)."""
+    query = {"endpoint": endpoint, "method": METHOD[handler.primitive]}
     if isinstance(handler, ResourceTemplate):
         query["target__startswith"] = handler.uri_template.split("{", 1)[0]
     else:
@@ -67,9 +68,9 @@ def audit_query(handler: Handler) -> dict[str, str]:
     return query
 
 
-def audit_rows(handler: Handler) -> QuerySet[AuditEvent]:
+def audit_rows(handler: Handler, endpoint: str = "default") -> QuerySet[AuditEvent]:
     """This handler's rows (a template's still to be matched with ``owns``)."""
-    query = audit_query(handler)
+    query = audit_query(handler, endpoint)
     return AuditEvent.objects.filter(**query)
 
 
@@ -269,15 +270,14 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
 
     counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     methods = sorted(set(METHOD.values()))
-    for row in AuditEvent.objects.filter(method__in=methods).values("method", "target", "kind").annotate(n=Count("id")):
+    rows_here = AuditEvent.objects.filter(endpoint=registry.name, method__in=methods)
+    for row in rows_here.values("method", "target", "kind").annotate(n=Count("id")):
         ran = owner(row["method"], row["target"])
         if ran is not None:
             counts[id(ran)][row["kind"]] += row["n"]
     asked: dict[int, dict[str, str]] = defaultdict(dict)
     for method, target, asks in (
-        AuditEvent.objects.filter(kind__in=(Kind.ROUND, Kind.ASK), method__in=methods)
-        .values_list("method", "target", "asks")
-        .distinct()
+        rows_here.filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("method", "target", "asks").distinct()
     ):
         asker = owner(method, target)
         if asker is not None and isinstance(asks, dict):
@@ -288,6 +288,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
         c = counts.get(id(handler), {})
         rows.append(
             {
+                "endpoint": registry.name,
                 "primitive": handler.primitive,
                 "name": handler.name,
                 "address": address(handler),
@@ -302,7 +303,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
                 "failed": c.get(str(Kind.FAILED), 0),
                 "rounds": c.get(str(Kind.ROUND), 0),
                 "refusals": sum(c.get(str(k), 0) for k in REFUSAL_KINDS),
-                "query": urlencode(audit_query(handler)),
+                "query": urlencode(audit_query(handler, registry.name)),
             }
         )
     return rows
@@ -330,14 +331,14 @@ class Day:
     refusals: int = 0
 
 
-def activity(handler: Handler, days: int = 14) -> list[Day]:
+def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> list[Day]:
     """Calls, rounds and refusals per day over the last ``days`` days (today included)."""
     today = timezone.localdate()
     first = today - timedelta(days=days - 1)
     series = {first + timedelta(days=n): Day(first + timedelta(days=n)) for n in range(days)}
     since = timezone.make_aware(datetime.combine(first, time.min))
     rows = (
-        audit_rows(handler)
+        audit_rows(handler, endpoint)
         .filter(created__gte=since)
         .annotate(day=TruncDate("created", tzinfo=timezone.get_current_timezone()))
         .values("day", "kind", "target")
@@ -371,8 +372,8 @@ def chart(series: list[Day], width: int = 560, height: int = 120) -> dict[str, A
     return {"width": width, "height": height, "top": top, "bars": bars, "labels": labels[:: max(1, len(series) // 7)]}
 
 
-def recent(handler: Handler, limit: int = 25) -> list[AuditEvent]:
-    rows = audit_rows(handler).select_related("user").order_by("-created", "-id")
+def recent(handler: Handler, limit: int = 25, endpoint: str = "default") -> list[AuditEvent]:
+    rows = audit_rows(handler, endpoint).select_related("user").order_by("-created", "-id")
     if not isinstance(handler, ResourceTemplate):
         return list(rows[:limit])
     # A template's prefix may also match other resources' URIs: keep its own.

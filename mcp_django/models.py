@@ -67,6 +67,9 @@ class AuditEvent(models.Model):
     asks = models.JSONField(_("input requests"), default=dict, blank=True)
     client_address = models.CharField(_("client address"), max_length=64, blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
+    # The endpoint that served the call (its Registry's name; docs/endpoints.md). Rows from
+    # before there were several endpoints are the default one's.
+    endpoint = models.CharField(_("endpoint"), max_length=64, default="default", db_index=True)
     # Given once, when the event's row is made: a batch the writer retries after its COMMIT
     # landed but the reply was lost (the database went away) inserts nothing twice.
     # Null for rows from before it existed, and for rows made outside the writer.

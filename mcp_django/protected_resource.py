@@ -22,7 +22,8 @@ from urllib.parse import urlsplit
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
 
-from .conf import mcp_settings
+from . import endpoints
+from .conf import EndpointSettings, mcp_settings
 
 if TYPE_CHECKING:
     from .registry import Registry
@@ -30,45 +31,56 @@ if TYPE_CHECKING:
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
 
-# Paths the ASGI routes serve an endpoint at (mcp_django.routing.mcp_urlpatterns adds them).
-_asgi_paths: set[str] = set()
+
+def add_endpoint_path(path: str, registry: Registry | None = None) -> None:
+    """Record that an ASGI route serves ``registry``'s endpoint at ``path`` (its metadata may be asked for)."""
+    endpoints.add_path(path, registry)
 
 
-def add_endpoint_path(path: str) -> None:
-    """Record that an ASGI route serves an endpoint at ``path`` (its metadata may be asked for)."""
-    _asgi_paths.add("/" + path.strip("/"))
-
-
-def is_endpoint_path(path: str) -> bool:
-    """Whether ``path`` is an MCP endpoint's: an ASGI route's, the URLconf's view, or RESOURCE_URL's.
+def endpoint_at(path: str) -> Registry | None:
+    """The registry of the MCP endpoint served at ``path``: an ASGI route's, the URLconf's
+    view's, or the one whose RESOURCE_URL names that path; None for any other path.
 
     Metadata is served only for those: a resource indicator for ``/admin`` or any other
     path would tell a client that path is a resource these authorization servers guard.
     """
     path = "/" + path.strip("/")
-    if path in _asgi_paths:
-        return True
-    if mcp_settings.RESOURCE_URL and (urlsplit(mcp_settings.RESOURCE_URL).path.rstrip("/") or "/") == path:
-        return True
-    for candidate in (path, path + "/"):
+    routed, registry = endpoints.routed_at(path)
+    if routed:
+        return registry or endpoints.named(endpoints.DEFAULT)
+    for candidate in endpoints.every():
+        resource = candidate.settings.RESOURCE_URL
+        if resource and (urlsplit(resource).path.rstrip("/") or "/") == path:
+            return candidate
+    for url in (path, path + "/"):
         try:
-            match = resolve(candidate)
+            match = resolve(url)
         except Resolver404:
             continue
-        # mcp_django.urls routes to the endpoint's view and to this metadata, nothing else.
-        if "mcp_django" in match.app_names and match.func is not metadata:
-            return True
-    return False
+        # The endpoint's view (mcp_django.transports.views.mcp_view, which says so), from
+        # mcp_django.urls or a project's own route to it with another endpoint's registry.
+        if getattr(match.func, "mcp_endpoint_view", False):
+            return match.kwargs.get("registry") or endpoints.named(endpoints.DEFAULT)
+    return None
+
+
+def is_endpoint_path(path: str) -> bool:
+    """Whether an MCP endpoint is served at ``path`` (see :func:`endpoint_at`)."""
+    return endpoint_at(path) is not None
 
 
 def _origin(request: HttpRequest) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
-def resource_url(request: HttpRequest, path: str | None = None) -> str:
-    """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host)."""
-    if mcp_settings.RESOURCE_URL:
-        return mcp_settings.RESOURCE_URL.rstrip("/")
+def resource_url(request: HttpRequest, path: str | None = None, endpoint: EndpointSettings | None = None) -> str:
+    """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host).
+
+    ``endpoint``: its settings (by default, those of the endpoint ``request`` reached).
+    """
+    resource = (endpoint or mcp_settings.for_request(request)).RESOURCE_URL
+    if resource:
+        return resource.rstrip("/")
     path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
     return _origin(request) + path
 
@@ -84,7 +96,7 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\r", "").replace("\n", "").replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def operation_scopes(handler_scopes: Any = ()) -> list[str]:
+def operation_scopes(handler_scopes: Any = (), endpoint: EndpointSettings | None = None) -> list[str]:
     """Every scope an operation needs: the endpoint's ``REQUIRED_SCOPES``, then its handler's.
 
     What a 403 ``insufficient_scope`` names. Clients that ask for exactly the challenged
@@ -93,7 +105,7 @@ def operation_scopes(handler_scopes: Any = ()) -> list[str]:
     challenge to the scopes they hold, and servers to name what the operation needs
     (RFC 6750 section 3.1), not what the token was granted.
     """
-    scopes = list(mcp_settings.REQUIRED_SCOPES)
+    scopes = list((endpoint or mcp_settings.endpoint("default")).REQUIRED_SCOPES)
     scopes += [scope for scope in handler_scopes if scope not in scopes]
     return scopes
 
@@ -105,40 +117,47 @@ def challenge(request: HttpRequest, error: str | None = None, description: str |
         params.append(("error", error))
     if description:
         params.append(("error_description", description))
-    scope = scope or " ".join(mcp_settings.REQUIRED_SCOPES)
+    scope = scope or " ".join(mcp_settings.for_request(request).REQUIRED_SCOPES)
     if scope:
         params.append(("scope", scope))
     params.append(("resource_metadata", metadata_url(request)))
     return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
 
 
-def enabled() -> bool:
-    return bool(mcp_settings.AUTHORIZATION_SERVERS)
+def enabled(endpoint: EndpointSettings | None = None) -> bool:
+    return bool((endpoint or mcp_settings.endpoint("default")).AUTHORIZATION_SERVERS)
 
 
-def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry) -> JsonResponse:
+def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry | None = None) -> JsonResponse:
     """RFC 9728 protected-resource metadata, at the root and the path-suffixed location.
 
-    ``registry`` (given by the URLconf) is the endpoint's: its handlers' scopes are listed
-    unless ``SCOPES_SUPPORTED`` says otherwise.
+    The path names the endpoint (``/.well-known/oauth-protected-resource/staff/mcp``: the
+    one served at ``/staff/mcp``), its settings say what the document holds, and its
+    handlers' scopes are listed unless ``SCOPES_SUPPORTED`` says otherwise. At the root,
+    ``registry`` (given by the URLconf; the default endpoint without one) is the endpoint.
     """
-    if not enabled():
-        raise Http404("This MCP endpoint is not an OAuth protected resource.")
     path = "/" + resource_path.strip("/") if resource_path else None
-    if path is not None and not is_endpoint_path(path):
-        raise Http404("No MCP endpoint is served at this path.")
-    servers = [
-        server if "://" in server else _origin(request) + server for server in mcp_settings.AUTHORIZATION_SERVERS
-    ]
+    if path is not None:
+        found = endpoint_at(path)
+        if found is None:
+            raise Http404("No MCP endpoint is served at this path.")
+        registry = found
+    registry = registry or endpoints.named(endpoints.DEFAULT)
+    if registry is None:
+        raise Http404("No MCP endpoint is served here.")
+    endpoint = registry.settings
+    if not enabled(endpoint):
+        raise Http404("This MCP endpoint is not an OAuth protected resource.")
+    servers = [server if "://" in server else _origin(request) + server for server in endpoint.AUTHORIZATION_SERVERS]
     data: dict[str, Any] = {
-        "resource": resource_url(request, path or DEFAULT_PATH),
+        "resource": resource_url(request, path or DEFAULT_PATH, endpoint),
         "authorization_servers": servers,
         "bearer_methods_supported": ["header"],
     }
-    scopes = mcp_settings.SCOPES_SUPPORTED
+    scopes = endpoint.SCOPES_SUPPORTED
     if scopes is None:
         handlers = registry.all_handlers()
-        scopes = sorted({*mcp_settings.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
+        scopes = sorted({*endpoint.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
     if scopes:
         data["scopes_supported"] = scopes
     response = JsonResponse(data)

@@ -7,9 +7,13 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from django.core.exceptions import ImproperlyConfigured
+
+from . import endpoints as endpoint_table
 from . import resource_updates
 from . import schema as schemas
 from .completion import completers
+from .conf import EndpointSettings, endpoint_name_problem, mcp_settings
 from .handlers import (
     TOOL_NAME_MAX,
     Func,
@@ -49,10 +53,33 @@ def _describe(func: Func, description: str | None) -> str:
     return schemas.first_paragraph(inspect.getdoc(func))
 
 
-class Registry:
-    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one."""
+DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
-    def __init__(self) -> None:
+
+class Registry:
+    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one.
+
+    ``Registry("staff")`` makes another endpoint: route it with
+    ``mcp_urlpatterns("staff/mcp", registry=...)``. Its name picks its settings in
+    ``MCP_DJANGO["ENDPOINTS"]`` (authentication, anonymous callers, OAuth metadata),
+    is written in its audit rows, binds its legacy sessions, and heads its handlers in
+    the admin. A registry made without a name (in a test, say) serves with the
+    project-wide settings and is audited as the default endpoint.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            problem = endpoint_name_problem(name)
+            if problem is not None:
+                raise ImproperlyConfigured(f"Registry({name!r}): {problem}")
+            if endpoint_table.named(name) is not None:
+                raise ImproperlyConfigured(
+                    f"Registry({name!r}): an endpoint of that name exists already; each endpoint's name is its own"
+                )
+        self.name: str = name or DEFAULT_ENDPOINT
+        self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
+        if name is not None:
+            endpoint_table.add(self)
         self.tools: dict[str, Tool] = {}
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
@@ -448,4 +475,14 @@ def name_problems(registry: Registry) -> list[str]:
     return out
 
 
-mcp = Registry()
+def registry_named(name: str) -> Registry | None:
+    """The endpoint of that name (``"default"``: :data:`mcp`), or None."""
+    return endpoint_table.named(name)
+
+
+def endpoints() -> list[Registry]:
+    """Every named endpoint, the default first, then in the order they were made."""
+    return endpoint_table.every()
+
+
+mcp = Registry(DEFAULT_ENDPOINT)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import base64url, protected_resource
-from .conf import mcp_settings
+from .conf import EndpointSettings, mcp_settings
 from .keyring import keyring, principal_matches
 from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
 
@@ -209,18 +209,23 @@ def check_claims(
 # -- the API the engines use ------------------------------------------------------------------
 
 
-def audience(request: HttpRequest | None) -> str:
+def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = None) -> str:
     """The endpoint a state is sealed for and accepted at: its canonical resource URL.
 
-    ``MCP_DJANGO["RESOURCE_URL"]`` when set, else the scheme, host and path the request
+    The endpoint's ``RESOURCE_URL`` when set, else the scheme, host and path the request
     reached (as an OAuth token's audience is): a state issued at one endpoint, or by
     another deployment that shares ``REQUEST_STATE_KEY``, is refused at another.
+    ``endpoint``: the settings of the endpoint serving the call (by default, the request's).
     """
+    if endpoint is None:
+        endpoint = mcp_settings.for_request(request)
     if request is None or ("HTTP_HOST" not in request.META and request.META.get("SERVER_NAME") == "unknown"):
         # No address to bind to (stdio: one local client on a pipe): the configured resource
-        # URL, else the empty audience, which no endpoint reached over the network has.
-        return (mcp_settings.RESOURCE_URL or "").rstrip("/")
-    return protected_resource.resource_url(request)
+        # URL, else the empty audience, which no endpoint reached over the network has (and,
+        # for another endpoint than the default, its name: each endpoint's states are its own).
+        resource = (endpoint.RESOURCE_URL or "").rstrip("/")
+        return resource or ("" if endpoint.name == "default" else f"endpoint:{endpoint.name}")
+    return protected_resource.resource_url(request, endpoint=endpoint)
 
 
 def params_digest(params: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.urls import path, re_path
 
+from .registry import Registry
 from .transports.asgi import MCPApplication, lifespan
 
 __all__ = ["application", "lifespan", "mcp_urlpatterns"]
@@ -21,11 +22,28 @@ __all__ = ["application", "lifespan", "mcp_urlpatterns"]
 application = MCPApplication()
 
 
-def mcp_urlpatterns(prefix: str = "mcp", app: Any = None) -> list[Any]:
-    """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike)."""
+def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry | None = None) -> list[Any]:
+    """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike).
+
+    ``registry``: another endpoint's handlers (``Registry("staff")``), served at ``prefix``
+    with that endpoint's settings (docs/endpoints.md); ``app``: the application to mount
+    (ASGI middleware around one, say), the default endpoint's by default.
+    """
     from .protected_resource import add_endpoint_path
 
-    app = app or application
+    if app is None:
+        app = application if registry is None else _application_for(registry)
     prefix = prefix.strip("/")
-    add_endpoint_path(prefix)
+    add_endpoint_path(prefix, registry or getattr(app, "registry", None))
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]
+
+
+_applications: dict[Registry, MCPApplication] = {}
+
+
+def _application_for(registry: Registry) -> MCPApplication:
+    # One application per endpoint, for its HTTP and its websocket routes alike.
+    found = _applications.get(registry)
+    if found is None:
+        found = _applications[registry] = MCPApplication(registry)
+    return found

@@ -76,3 +76,5 @@ class Event:
     reason: str = ""
     outcome: str = ""
     duration_ms: float | None = None
+    # The name of the endpoint (its Registry's) that served the call: "default" for mcp_django.mcp.
+    endpoint: str = "default"

@@ -215,6 +215,19 @@ MCP_DJANGO: dict[str, Any] = {
     # A static file: its URL comes from the staticfiles storage (WhiteNoise's in production).
     "SERVER_ICONS": [{"src": "mcp_django/icons/server.svg", "sizes": ["any"]}],
     "INSTRUCTIONS": "A demo Django project served over MCP by mcp-django.",
+    # A second endpoint, /staff/mcp (project/shop/staff.py): the staff's tools, for the admin's
+    # session or an MCP token only. Not an OAuth protected resource, and never anonymous.
+    "ENDPOINTS": {
+        "staff": {
+            "ALLOW_ANONYMOUS": False,
+            "AUTHENTICATION_CLASSES": [
+                "mcp_django.auth.SessionAuthentication",
+                "mcp_django.tokens.auth.MCPTokenAuthentication",
+            ],
+            "AUTHORIZATION_SERVERS": [],
+            "REQUIRED_SCOPES": [],
+        },
+    },
 }
 
 # The authorization server (django-oauth-toolkit) with what MCP clients need: RFC 8414

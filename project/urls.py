@@ -2,7 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 from oauth2_provider.views import OAuthServerMetadataView
 
+from mcp_django.transports.views import mcp_view
 from project.demo.views import landing
+from project.shop.staff import staff_mcp
 
 urlpatterns = [
     # What the endpoint is and how to connect to it.
@@ -19,4 +21,6 @@ urlpatterns = [
     # The same endpoint through Django's view stack, for WSGI deployments. Under
     # ASGI, project/asgi.py routes /mcp to the fast application before Django sees it.
     path("", include("mcp_django.urls")),
+    # The staff endpoint (project/shop/staff.py) through Django's view stack as well.
+    path("staff/mcp", mcp_view, {"registry": staff_mcp}),
 ]

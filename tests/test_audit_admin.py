@@ -129,7 +129,8 @@ def test_read_only(admin_client: Client, log: dict[str, AuditEvent]) -> None:
 
 
 def handler_rows(client: Client) -> dict[str, dict[str, Any]]:
-    response = client.get(reverse(HANDLERS))
+    # The default endpoint's (the demo has another, tests/test_endpoints.py two more).
+    response = client.get(reverse(HANDLERS), {"endpoint": "default"})
     assert response.status_code == 200
     return {f"{h['primitive']}:{h['address']}": h for h in response.context["handlers"]}
 
@@ -154,7 +155,9 @@ def test_handlers_page(admin_client: Client, log: dict[str, AuditEvent]) -> None
     body = admin_client.get(reverse(HANDLERS)).content.decode()
     assert "project.demo.mcp.plan_trip" in body and "Registered MCP handlers" in body
     # The counts link to the audit log, filtered to that handler.
-    assert reverse(CHANGELIST) + "?method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    assert (
+        reverse(CHANGELIST) + "?endpoint=default&amp;method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    )
 
 
 def test_handlers_page_permissions(client: Client) -> None:
@@ -270,7 +273,9 @@ def test_handler_detail_page(admin_client: Client, log: dict[str, AuditEvent]) -
     assert {row.pk for row in response.context["recent"]} == {
         log[name].pk for name in ("round", "done", "expired", "tampered")
     }
-    assert reverse(CHANGELIST) + "?method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    assert (
+        reverse(CHANGELIST) + "?endpoint=default&amp;method=tools%2Fcall&amp;target=plan_trip&amp;kind=refusals" in body
+    )
     assert (
         admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "nope"])).status_code
         == 404

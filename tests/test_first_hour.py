@@ -40,6 +40,7 @@ def test_landing_page_says_what_the_endpoint_is_and_how_to_connect(live_url: str
     assert "Authorization: Token KEY" in html and "drf_create_token" in html  # still an alternative
     assert "docs/clients.md" in html
     assert "<code>echo</code>" in html  # the tools a client will find
+    assert f'<code id="staff-endpoint">{site(live_url)}/staff/mcp</code>' in html  # docs/endpoints.md
 
 
 def test_landing_page_sdk_snippet_runs(live_url: str) -> None:

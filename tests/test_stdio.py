@@ -43,7 +43,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     env.pop("REDIS_URL", None)
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-    create = "from django.contrib.auth.models import User; User.objects.create_user('alice'); User.objects.create_user('gone', is_active=False)"
+    create = "from django.contrib.auth.models import User; User.objects.create_user('alice'); User.objects.create_user('gone', is_active=False); User.objects.create_user('stan', is_staff=True)"
     subprocess.run([*manage, "shell", "-v0", "-c", create], cwd=ROOT, env=env, check=True)
     yield env
 
@@ -133,3 +133,14 @@ def test_anonymous_when_the_project_allows_it(server_env: dict[str, str]) -> Non
     assert done.returncode == 0, done.stderr
     answers = {m["id"]: m for m in map(json.loads, done.stdout.decode().splitlines())}
     assert answers[2]["result"]["structuredContent"] == {"principal": "anonymous", "username": None}
+
+
+@pytest.mark.anyio
+async def test_another_endpoint_over_stdio(server_env: dict[str, str]) -> None:
+    """``--endpoint staff``: the demo's staff endpoint's handlers (docs/endpoints.md), not /mcp's."""
+    async with Client(_params(server_env, "--user", "stan", "--endpoint", "staff"), mode="2026-07-28") as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == {"orders_by_status", "mark_shipped"}
+        counted = await client.call_tool("orders_by_status", {})
+        assert counted.structured_content == {"pending": 0, "paid": 0, "shipped": 0, "cancelled": 0}
+    async with Client(_params(server_env, "--user", "stan"), mode="2026-07-28") as client:
+        assert "orders_by_status" not in {tool.name for tool in (await client.list_tools()).tools}

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from ..auth import Principal
+from ..conf import EndpointSettings
 from ..protocol.revisions import ClientCapabilities, Era
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -40,13 +41,19 @@ class Call:
     task_id: str | None = None
     may_start_task: bool = False
     cancelled: Callable[[], bool] | None = field(default=None, repr=False)
+    # The settings of the endpoint serving the call (set by its dispatcher): its
+    # authentication, OAuth metadata and resource URL, and its name for the audit log.
+    endpoint: EndpointSettings | None = field(default=None, repr=False)
 
     @cached_property
     def request(self) -> Any:
         """The Django ``HttpRequest`` (built on first use on the fast path)."""
         request = self.request_factory() if self.request_factory else None
-        if request is not None and not hasattr(request, "user"):
-            request.user = self.principal.user
+        if request is not None:
+            if not hasattr(request, "user"):
+                request.user = self.principal.user
+            if self.endpoint is not None and not hasattr(request, "mcp_endpoint"):
+                request.mcp_endpoint = self.endpoint
         return request
 
     @property
@@ -79,6 +86,7 @@ class Call:
             client_address=self.client_address,
             version=self.version,
             duration_ms=(time.perf_counter() - started) * 1000,
+            endpoint=self.endpoint.name if self.endpoint is not None else "default",
             **fields,
         )
 

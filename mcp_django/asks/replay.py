@@ -322,7 +322,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
                 target=call.target,
                 principal=call.principal.digests,
                 digest=digest or "",
-                audience=audience(call.request),
+                audience=audience(call.request, call.endpoint),
             )
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
@@ -388,7 +388,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
             answers=backend.carried_answers(),
             asked={key: ask.digest for key, ask in backend.pending.items()},
             state=dict(ctx.state),
-            audience=audience(call.request),
+            audience=audience(call.request, call.endpoint),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:

@@ -59,7 +59,8 @@ class OAuth2Authentication(ToolkitAuthentication):
             raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        required = mcp_settings.REQUIRED_SCOPES
+        # The endpoint's own scopes, when it sets them (MCP_DJANGO["ENDPOINTS"]).
+        required = mcp_settings.for_request(django_request).REQUIRED_SCOPES
         if required and not token.allow_scopes(required):
             request.oauth2_error = {"error": "insufficient_scope"}
             raise InsufficientScope(f"insufficient_scope: this endpoint needs the scopes {' '.join(required)}")

@@ -234,9 +234,18 @@ class MCPClient:
             if self.token is not None:
                 headers["authorization"] = f"Token {self.token}"
             elif self.user is not None:
-                headers.update(_credentials_for(self.user))
+                headers.update(_credentials_for(self.user, self._endpoint_classes()))
             self._auth = headers
         return self._auth
+
+    def _endpoint_classes(self) -> list[Any]:
+        """The authentication classes of the endpoint this client calls: its application's
+        registry's (an MCPApplication), else the one served at its path."""
+        from ..conf import mcp_settings
+        from ..protected_resource import endpoint_at
+
+        registry = getattr(self.app, "registry", None) or endpoint_at(self.path)
+        return list((registry.settings if registry is not None else mcp_settings).AUTHENTICATION_CLASSES)
 
     # -- the public API -------------------------------------------------------------------
 
@@ -696,14 +705,11 @@ def _param_headers(name: Any, arguments: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _credentials_for(user: Any) -> dict[str, str]:  # the stubs want AUTH_USER_MODEL itself
-    """Headers that authenticate ``user`` with the configured classes: a session, else a DRF token."""
+def _credentials_for(user: Any, classes: list[Any]) -> dict[str, str]:  # the stubs want AUTH_USER_MODEL
+    """Headers that authenticate ``user`` with the endpoint's classes: a session, else a DRF token."""
     from django.conf import settings
     from rest_framework import authentication
 
-    from ..conf import mcp_settings
-
-    classes = mcp_settings.AUTHENTICATION_CLASSES
     from ..auth import SessionAuthentication
 
     if any(issubclass(c, (SessionAuthentication, authentication.SessionAuthentication)) for c in classes):
@@ -718,6 +724,6 @@ def _credentials_for(user: Any) -> dict[str, str]:  # the stubs want AUTH_USER_M
         token, _ = Token.objects.get_or_create(user=user)
         return {"authorization": f"Token {token.key}"}
     raise ValueError(
-        "MCPClient(user=...) needs session or token authentication in MCP_DJANGO['AUTHENTICATION_CLASSES']; "
+        "MCPClient(user=...) needs session or token authentication in the endpoint's AUTHENTICATION_CLASSES; "
         "pass headers= with your own credentials instead"
     )

@@ -95,6 +95,8 @@ class Dispatcher:
     @tracing.traced
     async def handle(self, call: Call) -> dict[str, Any]:
         """The result of one request, or :class:`MCPError`."""
+        # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
+        call.endpoint = self.registry.settings
         method = self.methods.get(call.method)
         if method is None or (call.era == Era.MODERN and call.method not in MODERN_METHODS):
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
@@ -170,6 +172,7 @@ class Dispatcher:
         Dispatching checks it too; a transport that commits to a stream before the
         handler runs (legacy SSE) asks first, so the 403 can still be an HTTP answer.
         """
+        call.endpoint = self.registry.settings
         params = call.params
         handler: Handler | None = None
         if call.method == "tools/call" and isinstance(params.get("name"), str):
@@ -501,7 +504,7 @@ class Dispatcher:
 
 def _icons(call: Call) -> IconBase | None:
     # The request is built only if an icon's URL needs its host (see mcp_django.icons).
-    return icon_base(call.version, lambda: call.request, mcp_settings.RESOURCE_URL)
+    return icon_base(call.version, lambda: call.request, (call.endpoint or mcp_settings).RESOURCE_URL)
 
 
 class _Completion:
@@ -600,7 +603,7 @@ def _require_scopes(call: Call, handler: Handler) -> None:
         return
     # The caller may know the handler exists (its scopes are in the metadata): it may step up.
     # The challenge names every scope the call needs, the endpoint's too.
-    needed = operation_scopes(handler.scopes)
+    needed = operation_scopes(handler.scopes, call.endpoint)
     scope = " ".join(needed)
     request = call.request
     raise MCPError(

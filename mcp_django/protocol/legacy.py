@@ -45,7 +45,7 @@ from django.core.signals import setting_changed
 from .. import base64url
 from ..asks.call import LOG_LEVELS
 from ..breaker import Breaker, is_outage
-from ..conf import mcp_settings
+from ..conf import EndpointSettings, mcp_settings
 from ..icons import icon_base
 from ..keyring import keyring
 from .capabilities import server_capabilities, server_info
@@ -110,15 +110,17 @@ class SessionRecord:
     expires_at: int = 0
     # The session cache's epoch when the session opened (see the module's docstring).
     epoch: str = ""
+    # The endpoint that opened it (its Registry's name): no other endpoint knows the session.
+    endpoint: str = "default"
 
 
-async def open_record(params: Any, principal: str) -> SessionRecord:
+async def open_record(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
     """:func:`read_initialize`, under the session cache's current epoch."""
-    record = read_initialize(params, principal)
+    record = read_initialize(params, principal, endpoint)
     return dataclasses.replace(record, epoch=await current_epoch())
 
 
-def read_initialize(params: Any, principal: str) -> SessionRecord:
+def read_initialize(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
     """The session an ``initialize`` request opens, or -32602 for malformed params."""
     if not isinstance(params, dict):
         raise InvalidParams("initialize needs params")
@@ -135,15 +137,20 @@ def read_initialize(params: Any, principal: str) -> SessionRecord:
         client_info=info if isinstance(info, dict) else None,
         principal=principal,
         expires_at=int(time.time()) + session_lifetime(),
+        endpoint=endpoint,
     )
 
 
-def initialize_result(record: SessionRecord, request: Callable[[], Any] | None = None) -> dict[str, Any]:
-    """``request`` builds the Django request, when an icon's URL needs its host."""
+def initialize_result(
+    record: SessionRecord, request: Callable[[], Any] | None = None, endpoint: EndpointSettings | None = None
+) -> dict[str, Any]:
+    """``request`` builds the Django request, when an icon's URL needs its host; ``endpoint``:
+    the settings of the endpoint answering (its RESOURCE_URL)."""
+    resource = (endpoint or mcp_settings).RESOURCE_URL
     result: dict[str, Any] = {
         "protocolVersion": record.version,
         "capabilities": server_capabilities(Era.LEGACY),
-        "serverInfo": server_info(record.version, icon_base(record.version, request, mcp_settings.RESOURCE_URL)),
+        "serverInfo": server_info(record.version, icon_base(record.version, request, resource)),
     }
     if mcp_settings.INSTRUCTIONS:
         result["instructions"] = mcp_settings.INSTRUCTIONS
@@ -197,6 +204,8 @@ def seal_session(record: SessionRecord) -> str:
                 "p": record.principal,
                 "exp": record.expires_at,
                 "e": record.epoch,
+                # Only another endpoint than the default names itself: the default's ids are as before.
+                **({"n": record.endpoint} if record.endpoint != "default" else {}),
             }
         )
     )
@@ -228,6 +237,7 @@ def open_session(token: str) -> SessionRecord | None:
             sid=data["s"],
             expires_at=data["exp"],
             epoch=data.get("e", ""),
+            endpoint=data.get("n", "default"),
         )
     except (ValueError, KeyError, TypeError):
         return None

@@ -14,12 +14,12 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 
 from ..conf import mcp_settings
-from ..registry import mcp
+from ..registry import endpoints
 
 
 @register()
 def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    tools = sorted(name for name, tool in mcp.tools.items() if tool.task is not None)
+    tools = sorted({name for registry in endpoints() for name, tool in registry.tools.items() if tool.task is not None})
     if not tools:
         return []
     from .framework import backend

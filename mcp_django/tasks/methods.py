@@ -61,6 +61,7 @@ async def create(
     row = await run_in_thread(
         lambda: store.create(
             tool=tool.name,
+            endpoint=call.endpoint.name if call.endpoint is not None else "default",
             arguments=arguments,
             principal=call.principal,
             version=call.version,
@@ -86,7 +87,8 @@ def _task_id(call: Call) -> str:
 async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -> None:
     # Permissions are checked on every call, not only at creation: a user who lost the
     # tool's permission loses its tasks too, with the answer an unknown id gets.
-    tool = registry.tools.get(row.tool)
+    # A task is its endpoint's: another endpoint answers as for an unknown id.
+    tool = registry.tools.get(row.tool) if row.endpoint == registry.name else None
     if tool is None or not await allowed(tool):
         raise InvalidParams(store.NOT_FOUND)
 

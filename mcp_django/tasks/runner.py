@@ -30,7 +30,7 @@ from ..conf import mcp_settings
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from ..registry import mcp
+from ..registry import registry_named
 from . import store
 from .framework import task
 from .models import MCPTask, Status
@@ -156,7 +156,8 @@ async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bo
 
 
 async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    tool = mcp.tools.get(row.tool)
+    registry = registry_named(row.endpoint or "default")
+    tool = registry.tools.get(row.tool) if registry is not None else None
     if tool is None:
         return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
     arguments = tool.parameters.convert(dict(row.arguments))
@@ -172,6 +173,7 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
         client_info=row.client_info,
         task_id=row.id,
         cancelled=cancelled,
+        endpoint=registry.settings if registry is not None else None,
     )
     backend, ctx, finished, value, error = await replay.attempt(
         tool, arguments, call, known=dict(row.answers), state=dict(row.state), backend_class=TaskBackend

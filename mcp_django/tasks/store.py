@@ -96,6 +96,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         if kind == Kind.TASK_INPUT_REQUIRED
         else {},
         reason=reason[:48],
+        endpoint=row.endpoint,
     )
     if settings["ASYNC_WRITES"]:
         audit.record(event, kind)  # the writer thread inserts it; nothing waits here
@@ -106,6 +107,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
 def create(
     *,
     tool: str,
+    endpoint: str = "default",
     arguments: dict[str, Any],
     principal: Principal,
     version: str,
@@ -128,6 +130,7 @@ def create(
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
+            endpoint=endpoint,
             arguments=arguments,
             version=version,
             capabilities=capabilities,
@@ -221,6 +224,7 @@ def principal_of(row: MCPTask) -> Principal | None:
 _POLLED = (
     "id",
     "tool",
+    "endpoint",
     "status",
     "status_message",
     "result",

@@ -13,7 +13,6 @@ from django.core.checks import Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import TokenAuthentication
 
-from ..conf import mcp_settings
 from .auth import MCPTokenAuthentication
 
 
@@ -31,23 +30,34 @@ def _takes_every_bearer(cls: Any) -> bool:
 
 @register()
 def check_token_class_order(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    try:
-        classes = list(mcp_settings.AUTHENTICATION_CLASSES)
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
-    ours = [i for i, cls in enumerate(classes) if isinstance(cls, type) and issubclass(cls, MCPTokenAuthentication)]
-    if not ours:
-        return []
-    before = [cls for cls in classes[: ours[0]] if _takes_every_bearer(cls)]
-    if not before:
-        return []
-    names = ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in before)
-    return [
-        Warning(
-            f"MCP_DJANGO['AUTHENTICATION_CLASSES'] lists MCPTokenAuthentication after {names}, "
-            "which refuses every Bearer token it does not know: MCP tokens would all be refused.",
-            hint="Move mcp_django.tokens.auth.MCPTokenAuthentication before it (it answers only for "
-            "tokens starting mcp_, and leaves the others to the classes after it).",
-            id="mcp_django.W040",
+    from ..registry import endpoints
+
+    warnings = []
+    # The default endpoint, and each that sets its own classes (the others use the default's).
+    for registry in [r for r in endpoints() if r.name == "default" or r.settings.overrides("AUTHENTICATION_CLASSES")]:
+        try:
+            classes = list(registry.settings.AUTHENTICATION_CLASSES)
+        except ImproperlyConfigured:
+            return []  # check_settings reports it
+        ours = [i for i, cls in enumerate(classes) if isinstance(cls, type) and issubclass(cls, MCPTokenAuthentication)]
+        if not ours:
+            continue
+        before = [cls for cls in classes[: ours[0]] if _takes_every_bearer(cls)]
+        if not before:
+            continue
+        names = ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in before)
+        where = (
+            f"MCP_DJANGO['ENDPOINTS'][{registry.name!r}]['AUTHENTICATION_CLASSES']"
+            if registry.settings.overrides("AUTHENTICATION_CLASSES")
+            else "MCP_DJANGO['AUTHENTICATION_CLASSES']"
         )
-    ]
+        warnings.append(
+            Warning(
+                f"{where} lists MCPTokenAuthentication after {names}, "
+                "which refuses every Bearer token it does not know: MCP tokens would all be refused.",
+                hint="Move mcp_django.tokens.auth.MCPTokenAuthentication before it (it answers only for "
+                "tokens starting mcp_, and leaves the others to the classes after it).",
+                id="mcp_django.W040",
+            )
+        )
+    return warnings

@@ -47,6 +47,11 @@ class MCPApplication:
         self._websocket: Any = None
 
     @property
+    def registry(self) -> Registry:
+        """The handlers this application serves (its endpoint's)."""
+        return self._registry or registry_module.mcp
+
+    @property
     def endpoint(self) -> HttpEndpoint:
         if self._endpoint is None:
             self._endpoint = endpoint_for(self._registry or registry_module.mcp)

@@ -163,10 +163,11 @@ class HttpEndpoint:
         ``request`` is the Django request, or a callable that builds it (only
         when the credentials are not in the principal cache).
         """
-        if not may_carry_credentials(req.headers):
+        endpoint = self.registry.settings  # its authentication classes and anonymous policy
+        if not may_carry_credentials(req.headers, endpoint):
             principal = ANONYMOUS
         else:
-            key = principal_cache.key(req.headers, f"{req.scheme} {req.endpoint}")
+            key = principal_cache.key(req.headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
             cached = await principal_cache.get(key) if key is not None else None
             if cached is not None:
                 principal = cached
@@ -180,7 +181,7 @@ class HttpEndpoint:
                     # statement_timeout fire) must not hold the request; the thread
                     # is freed when the database answers or its connection fails.
                     principal = await asyncio.wait_for(
-                        run_in_thread(authenticate_and_remember, request, key), mcp_settings.AUTH_TIMEOUT
+                        run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
                     )
                 except (OperationalError, InterfaceError, TimeoutError) as exc:
                     # The database refuses connections or does not answer: 503, not a 500.
@@ -188,8 +189,8 @@ class HttpEndpoint:
                     if not lifecycle.database_down():
                         logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
                     raise Unavailable("the database") from None
-        if principal.is_anonymous and not mcp_settings.ALLOW_ANONYMOUS:
-            raise refuse_anonymous(request() if callable(request) else request or req.request_factory())
+        if principal.is_anonymous and not endpoint.ALLOW_ANONYMOUS:
+            raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
         return principal
 
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:

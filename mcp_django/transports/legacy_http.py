@@ -313,7 +313,7 @@ class LegacyHttp(LegacyHandler):
         self.endpoint = endpoint
 
     async def _principal(self, req: HttpIn) -> Principal:
-        request = req.request_factory() if may_carry_credentials(req.headers) else None
+        request = req.request_factory() if may_carry_credentials(req.headers, self.endpoint.registry.settings) else None
         return await self.endpoint.principal(req, request)
 
     async def _session(
@@ -327,7 +327,7 @@ class LegacyHttp(LegacyHandler):
                 MCPError(INVALID_REQUEST, "Mcp-Session-Id header is required: send initialize first", http_status=400),
             )
         record = legacy.open_session(token)
-        if record is None:
+        if record is None or record.endpoint != self.endpoint.registry.name:  # another endpoint's: not ours
             return error_out(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
         if not principal.matches(record.principal):
             return error_out(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
@@ -371,14 +371,16 @@ class LegacyHttp(LegacyHandler):
             return unauthorized(request_id, exc)
         if shape == "request" and message["method"] == "initialize":
             try:
-                record = await legacy.open_record(message.get("params"), principal.digest)
+                record = await legacy.open_record(message.get("params"), principal.digest, self.endpoint.registry.name)
             except Unavailable:
                 raise
             except MCPError as exc:
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(
                 200,
-                jsonrpc.response(request_id, legacy.initialize_result(record, req.request_factory)),
+                jsonrpc.response(
+                    request_id, legacy.initialize_result(record, req.request_factory, self.endpoint.registry.settings)
+                ),
                 [("mcp-session-id", legacy.seal_session(record))],
             )
         found = await self._session(req, principal, request_id if shape == "request" else None)

@@ -11,8 +11,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import registry
+from .. import registry as registries
 from ..conf import mcp_settings
+from ..registry import Registry
 from .endpoints import endpoint_for
 from .http_io import HttpIn
 
@@ -25,8 +26,9 @@ def _headers(request: HttpRequest) -> dict[str, str]:
 
 
 @csrf_exempt
-async def mcp_view(request: HttpRequest) -> HttpResponse:
-    endpoint = endpoint_for(registry.mcp)
+async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> HttpResponse:
+    """The endpoint of ``registry`` (from the URLconf's kwargs: ``{"registry": staff}``), the default one's without."""
+    endpoint = endpoint_for(registry or registries.mcp)
     limit = mcp_settings.MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or ""
     # A body declared too large is refused before it is read.
@@ -49,3 +51,7 @@ async def mcp_view(request: HttpRequest) -> HttpResponse:
     for name, value in out.headers:
         response[name] = value
     return response
+
+
+# How mcp_django.protected_resource knows a URLconf route to this view as an endpoint's.
+mcp_view.mcp_endpoint_view = True  # type: ignore[attr-defined]

@@ -171,7 +171,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         try:
-            request = self.request_factory() if may_carry_credentials(headers) else None
+            request = (
+                self.request_factory() if may_carry_credentials(headers, self.endpoint.registry.settings) else None
+            )
             self.principal = await self.endpoint.principal(self.req, request)
         except AuthenticationFailed:
             await self.close()  # before accept: the upgrade is answered 403
@@ -377,12 +379,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if method == "initialize":
             if self.record is not None:
                 raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
-            self.record = legacy.read_initialize(params, self.principal.digest)
+            self.record = legacy.read_initialize(params, self.principal.digest, self.endpoint.registry.name)
             # initialize declares listChanged: the socket hears this worker's list changes.
             self.loop = asyncio.get_running_loop()
             self.endpoint.dispatcher.registry.subscribe(self.list_changed)
             self.listening = True
-            return legacy.initialize_result(self.record, self.request_factory)
+            return legacy.initialize_result(self.record, self.request_factory, self.endpoint.registry.settings)
         if method == "ping":
             return {}
         if self.record is None:

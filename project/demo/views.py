@@ -17,6 +17,7 @@ def landing(request: HttpRequest) -> HttpResponse:
         {
             "endpoint": endpoint,
             "ws_endpoint": "ws" + endpoint.removeprefix("http"),
+            "staff_endpoint": request.build_absolute_uri("/staff/mcp"),
             "anonymous": mcp_settings.ALLOW_ANONYMOUS,
             "tools": sorted(mcp.tools.values(), key=lambda tool: tool.name),
             "server_name": mcp_settings.SERVER_NAME,

@@ -9,6 +9,7 @@ from rest_framework.permissions import IsAuthenticated
 from mcp_django import Context, SyncContext, mcp
 from mcp_django.completion import from_queryset
 
+from . import staff  # noqa: F401 - the staff endpoint's tools (/staff/mcp), registered with these
 from .models import Order, Product
 from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
 

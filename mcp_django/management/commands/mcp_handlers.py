@@ -39,11 +39,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print a JSON array instead of a table.")
         parser.add_argument("--type", choices=PRIMITIVES, help="Only handlers of this type.")
+        parser.add_argument(
+            "--endpoint", default="default", metavar="NAME", help="Another endpoint's (docs/endpoints.md)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from ...registry import mcp
+        from django.core.management.base import CommandError
 
-        handlers = [h for h in mcp.all_handlers() if not options["type"] or h.primitive == options["type"]]
+        from ...registry import endpoints, registry_named
+
+        registry = registry_named(options["endpoint"])
+        if registry is None:
+            known = ", ".join(r.name for r in endpoints())
+            raise CommandError(f"No endpoint {options['endpoint']!r}; the endpoints are {known}.")
+        handlers = [h for h in registry.all_handlers() if not options["type"] or h.primitive == options["type"]]
         rows = [describe(h) for h in handlers]
         if options["json"]:
             self.stdout.write(json.dumps(rows, indent=2, default=str))

@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...auth import ANONYMOUS, Principal
-from ...conf import mcp_settings
+from ...registry import endpoints, registry_named
 from ...transports import stdio
 
 
@@ -32,9 +32,19 @@ class Command(BaseCommand):
         who.add_argument(
             "--anonymous", action="store_true", help="run calls anonymously (needs MCP_DJANGO['ALLOW_ANONYMOUS'])"
         )
+        parser.add_argument(
+            "--endpoint",
+            default="default",
+            metavar="NAME",
+            help="serve this endpoint's handlers (a Registry's name; docs/endpoints.md), the default one's without",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        principal = self._principal(options["user"], options["anonymous"])
+        registry = registry_named(options["endpoint"])
+        if registry is None:
+            known = ", ".join(r.name for r in endpoints())
+            raise CommandError(f"No endpoint {options['endpoint']!r}; the endpoints are {known}.")
+        principal = self._principal(options["user"], options["anonymous"], registry.settings.ALLOW_ANONYMOUS)
         # Only protocol messages may reach stdout: keep the real one for them and send
         # everything else that writes to file descriptor 1 (print(), C libraries) to stderr.
         protocol_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
@@ -42,16 +52,16 @@ class Command(BaseCommand):
         sys.stdout = sys.stderr
         protocol_in = sys.stdin.buffer
         try:
-            asyncio.run(stdio.serve(principal, protocol_in, protocol_out))
+            asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
         except KeyboardInterrupt:
             pass
         finally:
             protocol_out.close()
 
-    def _principal(self, username: str | None, anonymous: bool) -> Principal:
+    def _principal(self, username: str | None, anonymous: bool, anonymous_allowed: bool) -> Principal:
         if anonymous:
-            if not mcp_settings.ALLOW_ANONYMOUS:
-                raise CommandError("--anonymous needs MCP_DJANGO['ALLOW_ANONYMOUS'] = True.")
+            if not anonymous_allowed:
+                raise CommandError("--anonymous needs MCP_DJANGO['ALLOW_ANONYMOUS'] = True (for this endpoint).")
             return ANONYMOUS
         if not username:
             raise CommandError("Name the user the calls run as: --user USERNAME (or --anonymous).")
