@@ -514,6 +514,7 @@ class MCPSettings:
     SESSION_CACHE_TIMEOUT: float
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
+    ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:
         # Only reached when the attribute is not cached yet.
