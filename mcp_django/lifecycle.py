@@ -114,7 +114,9 @@ class DatabaseThreads(concurrent.futures.Executor):
 
     Threads are long-lived (a connection persists in each, per ``CONN_MAX_AGE``);
     a call takes the next one round-robin at its first job and keeps it.
-    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are.
+    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are. A plain
+    ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
+    a thread per call and end its connections with it (docs/performance.md).
     """
 
     def __init__(self) -> None:

@@ -30,9 +30,11 @@ class WorkerPool:
     """Threads for short sync work, each result handed back with one ``call_soon_threadsafe``.
 
     Everything sync goes through it: authentication, permission checks, sync
-    handlers. It is not ``run_in_executor``: that wraps every job in a concurrent
-    future chained to an asyncio future, which costs a trivial sync tool more than
-    the tool itself.
+    handlers. It is not asgiref's ``sync_to_async`` (``run_in_executor``, a concurrent
+    future chained to an asyncio future under ``shield``, the context copied back
+    after each job): counted with ``bench/thread_hops.py``, that costs about 224,000
+    instructions more per hop, over 20% of a sync call, several times the spread of
+    two runs (docs/performance.md).
 
     A sync handler that waits for a client's answer (a legacy ask) can wait for
     minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
