@@ -66,7 +66,7 @@ class HostThread(Protocol):
 
 
 #: The executor seam, for a harness that serves requests inside a transaction of its own (a
-#: test harness, such as :mod:`mcp_django.testing`'s client): set in the context the requests
+#: test harness that rolls back at its end; docs/testing.md): set in the context the requests
 #: are served from, every piece of their sync work (authentication, permission checks, sync
 #: handlers, thread-sensitive code) runs in that thread, on its connections and inside its
 #: transaction, instead of in the worker pool and the database threads; a sync handler's wait
