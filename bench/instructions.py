@@ -7,7 +7,11 @@ code gives the same count, so two commits can be compared on a busy machine. Eac
 runs twice under callgrind, with a few calls and with ``--calls`` more; the difference
 divided by ``--calls`` is the cost of one call, start-up and warm-up excluded.
 
-    python bench/instructions.py [--calls 300] [--warm-up 150] [echo token async flow taskget]
+    python bench/instructions.py [--calls 300] [--warm-up 150] [echo token async flow taskget syncask asyncdb]
+
+``syncask`` is a sync handler that asks (the demo's ``clear_cache``: a confirm), its two
+requests: the one that ends with ``input_required`` and the retry with the answer. ``asyncdb``
+is an async tool that makes one query with the async ORM (registered by this script).
 
 It needs valgrind (Debian: ``apt-get install valgrind``); under it Python runs about 50 times
 slower, so a scenario takes a few minutes.
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = ("echo", "token", "async", "flow", "taskget")
+SCENARIOS = ("echo", "token", "async", "flow", "taskget", "syncask", "asyncdb")
 WARM_UP = 150
 MODERN = "2026-07-28"
 META = {
@@ -91,6 +95,27 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
         get = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta}}
         headers = [(k, v) for k, v in _headers(task_id) if k != b"mcp-method"] + [(b"mcp-method", b"tasks/get")]
         return [(headers, json.dumps(get).encode())]
+    if scenario == "asyncdb":
+        from django.contrib.auth.models import User
+
+        from mcp_django import mcp
+
+        @mcp.tool(name="bench_async_db")
+        async def bench_async_db() -> int:
+            """One query through the async ORM: the call's database thread."""
+            return await User.objects.filter(username="nobody").acount()
+
+        return [(_headers("bench_async_db"), _body("bench_async_db", {}))]
+    if scenario == "syncask":
+        ask = (_headers("clear_cache"), _body("clear_cache", {"region": "eu"}))
+        result = json.loads(await one(app, *ask))["result"]
+        assert result["resultType"] == "input_required", result
+        [key] = result["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+        extra = {"inputResponses": answer, "requestState": result["requestState"]}
+        retry = (_headers("clear_cache"), _body("clear_cache", {"region": "eu"}, extra))
+        assert b"Cleared the eu cache" in await one(app, *retry)
+        return [ask, retry]
     requests = [(_headers(FLOW), _body(FLOW, {}))]
     for answer in FLOW_ANSWERS:
         result = json.loads(await one(app, *requests[-1]))["result"]

@@ -8,14 +8,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.db import close_old_connections
 from rest_framework import authentication
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from . import protected_resource
 from .conf import EndpointSettings, mcp_settings
-from .inprocess import test_thread
 from .keyring import keyring, principal_digests, principal_matches
 
 logger = logging.getLogger("mcp_django")
@@ -220,6 +218,10 @@ def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) 
 
     ``endpoint``: the settings of the endpoint the request reached; its classes run, and
     they find them as ``request.mcp_endpoint`` (an OAuth class reads the resource URL there).
+
+    Its connections are the caller's to care for: it runs as a job of the worker pool,
+    which closes stale connections after every job, or in a host's thread, whose
+    connections the host owns (``lifecycle.host_thread``).
     """
     if endpoint is not None:
         django_request.mcp_endpoint = endpoint
@@ -245,8 +247,5 @@ def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) 
         raise AuthenticationFailed(
             "These credentials cannot be checked: the server's authentication is misconfigured."
         ) from None
-    finally:
-        if test_thread.get() is None:  # in a test's thread it would close the test's transaction
-            close_old_connections()
     django_request.user = AnonymousUser()
     return ANONYMOUS

@@ -19,7 +19,8 @@ Connections are per thread, and an MCP call uses them in one of two places:
 
 Where Django's handler already manages the lifecycle (MCP served through a
 Django view: a ``ThreadSensitiveContext`` is active, or a sync thread runs the
-view), nothing here applies.
+view), nothing here applies; nor where a harness hosts the requests in a thread
+of its own (:data:`host_thread`).
 
 :class:`Reachability` is the other half of a call's database care: what the last
 attempts to connect said, so that while the database refuses connections a
@@ -38,15 +39,40 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.db import close_old_connections, connections
 
 from .conf import mcp_settings
-from .inprocess import test_thread
 
 logger = logging.getLogger("mcp_django")
+
+
+class HostThread(Protocol):
+    """A sync thread that drives requests itself and runs their sync work while it waits.
+
+    What ``async_to_sync`` makes of the thread that calls it (Django's async test
+    client), with a re-entrant wait: see :data:`host_thread`.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        """Queue ``fn`` to run in the host's thread."""
+        ...
+
+    def run_until(self, future: concurrent.futures.Future[Any]) -> None:
+        """Called in the host's thread: run queued work until ``future`` is done."""
+        ...
+
+
+#: The executor seam, for a harness that serves requests inside a transaction of its own (a
+#: test harness that rolls back at its end; docs/testing.md): set in the context the requests
+#: are served from, every piece of their sync work (authentication, permission checks, sync
+#: handlers, thread-sensitive code) runs in that thread, on its connections and inside its
+#: transaction, instead of in the worker pool and the database threads; a sync handler's wait
+#: for a client's answer runs the host's queue (``run_until``) rather than block it. The host
+#: then owns its connections: nothing in the package closes them.
+host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar("mcp_django_host_thread", default=None)
 
 
 class CallScope:
@@ -88,7 +114,9 @@ class DatabaseThreads(concurrent.futures.Executor):
 
     Threads are long-lived (a connection persists in each, per ``CONN_MAX_AGE``);
     a call takes the next one round-robin at its first job and keeps it.
-    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are.
+    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are. A plain
+    ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
+    a thread per call and end its connections with it (docs/performance.md).
     """
 
     def __init__(self) -> None:
@@ -130,9 +158,9 @@ def enter() -> Entered:
     """At the start of a call (cheap: two context variables)."""
     if SyncToAsync.thread_sensitive_context.get(None) is not None:
         return None  # inside Django's handler: it closes connections itself
-    if test_thread.get() is not None:
-        # The in-process test client: thread-sensitive work runs in the test's thread,
-        # whose connection holds the test's transaction and must never be closed.
+    if host_thread.get() is not None:
+        # Thread-sensitive work runs in the host's thread, whose connection holds the
+        # host's transaction and is the host's to close.
         return None
     scope = CallScope()
     return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)

@@ -9,8 +9,9 @@ client is answered.
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django import dispatch
@@ -41,6 +42,35 @@ class Signal(dispatch.Signal):
             responses.append((receiver, await receiver(signal=self, sender=sender, **named)))
         return responses
 
+
+class Observer(Protocol):
+    """Told, in the context it is set in (:data:`observer`), what happens inside each call.
+
+    For a harness that drives calls and reports on them (a test client): the signals
+    below are the process's, this is one context's, and says what they do not (each
+    attempt's start, a legacy ask's key).
+    """
+
+    #: Whether the replay guard records this context's attempts (whatever ``REPLAY_GUARD`` says).
+    @property
+    def guarding(self) -> bool: ...
+
+    def ran(self, handler: Any) -> None:
+        """A handler (or a completer) starts an attempt."""
+        ...
+
+    def unsafe(self, writes: list[Any]) -> None:
+        """An attempt that ended with ``input_required`` wrote to the database (each a ``guard.Write``)."""
+        ...
+
+    def asking(self, request_id: Any, key: str) -> None:
+        """A legacy server-to-client request goes out: the ask key it carries (the wire has none)."""
+        ...
+
+
+#: The :class:`Observer` of the calls served in this context; ``None`` (the default) costs a call
+#: one lookup per attempt.
+observer: contextvars.ContextVar[Observer | None] = contextvars.ContextVar("mcp_django_observer", default=None)
 
 #: A 2026-07-28 attempt ended with ``input_required`` (one round issued).
 round_started = Signal()

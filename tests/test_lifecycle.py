@@ -64,6 +64,85 @@ def test_no_connection_outlives_its_call(raw: Raw, tool: str) -> None:
         assert _backends(probe) == 0
 
 
+# -- the database threads: Django's ThreadSensitiveContext and request signals, per call ---
+
+
+def _database_thread_call(monkeypatch: pytest.MonkeyPatch, branches: int) -> tuple[list[tuple[int, Any]], list[int]]:
+    """One call's scope around thread-sensitive queries (its own, its branches' and a task's):
+    where each query ran, and the threads ``close_stale`` ran in."""
+    import asyncio
+    import threading
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from mcp_django import lifecycle
+
+    closes: list[int] = []
+    close_stale = lifecycle.close_stale
+
+    def recording() -> None:
+        closes.append(threading.get_ident())
+        close_stale()
+
+    monkeypatch.setattr(lifecycle, "close_stale", recording)
+
+    def query() -> tuple[int, Any]:
+        conn = connections["default"]
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return threading.get_ident(), conn
+
+    async def branch() -> list[tuple[int, Any]]:
+        first = await sync_to_async(query)()
+        await asyncio.sleep(0)
+        return [first, await sync_to_async(query)()]
+
+    async def call() -> list[tuple[int, Any]]:
+        entered = lifecycle.enter()
+        assert entered is not None, "outside Django's handler and any host, the call has its scope"
+        seen: list[tuple[int, Any]] = []
+        try:
+            if branches:
+                seen.append(await sync_to_async(query)())
+                for found in await asyncio.gather(*(branch() for _ in range(branches)), asyncio.create_task(branch())):
+                    seen += found
+        finally:
+            cleanup = lifecycle.leave(entered)
+            assert (cleanup is None) == (not branches), "only a call that used a database thread waits for one"
+            if cleanup is not None:
+                await lifecycle.finished(cleanup)
+        return seen
+
+    return asyncio.run(call()), closes
+
+
+@pytest.mark.django_db
+def test_the_thread_sensitive_calls_of_one_call_share_one_connection_cared_for_as_a_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Django's semantics, kept by the long-lived database threads: every thread-sensitive call
+    of one MCP call (its parallel branches and tasks too) runs in one thread, so on one
+    connection; the call's first job there starts with ``close_old_connections()`` (what
+    ``request_started`` does) and one more job runs it when the call ends (``request_finished``),
+    in that thread, before the call is over."""
+    seen, closes = _database_thread_call(monkeypatch, branches=3)
+    assert len(seen) == 1 + 4 * 2
+    threads = {ident for ident, _ in seen}
+    assert len(threads) == 1, "one call's thread-sensitive code ran in several threads"
+    assert len({id(conn) for _, conn in seen}) == 1
+    ident, conn = seen[0]
+    assert closes == [ident, ident]
+    if conn.vendor == "postgresql":  # (an in-memory SQLite database is never closed)
+        assert conn.connection is None, "CONN_MAX_AGE is 0: the call's connection is closed at its end"
+
+
+@pytest.mark.django_db
+def test_a_call_that_makes_no_thread_sensitive_call_takes_no_database_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen, closes = _database_thread_call(monkeypatch, branches=0)
+    assert seen == [] and closes == []
+
+
 # -- a database restarted between two calls ---------------------------------------------
 
 

@@ -8,9 +8,10 @@ recorded with the handler's source line, and reported only if the attempt ends
 with ``input_required``. Writes after the last ask happen once, in the attempt
 that completes, and are never reported.
 
-Who listens: the in-process test client (it fails the test by default), and
-the server itself when ``MCP_DJANGO["REPLAY_GUARD"]`` is on (by default: when
-``DEBUG`` is), with a logged warning and an audit row.
+Who listens: the context's ``signals.observer`` when it is guarding (a test
+harness's, which may fail the test), and the server itself when
+``MCP_DJANGO["REPLAY_GUARD"]`` is on (by default: when ``DEBUG`` is), with a
+logged warning and an audit row.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from django.core.signals import setting_changed
 from django.db import connections
 
 from ..conf import mcp_settings
-from ..inprocess import observer
+from ..signals import observer
 
 logger = logging.getLogger("mcp_django.replay")
 

@@ -18,9 +18,9 @@ from django.db import transaction
 
 from ..conf import mcp_settings
 from ..handlers import Handler
-from ..inprocess import observer, test_thread
-from ..lifecycle import close_stale
+from ..lifecycle import close_stale, host_thread
 from ..protocol.jsonrpc import MCPError
+from ..signals import observer
 from . import guard
 from .call import Call
 from .context import AsyncContext, Backend, Context, SyncContext, bind, unbind
@@ -32,9 +32,11 @@ class WorkerPool:
     """Threads for short sync work, each result handed back with one ``call_soon_threadsafe``.
 
     Everything sync goes through it: authentication, permission checks, sync
-    handlers. It is not ``run_in_executor``: that wraps every job in a concurrent
-    future chained to an asyncio future, which costs a trivial sync tool more than
-    the tool itself.
+    handlers. It is not asgiref's ``sync_to_async`` (``run_in_executor``, a concurrent
+    future chained to an asyncio future under ``shield``, the context copied back
+    after each job): counted with ``bench/thread_hops.py``, that costs about 224,000
+    instructions more per hop, over 20% of a sync call, several times the spread of
+    two runs (docs/performance.md).
 
     A sync handler that waits for a client's answer (a legacy ask) can wait for
     minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
@@ -179,12 +181,13 @@ def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str
 async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
     """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections.
 
-    The one entry point for sync work: under the in-process test client it runs
-    in the test's thread instead (see ``test_thread``).
+    The one entry point for sync work: under a host (``lifecycle.host_thread``) it
+    runs in the host's thread instead.
     """
-    executor = test_thread.get()
+    executor = host_thread.get()
     if executor is not None:
-        return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)
+        # asgiref types executor= as a ThreadPoolExecutor; it hands it to run_in_executor, which takes any.
+        return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)  # type: ignore[call-overload]
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
@@ -204,11 +207,11 @@ class Runnable(Protocol):
 async def adopted(coro: Any) -> Any:
     """Await ``coro`` on the loop for sync code that scheduled it from its thread.
 
-    Under the test client, asgiref's own routing of thread-sensitive calls does
-    not survive the hop from the test's thread back to the loop: restore it, so
-    Django's async APIs called by ``coro`` still run in the test's thread.
+    Under a host (``lifecycle.host_thread``), asgiref's own routing of thread-sensitive
+    calls does not survive the hop from the host's thread back to the loop: restore it,
+    so Django's async APIs called by ``coro`` still run in the host's thread.
     """
-    executor = test_thread.get()
+    executor = host_thread.get()
     if executor is not None:
         from asgiref.sync import AsyncToSync
 
@@ -219,11 +222,11 @@ async def adopted(coro: Any) -> Any:
 def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
     """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask).
 
-    Under the test client that thread is the test's, and the loop may need it
-    meanwhile (to authenticate the answer, to write an audit row): it runs that
-    work while it waits, rather than deadlock.
+    Under a host (``lifecycle.host_thread``) that thread is the host's, and the loop
+    may need it meanwhile (to authenticate the answer, to write an audit row): it runs
+    that work while it waits, rather than deadlock.
     """
-    executor = test_thread.get()
+    executor = host_thread.get()
     if executor is not None:
         executor.run_until(future)
     return future.result()
@@ -247,7 +250,7 @@ def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
 
 async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
     watching = observer.get()
-    if watching is not None:  # the test client counts the handler's runs
+    if watching is not None:  # a harness counts the handler's runs
         watching.ran(handler)
     token = bind(ctx)
     try:

@@ -47,9 +47,9 @@ from typing import Any, Protocol
 from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
-from ..inprocess import observer
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
+from ..signals import observer
 from .asking import scoped
 from .call import Call
 from .errors import MissingCapability, escaped
@@ -97,7 +97,7 @@ class LiveSession:
     ) -> Any:
         """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`.
 
-        ``key``: the ask's key, told to the in-process test client (the wire has no place for it).
+        ``key``: the ask's key, told to the context's ``signals.observer`` (the wire has no place for it).
         """
         if call.notify is None:
             raise MCPError(
@@ -188,7 +188,7 @@ class LiveBackend:
             except concurrent.futures.CancelledError:
                 # Cancelling the future only asks the loop to cancel the asks: let them finish
                 # (their audit rows) before the handler unwinds and its call ends, so none of
-                # their work outlives the call (under the test client, its thread). Asks that
+                # their work outlives the call (under a host, its thread). Asks that
                 # had not started never will (a task cancelled first never runs its body).
                 with lock:
                     aborted = True

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import orjson
 from asgiref.sync import sync_to_async
 
-from .. import inprocess
+from .. import signals
 from ..protocol.revisions import (
     LATEST_MODERN,
     LEGACY_VERSIONS,
@@ -353,7 +353,7 @@ class MCPClient:
 
     async def _call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
         watching = Observer(replay_guard=self.replay_guard)
-        inprocess.observer.set(watching)
+        signals.observer.set(watching)
         if self.legacy:
             result = await self._legacy_call(auth, method, params, answer)
         else:
@@ -633,8 +633,8 @@ class MCPClient:
             if len(rounds) >= self.max_input_rounds:
                 raise InputRoundsExceeded(self.max_input_rounds, rounds)
             # The ask's key, as the server told this client (2026-07-28 sends it; here the wire has none).
-            watching = inprocess.observer.get()
-            key = watching.ask_keys.get(server_id, str(server_id)) if watching is not None else str(server_id)
+            watching = signals.observer.get()
+            key = watching.ask_keys.get(server_id, str(server_id)) if isinstance(watching, Observer) else str(server_id)
             request = InputRequest(key, message["method"], dict(message.get("params") or {}))
             this_round = Round(len(rounds) + 1, {key: request})
             rounds.append(this_round)

@@ -1,9 +1,9 @@
 """What the test client learns from the server side while it drives a call.
 
-The engines tell the :data:`mcp_django.inprocess.observer` of the current
-context about every attempt (a handler run) and about replay-unsafe writes; the
-context variable is set only by the test client, so serving code pays one
-lookup per attempt.
+The engines tell the :data:`mcp_django.signals.observer` of the current
+context about every attempt (a handler run), replay-unsafe writes and legacy
+asks' keys (an :class:`mcp_django.signals.Observer`); the test client sets one
+for each call it drives.
 """
 
 from __future__ import annotations

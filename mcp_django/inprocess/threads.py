@@ -21,7 +21,7 @@ from typing import Any
 
 from asgiref.sync import AsyncToSync
 
-from . import test_thread
+from ..lifecycle import host_thread
 
 
 class TestThread(Executor):
@@ -126,7 +126,8 @@ def run(work: Callable[[], Awaitable[Any]]) -> Any:
     async def root() -> Any:
         from .. import audit
 
-        test_thread.set(executor)
+        # Sync work in this thread, through the seam any harness has (lifecycle.host_thread).
+        host_thread.set(executor)
         # Audit rows in the test's thread and transaction, through the seam any harness has.
         audit.inline.set(True)
         # Thread-sensitive sync_to_async calls made on the loop (Django's async ORM and

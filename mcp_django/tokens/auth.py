@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from ..inprocess import test_thread
+from ..lifecycle import host_thread
 from .models import TOKEN_PREFIX, MCPToken, split_token
 
 logger = logging.getLogger("mcp_django")
@@ -41,7 +41,7 @@ def _write_last_used(pk: int, now: datetime.datetime) -> None:
     except Exception:
         logger.warning("could not record an MCP token's last use", exc_info=True)
     finally:
-        if test_thread.get() is None:
+        if host_thread.get() is None:  # a host's connections are the host's to close
             close_old_connections()
 
 
@@ -56,10 +56,10 @@ def touch(token: MCPToken) -> None:
         if len(_touched) > 100_000:
             _touched.clear()
         _touched[token.pk] = now
-        if _toucher is None and test_thread.get() is None:
+        if _toucher is None and host_thread.get() is None:
             _toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
-    if test_thread.get() is not None:
-        # The in-process test client's requests share the test's transaction: written there.
+    if host_thread.get() is not None:
+        # A host's requests share its transaction (lifecycle.host_thread): written there.
         _write_last_used(token.pk, timezone.now())
         return
     assert _toucher is not None
