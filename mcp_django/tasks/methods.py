@@ -12,7 +12,7 @@ from ..handlers import Handler, Tool
 from ..protocol.jsonrpc import MISSING_CAPABILITY, InvalidParams, MCPError
 from ..protocol.revisions import Era
 from ..registry import Registry
-from . import EXTENSION, store
+from . import EXTENSION, registries, store
 
 Allowed = Callable[[Handler], Awaitable[bool]]
 
@@ -49,10 +49,15 @@ async def create(
     call: Call,
     tool: Tool,
     *,
+    registry: Registry,
     answers: dict[str, dict[str, Any]] | None = None,
     state: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``."""
+    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``.
+
+    ``registry`` is the one the request's endpoint serves: the task records it, its worker
+    runs the tool found there, and only that endpoint answers for the task.
+    """
     arguments = call.params.get("arguments") or {}
     meta = call.params.get("_meta")
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
@@ -61,6 +66,7 @@ async def create(
     row = await run_in_thread(
         lambda: store.create(
             tool=tool.name,
+            registry=registries.name_of(registry),
             arguments=arguments,
             principal=call.principal,
             version=call.version,
@@ -83,7 +89,7 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -> None:
+async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
     # Permissions are checked on every call, not only at creation: a user who lost the
     # tool's permission loses its tasks too, with the answer an unknown id gets.
     tool = registry.tools.get(row.tool)
@@ -93,8 +99,9 @@ async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -
 
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
+    name = registries.name_of(registry)
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
     return store.detailed(row)
 
 
@@ -112,9 +119,10 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
     """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
     (the binding and the tool's permissions checked again, as on every ``tasks/get``)."""
+    name = registries.name_of(registry)
     try:
-        row = await run_in_thread(lambda: store.find(task_id, call.principal))
-        await _visible(call, registry, allowed, row)
+        row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+        await _visible(registry, allowed, row)
     except InvalidParams:
         return None
     return store.detailed(row)
@@ -125,17 +133,19 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     responses = call.params.get("inputResponses")
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
+    name = registries.name_of(registry)
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
     from .runner import enqueue
 
-    await run_in_thread(lambda: store.update(task_id, call.principal, responses, enqueue))
+    await run_in_thread(lambda: store.update(task_id, call.principal, name, responses, enqueue))
     return {}
 
 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
-    await run_in_thread(lambda: store.cancel(task_id, call.principal))
+    name = registries.name_of(registry)
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
+    await run_in_thread(lambda: store.cancel(task_id, call.principal, name))
     return {}

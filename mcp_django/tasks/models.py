@@ -35,6 +35,8 @@ TERMINAL = (Status.COMPLETED, Status.FAILED, Status.CANCELLED)
 class MCPTask(models.Model):
     id = models.CharField(_("task id"), max_length=64, primary_key=True, default=new_task_id, editable=False)
     tool = models.CharField(_("tool"), max_length=200, db_index=True)
+    # The registry the tool is on (mcp_django.tasks.registries): "" for the default one.
+    registry = models.CharField(_("registry"), max_length=200, blank=True, default="")
     arguments = models.JSONField(_("arguments"), default=dict, blank=True)
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.WORKING)
     status_message = models.CharField(_("status message"), max_length=500, blank=True)

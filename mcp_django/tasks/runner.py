@@ -30,8 +30,7 @@ from ..conf import mcp_settings
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from ..registry import mcp
-from . import store
+from . import registries, store
 from .framework import task
 from .models import MCPTask, Status
 
@@ -156,7 +155,14 @@ async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bo
 
 
 async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    tool = mcp.tools.get(row.tool)
+    registry = registries.named(row.registry)
+    if registry is None:
+        message = (
+            f"the registry {row.registry!r} of this task's tool is not loaded in the worker's process "
+            "(define it at module level, in a module the worker imports: see docs/tasks.md)"
+        )
+        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    tool = registry.tools.get(row.tool)
     if tool is None:
         return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
     arguments = tool.parameters.convert(dict(row.arguments))
