@@ -241,13 +241,13 @@ class Dispatcher:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         if tool.task is not None and tasks.runs_as_task(call, tool):
             if not tool.input_first:
-                return await tasks.create(call, tool)
+                return await tasks.create(call, tool, registry=self.registry)
             # The asks before ctx.start_task() are this request's own rounds.
             call.may_start_task = True
         try:
             outcome = await self._run(tool, arguments, call)
         except StartTask as start:
-            return await tasks.create(call, tool, answers=start.answers, state=start.state)
+            return await tasks.create(call, tool, registry=self.registry, answers=start.answers, state=start.state)
         except content.ToolError as exc:
             return content.error_result(str(exc))
         except MCPError:

@@ -17,8 +17,19 @@ from .models import TERMINAL, MCPTask, Status
 
 @admin.register(MCPTask)
 class MCPTaskAdmin(admin.ModelAdmin):
-    list_display = ("id_short", "tool", "status", "principal", "created", "updated", "rounds", "runs", "expires")
-    list_filter = ("status", "tool", "cancel_requested", "created")
+    list_display = (
+        "id_short",
+        "tool",
+        "endpoint",
+        "status",
+        "principal",
+        "created",
+        "updated",
+        "rounds",
+        "runs",
+        "expires",
+    )
+    list_filter = ("status", "tool", "endpoint", "cancel_requested", "created")
     search_fields = ("=id", "tool", "principal")
     date_hierarchy = "created"
     ordering = ("-created",)

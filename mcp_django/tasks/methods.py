@@ -9,9 +9,9 @@ from typing import Any
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..handlers import Handler, Tool
-from ..protocol.jsonrpc import MISSING_CAPABILITY, InvalidParams, MCPError
+from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
 from ..protocol.revisions import Era
-from ..registry import Registry
+from ..registry import Registry, registry_named
 from . import EXTENSION, store
 
 Allowed = Callable[[Handler], Awaitable[bool]]
@@ -49,10 +49,23 @@ async def create(
     call: Call,
     tool: Tool,
     *,
+    registry: Registry,
     answers: dict[str, dict[str, Any]] | None = None,
     state: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``."""
+    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``.
+
+    ``registry`` is the one the request's endpoint serves: the task records it, its worker
+    runs the tool found there, and only that endpoint answers for the task.
+    """
+    if registry_named(registry.name) is not registry:
+        # A worker (another process) finds the tool's endpoint by its name; a registry made
+        # without one (or shadowed) would have it run the default endpoint's tool of that name.
+        raise MCPError(
+            INTERNAL_ERROR,
+            f"tool {tool.name!r} cannot run as a task: its Registry has no name of its own "
+            "(make it Registry('name') at module level: see docs/endpoints.md)",
+        )
     arguments = call.params.get("arguments") or {}
     meta = call.params.get("_meta")
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
@@ -61,7 +74,7 @@ async def create(
     row = await run_in_thread(
         lambda: store.create(
             tool=tool.name,
-            endpoint=call.endpoint.name if call.endpoint is not None else "default",
+            endpoint=registry.name,
             arguments=arguments,
             principal=call.principal,
             version=call.version,
@@ -84,7 +97,7 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -> None:
+async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
     # Permissions are checked on every call, not only at creation: a user who lost the
     # tool's permission loses its tasks too, with the answer an unknown id gets.
     # A task is its endpoint's: another endpoint answers as for an unknown id.
@@ -95,8 +108,9 @@ async def _visible(call: Call, registry: Registry, allowed: Allowed, row: Any) -
 
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
+    name = registry.name
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
     return store.detailed(row)
 
 
@@ -114,9 +128,10 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
     """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
     (the binding and the tool's permissions checked again, as on every ``tasks/get``)."""
+    name = registry.name
     try:
-        row = await run_in_thread(lambda: store.find(task_id, call.principal))
-        await _visible(call, registry, allowed, row)
+        row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+        await _visible(registry, allowed, row)
     except InvalidParams:
         return None
     return store.detailed(row)
@@ -127,17 +142,19 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     responses = call.params.get("inputResponses")
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
+    name = registry.name
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
     from .runner import enqueue
 
-    await run_in_thread(lambda: store.update(task_id, call.principal, responses, enqueue))
+    await run_in_thread(lambda: store.update(task_id, call.principal, name, responses, enqueue))
     return {}
 
 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
-    row = await run_in_thread(lambda: store.find(task_id, call.principal))
-    await _visible(call, registry, allowed, row)
-    await run_in_thread(lambda: store.cancel(task_id, call.principal))
+    name = registry.name
+    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    await _visible(registry, allowed, row)
+    await run_in_thread(lambda: store.cancel(task_id, call.principal, name))
     return {}

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from importlib import import_module
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -30,7 +31,7 @@ from ..conf import mcp_settings
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from ..registry import registry_named
+from ..registry import Registry, registry_named
 from . import store
 from .framework import task
 from .models import MCPTask, Status
@@ -155,9 +156,32 @@ async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bo
         return outcome
 
 
+def _endpoint(name: str) -> Registry | None:
+    """The endpoint a task was made at. A worker process may not have imported the module
+    that makes it yet: the URLconf, where endpoints are routed, is imported first."""
+    found = registry_named(name)
+    if found is None:
+        from django.conf import settings
+
+        urlconf = getattr(settings, "ROOT_URLCONF", None)
+        if isinstance(urlconf, str):
+            try:
+                import_module(urlconf)
+            except Exception:  # a URLconf that cannot load here: the endpoints already made are searched
+                logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
+        found = registry_named(name)
+    return found
+
+
 async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    registry = registry_named(row.endpoint or "default")
-    tool = registry.tools.get(row.tool) if registry is not None else None
+    registry = _endpoint(row.endpoint or "default")
+    if registry is None:
+        message = (
+            f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
+            "(define its Registry at module level, in a module the worker imports: see docs/tasks.md)"
+        )
+        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    tool = registry.tools.get(row.tool)
     if tool is None:
         return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
     arguments = tool.parameters.convert(dict(row.arguments))
