@@ -10,7 +10,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError
 
 from .. import content, lifecycle, resource_updates, schema, signals, tracing
-from ..asks import live, replay
+from ..asks import boundary, live, replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.errors import StartTask
@@ -23,7 +23,6 @@ from ..registry import Registry
 from ..request_state import StateRefused
 from ..skills import methods as skills
 from ..tasks import methods as tasks
-from .capabilities import server_capabilities, server_info
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -35,6 +34,7 @@ from .jsonrpc import (
     Unavailable,
     notification,
 )
+from .capabilities import server_capabilities, server_info
 from .legacy import too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
 
@@ -42,8 +42,13 @@ logger = logging.getLogger("mcp_django")
 
 Engine = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
+
+async def _modern_engine(handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
+    return await boundary.request_state(handler, arguments, call, replay.run)
+
+
 # The engine each era runs asks with.
-ENGINES: dict[Era, Engine] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
+ENGINES: dict[Era, Engine] = {Era.MODERN: _modern_engine, Era.LEGACY: live.run}
 
 MODERN_METHODS = frozenset(
     {
@@ -252,8 +257,8 @@ class Dispatcher:
         except Exception:
             logger.exception("tool %s failed", name)
             return content.error_result(f"Error executing tool {name}")
-        if outcome.input_required is not None:
-            return outcome.input_required
+        if outcome.result is not None:
+            return outcome.result
         try:
             return content.tool_result(outcome.value)
         except TypeError as exc:
@@ -289,8 +294,8 @@ class Dispatcher:
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
         outcome = await self._guarded_run(prompt, arguments, call)
-        if outcome.input_required is not None:
-            return outcome.input_required
+        if outcome.result is not None:
+            return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
         if prompt.description:
             result["description"] = prompt.description
@@ -315,8 +320,8 @@ class Dispatcher:
                 code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
                 raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
         outcome = await self._guarded_run(handler, variables, call)
-        if outcome.input_required is not None:
-            return outcome.input_required
+        if outcome.result is not None:
+            return outcome.result
         mime = getattr(handler, "mime_type", None)
         value = outcome.value
         if isinstance(value, list) and all(isinstance(v, dict) and "uri" in v for v in value):
