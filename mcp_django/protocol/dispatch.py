@@ -34,8 +34,7 @@ from .jsonrpc import (
     Unavailable,
     notification,
 )
-from .capabilities import server_capabilities, server_info
-from .legacy import too_many_subscriptions
+from .legacy import server_capabilities, server_info, too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
 
 logger = logging.getLogger("mcp_django")

@@ -23,9 +23,9 @@ from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .endpoints import endpoint_for
 from .http import Disconnect, HttpEndpoint
 from .http_io import HttpIn, HttpOut, asgi_headers, error_out, scope_url
+from .legacy_http import endpoint_for
 from .websocket import websocket_application
 
 logger = logging.getLogger("mcp_django")

@@ -35,7 +35,6 @@ from ..protocol.revisions import (
     read_meta,
 )
 from ..registry import Registry
-from .calls import modern_call
 from .greeting import not_mcp
 from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_message
 
@@ -150,7 +149,7 @@ class LegacyHandler:
 class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request."""
 
-    # The legacy sessions' transport, which builds on this one (set by endpoints.endpoint_for).
+    # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
     legacy: LegacyHandler | None = None
 
     def __init__(self, registry: Registry) -> None:
@@ -283,7 +282,7 @@ class HttpEndpoint:
             return unauthorized(request_id, exc)
         except Unavailable as exc:
             return error_out(request_id, exc)
-        call = modern_call(
+        call = Call.modern(
             message,
             meta,
             transport=req.transport,

@@ -44,7 +44,6 @@ from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notificat
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
-from .calls import session_call
 from .http import HttpEndpoint, LegacyHandler, accepts, answer, respond, unauthorized
 from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
@@ -436,7 +435,7 @@ class LegacyHttp(LegacyHandler):
                 return json_out(200, jsonrpc.error_response(request_id, exc))
             return json_out(200, jsonrpc.response(request_id, result))
         hub = await relay()
-        call = session_call(
+        call = Call.in_session(
             message,
             record,
             transport=req.transport,
@@ -545,3 +544,17 @@ class LegacyHttp(LegacyHandler):
         await legacy.set_get_stream(record, stream.token)
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.events())
+
+
+def endpoint_for(registry: Registry) -> HttpEndpoint:
+    """The registry's endpoint, serving both eras: 2026-07-28 and the legacy sessions built on it.
+
+    One per registry, shared by every transport mounted on it (ASGI, websockets, the WSGI
+    view), and kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and
+    hand its endpoint to a new registry given the same address.
+    """
+    endpoint = registry.endpoint
+    if endpoint is None:
+        endpoint = registry.endpoint = HttpEndpoint(registry)
+        endpoint.legacy = LegacyHttp(endpoint)
+    return endpoint

@@ -13,8 +13,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from .. import registry
 from ..conf import mcp_settings
-from .endpoints import endpoint_for
 from .http_io import HttpIn
+from .legacy_http import endpoint_for
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:

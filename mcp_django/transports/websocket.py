@@ -47,6 +47,7 @@ from django.core.handlers.asgi import ASGIRequest
 
 from .. import base64url
 from .. import registry as registry_module
+from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
@@ -55,10 +56,9 @@ from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import META_VERSION, check_version, read_meta
 from ..resource_updates import Listeners, listeners
-from .calls import modern_call, session_call
-from .endpoints import endpoint_for
 from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
+from .legacy_http import endpoint_for
 
 logger = logging.getLogger("mcp_django")
 
@@ -393,7 +393,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 self.log_level = level
 
             return await legacy.lifecycle(method, params, set_level, self.subscribe)
-        call = session_call(
+        call = Call.in_session(
             message,
             self.record,
             transport=self.transport,
@@ -413,7 +413,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         meta = read_meta(params)
         check_version(meta)
         assert self.principal is not None
-        call = modern_call(
+        call = Call.modern(
             message,
             meta,
             transport=self.transport,
