@@ -273,8 +273,8 @@ class Outcome:
     state: dict[str, str] = field(default_factory=dict)
 
 
-# An engine: runs a handler for one request (replay.run, live.run, or the request-state
-# boundary around replay.run).
+# The replay engine's shape: runs a handler for one request with its prior rounds (the request-state
+# boundary runs it; mcp_django.pipeline.ENGINES).
 Engine = Callable[[Handler, dict[str, Any], Call, Prior], Awaitable[Outcome]]
 
 

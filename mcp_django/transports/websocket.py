@@ -191,14 +191,15 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         elsewhere the socket is accepted and closed at once with 1013, "try again later".
         """
         if "websocket.http.response" in self.scope.get("extensions", {}):
+            status, payload, _headers = refusal(None, exc)
             await self.base_send(
                 {
                     "type": "websocket.http.response.start",
-                    "status": exc.http_status,
+                    "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
                 }
             )
-            await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(refusal(None, exc)[1])})
+            await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
