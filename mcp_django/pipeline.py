@@ -183,11 +183,15 @@ CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable
 # -- handler stages: ``stage(next, handler, arguments, call)`` -----------------------------
 
 
-async def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
+def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
     """The tasks extension: a tools/call the client asked to run as a task becomes one,
     at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
     if handler.task is None or not tasks.runs_as_task(call, handler):
-        return await next(handler, arguments, call)
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _as_task(next, handler, arguments, call)
+
+
+async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
     if not handler.input_first:
         return Outcome(result=await tasks.create(call, handler))
     # The asks before ctx.start_task() are this request's own rounds.

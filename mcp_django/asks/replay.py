@@ -278,15 +278,12 @@ class Outcome:
 Engine = Callable[[Handler, dict[str, Any], Call, Prior], Awaitable[Outcome]]
 
 
-async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayBackend) -> tuple[bool, Any]:
-    """Run the handler once; (True, value) when it finished, (False, None) when asks are pending."""
-    if not handler.is_async:
-        try:
-            return True, await invoke(handler, kwargs_for(ctx), ctx)
-        except InputRequired:
-            return False, None
+async def _attempt_async(
+    handler: Handler, arguments: dict[str, Any], ctx: Any, backend: ReplayBackend
+) -> tuple[bool, Any]:
+    """Run an async handler once; (True, value) when it finished, (False, None) when asks are pending."""
     install(asyncio.get_running_loop())
-    task = start_task(invoke(handler, kwargs_for(ctx), ctx))
+    task = start_task(invoke(handler, handler.kwargs(arguments, ctx), ctx))
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         backend.close(cancel=bool(backend.pending))
@@ -327,26 +324,27 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
     """Serve one tools/call, prompts/get or resources/read under the replay rule: an
     attempt with the ``prior`` rounds' answers; asks still pending end up in the outcome."""
     responses = prior.responses
-    backend, ctx, finished, value, error = await _attempt_once(
+    done = await _attempt_once(
         handler, arguments, call, known=prior.answers, asked=prior.asked, responses=responses, state=prior.state
     )
     # Attempts that ended with asks pending before the last one (their writes were made twice).
     replayed: list[guard.Recorder] = []
-    if prior.asked is None and responses and error is None and backend.pending.keys() & responses.keys():
-        if backend.recorder is not None:
-            replayed.append(backend.recorder)
+    if prior.asked is None and responses and done.error is None and done.backend.pending.keys() & responses.keys():
+        if done.backend.recorder is not None:
+            replayed.append(done.backend.recorder)
         # Answers sent without a requestState count only for the questions any caller is
         # asked first: those this attempt just parked on, as if the client had seen that
         # round. Later asks (a second sequential ask) are never answered up front.
-        backend, ctx, finished, value, error = await _attempt_once(
+        done = await _attempt_once(
             handler,
             arguments,
             call,
             known={},
-            asked={key: ask.digest for key, ask in backend.pending.items()},
+            asked={key: ask.digest for key, ask in done.backend.pending.items()},
             responses=responses,
-            state=dict(ctx.state),
+            state=dict(done.ctx.state),
         )
+    backend, error = done.backend, done.error
     if backend.error is not None:
         raise backend.error
     if backend.missing and escaped(error) is not None:
@@ -357,15 +355,26 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
         raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
-    if finished and not backend.pending:
+    if done.finished and not backend.pending:
         if replayed:
             await guard.report(replayed, call)
-        return Outcome(value=value)
+        return Outcome(value=done.value)
     if backend.recorder is not None:
         replayed.append(backend.recorder)
     if replayed:
         await guard.report(replayed, call)
-    return Outcome(pending=backend.pending, answers=backend.carried_answers(), state=dict(ctx.state))
+    return Outcome(pending=backend.pending, answers=backend.carried_answers(), state=dict(done.ctx.state))
+
+
+@dataclass(slots=True)
+class Attempted:
+    """One attempt: its backend, ctx, whether the handler finished, its value, and its error."""
+
+    backend: ReplayBackend
+    ctx: Any
+    finished: bool = False
+    value: Any = None
+    error: BaseException | None = None
 
 
 async def _attempt_once(
@@ -378,21 +387,28 @@ async def _attempt_once(
     responses: dict[str, Any],
     state: dict[str, str],
     backend_class: type[ReplayBackend] = ReplayBackend,
-) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
-    """One attempt: its backend, ctx, whether it finished, its value, and its error."""
+) -> Attempted:
     backend = backend_class(call, known=known, asked=asked, responses=responses)
     ctx = make_context(handler, call, backend, state)
+    done = Attempted(backend, ctx)
     watch = guard.start(handler)
     if watch is not None:
         backend.recorder = watch[0]
     try:
-        finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
+        if handler.is_async:
+            done.finished, done.value = await _attempt_async(handler, arguments, ctx, backend)
+        else:
+            try:
+                done.value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+                done.finished = True
+            except InputRequired:
+                pass  # an unanswered ask: the attempt did not finish
     except BaseException as exc:
-        return backend, ctx, False, None, exc
+        done.error = exc
     finally:
         if watch is not None:
             guard.stop(watch)
-    return backend, ctx, finished, value, None
+    return done
 
 
 async def attempt(
@@ -411,9 +427,10 @@ async def attempt(
     ``pending`` asks, ``carried_answers()``), the ctx, whether the handler finished,
     its value and its error.
     """
-    return await _attempt_once(
+    done = await _attempt_once(
         handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
     )
+    return done.backend, done.ctx, done.finished, done.value, done.error
 
 
 def _capability_name(data: Any) -> str:

@@ -277,7 +277,7 @@ _WATCH_AFTER = 0.02
 class Response:
     """One call's HTTP answer: JSON, or SSE once the handler sends a notification first.
 
-    One task and one future per request: this is the hot path of every call. ``handle``
+    One task per request, and a future only once it waits: this is the hot path of every call. ``handle``
     runs the call (:meth:`mcp_django.pipeline.Pipeline.handle`, or the legacy
     transport's wrapper of it); :func:`mcp_django.pipeline.answer` maps its errors.
     """
@@ -293,7 +293,8 @@ class Response:
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.events: list[dict[str, Any]] = []
-        self.wake: asyncio.Future[None] = self.loop.create_future()
+        # Created once the call waits on something: a call that finishes eagerly never needs it.
+        self.wake: asyncio.Future[None] | None = None
         self.gone: asyncio.Future[Any] | None = None
         self.disconnected = disconnected
         if can_stream:
@@ -305,7 +306,7 @@ class Response:
         self.wake_up()
 
     def wake_up(self, _: Any = None) -> None:
-        if not self.wake.done():
+        if self.wake is not None and not self.wake.done():
             self.wake.set_result(None)
 
     def watch(self) -> None:
@@ -320,6 +321,9 @@ class Response:
         if task.done() and not self.events:
             # Finished eagerly, without waiting on anything: the common case.
             return rendered(task.result())
+        wake = self.wake = self.loop.create_future()
+        if self.events:
+            wake.set_result(None)  # sent before there was a wake to set
         task.add_done_callback(self.wake_up)
         timer = (
             self.loop.call_later(_WATCH_AFTER, self.watch)
@@ -328,7 +332,7 @@ class Response:
         )
         try:
             if not task.done():
-                await self.wake
+                await wake
         except BaseException:
             task.cancel()
             raise
@@ -354,8 +358,8 @@ class Response:
                 if task.done():
                     yield sse_message(task.result()[1])
                     return
-                self.wake = self.loop.create_future()
-                await self.wake
+                wake = self.wake = self.loop.create_future()
+                await wake
         finally:
             # The client closing the stream cancels the request.
             if not task.done():
