@@ -18,6 +18,7 @@ from django.http.request import split_domain_port, validate_host
 
 from ..asks.call import Call
 from ..asks.invoke import start_task
+from ..auth import AuthenticationFailed
 from ..conf import mcp_settings
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
@@ -205,7 +206,7 @@ class HttpEndpoint:
         try:
             meta = check_request(message, req.headers, self.registry)
             principal = await pipeline.authenticate(req, req.django_request)
-        except Exception as exc:  # MCPError, AuthenticationFailed: the refusal says which
+        except (MCPError, AuthenticationFailed) as exc:
             return refused(message["id"], exc)
         call = Call.modern(
             message,
