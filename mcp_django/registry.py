@@ -88,6 +88,9 @@ class Registry:
         self.duplicates: list[tuple[str, str, str]] = []
         # Called with "tools", "prompts" or "resources" when a list changes after startup.
         self._listeners: set[Callable[[str], None]] = set()
+        # The HTTP endpoint serving this registry (mcp_django.transports.legacy_http.endpoint_for),
+        # built on first use. Kept here so that it lives exactly as long as the registry.
+        self.endpoint: Any = None
 
     # -- change notification ----------------------------------------------------
 

@@ -101,7 +101,7 @@ def _target(dispatcher: Any, call: Call) -> str:
 
 
 def traced(handle: Handle) -> Handle:
-    """Decorate :meth:`Dispatcher.handle <mcp_django.protocol.dispatch.Dispatcher.handle>`: one span per call.
+    """Decorate :meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`: one span per call.
 
     Without OpenTelemetry it returns ``handle`` itself: an untraced call runs no extra code.
     """

@@ -22,7 +22,7 @@ from mcp_django.auth import ANONYMOUS, Principal
 from mcp_django.conf import mcp_settings
 from mcp_django.keyring import principal_digest
 from mcp_django.models import AuditEvent, Kind
-from mcp_django.protocol.dispatch import Dispatcher
+from mcp_django.pipeline import Pipeline
 from mcp_django.protocol.revisions import ClientCapabilities, Era
 from mcp_django.registry import Registry
 from mcp_django.request_state import Claims, Reason, params_digest, seal
@@ -166,7 +166,7 @@ def test_cancelled_call_is_recorded() -> None:
     )
 
     async def run() -> None:
-        task = asyncio.ensure_future(Dispatcher(registry).handle(call))
+        task = asyncio.ensure_future(Pipeline(registry).handle(call))
         await started.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -203,7 +203,7 @@ def test_a_refusal_the_client_gave_up_on_is_one_row() -> None:
         resume.wait(10)
 
     async def run() -> None:
-        task = asyncio.ensure_future(Dispatcher(registry).handle(call))
+        task = asyncio.ensure_future(Pipeline(registry).handle(call))
         while audit.writer.waiting() == 0:  # the refusal's row is queued, its commit awaited
             assert not task.done(), task
             await asyncio.sleep(0.005)

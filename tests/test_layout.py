@@ -25,6 +25,7 @@ BELOW_TRANSPORTS = (
     "mcp_django.asks",
     "mcp_django.resource_updates",
     "mcp_django.worker_channel",
+    "mcp_django.pipeline",
 )
 
 

@@ -21,7 +21,7 @@ from rest_framework.authtoken.models import Token
 
 import tests.tracing_tools as tools
 from mcp_django import tracing
-from mcp_django.protocol.dispatch import Dispatcher
+from mcp_django.pipeline import Pipeline
 from mcp_django.testing import JSONRPCError, MCPClient
 from tests.conftest import Raw, sdk_client
 
@@ -94,9 +94,9 @@ def _texts(exporter: InMemorySpanExporter) -> str:
     return "\n".join(out)
 
 
-def test_the_dispatcher_is_traced_when_the_package_is_there() -> None:
+def test_the_pipeline_is_traced_when_the_package_is_there() -> None:
     assert tracing.ENABLED
-    assert Dispatcher.handle.__wrapped__ is not None  # type: ignore[attr-defined]
+    assert Pipeline.handle.__wrapped__ is not None  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db
@@ -257,7 +257,7 @@ def test_an_error_is_an_outcome_without_the_message(spans: InMemorySpanExporter)
 
 
 def test_without_opentelemetry_nothing_is_imported() -> None:
-    """With the package unimportable, tracing is off, the dispatcher unwrapped, and no
+    """With the package unimportable, tracing is off, the pipeline unwrapped, and no
     opentelemetry module loaded."""
     code = textwrap.dedent(
         """
@@ -266,10 +266,10 @@ def test_without_opentelemetry_nothing_is_imported() -> None:
         import django
         django.setup()
         from mcp_django import tracing
-        from mcp_django.protocol.dispatch import Dispatcher
+        from mcp_django.pipeline import Pipeline
         import mcp_django.asks.live, mcp_django.asks.replay, mcp_django.tasks.runner
         loaded = [name for name, module in sys.modules.items() if name.startswith("opentelemetry") and module]
-        print(json.dumps({"enabled": tracing.ENABLED, "wrapped": hasattr(Dispatcher.handle, "__wrapped__"),
+        print(json.dumps({"enabled": tracing.ENABLED, "wrapped": hasattr(Pipeline.handle, "__wrapped__"),
                           "loaded": loaded}))
         """
     )

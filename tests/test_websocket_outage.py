@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from channels.testing import ApplicationCommunicator
 
+from mcp_django.pipeline import Pipeline
 from mcp_django.protocol.jsonrpc import Unavailable
-from mcp_django.transports.http import HttpEndpoint
 from mcp_django.transports.websocket import CLOSE_TRY_AGAIN_LATER, MCPWebsocketConsumer
 
 # Channels closes stale database connections around each of the consumer's messages.
@@ -38,10 +38,10 @@ def _scope(extensions: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def database_down(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def principal(self: HttpEndpoint, req: Any, request: Any) -> Any:
+    async def authenticate(self: Pipeline, req: Any, request: Any) -> Any:
         raise Unavailable("the database")
 
-    monkeypatch.setattr(HttpEndpoint, "principal", principal)
+    monkeypatch.setattr(Pipeline, "authenticate", authenticate)
 
 
 @pytest.mark.anyio

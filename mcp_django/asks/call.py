@@ -1,4 +1,5 @@
-"""One request as the ask engines see it, whatever transport brought it."""
+"""One request as the pipeline and the ask engines see it, whatever transport brought it
+(each transport builds it with :meth:`Call.modern` or :meth:`Call.in_session`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from ..auth import Principal
 from ..conf import EndpointSettings
-from ..protocol.revisions import ClientCapabilities, Era
+from ..protocol.revisions import ClientCapabilities, Era, RequestMeta
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -41,9 +42,72 @@ class Call:
     task_id: str | None = None
     may_start_task: bool = False
     cancelled: Callable[[], bool] | None = field(default=None, repr=False)
-    # The settings of the endpoint serving the call (set by its dispatcher): its
+    # The settings of the endpoint serving the call (set by its pipeline): its
     # authentication, OAuth metadata and resource URL, and its name for the audit log.
     endpoint: EndpointSettings | None = field(default=None, repr=False)
+    # That endpoint's Registry (a task records it; its worker finds the tool there again).
+    registry: Any = field(default=None, repr=False)
+
+    @classmethod
+    def modern(
+        cls,
+        message: dict[str, Any],
+        meta: RequestMeta,
+        *,
+        transport: str,
+        principal: Principal,
+        client_address: str | None,
+        request_factory: Callable[[], Any] | None,
+        notify: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Call:
+        """A 2026-07-28 request: everything about the client comes from this request's ``_meta``."""
+        return cls(
+            method=message["method"],
+            params=message.get("params") or {},
+            request_id=message["id"],
+            version=meta.version,
+            era=Era.MODERN,
+            transport=transport,
+            capabilities=meta.capabilities,
+            principal=principal,
+            client_info=meta.client_info,
+            client_address=client_address,
+            notify=notify,
+            log_level=meta.log_level,
+            request_factory=request_factory,
+        )
+
+    @classmethod
+    def in_session(
+        cls,
+        message: dict[str, Any],
+        record: Any,
+        *,
+        transport: str,
+        principal: Principal,
+        client_address: str | None,
+        request_factory: Callable[[], Any] | None,
+        log_level: str | None,
+        session: Any,
+        notify: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Call:
+        """A legacy request: the client's version and capabilities are the session's (``record``)."""
+        return cls(
+            method=message["method"],
+            params=message.get("params") or {},
+            request_id=message["id"],
+            version=record.version,
+            era=Era.LEGACY,
+            transport=transport,
+            capabilities=record.capabilities,
+            principal=principal,
+            client_info=record.client_info,
+            client_address=client_address,
+            notify=notify,
+            log_level=log_level,
+            request_factory=request_factory,
+            session=session,
+        )
 
     @cached_property
     def request(self) -> Any:

@@ -8,22 +8,22 @@ started (the tasks of ``asyncio.gather``, a TaskGroup, ``create_task``, known fr
 :class:`.asking.Scoped`) is parked or finished, or ``ROUND_GATHER_TIMEOUT`` seconds
 after the first ask parked (for a branch that waits for another's answer), so
 parallel asks share one round even when a branch first queries the database.
-The engine then answers ``input_required`` with the pending asks and a new
-sealed state holding every answer so far and the handler's ``ctx.state``.
+The engine then returns the pending asks, every answer so far and the handler's
+``ctx.state``; the request-state boundary (:mod:`mcp_django.asks.boundary`) seals
+them into the ``input_required`` answer. The engine never reads or writes a token.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import signals, tracing
+from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
-from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
+from ..protocol.jsonrpc import MCPError
 from . import guard
 from .asking import scoped
 from .call import Call
@@ -39,11 +39,6 @@ class InputRequired(BaseException):
     """
 
 
-class RoundCapExceeded(StateRefused):
-    def __init__(self, cap: int) -> None:
-        super().__init__(Reason.ROUND_CAP)
-        self.message = f"this request needed more than {cap} rounds of input"
-        self.args = (self.message,)
 
 
 class Attempt:
@@ -251,23 +246,44 @@ class ReplayBackend:
 
 
 @dataclass
+class Prior:
+    """What earlier rounds of a request said (from its ``requestState``), and this request's answers."""
+
+    # {key: {"q": question digest, "a": answer}} from earlier rounds.
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # {key: question digest} the last round asked; None before any round.
+    asked: dict[str, str] | None = None
+    state: dict[str, str] = field(default_factory=dict)
+    round: int = 0
+    # This request's inputResponses.
+    responses: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Outcome:
-    """What one request's attempt came to."""
+    """What one request's attempt came to: a value, or asks pending (the replay engine)."""
 
     value: Any = None
-    input_required: dict[str, Any] | None = None
-    round: int = 0
-    asks: dict[str, str] = field(default_factory=dict)
+    # A result the method answers as it is: input_required (sealed by the request-state
+    # boundary, mcp_django.asks.boundary), or a task created (mcp_django.tasks).
+    result: dict[str, Any] | None = None
+    # The asks the attempt parked on, every answer so far and ``ctx.state``: what the
+    # next round needs.
+    pending: dict[str, Ask] = field(default_factory=dict)
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    state: dict[str, str] = field(default_factory=dict)
 
 
-async def _attempt_run(handler: Handler, kwargs_for: Any, ctx: Any, backend: ReplayBackend) -> tuple[bool, Any]:
-    """Run the handler once; (True, value) when it finished, (False, None) when asks are pending."""
-    if not handler.is_async:
-        try:
-            return True, await invoke(handler, kwargs_for(ctx), ctx)
-        except InputRequired:
-            return False, None
-    task = start_task(scoped(invoke(handler, kwargs_for(ctx), ctx)))
+# The replay engine's shape: runs a handler for one request with its prior rounds (the request-state
+# boundary runs it; mcp_django.pipeline.ENGINES).
+Engine = Callable[[Handler, dict[str, Any], Call, Prior], Awaitable[Outcome]]
+
+
+async def _attempt_async(
+    handler: Handler, arguments: dict[str, Any], ctx: Any, backend: ReplayBackend
+) -> tuple[bool, Any]:
+    """Run an async handler once; (True, value) when it finished, (False, None) when asks are pending."""
+    task = start_task(scoped(invoke(handler, handler.kwargs(arguments, ctx), ctx)))
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         backend.close(cancel=bool(backend.pending))
@@ -304,57 +320,31 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()  # an attempt that ended owes nobody its error
 
 
-async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
-    """Serve one tools/call, prompts/get or resources/read under the replay rule."""
-    params = call.params
-    responses = params.get("inputResponses", {})
-    if not isinstance(responses, dict):
-        raise InvalidParams("inputResponses must be an object")
-    token = params.get("requestState")
-    claims: Claims | None = None
-    # The params' digest binds the state; computed once for checking and sealing.
-    digest = params_digest(params) if token is not None else None
-    if token is not None:
-        try:
-            claims = unseal(
-                token,
-                method=call.method,
-                target=call.target,
-                principal=call.principal.digests,
-                digest=digest or "",
-                audience=audience(call.request, call.endpoint),
-            )
-        except StateRefused as refusal:
-            await refused(call, handler.primitive, refusal.reason)
-            raise
-    if tracing.ENABLED:
-        tracing.replay_round(claims.round if claims else 0)
-    backend, ctx, finished, value, error = await _attempt_once(
-        handler,
-        arguments,
-        call,
-        known=claims.answers if claims else {},
-        asked=claims.asked if claims else None,
-        responses=responses,
-        state=dict(claims.state) if claims else {},
+async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Prior) -> Outcome:
+    """Serve one tools/call, prompts/get or resources/read under the replay rule: an
+    attempt with the ``prior`` rounds' answers; asks still pending end up in the outcome."""
+    responses = prior.responses
+    done = await _attempt_once(
+        handler, arguments, call, known=prior.answers, asked=prior.asked, responses=responses, state=prior.state
     )
     # Attempts that ended with asks pending before the last one (their writes were made twice).
     replayed: list[guard.Recorder] = []
-    if claims is None and responses and error is None and backend.pending.keys() & responses.keys():
-        if backend.recorder is not None:
-            replayed.append(backend.recorder)
+    if prior.asked is None and responses and done.error is None and done.backend.pending.keys() & responses.keys():
+        if done.backend.recorder is not None:
+            replayed.append(done.backend.recorder)
         # Answers sent without a requestState count only for the questions any caller is
         # asked first: those this attempt just parked on, as if the client had seen that
         # round. Later asks (a second sequential ask) are never answered up front.
-        backend, ctx, finished, value, error = await _attempt_once(
+        done = await _attempt_once(
             handler,
             arguments,
             call,
             known={},
-            asked={key: ask.digest for key, ask in backend.pending.items()},
+            asked={key: ask.digest for key, ask in done.backend.pending.items()},
             responses=responses,
-            state=dict(ctx.state),
+            state=dict(done.ctx.state),
         )
+    backend, error = done.backend, done.error
     if backend.error is not None:
         raise backend.error
     if backend.missing and escaped(error) is not None:
@@ -365,49 +355,26 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
-    if finished and not backend.pending:
+    if done.finished and not backend.pending:
         if replayed:
             await guard.report(replayed, call)
-        return Outcome(value=value, round=claims.round if claims else 0)
+        return Outcome(value=done.value)
     if backend.recorder is not None:
         replayed.append(backend.recorder)
     if replayed:
         await guard.report(replayed, call)
-    round_no = (claims.round if claims else 0) + 1
-    if round_no > mcp_settings.MAX_INPUT_ROUNDS:
-        capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
-        await refused(call, handler.primitive, capped.reason)
-        raise capped
-    new_state = seal(
-        Claims(
-            method=call.method,
-            target=call.target,
-            principal=call.principal.digest,
-            digest=digest or params_digest(params),
-            round=round_no,
-            answers=backend.carried_answers(),
-            asked={key: ask.digest for key, ask in backend.pending.items()},
-            state=dict(ctx.state),
-            audience=audience(call.request, call.endpoint),
-        )
-    )
-    if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
-        raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
-    asks = {key: ask.method for key, ask in backend.pending.items()}
-    # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
-    event = call.event("round", round=round_no, asks=asks)
-    await signals.round_started.asend(handler.primitive, event=event)
-    if tracing.ENABLED:
-        tracing.input_required(round_no, asks)
-    return Outcome(
-        input_required={
-            "resultType": "input_required",
-            "inputRequests": {key: ask.wire() for key, ask in backend.pending.items()},
-            "requestState": new_state,
-        },
-        round=round_no,
-        asks=asks,
-    )
+    return Outcome(pending=backend.pending, answers=backend.carried_answers(), state=dict(done.ctx.state))
+
+
+@dataclass(slots=True)
+class Attempted:
+    """One attempt: its backend, ctx, whether the handler finished, its value, and its error."""
+
+    backend: ReplayBackend
+    ctx: Any
+    finished: bool = False
+    value: Any = None
+    error: BaseException | None = None
 
 
 async def _attempt_once(
@@ -420,21 +387,28 @@ async def _attempt_once(
     responses: dict[str, Any],
     state: dict[str, str],
     backend_class: type[ReplayBackend] = ReplayBackend,
-) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
-    """One attempt: its backend, ctx, whether it finished, its value, and its error."""
+) -> Attempted:
     backend = backend_class(call, known=known, asked=asked, responses=responses)
     ctx = make_context(handler, call, backend, state)
+    done = Attempted(backend, ctx)
     watch = guard.start(handler)
     if watch is not None:
         backend.recorder = watch[0]
     try:
-        finished, value = await _attempt_run(handler, lambda c: handler.kwargs(arguments, c), ctx, backend)
+        if handler.is_async:
+            done.finished, done.value = await _attempt_async(handler, arguments, ctx, backend)
+        else:
+            try:
+                done.value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+                done.finished = True
+            except InputRequired:
+                pass  # an unanswered ask: the attempt did not finish
     except BaseException as exc:
-        return backend, ctx, False, None, exc
+        done.error = exc
     finally:
         if watch is not None:
             guard.stop(watch)
-    return backend, ctx, finished, value, None
+    return done
 
 
 async def attempt(
@@ -453,12 +427,7 @@ async def attempt(
     ``pending`` asks, ``carried_answers()``), the ctx, whether the handler finished,
     its value and its error.
     """
-    return await _attempt_once(
+    done = await _attempt_once(
         handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
     )
-
-
-async def refused(call: Call, sender: str, reason: str) -> None:
-    """Tell the receivers (the audit log among them) before the client hears the refusal."""
-    event = call.event("state_refused", reason=str(reason))
-    await signals.state_refused.asend(sender, event=event)
+    return done.backend, done.ctx, done.finished, done.value, done.error

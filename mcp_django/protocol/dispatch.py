@@ -9,41 +9,36 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import content, lifecycle, resource_updates, schema, signals, tracing
-from ..asks import live, replay
+from .. import content, resource_updates, schema
+from ..asks import replay
 from ..asks.call import Call
 from ..asks.context import AsyncContext, SyncContext
-from ..asks.errors import StartTask
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
 from ..protected_resource import challenge, operation_scopes
 from ..registry import Registry
-from ..request_state import StateRefused
 from ..skills import methods as skills
 from ..tasks import methods as tasks
-from .capabilities import server_capabilities, server_info
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    MISSING_CAPABILITY,
     RESOURCE_NOT_FOUND_LEGACY,
     InvalidParams,
     MCPError,
     Unavailable,
     notification,
 )
-from .legacy import too_many_subscriptions
+from .legacy import server_capabilities, server_info, too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
 
 logger = logging.getLogger("mcp_django")
 
-Engine = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
-
-# The engine each era runs asks with.
-ENGINES: dict[Era, Engine] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
+# Runs a handler for a method: the handler stages and the engine of the call's era
+# (mcp_django.pipeline.Pipeline.run_handler).
+RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 MODERN_METHODS = frozenset(
     {
@@ -71,8 +66,11 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 
 class Dispatcher:
-    def __init__(self, registry: Registry) -> None:
+    """What each method does; a stage of the pipeline (mcp_django.pipeline), the innermost one."""
+
+    def __init__(self, registry: Registry, run_handler: RunHandler) -> None:
         self.registry = registry
+        self.run_handler = run_handler
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
             "tools/list": self.list_tools,
@@ -91,34 +89,6 @@ class Dispatcher:
             "tasks/update": self.update_task,
             "tasks/cancel": self.cancel_task,
         }
-
-    @tracing.traced
-    async def handle(self, call: Call) -> dict[str, Any]:
-        """The result of one request, or :class:`MCPError`."""
-        # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
-        call.endpoint = self.registry.settings
-        method = self.methods.get(call.method)
-        if method is None or (call.era == Era.MODERN and call.method not in MODERN_METHODS):
-            raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        # Database connections as Django's handler manages them (see mcp_django.lifecycle),
-        # for the methods that run a handler's async code (the others run sync code only
-        # in the worker pool, which does it after every job).
-        entered = lifecycle.enter() if call.method in RUNS_HANDLERS else None
-        try:
-            if call.method in FINISH_SIGNALLED:
-                result = await _signal_finish(method, call)
-            else:
-                result = await method(call)
-        finally:
-            cleanup = lifecycle.leave(entered)
-            if cleanup is not None:
-                await lifecycle.finished(cleanup)
-        if call.era == Era.MODERN:
-            result.setdefault("resultType", "complete")
-            # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
-            meta = result.get("_meta")
-            result["_meta"] = {META_SERVER_INFO: server_info(), **meta} if meta else {META_SERVER_INFO: server_info()}
-        return result
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -185,9 +155,6 @@ class Dispatcher:
         if handler is not None:
             _require_scopes(call, handler)
 
-    async def _run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
-        return await ENGINES[call.era](handler, arguments, call)
-
     # -- methods ------------------------------------------------------------------------
 
     async def discover(self, call: Call) -> dict[str, Any]:
@@ -239,24 +206,10 @@ class Dispatcher:
             arguments = tool.parameters.convert(arguments)
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
-        if tool.task is not None and tasks.runs_as_task(call, tool):
-            if not tool.input_first:
-                return await tasks.create(call, tool, registry=self.registry)
-            # The asks before ctx.start_task() are this request's own rounds.
-            call.may_start_task = True
-        try:
-            outcome = await self._run(tool, arguments, call)
-        except StartTask as start:
-            return await tasks.create(call, tool, registry=self.registry, answers=start.answers, state=start.state)
-        except content.ToolError as exc:
-            return content.error_result(str(exc))
-        except MCPError:
-            raise
-        except Exception:
-            logger.exception("tool %s failed", name)
-            return content.error_result(f"Error executing tool {name}")
-        if outcome.input_required is not None:
-            return outcome.input_required
+        # A task instead (the tasks extension), or a failure as a tool error: handler stages.
+        outcome = await self.run_handler(tool, arguments, call)
+        if outcome.result is not None:
+            return outcome.result
         try:
             return content.tool_result(outcome.value)
         except TypeError as exc:
@@ -291,9 +244,9 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self._guarded_run(prompt, arguments, call)
-        if outcome.input_required is not None:
-            return outcome.input_required
+        outcome = await self.run_handler(prompt, arguments, call)
+        if outcome.result is not None:
+            return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
         if prompt.description:
             result["description"] = prompt.description
@@ -317,9 +270,9 @@ class Dispatcher:
             except schema.ArgumentsInvalid as exc:
                 code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
                 raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
-        outcome = await self._guarded_run(handler, variables, call)
-        if outcome.input_required is not None:
-            return outcome.input_required
+        outcome = await self.run_handler(handler, variables, call)
+        if outcome.result is not None:
+            return outcome.result
         mime = getattr(handler, "mime_type", None)
         value = outcome.value
         if isinstance(value, list) and all(isinstance(v, dict) and "uri" in v for v in value):
@@ -338,19 +291,6 @@ class Dispatcher:
 
     async def read_directory(self, call: Call) -> dict[str, Any]:
         return await skills.read_directory(await _skills_params(call))
-
-    async def _guarded_run(self, handler: Handler, arguments: dict[str, Any], call: Call) -> replay.Outcome:
-        try:
-            return await self._run(handler, arguments, call)
-        except MCPError:
-            raise
-        except (OperationalError, InterfaceError):
-            # The database refuses connections or timed out: the client may try again (503).
-            logger.warning("%s %s could not reach the database", handler.primitive, handler.name, exc_info=True)
-            raise Unavailable("the database") from None
-        except Exception:
-            logger.exception("%s %s failed", handler.primitive, handler.name)
-            raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
     async def listen(self, call: Call) -> dict[str, Any]:
         """subscriptions/listen: a stream of list-changed notifications the client opted in to."""
@@ -540,48 +480,6 @@ def _values(out: Any) -> list[str]:
         if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
             break
     return values
-
-
-# The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
-FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
-RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
-_SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
-
-
-async def _signal_finish(method: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> dict[str, Any]:
-    """Run an ask-capable method and send ``call_finished`` with its outcome.
-
-    Rounds, refused states and missing capabilities are sent by the engine as
-    their own events, so they are not sent again here. The audit log's receiver only queues
-    the row, so no database work sits between the result and the client.
-    """
-    sender = _SENDER[call.method]
-    try:
-        result = await method(call)
-    except asyncio.CancelledError:
-        await _send_finished(call, sender, "cancelled", "")
-        raise
-    except MCPError as exc:
-        if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
-            await _send_finished(call, sender, "failed", f"error {exc.code}")
-        raise
-    except Exception as exc:
-        await _send_finished(call, sender, "failed", type(exc).__name__)
-        raise
-    # A round is its own event; a task created sends its own rows (mcp_django.tasks).
-    if result.get("resultType") not in ("input_required", "task"):
-        if result.get("isError"):
-            await _send_finished(call, sender, "failed", "tool error")
-        else:
-            await _send_finished(call, sender, "completed", "")
-    return result
-
-
-async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> None:
-    # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
-    # by default), and asking twice cost every call more than building an unheard event.
-    event = call.event(outcome, reason=reason, outcome=outcome)
-    await signals.call_finished.asend(sender, event=event)
 
 
 async def _skills_params(call: Call) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, lifecycle methods.
+"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, lifecycle methods,
+and what the server says about itself (its name, version and capabilities by era, which
+2026-07-28's ``server/discover`` says too).
 
 A legacy client opens a session with ``initialize`` and keeps the capabilities it
 declared there for the whole session. Whatever the transport, the methods that
@@ -42,17 +44,58 @@ from typing import Any
 
 from django.core.signals import setting_changed
 
-from .. import base64url
+from .. import __version__, base64url
 from ..asks.call import LOG_LEVELS
 from ..breaker import Breaker, is_outage
 from ..conf import EndpointSettings, mcp_settings
-from ..icons import icon_base
+from ..icons import IconBase, icon_base, revision_has_icons
 from ..keyring import keyring
-from .capabilities import server_capabilities, server_info
+from ..skills import methods as skills
+from ..tasks import EXTENSION as TASKS_EXTENSION
 from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
 logger = logging.getLogger("mcp_django")
+
+
+# -- what the server says about itself (here and in 2026-07-28's server/discover) -------
+
+
+def server_info(version: str | None = None, icons: IconBase | None = None) -> dict[str, Any]:
+    """The server's Implementation; at ``version`` 2025-11-25 or later, with its description,
+    website and icons (the handshake and server/discover; other results carry the short form)."""
+    info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
+    if mcp_settings.SERVER_TITLE:
+        info["title"] = mcp_settings.SERVER_TITLE
+    if version is not None and revision_has_icons(version):
+        if mcp_settings.SERVER_DESCRIPTION:
+            info["description"] = mcp_settings.SERVER_DESCRIPTION
+        if mcp_settings.SERVER_WEBSITE_URL:
+            info["websiteUrl"] = mcp_settings.SERVER_WEBSITE_URL
+        if mcp_settings.SERVER_ICONS and icons is not None:
+            described = icons.describe(mcp_settings.SERVER_ICONS)
+            if described:
+                info["icons"] = described
+    return info
+
+
+def server_capabilities(era: Era) -> dict[str, Any]:
+    caps: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        # Both eras: resources/subscribe (legacy) and resourceSubscriptions (subscriptions/listen).
+        "resources": {"subscribe": True, "listChanged": True},
+        "completions": {},
+    }
+    if era == Era.LEGACY:
+        caps["logging"] = {}
+    extensions = skills.extensions()
+    if era == Era.MODERN:
+        extensions[TASKS_EXTENSION] = {}  # the tasks extension attaches to 2026-07-28 only
+    if extensions:
+        caps["extensions"] = extensions
+    return caps
+
 
 # Methods that exist only on the legacy revisions (2026-07-28 answers them -32601).
 LIFECYCLE_METHODS = frozenset(

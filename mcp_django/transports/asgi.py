@@ -23,9 +23,9 @@ from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .endpoints import endpoint_for
-from .http import Disconnect, HttpEndpoint
-from .http_io import HttpIn, HttpOut, asgi_headers, error_out, scope_url
+from .http import Disconnect, HttpEndpoint, refused
+from .http_io import HttpIn, HttpOut, asgi_headers, scope_url
+from .legacy_http import endpoint_for
 from .websocket import websocket_application
 
 logger = logging.getLogger("mcp_django")
@@ -74,9 +74,7 @@ class MCPApplication:
         if problem == "gone":
             return
         if problem == "slow":
-            out = error_out(
-                None, MCPError(INVALID_REQUEST, "the request body took too long to arrive", http_status=408)
-            )
+            out = refused(None, MCPError(INVALID_REQUEST, "the request body took too long to arrive", http_status=408))
             out.headers.append(("connection", "close"))
             await _send(out, send, None)
             return
@@ -103,7 +101,7 @@ class MCPApplication:
             except Exception:
                 # A bug must still be answered in JSON-RPC, not with the server's plain-text 500.
                 logger.exception("mcp_django: the endpoint failed on a %s request", req.method)
-                out = error_out(None, MCPError(INTERNAL_ERROR, "Internal error", http_status=500))
+                out = refused(None, MCPError(INTERNAL_ERROR, "Internal error", http_status=500))
             await _send(out, send, disconnected)
         finally:
             disconnected.close()

@@ -7,7 +7,7 @@ who opened the URL or a developer reading a log, what the endpoint is.
 
 from __future__ import annotations
 
-from ..protocol import jsonrpc
+from ..pipeline import refusal
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from .http_io import HttpIn, HttpOut, json_out
 
@@ -39,4 +39,4 @@ def not_mcp(req: HttpIn) -> HttpOut:
         body = PAGE.encode()
         return HttpOut(405, [allow, ("content-type", "text/html; charset=utf-8")], body)
     error = MCPError(INVALID_REQUEST, f"{req.method} is not an MCP request here. {SUMMARY}", http_status=405)
-    return json_out(405, jsonrpc.error_response(None, error), [allow])
+    return json_out(*refusal(None, error, [allow]))

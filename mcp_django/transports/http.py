@@ -14,30 +14,20 @@ from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
-from .. import lifecycle
 from ..asks.call import Call
-from ..asks.invoke import run_in_thread, start_task
-from ..auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
-from ..auth_cache import authenticate_and_remember, principal_cache
+from ..asks.invoke import start_task
+from ..auth import AuthenticationFailed
 from ..conf import mcp_settings
+from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
-from ..protocol.dispatch import MODERN_METHODS, Dispatcher
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, MCPError, Unavailable
-from ..protocol.revisions import (
-    LEGACY_VERSIONS,
-    Era,
-    check_headers,
-    check_param_headers,
-    check_version,
-    read_meta,
-)
+from ..protocol.dispatch import MODERN_METHODS
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
+from ..protocol.revisions import LEGACY_VERSIONS
 from ..registry import Registry
-from .calls import modern_call
 from .greeting import not_mcp
-from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_message
+from .http_io import JSON, SSE, HttpIn, HttpOut, json_out, sse_message
 
 logger = logging.getLogger("mcp_django")
 
@@ -148,56 +138,21 @@ class LegacyHandler:
 
 
 class HttpEndpoint:
-    """The MCP endpoint's logic for one HTTP request."""
+    """The MCP endpoint's logic for one HTTP request: it reads the request, picks the era and
+    renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
-    # The legacy sessions' transport, which builds on this one (set by endpoints.endpoint_for).
+    # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
     legacy: LegacyHandler | None = None
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.dispatcher = Dispatcher(registry)
-
-    async def principal(self, req: HttpIn, request: Any) -> Principal:
-        """Raises :class:`AuthenticationFailed` (401) when the caller may not in.
-
-        ``request`` is the Django request, or a callable that builds it (only
-        when the credentials are not in the principal cache).
-        """
-        endpoint = self.registry.settings  # its authentication classes and anonymous policy
-        if not may_carry_credentials(req.headers, endpoint):
-            principal = ANONYMOUS
-        else:
-            key = principal_cache.key(req.headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
-            cached = await principal_cache.get(key) if key is not None else None
-            if cached is not None:
-                principal = cached
-                if not callable(request):
-                    request.user = principal.user
-            else:
-                if callable(request):
-                    request = request()
-                try:
-                    # Bounded: a hung database (a stopped server does not even let
-                    # statement_timeout fire) must not hold the request; the thread
-                    # is freed when the database answers or its connection fails.
-                    principal = await asyncio.wait_for(
-                        run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
-                    )
-                except (OperationalError, InterfaceError, TimeoutError) as exc:
-                    # The database refuses connections or does not answer: 503, not a 500.
-                    # Said once per outage: an open breaker logged it when it opened.
-                    if not lifecycle.database_down():
-                        logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
-                    raise Unavailable("the database") from None
-        if principal.is_anonymous and not endpoint.ALLOW_ANONYMOUS:
-            raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
-        return principal
+        self.pipeline = Pipeline(registry)
 
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
         if not host_allowed(req.headers):
-            return error_out(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
+            return refused(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
         if not origin_allowed(req.headers, req.scheme):
-            return error_out(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
+            return refused(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
         cors = self._cors(req.headers, req.scheme)
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
@@ -209,22 +164,16 @@ class HttpEndpoint:
             out = not_mcp(req)
             out.headers.extend(cors)
             return out
-        content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if content_type != JSON:
-            return error_out(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
-        if req.too_large:
-            return error_out(None, MCPError(INVALID_REQUEST, "request body too large", http_status=413))
-        if not accepts(req.headers, JSON):
-            return error_out(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
         try:
-            message = jsonrpc.parse(req.body)
+            message = read_message(req)
         except MCPError as exc:
-            return error_out(None, exc)
+            return refused(None, exc)
+        # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
         if is_legacy(req.headers, message):
             if self.legacy is None:
-                return error_out(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
+                return refused(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:
-                return error_out(jsonrpc.reply_id(message), NO_LEGACY_HERE)
+                return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)
         out = await self.modern(req, message, disconnected)
         out.headers.extend(cors)
@@ -251,56 +200,46 @@ class HttpEndpoint:
             return HttpOut(202)
         if shape != "request":
             if isinstance(message, list):
-                return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported"))
-            return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))
-        request_id = message["id"]
-        method: str = message["method"]
-        if method not in MODERN_METHODS:
-            return error_out(request_id, MCPError(METHOD_NOT_FOUND, f"Method not found: {method}"))
-        params = message.get("params") or {}
+                return refused(None, MCPError(INVALID_REQUEST, "batches are not supported"))
+            return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))
+        pipeline = self.pipeline
         try:
-            meta = read_meta(params)
-            check_headers(req.headers, method, params, meta)
-            check_version(meta)
-            if method == "tools/call":
-                name = params.get("name")
-                tool = self.registry.tools.get(name) if isinstance(name, str) else None
-                arguments = params.get("arguments")
-                if tool is not None and isinstance(arguments, dict):
-                    check_param_headers(req.headers, tool.input_schema, arguments)
-        except MCPError as exc:
-            return error_out(request_id, exc)
-        request = None
-
-        def request_factory() -> Any:
-            nonlocal request
-            if request is None:
-                request = req.request_factory()
-            return request
-
-        try:
-            principal = await self.principal(req, request_factory)
-        except AuthenticationFailed as exc:
-            return unauthorized(request_id, exc)
-        except Unavailable as exc:
-            return error_out(request_id, exc)
-        call = modern_call(
+            meta = check_request(message, req.headers, self.registry)
+            principal = await pipeline.authenticate(req, req.django_request)
+        except (MCPError, AuthenticationFailed) as exc:
+            return refused(message["id"], exc)
+        call = Call.modern(
             message,
             meta,
             transport=req.transport,
             principal=principal,
             client_address=req.client_address,
-            request_factory=request_factory,
+            request_factory=req.django_request,
         )
-        return await respond(
-            self.dispatcher, call, can_stream=req.can_stream and accepts(req.headers, SSE), disconnected=disconnected
-        )
+        can_stream = req.can_stream and accepts(req.headers, SSE)
+        return await Response(pipeline.handle, call, can_stream, disconnected).out()
 
 
-def unauthorized(request_id: Any, exc: AuthenticationFailed) -> HttpOut:
-    error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
-    extra = [("www-authenticate", exc.challenge)] if exc.challenge else []
-    return error_out(request_id, error, extra)
+def read_message(req: HttpIn) -> Any:
+    """The POST's JSON-RPC message, or the :class:`MCPError` refusing it (media types, size, JSON)."""
+    content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != JSON:
+        raise MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415)
+    if req.too_large:
+        raise MCPError(INVALID_REQUEST, "request body too large", http_status=413)
+    if not accepts(req.headers, JSON):
+        raise MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406)
+    return jsonrpc.parse(req.body)
+
+
+def refused(request_id: Any, exc: Exception) -> HttpOut:
+    """A request refused (:func:`mcp_django.pipeline.refusal`), as an HTTP answer."""
+    return rendered(refusal(request_id, exc))
+
+
+def rendered(answer: Answer) -> HttpOut:
+    status, payload, extra = answer
+    return json_out(status, payload, extra)
 
 
 class Disconnect:
@@ -336,69 +275,83 @@ class Disconnect:
 _WATCH_AFTER = 0.02
 
 
-async def respond(
-    dispatcher: Dispatcher,
-    call: Call,
-    *,
-    can_stream: bool,
-    disconnected: Awaitable[Any] | None,
-    stream_headers: list[tuple[str, str]] | None = None,
-    run: Callable[[Call], Awaitable[dict[str, Any]]] | None = None,
-) -> HttpOut:
-    """Run one request; answer JSON, or SSE once the handler sends a notification first.
+class Response:
+    """One call's HTTP answer: JSON, or SSE once the handler sends a notification first.
 
-    One task and one future per request: this is the hot path of every call.
+    One task per request, and a future only once it waits: this is the hot path of every call. ``handle``
+    runs the call (:meth:`mcp_django.pipeline.Pipeline.handle`, or the legacy
+    transport's wrapper of it); :func:`mcp_django.pipeline.answer` maps its errors.
     """
-    loop = asyncio.get_running_loop()
-    events: list[dict[str, Any]] = []
-    wake: asyncio.Future[None] = loop.create_future()
 
-    def wake_up(_: Any = None) -> None:
-        if not wake.done():
-            wake.set_result(None)
+    __slots__ = ("disconnected", "events", "gone", "loop", "task", "wake")
 
-    if can_stream:
+    def __init__(
+        self,
+        handle: Callable[[Call], Awaitable[dict[str, Any]]],
+        call: Call,
+        can_stream: bool,
+        disconnected: Awaitable[Any] | None,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.events: list[dict[str, Any]] = []
+        # Created once the call waits on something: a call that finishes eagerly never needs it.
+        self.wake: asyncio.Future[None] | None = None
+        self.gone: asyncio.Future[Any] | None = None
+        self.disconnected = disconnected
+        if can_stream:
+            call.notify = self.notify
+        self.task = start_task(answer(handle, call))
 
-        def notify(message: dict[str, Any]) -> None:
-            events.append(message)
-            wake_up()
+    def notify(self, message: dict[str, Any]) -> None:
+        self.events.append(message)
+        self.wake_up()
 
-        call.notify = notify
-    task = start_task(answer(run or dispatcher.handle, call))
-    if task.done() and not events:
-        # Finished eagerly, without waiting on anything: the common case.
-        status, payload, extra = task.result()
-        return json_out(status, payload, extra)
-    task.add_done_callback(wake_up)
-    gone: asyncio.Future[Any] | None = None
+    def wake_up(self, _: Any = None) -> None:
+        if self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
 
-    def watch() -> None:
-        nonlocal gone
+    def watch(self) -> None:
+        disconnected = self.disconnected
         assert disconnected is not None
         gone = disconnected.future() if isinstance(disconnected, Disconnect) else asyncio.ensure_future(disconnected)
-        gone.add_done_callback(wake_up)
+        gone.add_done_callback(self.wake_up)
+        self.gone = gone
 
-    timer = loop.call_later(_WATCH_AFTER, watch) if disconnected is not None and not task.done() else None
-    try:
-        if not task.done():
-            await wake
-    except BaseException:
-        task.cancel()
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        if gone is not None:
-            gone.remove_done_callback(wake_up)
-    if not task.done() and gone is not None and gone.done():
-        task.cancel()
-        return HttpOut(499)
-    if task.done() and not events:
-        status, payload, extra = task.result()
-        return json_out(status, payload, extra)
+    async def out(self) -> HttpOut:
+        task = self.task
+        if task.done() and not self.events:
+            # Finished eagerly, without waiting on anything: the common case.
+            return rendered(task.result())
+        wake = self.wake = self.loop.create_future()
+        if self.events:
+            wake.set_result(None)  # sent before there was a wake to set
+        task.add_done_callback(self.wake_up)
+        timer = (
+            self.loop.call_later(_WATCH_AFTER, self.watch)
+            if self.disconnected is not None and not task.done()
+            else None
+        )
+        try:
+            if not task.done():
+                await wake
+        except BaseException:
+            task.cancel()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if self.gone is not None:
+                self.gone.remove_done_callback(self.wake_up)
+        if not task.done() and self.gone is not None and self.gone.done():
+            task.cancel()
+            return HttpOut(499)
+        if task.done() and not self.events:
+            return rendered(task.result())
+        headers = [("content-type", SSE), ("cache-control", "no-cache")]
+        return HttpOut(200, headers, events=self.stream())
 
-    async def stream() -> AsyncIterator[bytes]:
-        nonlocal wake
+    async def stream(self) -> AsyncIterator[bytes]:
+        task, events = self.task, self.events
         try:
             while True:
                 while events:
@@ -406,30 +359,9 @@ async def respond(
                 if task.done():
                     yield sse_message(task.result()[1])
                     return
-                wake = loop.create_future()
+                wake = self.wake = self.loop.create_future()
                 await wake
         finally:
             # The client closing the stream cancels the request.
             if not task.done():
                 task.cancel()
-
-    headers = [("content-type", SSE), ("cache-control", "no-cache"), *(stream_headers or [])]
-    return HttpOut(200, headers, events=stream())
-
-
-async def answer(
-    run: Callable[[Call], Awaitable[dict[str, Any]]], call: Call
-) -> tuple[int, dict[str, Any], list[tuple[str, str]] | None]:
-    """(HTTP status, JSON-RPC response, extra headers) for one request."""
-    try:
-        result = await run(call)
-    except MCPError as exc:
-        if call.era == Era.MODERN:
-            return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
-        return 200, jsonrpc.error_response(call.request_id, exc), None
-    except Exception:
-        # A bug must still answer the request: a legacy stream would otherwise never
-        # end, and a 2026-07-28 client would get a bare 500.
-        logging.getLogger("mcp_django").exception("%s failed", call.method)
-        return 200, jsonrpc.error_response(call.request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error")), None
-    return 200, jsonrpc.response(call.request_id, result), None

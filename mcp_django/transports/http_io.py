@@ -13,8 +13,7 @@ from typing import Any
 
 from django.core.handlers.asgi import ASGIRequest
 
-from ..protocol import jsonrpc
-from ..protocol.jsonrpc import MCPError, dumps
+from ..protocol.jsonrpc import dumps
 
 JSON = "application/json"
 SSE = "text/event-stream"
@@ -38,6 +37,14 @@ class HttpIn:
     # Where the request went as the server saw it (root path, path): an OAuth token is valid
     # at one URL only, so the principal cache keys on it.
     endpoint: str = ""
+    # Django's request, once django_request() has built it.
+    built: Any = field(default=None, repr=False)
+
+    def django_request(self) -> Any:
+        """Django's request for this one, built on first use (an authentication class, a handler's ``ctx.request``)."""
+        if self.built is None:
+            self.built = self.request_factory()
+        return self.built
 
 
 def scope_url(scope: Any) -> tuple[str, str]:
@@ -58,12 +65,6 @@ class HttpOut:
 
 def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
     return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
-
-
-def error_out(request_id: Any, error: MCPError, extra: list[tuple[str, str]] | None = None) -> HttpOut:
-    if error.headers:
-        extra = [*(extra or []), *error.headers]
-    return json_out(error.http_status, jsonrpc.error_response(request_id, error), extra)
 
 
 def sse_event(

@@ -30,6 +30,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -39,14 +40,14 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
+from ..pipeline import Answer, Pipeline, answer, exception_handler, result_answer
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
-from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
+from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
-from .calls import session_call
-from .http import HttpEndpoint, LegacyHandler, accepts, answer, respond, unauthorized
-from .http_io import JSON, SSE, HttpIn, HttpOut, error_out, json_out, sse_comment, sse_event, sse_message
+from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
+from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
 
 logger = logging.getLogger("mcp_django")
@@ -308,13 +309,55 @@ def parse_event_id(value: str) -> tuple[str, int, str] | None:
     return key, int(number), channel
 
 
+def session_error(request_id: Any, exc: MCPError) -> Answer:
+    """A session's request that failed: a JSON-RPC error in a 200, as the pipeline maps a legacy call's."""
+    return exception_handler(exc, request_id, Era.LEGACY, "")
+
+
+class TrackedCall:
+    """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
+    any worker, and a stream nobody reads any more (and nobody resumed) cancels it."""
+
+    __slots__ = ("hub", "pipeline", "sid", "stream")
+
+    def __init__(self, pipeline: Pipeline, hub: Relay, sid: str) -> None:
+        self.pipeline = pipeline
+        self.hub = hub
+        self.sid = sid
+        self.stream: LegacyStream | None = None
+
+    async def handle(self, call: Call) -> dict[str, Any]:
+        """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""
+        inner = asyncio.ensure_future(self.pipeline.handle(call))
+        key = self.hub.track(self.sid, call.request_id, inner)
+        if self.stream is not None:
+            self.stream.on_abandoned = inner.cancel
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if inner.cancelled() and current is not None and not current.cancelling():
+                # Cancelled for the client (notifications/cancelled, DELETE, or its
+                # stream abandoned), not by us.
+                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
+            raise
+        finally:
+            self.hub.untrack(key)
+
+    async def serve(self, call: Call) -> None:
+        """Answer on the call's stream (:attr:`stream`), whoever follows it."""
+        assert self.stream is not None
+        _status, payload, _headers = await answer(self.handle, call)
+        self.stream.finish(payload)
+
+
 class LegacyHttp(LegacyHandler):
     def __init__(self, endpoint: HttpEndpoint) -> None:
         self.endpoint = endpoint
 
     async def _principal(self, req: HttpIn) -> Principal:
         request = req.request_factory() if may_carry_credentials(req.headers, self.endpoint.registry.settings) else None
-        return await self.endpoint.principal(req, request)
+        return await self.endpoint.pipeline.authenticate(req, request)
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None
@@ -322,21 +365,21 @@ class LegacyHttp(LegacyHandler):
         """The request's open session and its log level, or the HTTP answer refusing it."""
         token = req.headers.get("mcp-session-id")
         if token is None:
-            return error_out(
+            return refused(
                 None,
                 MCPError(INVALID_REQUEST, "Mcp-Session-Id header is required: send initialize first", http_status=400),
             )
         record = legacy.open_session(token)
         if record is None or record.endpoint != self.endpoint.registry.name:  # another endpoint's: not ours
-            return error_out(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
+            return refused(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
         if not principal.matches(record.principal):
-            return error_out(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
+            return refused(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
         version = req.headers.get("mcp-protocol-version")
         # Any revision a session can speak is accepted, not only the one negotiated: the official
         # SDK's server does the same, and clients (conformance's multiple-streams scenario) rely on it.
         if version is not None and version not in LEGACY_VERSIONS:
             why = "has no sessions" if version in MODERN_VERSIONS else "is not supported"
-            return error_out(
+            return refused(
                 request_id,
                 MCPError(
                     INVALID_REQUEST,
@@ -347,7 +390,7 @@ class LegacyHttp(LegacyHandler):
             )
         ended, level = await legacy.session_status(record)
         if ended:
-            return error_out(None, MCPError(INVALID_REQUEST, "Session not found (it has ended)", http_status=404))
+            return refused(None, MCPError(INVALID_REQUEST, "Session not found (it has ended)", http_status=404))
         return record, level
 
     async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
@@ -356,33 +399,30 @@ class LegacyHttp(LegacyHandler):
         except Unavailable as exc:
             # The session store, the channel layer or the database is down or hung: 503 now, never a 500.
             request_id = message.get("id") if jsonrpc.classify(message) == "request" else None
-            return error_out(request_id, exc)
+            return refused(request_id, exc)
 
     async def _handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
-                return error_out(None, MCPError(INVALID_REQUEST, "batches are not supported", http_status=400))
-            return error_out(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
+                return refused(None, MCPError(INVALID_REQUEST, "batches are not supported", http_status=400))
+            return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
         try:
             principal = await self._principal(req)
         except AuthenticationFailed as exc:
-            return unauthorized(request_id, exc)
+            return refused(request_id, exc)
         if shape == "request" and message["method"] == "initialize":
             try:
                 record = await legacy.open_record(message.get("params"), principal.digest, self.endpoint.registry.name)
             except Unavailable:
                 raise
             except MCPError as exc:
-                return json_out(200, jsonrpc.error_response(request_id, exc))
-            return json_out(
-                200,
-                jsonrpc.response(
-                    request_id, legacy.initialize_result(record, req.request_factory, self.endpoint.registry.settings)
-                ),
-                [("mcp-session-id", legacy.seal_session(record))],
+                return rendered(session_error(request_id, exc))
+            status, payload, _ = result_answer(
+                request_id, legacy.initialize_result(record, req.request_factory, self.endpoint.registry.settings)
             )
+            return rendered((status, payload, [("mcp-session-id", legacy.seal_session(record))]))
         found = await self._session(req, principal, request_id if shape == "request" else None)
         if isinstance(found, HttpOut):
             return found
@@ -393,7 +433,7 @@ class LegacyHttp(LegacyHandler):
         if shape == "response":
             hub = await relay()
             if not await hub.route_reply(message, record.sid, record.principal):
-                return error_out(
+                return refused(
                     None, MCPError(INVALID_REQUEST, "this response answers no request of this server", http_status=400)
                 )
             return HttpOut(202)
@@ -419,26 +459,19 @@ class LegacyHttp(LegacyHandler):
         method: str = message["method"]
         params = message.get("params") or {}
         if method == "initialize":
-            return json_out(
-                200, jsonrpc.error_response(request_id, MCPError(INVALID_REQUEST, "the session is already initialized"))
-            )
+            return rendered(session_error(request_id, MCPError(INVALID_REQUEST, "the session is already initialized")))
         if method in legacy.LIFECYCLE_METHODS:
-
-            async def set_level(value: str) -> None:
-                await legacy.set_session_log_level(record, value)
-
-            async def subscribe(uri: str, on: bool) -> None:
-                await legacy.set_subscribed(record, uri, on)
-
+            set_level = functools.partial(legacy.set_session_log_level, record)
+            subscribe = functools.partial(legacy.set_subscribed, record)
             try:
                 result = await legacy.lifecycle(method, params, set_level, subscribe)
             except Unavailable:
                 raise
             except MCPError as exc:
-                return json_out(200, jsonrpc.error_response(request_id, exc))
-            return json_out(200, jsonrpc.response(request_id, result))
+                return rendered(session_error(request_id, exc))
+            return rendered(result_answer(request_id, result))
         hub = await relay()
-        call = session_call(
+        call = Call.in_session(
             message,
             record,
             transport=req.transport,
@@ -448,47 +481,23 @@ class LegacyHttp(LegacyHandler):
             log_level=level,
             session=LiveSession(record, HttpReplies(hub, record.sid, record.principal)),
         )
-        dispatcher = self.endpoint.dispatcher
-        stream: LegacyStream | None = None
-
-        async def run(call: Call) -> dict[str, Any]:
-            inner = asyncio.ensure_future(dispatcher.handle(call))
-            key = hub.track(record.sid, request_id, inner)
-            if stream is not None:
-                # A stream nobody reads any more (and nobody resumed) cancels the call.
-                stream.on_abandoned = inner.cancel
-            try:
-                return await inner
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if inner.cancelled() and current is not None and not current.cancelling():
-                    # Cancelled for the client (notifications/cancelled, DELETE, or its
-                    # stream abandoned), not by us.
-                    raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
-                raise
-            finally:
-                hub.untrack(key)
-
+        pipeline = self.endpoint.pipeline
         try:
-            dispatcher.require_scopes(call)
+            pipeline.dispatcher.require_scopes(call)
         except MCPError as exc:
-            return error_out(request_id, exc)  # an HTTP 403 the client can step up from
+            return refused(request_id, exc)  # an HTTP 403 the client can step up from
+        tracked = TrackedCall(pipeline, hub, record.sid)
         if not (req.can_stream and accepts(req.headers, SSE)):
             # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
-            return await respond(dispatcher, call, can_stream=False, disconnected=disconnected, run=run)
-        stream = LegacyStream(hub, record.sid)
+            return await Response(tracked.handle, call, False, disconnected).out()
+        stream = tracked.stream = LegacyStream(hub, record.sid)
         call.notify = stream.push
         prime = legacy.primes(record)
         if prime:
             # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
             call.session.close_stream = stream.close
-
-        async def serve() -> None:
-            _status, payload, _headers = await answer(run, call)
-            stream.finish(payload)
-
         # Not tied to this connection: the client may drop it and resume, the call goes on.
-        stream.task = asyncio.ensure_future(serve())
+        stream.task = asyncio.ensure_future(tracked.serve(call))
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.follow(0, prime=prime))
 
@@ -498,7 +507,7 @@ class LegacyHttp(LegacyHandler):
         try:
             return await self._handle_other(req)
         except Unavailable as exc:
-            return error_out(None, exc)
+            return refused(None, exc)
 
     async def _handle_other(self, req: HttpIn) -> HttpOut | None:
         last_event = req.headers.get("last-event-id") if req.method == "GET" else None
@@ -507,7 +516,7 @@ class LegacyHttp(LegacyHandler):
         try:
             principal = await self._principal(req)
         except AuthenticationFailed as exc:
-            return unauthorized(None, exc)
+            return refused(None, exc)
         found = await self._session(req, principal)
         if isinstance(found, HttpOut):
             return found
@@ -536,14 +545,26 @@ class LegacyHttp(LegacyHandler):
         if parsed is None or stream is None or stream.sid != record.sid:
             # Unknown, expired, another session's, or its worker is gone: the client's
             # SDK then reports the stream lost; the call itself is unaffected.
-            return error_out(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
+            return refused(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
         return HttpOut(200, headers, events=stream.follow(parsed[1], prime=False))
 
     async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
         """GET without Last-Event-ID: the session's standalone stream (resource updates)."""
-        stream = SessionStream(
-            await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.dispatcher.registry
-        )
+        stream = SessionStream(await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.registry)
         await legacy.set_get_stream(record, stream.token)
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.events())
+
+
+def endpoint_for(registry: Registry) -> HttpEndpoint:
+    """The registry's endpoint, serving both eras: 2026-07-28 and the legacy sessions built on it.
+
+    One per registry, shared by every transport mounted on it (ASGI, websockets, the WSGI
+    view), and kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and
+    hand its endpoint to a new registry given the same address.
+    """
+    endpoint = registry.endpoint
+    if endpoint is None:
+        endpoint = registry.endpoint = HttpEndpoint(registry)
+        endpoint.legacy = LegacyHttp(endpoint)
+    return endpoint

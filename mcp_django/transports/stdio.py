@@ -16,6 +16,7 @@ import threading
 from typing import IO, Any
 
 from ..auth import Principal
+from ..pipeline import refusal
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import PARSE_ERROR, MCPError
 from .websocket import SUBPROTOCOL, MCPWebsocketConsumer
@@ -96,7 +97,7 @@ async def serve(principal: Principal, stdin: IO[bytes], stdout: IO[bytes], regis
             try:
                 return {"type": "websocket.receive", "text": message["line"].decode("utf-8")}
             except UnicodeDecodeError:
-                write(jsonrpc.dumps(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "Parse error: not UTF-8"))))
+                write(jsonrpc.dumps(refusal(None, MCPError(PARSE_ERROR, "Parse error: not UTF-8"))[1]))
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "websocket.send":

@@ -14,8 +14,8 @@ from django.views.decorators.csrf import csrf_exempt
 from .. import registry as registries
 from ..conf import mcp_settings
 from ..registry import Registry
-from .endpoints import endpoint_for
 from .http_io import HttpIn
+from .legacy_http import endpoint_for
 
 
 def _headers(request: HttpRequest) -> dict[str, str]:

@@ -47,18 +47,18 @@ from django.core.handlers.asgi import ASGIRequest
 
 from .. import base64url
 from .. import registry as registry_module
+from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
+from ..pipeline import check_request, exception_handler, refusal
 from ..protocol import jsonrpc, legacy
-from ..protocol.dispatch import MODERN_METHODS
-from ..protocol.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, MCPError, Unavailable, notification
-from ..protocol.revisions import META_VERSION, check_version, read_meta
+from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
+from ..protocol.revisions import META_VERSION, Era
 from ..resource_updates import Listeners, listeners
-from .calls import modern_call, session_call
-from .endpoints import endpoint_for
 from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
+from .legacy_http import endpoint_for
 
 logger = logging.getLogger("mcp_django")
 
@@ -174,7 +174,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             request = (
                 self.request_factory() if may_carry_credentials(headers, self.endpoint.registry.settings) else None
             )
-            self.principal = await self.endpoint.principal(self.req, request)
+            self.principal = await self.endpoint.pipeline.authenticate(self.req, request)
         except AuthenticationFailed:
             await self.close()  # before accept: the upgrade is answered 403
             return
@@ -193,16 +193,15 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         elsewhere the socket is accepted and closed at once with 1013, "try again later".
         """
         if "websocket.http.response" in self.scope.get("extensions", {}):
+            status, payload, _headers = refusal(None, exc)
             await self.base_send(
                 {
                     "type": "websocket.http.response.start",
-                    "status": exc.http_status,
+                    "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
                 }
             )
-            await self.base_send(
-                {"type": "websocket.http.response.body", "body": jsonrpc.dumps(jsonrpc.error_response(None, exc))}
-            )
+            await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
@@ -269,7 +268,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         """
         assert self.principal is not None
         try:
-            principal = await self.endpoint.principal(self.req, self.request_factory)
+            principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
         except AuthenticationFailed:
             principal = None
         if principal is None or principal.binding != self.principal.binding:
@@ -299,7 +298,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "listening", False):
-            self.endpoint.dispatcher.registry.unsubscribe(self.list_changed)
+            self.endpoint.registry.unsubscribe(self.list_changed)
         updates = getattr(self, "updates", None)
         if updates is not None:
             updates.unwatch(self.resource_updated)
@@ -316,12 +315,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:
-            self.emit(jsonrpc.error_response(None, MCPError(PARSE_ERROR, "MCP messages are text frames")))
+            self.refuse(None, MCPError(PARSE_ERROR, "MCP messages are text frames"))
             return
         try:
             message = jsonrpc.parse(text_data)
         except MCPError as exc:
-            self.emit(jsonrpc.error_response(None, exc))
+            self.refuse(None, exc)
             return
         shape = jsonrpc.classify(message)
         if shape == "response":
@@ -331,14 +330,17 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         elif shape == "request":
             key = jsonrpc.dumps(message["id"]).decode()
             if key in self.calls:
-                self.emit(jsonrpc.error_response(message["id"], MCPError(INVALID_REQUEST, "this request id is in use")))
+                self.refuse(message["id"], MCPError(INVALID_REQUEST, "this request id is in use"))
                 return
             task = asyncio.ensure_future(self._serve(message))
             self.calls[key] = task
             task.add_done_callback(lambda _t: self.calls.pop(key, None))
         else:
             text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
-            self.emit(jsonrpc.error_response(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, text)))
+            self.refuse(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, text))
+
+    def refuse(self, request_id: Any, exc: MCPError) -> None:
+        self.emit(refusal(request_id, exc)[1])
 
     def notification(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
@@ -349,20 +351,17 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                     task.cancel()
 
     async def _serve(self, message: dict[str, Any]) -> None:
+        # Cancelled by the client, or the socket closed: no response (the spec says not to
+        # send one), so a CancelledError goes through.
         request_id = message["id"]
         try:
             result = await self._result(message)
-        except MCPError as exc:
-            self.emit(jsonrpc.error_response(request_id, exc))
+        except Exception as exc:
+            # On a socket the status has nowhere to go: the JSON-RPC error is the answer.
+            self.emit(exception_handler(exc, request_id, Era.LEGACY, f"websocket request {message['method']}")[1])
             if isinstance(exc, CredentialsRevoked) and not self.closing:
                 self.closing = True
                 self.outbox.put_nowait(_CLOSE)  # after the error answer
-        except asyncio.CancelledError:
-            # Cancelled by the client, or the socket closed: no response (the spec says not to send one).
-            raise
-        except Exception:
-            logger.exception("websocket request %s failed", message.get("method"))
-            self.emit(jsonrpc.error_response(request_id, MCPError(jsonrpc.INTERNAL_ERROR, "Internal error")))
         else:
             self.emit(jsonrpc.response(request_id, result))
 
@@ -382,7 +381,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.record = legacy.read_initialize(params, self.principal.digest, self.endpoint.registry.name)
             # initialize declares listChanged: the socket hears this worker's list changes.
             self.loop = asyncio.get_running_loop()
-            self.endpoint.dispatcher.registry.subscribe(self.list_changed)
+            self.endpoint.registry.subscribe(self.list_changed)
             self.listening = True
             return legacy.initialize_result(self.record, self.request_factory, self.endpoint.registry.settings)
         if method == "ping":
@@ -395,7 +394,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 self.log_level = level
 
             return await legacy.lifecycle(method, params, set_level, self.subscribe)
-        call = session_call(
+        call = Call.in_session(
             message,
             self.record,
             transport=self.transport,
@@ -406,16 +405,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             session=LiveSession(self.record, self.replies),
             notify=self.emit,
         )
-        return await self.endpoint.dispatcher.handle(call)
+        return await self.endpoint.pipeline.handle(call)
 
     async def _modern(self, message: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
         """2026-07-28 on the socket: each message stands alone, as on HTTP (without the headers)."""
-        if method not in MODERN_METHODS:
-            raise MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
-        meta = read_meta(params)
-        check_version(meta)
+        meta = check_request(message, None, self.endpoint.registry)
         assert self.principal is not None
-        call = modern_call(
+        call = Call.modern(
             message,
             meta,
             transport=self.transport,
@@ -424,7 +420,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             request_factory=self.request_factory,
             notify=self.emit,
         )
-        return await self.endpoint.dispatcher.handle(call)
+        return await self.endpoint.pipeline.handle(call)
 
 
 def websocket_application(registry: Any) -> Any:

@@ -1,0 +1,106 @@
+"""The request-state boundary of 2026-07-28: ``requestState`` in, ``requestState`` out.
+
+A request's ``requestState`` is unsealed here, before the replay engine runs
+(:func:`mcp_django.asks.replay.run`), into the :class:`~mcp_django.asks.replay.Prior`
+rounds it carries; when the engine's attempt ends with asks pending, the answers so
+far and ``ctx.state`` are sealed here into the ``input_required`` result's new
+state. The engine itself never sees a token: the tasks extension runs the same
+engine with its rounds kept in the database instead (:mod:`mcp_django.tasks.runner`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import signals, tracing
+from ..conf import mcp_settings
+from ..handlers import Handler
+from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
+from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
+from .call import Call
+from .replay import Engine, Outcome, Prior
+
+
+class RoundCapExceeded(StateRefused):
+    def __init__(self, cap: int) -> None:
+        super().__init__(Reason.ROUND_CAP)
+        self.message = f"this request needed more than {cap} rounds of input"
+        self.args = (self.message,)
+
+
+async def request_state(handler: Handler, arguments: dict[str, Any], call: Call, engine: Engine) -> Outcome:
+    """Run ``engine`` with the rounds the request's state carries; seal the next round's."""
+    params = call.params
+    responses = params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise InvalidParams("inputResponses must be an object")
+    token = params.get("requestState")
+    # The params' digest binds the state; computed once for checking and sealing.
+    digest: str | None = None
+    if token is None:
+        prior = Prior(responses=responses)
+    else:
+        digest = params_digest(params)
+        try:
+            claims = unseal(
+                token,
+                method=call.method,
+                target=call.target,
+                principal=call.principal.digests,
+                digest=digest,
+                audience=audience(call.request, call.endpoint),
+            )
+        except StateRefused as refusal:
+            await refused(call, handler.primitive, refusal.reason)
+            raise
+        prior = Prior(
+            answers=claims.answers,
+            asked=claims.asked,
+            state=dict(claims.state),
+            round=claims.round,
+            responses=responses,
+        )
+    if tracing.ENABLED:
+        tracing.replay_round(prior.round)
+    outcome = await engine(handler, arguments, call, prior)
+    if not outcome.pending:
+        return outcome
+    round_no = prior.round + 1
+    if round_no > mcp_settings.MAX_INPUT_ROUNDS:
+        capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
+        await refused(call, handler.primitive, capped.reason)
+        raise capped
+    pending = outcome.pending
+    new_state = seal(
+        Claims(
+            method=call.method,
+            target=call.target,
+            principal=call.principal.digest,
+            digest=digest or params_digest(params),
+            round=round_no,
+            answers=outcome.answers,
+            asked={key: ask.digest for key, ask in pending.items()},
+            state=outcome.state,
+            audience=audience(call.request, call.endpoint),
+        )
+    )
+    if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
+        raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
+    asks = {key: ask.method for key, ask in pending.items()}
+    # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
+    event = call.event("round", round=round_no, asks=asks)
+    await signals.round_started.asend(handler.primitive, event=event)
+    if tracing.ENABLED:
+        tracing.input_required(round_no, asks)
+    outcome.result = {
+        "resultType": "input_required",
+        "inputRequests": {key: ask.wire() for key, ask in pending.items()},
+        "requestState": new_state,
+    }
+    return outcome
+
+
+async def refused(call: Call, sender: str, reason: str) -> None:
+    """Tell the receivers (the audit log among them) before the client hears the refusal."""
+    event = call.event("state_refused", reason=str(reason))
+    await signals.state_refused.asend(sender, event=event)

@@ -1,0 +1,378 @@
+"""The per-call path: what happens to one request, in order, in one file.
+
+Shaped like Django's middleware: a stage is built once around the rest of the path
+(``functools.partial(stage, next)``) and called per request; it acts before and after
+``await next(...)``, or answers without it. Every transport (``transports/http.py``,
+``legacy_http.py``, ``websocket.py``, ``stdio.py``) only reads what arrived, builds the
+:class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
+
+    stage                 where                                   module
+    check headers         2026-07-28 (headers: HTTP only)         check_request; protocol/revisions.py
+    authenticate          every request                           Pipeline.authenticate; auth.py, auth_cache.py
+    --- the transport builds the Call (Call.modern or Call.in_session): its era picks the chains below ---
+    tracing               with OpenTelemetry                      Pipeline.handle; tracing.py
+    result                2026-07-28: resultType and serverInfo   complete_result
+    database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
+    audit                 tools/call, prompts/get, resources/read audit; signals.py -> audit.py
+    method + authorize    every method                            protocol/dispatch.py (finds the handler,
+                                                                  checks scopes and permissions, reads arguments)
+    --- a handler runs (Dispatcher.run_handler: the handler stages of the call's era and method) ---
+    tasks                 2026-07-28 tools/call                   run_as_task; tasks/methods.py
+    handler errors        every handler                           handler_errors
+    request state         2026-07-28                              asks/boundary.py
+    engine                replay (2026-07-28) or live (legacy)    asks/replay.py, asks/live.py
+    exception handler     every error -> JSON-RPC error + status  exception_handler, refusal
+
+Authorization sits inside the audit stage, not before it: a call refused for its
+handler (unknown, forbidden, lacking a scope) is logged like any failed call. The
+request-level checks (headers, then authentication) run before the call exists,
+in the order they always had: the header checks cost nothing and need no database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+from django.db import InterfaceError, OperationalError
+
+from . import content, lifecycle, signals, tracing
+from .asks import boundary, live, replay
+from .asks.call import Call
+from .asks.errors import StartTask
+from .asks.invoke import run_in_thread
+from .asks.replay import Outcome
+from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
+from .auth_cache import authenticate_and_remember, principal_cache
+from .conf import mcp_settings
+from .handlers import Handler
+from .protocol import jsonrpc
+from .protocol.dispatch import MODERN_METHODS, Dispatcher
+from .protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    MCPError,
+    Unavailable,
+)
+from .protocol.legacy import server_info
+from .protocol.revisions import (
+    META_SERVER_INFO,
+    Era,
+    RequestMeta,
+    check_headers,
+    check_param_headers,
+    check_version,
+    read_meta,
+)
+from .registry import Registry
+from .request_state import StateRefused
+from .tasks import methods as tasks
+
+logger = logging.getLogger("mcp_django")
+
+# (HTTP status, JSON-RPC response, extra headers): what a transport renders.
+Answer = tuple[int, dict[str, Any], list[tuple[str, str]] | None]
+Next = Callable[[Call], Awaitable[dict[str, Any]]]
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
+
+
+# -- request stages: before the call exists ---------------------------------------------
+
+
+def check_request(message: dict[str, Any], headers: dict[str, str] | None, registry: Registry) -> RequestMeta:
+    """A 2026-07-28 request's method, ``_meta`` and (over HTTP) the headers that mirror them."""
+    method: str = message["method"]
+    if method not in MODERN_METHODS:
+        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+    params = message.get("params") or {}
+    meta = read_meta(params)
+    if headers is not None:
+        check_headers(headers, method, params, meta)
+    check_version(meta)
+    if headers is not None and method == "tools/call":
+        name = params.get("name")
+        tool = registry.tools.get(name) if isinstance(name, str) else None
+        arguments = params.get("arguments")
+        if tool is not None and isinstance(arguments, dict):
+            check_param_headers(headers, tool.input_schema, arguments)
+    return meta
+
+
+# -- call stages (outermost first): each is ``stage(next, call)`` ------------------------
+
+
+async def complete_result(next: Next, call: Call) -> dict[str, Any]:
+    result = await next(call)
+    result.setdefault("resultType", "complete")
+    # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
+    meta = result.get("_meta")
+    result["_meta"] = {META_SERVER_INFO: server_info(), **meta} if meta else {META_SERVER_INFO: server_info()}
+    return result
+
+
+async def database_lifecycle(next: Next, call: Call) -> dict[str, Any]:
+    """Database connections as Django's handler manages them (see :mod:`mcp_django.lifecycle`),
+    for the methods that run a handler's async code (the others run sync code only in the
+    worker pool, which does it after every job)."""
+    entered = lifecycle.enter()
+    try:
+        return await next(call)
+    finally:
+        cleanup = lifecycle.leave(entered)
+        if cleanup is not None:
+            await lifecycle.finished(cleanup)
+
+
+# The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
+FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
+RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
+_SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+async def audit(next: Next, call: Call) -> dict[str, Any]:
+    """Run an ask-capable method and send ``call_finished`` with its outcome.
+
+    Rounds, refused states and missing capabilities are sent by the engine as
+    their own events, so they are not sent again here. The audit log's receiver only queues
+    the row, so no database work sits between the result and the client.
+    """
+    sender = _SENDER[call.method]
+    try:
+        result = await next(call)
+    except asyncio.CancelledError:
+        await _send_finished(call, sender, "cancelled", "")
+        raise
+    except MCPError as exc:
+        if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
+            await _send_finished(call, sender, "failed", f"error {exc.code}")
+        raise
+    except Exception as exc:
+        await _send_finished(call, sender, "failed", type(exc).__name__)
+        raise
+    # A round is its own event; a task created sends its own rows (mcp_django.tasks).
+    if result.get("resultType") not in ("input_required", "task"):
+        if result.get("isError"):
+            await _send_finished(call, sender, "failed", "tool error")
+        else:
+            await _send_finished(call, sender, "completed", "")
+    return result
+
+
+async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> None:
+    # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
+    # by default), and asking twice cost every call more than building an unheard event.
+    event = call.event(outcome, reason=reason, outcome=outcome)
+    await signals.call_finished.asend(sender, event=event)
+
+
+# (name, stage, whether it applies to an era's method), outermost first; the method itself
+# (the dispatcher's) is innermost. A chain is built once per era and method, of the stages
+# that apply: a call pays only for its own.
+CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable[[Era, str], bool]], ...] = (
+    ("result", complete_result, lambda era, method: era == Era.MODERN),
+    ("database lifecycle", database_lifecycle, lambda era, method: method in RUNS_HANDLERS),
+    ("audit", audit, lambda era, method: method in FINISH_SIGNALLED),
+)
+
+
+# -- handler stages: ``stage(next, handler, arguments, call)`` -----------------------------
+
+
+def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """The tasks extension: a tools/call the client asked to run as a task becomes one,
+    at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
+    if handler.task is None or not tasks.runs_as_task(call, handler):
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _as_task(next, handler, arguments, call)
+
+
+async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
+    if not handler.input_first:
+        return Outcome(result=await tasks.create(call, handler, registry=call.registry))
+    # The asks before ctx.start_task() are this request's own rounds.
+    call.may_start_task = True
+    try:
+        return await next(handler, arguments, call)
+    except StartTask as start:
+        return Outcome(
+            result=await tasks.create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
+        )
+
+
+async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
+    """A handler's failure: a tool's is a result the model reads (``isError``, SEP-1303);
+    a prompt's or a resource's is a JSON-RPC error (503 while the database is away)."""
+    try:
+        return await next(handler, arguments, call)
+    except MCPError:
+        raise
+    except Exception as exc:
+        if handler.primitive == "tool":
+            if isinstance(exc, content.ToolError):
+                return Outcome(result=content.error_result(str(exc)))
+            logger.exception("tool %s failed", handler.name)
+            return Outcome(result=content.error_result(f"Error executing tool {handler.name}"))
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            # The database refuses connections or timed out: the client may try again (503).
+            logger.warning("%s %s could not reach the database", handler.primitive, handler.name, exc_info=True)
+            raise Unavailable("the database") from None
+        logger.exception("%s %s failed", handler.primitive, handler.name)
+        raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
+
+
+def request_state(next: replay.Engine, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """2026-07-28's request-state boundary (:mod:`mcp_django.asks.boundary`) around the replay engine."""
+    return boundary.request_state(handler, arguments, call, next)
+
+
+# The handler stages of each era, outermost first, and the engine innermost. The tasks
+# stage applies to tools/call only (the extension's single entry).
+HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]], Callable[[str], bool]], ...]] = {
+    Era.MODERN: (
+        ("tasks", run_as_task, lambda method: method == "tools/call"),
+        ("handler errors", handler_errors, lambda method: True),
+        ("request state", request_state, lambda method: True),
+    ),
+    Era.LEGACY: (("handler errors", handler_errors, lambda method: True),),
+}
+ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
+
+
+# -- the exception handler: every error mapped to its answer, here only ------------------
+
+
+def exception_handler(exc: Exception, request_id: Any, era: Era, method: str) -> Answer:
+    """A request's error as its answer: a 2026-07-28 error carries its HTTP status and headers;
+    on a legacy session it is a JSON-RPC error in a 200 (or on the session's stream or socket)."""
+    if isinstance(exc, MCPError):
+        if era == Era.MODERN:
+            return exc.http_status, jsonrpc.error_response(request_id, exc), exc.headers
+        return 200, jsonrpc.error_response(request_id, exc), None
+    # A bug must still answer the request: a legacy stream would otherwise never
+    # end, and a 2026-07-28 client would get a bare 500.
+    logger.error("%s failed", method, exc_info=exc)
+    return 200, jsonrpc.error_response(request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
+
+
+async def answer(handle: Next, call: Call) -> Answer:
+    """The call's answer: its result, or its error mapped by :func:`exception_handler`.
+    ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it)."""
+    try:
+        result = await handle(call)
+    except Exception as exc:
+        return exception_handler(exc, call.request_id, call.era, call.method)
+    return 200, jsonrpc.response(call.request_id, result), None
+
+
+def result_answer(request_id: Any, result: dict[str, Any]) -> Answer:
+    """What the transport answers itself (a legacy lifecycle method, the handshake)."""
+    return 200, jsonrpc.response(request_id, result), None
+
+
+def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None = None) -> Answer:
+    """A request refused before or instead of its call (a header, a session, a credential):
+    the error's own HTTP status, whatever the era. A bug is a 500."""
+    if isinstance(exc, AuthenticationFailed):
+        error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
+        headers = [*(extra or []), ("www-authenticate", exc.challenge)] if exc.challenge else extra
+        return error.http_status, jsonrpc.error_response(request_id, error), headers
+    if not isinstance(exc, MCPError):
+        logger.error("mcp_django: a request failed", exc_info=exc)
+        exc = MCPError(INTERNAL_ERROR, "Internal error", http_status=500)
+    if exc.headers:
+        extra = [*(extra or []), *exc.headers]
+    return exc.http_status, jsonrpc.error_response(request_id, exc), extra
+
+
+# -- the pipeline ---------------------------------------------------------------------------
+
+
+class Pipeline:
+    """The per-call path of one registry: its chains, by era and method, built once."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.dispatcher = Dispatcher(registry, self.run_handler)
+        self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
+        self.chains: dict[Era, dict[str, Next]] = {}
+        for era in Era:
+            chains: dict[str, Next] = {}
+            for method, run in self.dispatcher.methods.items():
+                if era == Era.MODERN and method not in MODERN_METHODS:
+                    continue
+                chain: Next = run
+                for _name, stage, applies in reversed(CALL_STAGES):
+                    if applies(era, method):
+                        chain = partial(stage, chain)
+                chains[method] = chain
+            self.chains[era] = chains
+            handler_chains: dict[str, HandlerNext] = {}
+            for method in FINISH_SIGNALLED:
+                engine: Any = ENGINES[era]
+                for _name, stage, applies in reversed(HANDLER_STAGES[era]):
+                    if applies(method):
+                        engine = partial(stage, engine)
+                handler_chains[method] = engine
+            self.handler_chains[era] = handler_chains
+
+    async def authenticate(self, req: Any, request: Any) -> Principal:
+        """The caller (:class:`~mcp_django.auth.Principal`); raises :class:`AuthenticationFailed` (401)
+        when it may not in, :class:`Unavailable` (503) when the database does not answer.
+
+        ``req`` is the transport's :class:`~mcp_django.transports.http_io.HttpIn`; ``request``
+        the Django request, or a callable that builds it (only when the credentials are not
+        in the principal cache).
+        """
+        endpoint = self.registry.settings  # its authentication classes and anonymous policy
+        if not may_carry_credentials(req.headers, endpoint):
+            principal = ANONYMOUS
+        else:
+            key = principal_cache.key(req.headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
+            cached = await principal_cache.get(key) if key is not None else None
+            if cached is not None:
+                principal = cached
+                if not callable(request):
+                    request.user = principal.user
+            else:
+                if callable(request):
+                    request = request()
+                try:
+                    # Bounded: a hung database (a stopped server does not even let
+                    # statement_timeout fire) must not hold the request; the thread
+                    # is freed when the database answers or its connection fails.
+                    principal = await asyncio.wait_for(
+                        run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
+                    )
+                except (OperationalError, InterfaceError, TimeoutError) as exc:
+                    # The database refuses connections or does not answer: 503, not a 500.
+                    # Said once per outage: an open breaker logged it when it opened.
+                    if not lifecycle.database_down():
+                        logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
+                    raise Unavailable("the database") from None
+        if principal.is_anonymous and not endpoint.ALLOW_ANONYMOUS:
+            raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
+        return principal
+
+    @tracing.traced
+    def handle(self, call: Call) -> Awaitable[dict[str, Any]]:
+        """The result of one call, or the error its stages raised (one span per call, traced)."""
+        # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
+        call.endpoint = self.registry.settings
+        call.registry = self.registry
+        chain = self.chains[call.era].get(call.method)
+        if chain is None:
+            return _not_found(call)
+        return chain(call)
+
+    def run_handler(self, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+        """A handler's run for a method (the handler stages and the engine of the call's era)."""
+        return self.handler_chains[call.era][call.method](handler, arguments, call)
+
+
+async def _not_found(call: Call) -> dict[str, Any]:
+    raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")

@@ -1,0 +1,132 @@
+"""The per-call path (mcp_django/pipeline.py): its stages in their order, built into each
+era's chains, the one exception handler, and what it is built of."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import weakref
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import mcp_django
+from mcp_django import pipeline
+from mcp_django.asks import live, replay
+from mcp_django.auth import AuthenticationFailed
+from mcp_django.pipeline import Pipeline, exception_handler, refusal
+from mcp_django.protocol.dispatch import MODERN_METHODS
+from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MCPError, Unavailable
+from mcp_django.protocol.revisions import Era
+from mcp_django.registry import Registry
+from mcp_django.transports.legacy_http import endpoint_for
+
+PACKAGE = Path(mcp_django.__file__).parent
+
+
+def _chain(run: Any) -> list[Any]:
+    """The functions a chain built of ``partial(stage, next)`` runs, outermost first."""
+    functions = []
+    while isinstance(run, partial):
+        functions.append(run.func)
+        run = run.args[0]
+    return [*functions, run]
+
+
+def test_the_stages_in_their_order() -> None:
+    assert [name for name, _stage, _applies in pipeline.CALL_STAGES] == ["result", "database lifecycle", "audit"]
+    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
+        "tasks",
+        "handler errors",
+        "request state",
+    ]
+    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
+    assert pipeline.ENGINES == {Era.MODERN: replay.run, Era.LEGACY: live.run}
+
+
+def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
+    built = Pipeline(Registry())
+    methods = built.dispatcher
+    modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
+    calls = [pipeline.complete_result, pipeline.database_lifecycle, pipeline.audit, methods.call_tool]
+    assert _chain(modern["tools/call"]) == calls
+    assert _chain(legacy["tools/call"]) == calls[1:]
+    assert _chain(modern["tools/list"]) == [pipeline.complete_result, methods.list_tools]
+    assert _chain(legacy["tools/list"]) == [methods.list_tools]
+    assert _chain(modern["completion/complete"]) == [
+        pipeline.complete_result,
+        pipeline.database_lifecycle,
+        methods.complete,
+    ]
+    # A method 2026-07-28 does not have is in no modern chain (-32601).
+    assert set(modern) == MODERN_METHODS & set(legacy) and set(legacy) == set(methods.methods)
+    handlers = built.handler_chains
+    assert _chain(handlers[Era.MODERN]["tools/call"]) == [
+        pipeline.run_as_task,
+        pipeline.handler_errors,
+        pipeline.request_state,
+        replay.run,
+    ]
+    assert _chain(handlers[Era.MODERN]["prompts/get"]) == [pipeline.handler_errors, pipeline.request_state, replay.run]
+    assert _chain(handlers[Era.LEGACY]["resources/read"]) == [pipeline.handler_errors, live.run]
+
+
+def test_the_exception_handler_maps_every_error() -> None:
+    refused = MCPError(INVALID_PARAMS, "no", http_status=403, headers=[("www-authenticate", "Bearer")])
+    assert exception_handler(refused, 7, Era.MODERN, "tools/call") == (
+        403,
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": INVALID_PARAMS, "message": "no"}},
+        [("www-authenticate", "Bearer")],
+    )
+    # A legacy session's error is a JSON-RPC error in a 200 (or on its stream).
+    assert exception_handler(refused, 7, Era.LEGACY, "tools/call")[::2] == (200, None)
+    status, payload, headers = exception_handler(RuntimeError("a bug"), 7, Era.MODERN, "tools/call")
+    assert (status, payload["error"], headers) == (200, {"code": INTERNAL_ERROR, "message": "Internal error"}, None)
+    assert refusal(None, Unavailable("the database"))[0] == 503
+    status, payload, headers = refusal(1, AuthenticationFailed("who?", challenge='Bearer realm="mcp"'))
+    assert status == 401 and payload["error"]["message"] == "who?"
+    assert headers == [("www-authenticate", 'Bearer realm="mcp"')]
+    assert refusal(None, RuntimeError("a bug"))[0] == 500
+
+
+# The builders of an error's answer: only the pipeline's exception handler calls them.
+ERROR_BUILDERS = {"error_response"}
+# Where they are defined (mcp_django.protocol.jsonrpc) and the one place that maps errors.
+MAY_BUILD = {PACKAGE / "protocol" / "jsonrpc.py", PACKAGE / "pipeline.py"}
+
+
+def _maps_errors(tree: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in ERROR_BUILDERS:
+                lines.append(node.lineno)
+        # Reading an error's HTTP status is choosing the answer's.
+        if isinstance(node, ast.Attribute) and node.attr == "http_status" and isinstance(node.ctx, ast.Load):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_the_pipeline_maps_errors_to_answers() -> None:
+    found = {
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in PACKAGE.rglob("*.py")
+        if path not in MAY_BUILD
+        for line in _maps_errors(ast.parse(path.read_text(), str(path)))
+    }
+    assert found == set(), "map errors with mcp_django.pipeline.exception_handler or refusal"
+    # The scan sees what it looks for.
+    assert _maps_errors(ast.parse("jsonrpc.error_response(None, exc)\nstatus = exc.http_status")) == [1, 2]
+
+
+def test_an_endpoint_lives_no_longer_than_its_registry() -> None:
+    registry = Registry()
+    endpoint = endpoint_for(registry)
+    assert endpoint_for(registry) is endpoint  # one per registry, shared by its transports
+    assert endpoint_for(Registry()) is not endpoint
+    registry_ref, endpoint_ref = weakref.ref(registry), weakref.ref(endpoint)
+    del registry, endpoint
+    gc.collect()
+    assert registry_ref() is None and endpoint_ref() is None
