@@ -402,15 +402,14 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_r
     from django.db import OperationalError
     from django.test import RequestFactory
 
-    from mcp_django import lifecycle
+    from mcp_django import lifecycle, pipeline
     from mcp_django.registry import mcp
-    from mcp_django.transports import http
     from mcp_django.views_as_tools.tools import ViewTool
 
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError("the database 'outage' refuses connections since 0.1 s (connection refused)")
 
-    monkeypatch.setattr(http, "authenticate_and_remember", refused)
+    monkeypatch.setattr(pipeline, "authenticate_and_remember", refused)
     drf_tools = [
         h for h in mcp.all_handlers() if isinstance(h, ViewTool) and h.operation is not None and h.operation.drf
     ]
