@@ -105,19 +105,26 @@ def test_the_benchmark_refuses_an_unknown_scenario() -> None:
     assert done.returncode == 2 and "unknown scenario(s): flood" in done.stderr
 
 
-@pytest.mark.parametrize("scenario", ["echo", "token", "async", "flow", "taskget"])
-def test_each_instruction_count_scenario_runs_its_calls(scenario: str, tmp_path: Path) -> None:
-    """What `make bench-instructions` runs under valgrind, for each scenario, without valgrind (under
-    it the demo's start-up alone costs about a minute of CPU): a few calls after a few of warm-up,
-    from the root, each answered without an error."""
-    env = {**clean_env(), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+@pytest.fixture(scope="module")
+def demo_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment of bench/instructions.py's children: the demo on a migrated SQLite file."""
+    database = tmp_path_factory.mktemp("instructions") / "db.sqlite3"
+    env = {**clean_env(), "DATABASE_URL": f"sqlite:///{database}"}
     env.update(DJANGO_SETTINGS_MODULE="project.conformance.settings", DJANGO_DEBUG="0")
     migrate = [sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"]
     subprocess.run(migrate, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    return env
+
+
+@pytest.mark.parametrize("scenario", ["echo", "token", "async", "flow", "taskget"])
+def test_each_instruction_count_scenario_runs_its_calls(scenario: str, demo_env: dict[str, str]) -> None:
+    """What `make bench-instructions` runs under valgrind, for each scenario, without valgrind (under
+    it the demo's start-up alone costs about a minute of CPU): a few calls after a few of warm-up,
+    from the root, each answered without an error."""
     done = subprocess.run(
         [sys.executable, "bench/instructions.py", "--child", scenario, "3", "2"],
         cwd=ROOT,
-        env=env,
+        env=demo_env,
         capture_output=True,
         text=True,
         timeout=600,
