@@ -39,8 +39,6 @@ class InputRequired(BaseException):
     """
 
 
-
-
 class Attempt:
     """The branches (tasks) one attempt of an async handler started, and where they stand.
 
