@@ -27,6 +27,7 @@ from mcp_django.models import AuditEvent, Kind
 from mcp_django.tokens.models import MCPToken
 from project.shop.models import Order, Product
 from tests.conftest import MODERN, Raw, mcp_settings, meta
+from tests.test_modern_rounds import error, result
 
 # Two endpoints with the same tools, for what the demo cannot show (one tool name at both).
 EAST = Registry("test_east")
@@ -48,18 +49,6 @@ def _add_tools(registry: Registry) -> None:
 
 _add_tools(EAST)
 _add_tools(WEST)
-
-
-def result(r: httpx.Response) -> dict[str, Any]:
-    body = r.json()
-    assert "error" not in body, body
-    return body["result"]
-
-
-def error(r: httpx.Response) -> dict[str, Any]:
-    body = r.json()
-    assert "result" not in body, body
-    return body["error"]
 
 
 def tool_names(r: httpx.Response) -> set[str]:
