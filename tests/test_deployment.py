@@ -159,20 +159,8 @@ def deployment() -> Iterator[Deployment]:
 def _modern_echoes(client: httpx.Client, url: str, n: int, token: str | None = None) -> None:
     """n 2026-07-28 calls, each answered right."""
     for i in range(n):
-        body = {
-            "jsonrpc": "2.0",
-            "id": i,
-            "method": "tools/call",
-            "params": {
-                "name": "echo",
-                "arguments": {"text": str(i)},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            },
-        }
-        headers = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
+        body = _echo_body(i)
+        headers = dict(MODERN_HEADERS)
         if token is not None:
             headers["authorization"] = f"Token {token}"
         response = client.post(url, json=body, headers=headers)

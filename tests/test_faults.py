@@ -265,24 +265,7 @@ def test_redis_down_is_a_prompt_jsonrpc_503(servers: Cluster) -> None:
             assert response.json()["error"]["code"] == -32603
         assert time.monotonic() - started < 5
         # 2026-07-28 needs no Redis: served as ever.
-        modern = {
-            "jsonrpc": "2.0",
-            "id": 6,
-            "method": "tools/call",
-            "params": {
-                "name": "echo",
-                "arguments": {"text": "hi"},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            },
-        }
-        answer = client.post(
-            a,
-            json=modern,
-            headers={**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"},
-        )
+        answer = client.post(a, json=MODERN_ECHO, headers=MODERN_HEADERS)
         assert answer.status_code == 200 and answer.json()["result"]["content"][0]["text"] == "hi"
         servers.redis.start()
         # Back as soon as the breaker's probe reaches it (every 50 ms): a new session works
