@@ -116,9 +116,10 @@ typecheck: dev-venv
 browser-deps:
 	@test -x /usr/bin/chromium || { apt-get update && apt-get install -y chromium chromium-driver; }
 
-# nginx from Debian's packages: tests/test_deployment.py runs docs/deployment.md's configuration.
+# nginx from Debian's packages: tests/test_deployment.py runs docs/deployment.md's configuration
+# (and reads, with iproute2's ss, when an instance has received a call before it kills it).
 proxy-deps:
-	@test -x /usr/sbin/nginx || { apt-get update && apt-get install -y nginx; }
+	@test -x /usr/sbin/nginx && test -x /usr/bin/ss || { apt-get update && apt-get install -y nginx iproute2; }
 
 # wrk drives make bench (and tests/test_bench.py's one-second run of it), valgrind counts make
 # bench-instructions (Debian's packages).

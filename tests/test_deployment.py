@@ -399,6 +399,27 @@ def test_nginx_retires_idle_upstream_connections_before_the_instances_do() -> No
     assert nginx_seconds < uvicorn_seconds, (nginx_seconds, uvicorn_seconds)
 
 
+def _received(port: int) -> dict[str, int]:
+    """Bytes each established connection to ``port`` on this host has received (the kernel's
+    tcp_info, through ``ss``), by the connection's peer address."""
+    out = subprocess.run(
+        ["ss", "-Htin", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    received: dict[str, int] = {}
+    peer = ""
+    for line in out.splitlines():
+        if not line[:1].isspace():
+            peer = line.split()[-1]
+        elif found := re.search(r"\bbytes_received:(\d+)", line):
+            received[peer] = int(found.group(1))
+    return received
+
+
+def _received_since(port: int, before: dict[str, int]) -> int:
+    """Bytes received on ``port`` since ``before`` (``_received``), on connections old and new."""
+    return sum(max(0, n - before.get(peer, 0)) for peer, n in _received(port).items())
+
+
 def test_a_killed_instance_is_a_json_rpc_error_through_nginx(deployment: Deployment) -> None:
     """In-flight 2026-07-28 calls on an instance killed with SIGKILL: nginx's answer is a
     JSON-RPC error a client can parse, not its HTML page."""
@@ -429,10 +450,28 @@ def test_a_killed_instance_is_a_json_rpc_error_through_nginx(deployment: Deploym
         with httpx.Client(timeout=30) as client:
             return client.post(deployment.url, json=body, headers=headers)
 
+    # An earlier test may have left instance 0 out of nginx's rotation (max_fails, fail_timeout):
+    # echoes through nginx until one reaches it, so the calls below are spread over both.
+    with httpx.Client(timeout=30) as client:
+        deadline = time.monotonic() + 30
+        while True:
+            before = _received(deployment.ports[0])
+            _modern_echoes(client, deployment.url, 2)
+            if _received_since(deployment.ports[0], before) > 0:
+                break
+            assert time.monotonic() < deadline, "nginx sent no request to instance 0 for 30 s"
+            time.sleep(0.2)
+    request = len(json.dumps(body))
     try:
         with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            before = _received(deployment.ports[0])
             calls = [pool.submit(call) for _ in range(6)]
-            time.sleep(1.5)  # every call is in a handler now, three on each instance
+            # Killed once instance 0 has received a call: nginx never retries a POST it has sent
+            # (proxy_next_upstream without non_idempotent), so that call is in flight there.
+            deadline = time.monotonic() + 30
+            while _received_since(deployment.ports[0], before) < request:
+                assert time.monotonic() < deadline, "no call reached instance 0 in 30 s"
+                time.sleep(0.02)
             deployment.kill_instance(0)
             answers = [c.result() for c in calls]
     finally:
