@@ -71,6 +71,13 @@ run: venv
 # Runs at once on one host may share both servers and even TEST_REDIS_URL: each run's
 # test database, other databases and Redis key prefixes carry a name of its own
 # (tests/run_names.py). TEST_DB names the test database instead (empty: a name per run).
+# Each leg runs in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own), a test module per
+# worker at a time (--dist loadfile: a module's fixtures that start servers, nginx or PostgreSQL
+# clusters start once). Most of the PostgreSQL leg's time is waiting (servers starting, clients,
+# timeouts the fault tests provoke), so even 2 cores overlap 4 workers well. Each worker is a run
+# of its own for tests/run_names.py: its own test database, databases and Redis prefixes.
+TEST_WORKERS ?= 4
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_DB ?=
@@ -87,17 +94,21 @@ test: test-venv
 	if [[ " $(TEST_LEGS) " == *" sqlite "* ]] || [ -z "$$pg" ]; then \
 	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers and not once"; else marks=""; fi; \
 	  echo "== tests on SQLite, in-memory channel layer ($${marks:-every test})"; \
-	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest $(XDIST) -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
 	fi; \
 	if [ -n "$$pg" ]; then \
 	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; else marks="not fuzz"; fi; \
 	  echo "== tests on PostgreSQL, Redis channel layer ($$marks)"; \
-	  DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(XDIST) -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
 	fi
 
 # Django 5.2 LTS under Python 3.11, once, on PostgreSQL and Redis (where the database
 # backends, the channel layer and the cache differ most between Django versions), without
 # the fuzz test and the server tests, and without mypy or Playwright installed.
+# The Django 6.1 PostgreSQL leg keeps every test too: cut to the tests that say something
+# about the database or Redis, it would keep nearly all of them (all but about ten modules go
+# through the database: authentication, audit rows, tokens, tasks; in that leg legacy sessions
+# live in the Redis cache), and most of its time is the server tests', which run only there.
 test-py311:
 	$(MAKE) test VENV=.venv-py311 PYTHON=$$(command -v python3.11) TEST_REQUIREMENTS=requirements-test \
 	  TEST_LEGS=postgres TEST_ONCE=0

@@ -14,6 +14,12 @@ import secrets
 # on the test database) belong to the run and use its names. The pid alone is not
 # enough: runs in two containers on one host may have the same one.
 RUN_ID = os.environ.setdefault("MCP_TEST_RUN_ID", f"{os.getpid()}_{secrets.token_hex(4)}")
+# Under pytest-xdist (make test's -n) each worker is a run of its own: its own test database,
+# databases and Redis prefixes. The workers inherit the controller's RUN_ID, and the processes a
+# worker starts inherit the worker's (already suffixed: the check keeps them in the worker's run).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and not RUN_ID.endswith(f"_{_WORKER}"):
+    RUN_ID = os.environ["MCP_TEST_RUN_ID"] = f"{RUN_ID}_{_WORKER}"
 
 
 def redis_prefix(role: str) -> str:
