@@ -49,6 +49,21 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
+def wait_running(deployment: Deployment, task_id: str, timeout: float = 30) -> None:
+    """Until the worker has picked the task up: its django-tasks row (enqueued with the MCP
+    task's id) is RUNNING. MCP says "working" before that too, so only the database tells."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(deployment.env["DATABASE_URL"], autocommit=True) as conn:
+        while not conn.execute(
+            "SELECT 1 FROM django_tasks_database_dbtaskresult WHERE status = 'RUNNING' AND args_kwargs->'args'->>0 = %s",
+            (task_id,),
+        ).fetchone():
+            assert time.monotonic() < deadline, f"the worker did not start task {task_id} in {timeout} s"
+            time.sleep(0.02)
+
+
 class Deployment:
     def __init__(self, urls: list[str], env: dict[str, str], tokens: list[str]) -> None:
         self.urls = urls
@@ -183,7 +198,7 @@ def test_a_running_task_cancelled_on_the_other_instance_ends_cancelled(
     a, b = deployment.urls
     client = Client(http)
     task_id = client.call(a, "slow_compute", {"seconds": 60, "label": "long"})["taskId"]
-    time.sleep(1.0)  # picked up by the worker: running, so the cancel is cooperative
+    wait_running(deployment, task_id)  # so the cancel is cooperative
     ack = client.result(b, "tasks/cancel", {"taskId": task_id}, name=task_id)
     assert ack["resultType"] == "complete"
     started = time.monotonic()
@@ -257,7 +272,7 @@ def test_a_killed_worker_leaves_the_task_failed_not_working(deployment: Deployme
     a, b = deployment.urls
     client = Client(http)
     task_id = client.call(a, "slow_compute", {"seconds": 60, "label": "doomed"})["taskId"]
-    time.sleep(1.5)  # running, with a lease its heartbeat keeps alive
+    wait_running(deployment, task_id)  # with a lease its heartbeat keeps alive
     assert client.get(b, task_id)["status"] == "working"
     assert deployment.worker is not None
     deployment.worker.send_signal(signal.SIGKILL)
