@@ -74,8 +74,9 @@ run: venv
 # Each leg runs in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own), a test module per
 # worker at a time (--dist loadfile: a module's fixtures that start servers, nginx or PostgreSQL
 # clusters start once). Most of the PostgreSQL leg's time is waiting (servers starting, clients,
-# timeouts the fault tests provoke), so even 2 cores overlap 4 workers well. Each worker is a run
-# of its own for tests/run_names.py: its own test database, databases and Redis prefixes.
+# timeouts the fault tests provoke: 210 s of CPU in a 1,060 s run on a busy 2-core machine), so
+# even 2 cores overlap 4 workers well (342 s there, the next run). Each worker is a run of its
+# own for tests/run_names.py: its own test database, databases and Redis prefixes.
 TEST_WORKERS ?= 4
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
