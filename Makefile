@@ -76,7 +76,9 @@ run: venv
 # clusters start once). Most of the PostgreSQL leg's time is waiting (servers starting, clients,
 # timeouts the fault tests provoke: 210 s of CPU in a 1,060 s run on a busy 2-core machine), so
 # even 2 cores overlap 4 workers well (342 s there, the next run). Each worker is a run of its
-# own for tests/run_names.py: its own test database, databases and Redis prefixes.
+# own for tests/run_names.py: its own test database, databases and Redis prefixes. The timed
+# tests (an outage answered within a second: tests/conftest.py TIMED_TESTS) run after the others,
+# alone (scripts/pytest_leg.sh).
 TEST_WORKERS ?= 4
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 PG_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -95,12 +97,12 @@ test: test-venv
 	if [[ " $(TEST_LEGS) " == *" sqlite "* ]] || [ -z "$$pg" ]; then \
 	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; elif [ -n "$$pg" ]; then marks="not servers and not once"; else marks=""; fi; \
 	  echo "== tests on SQLite, in-memory channel layer ($${marks:-every test})"; \
-	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) $(PY) -m pytest $(XDIST) -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	  env -u DATABASE_URL -u REDIS_URL MCP_FUZZ_MESSAGES=$(FUZZ_MESSAGES) scripts/pytest_leg.sh $(PY) "$$marks" "$(XDIST)" $(PYTEST_ARGS) || exit $$?; \
 	fi; \
 	if [ -n "$$pg" ]; then \
 	  if [ "$(TEST_ONCE)" != 1 ]; then marks="not servers and not fuzz"; else marks="not fuzz"; fi; \
 	  echo "== tests on PostgreSQL, Redis channel layer ($$marks)"; \
-	  DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) $(PY) -m pytest $(XDIST) -m "$$marks" $(PYTEST_ARGS) || exit $$?; \
+	  DATABASE_URL=$(PG_URL) REDIS_URL=$(TEST_REDIS_URL) MCP_TEST_DB_NAME=$(TEST_DB) scripts/pytest_leg.sh $(PY) "$$marks" "$(XDIST)" $(PYTEST_ARGS) || exit $$?; \
 	fi
 
 # Django 5.2 LTS under Python 3.11, once, on PostgreSQL and Redis (where the database

@@ -65,12 +65,24 @@ ONCE_TESTS = {
     "test_tracing.py::test_the_docs_example_runs_as_written",
 }
 
+# Tests that hold a wall-clock bound of about a second (an outage is answered within one, the
+# service back within one; nginx adds at most half the latency): `make test` runs them after the
+# rest, alone in one process (scripts/pytest_leg.sh), so other workers' load cannot break them.
+TIMED_TESTS = {
+    "test_audit_outage.py",
+    "test_auth_faults.py",
+    "test_database_faults.py",
+    "test_deployment.py",
+    "test_faults.py",
+    "test_soak.py::test_a_short_soak_with_redis_frozen_holds_the_documented_bounds",
+}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from pathlib import Path
 
     here = Path(__file__).parent
-    for name in SERVER_TESTS | ONCE_TESTS:  # a renamed file or test must not silently leave the sets
+    for name in SERVER_TESTS | ONCE_TESTS | TIMED_TESTS:  # a renamed file or test must not silently leave the sets
         module, _, test = name.partition("::")
         source = here / module
         assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"{name}?"
@@ -81,6 +93,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.servers)
         if test in ONCE_TESTS:
             item.add_marker(pytest.mark.once)
+        if module in TIMED_TESTS or test in TIMED_TESTS:
+            item.add_marker(pytest.mark.timed)
         if module == "test_fuzz.py":
             item.add_marker(pytest.mark.fuzz)
 
