@@ -80,7 +80,7 @@ def encode_token(payload: bytes) -> str:
         nonce = os.urandom(_NONCE)
         return f"{head}.{base64url.encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
     body = base64url.encode(payload)
-    mac = hmac.new(key.mac_key, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    mac = key.mac(f"{head}.{body}".encode())
     return f"{head}.{body}.{base64url.encode(mac)}"
 
 
@@ -108,7 +108,7 @@ def decode_token(token: object) -> bytes:
             except Exception:
                 raise StateRefused(Reason.BAD_SIGNATURE) from None
         mac = base64url.decode(parts[3])
-        expected = hmac.new(key.mac_key, f"{head}.{parts[2]}".encode(), hashlib.sha256).digest()
+        expected = key.mac(f"{head}.{parts[2]}".encode())
         if not hmac.compare_digest(mac, expected):
             raise StateRefused(Reason.BAD_SIGNATURE)
         return base64url.decode(parts[2])

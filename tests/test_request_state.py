@@ -331,3 +331,28 @@ def test_without_resource_url_a_state_is_bound_to_the_url_it_was_issued_at(raw: 
     assert _state_refusals() == [Reason.WRONG_AUDIENCE]
     same = raw.call(FLOW, inputResponses=ADA, requestState=state)
     assert same.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_with_resource_url_a_round_builds_no_django_request(raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configured URL is the audience whatever the request says: binding a state to it needs
+    nothing of Django's request, which is then not built (it costs a round more than its sealing)."""
+    from django.core.handlers.asgi import ASGIRequest
+
+    built: list[str] = []
+    original = ASGIRequest.__init__
+
+    def counting(self: ASGIRequest, scope: dict, body_file: object) -> None:  # type: ignore[type-arg]
+        built.append(scope["path"])
+        original(self, scope, body_file)
+
+    monkeypatch.setattr(ASGIRequest, "__init__", counting)
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": "https://one.example/mcp/"}):
+        state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
+        assert request_state.decode_claims(request_state.decode_token(state)).audience == "https://one.example/mcp"
+        done = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state)
+        assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert built == []
+    # Without it, the URL the request reached is the audience, and Django's request says which.
+    state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
+    assert request_state.decode_claims(request_state.decode_token(state)).audience == "http://testserver/mcp"
+    assert built == ["/mcp"]
