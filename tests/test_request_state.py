@@ -333,7 +333,9 @@ def test_without_resource_url_a_state_is_bound_to_the_url_it_was_issued_at(raw: 
     assert same.json()["result"]["content"][0]["text"] == "Hello, Ada!"
 
 
-def test_with_resource_url_a_round_builds_no_django_request(raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_with_resource_url_a_round_builds_no_django_request(
+    raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The configured URL is the audience whatever the request says: binding a state to it needs
     nothing of Django's request, which is then not built (it costs a round more than its sealing)."""
     from django.core.handlers.asgi import ASGIRequest
