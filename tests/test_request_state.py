@@ -255,6 +255,22 @@ def test_non_canonical_spellings_of_a_token_are_refused(algorithm: bool) -> None
         assert refused(token.rsplit(".", 1)[0] + "." + alternative) == Reason.MALFORMED
 
 
+def test_another_spelling_of_a_signed_payload_fails_its_mac() -> None:
+    """The payload is decoded without the canonical-spelling check only once the MAC has verified
+    its text: another spelling of the same bytes is another text, and its MAC fails."""
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "ENCRYPT_REQUEST_STATE": False}):
+        for size in range(3):
+            token = seal(claims(state={"s": "x" * size}))
+            version, kid, payload, mac = token.split(".")
+            alternatives = _other_spellings(payload)
+            if alternatives:
+                break
+        assert alternatives
+        assert unseal(token, **BINDING).round == 2
+        for alternative in alternatives:
+            assert refused(f"{version}.{kid}.{alternative}.{mac}") == Reason.BAD_SIGNATURE
+
+
 def test_rotation_keeps_the_principal_of_states_sealed_with_the_old_key() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         old_digest = keyring.principal_digest("auth.user:1")
