@@ -16,7 +16,7 @@ from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
+from ..request_state import Claims, Reason, StateRefused, audience, audience_for, params_digest, seal, unseal
 from .call import Call
 from .replay import Engine, Outcome, Prior
 
@@ -107,12 +107,15 @@ def _audience(call: Call) -> str:
     """The audience a state of this call is bound to (:func:`~mcp_django.request_state.audience`).
 
     An endpoint with ``RESOURCE_URL`` names it whatever the request says: then Django's
-    request, which the call may not have built yet, is not built for it.
+    request, which the call may not have built yet, is not built for it; nor when the
+    same URL was reached before (:func:`~mcp_django.request_state.audience_for`).
     """
     endpoint = call.endpoint
-    if endpoint is not None and endpoint.RESOURCE_URL:
+    if endpoint is None:
+        return audience(call.request)
+    if endpoint.RESOURCE_URL:
         return endpoint.RESOURCE_URL.rstrip("/")
-    return audience(call.request, endpoint)
+    return audience_for(lambda: call.request, endpoint, call.http)
 
 
 async def refused(call: Call, sender: str, reason: str) -> None:
