@@ -113,8 +113,9 @@ def _audience(call: Call) -> str:
     endpoint = call.endpoint
     if endpoint is None:
         return audience(call.request)
-    if endpoint.RESOURCE_URL:
-        return endpoint.RESOURCE_URL.rstrip("/")
+    resource: str | None = endpoint.RESOURCE_URL
+    if resource:
+        return resource.rstrip("/")
     return audience_for(lambda: call.request, endpoint, call.http)
 
 
