@@ -252,7 +252,8 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return audience(request(), endpoint)
     from .auth_cache import url_headers
 
-    key = (endpoint.name, http.scheme, http.endpoint, *(http.headers.get(name, "") for name in url_headers()))
+    headers = http.headers
+    key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
     found = _audiences.get(key)
     if found is None:
         found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept
