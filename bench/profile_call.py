@@ -1,8 +1,10 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token]
+    python bench/profile_call.py [N] [--token | --flow]
 
-Run from the checkout's root (or anywhere: the root is put on the path). The demo's
+``--flow`` replays the three requests of the 2026-07-28 two-ask flow (``bench/run.py``'s
+"3-request flow": the first, then the two retries with their captured ``requestState``),
+N requests in all, in turn. Run from the checkout's root (or anywhere: the root is put on the path). The demo's
 database is a fresh SQLite file in a temporary folder, migrated first. SORT and ROWS
 (environment) pick pstats' order and how many rows it prints.
 """
@@ -89,23 +91,35 @@ async def one(app: object, headers: list[tuple[bytes, bytes]], body: bytes = BOD
     return sent[-1]["body"]
 
 
-async def main(n: int, token: str | None) -> None:
+async def main(n: int, token: str | None, flow: bool = False) -> None:
     from project.asgi import application
 
-    headers = HEADERS + ([(b"authorization", f"Token {token}".encode())] if token else [])
-    assert b"hello" in await one(application, headers)
-    for _ in range(200):
-        await one(application, headers)
+    if flow:
+        # The same three requests bench/instructions.py counts, captured from one real run.
+        from bench.instructions import _requests
+
+        requests = await _requests(application, "flow")
+    else:
+        headers = HEADERS + ([(b"authorization", f"Token {token}".encode())] if token else [])
+        assert b"hello" in await one(application, headers)
+        requests = [(headers, BODY)]
+    for i in range(201):
+        await one(application, *requests[i % len(requests)])
     started = time.perf_counter()
-    for _ in range(n):
-        await one(application, headers)
-    print(f"{(time.perf_counter() - started) / n * 1e6:.0f} µs per call (wall, in-process)")
+    for i in range(n):
+        answer = await one(application, *requests[i % len(requests)])
+        # A refused or failed round would profile the error path instead of the flow.
+        assert b'"error"' not in answer, answer
+    what = "request" if flow else "call"
+    print(f"{(time.perf_counter() - started) / n * 1e6:.0f} µs per {what} (wall, in-process)")
 
 
 def run() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("calls", nargs="?", type=int, default=2000, metavar="N", help="calls to profile (2000)")
-    parser.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
+    mode.add_argument("--flow", action="store_true", help="replay the 3-request flow's requests, in turn")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcp-profile-") as work:
         os.environ["DATABASE_URL"] = f"sqlite:///{Path(work) / 'db.sqlite3'}"
@@ -124,7 +138,7 @@ def run() -> int:
             token = Token.objects.get_or_create(user=user)[0].key
         profile = cProfile.Profile()
         profile.enable()
-        asyncio.run(main(args.calls, token))
+        asyncio.run(main(args.calls, token, args.flow))
         profile.disable()
         pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
             int(os.environ.get("ROWS", "45"))

@@ -222,7 +222,7 @@ def shared() -> _Shared:
 _url_header_names: tuple[str, ...] | None = None
 
 
-def _url_headers() -> tuple[str, ...]:
+def url_headers() -> tuple[str, ...]:
     """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
     global _url_header_names
     if _url_header_names is None:
@@ -295,7 +295,7 @@ class PrincipalCache:
             if session and settings.SESSION_ENGINE not in _SIGNALLED_SESSION_ENGINES:
                 return None  # a deleted session would go unnoticed
         parts = [headers.get("authorization", ""), session, endpoint]
-        parts += [headers.get(name, "") for name in _url_headers()]
+        parts += [headers.get(name, "") for name in url_headers()]
         # Each part length-prefixed: no two different requests hash the same material.
         material = "".join(f"{len(part)}:{part}" for part in parts)
         return hashlib.sha256(material.encode()).digest()

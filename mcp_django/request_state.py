@@ -26,10 +26,12 @@ import hashlib
 import hmac
 import os
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+from django.core.signals import setting_changed
 
 from . import base64url, protected_resource
 from .conf import EndpointSettings, mcp_settings
@@ -80,7 +82,7 @@ def encode_token(payload: bytes) -> str:
         nonce = os.urandom(_NONCE)
         return f"{head}.{base64url.encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
     body = base64url.encode(payload)
-    mac = hmac.new(key.mac_key, f"{head}.{body}".encode(), hashlib.sha256).digest()
+    mac = key.mac(f"{head}.{body}".encode())
     return f"{head}.{body}.{base64url.encode(mac)}"
 
 
@@ -108,10 +110,11 @@ def decode_token(token: object) -> bytes:
             except Exception:
                 raise StateRefused(Reason.BAD_SIGNATURE) from None
         mac = base64url.decode(parts[3])
-        expected = hmac.new(key.mac_key, f"{head}.{parts[2]}".encode(), hashlib.sha256).digest()
+        expected = key.mac(f"{head}.{parts[2]}".encode())
         if not hmac.compare_digest(mac, expected):
             raise StateRefused(Reason.BAD_SIGNATURE)
-        return base64url.decode(parts[2])
+        # The MAC covers the payload's text, not its bytes: verified, it is the text we encoded.
+        return base64url.decode_verified(parts[2])
     except ValueError:  # a part that is not strict base64url
         raise StateRefused(Reason.MALFORMED) from None
 
@@ -226,6 +229,46 @@ def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = No
         resource = (endpoint.RESOURCE_URL or "").rstrip("/")
         return resource or ("" if endpoint.name == "default" else f"endpoint:{endpoint.name}")
     return protected_resource.resource_url(request, endpoint=endpoint)
+
+
+# Audiences found by audience(), under what names the URL a request reached (audience_for()).
+_audiences: dict[tuple[str, ...], str] = {}
+_MAX_AUDIENCES = 1024
+
+
+def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings, http: Any = None) -> str:
+    """:func:`audience` of the request ``request()`` builds, found again without building it.
+
+    Building Django's request costs a round more than sealing and verifying its state. The
+    URL a request reached (Django's ``scheme``, ``get_host()`` and ``path``) depends on the
+    transport's scheme and path and on the headers the principal cache keys an OAuth token's
+    audience on (:func:`mcp_django.auth_cache.url_headers`: ``Host`` and the proxy headers
+    Django reads for the host and scheme). So Django's answer for one such set serves every
+    request with the same set, until a setting changes. ``http``: the transport's
+    :class:`~mcp_django.transports.http_io.HttpIn`; without one, or without a ``Host``,
+    Django's request answers each time.
+    """
+    if http is None or not http.headers.get("host"):
+        return audience(request(), endpoint)
+    from .auth_cache import url_headers
+
+    headers = http.headers
+    key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
+    found = _audiences.get(key)
+    if found is None:
+        found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept
+        if len(_audiences) >= _MAX_AUDIENCES:
+            _audiences.clear()
+        _audiences[key] = found
+    return found
+
+
+def _forget_audiences(**kwargs: Any) -> None:
+    # ALLOWED_HOSTS, FORCE_SCRIPT_NAME, the proxy settings, RESOURCE_URL: any may change the answers.
+    _audiences.clear()
+
+
+setting_changed.connect(_forget_audiences, dispatch_uid="mcp_django.request_state.audiences")
 
 
 def params_digest(params: dict[str, Any]) -> str:

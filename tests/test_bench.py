@@ -65,6 +65,29 @@ def test_the_profiler_profiles_a_few_calls() -> None:
     assert "Ordered by: cumulative time" in done.stdout
 
 
+def test_the_profiler_replays_the_flow() -> None:
+    """``--flow``: the three requests of the 3-request flow in turn (each checked free of errors by
+    the script), so the rounds' own costs (sealing, verifying, the replay) show in the profile."""
+    env = {**clean_env(), "ROWS": "400"}
+    done = subprocess.run(
+        [sys.executable, "bench/profile_call.py", "6", "--flow"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\d+ µs per request \(wall, in-process\)$", done.stdout, re.M), done.stdout
+    # Both ends of a round were profiled: a state verified and a new one sealed.
+    assert "(unseal)" in done.stdout and "(seal)" in done.stdout, done.stdout[-3000:]
+
+
+def test_the_profiler_takes_one_mode() -> None:
+    done = run("bench/profile_call.py", "5", "--flow", "--token")
+    assert done.returncode == 2 and "not allowed with argument" in done.stderr
+
+
 def _needs(tool: str) -> None:
     if shutil.which(tool) is None:
         if os.environ.get("CI"):

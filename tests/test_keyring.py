@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 from django.test import override_settings
 
 from mcp_django import keyring
@@ -21,6 +24,20 @@ def test_derivations_are_those_tokens_were_issued_under() -> None:
     assert key.aead.encrypt(b"\0" * 12, b"x", b"").hex() == "2abdab485918304049b6cdddc4f9593d9d"
     principal_key = KeyRing([KEY_A.encode()]).principal_keys[0]
     assert principal_key.hex() == "577b9fc586d8d39d02dd4a4d32cbb1232851165686520312fbfeb111c0e4a6de"
+
+
+def test_the_prepared_macs_are_hmac_sha256_under_their_keys() -> None:
+    """Each key's MAC is made with its key schedule done once: the same bytes as a fresh
+    ``hmac.new`` under that key, message after message (the prepared state is never consumed)."""
+    ring = KeyRing([KEY_A.encode(), KEY_B.encode()])
+    messages = [b"", b"v1.kid.payload", b"x" * 1000, "é".encode()]
+    for _ in range(2):
+        for message in messages:
+            for key in ring.keys:
+                assert key.mac(message) == hmac.new(key.mac_key, message, hashlib.sha256).digest()
+            for prepared, principal_key in zip(ring.principal_macs, ring.principal_keys, strict=True):
+                assert prepared(message) == hmac.new(principal_key, message, hashlib.sha256).digest()
+    assert ring.keys[0].mac(b"m") != ring.keys[1].mac(b"m")
 
 
 def test_every_use_has_a_key_of_its_own() -> None:

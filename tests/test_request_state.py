@@ -255,6 +255,22 @@ def test_non_canonical_spellings_of_a_token_are_refused(algorithm: bool) -> None
         assert refused(token.rsplit(".", 1)[0] + "." + alternative) == Reason.MALFORMED
 
 
+def test_another_spelling_of_a_signed_payload_fails_its_mac() -> None:
+    """The payload is decoded without the canonical-spelling check only once the MAC has verified
+    its text: another spelling of the same bytes is another text, and its MAC fails."""
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "ENCRYPT_REQUEST_STATE": False}):
+        for size in range(3):
+            token = seal(claims(state={"s": "x" * size}))
+            version, kid, payload, mac = token.split(".")
+            alternatives = _other_spellings(payload)
+            if alternatives:
+                break
+        assert alternatives
+        assert unseal(token, **BINDING).round == 2
+        for alternative in alternatives:
+            assert refused(f"{version}.{kid}.{alternative}.{mac}") == Reason.BAD_SIGNATURE
+
+
 def test_rotation_keeps_the_principal_of_states_sealed_with_the_old_key() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         old_digest = keyring.principal_digest("auth.user:1")
@@ -331,3 +347,47 @@ def test_without_resource_url_a_state_is_bound_to_the_url_it_was_issued_at(raw: 
     assert _state_refusals() == [Reason.WRONG_AUDIENCE]
     same = raw.call(FLOW, inputResponses=ADA, requestState=state)
     assert same.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_with_resource_url_a_round_builds_no_django_request(
+    raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configured URL is the audience whatever the request says: binding a state to it needs
+    nothing of Django's request, which is then not built (it costs a round more than its sealing)."""
+    from django.core.handlers.asgi import ASGIRequest
+
+    built: list[str] = []
+    original = ASGIRequest.__init__
+
+    def counting(self: ASGIRequest, scope: dict, body_file: object) -> None:  # type: ignore[type-arg]
+        built.append(scope["path"])
+        original(self, scope, body_file)
+
+    monkeypatch.setattr(ASGIRequest, "__init__", counting)
+    with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": "https://one.example/mcp/"}):
+        state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
+        assert request_state.decode_claims(request_state.decode_token(state)).audience == "https://one.example/mcp"
+        done = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state)
+        assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert built == []
+    # Without it, the URL the request reached is the audience, and Django's request says which:
+    # once for each URL (the scheme, path, Host and proxy headers), until a setting changes.
+    state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
+    assert request_state.decode_claims(request_state.decode_token(state)).audience == "http://testserver/mcp"
+    assert built == ["/mcp"]
+    done = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state)
+    assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+    assert built == ["/mcp"]
+    moved = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state, headers={"host": "localhost"})
+    assert moved.json()["error"]["code"] == -32602  # bound to testserver, not localhost
+    assert built == ["/mcp", "/mcp"]
+    other = raw_inprocess.call(FLOW, headers={"host": "localhost"}).json()["result"]["requestState"]
+    assert request_state.decode_claims(request_state.decode_token(other)).audience == "http://localhost/mcp"
+    assert built == ["/mcp", "/mcp"]
+    with override_settings(USE_X_FORWARDED_HOST=True):
+        # A proxy header Django now reads: another URL, which Django's request names.
+        forwarded = raw_inprocess.call(FLOW, headers={"x-forwarded-host": "localhost"}).json()["result"]
+        assert request_state.decode_claims(request_state.decode_token(forwarded["requestState"])).audience == (
+            "http://localhost/mcp"
+        )
+        assert built == ["/mcp", "/mcp", "/mcp"]

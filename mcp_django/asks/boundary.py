@@ -16,7 +16,7 @@ from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..request_state import Claims, Reason, StateRefused, audience, params_digest, seal, unseal
+from ..request_state import Claims, Reason, StateRefused, audience, audience_for, params_digest, seal, unseal
 from .call import Call
 from .replay import Engine, Outcome, Prior
 
@@ -35,12 +35,15 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
-    # The params' digest binds the state; computed once for checking and sealing.
+    # The params' digest and the endpoint's audience bind the state; each is computed once
+    # for checking and sealing (the audience may need Django's request built).
     digest: str | None = None
+    bound_to: str | None = None
     if token is None:
         prior = Prior(responses=responses)
     else:
         digest = params_digest(params)
+        bound_to = _audience(call)
         try:
             claims = unseal(
                 token,
@@ -48,7 +51,7 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
                 target=call.target,
                 principal=call.principal.digests,
                 digest=digest,
-                audience=audience(call.request, call.endpoint),
+                audience=bound_to,
             )
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
@@ -81,7 +84,7 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
             answers=outcome.answers,
             asked={key: ask.digest for key, ask in pending.items()},
             state=outcome.state,
-            audience=audience(call.request, call.endpoint),
+            audience=bound_to if bound_to is not None else _audience(call),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
@@ -98,6 +101,22 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
         "requestState": new_state,
     }
     return outcome
+
+
+def _audience(call: Call) -> str:
+    """The audience a state of this call is bound to (:func:`~mcp_django.request_state.audience`).
+
+    An endpoint with ``RESOURCE_URL`` names it whatever the request says: then Django's
+    request, which the call may not have built yet, is not built for it; nor when the
+    same URL was reached before (:func:`~mcp_django.request_state.audience_for`).
+    """
+    endpoint = call.endpoint
+    if endpoint is None:
+        return audience(call.request)
+    resource: str | None = endpoint.RESOURCE_URL
+    if resource:
+        return resource.rstrip("/")
+    return audience_for(lambda: call.request, endpoint, call.http)
 
 
 async def refused(call: Call, sender: str, reason: str) -> None:

@@ -47,6 +47,9 @@ class Call:
     endpoint: EndpointSettings | None = field(default=None, repr=False)
     # That endpoint's Registry (a task records it; its worker finds the tool there again).
     registry: Any = field(default=None, repr=False)
+    # The HTTP request as the transport received it (mcp_django.transports.http_io.HttpIn), when
+    # one did: what names the URL it reached without Django's request (see request_state.audience_for).
+    http: Any = field(default=None, repr=False)
 
     @classmethod
     def modern(
@@ -59,6 +62,7 @@ class Call:
         client_address: str | None,
         request_factory: Callable[[], Any] | None,
         notify: Callable[[dict[str, Any]], None] | None = None,
+        http: Any = None,
     ) -> Call:
         """A 2026-07-28 request: everything about the client comes from this request's ``_meta``."""
         return cls(
@@ -75,6 +79,7 @@ class Call:
             notify=notify,
             log_level=meta.log_level,
             request_factory=request_factory,
+            http=http,
         )
 
     @classmethod

@@ -305,11 +305,9 @@ async def _attempt_async(
         backend.close(cancel=True)
         raise task.exception()  # type: ignore[misc]
     # The attempt is over. It unwinds on the next loop turn, after the answer has
-    # gone: waiting for it would cost every round's response a loop turn.
+    # gone: waiting for it would cost every round's response a loop turn. The handler's
+    # task is a branch of the attempt (start()), so closing it cancels that task too.
     backend.close(cancel=True)
-    if not task.done():
-        task.cancel()
-        task.add_done_callback(_retrieve)
     return False, None
 
 

@@ -215,6 +215,7 @@ class HttpEndpoint:
             principal=principal,
             client_address=req.client_address,
             request_factory=req.django_request,
+            http=req,
         )
         can_stream = req.can_stream and accepts(req.headers, SSE)
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
