@@ -1,6 +1,9 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token]
+    python bench/profile_call.py [N] [--token] [--async]
+
+The call is the demo's sync ``echo`` (run in the worker pool), or with ``--async`` its async
+``reverse`` (run on the event loop), as in ``bench/instructions.py``'s echo and async scenarios.
 
 Run from the checkout's root (or anywhere: the root is put on the path). The demo's
 database is a fresh SQLite file in a temporary folder, migrated first. SORT and ROWS
@@ -29,21 +32,28 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
 os.environ.setdefault("DJANGO_DEBUG", "0")
 os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
 
-BODY = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "echo",
-            "arguments": {"text": "hello"},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
+
+
+def tool_call(name: str) -> bytes:
+    """A 2026-07-28 tools/call of ``name`` with ``{"text": "hello"}``."""
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": name,
+                "arguments": {"text": "hello"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
             },
-        },
-    }
-).encode()
+        }
+    ).encode()
+
+
+BODY = tool_call("echo")
 HEADERS = [
     (b"host", b"127.0.0.1:8000"),
     (b"content-type", b"application/json"),
@@ -89,16 +99,19 @@ async def one(app: object, headers: list[tuple[bytes, bytes]], body: bytes = BOD
     return sent[-1]["body"]
 
 
-async def main(n: int, token: str | None) -> None:
+async def main(n: int, token: str | None, tool: str = "echo") -> None:
     from project.asgi import application
 
-    headers = HEADERS + ([(b"authorization", f"Token {token}".encode())] if token else [])
-    assert b"hello" in await one(application, headers)
+    headers = [(k, v) for k, v in HEADERS if k != b"mcp-name"] + [(b"mcp-name", tool.encode())]
+    headers += [(b"authorization", f"Token {token}".encode())] if token else []
+    body = tool_call(tool)
+    answer = await one(application, headers, body)
+    assert (b"olleh" if tool == "reverse" else b"hello") in answer, answer
     for _ in range(200):
-        await one(application, headers)
+        await one(application, headers, body)
     started = time.perf_counter()
     for _ in range(n):
-        await one(application, headers)
+        await one(application, headers, body)
     print(f"{(time.perf_counter() - started) / n * 1e6:.0f} µs per call (wall, in-process)")
 
 
@@ -106,6 +119,9 @@ def run() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("calls", nargs="?", type=int, default=2000, metavar="N", help="calls to profile (2000)")
     parser.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
+    parser.add_argument(
+        "--async", dest="async_tool", action="store_true", help="call the async tool (reverse) instead of echo"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="mcp-profile-") as work:
         os.environ["DATABASE_URL"] = f"sqlite:///{Path(work) / 'db.sqlite3'}"
@@ -124,7 +140,7 @@ def run() -> int:
             token = Token.objects.get_or_create(user=user)[0].key
         profile = cProfile.Profile()
         profile.enable()
-        asyncio.run(main(args.calls, token))
+        asyncio.run(main(args.calls, token, "reverse" if args.async_tool else "echo"))
         profile.disable()
         pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
             int(os.environ.get("ROWS", "45"))
