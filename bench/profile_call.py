@@ -33,7 +33,6 @@ os.environ.setdefault("DJANGO_DEBUG", "0")
 os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
 
 
-
 def tool_call(name: str) -> bytes:
     """A 2026-07-28 tools/call of ``name`` with ``{"text": "hello"}``."""
     return json.dumps(
