@@ -163,11 +163,11 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     return result
 
 
-async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> None:
+def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
     event = call.event(outcome, reason=reason, outcome=outcome)
-    await signals.call_finished.asend(sender, event=event)
+    return signals.call_finished.asend(sender, event=event)
 
 
 # (name, stage, whether it applies to an era's method), outermost first; the method itself
