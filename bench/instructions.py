@@ -211,7 +211,7 @@ def main() -> int:
         for scenario in args.scenarios or SCENARIOS:
             few = _count(scenario, 0, args.warm_up, env, work)
             many = _count(scenario, args.calls, args.warm_up, env, work)
-            total, loop = ((m - f) // args.calls for m, f in zip(many, few))
+            total, loop = ((m - f) // args.calls for m, f in zip(many, few, strict=True))
             print(f"{scenario:<10} {total:>22,} {loop:>18,} {total - loop:>14,}", flush=True)
     return 0
 
