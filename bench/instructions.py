@@ -15,6 +15,13 @@ is an async tool that makes one query with the async ORM (registered by this scr
 
 It needs valgrind (Debian: ``apt-get install valgrind``); under it Python runs about 50 times
 slower, so a scenario takes a few minutes.
+
+Besides the total it splits each count by thread: the event loop's (the main thread: the
+request's own path, from the ASGI call to the answer, and the audit receiver queueing the
+row) and the others' (the worker pool running a sync handler, the database threads, the
+audit writer making and inserting the rows). The audit writer's count depends on how many
+rows each of its batches takes, which under valgrind depends on timing: most of the spread
+between two runs of one commit is there, and the event loop's column moves much less.
 """
 
 from __future__ import annotations
@@ -128,7 +135,13 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
 
 async def _child(scenario: str, calls: int, warm_up: int) -> None:
     from bench.profile_call import one
+    from mcp_django.transports import http
     from project.asgi import application
+
+    # A call still running 20 ms in starts watching for the client's disconnect (a task).
+    # At full speed no call here lasts that long; under valgrind a sync one may, more often
+    # the more loaded the machine: that made the sync scenarios' counts depend on the load.
+    http._WATCH_AFTER = 3600.0
 
     requests = await _requests(application, scenario)
     for i in range(warm_up + calls):
@@ -136,14 +149,25 @@ async def _child(scenario: str, calls: int, warm_up: int) -> None:
         assert b'"error"' not in answer, answer
 
 
-def _count(scenario: str, calls: int, warm_up: int, env: dict[str, str]) -> int:
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    command += [sys.executable, __file__, "--child", scenario, str(calls), str(warm_up)]
+def _count(scenario: str, calls: int, warm_up: int, env: dict[str, str], work: str) -> tuple[int, int]:
+    """(every thread's instructions, the event loop's thread's), for one run."""
+    out = Path(work) / f"{scenario}-{calls}"
+    out.mkdir()
+    command = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no"]
+    command += [f"--callgrind-out-file={out / 'cg'}", sys.executable, __file__, "--child", scenario, str(calls)]
+    command += [str(warm_up)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode or not found:
         raise SystemExit(f"{scenario}: the run under valgrind failed:\n{done.stderr[-3000:]}")
-    return int(found.group(1))
+    # One file per thread, cg-01 the main thread's: the event loop, where a request's own path runs.
+    # The others are the worker pool's (sync handlers), the database threads' and the audit writer's.
+    loop = 0
+    for path in out.glob("cg-*"):
+        summary = re.search(r"^summary: (\d+)", path.read_text(), re.M)
+        if path.name.endswith("-01") and summary:
+            loop = int(summary.group(1))
+    return int(found.group(1)), loop
 
 
 def main() -> int:
@@ -164,6 +188,12 @@ def main() -> int:
     os.environ.setdefault("DJANGO_DEBUG", "0")
     os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
     os.environ.setdefault("MCP_ALLOW_ANONYMOUS", "1")
+    # The principal cache keeps a credential's user for a second (AUTH_CACHE_SECONDS): at full
+    # speed one authentication per second among thousands of calls, under valgrind (about 50
+    # times slower, more on a loaded machine) one every few calls, which made the token count
+    # about 14% higher and dependent on the machine's load. Counted here: the cache's hit, as
+    # nearly every call of a served client is.
+    os.environ.setdefault("MCP_AUTH_CACHE_SECONDS", "3600")
     if args.child:
         sys.path.insert(0, str(ROOT))
         import django
@@ -177,10 +207,12 @@ def main() -> int:
         env = {**os.environ, "DATABASE_URL": f"sqlite:///{Path(work) / 'db.sqlite3'}"}
         env.pop("REDIS_URL", None)
         subprocess.run([sys.executable, "manage.py", "migrate", "-v0", "--skip-checks"], cwd=ROOT, env=env, check=True)
-        print(f"{'scenario':<10} {'instructions per call':>22}")
+        print(f"{'scenario':<10} {'instructions per call':>22} {'event loop thread':>18} {'other threads':>14}")
         for scenario in args.scenarios or SCENARIOS:
-            few, many = _count(scenario, 0, args.warm_up, env), _count(scenario, args.calls, args.warm_up, env)
-            print(f"{scenario:<10} {(many - few) // args.calls:>22,}", flush=True)
+            few = _count(scenario, 0, args.warm_up, env, work)
+            many = _count(scenario, args.calls, args.warm_up, env, work)
+            total, loop = ((m - f) // args.calls for m, f in zip(many, few, strict=True))
+            print(f"{scenario:<10} {total:>22,} {loop:>18,} {total - loop:>14,}", flush=True)
     return 0
 
 

@@ -1,6 +1,9 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token | --flow]
+    python bench/profile_call.py [N] [--token] [--async | --flow]
+
+The call is the demo's sync ``echo`` (run in the worker pool), or with ``--async`` its async
+``reverse`` (run on the event loop), as in ``bench/instructions.py``'s echo and async scenarios.
 
 ``--flow`` replays the three requests of the 2026-07-28 two-ask flow (``bench/run.py``'s
 "3-request flow": the first, then the two retries with their captured ``requestState``),
@@ -31,21 +34,27 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
 os.environ.setdefault("DJANGO_DEBUG", "0")
 os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
 
-BODY = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "echo",
-            "arguments": {"text": "hello"},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
+
+def tool_call(name: str) -> bytes:
+    """A 2026-07-28 tools/call of ``name`` with ``{"text": "hello"}``."""
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": name,
+                "arguments": {"text": "hello"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
             },
-        },
-    }
-).encode()
+        }
+    ).encode()
+
+
+BODY = tool_call("echo")
 HEADERS = [
     (b"host", b"127.0.0.1:8000"),
     (b"content-type", b"application/json"),
@@ -91,7 +100,7 @@ async def one(app: object, headers: list[tuple[bytes, bytes]], body: bytes = BOD
     return sent[-1]["body"]
 
 
-async def main(n: int, token: str | None, flow: bool = False) -> None:
+async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False) -> None:
     from project.asgi import application
 
     if flow:
@@ -100,9 +109,12 @@ async def main(n: int, token: str | None, flow: bool = False) -> None:
 
         requests = await _requests(application, "flow")
     else:
-        headers = HEADERS + ([(b"authorization", f"Token {token}".encode())] if token else [])
-        assert b"hello" in await one(application, headers)
-        requests = [(headers, BODY)]
+        headers = [(k, v) for k, v in HEADERS if k != b"mcp-name"] + [(b"mcp-name", tool.encode())]
+        headers += [(b"authorization", f"Token {token}".encode())] if token else []
+        body = tool_call(tool)
+        answer = await one(application, headers, body)
+        assert (b"olleh" if tool == "reverse" else b"hello") in answer, answer
+        requests = [(headers, body)]
     for i in range(201):
         await one(application, *requests[i % len(requests)])
     started = time.perf_counter()
@@ -117,10 +129,15 @@ async def main(n: int, token: str | None, flow: bool = False) -> None:
 def run() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("calls", nargs="?", type=int, default=2000, metavar="N", help="calls to profile (2000)")
+    parser.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--token", action="store_true", help="authenticate each call with a DRF token")
+    mode.add_argument(
+        "--async", dest="async_tool", action="store_true", help="call the async tool (reverse) instead of echo"
+    )
     mode.add_argument("--flow", action="store_true", help="replay the 3-request flow's requests, in turn")
     args = parser.parse_args()
+    if args.flow and args.token:
+        parser.error("--flow replays the flow's own requests, anonymous: it takes no --token")
     with tempfile.TemporaryDirectory(prefix="mcp-profile-") as work:
         os.environ["DATABASE_URL"] = f"sqlite:///{Path(work) / 'db.sqlite3'}"
         os.environ.pop("REDIS_URL", None)
@@ -138,7 +155,7 @@ def run() -> int:
             token = Token.objects.get_or_create(user=user)[0].key
         profile = cProfile.Profile()
         profile.enable()
-        asyncio.run(main(args.calls, token, args.flow))
+        asyncio.run(main(args.calls, token, "reverse" if args.async_tool else "echo", args.flow))
         profile.disable()
         pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
             int(os.environ.get("ROWS", "45"))

@@ -40,6 +40,16 @@ class Principal:
         else:
             self.label = f"{user._meta.label_lower}:{user.pk}"
 
+    @classmethod
+    def remembered(cls, user: Any, auth: Any, label: str) -> Principal:
+        """A principal found earlier (the principal cache's hit, ``user`` a fresh copy of its
+        user): its label as it was made then, without reading the user model's options again."""
+        principal = cls.__new__(cls)
+        principal.user = user
+        principal.auth = auth
+        principal.label = label
+        return principal
+
     @property
     def is_anonymous(self) -> bool:
         return self.label == "anonymous"

@@ -45,6 +45,7 @@ import os
 import time
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils import timezone
@@ -262,12 +263,12 @@ def _fresh_copy(user: Any) -> Any:
 
 
 class PrincipalCache:
-    """Entries: credential hash -> (expiry, user, credential, version key, version seen)."""
+    """Entries: credential hash -> (expiry, user, credential, version key, version seen, label)."""
 
     MAX_ENTRIES = 10_000
 
     def __init__(self) -> None:
-        self._entries: dict[bytes, tuple[float, Any, Any, str, Any]] = {}
+        self._entries: dict[bytes, tuple[float, Any, Any, str, Any, str]] = {}
 
     @staticmethod
     def key(headers: dict[str, str], endpoint: str, settings_of: EndpointSettings | None = None) -> bytes | None:
@@ -296,16 +297,20 @@ class PrincipalCache:
                 return None  # a deleted session would go unnoticed
         parts = [headers.get("authorization", ""), session, endpoint]
         parts += [headers.get(name, "") for name in url_headers()]
-        # Each part length-prefixed: no two different requests hash the same material.
-        material = "".join(f"{len(part)}:{part}" for part in parts)
-        return hashlib.sha256(material.encode()).digest()
+        # The parts as one JSON array: no two different requests hash the same material
+        # (one C call, where length-prefixing each part in Python cost four times as much).
+        try:
+            material = orjson.dumps(parts)
+        except orjson.JSONEncodeError:
+            return None  # a string JSON cannot hold (a lone surrogate): no key, authenticated anew
+        return hashlib.sha256(material).digest()
 
     async def get(self, key: bytes) -> Principal | None:
         """The principal remembered for ``key``, if its user has not changed since."""
         entry = self._entries.get(key)
         if entry is None:
             return None
-        expires, user, auth, vkey, version = entry
+        expires, user, auth, vkey, version, label = entry
         if expires < time.monotonic():
             self._entries.pop(key, None)
             return None
@@ -321,7 +326,7 @@ class PrincipalCache:
         if current is None or current != version:
             self._entries.pop(key, None)
             return None
-        return Principal(_fresh_copy(user), auth)
+        return Principal.remembered(_fresh_copy(user), auth, label)
 
     def remember(self, key: bytes, principal: Principal) -> None:
         """Sync, right after the classes found ``principal`` (in the same worker thread).
@@ -344,7 +349,7 @@ class PrincipalCache:
             return
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
-        self._entries[key] = (time.monotonic() + ttl, principal.user, principal.auth, vkey, version)
+        self._entries[key] = (time.monotonic() + ttl, principal.user, principal.auth, vkey, version, principal.label)
 
     def clear(self, *args: Any, **kwargs: Any) -> None:
         self._entries.clear()

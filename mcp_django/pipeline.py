@@ -163,11 +163,11 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     return result
 
 
-async def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> None:
+def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
     event = call.event(outcome, reason=reason, outcome=outcome)
-    await signals.call_finished.asend(sender, event=event)
+    return signals.call_finished.asend(sender, event=event)
 
 
 # (name, stage, whether it applies to an era's method), outermost first; the method itself
@@ -259,13 +259,17 @@ def exception_handler(exc: Exception, request_id: Any, era: Era, method: str) ->
     return 200, jsonrpc.error_response(request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
 
 
-async def answer(handle: Next, call: Call) -> Answer:
+async def answer(handle: Next, call: Call, finished: Callable[[], None] | None = None) -> Answer:
     """The call's answer: its result, or its error mapped by :func:`exception_handler`.
-    ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it)."""
+    ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it); ``finished``, if
+    given, is called as the call ends (whichever way), in the call's own last step."""
     try:
         result = await handle(call)
     except Exception as exc:
         return exception_handler(exc, call.request_id, call.era, call.method)
+    finally:
+        if finished is not None:
+            finished()
     return 200, jsonrpc.response(call.request_id, result), None
 
 
@@ -329,10 +333,11 @@ class Pipeline:
         in the principal cache).
         """
         endpoint = self.registry.settings  # its authentication classes and anonymous policy
-        if not may_carry_credentials(req.headers, endpoint):
+        headers = req.headers
+        if "authorization" not in headers and "cookie" not in headers and not may_carry_credentials(headers, endpoint):
             principal = ANONYMOUS
         else:
-            key = principal_cache.key(req.headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
+            key = principal_cache.key(headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
             cached = await principal_cache.get(key) if key is not None else None
             if cached is not None:
                 principal = cached

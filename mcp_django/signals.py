@@ -25,7 +25,15 @@ class Signal(dispatch.Signal):
     ``Signal.asend`` gathers async receivers in tasks; these signals are sent on
     every call, where a task costs more than the audit receiver's own work.
     Sync receivers still run in a worker thread, as with ``asend``.
+
+    Each sender's receivers are found once and kept (Django's ``use_caching``, which
+    ``connect()`` and ``disconnect()`` clear), in a plain dict: the senders are the
+    primitives' names, strings, which Django's weak-keyed cache cannot hold.
     """
+
+    def __init__(self) -> None:
+        super().__init__(use_caching=True)
+        self.sender_receivers_cache = {}
 
     async def asend(self, sender: Any, **named: Any) -> list[tuple[Any, Any]]:
         # Django has no public way to list a signal's live receivers: _live_receivers is

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,12 @@ except ImportError:  # the package is optional: tracing is off
     ENABLED = False
 else:
     ENABLED = True
+
+# Whether the environment names a provider for the API to load (OpenTelemetry's configuration,
+# read at start-up like the SDK's other OTEL_* variables).
+_PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+# Not None: an API without the provider global _configured() reads asks get_tracer_provider() each time.
+_UNKNOWN = object()
 
 if TYPE_CHECKING:
     from .asks.call import Call
@@ -58,6 +65,11 @@ def _configured() -> bool:
     request that reading the ``traceparent`` header would build, so a process that merely
     has the API installed (the ``mcp`` SDK brings it) pays one type check per call.
     """
+    if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None:
+        # No provider set, and none to load. get_tracer_provider() would say the same after
+        # looking the variable up in os.environ (a KeyError raised and caught, on every call):
+        # about 3 µs, a tenth of an async call's own time in a process that merely has the API.
+        return False
     return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
@@ -109,40 +121,46 @@ def traced(handle: Handle) -> Handle:
         return handle
 
     @functools.wraps(handle)
-    async def handle_traced(dispatcher: Any, call: Call) -> dict[str, Any]:
+    def handle_traced(dispatcher: Any, call: Call) -> Awaitable[dict[str, Any]]:
         if not _configured():
-            return await handle(dispatcher, call)
-        parent = propagate.extract(carrier(call))
-        target = _target(dispatcher, call)
-        attributes: dict[str, Any] = {
-            "mcp.method.name": call.method,
-            "mcp.protocol.version": call.version,
-            "jsonrpc.request.id": str(call.request_id),
-            "mcp_django.era": str(call.era),
-            "mcp_django.transport": call.transport,
-            "mcp_django.principal": call.principal.label,
-        }
-        if target:
-            attributes["mcp_django.handler"] = target
-        name = f"{call.method} {target}" if target else call.method
-        with _tracer().start_as_current_span(
-            name,
-            context=parent,
-            kind=trace.SpanKind.SERVER,
-            attributes=attributes,
-            # The exception's message may quote what the client sent: the outcome says enough.
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                result = await handle(dispatcher, call)
-            except BaseException as exc:
-                _failed(span, exc)
-                raise
-            _finished(span, result)
-            return result
+            # The call's own awaitable: no coroutine of this wrapper around an untraced call.
+            return handle(dispatcher, call)
+        return _handle_in_span(handle, dispatcher, call)
 
     return handle_traced
+
+
+async def _handle_in_span(handle: Handle, dispatcher: Any, call: Call) -> dict[str, Any]:
+    """One call in its server span (tracing is configured)."""
+    parent = propagate.extract(carrier(call))
+    target = _target(dispatcher, call)
+    attributes: dict[str, Any] = {
+        "mcp.method.name": call.method,
+        "mcp.protocol.version": call.version,
+        "jsonrpc.request.id": str(call.request_id),
+        "mcp_django.era": str(call.era),
+        "mcp_django.transport": call.transport,
+        "mcp_django.principal": call.principal.label,
+    }
+    if target:
+        attributes["mcp_django.handler"] = target
+    name = f"{call.method} {target}" if target else call.method
+    with _tracer().start_as_current_span(
+        name,
+        context=parent,
+        kind=trace.SpanKind.SERVER,
+        attributes=attributes,
+        # The exception's message may quote what the client sent: the outcome says enough.
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            result = await handle(dispatcher, call)
+        except BaseException as exc:
+            _failed(span, exc)
+            raise
+        _finished(span, result)
+        return result
 
 
 def _finished(span: Any, result: dict[str, Any]) -> None:
@@ -179,11 +197,15 @@ def _failed(span: Any, exc: BaseException) -> None:
 
 def replay_round(answered: int) -> None:
     """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
+    if not _configured():
+        return  # no span to annotate (the current one is the API's no-op)
     trace.get_current_span().set_attribute("mcp_django.round", answered)
 
 
 def input_required(round_no: int, asks: Mapping[str, str]) -> None:
     """The attempt ended with asks pending: the round it opens, and what each key asks for."""
+    if not _configured():
+        return
     trace.get_current_span().add_event(
         "mcp_django.input_required",
         {

@@ -438,6 +438,30 @@ def test_the_cache_key_names_the_url_the_request_reached() -> None:
         assert plain != principal_cache.key({**headers, "x-forwarded-proto": "https"}, "http  /mcp")
 
 
+def test_no_two_requests_share_a_cache_key_by_where_one_part_ends() -> None:
+    """Each part counts whole: moving text from one part into the next (the credential into
+    the URL, a colon that looks like a length prefix) makes another key."""
+    keys = {
+        principal_cache.key({"authorization": authorization, "host": host}, endpoint)
+        for authorization, host, endpoint in [
+            ("Bearer ab", "h", "http  /mcp"),
+            ("Bearer a", "bh", "http  /mcp"),
+            ("Bearer a", "b", "hhttp  /mcp"),
+            ("Bearer ab", "", "hhttp  /mcp"),
+            ('Bearer a", "b', "h", "http  /mcp"),
+            ("1:a", "h", "http  /mcp"),
+            ("1:a1:h", "", "http  /mcp"),
+        ]
+    }
+    assert None not in keys and len(keys) == 7
+
+
+def test_a_header_that_cannot_be_hashed_gets_no_key_rather_than_an_error() -> None:
+    # No transport decodes a header into a lone surrogate (latin-1 cannot make one); if a
+    # harness did, the request is authenticated anew instead of failing.
+    assert principal_cache.key({"authorization": "Bearer \ud800", "host": "h"}, "http  /mcp") is None
+
+
 @pytest.mark.parametrize("change", ["deactivate", "expire", "raw sql"])
 def test_a_change_made_without_signals_holds_within_a_second(live_url: str, change: str) -> None:
     """QuerySet.update() and raw SQL send no signal: the default cache forgets within 1 s anyway."""

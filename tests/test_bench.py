@@ -84,8 +84,26 @@ def test_the_profiler_replays_the_flow() -> None:
 
 
 def test_the_profiler_takes_one_mode() -> None:
-    done = run("bench/profile_call.py", "5", "--flow", "--token")
+    done = run("bench/profile_call.py", "5", "--flow", "--async")
     assert done.returncode == 2 and "not allowed with argument" in done.stderr
+    done = run("bench/profile_call.py", "5", "--flow", "--token")
+    assert done.returncode == 2 and "takes no --token" in done.stderr
+
+
+def test_the_profiler_profiles_the_async_tool() -> None:
+    """``--async``: the demo's async tool, whose function runs on the profiled event loop
+    (the sync echo runs in a worker thread, which cProfile does not see)."""
+    done = subprocess.run(
+        [sys.executable, "bench/profile_call.py", "5", "--async"],
+        cwd=ROOT,
+        env={**clean_env(), "ROWS": "1000"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^\d+ µs per call \(wall, in-process\)$", done.stdout, re.M), done.stdout
+    assert re.search(r"demo/mcp\.py:\d+\(reverse\)", done.stdout), done.stdout
 
 
 def _needs(tool: str) -> None:

@@ -4,6 +4,7 @@ era's chains, the one exception handler, and what it is built of."""
 from __future__ import annotations
 
 import ast
+import asyncio
 import gc
 import weakref
 from functools import partial
@@ -130,3 +131,33 @@ def test_an_endpoint_lives_no_longer_than_its_registry() -> None:
     del registry, endpoint
     gc.collect()
     assert registry_ref() is None and endpoint_ref() is None
+
+
+def test_a_signals_receivers_are_found_anew_after_any_change() -> None:
+    """Each sender's receivers are kept between sends (signals.Signal caches them): a receiver
+    connected or disconnected since, or a weakly connected one collected, counts at the next send."""
+    from mcp_django.signals import Signal
+
+    signal = Signal()
+    heard: list[str] = []
+
+    async def first(sender: Any, **kwargs: Any) -> None:
+        heard.append(f"first {sender}")
+
+    async def second(sender: Any, **kwargs: Any) -> None:
+        heard.append(f"second {sender}")
+
+    def send(sender: str) -> None:
+        asyncio.run(signal.asend(sender))
+
+    signal.connect(first, weak=False)
+    send("tool")
+    signal.connect(second)  # weak: held only by this test's local name
+    send("tool")
+    send("prompt")
+    signal.disconnect(first)
+    send("tool")
+    del second
+    gc.collect()
+    send("tool")
+    assert heard == ["first tool", "first tool", "second tool", "first prompt", "second prompt", "second tool"]

@@ -309,6 +309,35 @@ def test_with_the_api_but_no_provider_a_call_makes_no_span() -> None:
     assert done.stdout.strip().splitlines()[-1] == "hi"
 
 
+def test_with_no_provider_an_untraced_call_is_the_pipelines_own_awaitable() -> None:
+    """No span, no wrapper: what the pipeline's ``handle`` returns is the chain's own
+    awaitable, and the check reads no environment variable per call."""
+    code = textwrap.dedent(
+        """
+        import os
+        from mcp_django import tracing
+        assert tracing.ENABLED and not tracing._configured()
+
+        class Watched(dict):
+            def __contains__(self, key):
+                raise AssertionError("the environment was read on a call")
+            __getitem__ = get = __contains__
+
+        os.environ = Watched(os.environ)
+        awaitable = object()
+        handle = tracing.traced(lambda dispatcher, call: awaitable)
+        assert handle(None, None) is awaitable
+        tracing.replay_round(1)
+        print("untraced")
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_PYTHON_TRACER_PROVIDER"}
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "untraced"
+
+
 @pytest.mark.django_db
 def test_each_task_attempt_is_a_span_with_its_round(spans: InMemorySpanExporter) -> None:
     user = User.objects.create_user("tasker", password="x")

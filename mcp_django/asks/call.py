@@ -12,6 +12,7 @@ from typing import Any
 from ..auth import Principal
 from ..conf import EndpointSettings
 from ..protocol.revisions import ClientCapabilities, Era, RequestMeta
+from ..signals import Event
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -141,8 +142,6 @@ class Call:
     def event(self, kind: str, *, since: float | None = None, **fields: Any) -> Any:
         """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
         (by default the call's start) until now."""
-        from ..signals import Event
-
         started = self.started if since is None else since
         return Event(
             kind=kind,

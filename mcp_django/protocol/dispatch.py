@@ -125,11 +125,21 @@ class Dispatcher:
             raise Unavailable("the database") from None
 
     async def _allowed(self, call: Call, handler: Handler) -> bool:
+        return self._admitted(call, handler) and (not handler.guarded or await self._permitted(call, handler))
+
+    def _admitted(self, call: Call, handler: Handler) -> bool:
+        """The checks that need no thread: anonymous callers, then the credential's scopes (403).
+
+        A handler without permissions is then allowed with no coroutine of its own (every call
+        of a plain tool); a guarded one goes on to :meth:`_permitted`.
+        """
         if not self._anonymous_allowed(handler, call):
             return False
         _require_scopes(call, handler)
-        if not handler.guarded:
-            return True
+        return True
+
+    async def _permitted(self, call: Call, handler: Handler) -> bool:
+        """A guarded handler's permission checks (they may query the database: in a worker thread)."""
         request = call.request
         try:
             return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
@@ -193,7 +203,7 @@ class Dispatcher:
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string")
         tool = self.registry.tools.get(name)
-        if tool is None or not await self._allowed(call, tool):
+        if tool is None or not self._admitted(call, tool) or (tool.guarded and not await self._permitted(call, tool)):
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = call.params.get("arguments")
         if arguments is None:

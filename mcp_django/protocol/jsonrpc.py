@@ -173,7 +173,8 @@ def classify(message: Any) -> str:
             return "invalid"
         if "id" not in message:
             return "notification"
-        if not valid_id(message["id"]):
+        request_id = message["id"]
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):  # valid_id(), inline
             return "invalid"
         params = message.get("params")
         if params is not None and not isinstance(params, dict):

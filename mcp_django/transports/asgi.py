@@ -24,7 +24,7 @@ from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .http import Disconnect, HttpEndpoint, refused
-from .http_io import HttpIn, HttpOut, asgi_headers, scope_url
+from .http_io import JSON, SSE, HttpIn, HttpOut, asgi_headers, scope_url
 from .legacy_http import endpoint_for
 from .websocket import websocket_application
 
@@ -97,7 +97,7 @@ class MCPApplication:
         disconnected = Disconnect(receive)
         try:
             try:
-                out = await self.endpoint.handle(req, disconnected)
+                out = await (self._endpoint or self.endpoint).handle(req, disconnected)
             except Exception:
                 # A bug must still be answered in JSON-RPC, not with the server's plain-text 500.
                 logger.exception("mcp_django: the endpoint failed on a %s request", req.method)
@@ -171,10 +171,19 @@ async def _read_rest(first: Awaitable[Any] | None, receive: Any, limit: int) -> 
     return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), None
 
 
+# Headers nearly every answer carries, encoded once.
+_ENCODED = {
+    ("content-type", JSON): (b"content-type", JSON.encode()),
+    ("content-type", SSE): (b"content-type", SSE.encode()),
+}
+
+
 async def _send(out: HttpOut, send: Any, disconnected: Disconnect | None) -> None:
     if out.status == 499:  # the client went away; nobody to answer
         return
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in out.headers]
+    headers = [
+        _ENCODED.get(header) or (header[0].encode("latin-1"), header[1].encode("latin-1")) for header in out.headers
+    ]
     if out.events is None:
         headers.append((b"content-length", str(len(out.body)).encode()))
         await send({"type": "http.response.start", "status": out.status, "headers": headers})

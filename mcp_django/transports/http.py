@@ -149,11 +149,15 @@ class HttpEndpoint:
         self.pipeline = Pipeline(registry)
 
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
-        if not host_allowed(req.headers):
+        headers = req.headers
+        if not host_allowed(headers):
             return refused(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
-        if not origin_allowed(req.headers, req.scheme):
-            return refused(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
-        cors = self._cors(req.headers, req.scheme)
+        cors: list[tuple[str, str]] = []
+        # Most MCP clients are not browsers: no Origin, nothing to check and no CORS headers.
+        if "origin" in headers:
+            if not origin_allowed(headers, req.scheme):
+                return refused(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
+            cors = self._cors(headers, req.scheme)
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
@@ -176,7 +180,8 @@ class HttpEndpoint:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)
         out = await self.modern(req, message, disconnected)
-        out.headers.extend(cors)
+        if cors:
+            out.headers.extend(cors)
         return out
 
     def _cors(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
@@ -301,7 +306,9 @@ class Response:
         self.disconnected = disconnected
         if can_stream:
             call.notify = self.notify
-        self.task = start_task(answer(handle, call))
+        # The call wakes whoever waits for it from its own last step: a done callback would
+        # run a loop turn later, and the waiter only one more turn after that.
+        self.task = start_task(answer(handle, call, self.wake_up))
 
     def notify(self, message: dict[str, Any]) -> None:
         self.events.append(message)
@@ -326,7 +333,6 @@ class Response:
         wake = self.wake = self.loop.create_future()
         if self.events:
             wake.set_result(None)  # sent before there was a wake to set
-        task.add_done_callback(self.wake_up)
         timer = (
             self.loop.call_later(_WATCH_AFTER, self.watch)
             if self.disconnected is not None and not task.done()

@@ -19,7 +19,7 @@ JSON = "application/json"
 SSE = "text/event-stream"
 
 
-@dataclass
+@dataclass(slots=True)
 class HttpIn:
     """One HTTP request, as the transport received it."""
 
@@ -51,10 +51,13 @@ def scope_url(scope: Any) -> tuple[str, str]:
     """:attr:`HttpIn.scheme` and :attr:`HttpIn.endpoint` of an ASGI request; a websocket's upgrade
     names the http(s) URL it shares with the endpoint (the URL a token's audience names)."""
     scheme = scope.get("scheme") or "http"
-    return {"ws": "http", "wss": "https"}.get(scheme, scheme), f"{scope.get('root_path', '')} {scope.get('path', '')}"
+    return _UPGRADED.get(scheme, scheme), f"{scope.get('root_path', '')} {scope.get('path', '')}"
 
 
-@dataclass
+_UPGRADED = {"ws": "http", "wss": "https"}
+
+
+@dataclass(slots=True)
 class HttpOut:
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
