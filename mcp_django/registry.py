@@ -91,16 +91,20 @@ class ToolTable(MutableMapping[str, Tool]):
             self._waiting.append((self._count, reference))
         return DeferredTools(self, reference)
 
-    def _place(self, tool: Tool, order: tuple[int, int]) -> bool:
-        existing = self._tools.get(tool.name)
-        if existing is not None and existing.source != tool.source:
+    def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool] | None = None) -> bool:
+        tools = self._tools if tools is None else tools
+        existing = tools.get(tool.name)
+        if existing is None:
+            self._order[tool.name] = order
+        elif existing.source != tool.source:
             if self._order[tool.name] < order:
                 self._duplicates.append((tool.primitive, tool.name, tool.source))
                 return False
             # A view built late that was registered before the tool holding its name.
             self._duplicates.append((existing.primitive, existing.name, existing.source))
-        self._tools[tool.name] = tool
-        self._order[tool.name] = order
+            self._order[tool.name] = order
+        # The same source again (its module imported twice) keeps its place, as a dict would.
+        tools[tool.name] = tool
         return True
 
     @property
@@ -115,22 +119,21 @@ class ToolTable(MutableMapping[str, Tool]):
         with self._lock:
             failures: list[ImproperlyConfigured] = []
             still: list[tuple[int, ViewReference]] = []
-            built = False
+            # Built aside and swapped in whole: a listing iterating the table meanwhile is not disturbed.
+            table = dict(self._tools)
             for number, reference in self._waiting:
                 try:
-                    tools = reference.build()
+                    made = reference.build()
                 except ImproperlyConfigured as exc:
                     failures.append(exc)
                     still.append((number, reference))
                     continue
-                reference.tools = tools
-                for index, tool in enumerate(tools, 1):
-                    self._place(tool, (number, index))
-                built = True
+                reference.tools = made
+                for index, tool in enumerate(made, 1):
+                    self._place(tool, (number, index), table)
+            # Listing order is registration order, however late the views were built.
+            self._tools = {name: table[name] for name in sorted(table, key=self._order.__getitem__)}
             self._waiting = still
-            if built:
-                # Listing order is registration order, however late the views were built.
-                self._tools = {name: self._tools[name] for name in sorted(self._tools, key=self._order.__getitem__)}
         if failures and strict:
             raise failures[0]
         return failures

@@ -228,3 +228,15 @@ def test_register_view_by_path_returns_the_tools_it_makes_when_read() -> None:
     assert registry.tools.waiting
     assert [t.name for t in made] == ["products_list", "products_retrieve"]
     assert not registry.tools.waiting and registry.tools["products_list"] is made[0]
+
+
+def test_a_tool_registered_again_from_the_same_source_keeps_its_place() -> None:
+    registry = Registry()
+
+    def again() -> str:
+        return "a"
+
+    registry.tool()(again)
+    registry.register_view("project.shop.views.OrderSummary", name="summary")
+    registry.tool()(again)  # its module imported twice: the same source, replaced in place
+    assert list(registry.tools) == ["again", "summary"] and not registry.duplicates
