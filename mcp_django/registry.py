@@ -145,7 +145,13 @@ class ToolTable(MutableMapping[str, Tool]):
 
     # -- the mapping ----------------------------------------------------------------------
 
-    def get(self, name: str, default: Any = None) -> Any:
+    @overload
+    def get(self, name: str, /) -> Tool | None: ...
+
+    @overload
+    def get(self, name: str, /, default: Tool | R) -> Tool | R: ...
+
+    def get(self, name: str, /, default: Any = None) -> Any:
         tool = self._tools.get(name)
         if tool is None and self._waiting:
             self.resolve()
