@@ -60,7 +60,7 @@ DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 class ToolTable(MutableMapping[str, Tool]):
     """A registry's tools by name, with the views registered by dotted path joining when first needed.
 
-    Looking up a tool that is there costs one dict lookup, and does not build the views
+    Looking up a tool that is there is a dict lookup, and does not build the views
     still waiting; a name that is not there, a listing, or the table's length builds them
     all first (once, under a lock: a listing may run in a worker thread). Their tools take
     the places their registrations had: the listing's order and which of two tools of one
@@ -82,12 +82,13 @@ class ToolTable(MutableMapping[str, Tool]):
 
     def add(self, tool: Tool) -> bool:
         """Register ``tool``; False (and a duplicate recorded) when its name is another's already."""
-        self._count += 1
-        return self._place(tool, (self._count, 0))
+        with self._lock:  # not while a listing builds the views into a copy of the table
+            self._count += 1
+            return self._place(tool, (self._count, 0))
 
     def defer(self, reference: ViewReference) -> DeferredTools:
-        self._count += 1
         with self._lock:
+            self._count += 1
             self._waiting.append((self._count, reference))
         return DeferredTools(self, reference)
 
@@ -168,15 +169,17 @@ class ToolTable(MutableMapping[str, Tool]):
         return isinstance(name, str) and self.get(name) is not None
 
     def __setitem__(self, name: str, tool: Tool) -> None:
-        if name not in self._order:
-            self._count += 1
-            self._order[name] = (self._count, 0)
-        self._tools[name] = tool
+        with self._lock:
+            if name not in self._order:
+                self._count += 1
+                self._order[name] = (self._count, 0)
+            self._tools[name] = tool
 
     def __delitem__(self, name: str) -> None:
         self.resolve()
-        del self._tools[name]
-        del self._order[name]
+        with self._lock:
+            del self._tools[name]
+            del self._order[name]
 
     def __iter__(self) -> Iterator[str]:
         self.resolve()
