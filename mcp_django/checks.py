@@ -17,9 +17,10 @@ Ids are stable (projects silence them by id):
 - E012 TokenAuthentication without rest_framework.authtoken installed
 - E013 an ENDPOINTS setting that is not a dict of endpoint name -> dict of the settings an endpoint sets
 - E014 two endpoints with one RESOURCE_URL (each one's states and tokens would be accepted at the other)
+- E015 a view registered by dotted path (``register_view("app.views.V")``) that cannot be imported or made into tools
 - W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
 
-W003, E005, E006, E012 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
+W003, E005, E006, E012, E015 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
 - E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
@@ -215,10 +216,19 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 def handler_problems(registry: Any) -> list[Any]:
-    """E005 and E006 for one registry (every endpoint's at ``manage.py check``)."""
+    """E005, E006 and E015 for one registry (every endpoint's at ``manage.py check``)."""
     from .registry import TOOL_NAME_MAX, name_problems
 
+    # Builds the views registered by dotted path: their tools' names count below.
     errors: list[Any] = [
+        Error(
+            f"{failure}{_where(registry)}",
+            hint="Check the dotted path (module.attribute) and the options register_view was given.",
+            id="mcp_django.E015",
+        )
+        for failure in registry.tools.resolve(strict=False)
+    ]
+    errors += [
         Error(
             problem + _where(registry),
             hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",

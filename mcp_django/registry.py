@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, MutableMapping, Sequence, ValuesView
 from typing import Any, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -28,7 +29,7 @@ from .handlers import (
 )
 from .icons import IconSpec
 from .icons import icons as checked_icons
-from .views_as_tools import view_tools
+from .views_as_tools import ViewReference, view_tools
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -56,6 +57,182 @@ def _describe(func: Func, description: str | None) -> str:
 DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
 
+class ToolTable(MutableMapping[str, Tool]):
+    """A registry's tools by name, with the views registered by dotted path joining when first needed.
+
+    Looking up a tool that is there is a dict lookup, and does not build the views
+    still waiting; a name that is not there, a listing, or the table's length builds them
+    all first (once, under a lock: a listing may run in a worker thread). Their tools take
+    the places their registrations had: the listing's order and which of two tools of one
+    name wins (the first registered; the other is a duplicate, E006) are as if every view
+    had been built when it was registered. A view that cannot be built stays waiting, and
+    every access that needs it raises its ``ImproperlyConfigured`` again (checks: E015).
+    """
+
+    def __init__(self, duplicates: list[tuple[str, str, str]]) -> None:
+        self._tools: dict[str, Tool] = {}
+        # Registration order of each tool: (n, 0) for a tool, (n, i) for a view's i-th tool.
+        self._order: dict[str, tuple[int, int]] = {}
+        self._waiting: list[tuple[int, ViewReference]] = []
+        self._count = 0
+        self._lock = threading.RLock()
+        self._duplicates = duplicates
+
+    # -- registration -------------------------------------------------------------------
+
+    def add(self, tool: Tool) -> bool:
+        """Register ``tool``; False (and a duplicate recorded) when its name is another's already."""
+        with self._lock:  # not while a listing builds the views into a copy of the table
+            self._count += 1
+            return self._place(tool, (self._count, 0))
+
+    def defer(self, reference: ViewReference) -> DeferredTools:
+        with self._lock:
+            self._count += 1
+            self._waiting.append((self._count, reference))
+        return DeferredTools(self, reference)
+
+    def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool] | None = None) -> bool:
+        tools = self._tools if tools is None else tools
+        existing = tools.get(tool.name)
+        if existing is None:
+            self._order[tool.name] = order
+        elif existing.source != tool.source:
+            if self._order[tool.name] < order:
+                self._duplicates.append((tool.primitive, tool.name, tool.source))
+                return False
+            # A view built late that was registered before the tool holding its name.
+            self._duplicates.append((existing.primitive, existing.name, existing.source))
+            self._order[tool.name] = order
+        # The same source again (its module imported twice) keeps its place, as a dict would.
+        tools[tool.name] = tool
+        return True
+
+    @property
+    def waiting(self) -> bool:
+        """Whether views registered by dotted path are still to be built."""
+        return bool(self._waiting)
+
+    def resolve(self, *, strict: bool = True) -> list[ImproperlyConfigured]:
+        """Build every waiting view's tools. Strict: raise the first failure; else return the failures."""
+        if not self._waiting:
+            return []
+        with self._lock:
+            failures: list[ImproperlyConfigured] = []
+            still: list[tuple[int, ViewReference]] = []
+            # Built aside and swapped in whole: a listing iterating the table meanwhile is not disturbed.
+            table = dict(self._tools)
+            for number, reference in self._waiting:
+                try:
+                    made = reference.build()
+                except ImproperlyConfigured as exc:
+                    failures.append(exc)
+                    still.append((number, reference))
+                    continue
+                reference.tools = made
+                for index, tool in enumerate(made, 1):
+                    self._place(tool, (number, index), table)
+            # Listing order is registration order, however late the views were built.
+            self._tools = {name: table[name] for name in sorted(table, key=self._order.__getitem__)}
+            self._waiting = still
+        if failures and strict:
+            raise failures[0]
+        return failures
+
+    @property
+    def built(self) -> dict[str, Tool]:
+        """The tools there now, without building waiting views (for the system checks)."""
+        return self._tools
+
+    # -- the mapping ----------------------------------------------------------------------
+
+    @overload
+    def get(self, name: str, /) -> Tool | None: ...
+
+    @overload
+    def get(self, name: str, /, default: Tool | R) -> Tool | R: ...
+
+    def get(self, name: str, /, default: Any = None) -> Any:
+        tool = self._tools.get(name)
+        if tool is None and self._waiting:
+            self.resolve()
+            tool = self._tools.get(name)
+        return default if tool is None else tool
+
+    def __getitem__(self, name: str) -> Tool:
+        tool = self.get(name)
+        if tool is None:
+            raise KeyError(name)
+        return tool
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def __setitem__(self, name: str, tool: Tool) -> None:
+        with self._lock:
+            if name not in self._order:
+                self._count += 1
+                self._order[name] = (self._count, 0)
+            self._tools[name] = tool
+
+    def __delitem__(self, name: str) -> None:
+        self.resolve()
+        with self._lock:
+            del self._tools[name]
+            del self._order[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.resolve()
+        return iter(self._tools)
+
+    def __len__(self) -> int:
+        self.resolve()
+        return len(self._tools)
+
+    def keys(self) -> KeysView[str]:
+        self.resolve()
+        return self._tools.keys()
+
+    def values(self) -> ValuesView[Tool]:
+        self.resolve()
+        return self._tools.values()
+
+    def items(self) -> ItemsView[str, Tool]:
+        self.resolve()
+        return self._tools.items()
+
+    def __repr__(self) -> str:
+        waiting = f", waiting for {[ref.path for _, ref in self._waiting]}" if self._waiting else ""
+        return f"<ToolTable {list(self._tools)}{waiting}>"
+
+
+class DeferredTools(Sequence[Tool]):
+    """What ``register_view("dotted.path")`` returns: the tools the view makes, built when first read."""
+
+    def __init__(self, table: ToolTable, reference: ViewReference) -> None:
+        self._table = table
+        self._reference = reference
+
+    def _tools(self) -> list[Tool]:
+        self._table.resolve()
+        return list(self._reference.tools or ())
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
+
+    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
+        return self._tools()[index]
+
+    def __len__(self) -> int:
+        return len(self._tools())
+
+    def __repr__(self) -> str:
+        return f"<DeferredTools {self._reference.path}>"
+
+
 class Registry:
     """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one.
 
@@ -80,12 +257,12 @@ class Registry:
         self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
         if name is not None:
             endpoint_table.add(self)
-        self.tools: dict[str, Tool] = {}
+        # (primitive, name, source) of registrations that reused a taken name; a system check reports them.
+        self.duplicates: list[tuple[str, str, str]] = []
+        self.tools = ToolTable(self.duplicates)
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
-        # (primitive, name, source) of registrations that reused a taken name; a system check reports them.
-        self.duplicates: list[tuple[str, str, str]] = []
         # Called with "tools", "prompts" or "resources" when a list changes after startup.
         self._listeners: set[Callable[[str], None]] = set()
         # The HTTP endpoint serving this registry (mcp_django.transports.legacy_http.endpoint_for),
@@ -125,7 +302,7 @@ class Registry:
 
         ``listing`` names the list it is on: "tools", "prompts", "resources" or "templates".
         """
-        tables: dict[str, dict[str, Any]] = {
+        tables: dict[str, MutableMapping[str, Any]] = {
             "tools": self.tools,
             "prompts": self.prompts,
             "resources": self.resources,
@@ -147,7 +324,8 @@ class Registry:
             self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
     def add_tool(self, tool: Tool) -> Tool:
-        self._add(self.tools, tool, tool.name)
+        if self.tools.add(tool) and self._listeners:
+            self.changed("tools")
         return tool
 
     @overload
@@ -396,8 +574,21 @@ class Registry:
 
         return decorator
 
-    def register_view(self, view: Any, **options: Any) -> list[Tool]:
+    @overload
+    def register_view(self, view: str, **options: Any) -> DeferredTools: ...
+
+    @overload
+    def register_view(self, view: Any, **options: Any) -> list[Tool]: ...
+
+    def register_view(self, view: Any, **options: Any) -> Sequence[Tool]:
         """Serve an existing Django or DRF view as tools; returns the tools it made.
+
+        ``view`` is the view, or its dotted path (``"shop.views.OrderViewSet"``): then its
+        module is imported, and its tools made, only when a listing, a call of a tool not
+        otherwise known, the admin or ``manage.py check`` first needs them, so a process
+        that serves other tools never imports the view or what it imports (DRF's serializers,
+        filters, pagination). A path whose module does not exist fails here; one naming nothing
+        in it, or options the view cannot honour, fail at ``manage.py check`` (E015).
 
         A viewset gives one tool per action (``orders_list``, ``orders_create``, ... and its
         ``@action`` methods); an ``APIView`` or generic view one per HTTP method; a plain
@@ -407,6 +598,8 @@ class Registry:
         ``permission_classes``, ``allow_anonymous``, ``scopes``, ``initkwargs``, ``body`` ("json" or
         "form"). See :mod:`mcp_django.views_as_tools` and docs/views.md.
         """
+        if isinstance(view, str):
+            return self.tools.defer(ViewReference(view, options))
         return [self.add_tool(tool) for tool in view_tools(view, **options)]
 
     # -- lookup ---------------------------------------------------------------
@@ -470,7 +663,9 @@ def _check_name(primitive: str, name: Any) -> None:
 def name_problems(registry: Registry) -> list[str]:
     """Tool names that clients refuse."""
     out = []
-    for tool in registry.tools.values():
+    # What is built: a view that cannot be is E015, not a reason to stop checking the others.
+    registry.tools.resolve(strict=False)
+    for tool in registry.tools.built.values():
         if len(tool.name) > TOOL_NAME_MAX:
             out.append(f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters")
         elif not _NAME_RE.match(tool.name):

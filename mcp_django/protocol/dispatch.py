@@ -178,6 +178,10 @@ class Dispatcher:
         return self._cache_hints(call, result)
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
+        if self.registry.tools.waiting:
+            # Views registered by dotted path are imported by the first listing: in a worker thread,
+            # not on the event loop the other connections share.
+            await run_in_thread(self.registry.tools.resolve)
         tools = await self._visible(call, list(self.registry.tools.values()))
         icons = _icons(call)
         return self._cache_hints(call, {"tools": [t.descriptor(icons) for t in tools]})

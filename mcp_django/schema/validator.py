@@ -17,6 +17,8 @@ from ..protocol.jsonrpc import canonical
 
 # Compiled validators by id(schema), with the schema itself to confirm the id was not reused;
 # and by content, for a schema written as a literal in a handler (a new dict on every call).
+# Only the dict a validator was compiled from is kept by id: a literal's later copies are found
+# by content, so they are not kept alive (each held its dict, up to 4096 of them, 3-4 MiB).
 _compiled: dict[int, tuple[dict[str, Any], Validator]] = {}
 _by_content: dict[bytes, Validator] = {}
 _MAX_COMPILED = 4096
@@ -71,8 +73,9 @@ def validator_for(schema: dict[str, Any]) -> Validator:
     except TypeError:
         return Validator(schema)  # not JSON: Validator says why
     validator = _by_content.get(key)
-    if validator is None:
-        validator = Validator(schema)
+    if validator is not None:
+        return validator
+    validator = Validator(schema)
     with _lock:
         if len(_compiled) >= _MAX_COMPILED:
             _compiled.clear()

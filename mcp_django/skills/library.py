@@ -30,7 +30,6 @@ from django.conf import settings
 from django.core.signals import setting_changed
 
 from ..conf import mcp_settings
-from .manifest import ManifestError, parse
 
 SKILL_FILE = "SKILL.md"
 APP_FOLDER = "mcp_skills"
@@ -189,6 +188,10 @@ def _uri(segments: tuple[str, ...]) -> str:
 
 
 def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill | None:
+    # PyYAML (about 1 MiB) is imported with the first SKILL.md read: a process that serves
+    # no skills method never reads one.
+    from .manifest import ManifestError, parse
+
     segments = skill_dir.relative_to(folder).parts
     manifest_path = skill_dir / SKILL_FILE
     if not segments:

@@ -17,7 +17,8 @@ new request carries the principal through DRF's ``force_authenticate``, and no
 credentials are re-checked or copied.
 """
 
+from .lazy import ViewReference
 from .tools import ViewTool, view_tools
 from .view_styles import clip_name
 
-__all__ = ["ViewTool", "clip_name", "view_tools"]
+__all__ = ["ViewReference", "ViewTool", "clip_name", "view_tools"]

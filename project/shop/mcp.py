@@ -11,21 +11,23 @@ from mcp_django.completion import from_queryset
 
 from . import staff  # noqa: F401 - the staff endpoint's tools (/staff/mcp), registered with these
 from .models import Order, Product
-from .views import OrderSummary, OrderViewSet, ProductViewSet, stock_report
+
+# The views by dotted path: .views (DRF's viewsets, serializers, filters and pagination) is
+# imported when a listing or a call first needs these tools, not by a process that never does.
 
 # products_list, products_retrieve, products_create, products_update,
 # products_partial_update, products_destroy: the write tools are listed only for users
 # with the matching shop.*_product permission (the viewset's DjangoModelPermissions).
-mcp.register_view(ProductViewSet)
+mcp.register_view("project.shop.views.ProductViewSet")
 
 # orders_list ... orders_destroy, and orders_cancel from the @action. An OAuth access
 # token needs the "shop" scope for them (a session or a DRF token is the user's own).
-mcp.register_view(OrderViewSet, scopes=["shop"])
+mcp.register_view("project.shop.views.OrderViewSet", scopes=["shop"])
 
-mcp.register_view(OrderSummary, name="orders_summary")
+mcp.register_view("project.shop.views.OrderSummary", name="orders_summary")
 
 mcp.register_view(
-    stock_report,
+    "project.shop.views.stock_report",
     name="stock_report",
     input_schema={
         "type": "object",
