@@ -308,7 +308,6 @@ class Writer:
         try:
             if rows:
                 self._insert_all(rows, retry_now)
-                _small_cache(connections[router.db_for_write(AuditEvent)])
         finally:
             self._busy_since = None
             try:
@@ -389,19 +388,6 @@ def _insert_one(row: dict[str, Any]) -> int:
             exc,
         )
         return 1
-
-
-# The writer only appends: SQLite's page cache (2 MiB a connection by default) would keep the
-# pages it wrote, which it never reads again, for as long as the connection lives
-# (docs/performance.md). The interior pages an insert walks fit in far less.
-WRITER_CACHE_KIB = 128
-
-
-def _small_cache(connection: Any) -> None:
-    raw = connection.connection
-    if connection.vendor == "sqlite" and raw is not None and getattr(connection, "_mcp_small_cache", None) is not raw:
-        raw.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
-        connection._mcp_small_cache = raw
 
 
 class _Statement(NamedTuple):
