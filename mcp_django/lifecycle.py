@@ -77,11 +77,12 @@ host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar(
 class CallScope:
     """One call's use of the database threads: which one it has, if any."""
 
-    __slots__ = ("executor", "index")
+    __slots__ = ("executor", "index", "left")
 
     def __init__(self) -> None:
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
         self.index = 0
+        self.left = False  # the call has ended (a task it started may still run)
 
 
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
@@ -153,7 +154,9 @@ class DatabaseThreads(concurrent.futures.Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         # Called by asgiref in the calling task's context, on the event loop.
         scope = _scope.get()
-        if scope is None:  # a task that outlived its call: any thread will do
+        if scope is None or (scope.left and scope.executor is None):
+            # Outside a call, or a task that outlived its call: any thread will do, and none is
+            # held (nothing would release it).
             with self._lock:
                 executor = self._threads[self._pick()]
             return executor.submit(fn, *args, **kwargs)
@@ -197,6 +200,7 @@ def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
     scope, scope_token, key_token = entered
     _scope.reset(scope_token)
     SyncToAsync.thread_sensitive_context.reset(key_token)
+    scope.left = True
     if scope.executor is None:
         return None
     job = scope.executor.submit(close_stale)

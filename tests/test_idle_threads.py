@@ -105,3 +105,27 @@ def test_overlapping_calls_get_database_threads_of_their_own_up_to_the_setting()
         # All released: the next call takes a thread again, and none is held any more.
         assert len(set(asyncio.run(calls(1)))) == 1
     assert lifecycle.database_threads._holders[:3] == [0, 0, 0]
+
+
+def test_a_task_that_outlives_its_call_holds_no_database_thread() -> None:
+    """Its first thread-sensitive job comes after the call's end, which would never release it."""
+
+    async def call_with_a_late_task() -> int:
+        go = asyncio.Event()
+        entered = lifecycle.enter()
+        try:
+
+            async def late() -> int:
+                await go.wait()
+                return await sync_to_async(threading.get_ident)()
+
+            task = asyncio.create_task(late())
+        finally:
+            job = lifecycle.leave(entered)
+            assert job is None  # the call itself made no thread-sensitive call
+        go.set()
+        return await task
+
+    with mcp_settings(DB_THREADS=2):
+        asyncio.run(call_with_a_late_task())
+        assert lifecycle.database_threads._holders[:2] in ([0], [0, 0])
