@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import itertools
 import logging
 import threading
 import time
@@ -78,10 +77,12 @@ host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar(
 class CallScope:
     """One call's use of the database threads: which one it has, if any."""
 
-    __slots__ = ("executor",)
+    __slots__ = ("executor", "index", "left")
 
     def __init__(self) -> None:
         self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.index = 0
+        self.left = False  # the call has ended (a task it started may still run)
 
 
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
@@ -113,29 +114,55 @@ class DatabaseThreads(concurrent.futures.Executor):
     """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call.
 
     Threads are long-lived (a connection persists in each, per ``CONN_MAX_AGE``);
-    a call takes the next one round-robin at its first job and keeps it.
-    ``MCP_DJANGO["DB_THREADS"]`` sets how many there are. A plain
+    a call takes one at its first job and keeps it until it ends: the first that no
+    running call holds, a new one only when every one is held (up to
+    ``MCP_DJANGO["DB_THREADS"]``), else the one the fewest calls hold. So a server
+    whose calls do not overlap keeps one thread and one connection per database,
+    not ``DB_THREADS`` of each (docs/performance.md). A plain
     ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
-    a thread per call and end its connections with it (docs/performance.md).
+    a thread per call and end its connections with it.
     """
 
     def __init__(self) -> None:
         self._threads: list[concurrent.futures.ThreadPoolExecutor] = []
-        self._turn = itertools.count()
+        self._holders: list[int] = []  # running calls holding each thread
+        self._lock = threading.Lock()
 
-    def _pick(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _pick(self) -> int:
+        # Called with the lock held.
         wanted = mcp_settings.DB_THREADS
-        while len(self._threads) < wanted:
+        holders = self._holders[:wanted]
+        if 0 in holders:
+            return holders.index(0)
+        if len(holders) < wanted:
             self._threads.append(concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-django-db"))
-        return self._threads[next(self._turn) % wanted]
+            self._holders.append(0)
+            return len(self._threads) - 1
+        return holders.index(min(holders))
+
+    def _hold(self) -> int:
+        with self._lock:
+            index = self._pick()
+            self._holders[index] += 1
+            return index
+
+    def release(self, index: int) -> None:
+        """The call that held thread ``index`` has ended."""
+        with self._lock:
+            self._holders[index] -= 1
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         # Called by asgiref in the calling task's context, on the event loop.
         scope = _scope.get()
-        if scope is None:  # a task that outlived its call: any thread will do
-            return self._pick().submit(fn, *args, **kwargs)
+        if scope is None or (scope.left and scope.executor is None):
+            # Outside a call, or a task that outlived its call: any thread will do, and none is
+            # held (nothing would release it).
+            with self._lock:
+                executor = self._threads[self._pick()]
+            return executor.submit(fn, *args, **kwargs)
         if scope.executor is None:
-            scope.executor = self._pick()
+            scope.index = self._hold()
+            scope.executor = self._threads[scope.index]
             return scope.executor.submit(_fresh, fn, *args, **kwargs)
         return scope.executor.submit(fn, *args, **kwargs)
 
@@ -173,9 +200,13 @@ def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
     scope, scope_token, key_token = entered
     _scope.reset(scope_token)
     SyncToAsync.thread_sensitive_context.reset(key_token)
+    scope.left = True
     if scope.executor is None:
         return None
-    return scope.executor.submit(close_stale)
+    job = scope.executor.submit(close_stale)
+    # Released once its cleanup is queued: a call that takes the thread next runs after it.
+    database_threads.release(scope.index)
+    return job
 
 
 async def finished(job: concurrent.futures.Future[Any]) -> None:

@@ -78,20 +78,29 @@ class WorkerPool:
         self._local.worker = True
         while True:
             loop, future, run = self._jobs.get()
+            result: Any = None
+            error: BaseException | None = None
             try:
                 result = run()
             except BaseException as exc:
-                _hand_back(loop, future, None, exc)
-            else:
-                _hand_back(loop, future, result, None)
-            finally:
-                close_stale()
+                error = exc
+            # Counted idle before the result goes back: the loop may answer it and submit the
+            # next request's job before this thread is done; counted after, that submit would
+            # find no idle thread and start one more, and under load the pool grew past the
+            # work running at once (docs/performance.md). The job waits in the queue for this
+            # thread's close_stale() instead.
             with self._lock:
-                if self._threads > self.max_workers:
+                retire = self._threads > self.max_workers
+                if retire:
                     # Back from a long wait into a full pool (or the setting shrank): retire.
                     self._threads -= 1
-                    return
-                self._idle += 1
+                else:
+                    self._idle += 1
+            _hand_back(loop, future, result, error)
+            del result, error
+            close_stale()
+            if retire:
+                return
 
     @contextlib.contextmanager
     def parked(self, principal: str) -> Iterator[None]:
