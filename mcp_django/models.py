@@ -38,18 +38,21 @@ REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
 
 
 class AuditEvent(models.Model):
+    # Indexes: only those a query of the log uses (Meta.indexes says which; docs/audit.md,
+    # "Indexes"). Each one more is paid on every insert, and the writer inserts every call.
+    # created: the default ordering, date_hierarchy and mcp_audit_purge's created < cutoff.
     created = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
-    kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices, db_index=True)
+    kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices)
     # The refusal reason (mcp_django.request_state.Reason), the missing capability, or why a call failed.
-    reason = models.CharField(_("reason"), max_length=48, blank=True, db_index=True)
+    reason = models.CharField(_("reason"), max_length=48, blank=True)
     # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
-    version = models.CharField(_("protocol revision"), max_length=16, blank=True, db_index=True)
+    version = models.CharField(_("protocol revision"), max_length=16, blank=True)
     era = models.CharField(_("era"), max_length=8, blank=True)
     transport = models.CharField(_("transport"), max_length=16, blank=True)
-    method = models.CharField(_("method"), max_length=64, blank=True, db_index=True)
+    method = models.CharField(_("method"), max_length=64, blank=True)
     # A tool or prompt name, or a resource URI (client-chosen, so truncated to fit).
-    target = models.CharField(_("target"), max_length=500, blank=True, db_index=True)
+    target = models.CharField(_("target"), max_length=500, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         verbose_name=_("user"),
@@ -57,10 +60,11 @@ class AuditEvent(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        # Its index (a ForeignKey's default) stays: deleting a user finds its rows by it.
     )
-    principal = models.CharField(_("principal"), max_length=150, blank=True, db_index=True)
+    principal = models.CharField(_("principal"), max_length=150, blank=True)
     # The credential the principal was found by, when it has a name (an MCP token's name and id).
-    credential = models.CharField(_("credential"), max_length=150, blank=True, db_index=True)
+    credential = models.CharField(_("credential"), max_length=150, blank=True)
     request_id = models.CharField(_("JSON-RPC request id"), max_length=100, blank=True)
     round = models.PositiveIntegerField(_("round"), null=True, blank=True)
     # Input-request key -> ask method ("elicitation/create", ...): what was asked, never the answer.
@@ -69,7 +73,7 @@ class AuditEvent(models.Model):
     duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
     # The endpoint that served the call (its Registry's name; docs/endpoints.md). Rows from
     # before there were several endpoints are the default one's.
-    endpoint = models.CharField(_("endpoint"), max_length=64, default="default", db_index=True)
+    endpoint = models.CharField(_("endpoint"), max_length=64, default="default")
     # Given once, when the event's row is made: a batch the writer retries after its COMMIT
     # landed but the reply was lost (the database went away) inserts nothing twice.
     # Null for rows from before it existed, and for rows made outside the writer.
@@ -80,9 +84,10 @@ class AuditEvent(models.Model):
         verbose_name_plural = _("audit events")
         ordering = ["-created", "-id"]
         indexes = [
-            # The handler page counts rows per (method, target, kind).
+            # The handler pages (counts per (method, target, kind), a handler's rows and the
+            # changelist's links to them) and the method filter: method leads.
             models.Index(fields=["method", "target", "kind"], name="mcp_audit_handler_idx"),
-            # The changelist's commonest view: one kind, newest first.
+            # The changelist's commonest view: one kind (or the refusals, the calls), newest first.
             models.Index(fields=["kind", "-created"], name="mcp_audit_kind_created_idx"),
         ]
 
