@@ -236,6 +236,12 @@ def url_headers() -> tuple[str, ...]:
     return _url_header_names
 
 
+def url_header_values(headers: dict[str, str]) -> list[str]:
+    """The values of :func:`url_headers` in ``headers`` ("" for each one absent): with the
+    transport's scheme and path, what names the URL a request reached."""
+    return [headers.get(name, "") for name in url_headers()]
+
+
 def _fresh_copy(user: Any) -> Any:
     """A copy of a cached user, as a fresh request would load it.
 
@@ -296,7 +302,7 @@ class PrincipalCache:
             if session and settings.SESSION_ENGINE not in _SIGNALLED_SESSION_ENGINES:
                 return None  # a deleted session would go unnoticed
         parts = [headers.get("authorization", ""), session, endpoint]
-        parts += [headers.get(name, "") for name in url_headers()]
+        parts += url_header_values(headers)
         # The parts as one JSON array: no two different requests hash the same material
         # (one C call, where length-prefixing each part in Python cost four times as much).
         try:

@@ -236,24 +236,27 @@ _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
 
 
-def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings, http: Any = None) -> str:
+def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
     """:func:`audience` of the request ``request()`` builds, found again without building it.
 
-    Building Django's request costs a round more than sealing and verifying its state. The
-    URL a request reached (Django's ``scheme``, ``get_host()`` and ``path``) depends on the
-    transport's scheme and path and on the headers the principal cache keys an OAuth token's
-    audience on (:func:`mcp_django.auth_cache.url_headers`: ``Host`` and the proxy headers
-    Django reads for the host and scheme). So Django's answer for one such set serves every
-    request with the same set, until a setting changes. ``http``: the transport's
-    :class:`~mcp_django.transports.http_io.HttpIn`; without one, or without a ``Host``,
-    Django's request answers each time.
+    Building Django's request costs a round more than sealing and verifying its state. An
+    endpoint with ``RESOURCE_URL`` names its audience whatever the request says, so nothing is
+    built for it. Otherwise the URL a request reached (Django's ``scheme``, ``get_host()`` and
+    ``path``) depends on the transport's scheme and path and on the headers the principal cache
+    keys an OAuth token's audience on (:func:`mcp_django.auth_cache.url_header_values`: ``Host``
+    and the proxy headers Django reads for the host and scheme). So Django's answer for one such
+    set serves every request with the same set, until a setting changes. ``http``: the
+    transport's :class:`~mcp_django.transports.http_io.HttpIn`; without one, or without a
+    ``Host`` (or an endpoint), Django's request answers each time.
     """
-    if http is None or not http.headers.get("host"):
+    resource: str | None = endpoint.RESOURCE_URL if endpoint is not None else None
+    if resource:
+        return resource.rstrip("/")
+    if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
-    from .auth_cache import url_headers
+    from .auth_cache import url_header_values
 
-    headers = http.headers
-    key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
+    key = (endpoint.name, http.scheme, http.endpoint, *url_header_values(http.headers))
     found = _audiences.get(key)
     if found is None:
         found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept

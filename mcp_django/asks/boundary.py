@@ -16,7 +16,7 @@ from .. import signals, tracing
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
-from ..request_state import Claims, Reason, StateRefused, audience, audience_for, params_digest, seal, unseal
+from ..request_state import Claims, Reason, StateRefused, audience_for, params_digest, seal, unseal
 from .call import Call
 from .replay import Engine, Outcome, Prior
 
@@ -104,19 +104,9 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
 
 
 def _audience(call: Call) -> str:
-    """The audience a state of this call is bound to (:func:`~mcp_django.request_state.audience`).
-
-    An endpoint with ``RESOURCE_URL`` names it whatever the request says: then Django's
-    request, which the call may not have built yet, is not built for it; nor when the
-    same URL was reached before (:func:`~mcp_django.request_state.audience_for`).
-    """
-    endpoint = call.endpoint
-    if endpoint is None:
-        return audience(call.request)
-    resource: str | None = endpoint.RESOURCE_URL
-    if resource:
-        return resource.rstrip("/")
-    return audience_for(lambda: call.request, endpoint, call.http)
+    """The audience a state of this call is bound to, without building Django's request where
+    it need not be (:func:`~mcp_django.request_state.audience_for`)."""
+    return audience_for(lambda: call.request, call.endpoint, call.http)
 
 
 async def refused(call: Call, sender: str, reason: str) -> None:
