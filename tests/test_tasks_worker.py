@@ -50,14 +50,21 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 
 def wait_running(deployment: Deployment, task_id: str, timeout: float = 30) -> None:
-    """Until the worker has picked the task up: its django-tasks row (enqueued with the MCP
-    task's id) is RUNNING. MCP says "working" before that too, so only the database tells."""
+    """Until the worker's run has claimed the task: the MCP task holds a lease (set by the
+    run's claim, after django-tasks marked its own row RUNNING). MCP says "working" before
+    that too, so only the database tells.
+
+    The django-tasks row alone is not enough: on a loaded machine the worker can be killed
+    after it marked that row and before the run's claim, and a task nobody claimed has no
+    lease to run out (it is indistinguishable from one waiting in the queue)."""
     import psycopg
 
     deadline = time.monotonic() + timeout
     with psycopg.connect(deployment.env["DATABASE_URL"], autocommit=True) as conn:
         while not conn.execute(
-            "SELECT 1 FROM django_tasks_database_dbtaskresult WHERE status = 'RUNNING' AND args_kwargs->'args'->>0 = %s",
+            "SELECT 1 FROM django_tasks_database_dbtaskresult r JOIN mcp_django_mcptask t"
+            " ON t.id = r.args_kwargs->'args'->>0"
+            " WHERE r.status = 'RUNNING' AND t.id = %s AND t.status = 'working' AND t.lease_until IS NOT NULL",
             (task_id,),
         ).fetchone():
             assert time.monotonic() < deadline, f"the worker did not start task {task_id} in {timeout} s"
