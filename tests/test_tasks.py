@@ -150,6 +150,35 @@ class TaskTools(TestCase):
         assert task["status"] == "failed"
         assert task["error"] == {"code": -32603, "message": WORKER_LOST}
 
+    def test_a_run_lost_between_the_backend_and_its_claim_fails_after_a_lease(self) -> None:
+        """A worker killed after the backend marked its job running and before the run took the
+        task's lease: the task has no lease to run out, and the backend's job tells."""
+        from django_tasks_db.models import DBTaskResult
+
+        from mcp_django.tasks import runner
+
+        client = MCPClient(tasks=True)
+        lease = timedelta(seconds=30)
+        long_ago = timezone.now() - 2 * lease
+        lost, queued, starting = (client.start_tool("slow_compute", {"seconds": 60})["taskId"] for _ in range(3))
+        for task_id in (lost, queued, starting):
+            runner.enqueue(task_id)  # on the database backend, as after a commit
+        jobs = dict(MCPTask.objects.filter(pk__in=[lost, queued, starting]).values_list("pk", "job_id"))
+        assert all(jobs.values())
+        MCPTask.objects.filter(pk__in=jobs).update(updated=long_ago)
+        DBTaskResult.objects.filter(pk=jobs[lost]).update(status="RUNNING", started_at=long_ago)
+        DBTaskResult.objects.filter(pk=jobs[starting]).update(status="RUNNING", started_at=timezone.now())
+        with mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds()):
+            task = client.get_task(lost)
+            assert task["status"] == "failed"
+            assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+            # Waiting in the queue, or started a moment ago: working, however old the task.
+            assert client.get_task(queued)["status"] == "working"
+            assert client.get_task(starting)["status"] == "working"
+        # Its run, should it start after all, finds the task failed and does nothing.
+        client.run_task(lost)
+        assert MCPTask.objects.get(pk=lost).runs == 0
+
     def test_a_poll_is_one_query_by_primary_key_whose_sql_is_not_built_again(self) -> None:
         client = MCPClient(user=self.alice, tasks=True)
         task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]

@@ -7,10 +7,14 @@ from importlib.util import find_spec
 from typing import Any
 
 if find_spec("django.tasks") is not None:
-    from django.tasks import task, task_backends
+    from django.tasks import TaskResultStatus, task, task_backends
     from django.tasks.backends.immediate import ImmediateBackend
 else:  # pragma: no cover - Django 5.2 with the backport installed
-    from django_tasks import task, task_backends  # type: ignore[no-redef,import-not-found,unused-ignore]
+    from django_tasks import (  # type: ignore[no-redef,import-not-found,unused-ignore]
+        TaskResultStatus,
+        task,
+        task_backends,
+    )
     from django_tasks.backends.immediate import (  # type: ignore[no-redef,import-not-found,unused-ignore]
         ImmediateBackend,
     )
@@ -21,4 +25,4 @@ def backend(alias: str) -> Any:
     return task_backends[alias]
 
 
-__all__ = ["ImmediateBackend", "backend", "task", "task_backends"]
+__all__ = ["ImmediateBackend", "TaskResultStatus", "backend", "task", "task_backends"]

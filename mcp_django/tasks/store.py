@@ -368,7 +368,10 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     now = timezone.now()
     if row.expires is not None and row.expires <= now:
         raise InvalidParams(NOT_FOUND)
-    if row.status == Status.WORKING and row.lease_until is not None and row.lease_until < now:
+    if row.status == Status.WORKING and (
+        (row.lease_until is not None and row.lease_until < now)
+        or (row.lease_until is None and _run_lost_before_claim(row, now))
+    ):
         error = {"code": INTERNAL_ERROR, "message": WORKER_LOST}
         finish(row.pk, Status.FAILED, error=error, only_if=(Status.WORKING,))
         again = _polled(task_id)
@@ -376,6 +379,35 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
             raise InvalidParams(NOT_FOUND)
         row = again
     return row
+
+
+def _run_lost_before_claim(row: Polled, now: Any) -> bool:
+    """Whether the backend started the task's run a lease ago and the run never claimed it.
+
+    A run claims the task (takes its lease) first thing; a worker killed between the
+    backend marking its job running and that claim leaves a task with no lease to run out.
+    Without a lease a task is either waiting in the queue or lost that way, and only the
+    backend can tell which. It is asked only once the task has waited a whole lease since
+    its last change, so a poll of a task that runs, or was just enqueued, pays nothing.
+    """
+    lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
+    if row.updated is None or row.updated > now - lease:
+        return False
+    from .framework import TaskResultStatus, backend
+
+    job_id = MCPTask.objects.filter(pk=row.pk).values_list("job_id", flat=True).first()
+    if not job_id:
+        return False
+    try:
+        tasks = backend(mcp_settings.TASK_BACKEND)
+        if not tasks.supports_get_result:
+            return False
+        result = tasks.get_result(job_id)
+    except Exception:  # no such job (purged), or the backend cannot say now: no verdict
+        logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
+        return False
+    started = result.started_at
+    return result.status == TaskResultStatus.RUNNING and started is not None and started < now - lease
 
 
 def update(
