@@ -5,7 +5,8 @@ with the app registry) import ``jwcrypto.jwk`` for the OpenID Connect keys, and 
 cryptography's X.509 and key serialization: about 11 MiB that a request without OIDC never
 uses. :func:`defer` registers such a module with the standard library's
 :class:`importlib.util.LazyLoader`: ``from jwcrypto import jwk`` binds the module, and its code
-runs at the first attribute read (``jwk.JWK``), in whichever request needs it.
+runs at the first attribute read (``jwk.JWK``), in whichever request needs it. (``import
+jwcrypto.jwk`` and ``from jwcrypto.jwk import JWK`` read its attributes: they load it there.)
 """
 
 from __future__ import annotations
