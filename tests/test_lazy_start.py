@@ -91,3 +91,45 @@ print(sys.modules["deferring.heavy"] is heavy, "no_such_package.module" in sys.m
     done = run_demo(tmp_path, script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "[]", "42", "['heavy']", "True", "False", "['heavy']"]
+
+
+BAD_SCHEMA = """
+import os
+os.environ["DJANGO_SETTINGS_MODULE"] = "badsettings"
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+import project.asgi
+from mcp_django.testing import JSONRPCError, MCPClient
+client = MCPClient()
+assert client.call_tool("echo", {"text": "hi"}).text == "hi"  # the process started and serves
+try:
+    client.call_tool("broken_schema", {"a": "x"})
+except JSONRPCError as exc:
+    print("call", exc.code)
+try:
+    call_command("check")
+except Exception as exc:
+    print("check", exc)
+"""
+
+
+def test_a_schema_its_meta_schema_refuses_is_reported_by_check_and_fails_its_calls(tmp_path: Path) -> None:
+    app = tmp_path / "badschema"
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    (app / "mcp.py").write_text(
+        "from mcp_django import mcp\n"
+        "@mcp.tool(input_schema={'type': 'object', 'properties': {'a': {'type': 'nonsense'}}})\n"
+        "def broken_schema(**arguments): return 'never'\n"
+    )
+    (tmp_path / "badsettings.py").write_text(
+        "from project.conformance.settings import *  # noqa\nINSTALLED_APPS = [*INSTALLED_APPS, 'badschema']\n"
+    )
+    done = run_demo(tmp_path, BAD_SCHEMA)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0] == "call -32603"
+    assert "mcp_django.E016" in done.stdout + done.stderr
+    assert "tool 'broken_schema': input_schema is not a valid JSON schema" in done.stdout + done.stderr
