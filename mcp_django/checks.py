@@ -18,9 +18,11 @@ Ids are stable (projects silence them by id):
 - E013 an ENDPOINTS setting that is not a dict of endpoint name -> dict of the settings an endpoint sets
 - E014 two endpoints with one RESOURCE_URL (each one's states and tokens would be accepted at the other)
 - E015 a view registered by dotted path (``register_view("app.views.V")``) that cannot be imported or made into tools
+- E016 a tool's ``input_schema=`` that is not a valid JSON schema (registration refuses only what is
+  not a JSON object; the schema is compiled here and at its first call)
 - W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
 
-W003, E005, E006, E012, E015 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
+W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
 - E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
@@ -216,7 +218,7 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 def handler_problems(registry: Any) -> list[Any]:
-    """E005, E006 and E015 for one registry (every endpoint's at ``manage.py check``)."""
+    """E005, E006, E015 and E016 for one registry (every endpoint's at ``manage.py check``)."""
     from .registry import TOOL_NAME_MAX, name_problems
 
     # Builds the views registered by dotted path: their tools' names count below.
@@ -244,6 +246,27 @@ def handler_problems(registry: Any) -> list[Any]:
                 id="mcp_django.E006",
             )
         )
+    return errors + schema_problems(registry)
+
+
+def schema_problems(registry: Any) -> list[Any]:
+    """E016: an ``input_schema=`` that does not compile (registration checks only its shape)."""
+    from .schema import SchemaArguments
+
+    errors: list[Any] = []
+    for tool in registry.tools.built.values():
+        if not isinstance(tool.parameters, SchemaArguments):
+            continue
+        try:
+            tool.parameters.validator  # noqa: B018 - compiled here, the check's point
+        except ImproperlyConfigured as exc:
+            errors.append(
+                Error(
+                    f"{exc}{_where(registry)}.",
+                    hint="Fix the schema: it must be valid against its draft's meta-schema (Draft 2020-12 without $schema).",
+                    id="mcp_django.E016",
+                )
+            )
     return errors
 
 

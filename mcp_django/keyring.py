@@ -18,25 +18,42 @@ import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from . import base64url
 from .conf import mcp_settings
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 # The salted HMAC's salt: a value signed by django.core.signing (or anything else keyed on
 # SECRET_KEY under another salt) can never pass for one of ours, nor the reverse.
 SECRET_KEY_SALT = "mcp_django.keyring.default"
 
 
+def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) -> bytes:
+    """HKDF with HMAC-SHA256 (RFC 5869): extract, then expand to ``length`` bytes.
+
+    On the standard library's HMAC: cryptography (about 9 MiB once imported) is then needed
+    only to seal a requestState (``ENCRYPT_REQUEST_STATE``), not to derive every key.
+    """
+    if not 0 < length <= 255 * 32:
+        raise ValueError("HKDF-SHA256 gives 1 to 8160 bytes")
+    prk = hmac.new(salt or bytes(32), secret, hashlib.sha256).digest()
+    out, block = b"", b""
+    for counter in range(1, -(-length // 32) + 1):
+        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
+        out += block
+    return out[:length]
+
+
 def derive_key(secret: bytes, info: bytes) -> bytes:
     """A 32-byte key for one use (``info``) of ``secret``."""
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"mcp-django", info=info).derive(secret)
+    return hkdf_sha256(secret, salt=b"mcp-django", info=info)
 
 
 def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
@@ -62,10 +79,17 @@ class Key:
 
     kid: str
     mac_key: bytes  # requestState, signed
-    aead: AESGCM  # requestState, sealed
+    enc_key: bytes = field(repr=False)  # requestState, sealed (AES-256-GCM)
     session_key: bytes  # legacy session ids
     # HMAC-SHA256 under mac_key (requestState, signed), its key schedule done once.
     mac: Callable[[bytes], bytes] = field(repr=False, compare=False)
+
+    @cached_property
+    def aead(self) -> AESGCM:
+        """AES-256-GCM under ``enc_key``: cryptography is imported by the first sealed state."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        return AESGCM(self.enc_key)
 
 
 def secrets_from_secret_key(secret_key: str | bytes, fallbacks: list[str | bytes]) -> list[bytes]:
@@ -92,7 +116,7 @@ class KeyRing:
             # Derived from the requestState MAC key with an info string of its own: a
             # session id can never pass for a requestState, nor the reverse.
             session_key = derive_key(mac_key, b"mcp-django legacy session v1")
-            self.keys.append(Key(kid, mac_key, AESGCM(enc_key), session_key, keyed_mac(mac_key)))
+            self.keys.append(Key(kid, mac_key, enc_key, session_key, keyed_mac(mac_key)))
         self.by_kid = {k.kid: k for k in self.keys}
         # One principal key per secret: a state or session made before a rotation
         # names its principal with the old secret's key, and must still match.

@@ -176,3 +176,17 @@ def test_each_instruction_count_scenario_runs_its_calls(scenario: str, demo_env:
 def test_the_instruction_count_refuses_an_unknown_scenario() -> None:
     done = run("bench/instructions.py", "echo", "flood")
     assert done.returncode == 2 and "unknown scenario(s): flood" in done.stderr
+
+
+def test_startup_memory_measures_the_started_demo() -> None:
+    done = run("bench/startup_memory.py", "--module=oauth2_provider.models", "--module=jsonschema_rs")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    steps = [line for line in lines if line.startswith(("the interpreter", "django.setup()", "project.asgi"))]
+    assert len(steps) == 3
+    total = float(steps[-1].split()[-1])
+    assert 20 < total < 500  # MiB: read from /proc, not made up
+    measured = next(line for line in lines if line.startswith("oauth2_provider.models"))
+    assert float(measured.split()[-1]) > 0
+    # Imported by the first call with a dict schema, not by the start-up (tests/test_lazy_start.py).
+    assert any(line.startswith("jsonschema_rs") and "not run by the start-up" in line for line in lines)

@@ -104,3 +104,48 @@ def test_secret_key_fallbacks_verify_and_secret_key_signs() -> None:
         assert keyring.keyring().signing.kid == KeyRing([KEY_A.encode()]).signing.kid
     with override_settings(SECRET_KEY=OLD_SECRET, MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         assert keyring.keyring().signing.kid == KeyRing([KEY_A.encode()]).signing.kid
+
+
+# RFC 5869, appendix A: test cases 1 to 3 (SHA-256): IKM, salt, info, L, OKM.
+RFC5869 = [
+    (
+        "0b" * 22,
+        "000102030405060708090a0b0c",
+        "f0f1f2f3f4f5f6f7f8f9",
+        42,
+        "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865",
+    ),
+    (
+        bytes(range(0x00, 0x50)).hex(),
+        bytes(range(0x60, 0xB0)).hex(),
+        bytes(range(0xB0, 0x100)).hex(),
+        82,
+        "b11e398dc80327a1c8e7f78c596a49344f012eda2d4efad8a050cc4c19afa97c59045a99cac7827271cb41c65e590e09"
+        "da3275600c2f09b8367793a9aca3db71cc30c58179ec3e87c14c01d5c1f3434f1d87",
+    ),
+    ("0b" * 22, "", "", 42, "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"),
+]
+
+
+def test_hkdf_gives_rfc_5869s_known_answers() -> None:
+    for ikm, salt, info, length, okm in RFC5869:
+        derived = keyring.hkdf_sha256(
+            bytes.fromhex(ikm), salt=bytes.fromhex(salt), info=bytes.fromhex(info), length=length
+        )
+        assert derived.hex() == okm
+
+
+def test_hkdf_derives_the_keys_cryptographys_hkdf_derived() -> None:
+    """The keys were derived by cryptography's HKDF until it was only needed to seal: the same
+    bytes, so states and sessions issued before still verify."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    for secret in (KEY_A.encode(), KEY_B.encode(), b"", bytes(range(256))):
+        for info in (b"mcp-django requestState hmac-sha256 v1", b"mcp-django principal v1", b""):
+            for length in (32, 1, 64, 100):
+                theirs = HKDF(algorithm=hashes.SHA256(), length=length, salt=b"mcp-django", info=info).derive(secret)
+                ours = keyring.hkdf_sha256(secret, salt=b"mcp-django", info=info, length=length)
+                assert ours == theirs
+                if length == 32:
+                    assert keyring.derive_key(secret, info) == theirs

@@ -15,8 +15,10 @@ from django.core.exceptions import ImproperlyConfigured
 from rest_framework import serializers
 
 from mcp_django import schema
+from mcp_django.checks import handler_problems
 from mcp_django.protocol.jsonrpc import dumps, loads
 from mcp_django.registry import Registry
+from mcp_django.schema import ArgumentsInvalid
 from mcp_django.schema.drf import DECIMAL_PATTERN
 
 
@@ -135,12 +137,29 @@ def test_validator_checks_every_keyword(keyword_schema: dict[str, Any], bad: Any
     assert schema.validate({"v": bad}, s)[0].startswith(("v: ", "v.", "v["))
 
 
-def test_invalid_schema_is_refused_at_registration() -> None:
+def test_invalid_schema_is_refused_by_the_check_and_its_first_call() -> None:
+    """Registration refuses only what is no JSON object; compiling (jsonschema-rs, imported then)
+    is left to ``manage.py check`` (E016) and the first call, each refusing a schema the draft's
+    meta-schema refuses."""
     registry = Registry()
-    with pytest.raises(ImproperlyConfigured, match=r"'broken'.*not a valid JSON schema"):
+    for not_an_object in ([{"type": "object"}], {"type": "object", "default": object()}):
+        with pytest.raises(ImproperlyConfigured, match=r"'shapeless'.*input_schema is"):
+            registry.tool(name="shapeless", input_schema=not_an_object)(lambda **kwargs: None)
 
-        @registry.tool(name="broken", input_schema={"type": "object", "properties": {"a": {"type": "nonsense"}}})
-        def broken(**kwargs: Any) -> None: ...
+    @registry.tool(name="broken", input_schema={"type": "object", "properties": {"a": {"type": "nonsense"}}})
+    def broken(**kwargs: Any) -> None: ...
+
+    @registry.tool(name="fine", input_schema={"type": "object", "properties": {"a": {"type": "string"}}})
+    def fine(**kwargs: Any) -> None: ...
+
+    errors = handler_problems(registry)
+    assert [e.id for e in errors] == ["mcp_django.E016"]
+    assert "tool 'broken': input_schema is not a valid JSON schema" in errors[0].msg
+    with pytest.raises(ImproperlyConfigured, match=r"'broken'.*not a valid JSON schema"):
+        registry.tools["broken"].parameters.convert({"a": "x"})
+    assert registry.tools["fine"].parameters.convert({"a": "x"}) == {"a": "x"}
+    with pytest.raises(ArgumentsInvalid):
+        registry.tools["fine"].parameters.convert({"a": 1})
 
 
 def test_registry_names_and_context_parameter() -> None:
@@ -318,9 +337,10 @@ def test_fields_of_dataclasses_keep_descriptions_and_refuse_dropped_constraints(
         schema.type_schema(Constrained)
 
 
-def test_jsonschema_rs_is_imported_with_the_first_dict_schema() -> None:
+def test_jsonschema_rs_is_imported_with_the_first_dict_schema_used() -> None:
     """A project whose schemas all come from types never loads jsonschema-rs (about 10 MiB with
-    its first compile): registering and calling a typed tool does not import it; a dict schema does."""
+    its first compile): registering and calling a typed tool does not import it; registering a
+    dict schema does not either, its first call does."""
     import subprocess
     import sys
     import textwrap
@@ -344,12 +364,16 @@ def test_jsonschema_rs_is_imported_with_the_first_dict_schema() -> None:
 
         assert registry.tools["add"].parameters.convert({"a": 1})["a"] == 1
         before = "jsonschema_rs" in sys.modules
-        registry.tool(input_schema={"type": "object", "properties": {"a": {"type": "integer"}}})(lambda a: a)
-        print(before, "jsonschema_rs" in sys.modules)
+        registry.tool(name="given", input_schema={"type": "object", "properties": {"a": {"type": "integer"}}})(
+            lambda a: a
+        )
+        registered = "jsonschema_rs" in sys.modules
+        assert registry.tools["given"].parameters.convert({"a": 1}) == {"a": 1}
+        print(before, registered, "jsonschema_rs" in sys.modules)
         """
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "True"]
+    assert done.stdout.split() == ["False", "False", "True"]

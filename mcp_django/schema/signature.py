@@ -7,7 +7,8 @@ that has no schema, or that cannot be resolved, raises ``ImproperlyConfigured``
 there and then, naming the handler and the parameter.
 
 :class:`SchemaArguments` serves a schema given verbatim (``input_schema=``):
-arguments are validated against it (Draft 2020-12) and passed on as sent.
+arguments are validated against it (Draft 2020-12) and passed on as sent. It is
+compiled at its first call or at ``manage.py check``, not at registration.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from .docstrings import parameter_descriptions
 from .drf import is_serializer, serializer_schema
 from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable
-from .validator import Validator, validator_for
+from .validator import Validator, shape_problem, validator_for
 
 
 class ArgumentsInvalid(ValueError):
@@ -165,18 +166,37 @@ class Parameters:
 
 
 class SchemaArguments:
-    """Arguments checked against a schema given verbatim, passed on as sent."""
+    """Arguments checked against a schema given verbatim, passed on as sent.
+
+    Registration refuses what is not a JSON object; the schema is compiled (and held against
+    its draft's meta-schema) by its first call or by ``manage.py check`` (E016), whichever
+    comes first, so that a process imports jsonschema-rs only when a schema is used.
+    """
 
     def __init__(self, schema: dict[str, Any], accepts: frozenset[str] | None = None, owner: str = "") -> None:
         self.schema = schema
         self.accepts = accepts
-        try:
-            self._validator = Validator(schema)
-        except ImproperlyConfigured as exc:
-            raise ImproperlyConfigured(f"{owner}: input_schema is {exc}") from None
+        self.owner = owner
+        problem = shape_problem(schema)
+        if problem is not None:
+            raise ImproperlyConfigured(f"{owner}: input_schema is {problem}")
+        self._validator: Validator | None = None
+
+    @property
+    def validator(self) -> Validator:
+        """The compiled schema; raises ``ImproperlyConfigured`` when it is no valid schema."""
+        validator = self._validator
+        if validator is None:
+            try:
+                validator = Validator(self.schema)
+            except ImproperlyConfigured as exc:
+                raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
+            # Two threads may compile it at once: the same validator either way, one kept.
+            self._validator = validator
+        return validator
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
-        problems = self._validator.errors(arguments)
+        problems = self.validator.errors(arguments)
         if self.accepts is not None:
             problems += [f"{name}: unexpected argument" for name in arguments if name not in self.accepts]
         if problems:

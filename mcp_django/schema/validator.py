@@ -63,6 +63,22 @@ def where(path: Any) -> str:
     return out or "value"
 
 
+def shape_problem(schema: Any) -> str | None:
+    """Why ``schema`` cannot be a JSON schema without compiling it (not an object, not JSON), or None.
+
+    What a registration checks: compiling (the draft's meta-schema) imports jsonschema-rs,
+    about 10 MiB with its first compile, which a process that never calls the handler, or
+    is still starting, need not pay. The compile comes at the first use and at ``manage.py check``.
+    """
+    if not isinstance(schema, dict):
+        return f"a JSON schema must be an object, not {type(schema).__name__}"
+    try:
+        canonical(schema)
+    except TypeError as exc:
+        return f"not a valid JSON schema: {exc}"
+    return None
+
+
 def validator_for(schema: dict[str, Any]) -> Validator:
     """The compiled validator of ``schema``, compiled on first use (schemas are not copied or hashed)."""
     entry = _compiled.get(id(schema))
