@@ -339,6 +339,8 @@ class Pipeline:
         else:
             key = principal_cache.key(headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
             cached = await principal_cache.get(key) if key is not None else None
+            if cached is None and key is not None:
+                cached = await principal_cache.after_pending(key)
             if cached is not None:
                 principal = cached
                 if not callable(request):
@@ -350,9 +352,10 @@ class Pipeline:
                     # Bounded: a hung database (a stopped server does not even let
                     # statement_timeout fire) must not hold the request; the thread
                     # is freed when the database answers or its connection fails.
-                    principal = await asyncio.wait_for(
-                        run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
-                    )
+                    with principal_cache.leading(key):
+                        principal = await asyncio.wait_for(
+                            run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
+                        )
                 except (OperationalError, InterfaceError, TimeoutError) as exc:
                     # The database refuses connections or does not answer: 503, not a 500.
                     # Said once per outage: an open breaker logged it when it opened.
