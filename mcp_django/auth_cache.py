@@ -31,6 +31,11 @@ deleted database session (``flush()``), a change to the user's groups or
 permissions. Permissions themselves are looked up anew on every request: the
 cached user is a copy without Django's permission caches.
 
+An entry runs out for every connection at once: the requests with its key that
+arrive while one of them authenticates wait for that authentication
+(:meth:`PrincipalCache.after_pending`) instead of each paying a thread hop and a
+query of their own.
+
 A session cookie is cached only with session engines whose deletion is heard
 (``db``, ``cached_db``, ``signed_cookies``); with any other engine every
 request carrying a session cookie runs the authentication classes.
