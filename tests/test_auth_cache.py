@@ -536,6 +536,48 @@ def test_requests_that_miss_together_authenticate_once(live_url: str, monkeypatc
     assert len(ran) == 1
 
 
+def test_a_wait_for_another_authentication_counts_against_auth_timeout(
+    live_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that does not answer: the request that waited for the first one's
+    authentication is answered 503 when its own AUTH_TIMEOUT has run out, not twice it."""
+    import threading
+    import time
+
+    from mcp_django import pipeline
+
+    user = get_user_model().objects.create_user("hung")
+    token = Token.objects.create(user=user).key
+    host = live_url.split("/")[2]
+    ran = []
+
+    def hung(*args: Any) -> Any:
+        ran.append(args)
+        time.sleep(4)
+        raise AssertionError("not answered in time: the request has been answered already")
+
+    monkeypatch.setattr(pipeline, "authenticate_and_remember", hung)
+    answers: dict[str, tuple[tuple[int, str | None], float]] = {}
+
+    def send(name: str) -> None:
+        sent = time.monotonic()
+        answers[name] = (_whoami_live(live_url, host, token), time.monotonic() - sent)
+
+    with mcp_settings(AUTH_TIMEOUT=1.5):
+        first = threading.Thread(target=send, args=("first",))
+        first.start()
+        while not ran:
+            time.sleep(0.01)
+        second = threading.Thread(target=send, args=("second",))
+        second.start()
+        first.join()
+        second.join()
+    assert answers["first"][0] == answers["second"][0] == (503, None)
+    # The second waited for the first, then had only what was left of its own bound (the
+    # first's plus a whole one of its own would be about 3 s).
+    assert answers["second"][1] < 1.5 + 1.0
+
+
 def _whoami_live(url: str, host: str, token: str) -> tuple[int, str | None]:
     import httpx
 
