@@ -31,6 +31,11 @@ deleted database session (``flush()``), a change to the user's groups or
 permissions. Permissions themselves are looked up anew on every request: the
 cached user is a copy without Django's permission caches.
 
+An entry runs out for every connection at once: the requests with its key that
+arrive while one of them authenticates wait for that authentication
+(:meth:`PrincipalCache.after_pending`) instead of each paying a thread hop and a
+query of their own.
+
 A session cookie is cached only with session engines whose deletion is heard
 (``db``, ``cached_db``, ``signed_cookies``); with any other engine every
 request carrying a session cookie runs the authentication classes.
@@ -38,11 +43,14 @@ request carrying a session cookie runs the authentication classes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import hashlib
 import logging
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -275,6 +283,8 @@ class PrincipalCache:
 
     def __init__(self) -> None:
         self._entries: dict[bytes, tuple[float, Any, Any, str, Any, str]] = {}
+        # Authentications under way: key -> (resolved when it ends, time.monotonic() at its start).
+        self._pending: dict[bytes, tuple[asyncio.Future[None], float]] = {}
 
     @staticmethod
     def key(headers: dict[str, str], endpoint: str, settings_of: EndpointSettings | None = None) -> bytes | None:
@@ -333,6 +343,46 @@ class PrincipalCache:
             self._entries.pop(key, None)
             return None
         return Principal.remembered(_fresh_copy(user), auth, label)
+
+    async def after_pending(self, key: bytes) -> Principal | None:
+        """What an authentication of ``key`` already under way finds, once it ends: None when
+        there is none (on this event loop), or when it found nothing to remember.
+
+        An entry expires for every connection at once: without this, each request that came
+        in while the first one's authentication ran (a thread hop and a query) paid for one
+        of its own. The wait is for the same key, so for what a hit would serve, and the
+        answer still goes through :meth:`get` (the user's version). Only an authentication
+        started within the cache's seconds is waited for: what it read is no older than a
+        hit's may be.
+        """
+        found = self._pending.get(key)
+        if found is None:
+            return None
+        future, started = found
+        if future.get_loop() is not asyncio.get_running_loop():
+            return None
+        if time.monotonic() - started >= mcp_settings.AUTH_CACHE_SECONDS:
+            return None
+        # Shielded: a waiter cancelled (its client gone) must not end the wait of the others.
+        await asyncio.shield(future)
+        return await self.get(key)
+
+    @contextlib.contextmanager
+    def leading(self, key: bytes | None) -> Iterator[None]:
+        """Around the authentication of ``key`` (on the event loop): requests with the same key
+        meanwhile wait for it (:meth:`after_pending`) instead of authenticating too. However
+        it ends (found, refused, failed, timed out, cancelled), they are woken."""
+        if key is None or mcp_settings.AUTH_CACHE_SECONDS <= 0:
+            yield
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._pending[key] = (future, time.monotonic())
+        try:
+            yield
+        finally:
+            if self._pending.get(key, (None, 0.0))[0] is future:
+                del self._pending[key]
+            future.set_result(None)
 
     def remember(self, key: bytes, principal: Principal) -> None:
         """Sync, right after the classes found ``principal`` (in the same worker thread).

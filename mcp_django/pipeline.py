@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -339,6 +340,13 @@ class Pipeline:
         else:
             key = principal_cache.key(headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
             cached = await principal_cache.get(key) if key is not None else None
+            budget = mcp_settings.AUTH_TIMEOUT
+            if cached is None and key is not None:
+                waiting = time.monotonic()
+                cached = await principal_cache.after_pending(key)
+                # Waiting for another request's authentication counts against this one's
+                # bound: a hung database must not hold it for twice AUTH_TIMEOUT.
+                budget -= time.monotonic() - waiting
             if cached is not None:
                 principal = cached
                 if not callable(request):
@@ -350,9 +358,12 @@ class Pipeline:
                     # Bounded: a hung database (a stopped server does not even let
                     # statement_timeout fire) must not hold the request; the thread
                     # is freed when the database answers or its connection fails.
-                    principal = await asyncio.wait_for(
-                        run_in_thread(authenticate_and_remember, request, key, endpoint), mcp_settings.AUTH_TIMEOUT
-                    )
+                    if budget <= 0:
+                        raise TimeoutError
+                    with principal_cache.leading(key):
+                        principal = await asyncio.wait_for(
+                            run_in_thread(authenticate_and_remember, request, key, endpoint), budget
+                        )
                 except (OperationalError, InterfaceError, TimeoutError) as exc:
                     # The database refuses connections or does not answer: 503, not a 500.
                     # Said once per outage: an open breaker logged it when it opened.

@@ -504,3 +504,149 @@ def mcp_settings_value(name: str) -> Any:
     from mcp_django.conf import mcp_settings as current
 
     return getattr(current, name)
+
+
+def test_requests_that_miss_together_authenticate_once(live_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry expires for every connection at once: the requests that came in while the
+    first one authenticated wait for it rather than each authenticating too."""
+    import threading
+    import time
+
+    from mcp_django import pipeline
+
+    user = get_user_model().objects.create_user("yan")
+    token = Token.objects.create(user=user).key
+    host = live_url.split("/")[2]
+    ran = []
+    authenticate = pipeline.authenticate_and_remember
+
+    def slow(*args: Any) -> Any:
+        ran.append(args)
+        time.sleep(0.3)  # the others arrive meanwhile
+        return authenticate(*args)
+
+    monkeypatch.setattr(pipeline, "authenticate_and_remember", slow)
+    statuses: list[tuple[int, str | None]] = []
+    threads = [threading.Thread(target=lambda: statuses.append(_whoami_live(live_url, host, token))) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert statuses == [(200, "yan")] * 6
+    assert len(ran) == 1
+
+
+def test_a_wait_for_another_authentication_counts_against_auth_timeout(
+    live_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database that does not answer: the request that waited for the first one's
+    authentication is answered 503 when its own AUTH_TIMEOUT has run out, not twice it."""
+    import threading
+    import time
+
+    from mcp_django import pipeline
+
+    user = get_user_model().objects.create_user("hung")
+    token = Token.objects.create(user=user).key
+    host = live_url.split("/")[2]
+    ran = []
+
+    def hung(*args: Any) -> Any:
+        ran.append(args)
+        time.sleep(4)
+        raise AssertionError("not answered in time: the request has been answered already")
+
+    monkeypatch.setattr(pipeline, "authenticate_and_remember", hung)
+    answers: dict[str, tuple[tuple[int, str | None], float]] = {}
+
+    def send(name: str) -> None:
+        sent = time.monotonic()
+        answers[name] = (_whoami_live(live_url, host, token), time.monotonic() - sent)
+
+    with mcp_settings(AUTH_TIMEOUT=1.5):
+        first = threading.Thread(target=send, args=("first",))
+        first.start()
+        while not ran:
+            time.sleep(0.01)
+        second = threading.Thread(target=send, args=("second",))
+        second.start()
+        first.join()
+        second.join()
+    assert answers["first"][0] == answers["second"][0] == (503, None)
+    # The second waited for the first, then had only what was left of its own bound (the
+    # first's plus a whole one of its own would be about 3 s).
+    assert answers["second"][1] < 1.5 + 1.0
+
+
+def _whoami_live(url: str, host: str, token: str) -> tuple[int, str | None]:
+    import httpx
+
+    params = {"name": "whoami", "arguments": {}, "_meta": _meta()}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {
+        "host": host,
+        "authorization": f"Token {token}",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "whoami",
+    }
+    r = httpx.post(url, json=body, headers=headers, timeout=30)
+    if r.status_code != 200:
+        return r.status_code, None
+    return 200, r.json()["result"]["structuredContent"]["username"]
+
+
+@pytest.mark.anyio
+async def test_a_waiter_gets_only_what_the_authentication_it_waited_for_remembered() -> None:
+    """Refused, failed or cancelled: the waiters are woken and find nothing (each then
+    authenticates on its own); remembered: they get the principal, through the version check."""
+    from asgiref.sync import sync_to_async
+
+    user = await sync_to_async(get_user_model().objects.create_user)("zoe")
+    key = b"k" * 32
+    principal_cache.clear()
+    assert await principal_cache.after_pending(key) is None  # nothing under way: no wait
+
+    async def waiter() -> Principal | None:
+        return await principal_cache.after_pending(key)
+
+    # The authentication under way ends without remembering anything (refused, an error).
+    with pytest.raises(RuntimeError), principal_cache.leading(key):
+        waiting = asyncio.ensure_future(waiter())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        raise RuntimeError("the database went away")
+    assert await waiting is None
+    assert not principal_cache._pending
+
+    # It remembers a principal: the waiters get it; one cancelled does not stop the others.
+    with principal_cache.leading(key):
+        first, second = asyncio.ensure_future(waiter()), asyncio.ensure_future(waiter())
+        await asyncio.sleep(0)
+        first.cancel()
+        await sync_to_async(principal_cache.remember)(key, Principal(user))
+    assert (await second).user.username == "zoe"  # type: ignore[union-attr]
+    assert first.cancelled()
+
+    # The user changed while it ran (the version moved on): no waiter is served the old user.
+    principal_cache.clear()
+    with principal_cache.leading(key):
+        waiting = asyncio.ensure_future(waiter())
+        await asyncio.sleep(0)
+        await sync_to_async(principal_cache.remember)(key, Principal(user))
+        user.first_name = "Zoe"
+        await sync_to_async(user.save)()
+    assert await waiting is None
+
+
+@pytest.mark.anyio
+async def test_an_authentication_older_than_the_cache_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What it read may be older than a hit's may be: the request authenticates on its own."""
+    import time
+
+    key = b"o" * 32
+    real = time.monotonic
+    with principal_cache.leading(key):
+        monkeypatch.setattr(time, "monotonic", lambda: real() + 1.0)
+        assert await asyncio.wait_for(principal_cache.after_pending(key), 1) is None
