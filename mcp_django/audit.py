@@ -522,16 +522,16 @@ def _counts(total: int, most: int) -> list[int]:
 def _insert_many(rows: list[dict[str, Any]]) -> None:
     """A batch in a few multi-row INSERTs, in one transaction with the lock on its users.
 
-    Not ``executemany``: the driver runs it row by row, and CPython's sqlite3 gives up the
-    GIL around every row's step, so with the event loop busy the writer waited for the
-    GIL again after each row (up to the interpreter's switch interval, 5 ms) and fell
-    behind under load. A statement of many rows is one step, one wait.
+    Not ``executemany``: the driver runs the statement once per row (on SQLite a step, and
+    the GIL given up and taken back, per row); a statement of many rows is one step. On
+    the bench's one core that saved less than expected (no GIL convoy: the woken thread
+    does not run before the writer takes the GIL back), measured in docs/performance.md.
 
     Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
     2.5 times as much per row (a model instance per row, then every field of every row
     prepared again by the compiler), which the writer thread pays for every call. Here the
     statements are built from the model's own fields; a row's values are taken in one
-    step, and only the dates, the JSON and the UUID go through their fields' preparation.
+    step, and only the dates, the JSON and the UUID are prepared for the backend (:func:`_preparer`).
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
