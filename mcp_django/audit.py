@@ -4,7 +4,8 @@ Two promises shape this module:
 
 - The per-call path stays cheap. A completion, failure, round or legacy-ask
   event is put on a queue as it is; one daemon thread drains the queue, makes
-  the rows and inserts them in batches, a few multi-row INSERTs each. No database
+  the rows and inserts them in batches (a few multi-row INSERTs each; one
+  ``executemany`` on SQLite). No database
   round trip sits between a result and its client, and under load many rows
   share one statement.
 - A refusal is on record before the client hears it, while the database
@@ -404,7 +405,8 @@ class _Statement(NamedTuple):
     # (position, preparation) of the columns whose values need the backend's own preparation
     # (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
-    # The most rows one statement may carry: the backend's limit on a query's parameters.
+    # The most rows one statement may carry: the backend's limit on a query's parameters;
+    # 0 where a batch goes with executemany (SQLite, see _insert_many).
     most: int
     # The statement by its number of rows (filled as they are first needed).
     sql: dict[int, str]
@@ -444,6 +446,8 @@ def _statement(connection: Any) -> _Statement:
     prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
     limit = connection.features.max_query_params
     most = max(1, limit // len(fields)) if limit else _MOST_ROWS
+    if connection.vendor == "sqlite":
+        most = 0
     return _Statement(
         head,
         "({})".format(", ".join(["%s"] * len(fields))),
@@ -522,10 +526,13 @@ def _counts(total: int, most: int) -> list[int]:
 def _insert_many(rows: list[dict[str, Any]]) -> None:
     """A batch in a few multi-row INSERTs, in one transaction with the lock on its users.
 
-    Not ``executemany``: the driver runs the statement once per row (on SQLite a step, and
-    the GIL given up and taken back, per row); a statement of many rows is one step. On
-    the bench's one core that saved less than expected (no GIL convoy: the woken thread
-    does not run before the writer takes the GIL back), measured in docs/performance.md.
+    Not ``executemany`` (but on SQLite): the driver runs the statement once per row, and
+    on PostgreSQL each row is one more statement for the server to parse and run; the
+    project's measurements had ``bulk_create``'s multi-row INSERT ahead of it there. On
+    SQLite ``executemany`` stays: Django's cursor turns every ``%s`` of a statement into
+    ``?`` with a regular expression on each execution, which for a multi-row statement
+    cost more instructions a row (about 12,500) than the driver's per-row step saved
+    (about 8,000), and one core gives the GIL no convoy (docs/performance.md).
 
     Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
     2.5 times as much per row (a model instance per row, then every field of every row
@@ -564,6 +571,9 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
             params.extend(values)
         width = len(statement.names)
         with connection.cursor() as cursor:
+            if not statement.most:
+                cursor.executemany(statement.for_rows(1), [params[i : i + width] for i in range(0, len(params), width)])
+                return
             start = 0
             for count in _counts(len(rows), statement.most):
                 cursor.execute(statement.for_rows(count), params[start : start + count * width])
