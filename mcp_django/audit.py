@@ -464,8 +464,8 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes.
 
     The field's own preparation walks a chain of checks (expressions, lazy strings, naive
-    times, strings to parse) before the backend's adaptation, and for the three prepared
-    columns that chain was most of the writer's cost of a row. For the values the writer
+    times, strings to parse) before the backend's adaptation: about a seventh of what the
+    writer spent on a row (docs/performance.md). For the values the writer
     makes (an aware datetime, a dict, a UUID) each check passes the value through
     unchanged, so the backend's adaptation is called directly; any other value (a row made
     elsewhere, a field of another class) takes the field's whole path.
@@ -558,7 +558,7 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
                 # Deleted since the request (or being deleted, and now gone): the row keeps
                 # the principal's label, and no key to a user that no longer exists.
                 rows = [{**row, "user_id": None} if row.get("user_id") in users - live else row for row in rows]
-        params: list[Any] = []
+        params: list[list[Any]] = []
         defaults: dict[str, Any] | None = None
         for row in rows:
             try:
@@ -568,16 +568,17 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
                 values = [row.get(name, defaults.get(name)) for name in statement.names]
             for i, prepare in statement.prepared:
                 values[i] = prepare(values[i])
-            params.extend(values)
-        width = len(statement.names)
+            params.append(values)
         with connection.cursor() as cursor:
             if not statement.most:
-                cursor.executemany(statement.for_rows(1), [params[i : i + width] for i in range(0, len(params), width)])
+                cursor.executemany(statement.for_rows(1), params)
                 return
             start = 0
-            for count in _counts(len(rows), statement.most):
-                cursor.execute(statement.for_rows(count), params[start : start + count * width])
-                start += count * width
+            for count in _counts(len(params), statement.most):
+                cursor.execute(
+                    statement.for_rows(count), [v for values in params[start : start + count] for v in values]
+                )
+                start += count
 
 
 def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
