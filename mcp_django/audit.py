@@ -4,8 +4,7 @@ Two promises shape this module:
 
 - The per-call path stays cheap. A completion, failure, round or legacy-ask
   event is put on a queue as it is; one daemon thread drains the queue, makes
-  the rows and inserts them in batches (a few multi-row INSERTs each; one
-  ``executemany`` on SQLite). No database
+  the rows and inserts them in batches with one ``executemany``. No database
   round trip sits between a result and its client, and under load many rows
   share one statement.
 - A refusal is on record before the client hears it, while the database
@@ -395,27 +394,13 @@ def _insert_one(row: dict[str, Any]) -> int:
 
 
 class _Statement(NamedTuple):
-    # The statement up to VALUES, one row's placeholders, and what follows the rows.
-    head: str
-    one: str
-    suffix: str
+    sql: str
     # Each row's values in the statement's column order (a row from row_for has them all).
     values: Callable[[dict[str, Any]], tuple[Any, ...]]
     names: tuple[str, ...]
     # (position, preparation) of the columns whose values need the backend's own preparation
     # (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
-    # The most rows one statement may carry: the backend's limit on a query's parameters;
-    # 0 where a batch goes with executemany (SQLite, see _insert_many).
-    most: int
-    # The statement by its number of rows (filled as they are first needed).
-    sql: dict[int, str]
-
-    def for_rows(self, count: int) -> str:
-        sql = self.sql.get(count)
-        if sql is None:
-            sql = self.sql[count] = "{} {}{}".format(self.head, ", ".join([self.one] * count), self.suffix)
-        return sql
 
 
 _SQL_CACHE: dict[str, _Statement] = {}
@@ -436,28 +421,17 @@ def _statement(connection: Any) -> _Statement:
         suffix = f" {suffix}" if suffix else ""
     else:
         insert, suffix = "INSERT INTO", ""
-    head = "{} {} ({}) VALUES".format(
+    sql = "{} {} ({}) VALUES ({}){}".format(
         insert,
         quote(AuditEvent._meta.db_table),
         ", ".join(quote(str(f.column)) for f in fields),
+        ", ".join(["%s"] * len(fields)),
+        suffix,
     )
     names = tuple(f.attname for f in fields)
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
     prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
-    limit = connection.features.max_query_params
-    most = max(1, limit // len(fields)) if limit else _MOST_ROWS
-    if connection.vendor == "sqlite":
-        most = 0
-    return _Statement(
-        head,
-        "({})".format(", ".join(["%s"] * len(fields))),
-        suffix,
-        operator.itemgetter(*names),
-        names,
-        prepared,
-        min(most, _MOST_ROWS),
-        {},
-    )
+    return _Statement(sql, operator.itemgetter(*names), names, prepared)
 
 
 def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
@@ -502,37 +476,14 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     return save
 
 
-# The most rows in one statement where the backend sets no lower limit: the batch's
-# statements stay a few hundred kilobytes at most.
-_MOST_ROWS = 1024
-
-
-def _counts(total: int, most: int) -> list[int]:
-    """The rows of each statement for ``total`` rows: ``most`` while that many are left,
-    then powers of two. So a batch is a handful of statements, and the statements of
-    every batch are a dozen texts at most, each built and parsed (and cached by the
-    driver) once, rather than one text per batch length."""
-    counts = []
-    while total >= most:
-        counts.append(most)
-        total -= most
-    while total:
-        count = 1 << (total.bit_length() - 1)
-        counts.append(count)
-        total -= count
-    return counts
-
-
 def _insert_many(rows: list[dict[str, Any]]) -> None:
-    """A batch in a few multi-row INSERTs, in one transaction with the lock on its users.
+    """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    Not ``executemany`` (but on SQLite): the driver runs the statement once per row, and
-    on PostgreSQL each row is one more statement for the server to parse and run; the
-    project's measurements had ``bulk_create``'s multi-row INSERT ahead of it there. On
-    SQLite ``executemany`` stays: Django's cursor turns every ``%s`` of a statement into
-    ``?`` with a regular expression on each execution, which for a multi-row statement
-    cost more instructions a row (about 12,500) than the driver's per-row step saved
-    (about 8,000), and one core gives the GIL no convoy (docs/performance.md).
+    Not one multi-row INSERT per batch (measured, docs/performance.md): it cost the writer's
+    thread more CPU a row than ``executemany``, on SQLite (Django's cursor rewrites every
+    ``%s`` of a statement with a regular expression at each execution) and on PostgreSQL
+    (the client-side binding of every parameter into the statement's text) alike, and the
+    GIL convoy it was meant to avoid does not happen on the one core the bench gives.
 
     Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
     2.5 times as much per row (a model instance per row, then every field of every row
@@ -570,15 +521,7 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
                 values[i] = prepare(values[i])
             params.append(values)
         with connection.cursor() as cursor:
-            if not statement.most:
-                cursor.executemany(statement.for_rows(1), params)
-                return
-            start = 0
-            for count in _counts(len(params), statement.most):
-                cursor.execute(
-                    statement.for_rows(count), [v for values in params[start : start + count] for v in values]
-                )
-                start += count
+            cursor.executemany(statement.sql, params)
 
 
 def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
