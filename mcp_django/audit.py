@@ -40,6 +40,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextvars
+import datetime
+import functools
 import logging
 import operator
 import queue
@@ -59,6 +61,7 @@ from django.db import (
     OperationalError,
     close_old_connections,
     connections,
+    models,
     router,
     transaction,
 )
@@ -395,9 +398,9 @@ class _Statement(NamedTuple):
     # Each row's values in the statement's column order (a row from row_for has them all).
     values: Callable[[dict[str, Any]], tuple[Any, ...]]
     names: tuple[str, ...]
-    # (position, field) of the columns whose values need the backend's own preparation
+    # (position, preparation) of the columns whose values need the backend's own preparation
     # (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
-    prepared: tuple[tuple[int, Any], ...]
+    prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
 
 
 _SQL_CACHE: dict[str, _Statement] = {}
@@ -427,18 +430,66 @@ def _statement(connection: Any) -> _Statement:
     )
     names = tuple(f.attname for f in fields)
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
-    prepared = tuple((i, f) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
+    prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
     return _Statement(sql, operator.itemgetter(*names), names, prepared)
+
+
+def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
+    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes.
+
+    The field's own preparation walks a chain of checks (expressions, lazy strings, naive
+    times, strings to parse) before the backend's adaptation: about a seventh of what the
+    writer spent on a row (docs/performance.md). For the values the writer
+    makes (an aware datetime, a dict, a UUID) each check passes the value through
+    unchanged, so the backend's adaptation is called directly; any other value (a row made
+    elsewhere, a field of another class) takes the field's whole path.
+    """
+    save = functools.partial(field.get_db_prep_save, connection=connection)
+    if type(field) is models.DateTimeField:
+        adapt_time = connection.ops.adapt_datetimefield_value
+
+        def prepare_time(value: Any) -> Any:
+            if type(value) is datetime.datetime and value.utcoffset() is not None:
+                return adapt_time(value)
+            return save(value)
+
+        return prepare_time
+    if type(field) is models.JSONField:
+        # Nearly every row's asks are empty: that one value is adapted once.
+        empty = save({})
+
+        def prepare_json(value: Any) -> Any:
+            if type(value) is dict and not value:
+                return empty
+            return save(value)
+
+        return prepare_json
+    if type(field) is models.UUIDField:
+        native = connection.features.has_native_uuid_field
+
+        def prepare_uuid(value: Any) -> Any:
+            if type(value) is uuid.UUID:
+                return value if native else value.hex
+            return save(value)
+
+        return prepare_uuid
+    return save
 
 
 def _insert_many(rows: list[dict[str, Any]]) -> None:
     """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
+    Not one multi-row INSERT per batch (measured, docs/performance.md): it cost the writer's
+    thread more CPU a row than ``executemany``, on SQLite (Django's cursor rewrites every
+    ``%s`` of a statement with a regular expression at each execution) and on PostgreSQL
+    (the client-side binding of every parameter into the statement's text) alike, and the
+    GIL convoy it was meant to avoid does not happen on the one core the bench gives.
+
     Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
     2.5 times as much per row (a model instance per row, then every field of every row
     prepared again by the compiler), which the writer thread pays for every call. Here the
-    statement is built once, from the model's own fields, and a row's values are taken in
-    one step; only the dates, the JSON and the UUID go through their fields' preparation.
+    statements are built from the model's own fields; a row's values are taken in one
+    step, and only the dates, the JSON and the UUID are prepared for the backend (:func:`_preparer`).
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
@@ -458,7 +509,7 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
                 # Deleted since the request (or being deleted, and now gone): the row keeps
                 # the principal's label, and no key to a user that no longer exists.
                 rows = [{**row, "user_id": None} if row.get("user_id") in users - live else row for row in rows]
-        params = []
+        params: list[list[Any]] = []
         defaults: dict[str, Any] | None = None
         for row in rows:
             try:
@@ -466,8 +517,8 @@ def _insert_many(rows: list[dict[str, Any]]) -> None:
             except KeyError:  # a row made elsewhere, without every column: the model's defaults
                 defaults = defaults or _defaults()
                 values = [row.get(name, defaults.get(name)) for name in statement.names]
-            for i, field in statement.prepared:
-                values[i] = field.get_db_prep_save(values[i], connection)
+            for i, prepare in statement.prepared:
+                values[i] = prepare(values[i])
             params.append(values)
         with connection.cursor() as cursor:
             cursor.executemany(statement.sql, params)

@@ -494,3 +494,69 @@ def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
     partial = by_id["partial"]
     assert partial.method == "tools/list" and partial.asks == {} and partial.target == "" and partial.round is None
     assert partial.created is not None and partial.event_id is None and partial.user_id is None
+
+
+def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
+    event = signals.Event(
+        kind="completed",
+        era=Era.MODERN,
+        transport="http",
+        method="tools/call",
+        target="echo",
+        principal=ANONYMOUS,
+        request_id=request_id,
+        **extra,
+    )
+    return audit.row_for(event, Kind.COMPLETED)
+
+
+def test_a_batch_is_one_executemany_of_its_rows() -> None:
+    """37 rows are one statement run for each row, their values prepared and in order
+    (multi-row statements were measured dearer: docs/performance.md)."""
+    from django.db import connection
+
+    calls: list[tuple[str, int, bool]] = []
+
+    def spy(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        calls.append((sql, len(params or ()), many))
+        return execute(sql, params, many, context)
+
+    batch = [_call_row(f"multi-{i}") for i in range(37)]
+    with connection.execute_wrapper(spy):
+        audit._insert_many(batch)
+    assert [(count, many) for sql, count, many in calls if "INSERT" in sql.upper()] == [(37, True)]
+    stored = AuditEvent.objects.filter(request_id__startswith="multi-").order_by("id")
+    assert [row.request_id for row in stored] == [f"multi-{i}" for i in range(37)]
+    assert [row.event_id for row in stored] == [row["event_id"] for row in batch]
+
+
+def test_the_writers_preparation_is_the_fields_own() -> None:
+    """The writer adapts its own values (an aware time, a dict, a UUID) for the backend without
+    the fields' whole path: what it sends is what ``get_db_prep_save`` sends, for those values
+    and for any other (which take the field's path)."""
+    import datetime
+    import uuid as uuid_module
+
+    from django.db import connection
+    from django.utils import timezone
+
+    statement = audit._statement(connection)
+    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+    samples: dict[str, list[Any]] = {
+        "created": [
+            timezone.now(),
+            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
+            None,
+        ],
+        "asks": [{}, {"k": "elicitation/create"}, {"a\x00b": "sampling/createMessage"}, [], None],
+        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None],
+    }
+    prepared = {fields[i].attname: prepare for i, prepare in statement.prepared}
+    assert set(prepared) == set(samples)
+    for name, values in samples.items():
+        field = AuditEvent._meta.get_field(name)
+        for value in values:
+            mine, theirs = prepared[name](value), field.get_db_prep_save(value, connection)
+            # PostgreSQL's JSON goes as a Jsonb wrapper: compared by what it wraps.
+            assert getattr(mine, "obj", mine) == getattr(theirs, "obj", theirs), (name, value)
+            assert type(mine) is type(theirs), (name, value)
