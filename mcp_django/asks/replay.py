@@ -289,6 +289,12 @@ async def _attempt_async(
             return True, task.result()  # the value, or the handler's error for run() to weigh
         return False, None
     attempt = backend._tracking()
+    if not attempt.branches and task in attempt.parked:
+        # Parked in its first step without starting a task: nothing else can ask in this
+        # round, so the attempt is over without the wait below (a future, a check, a wake).
+        attempt.branches[task] = None
+        backend.close(cancel=True)
+        return False, None
     attempt.start(task)
     assert attempt.woken is not None
     try:
