@@ -1,13 +1,15 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token] [--async | --flow]
+    python bench/profile_call.py [N] [--token] [--async | --flow] [--cpu]
 
 The call is the demo's sync ``echo`` (run in the worker pool), or with ``--async`` its async
 ``reverse`` (run on the event loop), as in ``bench/instructions.py``'s echo and async scenarios.
 
 ``--flow`` replays the three requests of the 2026-07-28 two-ask flow (``bench/run.py``'s
 "3-request flow": the first, then the two retries with their captured ``requestState``),
-N requests in all, in turn. Run from the checkout's root (or anywhere: the root is put on the path). The demo's
+N requests in all, in turn. ``--cpu`` runs the same calls without the profiler and prints the
+CPU time per call of the event loop's thread and of the others (from ``/proc``, Linux), and
+the cyclic collector's passes and their time. Run from the checkout's root (or anywhere: the root is put on the path). The demo's
 database is a fresh SQLite file in a temporary folder, migrated first. SORT and ROWS
 (environment) pick pstats' order and how many rows it prints.
 """
@@ -17,11 +19,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gc
 import json
 import os
 import pstats
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -100,7 +104,36 @@ async def one(app: object, headers: list[tuple[bytes, bytes]], body: bytes = BOD
     return sent[-1]["body"]
 
 
-async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False) -> None:
+def thread_cpu() -> dict[str, float]:
+    """Each thread's CPU time so far (user and system, seconds), by thread id, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        found[stat.parent.name] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+class Collections:
+    """The cyclic collector's passes while installed, and the CPU time they took."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.passes += 1
+            self.seconds += time.thread_time() - self._started
+
+
+async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False, cpu: bool = False) -> None:
     from project.asgi import application
 
     if flow:
@@ -117,13 +150,28 @@ async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False
         requests = [(headers, body)]
     for i in range(201):
         await one(application, *requests[i % len(requests)])
+    collections = Collections()
+    before = thread_cpu() if cpu else {}
+    gc.callbacks.append(collections)
     started = time.perf_counter()
     for i in range(n):
         answer = await one(application, *requests[i % len(requests)])
         # A refused or failed round would profile the error path instead of the flow.
         assert b'"error"' not in answer, answer
+    wall = time.perf_counter() - started
+    gc.callbacks.remove(collections)
     what = "request" if flow else "call"
-    print(f"{(time.perf_counter() - started) / n * 1e6:.0f} µs per {what} (wall, in-process)")
+    print(f"{wall / n * 1e6:.0f} µs per {what} (wall, in-process)")
+    if cpu:
+        after = thread_cpu()
+        loop_id = str(threading.get_native_id())
+        spent = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        loop = spent.pop(loop_id, 0.0)
+        # /proc counts in clock ticks (10 ms): meaningful over a few thousand calls.
+        print(
+            f"CPU per {what}: event loop {loop / n * 1e6:.1f} µs, other threads {sum(spent.values()) / n * 1e6:.1f} µs; "
+            f"the collector: {collections.passes} passes, {collections.seconds / n * 1e6:.1f} µs per {what}"
+        )
 
 
 def run() -> int:
@@ -135,6 +183,11 @@ def run() -> int:
         "--async", dest="async_tool", action="store_true", help="call the async tool (reverse) instead of echo"
     )
     mode.add_argument("--flow", action="store_true", help="replay the 3-request flow's requests, in turn")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="no profiler: CPU time per call by thread (/proc) and the collector's passes",
+    )
     args = parser.parse_args()
     if args.flow and args.token:
         parser.error("--flow replays the flow's own requests, anonymous: it takes no --token")
@@ -153,13 +206,17 @@ def run() -> int:
 
             user, _ = User.objects.get_or_create(username="profile")
             token = Token.objects.get_or_create(user=user)[0].key
-        profile = cProfile.Profile()
-        profile.enable()
-        asyncio.run(main(args.calls, token, "reverse" if args.async_tool else "echo", args.flow))
-        profile.disable()
-        pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
-            int(os.environ.get("ROWS", "45"))
-        )
+        tool = "reverse" if args.async_tool else "echo"
+        if args.cpu:
+            asyncio.run(main(args.calls, token, tool, args.flow, cpu=True))
+        else:
+            profile = cProfile.Profile()
+            profile.enable()
+            asyncio.run(main(args.calls, token, tool, args.flow))
+            profile.disable()
+            pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
+                int(os.environ.get("ROWS", "45"))
+            )
         from mcp_django import audit
 
         audit.flush()  # the calls' audit rows, before their database goes

@@ -10,21 +10,30 @@ token must never verify, so :func:`decode` refuses anything but the spelling
 
 from __future__ import annotations
 
-import base64
+import binascii
 import re
 
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]+")
+# What base64.urlsafe_b64encode and urlsafe_b64decode do around binascii, without their
+# Python-level argument checks: every state a round seals and opens goes through these.
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
 
 
 def encode(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    return binascii.b2a_base64(data, newline=False).translate(_TO_URLSAFE).rstrip(b"=").decode("ascii")
+
+
+def _decode(text: str) -> bytes:
+    # Non-ASCII text raises UnicodeEncodeError, a ValueError, as base64's own decoder does.
+    return binascii.a2b_base64(text.encode("ascii").translate(_FROM_URLSAFE) + b"=" * (-len(text) % 4))
 
 
 def decode(text: str) -> bytes:
     """The bytes ``text`` spells, or ``ValueError`` unless it is their canonical spelling."""
     if not text or len(text) % 4 == 1 or not _ALPHABET.fullmatch(text):
         raise ValueError("not base64url")
-    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = _decode(text)
     if encode(data) != text:
         raise ValueError("not canonical base64url")
     return data
@@ -37,4 +46,4 @@ def decode_verified(text: str) -> bytes:
     spelling: checking that again (:func:`decode`'s pattern and re-encoding, two thirds of
     its cost) could never refuse it. Never for text that no MAC covers.
     """
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return _decode(text)

@@ -109,9 +109,12 @@ def decode_token(token: object) -> bytes:
                 return key.aead.decrypt(sealed[:_NONCE], sealed[_NONCE:], head.encode())
             except Exception:
                 raise StateRefused(Reason.BAD_SIGNATURE) from None
-        mac = base64url.decode(parts[3])
         expected = key.mac(f"{head}.{parts[2]}".encode())
-        if not hmac.compare_digest(mac, expected):
+        # The expected MAC's spelling matches the only spelling encode_token gives it: then the
+        # MAC is right. Otherwise the strict decode says which refusal it is (another spelling
+        # of the right bytes is malformed, as any token part not spelled canonically).
+        if not hmac.compare_digest(parts[3].encode("utf-8", "surrogatepass"), base64url.encode(expected).encode()):
+            base64url.decode(parts[3])
             raise StateRefused(Reason.BAD_SIGNATURE)
         # The MAC covers the payload's text, not its bytes: verified, it is the text we encoded.
         return base64url.decode_verified(parts[2])

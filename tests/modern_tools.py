@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -145,6 +146,23 @@ WORDING = {"text": "Proceed?"}
 async def modtest_stale(ctx: Context) -> str:
     """The question comes from outside the arguments (like data that changed between rounds)."""
     return "yes" if await ctx.confirm(WORDING["text"], key="proceed") else "no"
+
+
+class Marker:
+    """Something an attempt's frame holds: once the attempt is over it must be freed by reference counting."""
+
+
+# Weak references to each attempt's Marker, oldest first.
+markers: list[weakref.ref[Marker]] = []
+
+
+@mcp.tool()
+async def modtest_marked(ctx: Context) -> str:
+    """Holds a Marker in its frame while it waits for an answer."""
+    marker = Marker()
+    markers.append(weakref.ref(marker))
+    await ctx.confirm("Keep going?", key="keep")
+    return "done"
 
 
 @mcp.tool()

@@ -83,6 +83,19 @@ def test_the_profiler_replays_the_flow() -> None:
     assert "(unseal)" in done.stdout and "(seal)" in done.stdout, done.stdout[-3000:]
 
 
+def test_the_profiler_measures_cpu_by_thread() -> None:
+    """``--cpu``: no profiler; each thread's CPU per request and the collector's passes."""
+    done = run("bench/profile_call.py", "6", "--flow", "--cpu")
+    assert done.returncode == 0, done.stderr
+    found = re.search(
+        r"^CPU per request: event loop [\d.]+ µs, other threads [\d.]+ µs; the collector: \d+ passes, [\d.]+ µs per request$",
+        done.stdout,
+        re.M,
+    )
+    assert found, done.stdout
+    assert "Ordered by" not in done.stdout
+
+
 def test_the_profiler_takes_one_mode() -> None:
     done = run("bench/profile_call.py", "5", "--flow", "--async")
     assert done.returncode == 2 and "not allowed with argument" in done.stderr

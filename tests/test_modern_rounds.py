@@ -430,3 +430,64 @@ def test_an_ended_attempt_unwinds(raw: Raw) -> None:
     while tools.runs["cleanup"] == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert tools.runs["cleanup"] == 1
+
+
+def test_an_ended_attempt_leaves_no_cycle(raw: Raw) -> None:
+    """The cancelled attempt is freed as soon as it has unwound, with the collector off.
+
+    Its CancelledError, kept by its task, had a traceback holding the handler's frames,
+    which held that task: a cycle of the whole attempt (ctx, call, request) for the cyclic
+    collector, whose passes then came every few dozen rounds under load.
+    """
+    import gc
+    import time
+
+    tools.markers.clear()
+    gc.collect()
+    gc.disable()
+    try:
+        first_round(raw, "modtest_marked")
+        first_round(raw, "modtest_marked")  # the first attempt has unwound by the time this one ends
+        deadline = time.monotonic() + 5
+        while tools.markers[0]() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert tools.markers[0]() is None, gc.get_referrers(tools.markers[0]())
+    finally:
+        gc.enable()
+
+
+def test_a_sync_handlers_error_leaves_no_cycle() -> None:
+    """What a sync handler raises (InputRequired at an unanswered ask, or its own error)
+    comes back through a future that kept it; its traceback held the frame awaiting that
+    future. Under the worker pool (no host thread) it is freed once handled, collector off."""
+    import asyncio
+    import gc
+    import time
+    import weakref
+
+    from mcp_django.asks import invoke
+    from mcp_django.asks.replay import InputRequired
+
+    def ask(marker: tools.Marker) -> None:
+        raise InputRequired
+
+    async def attempt() -> weakref.ref[tools.Marker]:
+        marker = tools.Marker()
+        ref = weakref.ref(marker)
+        try:
+            await invoke.run_in_thread(ask, marker)
+        except InputRequired:
+            pass
+        del marker
+        return ref
+
+    gc.collect()
+    gc.disable()
+    try:
+        ref = asyncio.run(attempt())
+        deadline = time.monotonic() + 5  # the worker lets go of the job just after handing it back
+        while ref() is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ref() is None, gc.get_referrers(ref())
+    finally:
+        gc.enable()

@@ -97,7 +97,9 @@ class WorkerPool:
                 else:
                     self._idle += 1
             _hand_back(loop, future, result, error)
-            del result, error
+            # Nothing of the job stays with the idle thread (its arguments, an error's traceback
+            # holding the call's frames) until the next job comes.
+            del loop, future, run, result, error
             close_stale()
             if retire:
                 return
@@ -200,7 +202,12 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
-    return await future
+    try:
+        return await future
+    finally:
+        # An error raised here stays in the future, its traceback holding this frame: with
+        # the future in it, a cycle of the whole call the collector alone would free.
+        del future
 
 
 class Runnable(Protocol):
