@@ -153,6 +153,7 @@ class TaskTools(TestCase):
     def test_a_run_lost_between_the_backend_and_its_claim_fails_after_a_lease(self) -> None:
         """A worker killed after the backend marked its job running and before the run took the
         task's lease: the task has no lease to run out, and the backend's job tells."""
+        from django_tasks_db.backend import DatabaseBackend
         from django_tasks_db.models import DBTaskResult
 
         from mcp_django.tasks import runner
@@ -168,13 +169,29 @@ class TaskTools(TestCase):
         MCPTask.objects.filter(pk__in=jobs).update(updated=long_ago)
         DBTaskResult.objects.filter(pk=jobs[lost]).update(status="RUNNING", started_at=long_ago)
         DBTaskResult.objects.filter(pk=jobs[starting]).update(status="RUNNING", started_at=timezone.now())
-        with mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds()):
+        backend = DatabaseBackend.get_result
+        asked: list[str] = []
+
+        def get_result(self: Any, result_id: str) -> Any:
+            asked.append(result_id)
+            return backend(self, result_id)
+
+        with (
+            mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds()),
+            mock.patch.object(DatabaseBackend, "get_result", get_result),
+        ):
             task = client.get_task(lost)
             assert task["status"] == "failed"
             assert task["error"] == {"code": -32603, "message": WORKER_LOST}
             # Waiting in the queue, or started a moment ago: working, however old the task.
-            assert client.get_task(queued)["status"] == "working"
-            assert client.get_task(starting)["status"] == "working"
+            for _ in range(3):
+                assert client.get_task(queued)["status"] == "working"
+                assert client.get_task(starting)["status"] == "working"
+            # The backend is asked once a lease, not at every poll.
+            assert asked == [jobs[lost], jobs[queued], jobs[starting]]
+            MCPTask.objects.filter(pk=starting).update(run_checked=long_ago)
+            DBTaskResult.objects.filter(pk=jobs[starting]).update(started_at=long_ago)
+            assert client.get_task(starting)["status"] == "failed"
         # Its run, should it start after all, finds the task failed and does nothing.
         client.run_task(lost)
         assert MCPTask.objects.get(pk=lost).runs == 0

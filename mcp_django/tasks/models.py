@@ -81,6 +81,10 @@ class MCPTask(models.Model):
     lease_until = models.DateTimeField(_("worker lease until"), null=True, blank=True)
     # The id django.tasks gave the last enqueued run (for operators; the backend's own row).
     job_id = models.CharField(_("job id"), max_length=100, blank=True)
+    # When a poll last asked the backend about that run while nothing had claimed it (a
+    # worker killed between starting the job and the claim leaves no lease): at most once a
+    # lease, so polls of a task waiting in a long queue do not each ask.
+    run_checked = models.DateTimeField(_("unclaimed run last checked"), null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name = _("MCP task")

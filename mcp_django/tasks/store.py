@@ -237,6 +237,8 @@ _POLLED = (
     "ttl_ms",
     "expires",
     "lease_until",
+    "job_id",
+    "run_checked",
 )
 
 
@@ -277,6 +279,8 @@ class Polled:
     ttl_ms: int | None
     expires: Any
     lease_until: Any
+    job_id: str
+    run_checked: Any
 
 
 class _PollQuery:
@@ -382,32 +386,34 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
 
 
 def _run_lost_before_claim(row: Polled, now: Any) -> bool:
-    """Whether the backend started the task's run a lease ago and the run never claimed it.
+    """Whether the backend started the task's run over a lease ago and the run never claimed it.
 
-    A run claims the task (takes its lease) first thing; a worker killed between the
-    backend marking its job running and that claim leaves a task with no lease to run out.
-    Without a lease a task is either waiting in the queue or lost that way, and only the
-    backend can tell which. It is asked only once the task has waited a whole lease since
-    its last change, so a poll of a task that runs, or was just enqueued, pays nothing.
+    A run claims the task (takes its lease) first thing; a worker killed between the backend
+    marking its job running and that claim leaves a task with no lease to run out. Without a
+    lease a task is either waiting in the queue or lost that way, and only the backend can
+    tell which. It is asked once the task has waited a whole lease since its last change, and
+    then at most once a lease (``run_checked``): a poll of a task that runs, was just
+    enqueued or was checked a moment ago reads nothing more than its row.
     """
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    if row.updated is None or row.updated > now - lease:
+    since = now - lease
+    if not row.job_id or row.updated is None or row.updated > since:
+        return False
+    if row.run_checked is not None and row.run_checked > since:
         return False
     from .framework import TaskResultStatus, backend
 
-    job_id = MCPTask.objects.filter(pk=row.pk).values_list("job_id", flat=True).first()
-    if not job_id:
-        return False
+    MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
     try:
         tasks = backend(mcp_settings.TASK_BACKEND)
         if not tasks.supports_get_result:
             return False
-        result = tasks.get_result(job_id)
+        result = tasks.get_result(row.job_id)
     except Exception:  # no such job (purged), or the backend cannot say now: no verdict
         logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
         return False
     started = result.started_at
-    return result.status == TaskResultStatus.RUNNING and started is not None and started < now - lease
+    return result.status == TaskResultStatus.RUNNING and started is not None and started < since
 
 
 def update(
