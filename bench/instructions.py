@@ -136,7 +136,10 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
 async def _child(scenario: str, calls: int, warm_up: int) -> None:
     from bench.profile_call import one
     from mcp_django.transports import http
+    from mcp_django.transports.asgi import freeze_startup_objects
     from project.asgi import application
+
+    freeze_startup_objects()  # as the server's lifespan startup does (GC_FREEZE)
 
     # A call still running 20 ms in starts watching for the client's disconnect (a task).
     # At full speed no call here lasts that long; under valgrind a sync one may, more often

@@ -134,8 +134,10 @@ class Collections:
 
 
 async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False, cpu: bool = False) -> None:
+    from mcp_django.transports.asgi import freeze_startup_objects
     from project.asgi import application
 
+    freeze_startup_objects()  # as the server's lifespan startup does (GC_FREEZE)
     if flow:
         # The same three requests bench/instructions.py counts, captured from one real run.
         from bench.instructions import _requests

@@ -451,6 +451,11 @@ SETTINGS: dict[str, Setting] = {
     "AUDIT": Setting({}, audit),
     # The older spelling of AUDIT["ROUNDS"] (None: not given).
     "AUDIT_ROUNDS": Setting(None, lambda v: None if v is None else boolean(v)),
+    # At the ASGI lifespan's startup, collect once and move every object that exists then
+    # (modules, classes, the registry, settings) out of the cyclic collector's reach with
+    # gc.freeze(): its full passes, which a server under load runs every few hundred
+    # requests, then walk only what requests made, not the whole process.
+    "GC_FREEZE": Setting(True, boolean),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),
@@ -505,6 +510,7 @@ class MCPSettings:
     TASK_POLL_INTERVAL_MS: int
     TASK_BACKEND: str
     TASK_LEASE_SECONDS: float
+    GC_FREEZE: bool
     SESSION_LIFETIME: int
     MAX_SUBSCRIPTIONS: int
     SSE_KEEPALIVE: float
