@@ -510,7 +510,6 @@ class MCPSettings:
     TASK_POLL_INTERVAL_MS: int
     TASK_BACKEND: str
     TASK_LEASE_SECONDS: float
-    GC_FREEZE: bool
     SESSION_LIFETIME: int
     MAX_SUBSCRIPTIONS: int
     SSE_KEEPALIVE: float
@@ -520,6 +519,7 @@ class MCPSettings:
     SESSION_CACHE_TIMEOUT: float
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
+    GC_FREEZE: bool
     ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:
