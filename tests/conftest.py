@@ -216,6 +216,22 @@ class LiveServer:
         self.server.should_exit = True
         self.thread.join(10)
 
+    def wait_idle(self, timeout: float = 2.0) -> bool:
+        """Until no request or websocket of the test is still being served (uvicorn's tasks),
+        for at most ``timeout`` seconds; whether it got there.
+
+        A client may have its answer while the server still finishes the request (a refused
+        websocket upgrade's audit row, a call's cleanup); that work writing while the test's
+        flush truncates the tables is a deadlock on PostgreSQL (the TRUNCATE holds the users'
+        table and wants the audit table the writer holds, the writer's key check the reverse).
+        A stream a test leaves open is not waited for beyond the bound."""
+        deadline = time.monotonic() + timeout
+        while self.server.server_state.tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
 
 @pytest.fixture(scope="session")
 def live_server_instance(django_db_setup: None, django_db_blocker: Any) -> Iterator[LiveServer]:
@@ -245,9 +261,11 @@ def _end_other_sessions() -> None:
 def live_url(live_server_instance: LiveServer, transactional_db: None) -> Iterator[str]:
     """URL of the live /mcp endpoint; the test's database is visible to it."""
     yield live_server_instance.url
-    # No audit row may still be on its way when the database is flushed.
+    # No audit row may still be on its way when the database is flushed: first the requests
+    # still being served end (they may queue rows), then the queued rows are committed.
     from mcp_django import audit
 
+    live_server_instance.wait_idle()
     audit.flush()
 
 
