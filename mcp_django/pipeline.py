@@ -340,13 +340,11 @@ class Pipeline:
         else:
             key = principal_cache.key(headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)
             cached = await principal_cache.get(key) if key is not None else None
-            budget = mcp_settings.AUTH_TIMEOUT
+            waited = 0.0
             if cached is None and key is not None:
                 waiting = time.monotonic()
                 cached = await principal_cache.after_pending(key)
-                # Waiting for another request's authentication counts against this one's
-                # bound: a hung database must not hold it for twice AUTH_TIMEOUT.
-                budget -= time.monotonic() - waiting
+                waited = time.monotonic() - waiting
             if cached is not None:
                 principal = cached
                 if not callable(request):
@@ -354,6 +352,9 @@ class Pipeline:
             else:
                 if callable(request):
                     request = request()
+                # Waiting for another request's authentication counts against this one's
+                # bound: a hung database must not hold it for twice AUTH_TIMEOUT.
+                budget = mcp_settings.AUTH_TIMEOUT - waited
                 try:
                     # Bounded: a hung database (a stopped server does not even let
                     # statement_timeout fire) must not hold the request; the thread

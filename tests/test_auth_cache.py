@@ -389,20 +389,25 @@ def _oauth_token(user: Any, resource: str) -> str:
     return token.token
 
 
-def _bearer_status(url: str, host: str, token: str) -> int:
+def _whoami_post(url: str, host: str, authorization: str) -> Any:
+    """A whoami call to the live server at ``url``, sent as to ``host``; the httpx response."""
     import httpx
 
     params = {"name": "whoami", "arguments": {}, "_meta": _meta()}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     headers = {
         "host": host,
-        "authorization": f"Bearer {token}",
+        "authorization": authorization,
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": "tools/call",
         "mcp-name": "whoami",
     }
-    return httpx.post(url, json=body, headers=headers, timeout=30).status_code
+    return httpx.post(url, json=body, headers=headers, timeout=30)
+
+
+def _bearer_status(url: str, host: str, token: str) -> int:
+    return int(_whoami_post(url, host, f"Bearer {token}").status_code)
 
 
 def test_an_oauth_token_is_served_from_the_cache_only_where_it_was_issued_for(live_url: str) -> None:
@@ -579,19 +584,7 @@ def test_a_wait_for_another_authentication_counts_against_auth_timeout(
 
 
 def _whoami_live(url: str, host: str, token: str) -> tuple[int, str | None]:
-    import httpx
-
-    params = {"name": "whoami", "arguments": {}, "_meta": _meta()}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    headers = {
-        "host": host,
-        "authorization": f"Token {token}",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "whoami",
-    }
-    r = httpx.post(url, json=body, headers=headers, timeout=30)
+    r = _whoami_post(url, host, f"Token {token}")
     if r.status_code != 200:
         return r.status_code, None
     return 200, r.json()["result"]["structuredContent"]["username"]

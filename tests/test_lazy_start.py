@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.test_lazy_views import run_demo
+from tests.test_lazy_views import app_in_the_demo, run_demo
 
 LAZY = ["jsonschema_rs", "cryptography"]
 
@@ -116,16 +116,12 @@ except Exception as exc:
 
 
 def test_a_schema_its_meta_schema_refuses_is_reported_by_check_and_fails_its_calls(tmp_path: Path) -> None:
-    app = tmp_path / "badschema"
-    app.mkdir()
-    (app / "__init__.py").write_text("")
-    (app / "mcp.py").write_text(
-        "from mcp_django import mcp\n"
+    app_in_the_demo(
+        tmp_path,
+        "badschema",
+        mcp="from mcp_django import mcp\n"
         "@mcp.tool(input_schema={'type': 'object', 'properties': {'a': {'type': 'nonsense'}}})\n"
-        "def broken_schema(**arguments): return 'never'\n"
-    )
-    (tmp_path / "badsettings.py").write_text(
-        "from project.conformance.settings import *  # noqa\nINSTALLED_APPS = [*INSTALLED_APPS, 'badschema']\n"
+        "def broken_schema(**arguments): return 'never'\n",
     )
     done = run_demo(tmp_path, BAD_SCHEMA)
     assert done.returncode == 0, done.stderr

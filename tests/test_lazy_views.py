@@ -92,6 +92,19 @@ def run_demo(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def app_in_the_demo(tmp_path: Path, name: str, **modules: str) -> None:
+    """An app ``name`` with ``modules`` (module name -> source) and ``badsettings``: the demo's
+    settings with the app installed, both importable by :func:`run_demo`'s processes."""
+    app = tmp_path / name
+    app.mkdir()
+    (app / "__init__.py").write_text("")
+    for module, source in modules.items():
+        (app / f"{module}.py").write_text(source)
+    (tmp_path / "badsettings.py").write_text(
+        f"from project.conformance.settings import *  # noqa\nINSTALLED_APPS = [*INSTALLED_APPS, {name!r}]\n"
+    )
+
+
 def test_the_demo_serves_the_bench_calls_without_importing_the_shop_views(tmp_path: Path) -> None:
     done = run_demo(tmp_path, DEMO % (HEAVY,))
     assert done.returncode == 0, done.stderr
@@ -136,17 +149,13 @@ def test_the_admin_and_mcp_handlers_show_the_views_registered_by_path(tmp_path: 
 
 
 def test_manage_py_check_reports_a_path_naming_nothing(tmp_path: Path) -> None:
-    app = tmp_path / "badviews"
-    app.mkdir()
-    (app / "__init__.py").write_text("")
-    (app / "views.py").write_text("")
-    (app / "mcp.py").write_text(
-        "from mcp_django import mcp\n"
+    app_in_the_demo(
+        tmp_path,
+        "badviews",
+        views="",
+        mcp="from mcp_django import mcp\n"
         "mcp.register_view('badviews.views.NoSuchViewSet')\n"
-        "mcp.register_view('project.shop.views.OrderViewSet', actions=['refund'], basename='bad')\n"
-    )
-    (tmp_path / "badsettings.py").write_text(
-        "from project.conformance.settings import *  # noqa\nINSTALLED_APPS = [*INSTALLED_APPS, 'badviews']\n"
+        "mcp.register_view('project.shop.views.OrderViewSet', actions=['refund'], basename='bad')\n",
     )
     script = "import django; django.setup()\nfrom django.core.management import call_command\ncall_command('check')\n"
     env_script = "import os; os.environ['DJANGO_SETTINGS_MODULE'] = 'badsettings'\n" + script
