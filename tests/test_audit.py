@@ -470,32 +470,6 @@ def test_flush_without_a_writer_thread_writes_inline() -> None:
     assert [r.kind for r in AuditEvent.objects.all()] == [Kind.ROUND]
 
 
-def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
-    """The writer takes a row_for row's values in one step; a row made elsewhere with only some
-    columns gets the model's defaults for the others (as a model instance would), in the same batch."""
-    full = audit.row_for(
-        signals.Event(
-            kind="completed",
-            era=Era.MODERN,
-            transport="http",
-            method="tools/call",
-            target="echo",
-            principal=ANONYMOUS,
-            request_id="full",
-            asks={"k": "elicitation/create"},
-        )
-    )
-    audit.writer.put(full)
-    audit.writer.put({"kind": "completed", "method": "tools/list", "request_id": "partial"})
-    audit.flush()
-    by_id = {row.request_id: row for row in AuditEvent.objects.filter(request_id__in=["full", "partial"])}
-    assert by_id["full"].asks == {"k": "elicitation/create"} and by_id["full"].event_id == full["event_id"]
-    assert by_id["full"].target == "echo" and by_id["full"].created == full["created"]
-    partial = by_id["partial"]
-    assert partial.method == "tools/list" and partial.asks == {} and partial.target == "" and partial.round is None
-    assert partial.created is not None and partial.event_id is None and partial.user_id is None
-
-
 def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
     event = signals.Event(
         kind="completed",
@@ -508,6 +482,21 @@ def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
         **extra,
     )
     return audit.row_for(event, Kind.COMPLETED)
+
+
+def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
+    """The writer takes a row_for row's values in one step; a row made elsewhere with only some
+    columns gets the model's defaults for the others (as a model instance would), in the same batch."""
+    full = _call_row("full", asks={"k": "elicitation/create"})
+    audit.writer.put(full)
+    audit.writer.put({"kind": "completed", "method": "tools/list", "request_id": "partial"})
+    audit.flush()
+    by_id = {row.request_id: row for row in AuditEvent.objects.filter(request_id__in=["full", "partial"])}
+    assert by_id["full"].asks == {"k": "elicitation/create"} and by_id["full"].event_id == full["event_id"]
+    assert by_id["full"].target == "echo" and by_id["full"].created == full["created"]
+    partial = by_id["partial"]
+    assert partial.method == "tools/list" and partial.asks == {} and partial.target == "" and partial.round is None
+    assert partial.created is not None and partial.event_id is None and partial.user_id is None
 
 
 def test_a_batch_is_one_executemany_of_its_rows() -> None:
