@@ -391,6 +391,9 @@ class PrincipalCache:
         bumped it already (receivers bump at the change and again at its commit).
         """
         ttl = mcp_settings.AUTH_CACHE_SECONDS
+        # The entry's clock is read first: a thread paused between the two readings then
+        # shortens the entry instead of stretching it past the credential's expiry.
+        now = time.monotonic()
         expires = getattr(principal.auth, "expires", None)
         if isinstance(expires, datetime.datetime):
             # An expiring credential (an OAuth access token) is not remembered past its expiry.
@@ -405,7 +408,7 @@ class PrincipalCache:
             return
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
-        self._entries[key] = (time.monotonic() + ttl, principal.user, principal.auth, vkey, version, principal.label)
+        self._entries[key] = (now + ttl, principal.user, principal.auth, vkey, version, principal.label)
 
     def clear(self, *args: Any, **kwargs: Any) -> None:
         self._entries.clear()

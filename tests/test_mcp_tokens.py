@@ -148,6 +148,34 @@ def test_a_cached_token_is_not_served_past_its_expiry(raw: Raw) -> None:
 
 
 @pytest.mark.django_db
+def test_a_pause_while_remembering_a_token_shortens_its_entry(raw: Raw, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The thread that remembers the token is paused between reading the wall clock (for the
+    # token's expiry) and the entry's clock: the entry must not end later than the token.
+    import time
+
+    from mcp_django import auth_cache
+
+    class PausedClock:
+        @staticmethod
+        def now() -> datetime.datetime:
+            moment = timezone.now()
+            time.sleep(0.3)
+            return moment
+
+    token, text = _issue("ivy", expires=timezone.now() + datetime.timedelta(seconds=30))
+    assert token.expires is not None
+    with mcp_settings(AUTH_CACHE_SECONDS=300):
+        principal_cache.clear()
+        monkeypatch.setattr(auth_cache, "timezone", PausedClock)
+        assert whoami(raw, text).status_code == 200
+        monkeypatch.undo()
+        (entry,) = principal_cache._entries.values()
+        token_left = (token.expires - timezone.now()).total_seconds()
+        entry_left = entry[0] - time.monotonic()  # read second: it can only be less
+        assert entry_left <= token_left, (entry_left, token_left)
+
+
+@pytest.mark.django_db
 def test_an_inactive_users_token_is_refused(raw: Raw) -> None:
     token, text = _issue("fin")
     token.user.is_active = False
