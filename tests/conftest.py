@@ -78,11 +78,23 @@ TIMED_TESTS = {
 }
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # `--dist loadfile` (the Makefile's), with the long modules of tests/scheduling.py handed out first, test by test.
+    if config.getoption("dist") != "loadfile":
+        return None
+    from tests.scheduling import SpreadFirstScheduling
+
+    return SpreadFirstScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from pathlib import Path
 
     here = Path(__file__).parent
-    for name in SERVER_TESTS | ONCE_TESTS | TIMED_TESTS:  # a renamed file or test must not silently leave the sets
+    from tests.scheduling import SPREAD_MODULES
+
+    # A renamed file or test must not silently leave the sets.
+    for name in SERVER_TESTS | ONCE_TESTS | TIMED_TESTS | SPREAD_MODULES:
         module, _, test = name.partition("::")
         source = here / module
         assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"{name}?"
