@@ -77,7 +77,8 @@ run: venv
 # (tests/run_names.py). TEST_DB names the test database instead (empty: a name per run).
 # Each leg runs in TEST_WORKERS processes (pytest-xdist; 0: in pytest's own), a test module per
 # worker at a time (--dist loadfile: a module's fixtures that start servers, nginx or PostgreSQL
-# clusters start once). Most of the PostgreSQL leg's time is waiting (servers starting, clients,
+# clusters start once; the fuzz test's shards and the long lazy-import tests go one by one, first:
+# tests/scheduling.py). Most of the PostgreSQL leg's time is waiting (servers starting, clients,
 # timeouts the fault tests provoke: 210 s of CPU in a 1,060 s run on a busy 2-core machine), so
 # even 2 cores overlap 4 workers well (342 s there, the next run). Each worker is a run of its
 # own for tests/run_names.py: its own test database, databases and Redis prefixes. The timed

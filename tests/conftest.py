@@ -63,6 +63,11 @@ ONCE_TESTS = {
     "test_tracing.py::test_without_opentelemetry_nothing_is_imported",
     "test_tracing.py::test_with_the_api_but_no_provider_a_call_makes_no_span",
     "test_tracing.py::test_the_docs_example_runs_as_written",
+    # The demo started as the bench starts it, on a SQLite file of its own, in every leg.
+    "test_lazy_start.py",
+    "test_lazy_views.py::test_the_demo_serves_the_bench_calls_without_importing_the_shop_views",
+    "test_lazy_views.py::test_the_admin_and_mcp_handlers_show_the_views_registered_by_path",
+    "test_lazy_views.py::test_manage_py_check_reports_a_path_naming_nothing",
 }
 
 # Tests that hold a wall-clock bound of about a second (an outage is answered within one, the
@@ -103,7 +108,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         test = f"{module}::{getattr(item, 'originalname', item.name)}"
         if module in SERVER_TESTS or test in SERVER_TESTS:
             item.add_marker(pytest.mark.servers)
-        if test in ONCE_TESTS:
+        if module in ONCE_TESTS or test in ONCE_TESTS:
             item.add_marker(pytest.mark.once)
         if module in TIMED_TESTS or test in TIMED_TESTS:
             item.add_marker(pytest.mark.timed)
