@@ -123,6 +123,51 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shared_services.forget_run_keys()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's (pytest_django.fixtures.django_db_setup, the same steps), but under xdist,
+    with the suite's usual options, each worker's database is a copy of one the leg migrates
+    once (tests/worker_databases.py)."""
+    from django.test.utils import setup_databases, teardown_databases
+    from pytest_django.fixtures import _disable_migrations, _get_databases_for_setup
+
+    from tests import worker_databases
+
+    verbosity = request.config.option.verbose
+    keepdb = django_db_keepdb and not django_db_createdb
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    copied = django_db_use_migrations and not keepdb and worker_databases.applies(aliases, serialized_aliases)
+    if not django_db_use_migrations:
+        _disable_migrations()
+    with django_db_blocker.unblock():
+        if copied:
+            databases = worker_databases.set_up(verbosity)
+        else:
+            databases = setup_databases(
+                verbosity=verbosity,
+                interactive=False,
+                aliases=aliases,
+                serialized_aliases=serialized_aliases,
+                keepdb=keepdb,
+            )
+    yield
+    if keepdb:
+        return
+    with django_db_blocker.unblock():
+        if copied:
+            worker_databases.tear_down(databases, verbosity)
+        else:
+            teardown_databases(databases, verbosity=verbosity)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
