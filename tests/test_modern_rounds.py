@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import httpx
@@ -456,7 +457,13 @@ def test_an_ended_attempts_awaited_cleanup_runs_after_the_answer(raw: Raw) -> No
     assert tools.runs["async cleanup"] == 1
 
 
-@pytest.mark.parametrize("factory", ["asyncio", "eager"])
+@pytest.mark.parametrize(
+    "factory",
+    [
+        "asyncio",
+        pytest.param("eager", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks: Python 3.12+")),
+    ],
+)
 def test_gathered_asks_share_a_round_whatever_the_hosts_task_factory(raw: Raw, factory: str) -> None:
     """A host's eager task factory runs a branch's first step before the attempt adopts it:
     that branch's ask must park like any branch's, not end the attempt as the handler's own would."""
