@@ -30,6 +30,11 @@ from .conf import mcp_settings
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+try:
+    from _hashlib import hmac_new as _hmac_new
+except ImportError:  # pragma: no cover - a Python built without OpenSSL's hashlib
+    _hmac_new = None  # type: ignore[assignment]
+
 # The salted HMAC's salt: a value signed by django.core.signing (or anything else keyed on
 # SECRET_KEY under another salt) can never pass for one of ours, nor the reverse.
 SECRET_KEY_SALT = "mcp_django.keyring.default"
@@ -63,12 +68,15 @@ def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
     costs a copy of that state and the message's own hashing. ``hmac.new`` per message
     redoes the key schedule every time: about two thirds of a short token's MAC.
     """
-    prepared = hmac.new(key, digestmod=hashlib.sha256)
+    # OpenSSL's HMAC object itself when there is one: the standard library's ``hmac.HMAC`` wraps
+    # it in Python, three more Python calls (copy, update, digest) on every message.
+    prepared: Any = hmac.new(key, digestmod=hashlib.sha256) if _hmac_new is None else _hmac_new(key, digestmod="sha256")
 
     def mac(message: bytes) -> bytes:
         one = prepared.copy()  # the prepared state is never updated: safe from any thread
         one.update(message)
-        return one.digest()
+        digest: bytes = one.digest()
+        return digest
 
     return mac
 
@@ -137,6 +145,11 @@ def keyring() -> KeyRing:
     is unset, ``SECRET_KEY`` or ``SECRET_KEY_FALLBACKS`` changes)."""
     global _ring_cache
     configured = mcp_settings.REQUEST_STATE_KEY
+    cached = _ring_cache
+    if configured and cached is not None and cached[0][0] is configured:
+        # The setting's value as mcp_settings keeps it until MCP_DJANGO changes: several
+        # calls a round (sealing, verifying, the principal's digests), none rebuilding the source.
+        return cached[1]
     fallbacks = () if configured else tuple(settings.SECRET_KEY_FALLBACKS)
     source = (configured, None if configured else settings.SECRET_KEY, fallbacks)
     if _ring_cache is None or _ring_cache[0] != source:

@@ -173,3 +173,35 @@ async def modtest_cleanup(ctx: Context) -> str:
     finally:
         runs["cleanup"] += 1
     return "done"
+
+
+@mcp.tool()
+async def modtest_asks_while_unwinding(ctx: Context) -> str:
+    """Catches the end of its attempt at the first ask and asks again: that ask is too late."""
+    try:
+        await ctx.confirm("First?", key="first")
+    except asyncio.CancelledError:
+        try:
+            await ctx.confirm("Late?", key="late")
+        except RuntimeError:
+            runs["late ask refused"] += 1
+        raise
+    return "done"
+
+
+@mcp.tool()
+async def modtest_async_cleanup(ctx: Context) -> str:
+    """Its cleanup awaits something after the attempt ended at its first ask."""
+    try:
+        await ctx.confirm("Keep going?", key="keep")
+    finally:
+        await asyncio.sleep(0.01)
+        runs["async cleanup"] += 1
+    return "done"
+
+
+@mcp.tool()
+async def modtest_gather_two(ctx: Context) -> str:
+    """Two asks in one round through asyncio.gather (tasks the host's factory may start eagerly)."""
+    first, second = await asyncio.gather(ctx.confirm("One?", key="one"), ctx.confirm("Two?", key="two"))
+    return f"{first}-{second}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import httpx
@@ -421,7 +422,7 @@ def test_meta_progress_token_with_rounds(raw: Raw) -> None:
 
 
 def test_an_ended_attempt_unwinds(raw: Raw) -> None:
-    """The attempt is cancelled after the answer has gone: its cleanup still runs."""
+    """The attempt ends at its unanswered ask: its cleanup still runs."""
     import time
 
     tools.runs["cleanup"] = 0
@@ -430,6 +431,64 @@ def test_an_ended_attempt_unwinds(raw: Raw) -> None:
     while tools.runs["cleanup"] == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert tools.runs["cleanup"] == 1
+
+
+def test_an_ask_made_while_an_ended_attempt_unwinds_is_refused_and_not_sent(raw: Raw) -> None:
+    """The attempt ends at the first step's unanswered ask; an ask in its unwinding joins no round."""
+    tools.runs["late ask refused"] = 0
+    first = first_round(raw, "modtest_asks_while_unwinding")
+    assert list(first["inputRequests"]) == ["first"]
+    assert tools.runs["late ask refused"] == 1
+    done = result(
+        raw.call("modtest_asks_while_unwinding", inputResponses={"first": ACCEPT}, requestState=first["requestState"])
+    )
+    assert done["content"][0]["text"] == "done"
+
+
+def test_an_ended_attempts_awaited_cleanup_runs_after_the_answer(raw: Raw) -> None:
+    import time
+
+    tools.runs["async cleanup"] = 0
+    first = first_round(raw, "modtest_async_cleanup")
+    assert list(first["inputRequests"]) == ["keep"]
+    deadline = time.monotonic() + 5
+    while tools.runs["async cleanup"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tools.runs["async cleanup"] == 1
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        "asyncio",
+        pytest.param("eager", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks: Python 3.12+")),
+    ],
+)
+def test_gathered_asks_share_a_round_whatever_the_hosts_task_factory(raw: Raw, factory: str) -> None:
+    """A host's eager task factory runs a branch's first step before the attempt adopts it:
+    that branch's ask must park like any branch's, not end the attempt as the handler's own would."""
+    import asyncio
+
+    from mcp_django.inprocess import threads
+
+    loop = threads.event_loop()
+
+    async def set_factory(value: Any) -> Any:
+        previous = loop.get_task_factory()
+        loop.set_task_factory(value)
+        return previous
+
+    previous = asyncio.run_coroutine_threadsafe(
+        set_factory(asyncio.eager_task_factory if factory == "eager" else None), loop
+    ).result(10)
+    try:
+        first = first_round(raw, "modtest_gather_two")
+        assert sorted(first["inputRequests"]) == ["one", "two"]
+        answers = {"one": ACCEPT, "two": ACCEPT}
+        done = result(raw.call("modtest_gather_two", inputResponses=answers, requestState=first["requestState"]))
+        assert done["content"][0]["text"] == "True-True"
+    finally:
+        asyncio.run_coroutine_threadsafe(set_factory(previous), loop).result(10)
 
 
 def test_an_ended_attempt_leaves_no_cycle(raw: Raw) -> None:

@@ -151,6 +151,8 @@ class ReplayBackend:
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
         self.closed = False
+        # The handler's own coroutine while its first step runs eagerly (see resolve()).
+        self.first_step: Any = None
         self._default_keys: dict[str, int] = {}
 
     def _tracking(self) -> Attempt:
@@ -187,7 +189,9 @@ class ReplayBackend:
             return True, record["a"]
         return False, None
 
-    def _lookup(self, asks: Sequence[Ask]) -> tuple[list[Any], bool]:
+    def _lookup(self, asks: Sequence[Ask], *, record: bool = True) -> tuple[list[Any], bool]:
+        """The answers known to ``asks``, and whether one is missing. ``record``: the asks
+        belong to this attempt's round (unanswered ones become pending, answered ones are carried)."""
         values: list[Any] = []
         missing = False
         lacking: list[str] = []
@@ -200,25 +204,30 @@ class ReplayBackend:
                     values.append(ask.parse(key, raw))
                 except ContentInvalid as exc:
                     # A form filled in wrongly: the same key is asked again, saying what was wrong.
-                    self.pending[key] = ask.again(exc.problem)
+                    if record:
+                        self.pending[key] = ask.again(exc.problem)
                     values.append(None)
                     missing = True
                     continue
                 except MCPError as exc:
-                    self.error = exc
+                    if record:
+                        self.error = exc
                     raise
-                self.used[key] = {"q": ask.digest, "a": raw}
+                if record:
+                    self.used[key] = {"q": ask.digest, "a": raw}
                 continue
             if not self.call.capabilities.supports(ask.capability):
                 lacking.append(ask.capability)
                 continue
-            self.pending[key] = ask
+            if record:
+                self.pending[key] = ask
             values.append(None)
             missing = True
         if lacking:
             # Raised in the handler, which may catch it and do without; if it escapes,
             # the request fails with -32021 naming every capability the attempt lacked.
-            self.missing.extend(lacking)
+            if record:
+                self.missing.extend(lacking)
             raise MissingCapability(lacking)
         return values, missing
 
@@ -229,10 +238,21 @@ class ReplayBackend:
         return values
 
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
-        values, missing = self._lookup(asks)
+        # Once the attempt is over (an ask in the handler's unwinding, or in a task it left
+        # running), nothing asked joins its round: what was sealed is what it asked before.
+        values, missing = self._lookup(asks, record=not self.closed)
         if missing:
             if self.closed:
                 raise RuntimeError("this request is over: an ask made after it can no longer be answered")
+            if self.attempt is None and self.first_step is not None:
+                task = asyncio.current_task()
+                if task is not None and task.get_coro() is self.first_step:
+                    # The handler's own first step, and no task started: nothing else can ask in
+                    # this round. The attempt ends here, cancelled at this ask as the parked
+                    # branch would be, without the parking, the cancel's loop turn and the done
+                    # callback that then drops the error's traceback (_attempt_async does).
+                    self.closed = True
+                    raise asyncio.CancelledError
             attempt = self._tracking()
             attempt.park(asyncio.current_task())
             # Parked until the engine ends the attempt (it cancels this task).
@@ -281,20 +301,27 @@ async def _attempt_async(
     handler: Handler, arguments: dict[str, Any], ctx: Any, backend: ReplayBackend
 ) -> tuple[bool, Any]:
     """Run an async handler once; (True, value) when it finished, (False, None) when asks are pending."""
-    task = start_task(scoped(invoke(handler, handler.kwargs(arguments, ctx), ctx)))
+    main = scoped(invoke(handler, handler.kwargs(arguments, ctx), ctx))
+    # Python 3.12+ runs the first step inside start_task(): an unanswered ask there, before
+    # the handler started any task, ends the attempt at once (ReplayBackend.resolve).
+    backend.first_step = main
+    try:
+        task = start_task(main)
+    finally:
+        backend.first_step = None
     if task.done():
         # Finished eagerly, without waiting on anything: nothing else can ask.
         backend.close(cancel=bool(backend.pending))
         if not backend.pending or (not task.cancelled() and task.exception() is not None):
             return True, task.result()  # the value, or the handler's error for run() to weigh
+        _retrieve(task)
+        return False, None
+    if backend.closed:
+        # Ended at its first step's ask, it caught the CancelledError and awaits something
+        # (a cleanup): it unwinds after the answer has gone, as a cancelled branch does.
+        task.add_done_callback(_retrieve)
         return False, None
     attempt = backend._tracking()
-    if not attempt.branches and task in attempt.parked:
-        # Parked in its first step without starting a task: nothing else can ask in this
-        # round, so the attempt is over without the wait below (a future, a check, a wake).
-        attempt.branches[task] = None
-        backend.close(cancel=True)
-        return False, None
     attempt.start(task)
     assert attempt.woken is not None
     try:
