@@ -30,11 +30,6 @@ from .conf import mcp_settings
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-try:
-    from _hashlib import hmac_new as _hmac_new
-except ImportError:  # pragma: no cover - a Python built without OpenSSL's hashlib
-    _hmac_new = None  # type: ignore[assignment]
-
 # The salted HMAC's salt: a value signed by django.core.signing (or anything else keyed on
 # SECRET_KEY under another salt) can never pass for one of ours, nor the reverse.
 SECRET_KEY_SALT = "mcp_django.keyring.default"
@@ -68,15 +63,12 @@ def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
     costs a copy of that state and the message's own hashing. ``hmac.new`` per message
     redoes the key schedule every time: about two thirds of a short token's MAC.
     """
-    # OpenSSL's HMAC object itself when there is one: the standard library's ``hmac.HMAC`` wraps
-    # it in Python, three more Python calls (copy, update, digest) on every message.
-    prepared: Any = hmac.new(key, digestmod=hashlib.sha256) if _hmac_new is None else _hmac_new(key, digestmod="sha256")
+    prepared = hmac.new(key, digestmod=hashlib.sha256)
 
     def mac(message: bytes) -> bytes:
         one = prepared.copy()  # the prepared state is never updated: safe from any thread
         one.update(message)
-        digest: bytes = one.digest()
-        return digest
+        return one.digest()
 
     return mac
 
