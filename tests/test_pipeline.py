@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import gc
+import inspect
 import weakref
 from dataclasses import fields
 from functools import partial
@@ -290,3 +291,12 @@ def test_the_asgi_request_carries_each_value_in_its_own_field() -> None:
         "/root /mcp",
     )
     assert callable(req.request_factory) and req.built is None
+
+
+def test_the_engines_per_call_objects_keep_the_order_their_builders_pass() -> None:
+    # The request-state boundary builds Prior, and the replay engine its backend and Outcome,
+    # positionally on every call: a reordered field would take another's value.
+    assert [f.name for f in fields(replay.Prior)] == ["answers", "asked", "state", "round", "responses"]
+    assert fields(replay.Outcome)[0].name == "value"
+    parameters = list(inspect.signature(replay.ReplayBackend.__init__).parameters)
+    assert parameters == ["self", "call", "known", "asked", "responses"]
