@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import asyncio
 import gc
+import inspect
 import weakref
+from dataclasses import fields
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,24 @@ from typing import Any
 import mcp_django
 from mcp_django import pipeline
 from mcp_django.asks import live, replay
-from mcp_django.auth import AuthenticationFailed
+from mcp_django.asks.call import Call
+from mcp_django.auth import ANONYMOUS, AuthenticationFailed
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
 from mcp_django.protocol.dispatch import MODERN_METHODS
 from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MCPError, Unavailable
-from mcp_django.protocol.revisions import Era
+from mcp_django.protocol.revisions import (
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_VERSION,
+    ClientCapabilities,
+    Era,
+    read_meta,
+)
 from mcp_django.registry import Registry
+from mcp_django.signals import Event
+from mcp_django.transports.asgi import MCPApplication
+from mcp_django.transports.http_io import HttpIn, HttpOut
 from mcp_django.transports.legacy_http import endpoint_for
 
 PACKAGE = Path(mcp_django.__file__).parent
@@ -161,3 +175,128 @@ def test_a_signals_receivers_are_found_anew_after_any_change() -> None:
     gc.collect()
     send("tool")
     assert heard == ["first tool", "first tool", "second tool", "first prompt", "second prompt", "second tool"]
+
+
+def test_a_call_and_its_events_carry_each_value_in_its_own_field() -> None:
+    # Call.modern, Call.event and read_meta build their objects positionally (matching a
+    # keyword per field cost every request more than the rest of each construction): each
+    # value must still land in the field it names, whatever order the fields are declared in.
+    caps: dict[str, Any] = {"elicitation": {}}
+    info = {"name": "c", "version": "1"}
+    params = {
+        "name": "t",
+        "_meta": {META_VERSION: "2026-07-28", META_CAPABILITIES: caps, META_CLIENT_INFO: info, META_LOG_LEVEL: "info"},
+    }
+    meta = read_meta(params)
+    assert (meta.version, meta.capabilities.raw, meta.client_info, meta.log_level) == ("2026-07-28", caps, info, "info")
+    factory, notify, http = object(), object(), object()
+    call = Call.modern(
+        {"method": "tools/call", "params": params, "id": 7},
+        meta,
+        transport="http",
+        principal=ANONYMOUS,
+        client_address="10.0.0.1",
+        request_factory=factory,  # type: ignore[arg-type]
+        notify=notify,  # type: ignore[arg-type]
+        http=http,
+    )
+    named = Call(
+        method="tools/call",
+        params=params,
+        request_id=7,
+        version="2026-07-28",
+        era=Era.MODERN,
+        transport="http",
+        capabilities=meta.capabilities,
+        principal=ANONYMOUS,
+        client_info=info,
+        client_address="10.0.0.1",
+        notify=notify,  # type: ignore[arg-type]
+        log_level="info",
+        request_factory=factory,  # type: ignore[arg-type]
+        http=http,
+        started=call.started,
+    )
+    for field in fields(Call):
+        assert getattr(call, field.name) == getattr(named, field.name), field.name
+    assert isinstance(call.capabilities, ClientCapabilities)
+
+    event = call.event(
+        "round", since=call.started - 1, round=3, asks={"k": "elicitation/create"}, reason="r", outcome="o"
+    )
+    expected = Event(
+        kind="round",
+        era=Era.MODERN,
+        transport="http",
+        method="tools/call",
+        target="t",
+        principal=ANONYMOUS,
+        request_id=7,
+        client_address="10.0.0.1",
+        version="2026-07-28",
+        round=3,
+        asks={"k": "elicitation/create"},
+        reason="r",
+        outcome="o",
+        duration_ms=event.duration_ms,
+        endpoint="default",
+    )
+    assert event == expected and event.duration_ms is not None and event.duration_ms >= 1000
+    plain = call.event("completed")
+    assert (plain.round, plain.asks, plain.reason, plain.outcome) == (None, {}, "", "")
+    assert plain.asks is not call.event("completed").asks  # each event's own dict
+
+
+def test_the_asgi_request_carries_each_value_in_its_own_field() -> None:
+    # MCPApplication builds its HttpIn positionally too.
+    seen: list[HttpIn] = []
+
+    class Endpoint:
+        async def handle(self, req: HttpIn, disconnected: Any) -> HttpOut:
+            seen.append(req)
+            return HttpOut(204)
+
+    app = MCPApplication(Registry())
+    app._endpoint = Endpoint()  # type: ignore[assignment]
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "scheme": "https",
+        "root_path": "/root",
+        "path": "/mcp",
+        "headers": [(b"host", b"example.com"), (b"content-length", b"2")],
+        "client": ("10.0.0.2", 1234),
+    }
+    messages = [{"type": "http.request", "body": b"{}", "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    asyncio.run(app(scope, receive, send))
+    (req,) = seen
+    assert (req.method, req.headers, req.body, req.client_address) == (
+        "POST",
+        {"host": "example.com", "content-length": "2"},
+        b"{}",
+        "10.0.0.2",
+    )
+    assert (req.transport, req.can_stream, req.too_large, req.scheme, req.endpoint) == (
+        "http",
+        True,
+        False,
+        "https",
+        "/root /mcp",
+    )
+    assert callable(req.request_factory) and req.built is None
+
+
+def test_the_engines_per_call_objects_keep_the_order_their_builders_pass() -> None:
+    # The request-state boundary builds Prior, and the replay engine its backend and Outcome,
+    # positionally on every call: a reordered field would take another's value.
+    assert [f.name for f in fields(replay.Prior)] == ["answers", "asked", "state", "round", "responses"]
+    assert fields(replay.Outcome)[0].name == "value"
+    parameters = list(inspect.signature(replay.ReplayBackend.__init__).parameters)
+    assert parameters == ["self", "call", "known", "asked", "responses"]

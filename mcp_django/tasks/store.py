@@ -242,18 +242,60 @@ _POLLED = (
 )
 
 
+# The JSON columns. A task's status answers with at most one of them (:func:`detailed`), so a
+# poll decodes each only when it is read, not all three on every poll.
+_READ_DECODED = ("result", "error", "input_requests")
+
+
 class Polled:
     """What a poll reads of a task: the columns of ``_POLLED``, read-only.
 
     Not a model instance: ``Model.from_db`` for a row cost a poll more than its query.
-    :func:`envelope` and :func:`detailed` take either.
+    :func:`envelope` and :func:`detailed` take either. The JSON columns keep what the
+    database sent until they are read (``decode``: the ORM's converters for them).
     """
 
-    __slots__ = _POLLED
+    __slots__ = (*(name for name in _POLLED if name not in _READ_DECODED), "_json", "_decode")
 
-    def __init__(self, values: Any) -> None:
-        for name, value in zip(_POLLED, values, strict=True):
-            object.__setattr__(self, name, value)
+    def __init__(self, values: Any, decode: Callable[[int, Any], Any] | None = None) -> None:
+        # Unpacked in _POLLED's order, in one step: a setattr per column cost more than the rest.
+        (
+            self.id,
+            self.tool,
+            self.endpoint,
+            self.status,
+            self.status_message,
+            result,
+            error,
+            input_requests,
+            self.principal,
+            self.principal_digest,
+            self.created,
+            self.updated,
+            self.ttl_ms,
+            self.expires,
+            self.lease_until,
+            self.job_id,
+            self.run_checked,
+        ) = values
+        self._json = (result, error, input_requests)
+        self._decode = decode
+
+    def _read(self, index: int) -> Any:
+        value = self._json[index]
+        return value if self._decode is None else self._decode(index, value)
+
+    @property
+    def result(self) -> Any:
+        return self._read(0)
+
+    @property
+    def error(self) -> Any:
+        return self._read(1)
+
+    @property
+    def input_requests(self) -> Any:
+        return self._read(2)
 
     @property
     def pk(self) -> str:
@@ -269,9 +311,6 @@ class Polled:
     endpoint: str
     status: str
     status_message: str
-    result: Any
-    error: Any
-    input_requests: dict[str, Any]
     principal: str
     principal_digest: str
     created: Any
@@ -299,15 +338,40 @@ class _PollQuery:
         queryset = MCPTask.objects.using(alias).only(*_POLLED).filter(pk="").order_by()
         compiler = queryset.query.get_compiler(alias)
         sql, params = compiler.as_sql()
-        self.compiler = compiler
         self.sql: str | None = None
+        self.eager: list[tuple[int, Any, Any]] = []
+        self.json: list[Any] = []
         if list(params) == [""] and [column[0].target.attname for column in compiler.select] == list(_POLLED):
             self.sql = sql
             fields = [column[0] for column in compiler.select[: compiler.col_count]]
-            self.converters = compiler.get_converters(fields)
+            converters = compiler.get_converters(fields)
+            # The other columns' converters run on every poll; a JSON column's when it is read.
+            self.eager = [(pos, *pair) for pos, pair in converters.items() if _POLLED[pos] not in _READ_DECODED]
+            self.json = [converters.get(_POLLED.index(name)) for name in _READ_DECODED]
             vendor = self.connection.vendor
             # The DB-API's own placeholder: sqlite3 takes "?", the others Django supports "%s".
             self.native = sql.replace("%s", "?") if vendor == "sqlite" and "%" not in sql.replace("%s", "") else None
+
+    def decode(self, index: int, value: Any) -> Any:
+        """The value of the ``index``-th of ``_READ_DECODED`` as the ORM gives it."""
+        found = self.json[index]
+        if found is not None:
+            converters, expression = found
+            for converter in converters:
+                value = converter(value, expression, self.connection)
+        return value
+
+    def row(self, values: Any) -> Polled:
+        """A row the DB-API returned, through the compiler's converters as the ORM's own would
+        (``SQLCompiler.apply_converters``), the JSON columns' when they are read."""
+        row = list(values)
+        connection = self.connection
+        for pos, converters, expression in self.eager:
+            value = row[pos]
+            for converter in converters:
+                value = converter(value, expression, connection)
+            row[pos] = value
+        return Polled(row, self.decode if any(self.json) else None)
 
     def rows(self, task_id: str) -> Any:
         connection = self.connection
@@ -352,9 +416,7 @@ def _polled(task_id: str) -> Polled | None:
         return None if row is None else Polled([getattr(row, name) for name in _POLLED])
     if not rows:
         return None
-    if query.converters:
-        rows = query.compiler.apply_converters(rows, query.converters)
-    return Polled(next(iter(rows)))
+    return query.row(rows[0])
 
 
 def find(task_id: Any, principal: Principal, registry: str) -> Polled:
