@@ -34,7 +34,6 @@ import msgspec
 from django.core.signals import setting_changed
 
 from . import base64url, protected_resource
-from .auth_cache import url_header_values
 from .conf import EndpointSettings, mcp_settings
 from .keyring import keyring, principal_matches
 from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
@@ -258,6 +257,8 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return resource.rstrip("/")
     if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
+    from .auth_cache import url_header_values
+
     key = (endpoint.name, http.scheme, http.endpoint, *url_header_values(http.headers))
     found = _audiences.get(key)
     if found is None:
