@@ -364,6 +364,11 @@ def test_with_resource_url_a_round_builds_no_django_request(
         original(self, scope, body_file)
 
     monkeypatch.setattr(ASGIRequest, "__init__", counting)
+    # Untraced, whatever tracer provider an earlier test of this process set: a span reads the
+    # caller's trace context from the request's headers, which builds Django's request.
+    from mcp_django import tracing
+
+    monkeypatch.setattr(tracing, "_configured", lambda: False)
     with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": "https://one.example/mcp/"}):
         state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
         assert request_state.decode_claims(request_state.decode_token(state)).audience == "https://one.example/mcp"
