@@ -202,8 +202,9 @@ def deployment() -> Any:
             "MCP_ALLOW_ANONYMOUS": "0",
             "DJANGO_DEBUG": "0",
         }
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=soak.env, check=True)
+        # The migration and the users' tokens in one process: one start of Django, not two.
         script = (
+            "from django.core.management import call_command; call_command('migrate', interactive=False, verbosity=0)\n"
             "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
             f"print(' '.join(Token.objects.create(user=User.objects.create_user(f's{{n}}')).key for n in range({USERS})))"
         )
@@ -215,8 +216,7 @@ def deployment() -> Any:
             capture_output=True,
             text=True,
         ).stdout.split()[-USERS:]
-        for n in range(INSTANCES):
-            soak.start_instance(n)
+        soak.start_instances(*range(INSTANCES))
         nginx = _nginx()
         assert nginx is not None
         soak.start_nginx(nginx)

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests import shared_services
-from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.processes import ROOT, free_port, spawn_demo, wait_listening
 from tests.run_names import redis_prefix
 from tests.test_legacy_multiprocess import HEADERS, _events
 
@@ -67,8 +67,15 @@ class Deployment:
         return f"http://127.0.0.1:{self.front}/mcp"
 
     def start_instance(self, n: int) -> None:
-        with open(self.tmp / f"instance{n}.log", "ab") as log:
-            self.servers[n] = serve_demo(self.ports[n], self.env, log, uvicorn_flags())
+        self.start_instances(n)
+
+    def start_instances(self, *ns: int) -> None:
+        """Instances ``ns``, started side by side, returned once each listens."""
+        for n in ns:
+            with open(self.tmp / f"instance{n}.log", "ab") as log:
+                self.servers[n] = spawn_demo(self.ports[n], self.env, log, uvicorn_flags())
+        for n in ns:
+            wait_listening(("127.0.0.1", self.ports[n]), f"instance {n}")
 
     def kill_instance(self, n: int) -> None:
         server = self.servers[n]
@@ -142,8 +149,7 @@ def deployment() -> Iterator[Deployment]:
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=d.env, check=True)
     try:
-        d.start_instance(0)
-        d.start_instance(1)
+        d.start_instances(0, 1)
         d.start_nginx(nginx)
         yield d
     finally:
