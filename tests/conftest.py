@@ -121,6 +121,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tests import shared_services
 
     shared_services.forget_run_keys()
+    shared_services.drop_template()
 
 
 @pytest.fixture(scope="session")
