@@ -53,12 +53,19 @@ class Demo:
             self.servers.append(serve_demo(port, {**self.env, **env}, log))
         return f"http://127.0.0.1:{port}/mcp"
 
+    def stop_servers(self) -> None:
+        for server in self.servers:
+            server.kill()
+            server.wait(10)
+        self.servers.clear()
+
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
 
-@pytest.fixture
-def demo() -> Iterator[tuple[Demo, Redis, str]]:
+@pytest.fixture(scope="module")
+def prepared() -> Iterator[tuple[Demo, Redis, str]]:
+    """Redis, the migrated database and a user's token, once for the module's tests."""
     if shutil.which("redis-server") is None:
         if os.environ.get("CI"):
             pytest.fail("needs redis-server")
@@ -68,12 +75,14 @@ def demo() -> Iterator[tuple[Demo, Redis, str]]:
     redis.start()
     d = Demo(tmp, redis)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=d.env, check=True)
+        # The migration and the token in one process: one start of Django, not two.
         made = subprocess.run(
             [
                 sys.executable,
                 "-c",
                 "import django; django.setup()\n"
+                "from django.core.management import call_command\n"
+                "call_command('migrate', interactive=False, verbosity=0)\n"
                 "from django.contrib.auth.models import User\n"
                 "from rest_framework.authtoken.models import Token\n"
                 "print(Token.objects.create(user=User.objects.create_user('frozen')).key)\n",
@@ -87,11 +96,20 @@ def demo() -> Iterator[tuple[Demo, Redis, str]]:
         yield d, redis, made.stdout.strip().splitlines()[-1]
     finally:
         redis.resume() if redis.process is not None else None
-        for server in d.servers:
-            server.kill()
-            server.wait(10)
+        d.stop_servers()
         redis.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def demo(prepared: tuple[Demo, Redis, str]) -> Iterator[tuple[Demo, Redis, str]]:
+    """Each test serves the demo its own way; Redis answers again after it, whatever happened."""
+    d, redis, _token = prepared
+    try:
+        yield prepared
+    finally:
+        redis.resume()
+        d.stop_servers()
 
 
 def _echo(client: httpx.Client, url: str, token: str) -> tuple[int, float]:
