@@ -97,7 +97,11 @@ def migrated_database(role: str) -> tuple[str, str]:
     if _template is None:
         name, url = fresh_database("template")
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.conformance.settings", "DATABASE_URL": url}
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        try:
+            subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        except BaseException:
+            drop_database(name)  # half migrated: never a template
+            raise
         _template = name
     name = database_name(role)
     admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
