@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import shared_services
 from tests.processes import ROOT, free_port, serve_demo, wait_listening
 from tests.test_legacy_multiprocess import HEADERS
 
@@ -115,7 +116,7 @@ class Cluster:
 def cluster() -> Iterator[Cluster]:
     """One PostgreSQL cluster for the module's servers (a test stops or freezes it while
     the others' servers sit idle), and the demo's environment on it. Its database
-    ``migrated`` holds the migrated schema and four users' tokens, once: each server gets a
+    ``migrated`` holds the demo's tables and four users' tokens, once: each server gets a
     copy (CREATE DATABASE ... TEMPLATE, a fraction of a second; a migration costs seconds)."""
     if _pg_bin("initdb") is None or shutil.which("runuser") is None or os.geteuid() != 0:
         if os.environ.get("CI"):
@@ -138,10 +139,14 @@ def cluster() -> Iterator[Cluster]:
             "DJANGO_DB_CONNECT_TIMEOUT": "2",
             "DJANGO_DEBUG": "0",
         }
-        # The migration and the tokens in one process: one start of Django, not two.
+        # The tables loaded from the run's migrated dump (a fraction of a second), or migrated
+        # here, in the process that makes the tokens (one start of Django, not two).
+        dump = shared_services.migrated_dump()
+        if dump is not None:
+            shared_services.load_dump(dump, env["DATABASE_URL"])
         script = (
-            "from django.core.management import call_command; call_command('migrate', interactive=False, verbosity=0)\n"
-            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
+            ("" if dump else "from django.core.management import call_command; call_command('migrate', verbosity=0)\n")
+            + "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
             "print(' '.join(Token.objects.create(user=User.objects.create_user(f'u{n}')).key for n in range(4)))"
         )
         tokens = subprocess.run(
