@@ -182,7 +182,9 @@ def missing_tools() -> list[str]:
 
 
 @contextlib.contextmanager
-def deployment() -> Any:
+def deployment(tables: Path | None = None) -> Any:
+    """The cluster, Redis, the instances and nginx; the demo's tables loaded from ``tables``
+    (a pg_dump script of a migrated database) when given, else migrated."""
     tmp = Path(tempfile.mkdtemp(prefix="mcp-soak-"))
     tmp.chmod(0o755)
     pg = Postgres()
@@ -202,9 +204,17 @@ def deployment() -> Any:
             "MCP_ALLOW_ANONYMOUS": "0",
             "DJANGO_DEBUG": "0",
         }
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=soak.env, check=True)
+        if tables is not None:
+            subprocess.run(
+                ["psql", "--quiet", "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "--file", str(tables), pg.url],
+                check=True,
+                capture_output=True,
+            )
+        # The migration (without --tables) and the users' tokens in one process: one start of Django, not two.
+        migrate = "from django.core.management import call_command; call_command('migrate', verbosity=0)\n"
         script = (
-            "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
+            ("" if tables is not None else migrate)
+            + "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token\n"
             f"print(' '.join(Token.objects.create(user=User.objects.create_user(f's{{n}}')).key for n in range({USERS})))"
         )
         soak.tokens = subprocess.run(
@@ -215,8 +225,7 @@ def deployment() -> Any:
             capture_output=True,
             text=True,
         ).stdout.split()[-USERS:]
-        for n in range(INSTANCES):
-            soak.start_instance(n)
+        soak.start_instances(*range(INSTANCES))
         nginx = _nginx()
         assert nginx is not None
         soak.start_nginx(nginx)
@@ -695,6 +704,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault-seconds", type=float, default=20, help="how long Redis and PostgreSQL stay away")
     parser.add_argument("--pause", type=float, default=0.05, help="each worker's pause between operations")
     parser.add_argument("--ops", type=Path, help="write every operation here, one JSON object a line")
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        help="load the demo's tables from this pg_dump script of a migrated database instead of migrating",
+    )
     args = parser.parse_args(argv)
     faults = [f for f in args.faults.split(",") if f]
     for name in faults:
@@ -704,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"the soak needs: {', '.join(missing)} (make proxy-deps installs nginx)", file=sys.stderr)
         return 2
-    with deployment() as soak:
+    with deployment(args.tables) as soak:
         print(
             f"soak: {args.seconds:.0f} s, faults {faults or 'none'}, {len(WORKERS)} workers through {soak.url}",
             flush=True,

@@ -39,7 +39,17 @@ def serve_demo(
 ) -> subprocess.Popen[bytes]:
     """uvicorn serving ``project.asgi`` on 127.0.0.1:``port`` (with uvicorn's ``args``), returned
     once it listens; its output goes to ``log`` (nowhere without one)."""
-    server = subprocess.Popen(
+    server = spawn_demo(port, env, log, args)
+    wait_listening(("127.0.0.1", port), "uvicorn")
+    return server
+
+
+def spawn_demo(
+    port: int, env: dict[str, str], log: IO[bytes] | None = None, args: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """``serve_demo`` without the wait: several instances import the demo (a second or more
+    each) side by side, then the caller waits for each to listen."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -56,8 +66,6 @@ def serve_demo(
         stdout=log if log is not None else subprocess.DEVNULL,
         stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL,
     )
-    wait_listening(("127.0.0.1", port), "uvicorn")
-    return server
 
 
 class ThreadedUvicorn:

@@ -12,11 +12,16 @@ The databases made here are named by tests/run_names.py, so concurrent runs neve
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.processes import listening
+from tests.processes import ROOT, listening
 from tests.run_names import database_name, redis_prefix
 
 
@@ -81,6 +86,77 @@ def fresh_database(role: str) -> tuple[str, str]:
     admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     admin(f"CREATE DATABASE {name}")
     return name, database_url(name)
+
+
+# This run's migrated database (migrated_database), once made.
+_template: str | None = None
+
+
+def _migrated_template() -> str:
+    global _template
+    if _template is None:
+        name, url = fresh_database("template")
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "project.conformance.settings", "DATABASE_URL": url}
+        try:
+            subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
+        except BaseException:
+            drop_database(name)  # half migrated: never a template
+            raise
+        _template = name
+    return _template
+
+
+def migrated_database(role: str) -> tuple[str, str]:
+    """A new database of this run's with the demo's tables (project.conformance.settings): its
+    name and its URL. A copy of a template the run migrates once: CREATE DATABASE ... TEMPLATE
+    takes a fraction of a second, a migration seconds."""
+    template = _migrated_template()
+    name = database_name(role)
+    admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    admin(f"CREATE DATABASE {name} TEMPLATE {template}")
+    return name, database_url(name)
+
+
+def drop_template() -> None:
+    """Drop the template of migrated_database, if this run made one (and its dump)."""
+    global _template, _dump
+    if _template is not None:
+        drop_database(_template)
+        _template = None
+    if _dump is not None:
+        _dump.unlink(missing_ok=True)
+        _dump = None
+
+
+# migrated_database's template as SQL (migrated_dump), once written.
+_dump: Path | None = None
+
+
+def migrated_dump() -> Path | None:
+    """The demo's migrated tables as an SQL script (pg_dump of migrated_database's template), for
+    a test's PostgreSQL cluster of its own to load instead of migrating (a fraction of a second,
+    where a migration costs seconds); None outside the PostgreSQL leg or without pg_dump."""
+    global _dump
+    if POSTGRES_URL is None or shutil.which("pg_dump") is None or shutil.which("psql") is None:
+        return None
+    if _dump is None:
+        url = database_url(_migrated_template())
+        fd, path = tempfile.mkstemp(prefix="mcp-migrated-", suffix=".sql")
+        os.close(fd)
+        subprocess.run(
+            ["pg_dump", "--no-owner", "--no-privileges", "--file", path, url], check=True, capture_output=True
+        )
+        _dump = Path(path)
+    return _dump
+
+
+def load_dump(dump: Path, url: str) -> None:
+    """Load migrated_dump's script into the (empty) database at ``url``."""
+    subprocess.run(
+        ["psql", "--quiet", "--no-psqlrc", "-v", "ON_ERROR_STOP=1", "--file", str(dump), url],
+        check=True,
+        capture_output=True,
+    )
 
 
 def drop_database(name: str) -> None:

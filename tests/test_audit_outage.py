@@ -10,6 +10,7 @@ back, without restarting the server. The shared PostgreSQL is never touched.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import shutil
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import shared_services
 from tests.conftest import MODERN, meta
 from tests.processes import free_port
 
@@ -42,6 +44,8 @@ class Cluster:
         self.dir = Path(tempfile.mkdtemp(prefix="mcp-audit-pg-"))
         self.data = self.dir / "data"
         self.port = free_port()
+        self.database = "postgres"
+        self.up = False
         shutil.chown(self.dir, "postgres", "postgres")
         self._as_postgres("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
 
@@ -57,13 +61,22 @@ class Cluster:
     def start(self) -> None:
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._as_postgres("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.dir / "log"), "-w", "start")
+        self.up = True
 
     def stop(self) -> None:
         self._as_postgres("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        self.up = False
 
     @property
     def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/postgres"
+        return f"postgres://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def admin(self, statement: str) -> None:
+        import psycopg
+
+        url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(statement)
 
     def count(self, sql: str) -> int:
         import psycopg
@@ -79,20 +92,51 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
+@pytest.fixture(scope="module")
+def migrated() -> Iterator[Cluster]:
+    """The module's cluster, with a database ``migrated`` made once: each test's server gets
+    a copy of it (CREATE DATABASE ... TEMPLATE, a fraction of a second; a migration costs seconds)."""
     bindir = _pg_bin()
     if bindir is None:
         if os.environ.get("CI"):
             pytest.fail("needs PostgreSQL's initdb and pg_ctl, and root to run them as postgres")
         pytest.skip("needs PostgreSQL's initdb and pg_ctl, and root to run them as postgres")
     made = Cluster(bindir)
-    made.start()
-    yield made
-    made.destroy()
+    try:
+        made.start()
+        made.admin("CREATE DATABASE migrated")
+        made.database = "migrated"
+        # The run's migrated dump when it has one (a fraction of a second), else a migration.
+        dump = shared_services.migrated_dump()
+        if dump is not None:
+            shared_services.load_dump(dump, made.url)
+        else:
+            subprocess.run(
+                [sys.executable, "manage.py", "migrate", "--noinput"],
+                cwd=ROOT,
+                env=_env(made),
+                check=True,
+                capture_output=True,
+            )
+        yield made
+    finally:
+        made.destroy()
 
 
-def _server(cluster: Cluster, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
+_copies = itertools.count()
+
+
+@pytest.fixture
+def cluster(migrated: Cluster) -> Cluster:
+    """The cluster up (a failed test may have left it stopped), on a fresh copy of ``migrated``."""
+    if not migrated.up:
+        migrated.start()
+    migrated.database = f"test{next(_copies)}"
+    migrated.admin(f"CREATE DATABASE {migrated.database} TEMPLATE migrated")
+    return migrated
+
+
+def _env(cluster: Cluster, **extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         **extra,
@@ -103,9 +147,12 @@ def _server(cluster: Cluster, log: Path, **extra: str) -> tuple[subprocess.Popen
         "DJANGO_DEBUG": "0",
     }
     env.pop("REDIS_URL", None)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, check=True, capture_output=True
-    )
+    return env
+
+
+def _server(cluster: Cluster, log: Path, **extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The demo on the cluster's database (migrated: a copy of ``migrated``)."""
+    env = _env(cluster, **extra)
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "project.asgi:application", "--port", str(port), "--lifespan", "off"],

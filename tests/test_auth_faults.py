@@ -1,8 +1,8 @@
 """A frozen Redis costs a request with a credential nothing: the principal cache never waits on it.
 
 The demo runs under uvicorn with a redis-server of the test's own (a free port, a temporary
-directory; the shared Redis is never touched), which the test freezes with SIGSTOP, and an
-SQLite database of its own.
+directory; the shared Redis is never touched), which the test freezes with SIGSTOP, and a
+database of its own on the shared PostgreSQL (a copy of the run's migrated one).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tests.processes import ROOT, free_port, serve_demo
 from tests.test_faults import Redis
 
 # Processes of their own, a minute or two: run once, in the PostgreSQL/Redis leg of `make test`
-# (the demo's database is an SQLite file of its own; Redis is the test's own).
+# (the demo's database is a copy of the run's migrated one; Redis is the test's own).
 pytestmark = shared_services.needs_postgres
 
 MODERN = "2026-07-28"
@@ -33,12 +33,12 @@ PROMPT = 0.5
 
 
 class Demo:
-    def __init__(self, tmp: Path, redis: Redis) -> None:
+    def __init__(self, tmp: Path, redis: Redis, database_url: str) -> None:
         self.tmp = tmp
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
-            "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+            "DATABASE_URL": database_url,
             "REDIS_URL": redis.url,
             "REDIS_PREFIX": "auth-faults",
             "MCP_REQUEST_STATE_KEY": "auth-faults-key-0123456789abcdefghij",
@@ -53,22 +53,30 @@ class Demo:
             self.servers.append(serve_demo(port, {**self.env, **env}, log))
         return f"http://127.0.0.1:{port}/mcp"
 
+    def stop_servers(self) -> None:
+        for server in self.servers:
+            server.kill()
+            server.wait(10)
+        self.servers.clear()
+
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text(errors="replace")
 
 
-@pytest.fixture
-def demo() -> Iterator[tuple[Demo, Redis, str]]:
+@pytest.fixture(scope="module")
+def prepared() -> Iterator[tuple[Demo, Redis, str]]:
+    """Redis, the database (a copy of the run's migrated one) and a user's token, once for the
+    module's tests."""
     if shutil.which("redis-server") is None:
         if os.environ.get("CI"):
             pytest.fail("needs redis-server")
         pytest.skip("needs redis-server")
     tmp = Path(tempfile.mkdtemp(prefix="mcp-auth-faults-"))
     redis = Redis(tmp)
-    redis.start()
-    d = Demo(tmp, redis)
+    db_name, db_url = shared_services.migrated_database("auth_faults")
+    d = Demo(tmp, redis, db_url)
     try:
-        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=d.env, check=True)
+        redis.start()
         made = subprocess.run(
             [
                 sys.executable,
@@ -87,11 +95,21 @@ def demo() -> Iterator[tuple[Demo, Redis, str]]:
         yield d, redis, made.stdout.strip().splitlines()[-1]
     finally:
         redis.resume() if redis.process is not None else None
-        for server in d.servers:
-            server.kill()
-            server.wait(10)
+        d.stop_servers()
         redis.stop()
+        shared_services.drop_database(db_name)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def demo(prepared: tuple[Demo, Redis, str]) -> Iterator[tuple[Demo, Redis, str]]:
+    """Each test serves the demo its own way; Redis answers again after it, whatever happened."""
+    d, redis, _token = prepared
+    try:
+        yield prepared
+    finally:
+        redis.resume()
+        d.stop_servers()
 
 
 def _echo(client: httpx.Client, url: str, token: str) -> tuple[int, float]:

@@ -8,6 +8,7 @@ proxy-deps`` installs it); on CI it must run.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -24,7 +25,7 @@ import httpx
 import pytest
 
 from tests import shared_services
-from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.processes import ROOT, free_port, spawn_demo, wait_listening
 from tests.run_names import redis_prefix
 from tests.test_legacy_multiprocess import HEADERS, _events
 
@@ -67,8 +68,15 @@ class Deployment:
         return f"http://127.0.0.1:{self.front}/mcp"
 
     def start_instance(self, n: int) -> None:
-        with open(self.tmp / f"instance{n}.log", "ab") as log:
-            self.servers[n] = serve_demo(self.ports[n], self.env, log, uvicorn_flags())
+        self.start_instances(n)
+
+    def start_instances(self, *ns: int) -> None:
+        """Instances ``ns``, started side by side, returned once each listens."""
+        for n in ns:
+            with open(self.tmp / f"instance{n}.log", "ab") as log:
+                self.servers[n] = spawn_demo(self.ports[n], self.env, log, uvicorn_flags())
+        for n in ns:
+            wait_listening(("127.0.0.1", self.ports[n]), f"instance {n}")
 
     def kill_instance(self, n: int) -> None:
         server = self.servers[n]
@@ -128,7 +136,7 @@ def deployment() -> Iterator[Deployment]:
     tmp.chmod(0o755)
     d = Deployment(tmp)
     # A database and a key prefix of this run's: other runs' instances never meet these.
-    d.db_name, db_url = shared_services.fresh_database("deploy")
+    d.db_name, db_url = shared_services.migrated_database("deploy")
     d.env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.conformance.settings",  # the demo and the test_* tools
@@ -140,10 +148,8 @@ def deployment() -> Iterator[Deployment]:
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
     }
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=d.env, check=True)
     try:
-        d.start_instance(0)
-        d.start_instance(1)
+        d.start_instances(0, 1)
         d.start_nginx(nginx)
         yield d
     finally:
@@ -318,7 +324,6 @@ MODERN_HEADERS = {**HEADERS, "mcp-protocol-version": "2026-07-28", "mcp-method":
 async def _flows(urls: list[str], flows: int, pause: tuple[float, float]) -> tuple[list[float], list[str]]:
     """``flows`` concurrent two-round flows, the second round after an idle pause drawn from ``pause``:
     (the second rounds' latencies, what went wrong)."""
-    import asyncio
     import random
 
     limits = httpx.Limits(max_connections=flows, max_keepalive_connections=flows)
@@ -366,16 +371,29 @@ async def test_concurrent_flows_through_nginx_match_direct(deployment: Deploymen
     log = deployment.tmp / "error.log"
     before = log.read_text() if log.exists() else ""
     direct = [f"http://127.0.0.1:{port}/mcp" for port in deployment.ports]
-    # Twice each, alternating, so neither path has the machine's quieter moment to itself.
+    # Twice each path, one after the other; the direct passes half a pause behind the passes
+    # through nginx, so each path's rounds fall in the other's idle pause (a pass is mostly
+    # that pause: four passes side by side by two take half as long as in a row), no round
+    # meets another, and neither path has the machine's quieter moment to itself. A pass
+    # through nginx starts only after the one before it ended: every second round's upstream
+    # connection has been idle for the whole pause.
     through: list[float] = []
     straight: list[float] = []
-    for _ in range(2):
-        latencies, wrong = await _flows([deployment.url], flows, PAUSE)
-        assert not wrong, (wrong[:5], log.read_text()[len(before) :][-3000:])
-        through += latencies
-        latencies, wrong = await _flows(direct, flows, PAUSE)
-        assert not wrong, wrong[:5]
-        straight += latencies
+
+    async def passes(urls: list[str], behind: float, latencies: list[float]) -> list[str]:
+        await asyncio.sleep(behind)
+        for _ in range(2):
+            found, wrong = await _flows(urls, flows, PAUSE)
+            if wrong:
+                return wrong
+            latencies += found
+        return []
+
+    wrong_through, wrong_direct = await asyncio.gather(
+        passes([deployment.url], 0, through), passes(direct, sum(PAUSE) / 4, straight)
+    )
+    assert not wrong_through, (wrong_through[:5], log.read_text()[len(before) :][-3000:])
+    assert not wrong_direct, wrong_direct[:5]
     errors = log.read_text()[len(before) :] if log.exists() else ""
     assert "prematurely closed" not in errors, errors[-2000:]
     assert "temporarily disabled" not in errors, errors[-2000:]

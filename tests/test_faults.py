@@ -15,7 +15,6 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -27,7 +26,7 @@ import httpx
 import pytest
 
 from tests import shared_services
-from tests.processes import ROOT, free_port, serve_demo, wait_listening
+from tests.processes import free_port, spawn_demo, wait_listening
 from tests.run_names import redis_prefix
 from tests.test_legacy_multiprocess import HEADERS, _events
 
@@ -101,8 +100,15 @@ class Cluster:
         return f"http://127.0.0.1:{self.ports[n]}/mcp"
 
     def start_server(self, n: int) -> None:
-        with open(self.logs[n], "ab") as log:
-            self.servers[n] = serve_demo(self.ports[n], self.env, log)
+        self.start_servers(n)
+
+    def start_servers(self, *ns: int) -> None:
+        """Instances ``ns``, started side by side, returned once each listens."""
+        for n in ns:
+            with open(self.logs[n], "ab") as log:
+                self.servers[n] = spawn_demo(self.ports[n], self.env, log)
+        for n in ns:
+            wait_listening(("127.0.0.1", self.ports[n]), f"instance {n}")
 
     def kill_server(self, n: int) -> None:
         server = self.servers[n]
@@ -121,7 +127,7 @@ def cluster() -> Iterator[Cluster]:
         if os.environ.get("CI"):
             pytest.fail("needs redis-server")
         pytest.skip("needs redis-server")
-    db_name, db_url = shared_services.fresh_database("faults")
+    db_name, db_url = shared_services.migrated_database("faults")
     c = Cluster()
     c.redis.start()
     c.env = {
@@ -134,10 +140,8 @@ def cluster() -> Iterator[Cluster]:
         "MCP_ALLOW_ANONYMOUS": "1",
         "DJANGO_DEBUG": "0",
     }
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=c.env, check=True)
     try:
-        c.start_server(0)
-        c.start_server(1)
+        c.start_servers(0, 1)
         yield c
     finally:
         c.kill_server(0)
@@ -150,9 +154,7 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture
 def servers(cluster: Cluster) -> Iterator[Cluster]:
     """Both instances and Redis up before (and after) each test."""
-    for n in (0, 1):
-        if cluster.servers[n] is None:
-            cluster.start_server(n)
+    cluster.start_servers(*(n for n in (0, 1) if cluster.servers[n] is None))
     yield cluster
     if cluster.redis.process is None:
         cluster.redis.start()
