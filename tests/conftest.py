@@ -106,10 +106,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from pathlib import Path
 
     here = Path(__file__).parent
-    from tests.scheduling import SPREAD_MODULES
+    from tests.scheduling import FIRST_MODULES, SPREAD_MODULES
 
     # A renamed file or test must not silently leave the sets.
-    for name in SERVER_TESTS | ONCE_TESTS | TIMED_TESTS | SPREAD_MODULES:
+    for name in SERVER_TESTS | ONCE_TESTS | TIMED_TESTS | SPREAD_MODULES | FIRST_MODULES:
         module, _, test = name.partition("::")
         source = here / module
         assert source.exists() and (not test or f"def {test}(" in source.read_text()), f"{name}?"
