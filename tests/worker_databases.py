@@ -59,31 +59,20 @@ def _template_name(connection: Any) -> str:
     return f"test_mcp_template_{os.environ['PYTEST_XDIST_TESTRUNUID'][:16]}"
 
 
-def _exists(connection: Any, template: str) -> bool:
-    if connection.vendor == "sqlite":
-        return Path(template).exists()
-    with connection.creation._nodb_cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template])
-        return cursor.fetchone() is not None
-
-
 def _migrate_template(connection: Any, template: str, verbosity: int) -> None:
     """Django's create_test_db, with the template for the test database's name."""
     test = connection.settings_dict["TEST"]
     saved = test.get("NAME")
-    partial = f"{template}.partial" if connection.vendor == "sqlite" else template
-    test["NAME"] = partial
+    test["NAME"] = template
     try:
         connection.creation.create_test_db(verbosity=verbosity, autoclobber=True, serialize=False)
     except BaseException:
         connection.close()
-        _drop(connection, partial)  # half migrated: never a template
+        _drop(connection, template)  # half migrated: never a template
         raise
     finally:
         test["NAME"] = saved
     connection.close()
-    if connection.vendor == "sqlite":
-        os.replace(partial, template)
 
 
 def _drop(connection: Any, template: str) -> None:
@@ -110,13 +99,15 @@ def set_up(verbosity: int) -> OldConfig:
     template = _template_name(connection)
     worker = os.environ["PYTEST_XDIST_WORKER"]
     with _locked() as workers:
-        if not _exists(connection, template):
+        if not workers.read().split():
+            # No worker uses a template: this one makes it (the file lists a worker only once
+            # the template it copied exists, and the last one out drops it).
             _migrate_template(connection, template, verbosity)
         target = connection.creation._get_test_db_name()
         if connection.vendor == "postgresql":
+            _drop(connection, target)
             name = connection.ops.quote_name
             with connection.creation._nodb_cursor() as cursor:
-                cursor.execute(f"DROP DATABASE IF EXISTS {name(target)} WITH (FORCE)")
                 cursor.execute(f"CREATE DATABASE {name(target)} TEMPLATE {name(template)}")
             _use(connection, target)
         else:
