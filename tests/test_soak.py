@@ -8,10 +8,12 @@ without them; on CI it must run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +30,7 @@ def _needs_tools() -> None:
         pytest.skip(f"the soak needs {missing}")
 
 
-def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds() -> None:
+def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds(tmp_path: Path) -> None:
     """16 s of mixed traffic, Redis stopped with SIGSTOP for 6 s of it (from the 4th second):
     every phase is reported, the legacy sessions (their state lives in Redis) were refused with 503s meanwhile (a fault
     that changed nothing would mean the harness injects nothing), and the bounds held: the
@@ -39,13 +41,21 @@ def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds() -> None:
     within the fault; 4 s before it give every kind of operation tens of runs (a loaded machine
     runs a legacy session in well under a second); 6 s after it cover the recovery bound (1 s)
     and the 2 s grace after which any failure breaks the bounds, with seconds of operations that
-    must all succeed."""
+    must all succeed.
+
+    What happened during the freeze is read from the operations that overlapped it (``--ops``):
+    the phase table counts an operation where it started, and the one legacy session worker may
+    begin a session just before the freeze that waits through most of it (each instance's first
+    request waits for the cache's socket timeout, an answer relayed to another instance for the
+    channel layer's), so the window may hold no legacy start at all."""
     _needs_tools()
     # The run's migrated tables, when it has them: loaded in a fraction of a second, where a
     # migration costs seconds.
     dump = shared_services.migrated_dump()
+    ops_file = tmp_path / "ops.jsonl"
     done = subprocess.run(
         [sys.executable, "bench/soak.py", "--seconds", "16", "--faults", "redis", "--fault-seconds", "6"]
+        + ["--ops", str(ops_file)]
         + (["--tables", str(dump)] if dump is not None else []),
         cwd=ROOT,
         capture_output=True,
@@ -55,13 +65,19 @@ def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds() -> None:
     out = done.stdout
     assert done.returncode == 0, out[-4000:] + done.stderr[-4000:]
     assert "bounds: all held" in out
-    for phase in ("before", "during redis", "after redis"):
+    for phase in ("before", "after redis"):
         for kind in soak.KINDS:
             assert re.search(rf"^\| {phase} \(\d+-\d+ s\) \| {kind} \| [1-9]", out, re.M), (phase, kind, out)
-    during = [line for line in out.splitlines() if line.startswith("| during redis")]
-    assert any(
-        line.startswith("| during redis (") and "| legacy_http |" in line and "503 -32603" in line for line in during
-    )
+    freeze = re.search(r"^  redis: ([\d.]+) s to ([\d.]+) s$", out, re.M)
+    assert freeze, out[-2000:]
+    fault = soak.Fault("redis", float(freeze.group(1)), float(freeze.group(2)))
+    during = soak.overlapping([soak.Op(**json.loads(line)) for line in ops_file.read_text().splitlines()], fault)
+    for kind in soak.KINDS:
+        assert any(o.kind == kind for o in during), (kind, out)
+    # The legacy sessions keep their state in Redis: some failed while it was frozen (as a 503
+    # whenever the session store was the one found away; the bounds above hold what else may fail).
+    legacy = [(round(o.start, 2), round(o.end, 2), o.outcome) for o in during if o.kind == "legacy_http"]
+    assert any(outcome != "ok" for _, _, outcome in legacy), (legacy, out)
     assert re.search(r"^\| redis \| [\d.]+ s \| [\d.]+ s \| legacy_http \d+", out, re.M), out[-2000:]
     rows = re.search(r"(\d+) expected, (\d+) found; missing 0 .* written twice 0", out)
     assert rows and int(rows.group(1)) == int(rows.group(2)) > 0, out[-2000:]
