@@ -237,6 +237,7 @@ def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = No
 # Audiences found by audience(), under what names the URL a request reached (audience_for()).
 _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
+_url_header_values: Callable[[dict[str, str]], list[str]] | None = None
 
 
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
@@ -257,9 +258,15 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return resource.rstrip("/")
     if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
-    from .auth_cache import url_header_values
+    global _url_header_values
+    header_values = _url_header_values
+    if header_values is None:
+        # Imported at the first use, not with this module (which must import before Django's
+        # apps are ready), and kept: an import statement here cost every round a lookup.
+        from .auth_cache import url_header_values
 
-    key = (endpoint.name, http.scheme, http.endpoint, *url_header_values(http.headers))
+        header_values = _url_header_values = url_header_values
+    key = (endpoint.name, http.scheme, http.endpoint, *header_values(http.headers))
     found = _audiences.get(key)
     if found is None:
         found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept

@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -537,7 +538,21 @@ def test_the_writers_preparation_is_the_fields_own() -> None:
             datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
             None,
         ],
-        "asks": [{}, {"k": "elicitation/create"}, {"a\x00b": "sampling/createMessage"}, [], None],
+        # A round's asks twice over (the second adapted from what the first kept), in another
+        # order, and dicts that are not a round's (not every key and value a string).
+        "asks": [
+            {},
+            {"k": "elicitation/create"},
+            {"k": "elicitation/create"},
+            {"k": "elicitation/create", "j": "roots/list"},
+            {"j": "roots/list", "k": "elicitation/create"},
+            {"a\x00b": "sampling/createMessage"},
+            {"k": ["elicitation/create"]},
+            {1: "elicitation/create"},
+            {True: "elicitation/create"},
+            [],
+            None,
+        ],
         "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None],
     }
     prepared = {fields[i].attname: prepare for i, prepare in statement.prepared}
@@ -549,3 +564,16 @@ def test_the_writers_preparation_is_the_fields_own() -> None:
             # PostgreSQL's JSON goes as a Jsonb wrapper: compared by what it wraps.
             assert getattr(mine, "obj", mine) == getattr(theirs, "obj", theirs), (name, value)
             assert type(mine) is type(theirs), (name, value)
+
+
+def test_event_ids_are_unique_and_ordered_by_time() -> None:
+    """A row's event id is a version 7 UUID: its first 48 bits the milliseconds it was made at,
+    so a batch's ids go in together at the end of the unique index."""
+    before = time.time_ns() // 1_000_000
+    ids = [audit.event_id() for _ in range(2000)]
+    after = time.time_ns() // 1_000_000
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        assert made.version == 7 and made.variant == uuid.RFC_4122
+        assert before <= made.int >> 80 <= after
+    assert [made.int >> 80 for made in ids] == sorted(made.int >> 80 for made in ids)

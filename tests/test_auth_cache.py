@@ -317,6 +317,18 @@ def test_repeated_headers_are_joined_as_django_joins_them() -> None:
     headers = asgi_headers(scope)
     assert headers["cookie"] == django_request.META["HTTP_COOKIE"]
     assert headers["authorization"] == django_request.META["HTTP_AUTHORIZATION"]
+    # Names lower-cased and values stripped alike whether a name comes once or twice, and
+    # whatever kind of sequence the server gives.
+    once = [(b"Host", b" a.test \t"), (b"X-Thing", b"\tz")]
+    assert (
+        asgi_headers({"headers": once}) == asgi_headers({"headers": tuple(once)}) == {"host": "a.test", "x-thing": "z"}
+    )
+    twice = [(b"X-Thing", b" y"), (b"host", b"a.test"), (b"x-thing", b"z ")]
+    assert (
+        asgi_headers({"headers": twice})
+        == asgi_headers({"headers": tuple(twice)})
+        == {"x-thing": "y,z", "host": "a.test"}
+    )
 
 
 def test_key_rotation_keeps_legacy_sessions_and_flows(raw: Raw) -> None:

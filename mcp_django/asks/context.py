@@ -42,6 +42,10 @@ class Backend(Protocol):
 
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]: ...
 
+    async def resolve_one(self, ask: Ask) -> Any:
+        """The answer to one ask: ``(await resolve((ask,)))[0]``, one coroutine fewer per ask."""
+        ...
+
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
 
 
@@ -276,10 +280,7 @@ class AsyncContext(Context):
         return Asking(self.backend.resolve(asks), what)
 
     def _one(self, ask: Ask, what: str) -> Asking[Any]:
-        return Asking(self._first(ask), what)
-
-    async def _first(self, ask: Ask) -> Any:
-        return (await self.backend.resolve((ask,)))[0]
+        return Asking(self.backend.resolve_one(ask), what)
 
     def _emit(self, message: dict[str, Any]) -> None:
         assert self.call.notify is not None

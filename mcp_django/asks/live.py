@@ -161,6 +161,9 @@ class LiveBackend:
         self._check(asks)
         return list(await asyncio.gather(*(self._ask(ask) for ask in asks)))
 
+    async def resolve_one(self, ask: Ask) -> Any:
+        return (await self.resolve((ask,)))[0]
+
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
         self._check(asks)
         # The wait may last ASK_TIMEOUT: the thread leaves the worker pool meanwhile,

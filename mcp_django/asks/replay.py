@@ -242,22 +242,33 @@ class ReplayBackend:
         # running), nothing asked joins its round: what was sealed is what it asked before.
         values, missing = self._lookup(asks, record=not self.closed)
         if missing:
-            if self.closed:
-                raise RuntimeError("this request is over: an ask made after it can no longer be answered")
-            if self.attempt is None and self.first_step is not None:
-                task = asyncio.current_task()
-                if task is not None and task.get_coro() is self.first_step:
-                    # The handler's own first step, and no task started: nothing else can ask in
-                    # this round. The attempt ends here, cancelled at this ask as the parked
-                    # branch would be, without the parking, the cancel's loop turn and the done
-                    # callback that then drops the error's traceback (_attempt_async does).
-                    self.closed = True
-                    raise asyncio.CancelledError
-            attempt = self._tracking()
-            attempt.park(asyncio.current_task())
-            # Parked until the engine ends the attempt (it cancels this task).
-            await attempt.loop.create_future()
+            await self._unanswered()
         return values
+
+    async def resolve_one(self, ask: Ask) -> Any:
+        """:meth:`resolve` of one ask, its answer itself (no coroutine of the context's around it)."""
+        values, missing = self._lookup((ask,), record=not self.closed)
+        if missing:
+            await self._unanswered()
+        return values[0]
+
+    def _unanswered(self) -> asyncio.Future[None]:
+        """What an ask without an answer waits on: the end of the attempt, which cancels it."""
+        if self.closed:
+            raise RuntimeError("this request is over: an ask made after it can no longer be answered")
+        if self.attempt is None and self.first_step is not None:
+            task = asyncio.current_task()
+            if task is not None and task.get_coro() is self.first_step:
+                # The handler's own first step, and no task started: nothing else can ask in
+                # this round. The attempt ends here, cancelled at this ask as the parked
+                # branch would be, without the parking, the cancel's loop turn and the done
+                # callback that then drops the error's traceback (_attempt_async does).
+                self.closed = True
+                raise asyncio.CancelledError
+        attempt = self._tracking()
+        attempt.park(asyncio.current_task())
+        # Parked until the engine ends the attempt (it cancels this task).
+        return attempt.loop.create_future()
 
     def carried_answers(self) -> dict[str, dict[str, Any]]:
         return {**self.known, **self.used}

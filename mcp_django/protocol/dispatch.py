@@ -475,6 +475,9 @@ class _NoAsks:
     async def resolve(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
 
+    async def resolve_one(self, ask: Any) -> Any:
+        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+
     def resolve_blocking(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
 

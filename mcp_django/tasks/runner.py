@@ -59,6 +59,10 @@ class TaskBackend(replay.ReplayBackend):
         self._check()
         return await super().resolve(asks)
 
+    async def resolve_one(self, ask: Ask) -> Any:
+        self._check()
+        return await super().resolve_one(ask)
+
 
 class Heartbeat(threading.Thread):
     """Keeps the run's lease alive and reads the cancel flag, in its own thread (and

@@ -108,9 +108,16 @@ def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
     the principal cache keys on the session id found in it, which must be the
     one the authentication classes read, however the client split its cookies.
     """
-    out: dict[str, str] = {}
+    raw = scope.get("headers", ())
+    if type(raw) is list:
+        # Every request's headers, most often with no name twice and no cookie: one comprehension,
+        # and the loop below only when the count says a name came twice (or there is a cookie).
+        out = {name.decode("latin-1").lower(): value.decode("latin-1").strip(" \t") for name, value in raw}
+        if len(out) == len(raw) and "cookie" not in out:
+            return out
+    out = {}
     cookies: list[bytes] | None = None
-    for raw_name, raw_value in scope.get("headers", ()):
+    for raw_name, raw_value in raw:
         name = raw_name.decode("latin-1").lower()
         if name == "cookie":
             if cookies is None:
