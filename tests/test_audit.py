@@ -613,6 +613,50 @@ def test_a_batch_is_one_executemany_of_its_rows() -> None:
     assert [row.event_id for row in stored] == [row["event_id"] for row in batch]
 
 
+def test_a_row_the_writer_makes_is_row_fors_values_in_the_statements_order() -> None:
+    """The writer makes a row as a tuple of values in the statement's column order (no dict,
+    no values taken from one): the same row, stored the same, as row_for's dict."""
+    from django.db import connection
+    from django.utils import timezone
+
+    statement = audit._statement(connection)
+    assert statement.in_order and statement.names == audit._COLUMNS
+    user = get_user_model().objects.create_user("columns")
+    event = signals.Event(
+        kind="round",
+        era=Era.MODERN,
+        transport="http",
+        method="tools/call",
+        target="echo",
+        principal=Principal(user),
+        request_id=3,
+        asks={"k": "elicitation/create"},
+        round=1,
+        duration_ms=1.23456,
+    )
+    created = timezone.now()
+    first, second = audit.event_ids(2)
+    values = audit._values_for(event, Kind.ROUND, created, first.int)
+    assert dict(zip(audit._COLUMNS, values, strict=True)) == {
+        **audit.row_for(event, Kind.ROUND, created, event_id=first),
+        "event_id": first.int,
+    }
+    assert audit._as_dict(audit._without_user(values)) == {**audit._as_dict(values), "user_id": None}
+    assert audit._user_of(values) == user.pk == audit._user_of(audit._as_dict(values))
+    audit._insert_many([values, audit.row_for(event, Kind.ROUND, created, event_id=second)])
+    stored = [
+        {
+            f.attname: getattr(row, f.attname)
+            for f in AuditEvent._meta.concrete_fields
+            if f.attname not in ("id", "event_id")
+        }
+        for row in AuditEvent.objects.filter(event_id__in=[first, second]).order_by("id")
+    ]
+    assert len(stored) == 2 and stored[0] == stored[1] and stored[0]["user_id"] == user.pk
+    ids = AuditEvent.objects.filter(event_id__in=[first, second]).order_by("id").values_list("event_id", flat=True)
+    assert list(ids) == [first, second]
+
+
 def test_the_writers_preparation_is_the_fields_own() -> None:
     """The writer adapts its own values (an aware time, a dict, a UUID) for the backend without
     the fields' whole path: what it sends is what ``get_db_prep_save`` sends, for those values
@@ -650,7 +694,8 @@ def test_the_writers_preparation_is_the_fields_own() -> None:
             [],
             None,
         ],
-        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None],
+        # The writer's own rows carry a UUID's number, written as the UUID it is.
+        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None, uuid_module.uuid4().int, 0, True],
     }
     prepared = {fields[i].attname: prepare for i, prepare in statement.prepared}
     assert set(prepared) == set(samples)
