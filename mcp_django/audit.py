@@ -639,7 +639,7 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
                 return value if native else value.hex
             if type(value) is int and 0 <= value < 1 << 128:
                 # A UUID's number (the writer's ids): what the field makes of it, UUID(int=value).
-                return uuid.UUID(int=value) if native else f"{value:032x}"
+                return uuid.UUID(int=value) if native else format(value, "032x")
             return save(value)
 
         return prepare_uuid
