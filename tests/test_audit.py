@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+import types
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -493,6 +494,8 @@ def test_row_for_texts_are_truncates_own() -> None:
         Era.LEGACY,
         "state_refused",
         "legacy",
+        # Each column's length and one more.
+        *("y" * n for n in (8, 9, 16, 17, 24, 25, 48, 49, 64, 65, 100, 101, 150, 151, 200, 201, 500, 501)),
     ]
     texts = ["kind", "reason", "outcome", "version", "era", "transport", "method", "target"]
     texts += ["request_id", "client_address", "endpoint"]
@@ -508,7 +511,9 @@ def test_row_for_texts_are_truncates_own() -> None:
                     assert mine[column] == text and type(mine[column]) is type(text), (name, value, column)
                     if column != "asks":
                         assert type(text) is str
-        for principal in (value if isinstance(value, str) else "p", Principal(None)):
+        # A principal's label, and a credential that names itself for the log (an MCP token's label).
+        credential = types.SimpleNamespace(mcp_credential_label=value)
+        for principal in (value if isinstance(value, str) else "p", Principal(None), Principal(None, credential)):
             event = signals.Event(
                 kind="round",
                 era=Era.MODERN,
@@ -520,6 +525,7 @@ def test_row_for_texts_are_truncates_own() -> None:
             )
             mine, theirs = audit.row_for(event), _row_by_truncate(event)
             assert mine["principal"] == theirs["principal"] and type(mine["principal"]) is str
+            assert mine["credential"] == theirs["credential"] and type(mine["credential"]) is str
             assert mine["asks"] == theirs["asks"], value
             assert [type(x) for item in mine["asks"].items() for x in item] == [
                 type(x) for item in theirs["asks"].items() for x in item
