@@ -268,6 +268,8 @@ def _event_numbers(count: int) -> list[int]:
     The writer keeps its rows' ids so: for SQLite a number is written as its hex digits
     directly, without the UUID (whose construction was a fifteenth of the writer's CPU a row);
     for PostgreSQL the UUID is made when the row is prepared."""
+    if not count:
+        return []  # a batch of rows made elsewhere, or of a flush alone: no system call
     stamp = (time.time_ns() // 1_000_000) << 80 | _V7
     rand = os.urandom(10 * count)
     numbers = []
