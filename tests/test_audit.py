@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+import types
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -439,6 +440,104 @@ def test_only_listed_fields_reach_the_row() -> None:
     assert "should-not-be-stored" not in json.dumps(row, default=str)
 
 
+def _row_by_truncate(event: signals.Event, kind: str | None = None) -> dict[str, Any]:
+    """row_for as it was, every text through _truncate: what row_for's tests in line must equal."""
+    principal = event.principal
+    label = getattr(principal, "label", None)
+    if label is None:
+        label = principal if isinstance(principal, str) else ""
+    t = audit._truncate
+    credential = str(getattr(getattr(principal, "auth", None), "mcp_credential_label", "") or "")
+    return {
+        "kind": t(kind or event.kind, 24),
+        "reason": t(event.reason, 48),
+        "outcome": t(event.outcome, 16),
+        "version": t(event.version, 16),
+        "era": t(event.era, 8),
+        "transport": t(event.transport, 16),
+        "method": t(event.method, 64),
+        "target": t(event.target, 500),
+        "principal": t(label, 150),
+        "credential": t(credential, 150),
+        "request_id": t(event.request_id, 100),
+        "asks": {t(k, 200): t(m, 64) for k, m in (event.asks or {}).items() if isinstance(m, str)},
+        "client_address": t(event.client_address, 64),
+        "endpoint": t(getattr(event, "endpoint", ""), 64),
+    }
+
+
+class _Text(str):
+    """A str subclass whose text is not itself: only _truncate's str() says what it writes."""
+
+    def __str__(self) -> str:
+        return "other"
+
+
+def test_row_for_texts_are_truncates_own() -> None:
+    """row_for tests a plain short string in line and looks the kinds and eras up: each column
+    holds what _truncate makes of the value, of the same type, whatever the value."""
+    long, nul = "x" * 600, "a\x00b"
+    values: list[Any] = [
+        "",
+        None,
+        "tools/call",
+        long,
+        nul,
+        nul * 100,
+        7,
+        {"odd": "id"},
+        _Text("short"),
+        _Text("round"),
+        _Text("legacy"),
+        Kind.ROUND,
+        Kind.STATE_REFUSED,
+        Era.LEGACY,
+        "state_refused",
+        "legacy",
+        # Each column's length and one more.
+        *("y" * n for n in (8, 9, 16, 17, 24, 25, 48, 49, 64, 65, 100, 101, 150, 151, 200, 201, 500, 501)),
+    ]
+    texts = ["kind", "reason", "outcome", "version", "era", "transport", "method", "target"]
+    texts += ["request_id", "client_address", "endpoint"]
+    for value in values:
+        for name in texts:
+            base: dict[str, Any] = dict(
+                kind="completed", era=Era.MODERN, transport="http", method="tools/call", target="t", principal="p"
+            )
+            event = signals.Event(**{**base, name: value})
+            for kind in (None, value) if name == "kind" else (None,):
+                mine, theirs = audit.row_for(event, kind), _row_by_truncate(event, kind)
+                for column, text in theirs.items():
+                    assert mine[column] == text and type(mine[column]) is type(text), (name, value, column)
+                    if column != "asks":
+                        assert type(text) is str
+        # A principal's label, and a credential that names itself for the log (an MCP token's label).
+        credential = types.SimpleNamespace(mcp_credential_label=value)
+        for principal in (value if isinstance(value, str) else "p", Principal(None), Principal(None, credential)):
+            event = signals.Event(
+                kind="round",
+                era=Era.MODERN,
+                transport="http",
+                method="tools/call",
+                target="t",
+                principal=principal,
+                asks={value: value, "k": value, long: "elicitation/create"} if isinstance(value, str) else {"k": value},
+            )
+            mine, theirs = audit.row_for(event), _row_by_truncate(event)
+            assert mine["principal"] == theirs["principal"] and type(mine["principal"]) is str
+            assert mine["credential"] == theirs["credential"] and type(mine["credential"]) is str
+            assert mine["asks"] == theirs["asks"], value
+            assert [type(x) for item in mine["asks"].items() for x in item] == [
+                type(x) for item in theirs["asks"].items() for x in item
+            ]
+
+
+def test_kinds_and_eras_fit_their_columns() -> None:
+    """row_for writes a kind's and an era's text without cutting it: each must fit its column."""
+    assert all(len(str(kind)) <= AuditEvent._meta.get_field("kind").max_length for kind in Kind)
+    assert all(len(str(era)) <= AuditEvent._meta.get_field("era").max_length for era in Era)
+
+
 # -- the writer ---------------------------------------------------------------------------
 
 
@@ -520,6 +619,50 @@ def test_a_batch_is_one_executemany_of_its_rows() -> None:
     assert [row.event_id for row in stored] == [row["event_id"] for row in batch]
 
 
+def test_a_row_the_writer_makes_is_row_fors_values_in_the_statements_order() -> None:
+    """The writer makes a row as a tuple of values in the statement's column order (no dict,
+    no values taken from one): the same row, stored the same, as row_for's dict."""
+    from django.db import connection
+    from django.utils import timezone
+
+    statement = audit._statement(connection)
+    assert statement.in_order and statement.names == audit._COLUMNS
+    user = get_user_model().objects.create_user("columns")
+    event = signals.Event(
+        kind="round",
+        era=Era.MODERN,
+        transport="http",
+        method="tools/call",
+        target="echo",
+        principal=Principal(user),
+        request_id=3,
+        asks={"k": "elicitation/create"},
+        round=1,
+        duration_ms=1.23456,
+    )
+    created = timezone.now()
+    first, second = audit.event_ids(2)
+    values = audit._values_for(event, Kind.ROUND, created, first.int)
+    assert dict(zip(audit._COLUMNS, values, strict=True)) == {
+        **audit.row_for(event, Kind.ROUND, created, event_id=first),
+        "event_id": first.int,
+    }
+    assert audit._as_dict(audit._without_user(values)) == {**audit._as_dict(values), "user_id": None}
+    assert audit._user_of(values) == user.pk == audit._user_of(audit._as_dict(values))
+    audit._insert_many([values, audit.row_for(event, Kind.ROUND, created, event_id=second)])
+    stored = [
+        {
+            f.attname: getattr(row, f.attname)
+            for f in AuditEvent._meta.concrete_fields
+            if f.attname not in ("id", "event_id")
+        }
+        for row in AuditEvent.objects.filter(event_id__in=[first, second]).order_by("id")
+    ]
+    assert len(stored) == 2 and stored[0] == stored[1] and stored[0]["user_id"] == user.pk
+    ids = AuditEvent.objects.filter(event_id__in=[first, second]).order_by("id").values_list("event_id", flat=True)
+    assert list(ids) == [first, second]
+
+
 def test_the_writers_preparation_is_the_fields_own() -> None:
     """The writer adapts its own values (an aware time, a dict, a UUID) for the backend without
     the fields' whole path: what it sends is what ``get_db_prep_save`` sends, for those values
@@ -535,7 +678,11 @@ def test_the_writers_preparation_is_the_fields_own() -> None:
     samples: dict[str, list[Any]] = {
         "created": [
             timezone.now(),
+            # UTC without microseconds: SQLite's text then has none either.
+            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC),
+            datetime.datetime(2026, 3, 29, 1, 30, 0, 1, tzinfo=datetime.UTC),
             datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
+            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(0))),
             None,
         ],
         # A round's asks twice over (the second adapted from what the first kept), in another
@@ -553,7 +700,8 @@ def test_the_writers_preparation_is_the_fields_own() -> None:
             [],
             None,
         ],
-        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None],
+        # The writer's own rows carry a UUID's number, written as the UUID it is.
+        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None, uuid_module.uuid4().int, 0, True],
     }
     prepared = {fields[i].attname: prepare for i, prepare in statement.prepared}
     assert set(prepared) == set(samples)
@@ -572,6 +720,20 @@ def test_event_ids_are_unique_and_ordered_by_time() -> None:
     before = time.time_ns() // 1_000_000
     ids = [audit.event_id() for _ in range(2000)]
     after = time.time_ns() // 1_000_000
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        assert made.version == 7 and made.variant == uuid.RFC_4122
+        assert before <= made.int >> 80 <= after
+    assert [made.int >> 80 for made in ids] == sorted(made.int >> 80 for made in ids)
+
+
+def test_a_batchs_event_ids_are_made_together() -> None:
+    """The writer makes a batch's ids in one step: each a version 7 UUID of the moment, all different."""
+    before = time.time_ns() // 1_000_000
+    batches = [audit.event_ids(n) for n in (0, 1, 2, 500)]
+    after = time.time_ns() // 1_000_000
+    assert [len(batch) for batch in batches] == [0, 1, 2, 500]
+    ids = [made for batch in batches for made in batch]
     assert len(set(ids)) == len(ids)
     for made in ids:
         assert made.version == 7 and made.variant == uuid.RFC_4122
