@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 VERSION = "v1"
 REFUSED_MESSAGE = "the requestState is not valid"
-# Params that change between rounds of one request and so stay out of its digest.
+# Params that change between rounds of one request and so stay out of its digest
+# (params_digest pops each by name; tests/test_request_state.py holds the two together).
 _UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 _NONCE = 12
 _TAG = 16
@@ -306,7 +307,12 @@ setting_changed.connect(_forget_audiences, dispatch_uid="mcp_django.request_stat
 
 
 def params_digest(params: dict[str, Any]) -> str:
-    bound = {k: v for k, v in params.items() if k not in _UNBOUND_PARAMS}
+    # A copy without the unbound params (_UNBOUND_PARAMS): popped in C, not filtered key by key
+    # in Python; their order does not matter, as canonical() sorts the keys.
+    bound = params.copy()
+    bound.pop("_meta", None)
+    bound.pop("inputResponses", None)
+    bound.pop("requestState", None)
     return base64url.encode(hashlib.sha256(canonical(bound)).digest())
 
 

@@ -243,6 +243,13 @@ def test_params_digest_ignores_round_fields_only() -> None:
     assert request_state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
     assert request_state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
     assert request_state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
+    for name in request_state._UNBOUND_PARAMS:  # every unbound param, and only those, is left out
+        assert request_state.params_digest({**base, name: "x"}) == digest
+    assert request_state.params_digest({**base, "task": {}}) != digest
+    # The digest states in flight carry: the same as the release before gave these params.
+    params = {"name": "t", "arguments": {"a": 1, "b": [1, 2], "é": "ü"}, "_meta": {"x": 1}, "task": {"ttl": 5}}
+    assert request_state.params_digest(params) == "p1VSVjnD0GvwXoJ-3iwC27mAsPdPhbKS6hiH-_gq_s4"
+    assert params["_meta"] == {"x": 1}  # the request's own params are left as they were
 
 
 def _other_spellings(text: str) -> list[str]:
