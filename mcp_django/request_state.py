@@ -321,7 +321,7 @@ def seal(claims: Claims, *, now: float | None = None) -> str:
     issued = int(now if now is not None else time.time())
     claims.issued_at = issued
     claims.expires_at = issued + mcp_settings.REQUEST_STATE_LIFETIME
-    return encode_token(encode_claims(claims))
+    return encode_token(_encoder.encode(claims))  # encode_claims(), one call fewer a round
 
 
 def unseal(

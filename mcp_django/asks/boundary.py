@@ -40,6 +40,8 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     digest: str | None = None
     bound_to: str | None = None
     target = call.target
+    principal = call.principal
+    digests: tuple[str, ...] | None = None
     # Positional, in their order: Prior (answers, asked, state, round, responses), unseal's
     # bindings and Claims' fields are built once a round, where keywords cost a tenth as much again.
     if token is None:
@@ -48,7 +50,8 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
         digest = params_digest(params)
         bound_to = _audience(call)
         try:
-            claims = unseal(token, call.method, target, call.principal.digests, digest, bound_to)
+            digests = principal.digests
+            claims = unseal(token, call.method, target, digests, digest, bound_to)
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
             raise
@@ -75,7 +78,8 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
         Claims(
             method=call.method,
             target=target,
-            principal=call.principal.digest,
+            # The signing key's digest (Principal.digest), of those the state was checked against.
+            principal=digests[0] if digests is not None else principal.digest,
             digest=digest or params_digest(params),
             round=round_no,
             answers=outcome.answers,
