@@ -35,12 +35,12 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
-    # The params' digest, the endpoint's audience and the call's target bind the state; each
-    # is found once for checking and sealing (the audience may need Django's request built).
+    # The params' digest, the endpoint's audience, the call's target and the principal's digests
+    # bind the state; each is found once for checking and sealing (the audience may need Django's
+    # request built), and only for a state to check or to seal: a plain call needs none of them.
     digest: str | None = None
     bound_to: str | None = None
-    target = call.target
-    principal = call.principal
+    target: str | None = None
     digests: tuple[str, ...] | None = None
     # Positional, in their order: Prior (answers, asked, state, round, responses), unseal's
     # bindings and Claims' fields are built once a round, where keywords cost a tenth as much again.
@@ -49,8 +49,9 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     else:
         digest = params_digest(params)
         bound_to = _audience(call)
+        target = call.target
         try:
-            digests = principal.digests
+            digests = call.principal.digests
             claims = unseal(token, call.method, target, digests, digest, bound_to)
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
@@ -77,9 +78,9 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     new_state = seal(
         Claims(
             method=call.method,
-            target=target,
+            target=target if target is not None else call.target,
             # The signing key's digest (Principal.digest), of those the state was checked against.
-            principal=digests[0] if digests is not None else principal.digest,
+            principal=digests[0] if digests is not None else call.principal.digest,
             digest=digest or params_digest(params),
             round=round_no,
             answers=outcome.answers,
