@@ -2,34 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 try:
     import orjson
 
-    # orjson's own functions, not Python functions around them: a request serializes a few
-    # times (its answer, an event's payload), and each wrapper's frame cost a quarter as much
-    # as the call it made.
-    dumps: Callable[[Any], bytes] = orjson.dumps
-    loads: Callable[[bytes | str], Any] = orjson.loads
+    def dumps(value: Any) -> bytes:
+        return orjson.dumps(value)
+
+    def loads(data: bytes | str) -> Any:
+        return orjson.loads(data)
 
     def canonical(value: Any) -> bytes:
         """Stable bytes for hashing: sorted keys, no spaces."""
-        # (functools.partial with option= measured slower than this frame: it merges keywords.)
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps the app importable
     import json
 
-    def _dumps(value: Any) -> bytes:
+    def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
-    def _loads(data: bytes | str) -> Any:
+    def loads(data: bytes | str) -> Any:
         return json.loads(data)
-
-    dumps = _dumps
-    loads = _loads
 
     def canonical(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
