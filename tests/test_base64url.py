@@ -14,6 +14,7 @@ def test_round_trip_without_padding(data: bytes) -> None:
     text = base64url.encode(data)
     assert "=" not in text and "+" not in text and "/" not in text
     assert text == base64.urlsafe_b64encode(data).decode().rstrip("=")
+    assert base64url.encode_bytes(data) == text.encode()  # the same spelling, as bytes
     if data:
         assert base64url.decode(text) == data
     assert base64url.decode_verified(text) == data  # what a verified MAC's text decodes to

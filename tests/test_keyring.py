@@ -40,6 +40,16 @@ def test_the_prepared_macs_are_hmac_sha256_under_their_keys() -> None:
     assert ring.keys[0].mac(b"m") != ring.keys[1].mac(b"m")
 
 
+def test_keyed_mac_is_hmac_sha256_for_keys_of_any_length() -> None:
+    """keyed_mac builds HMAC from two prepared SHA-256 states (RFC 2104): the same bytes as the
+    standard library's HMAC for keys shorter than, as long as and longer than SHA-256's block."""
+    for key_length in (0, 1, 32, 63, 64, 65, 200):
+        key = bytes(range(key_length % 256)) * (key_length // 256) + bytes(range(key_length % 256))
+        mac = keyring.keyed_mac(key)
+        for message in (b"", b"m", b"x" * 55, b"x" * 64, b"y" * 1000):
+            assert mac(message) == hmac.digest(key, message, "sha256")
+
+
 def test_every_use_has_a_key_of_its_own() -> None:
     ring = KeyRing([KEY_A.encode(), KEY_B.encode()])
     material = [k.mac_key for k in ring.keys] + [k.session_key for k in ring.keys] + ring.principal_keys

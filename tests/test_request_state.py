@@ -78,6 +78,21 @@ def test_binding_mismatches(algorithm: bool, field: str, value: str, reason: Rea
     assert refused(token, **{field: value}) == reason
 
 
+def test_bindings_that_are_not_ascii_are_compared_as_text() -> None:
+    """ASCII bindings are compared as str; a target or an audience that is not ASCII is compared
+    as UTF-8, and refused with the same reasons."""
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        binding = {**BINDING, "target": "café", "audience": "https://ça.example/mcp"}
+        token = seal(claims(**binding))
+        assert unseal(token, **binding).target == "café"  # type: ignore[arg-type]
+        assert refused(token, target="cafe", audience=binding["audience"]) == Reason.WRONG_TARGET
+        assert refused(token, target="café") == Reason.WRONG_AUDIENCE
+        assert refused(token, **{**binding, "method": "prompts/get"}) == Reason.WRONG_METHOD
+        assert refused(token, **{**binding, "principal": "pé"}) == Reason.WRONG_PRINCIPAL
+        assert refused(token, **{**binding, "digest": "dé"}) == Reason.WRONG_PARAMS
+        assert refused(seal(claims()), target="café") == Reason.WRONG_TARGET
+
+
 def test_tampered_payload_and_mac(algorithm: bool) -> None:
     token = seal(claims())
     assert refused(token + "-TAMPERED") in (Reason.BAD_SIGNATURE, Reason.MALFORMED)
@@ -228,6 +243,13 @@ def test_params_digest_ignores_round_fields_only() -> None:
     assert request_state.params_digest({**base, "_meta": {"x": 1}, "inputResponses": {}, "requestState": "s"}) == digest
     assert request_state.params_digest({"arguments": {"b": [1, 2], "a": 1}, "name": "t"}) == digest  # key order
     assert request_state.params_digest({**base, "arguments": {"a": 2, "b": [1, 2]}}) != digest
+    for name in request_state._UNBOUND_PARAMS:  # every unbound param, and only those, is left out
+        assert request_state.params_digest({**base, name: "x"}) == digest
+    assert request_state.params_digest({**base, "task": {}}) != digest
+    # The digest states in flight carry: the same as the release before gave these params.
+    params = {"name": "t", "arguments": {"a": 1, "b": [1, 2], "é": "ü"}, "_meta": {"x": 1}, "task": {"ttl": 5}}
+    assert request_state.params_digest(params) == "p1VSVjnD0GvwXoJ-3iwC27mAsPdPhbKS6hiH-_gq_s4"
+    assert params["_meta"] == {"x": 1}  # the request's own params are left as they were
 
 
 def _other_spellings(text: str) -> list[str]:

@@ -35,35 +35,28 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
-    # The params' digest and the endpoint's audience bind the state; each is computed once
-    # for checking and sealing (the audience may need Django's request built).
+    # The params' digest, the endpoint's audience, the call's target and the principal's digests
+    # bind the state; each is found once for checking and sealing (the audience may need Django's
+    # request built), and only for a state to check or to seal: a plain call needs none of them.
     digest: str | None = None
     bound_to: str | None = None
+    target: str | None = None
+    digests: tuple[str, ...] | None = None
+    # Positional, in their order: Prior (answers, asked, state, round, responses), unseal's
+    # bindings and Claims' fields are built once a round, where keywords cost a tenth as much again.
     if token is None:
-        # Positional (answers, asked, state, round, responses): the common case, once per call.
         prior = Prior({}, None, {}, 0, responses)
     else:
         digest = params_digest(params)
         bound_to = _audience(call)
+        target = call.target
         try:
-            claims = unseal(
-                token,
-                method=call.method,
-                target=call.target,
-                principal=call.principal.digests,
-                digest=digest,
-                audience=bound_to,
-            )
+            digests = call.principal.digests
+            claims = unseal(token, call.method, target, digests, digest, bound_to)
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
             raise
-        prior = Prior(
-            answers=claims.answers,
-            asked=claims.asked,
-            state=dict(claims.state),
-            round=claims.round,
-            responses=responses,
-        )
+        prior = Prior(claims.answers, claims.asked, dict(claims.state), claims.round, responses)
     if tracing.ENABLED:
         tracing.replay_round(prior.round)
     outcome = await engine(handler, arguments, call, prior)
@@ -74,33 +67,36 @@ async def request_state(handler: Handler, arguments: dict[str, Any], call: Call,
         capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
         await refused(call, handler.primitive, capped.reason)
         raise capped
-    pending = outcome.pending
+    # One pass over the pending asks for what the state, the audit event and the answer say of them.
+    asked: dict[str, str] = {}
+    asks: dict[str, str] = {}
+    requests: dict[str, Any] = {}
+    for key, ask in outcome.pending.items():
+        asked[key] = ask.digest
+        asks[key] = ask.method
+        requests[key] = ask.wire()
     new_state = seal(
         Claims(
             method=call.method,
-            target=call.target,
-            principal=call.principal.digest,
+            target=target if target is not None else call.target,
+            # The signing key's digest (Principal.digest), of those the state was checked against.
+            principal=digests[0] if digests is not None else call.principal.digest,
             digest=digest or params_digest(params),
             round=round_no,
             answers=outcome.answers,
-            asked={key: ask.digest for key, ask in pending.items()},
+            asked=asked,
             state=outcome.state,
             audience=bound_to if bound_to is not None else _audience(call),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
         raise MCPError(INTERNAL_ERROR, "the answers so far no longer fit in MAX_REQUEST_STATE_BYTES")
-    asks = {key: ask.method for key, ask in pending.items()}
     # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
     event = call.event("round", round=round_no, asks=asks)
     await signals.round_started.asend(handler.primitive, event=event)
     if tracing.ENABLED:
         tracing.input_required(round_no, asks)
-    outcome.result = {
-        "resultType": "input_required",
-        "inputRequests": {key: ask.wire() for key, ask in pending.items()},
-        "requestState": new_state,
-    }
+    outcome.result = {"resultType": "input_required", "inputRequests": requests, "requestState": new_state}
     return outcome
 
 

@@ -180,49 +180,49 @@ class ReplayBackend:
         # The same question asked twice in one attempt gets distinct, deterministic keys.
         return base if n == 1 else f"{base}-{n}"
 
-    def _answer(self, key: str, ask: Ask) -> tuple[bool, Any]:
-        digest = ask.digest
-        if key in self.responses and self.asked.get(key) == digest:
-            return True, self.responses[key]
-        record = self.known.get(key)
-        if record is not None and record["q"] == digest:
-            return True, record["a"]
-        return False, None
-
-    def _lookup(self, asks: Sequence[Ask], *, record: bool = True) -> tuple[list[Any], bool]:
+    def _lookup(self, asks: Sequence[Ask], record: bool = True) -> tuple[list[Any], bool]:
         """The answers known to ``asks``, and whether one is missing. ``record``: the asks
         belong to this attempt's round (unanswered ones become pending, answered ones are carried)."""
         values: list[Any] = []
         missing = False
         lacking: list[str] = []
+        responses = self.responses
         for ask in asks:
-            key = self._key(ask)
+            # Once per ask of every attempt: the key and the known answer are found inline.
+            key = ask.key or self._key(ask)
             ask.key = key
-            found, raw = self._answer(key, ask)
-            if found:
-                try:
-                    values.append(ask.parse(key, raw))
-                except ContentInvalid as exc:
-                    # A form filled in wrongly: the same key is asked again, saying what was wrong.
+            digest = ask.digest
+            # An answer counts only for the very question it answered (its digest): this
+            # request's to what the last round asked, or one an earlier round carried.
+            if key in responses and self.asked.get(key) == digest:
+                raw = responses[key]
+            else:
+                carried = self.known.get(key)
+                if carried is None or carried["q"] != digest:
+                    if not self.call.capabilities.supports(ask.capability):
+                        lacking.append(ask.capability)
+                        continue
                     if record:
-                        self.pending[key] = ask.again(exc.problem)
+                        self.pending[key] = ask
                     values.append(None)
                     missing = True
                     continue
-                except MCPError as exc:
-                    if record:
-                        self.error = exc
-                    raise
+                raw = carried["a"]
+            try:
+                values.append(ask.parse(key, raw))
+            except ContentInvalid as exc:
+                # A form filled in wrongly: the same key is asked again, saying what was wrong.
                 if record:
-                    self.used[key] = {"q": ask.digest, "a": raw}
+                    self.pending[key] = ask.again(exc.problem)
+                values.append(None)
+                missing = True
                 continue
-            if not self.call.capabilities.supports(ask.capability):
-                lacking.append(ask.capability)
-                continue
+            except MCPError as exc:
+                if record:
+                    self.error = exc
+                raise
             if record:
-                self.pending[key] = ask
-            values.append(None)
-            missing = True
+                self.used[key] = {"q": digest, "a": raw}
         if lacking:
             # Raised in the handler, which may catch it and do without; if it escapes,
             # the request fails with -32021 naming every capability the attempt lacked.
@@ -240,14 +240,14 @@ class ReplayBackend:
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
         # Once the attempt is over (an ask in the handler's unwinding, or in a task it left
         # running), nothing asked joins its round: what was sealed is what it asked before.
-        values, missing = self._lookup(asks, record=not self.closed)
+        values, missing = self._lookup(asks, not self.closed)
         if missing:
             await self._unanswered()
         return values
 
     async def resolve_one(self, ask: Ask) -> Any:
         """:meth:`resolve` of one ask, its answer itself (no coroutine of the context's around it)."""
-        values, missing = self._lookup((ask,), record=not self.closed)
+        values, missing = self._lookup((ask,), not self.closed)
         if missing:
             await self._unanswered()
         return values[0]
