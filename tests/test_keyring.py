@@ -41,8 +41,8 @@ def test_the_prepared_macs_are_hmac_sha256_under_their_keys() -> None:
 
 
 def test_keyed_mac_is_hmac_sha256_for_keys_of_any_length() -> None:
-    """keyed_mac builds HMAC from two prepared SHA-256 states (RFC 2104): the same bytes as the
-    standard library's HMAC for keys shorter than, as long as and longer than SHA-256's block."""
+    """keyed_mac's prepared state gives the same bytes as a fresh HMAC, for keys shorter than, as
+    long as and longer than SHA-256's block, and for each message (none leaks into the next)."""
     for key_length in (0, 1, 32, 63, 64, 65, 200):
         key = bytes(range(key_length % 256)) * (key_length // 256) + bytes(range(key_length % 256))
         mac = keyring.keyed_mac(key)
