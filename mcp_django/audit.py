@@ -73,7 +73,6 @@ from django.utils import timezone
 from . import signals
 from .conf import mcp_settings
 from .models import CALL_KINDS, AuditEvent, Kind
-from .protocol.revisions import Era
 
 logger = logging.getLogger("mcp_django.audit")
 
@@ -124,6 +123,8 @@ class _Item:
 
 
 def _truncate(value: Any, length: int) -> str:
+    if type(value) is str and len(value) <= length and "\x00" not in value:
+        return value  # nearly every text of a row: nothing to cut or escape
     text = "" if value is None else str(value)
     if "\x00" in text:
         # Client-chosen (an id, a tool name, a URI): PostgreSQL text cannot hold NUL
@@ -186,57 +187,32 @@ def _values_for(
         label = principal if isinstance(principal, str) else ""
     user_id = user.pk if user is not None and getattr(user, "is_authenticated", False) else None
     asks = {
-        key if type(key) is str and len(key) <= 200 and "\x00" not in key else _truncate(key, 200): method
-        if type(method) is str and len(method) <= 64 and "\x00" not in method
-        else _truncate(method, 64)
+        _truncate(key, 200): _truncate(method, 64)
         for key, method in (event.asks or {}).items()
         if isinstance(method, str)
     }
-    # Each text is what _truncate makes of it: a plain string already short enough and free of
-    # NUL is that text as it is, tested in line (the writer's calls of _truncate, 14 a row, were
-    # a fifth of its row's making). The kind and the era are enum members: their text is looked up.
-    kind = kind or event.kind
-    era = event.era
-    kind_text = _KIND_TEXT.get(kind) if type(kind) is Kind or type(kind) is str else None
-    era_text = _ERA_TEXT.get(era) if type(era) is Era or type(era) is str else None
-    reason, outcome, version, transport = event.reason, event.outcome, event.version, event.transport
-    method, target, request_id, address = event.method, event.target, event.request_id, event.client_address
-    endpoint = getattr(event, "endpoint", "")
-    credential = str(getattr(getattr(principal, "auth", None), "mcp_credential_label", "") or "")
     return (
         created or timezone.now(),
-        kind_text or _truncate(kind, 24),
-        reason if type(reason) is str and len(reason) <= 48 and "\x00" not in reason else _truncate(reason, 48),
-        outcome if type(outcome) is str and len(outcome) <= 16 and "\x00" not in outcome else _truncate(outcome, 16),
-        version if type(version) is str and len(version) <= 16 and "\x00" not in version else _truncate(version, 16),
-        era_text or _truncate(era, 8),
-        transport
-        if type(transport) is str and len(transport) <= 16 and "\x00" not in transport
-        else _truncate(transport, 16),
-        method if type(method) is str and len(method) <= 64 and "\x00" not in method else _truncate(method, 64),
-        target if type(target) is str and len(target) <= 500 and "\x00" not in target else _truncate(target, 500),
+        _truncate(kind or event.kind, 24),
+        _truncate(event.reason, 48),
+        _truncate(event.outcome, 16),
+        _truncate(event.version, 16),
+        _truncate(event.era, 8),
+        _truncate(event.transport, 16),
+        _truncate(event.method, 64),
+        _truncate(event.target, 500),
         user_id,
-        label if type(label) is str and len(label) <= 150 and "\x00" not in label else _truncate(label, 150),
+        _truncate(label, 150),
         # Only a credential that names itself for the log (an MCP token: name and id, never the secret).
-        credential if len(credential) <= 150 and "\x00" not in credential else _truncate(credential, 150),
-        request_id
-        if type(request_id) is str and len(request_id) <= 100 and "\x00" not in request_id
-        else _truncate(request_id, 100),
+        _truncate(str(getattr(getattr(principal, "auth", None), "mcp_credential_label", "") or ""), 150),
+        _truncate(event.request_id, 100),
         event.round,
         asks,
-        address if type(address) is str and len(address) <= 64 and "\x00" not in address else _truncate(address, 64),
+        _truncate(event.client_address, 64),
         None if event.duration_ms is None else round(float(event.duration_ms), 3),
-        endpoint
-        if type(endpoint) is str and len(endpoint) <= 64 and "\x00" not in endpoint
-        else _truncate(endpoint, 64),
+        _truncate(getattr(event, "endpoint", ""), 64),
         event_id if event_id is not None else event_ids(1)[0],
     )
-
-
-# The text of each kind and each era, as _truncate makes it, found by the member or by the plain
-# string equal to it (a kind's text fits the kind column, an era's the era column: tests/test_audit.py).
-_KIND_TEXT: dict[str, str] = {member: str(member) for member in Kind}
-_ERA_TEXT: dict[str, str] = {member: str(member) for member in Era}
 
 
 # A version 7 UUID's fixed bits (RFC 9562): the version (0111) and the variant (10).
@@ -500,11 +476,12 @@ def _insert_one(row: _Row) -> int:
     except _UNREACHABLE:
         raise
     except Exception as exc:
+        refused = _as_dict(row)
         logger.error(
             "mcp_django: the database refused an audit row (%s %s by %r): %s",
-            _as_dict(row).get("kind"),
-            _as_dict(row).get("method"),
-            _as_dict(row).get("principal"),
+            refused.get("kind"),
+            refused.get("method"),
+            refused.get("principal"),
             exc,
         )
         return 1
@@ -581,33 +558,20 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     save = functools.partial(field.get_db_prep_save, connection=connection)
     if type(field) is models.DateTimeField:
         adapt_time = connection.ops.adapt_datetimefield_value
-        probe = datetime.datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)
-        if adapt_time(probe) is probe:
-            # The backend takes an aware time as it is (PostgreSQL): so does the writer.
-            def prepare_time(value: Any) -> Any:
-                if type(value) is datetime.datetime and value.tzinfo is datetime.UTC:
-                    return value
-                if type(value) is datetime.datetime and value.utcoffset() is not None:
-                    return adapt_time(value)
-                return save(value)
-
-            return prepare_time
-        if connection.vendor == "sqlite":
-            # SQLite's adaptation makes the time naive in the connection's zone and writes its
-            # str(): for a UTC time and a UTC connection (USE_TZ, no TIME_ZONE of the database's),
-            # the time without its zone, without the three utcoffset() calls of is_aware and
-            # make_naive on the way (over half of what a row's preparation cost).
-            def prepare_time(value: Any) -> Any:
-                if type(value) is datetime.datetime and value.tzinfo is datetime.UTC:
-                    if connection.timezone is datetime.UTC:
-                        return str(value.replace(tzinfo=None))
-                if type(value) is datetime.datetime and value.utcoffset() is not None:
-                    return adapt_time(value)
-                return save(value)
-
-            return prepare_time
+        # The backend takes an aware time as it is (PostgreSQL): so does the writer.
+        as_is = adapt_time(probe := datetime.datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)) is probe
+        # SQLite's adaptation makes the time naive in the connection's zone and writes its str():
+        # for a UTC time and a UTC connection (USE_TZ, no TIME_ZONE of the database's), the time
+        # without its zone, without the three utcoffset() calls of is_aware and make_naive on
+        # the way (over half of what a row's preparation cost).
+        sqlite = connection.vendor == "sqlite"
 
         def prepare_time(value: Any) -> Any:
+            if type(value) is datetime.datetime and value.tzinfo is datetime.UTC:
+                if as_is:
+                    return value
+                if sqlite and connection.timezone is datetime.UTC:
+                    return str(value.replace(tzinfo=None))
             if type(value) is datetime.datetime and value.utcoffset() is not None:
                 return adapt_time(value)
             return save(value)
@@ -626,7 +590,9 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
             if not value:
                 return empty
             items = tuple(value.items())
-            found = adapted.get(items) if all(type(k) is str and type(v) is str for k, v in items) else save(value)
+            if not all(type(k) is str and type(v) is str for k, v in items):
+                return save(value)  # not a round's asks (nor hashable, maybe)
+            found = adapted.get(items)
             if found is None:
                 found = save(value)
                 if len(adapted) < _ADAPTED_ASKS:
