@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 VERSION = "v1"
 REFUSED_MESSAGE = "the requestState is not valid"
 # Params that change between rounds of one request and so stay out of its digest
-# (params_digest pops each by name; tests/test_request_state.py holds the two together).
+# (params_digest pops each from a copy).
 _UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 _NONCE = 12
 _TAG = 16
@@ -259,7 +259,6 @@ def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = No
 # Audiences found by audience(), under what names the URL a request reached (audience_for()).
 _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
-_url_header_values: Callable[[dict[str, str]], list[str]] | None = None
 
 
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
@@ -280,15 +279,9 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return resource.rstrip("/")
     if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
-    global _url_header_values
-    header_values = _url_header_values
-    if header_values is None:
-        # Imported at the first use, not with this module (which must import before Django's
-        # apps are ready), and kept: an import statement here cost every round a lookup.
-        from .auth_cache import url_header_values
+    from .auth_cache import url_header_values
 
-        header_values = _url_header_values = url_header_values
-    key = (endpoint.name, http.scheme, http.endpoint, *header_values(http.headers))
+    key = (endpoint.name, http.scheme, http.endpoint, *url_header_values(http.headers))
     found = _audiences.get(key)
     if found is None:
         found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept
@@ -307,12 +300,11 @@ setting_changed.connect(_forget_audiences, dispatch_uid="mcp_django.request_stat
 
 
 def params_digest(params: dict[str, Any]) -> str:
-    # A copy without the unbound params (_UNBOUND_PARAMS): popped in C, not filtered key by key
-    # in Python; their order does not matter, as canonical() sorts the keys.
+    # A copy without the unbound params: three pops, not every key of the params filtered;
+    # the keys' order does not matter, as canonical() sorts them.
     bound = params.copy()
-    bound.pop("_meta", None)
-    bound.pop("inputResponses", None)
-    bound.pop("requestState", None)
+    for name in _UNBOUND_PARAMS:
+        bound.pop(name, None)
     return base64url.encode(hashlib.sha256(canonical(bound)).digest())
 
 

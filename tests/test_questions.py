@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from mcp_django.asks import questions
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -28,4 +30,4 @@ def test_the_digest_is_computed_at_its_first_read_and_kept() -> None:
     assert ask.digest == first  # kept: the question is fixed once asked
     again = ask.again("try again")
     assert again.digest == first and again.retry == "try again"
-    assert isinstance(questions.Ask.digest, questions._Digest)  # read on the class: the descriptor
+    assert isinstance(questions.Ask.digest, functools.cached_property)  # read on the class: the descriptor

@@ -13,7 +13,7 @@ import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from .. import schema as schemas
 from ..protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
@@ -46,25 +46,6 @@ class ContentInvalid(AnswerInvalid):
 ASK_TYPES = ("confirm", "elicit", "elicit-url", "sample", "roots")
 
 
-class _Digest:
-    """``Ask.digest``: the question's digest, computed where it is first read and kept in the
-    ask's ``__dict__``, which answers every later read (no ``__set__``: the instance's own
-    attribute wins). ``functools.cached_property`` did the same in two Python calls, its
-    ``__get__`` and the function, with a dozen checks this one attribute never needs."""
-
-    @overload
-    def __get__(self, ask: None, owner: type | None = None) -> _Digest: ...
-
-    @overload
-    def __get__(self, ask: Ask, owner: type | None = None) -> str: ...
-
-    def __get__(self, ask: Ask | None, owner: type | None = None) -> _Digest | str:
-        if ask is None:
-            return self
-        digest = ask.__dict__["digest"] = hashlib.sha256(canonical([ask.method, ask.params])).hexdigest()[:24]
-        return digest
-
-
 @dataclass
 class Ask:
     method: str
@@ -78,9 +59,13 @@ class Ask:
     # Why the previous answer was refused, when this ask is asked again (see ContentInvalid).
     retry: str | None = None
 
-    # Identifies the question, so a stale answer to a different question is never reused.
-    # Computed at its first use (see _Digest), once: an ask's question is fixed when it is asked.
-    digest = _Digest()
+    @functools.cached_property
+    def digest(self) -> str:
+        """Identifies the question, so a stale answer to a different question is never reused.
+
+        Computed at its first read, once: an ask's question is fixed when it is asked.
+        """
+        return hashlib.sha256(canonical([self.method, self.params])).hexdigest()[:24]
 
     def default_key(self) -> str:
         return f"{self.type}-{self.digest[:12]}"
