@@ -5,6 +5,11 @@ CPU 1 over loopback, with one connection and with eight. It prints requests per 
 to the SDK baseline of the same scenario and connection count, the server's CPU time per request
 (from /proc), and the server's memory after the load. Numbers are only comparable within one run.
 
+Each of mcp-django's runs is paired with a run of its SDK baseline right next to it (the SDK
+first in even repeats, second in odd ones), and the ratio printed is the median of the pairs'
+ratios, with their range: a shared machine's speed drifts over tens of seconds, and a ratio of
+two runs made half a minute apart measured that drift as much as the servers.
+
     python bench/run.py [--seconds 5] [--repeat 1] [echo token async flow taskget]
 
 Without scenarios it runs them all; the SDK's echo runs whenever a scenario is set against it.
@@ -42,6 +47,10 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
     "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
 }
+
+
+# The table's order of rows.
+LABELS = ("echo, anonymous", "echo, token auth", "async tool", "3-request flow", "tasks/get poll")
 
 
 def free_port() -> int:
@@ -235,34 +244,48 @@ def main() -> int:
     try:
         for server in servers.values():
             server.start()
-        # (which, label, server, bodies, headers); the SDK's echo is the baseline of token and taskget.
-        baseline = chosen & {"echo", "token", "taskget"}
-        scenarios: list[tuple[str, str, list[dict[str, Any]], dict[str, str]]] = []
-        if baseline:
-            scenarios.append(("echo, anonymous", "sdk", echo, echo_headers))
+        # (label, bodies, headers) of mcp-django's scenarios, each with its SDK baseline's label; the
+        # SDK server has neither token authentication nor tasks: both are set against its echo.
+        ours: list[tuple[str, list[dict[str, Any]], dict[str, str], str]] = []
+        baselines: dict[str, tuple[list[dict[str, Any]], dict[str, str]]] = {}
+        if chosen & {"echo", "token", "taskget"}:
+            baselines["echo, anonymous"] = (echo, echo_headers)
         if "echo" in chosen:
-            scenarios.append(("echo, anonymous", "mcp-django", echo, echo_headers))
+            ours.append(("echo, anonymous", echo, echo_headers, "echo, anonymous"))
         if "token" in chosen:
             token_headers = {**echo_headers, "authorization": f"Token {token}"}
-            scenarios.append(("echo, token auth", "mcp-django", echo, token_headers))
+            ours.append(("echo, token auth", echo, token_headers, "echo, anonymous"))
         if "async" in chosen:
-            scenarios.append(("async tool", "sdk", reverse, reverse_headers))
-            scenarios.append(("async tool", "mcp-django", reverse, reverse_headers))
+            baselines["async tool"] = (reverse, reverse_headers)
+            ours.append(("async tool", reverse, reverse_headers, "async tool"))
         if "flow" in chosen:
-            scenarios.append(("3-request flow", "sdk", flow_bodies(servers["sdk"].url, {}), flow_headers))
-            scenarios.append(("3-request flow", "mcp-django", flow_bodies(servers["mcp-django"].url, {}), flow_headers))
+            baselines["3-request flow"] = (flow_bodies(servers["sdk"].url, {}), flow_headers)
+            ours.append(("3-request flow", flow_bodies(servers["mcp-django"].url, {}), flow_headers, "3-request flow"))
         if "taskget" in chosen:
-            scenarios.append(("tasks/get poll", "mcp-django", *task_poll(servers["mcp-django"].url)))
+            ours.append(("tasks/get poll", *task_poll(servers["mcp-django"].url), "echo, anonymous"))
         runs: dict[str, list[dict[str, float]]] = {}
-        for _ in range(args.repeat):
-            for label, name, bodies, headers in scenarios:
+        ratios: dict[str, list[float]] = {}
+        for repeat in range(args.repeat):
+            for label, bodies, headers, base_label in ours:
                 for connections in (1, 8):
-                    key = f"{label}|{name}|{connections}"
-                    runs.setdefault(key, []).append(
-                        run_wrk(servers[name], bodies, headers, connections, args.seconds, work)
+                    pair = [
+                        ("sdk", base_label, *baselines[base_label]),
+                        ("mcp-django", label, bodies, headers),
+                    ]
+                    measured: dict[str, dict[str, float]] = {}
+                    for name, row_label, row_bodies, row_headers in pair if repeat % 2 == 0 else pair[::-1]:
+                        measured[name] = run_wrk(
+                            servers[name], row_bodies, row_headers, connections, args.seconds, work
+                        )
+                        runs.setdefault(f"{row_label}|{name}|{connections}", []).append(measured[name])
+                    ratios.setdefault(f"{label}|mcp-django|{connections}", []).append(
+                        measured["mcp-django"]["rps"] / measured["sdk"]["rps"]
                     )
         for key, samples in runs.items():
             results[key] = {field: statistics.median(s[field] for s in samples) for field in samples[0]}
+            if key in ratios:
+                results[key]["ratio"] = statistics.median(ratios[key])
+                results[key]["ratio_min"], results[key]["ratio_max"] = min(ratios[key]), max(ratios[key])
     finally:
         for server in servers.values():
             server.stop()
@@ -271,14 +294,21 @@ def main() -> int:
     print(
         "echo is a sync tool (both servers run it in a worker thread); the async tool runs on the event loop in both."
     )
-    print(f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'CPU µs/req':>11} {'RSS MiB':>8}")
-    for key, row in results.items():
-        label, name, connections = key.split("|")
-        # The SDK server has neither token authentication nor tasks: both are set against its echo.
-        base_label = "echo, anonymous" if label.startswith(("echo", "tasks/get")) else label
-        base = results[f"{base_label}|sdk|{connections}"]
+    print(
+        f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'range':>11}"
+        f" {'CPU µs/req':>11} {'RSS MiB':>8}"
+    )
+    order = sorted(results, key=lambda key: (list(LABELS).index(key.split("|")[0]), key.split("|")[1] != "sdk"))
+    for key in order:
+        row = results[key]
+        label, name, conns = key.split("|")
+        ratio, spread = "1.00x", ""
+        if "ratio" in row:
+            ratio = f"{row['ratio']:.2f}x"
+            spread = f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}" if args.repeat > 1 else ""
         print(
-            f"{label:<18} {name:<11} {connections:>5} {row['rps']:>9.0f} {row['rps'] / base['rps']:>6.2f}x {row['cpu_us']:>11.0f} {row['rss_mib']:>8.1f}"
+            f"{label:<18} {name:<11} {conns:>5} {row['rps']:>9.0f} {ratio:>7} {spread:>11}"
+            f" {row['cpu_us']:>11.0f} {row['rss_mib']:>8.1f}"
         )
     print(
         "(token auth and the tasks/get poll are compared with the SDK's anonymous echo: the SDK server has no token"

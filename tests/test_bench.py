@@ -127,11 +127,13 @@ def _needs(tool: str) -> None:
 
 
 def test_the_benchmark_runs_for_a_second(tmp_path: Path) -> None:
-    """`make bench`'s script, one second a scenario: the token call and the flow (its three requests
-    captured from both servers) against the SDK's server; both tables' rows and the results' file."""
+    """`make bench`'s script, one second a scenario, twice: the token call and the flow (its three
+    requests captured from both servers) against the SDK's server, each run paired with its
+    baseline's; both tables' rows, the pairs' ratios and the results' file."""
     _needs("wrk")
-    # 16 s of load; the rest (migrations, two servers' start-up) is slow only on a loaded machine.
-    done = run("bench/run.py", "--seconds", "1", "--out", str(tmp_path), "token", "flow", timeout=900)
+    # 32 s of load; the rest (migrations, two servers' start-up) is slow only on a loaded machine.
+    args = ("--seconds", "1", "--repeat", "2", "--out", str(tmp_path), "token", "flow")
+    done = run("bench/run.py", *args, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = re.findall(
         r"^(echo, anonymous|echo, token auth|3-request flow) +(sdk|mcp-django) +([18]) +(\d+) +([\d.]+)x",
@@ -151,7 +153,16 @@ def test_the_benchmark_runs_for_a_second(tmp_path: Path) -> None:
     assert all(int(rps) > 0 for *_, rps, _ in rows)
     assert not re.search(r"^async tool", done.stdout, re.M)  # not asked for
     (saved,) = tmp_path.glob("bench-*.json")
-    assert "3-request flow|mcp-django|8" in json.loads(saved.read_text())
+    results = json.loads(saved.read_text())
+    for key in ("echo, token auth|mcp-django|1", "3-request flow|mcp-django|8"):
+        row = results[key]
+        # The median of two pairs' ratios lies between them, and the table prints it and their range.
+        assert 0 < row["ratio_min"] <= row["ratio"] <= row["ratio_max"], row
+        label, _, conns = key.split("|")
+        line = re.search(rf"^{label} +mcp-django +{conns} .*$", done.stdout, re.M)
+        assert line and f"{row['ratio']:.2f}x" in line[0], done.stdout
+        assert f"{row['ratio_min']:.2f}-{row['ratio_max']:.2f}" in line[0], done.stdout
+    assert "ratio" not in results["3-request flow|sdk|8"]
 
 
 def test_the_benchmark_refuses_an_unknown_scenario() -> None:
