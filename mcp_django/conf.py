@@ -445,7 +445,8 @@ SETTINGS: dict[str, Setting] = {
     "SESSION_CACHE": Setting("default", text),
     # Seconds a legacy request waits for the session cache before it is answered 503
     # (a hung Redis must not hold requests; configure the client's socket timeouts too).
-    "SESSION_CACHE_TIMEOUT": Setting(3, seconds),
+    # Under a second: a healthy Redis answers in milliseconds, a hung one never.
+    "SESSION_CACHE_TIMEOUT": Setting(0.75, seconds),
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.
     "AUDIT": Setting({}, audit),

@@ -45,8 +45,10 @@ GROUP = "mcp-django.workers"
 # reads again after a failure, and this often anyway (one cheap write): a restart
 # the reader did not notice costs at most this long.
 _GROUP_RENEW_SECONDS = 30
-# The longest a request waits for one channel-layer operation (a hung Redis).
-LAYER_TIMEOUT = 5
+# The longest a request waits for one channel-layer operation (a hung Redis): a send or a
+# group change takes milliseconds on a healthy Redis, so a request is answered 503 within a
+# second. The reader's blocking receive is not bounded by it (it waits for messages).
+LAYER_TIMEOUT = 0.75
 # A reader whose layer failed reads again this often (one line in the log per outage):
 # short, so that replies cross instances again as soon as Redis is back.
 _READ_RETRY_SECONDS = 0.25

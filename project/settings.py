@@ -161,7 +161,7 @@ CHANNEL_LAYERS = (
             # quietly on Redis's side instead of raising in the client (redis-py 8's
             # default is 5 s); socket_connect_timeout bounds a Redis that is down.
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 2}],
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 10, "socket_connect_timeout": 1}],
                 "prefix": REDIS_PREFIX,
             },
         }
@@ -177,8 +177,9 @@ CACHES = (
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": REDIS_PREFIX,
-            # A hung Redis costs a request at most this (MCP_DJANGO["SESSION_CACHE_TIMEOUT"] answers first).
-            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2},
+            # MCP_DJANGO["SESSION_CACHE_TIMEOUT"] (0.75 s) answers a request first; this bounds
+            # how long a thread stays on a hung Redis after that.
+            "OPTIONS": {"socket_timeout": 1, "socket_connect_timeout": 1},
         }
     }
     if REDIS_URL

@@ -100,3 +100,31 @@ def test_layer_calls_retry_a_dead_pooled_connection_and_trip_only_on_outages() -
         worker_channel.layer_breaker.reset()
 
     asyncio.run(run())
+
+
+def test_a_hung_layer_operation_is_refused_within_a_second() -> None:
+    """A send to a Redis that stopped answering (no error, no reply) is cancelled at
+    LAYER_TIMEOUT, under a second, and refused as the layer being away."""
+    cancelled = asyncio.Event()
+
+    async def hung() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def run() -> float:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(Unavailable):
+            await worker_channel.layer_call(hung)
+        assert worker_channel.layer_breaker.open  # the next ones are refused at once
+        return asyncio.get_running_loop().time() - started
+
+    assert worker_channel.LAYER_TIMEOUT < 1
+    try:
+        waited = asyncio.run(run())
+        # The bound, not the operation, ended it (the generous ceiling only tells it from the 60 s).
+        assert cancelled.is_set() and worker_channel.LAYER_TIMEOUT <= waited < 30
+    finally:
+        worker_channel.layer_breaker.reset()

@@ -36,7 +36,7 @@ def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds(tmp_path: Pa
     that changed nothing would mean the harness injects nothing), and the bounds held: the
     2026-07-28 operations unaffected, recovery within a second, every audit row once.
 
-    Why these lengths: the freeze outlasts SESSION_CACHE_TIMEOUT (3 s) twice over, so each
+    Why these lengths: the freeze outlasts SESSION_CACHE_TIMEOUT (0.75 s) many times over, so each
     instance's first legacy request waits it out and the breaker's immediate refusals follow
     within the fault; 4 s before it give every kind of operation tens of runs (a loaded machine
     runs a legacy session in well under a second); 6 s after it cover the recovery bound (1 s)
@@ -45,9 +45,9 @@ def test_a_short_soak_with_redis_frozen_holds_the_documented_bounds(tmp_path: Pa
 
     What happened during the freeze is read from the operations that overlapped it (``--ops``):
     the phase table counts an operation where it started, and the one legacy session worker may
-    begin a session just before the freeze that waits through most of it (each instance's first
-    request waits for the cache's socket timeout, an answer relayed to another instance for the
-    channel layer's), so the window may hold no legacy start at all."""
+    begin a session just before the freeze that waits in it (each instance's first request
+    waits for SESSION_CACHE_TIMEOUT, an answer relayed to another instance for the channel
+    layer's bound), so the window may hold few legacy starts."""
     _needs_tools()
     # The run's migrated tables, when it has them: loaded in a fraction of a second, where a
     # migration costs seconds.
