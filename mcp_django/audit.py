@@ -114,7 +114,7 @@ inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_
 
 @dataclass
 class _Item:
-    # A row, or (event, kind, time) for the writer to make the row from.
+    # A row, or (event, kind, time.time() at the event) for the writer to make the row from.
     row: dict[str, Any] | tuple[Any, ...] | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
@@ -391,10 +391,14 @@ class Writer:
         # Events queued by record(): their rows are made here, off the request path, their
         # event ids all at once.
         ids = iter(_event_numbers(sum(type(item.row) is tuple for item in batch)))
+        # Each event's time as timezone.now() would have made it then (aware UTC, or naive
+        # local time without USE_TZ), the setting read once a batch, not on each call's path.
+        zone = datetime.UTC if settings.USE_TZ else None
         rows: list[_Row] = []
         for item in batch:
             if type(item.row) is tuple:
-                event, kind, created = item.row
+                event, kind, stamp = item.row
+                created = datetime.datetime.fromtimestamp(stamp, zone)
                 rows.append(_values_for(event, kind, created, next(ids)))
             elif item.row is not None:
                 rows.append(item.row)
@@ -758,8 +762,10 @@ def _enabled(part: str) -> bool:
 
 def record(event: signals.Event, kind: str | None = None) -> None:
     """Queue an event; returns at once. The writer thread makes the row from it,
-    so building it costs the request nothing on its way to the client."""
-    writer.put((event, kind, timezone.now()))
+    so building it costs the request nothing on its way to the client. Its time is taken
+    as a number: timezone.now() reads settings.USE_TZ through Django's lazy settings object
+    (a failed attribute lookup inside it), a few microseconds of every call's path."""
+    writer.put((event, kind, time.time()))
 
 
 async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:

@@ -619,6 +619,36 @@ def test_a_batch_is_one_executemany_of_its_rows() -> None:
     assert [row.event_id for row in stored] == [row["event_id"] for row in batch]
 
 
+def test_a_queued_events_time_is_what_timezone_now_made_when_it_was_recorded() -> None:
+    """record() stamps the event with time.time(); the writer makes the time the row keeps,
+    aware UTC with USE_TZ and naive local time without, as timezone.now() would have then."""
+    from django.utils import timezone
+
+    def recorded(request_id: str) -> tuple[Any, Any, Any]:
+        before = timezone.now()
+        audit.record(
+            signals.Event(
+                kind="completed",
+                era=Era.MODERN,
+                transport="http",
+                method="tools/call",
+                target="echo",
+                principal=ANONYMOUS,
+                request_id=request_id,
+            ),
+            Kind.COMPLETED,
+        )
+        after = timezone.now()
+        assert audit.flush()
+        return before, AuditEvent.objects.get(request_id=request_id).created, after
+
+    before, created, after = recorded("stamped-utc")
+    assert timezone.is_aware(created) and before <= created <= after
+    with override_settings(USE_TZ=False):
+        before, created, after = recorded("stamped-local")
+        assert timezone.is_naive(created) and before <= created <= after
+
+
 def test_a_row_the_writer_makes_is_row_fors_values_in_the_statements_order() -> None:
     """The writer makes a row as a tuple of values in the statement's column order (no dict,
     no values taken from one): the same row, stored the same, as row_for's dict."""
