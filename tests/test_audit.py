@@ -570,8 +570,8 @@ def test_flush_without_a_writer_thread_writes_inline() -> None:
     assert [r.kind for r in AuditEvent.objects.all()] == [Kind.ROUND]
 
 
-def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
-    event = signals.Event(
+def _call_event(request_id: str, **extra: Any) -> signals.Event:
+    return signals.Event(
         kind="completed",
         era=Era.MODERN,
         transport="http",
@@ -581,7 +581,10 @@ def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
         request_id=request_id,
         **extra,
     )
-    return audit.row_for(event, Kind.COMPLETED)
+
+
+def _call_row(request_id: str, **extra: Any) -> dict[str, Any]:
+    return audit.row_for(_call_event(request_id, **extra), Kind.COMPLETED)
 
 
 def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
@@ -626,18 +629,7 @@ def test_a_queued_events_time_is_what_timezone_now_made_when_it_was_recorded() -
 
     def recorded(request_id: str) -> tuple[Any, Any, Any]:
         before = timezone.now()
-        audit.record(
-            signals.Event(
-                kind="completed",
-                era=Era.MODERN,
-                transport="http",
-                method="tools/call",
-                target="echo",
-                principal=ANONYMOUS,
-                request_id=request_id,
-            ),
-            Kind.COMPLETED,
-        )
+        audit.record(_call_event(request_id), Kind.COMPLETED)
         after = timezone.now()
         assert audit.flush()
         return before, AuditEvent.objects.get(request_id=request_id).created, after
