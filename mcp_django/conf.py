@@ -447,6 +447,9 @@ SETTINGS: dict[str, Setting] = {
     # (a hung Redis must not hold requests; configure the client's socket timeouts too).
     # Under a second: a healthy Redis answers in milliseconds, a hung one never.
     "SESSION_CACHE_TIMEOUT": Setting(0.75, seconds),
+    # Seconds a request waits for one channel-layer operation (a send, a group change)
+    # before it is answered 503; the layer's blocking read for messages is not bounded by it.
+    "CHANNEL_LAYER_TIMEOUT": Setting(0.75, seconds),
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.
     "AUDIT": Setting({}, audit),
@@ -518,6 +521,7 @@ class MCPSettings:
     REPLAY_GUARD: bool | None
     SESSION_CACHE: str
     SESSION_CACHE_TIMEOUT: float
+    CHANNEL_LAYER_TIMEOUT: float
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
     GC_FREEZE: bool

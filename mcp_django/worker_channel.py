@@ -12,7 +12,7 @@ Without a layer configured, the channel is a name local to this process and
 nothing is read; with the in-memory layer, every worker is this process.
 
 Every operation on the layer goes through :func:`layer_call`: bounded by
-:data:`LAYER_TIMEOUT`, retried on a connection that died while Redis was away
+``MCP_DJANGO["CHANNEL_LAYER_TIMEOUT"]``, retried on a connection that died while Redis was away
 (channels-redis keeps its pooled connections, and redis-py's pools built from a
 ``hosts`` entry do not retry: each connection that sat in the pool through an
 outage failed its next command once, so replies kept failing for seconds after
@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from channels.layers import DEFAULT_CHANNEL_LAYER, InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from .breaker import Breaker, is_outage
+from .conf import mcp_settings
 from .protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
@@ -45,10 +46,6 @@ GROUP = "mcp-django.workers"
 # reads again after a failure, and this often anyway (one cheap write): a restart
 # the reader did not notice costs at most this long.
 _GROUP_RENEW_SECONDS = 30
-# The longest a request waits for one channel-layer operation (a hung Redis): a send or a
-# group change takes milliseconds on a healthy Redis, so a request is answered 503 within a
-# second. The reader's blocking receive is not bounded by it (it waits for messages).
-LAYER_TIMEOUT = 0.75
 # A reader whose layer failed reads again this often (one line in the log per outage):
 # short, so that replies cross instances again as soon as Redis is back.
 _READ_RETRY_SECONDS = 0.25
@@ -65,7 +62,8 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 
 async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = False) -> T:
-    """``await operation()`` on the channel layer, bounded by :data:`LAYER_TIMEOUT`.
+    """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``
+    (a send or a group change takes milliseconds on a healthy Redis, none on a hung one).
 
     Raises :class:`Unavailable` at once while the layer is known to be away; a
     ``probe`` (the reader checking whether Redis is back) goes through anyway and
@@ -77,7 +75,7 @@ async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = Fal
         layer_breaker.check()
     for attempt in range(1, _ATTEMPTS + 1):
         try:
-            result = await asyncio.wait_for(operation(), LAYER_TIMEOUT)
+            result = await asyncio.wait_for(operation(), mcp_settings.CHANNEL_LAYER_TIMEOUT)
         except Exception as exc:
             if _is_connection_error(exc) and attempt < _ATTEMPTS:
                 continue  # a pooled connection that died with an earlier outage: the next one is fresh
