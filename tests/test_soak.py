@@ -92,8 +92,8 @@ def test_the_soak_refuses_an_unknown_fault() -> None:
 
 def test_a_refusal_is_held_to_the_bound_for_the_time_it_waited_in_the_fault() -> None:
     """A legacy request slow for 3 s before Redis froze (a loaded machine, a cold instance), then
-    refused 0.75 s into the freeze, waited 0.75 s for Redis: within the bound. One refused 1.5 s
-    into it breaks the bound, as does one that began in the freeze and took 1.5 s."""
+    refused 0.75 s into the freeze, waited 0.75 s for Redis: within the bound. One refused 3.5 s
+    into it breaks the bound, as does one that began in the freeze and took 3.5 s."""
     fault = soak.Fault("redis", 4.0, 10.0)
 
     def refused(start: float, end: float) -> soak.Op:
@@ -103,7 +103,7 @@ def test_a_refusal_is_held_to_the_bound_for_the_time_it_waited_in_the_fault() ->
     caught = refused(1.0, 4.75)
     assert soak.waited_in(caught, fault) == pytest.approx(0.75)
     assert soak.report([caught, served_again], [fault], 16, {("s", "completed"): 1}) == []
-    for late in (refused(1.0, 5.5), refused(6.0, 7.5)):
-        assert soak.waited_in(late, fault) == pytest.approx(1.5)
+    for late in (refused(1.0, 7.5), refused(6.0, 9.5)):
+        assert soak.waited_in(late, fault) == pytest.approx(3.5)
         (broken,) = soak.report([late, served_again], [fault], 16, {("s", "completed"): 1})
-        assert "refused more than 1 s into Redis's freeze (up to 1.5 s)" in broken
+        assert "refused more than 3 s into Redis's freeze (up to 3.5 s)" in broken
