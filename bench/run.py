@@ -298,7 +298,7 @@ def main() -> int:
         f"{'scenario':<18} {'server':<11} {'conns':>5} {'req/s':>9} {'vs SDK':>7} {'range':>11}"
         f" {'CPU µs/req':>11} {'RSS MiB':>8}"
     )
-    order = sorted(results, key=lambda key: (list(LABELS).index(key.split("|")[0]), key.split("|")[1] != "sdk"))
+    order = sorted(results, key=lambda key: (LABELS.index(key.split("|")[0]), key.split("|")[1] != "sdk"))
     for key in order:
         row = results[key]
         label, name, conns = key.split("|")

@@ -602,6 +602,7 @@ def report(ops: list[Op], faults: list[Fault], seconds: float, rows: dict[tuple[
     for fault in faults:
         during = overlapping(ops, fault)
         failed = [o for o in during if o.outcome != "ok"]
+        waited = [waited_in(o, fault) for o in failed]
         if fault.name == "redis":
             echo = [o.latency for o in during if o.kind == "echo"]
             if echo and quantile(echo, 0.99) > REDIS_FROZEN_ECHO_P99:
@@ -609,14 +610,14 @@ def report(ops: list[Op], faults: list[Fault], seconds: float, rows: dict[tuple[
             modern = Counter(f"{o.kind}: {o.outcome}" for o in failed if o.kind in ("echo", "confirm", "list"))
             if modern:
                 broken.append(f"2026-07-28 operations failed while Redis was frozen: {dict(modern)}")
-            slow = [waited_in(o, fault) for o in failed if waited_in(o, fault) > REDIS_FROZEN_REFUSAL]
+            slow = [w for w in waited if w > REDIS_FROZEN_REFUSAL]
             if slow:
                 broken.append(
                     f"{len(slow)} refused more than {REDIS_FROZEN_REFUSAL:g} s into Redis's freeze"
                     f" (up to {max(slow):.1f} s)"
                 )
         if fault.name == "postgres":
-            slow = [waited_in(o, fault) for o in failed if waited_in(o, fault) > DATABASE_REFUSED_ANSWER]
+            slow = [w for w in waited if w > DATABASE_REFUSED_ANSWER]
             if slow:
                 broken.append(
                     f"{len(slow)} answered after {DATABASE_REFUSED_ANSWER:.0f} s with the database refusing"
