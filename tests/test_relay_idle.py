@@ -51,7 +51,10 @@ def test_idle_reads_are_quiet_and_lose_nothing(caplog: pytest.LogCaptureFixture)
     with caplog.at_level(logging.DEBUG, logger="mcp_django"):
         seen = asyncio.run(run())
     assert seen == ["test://after-idle"]
-    noisy = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    # The channel's own lines only: the audit writer thread may meanwhile write a row that an
+    # earlier test's live server queued after that test ended (it fails here, where this test
+    # has no database), which says nothing of idle reads.
+    noisy = [r for r in caplog.records if (r.levelno >= logging.WARNING or r.exc_info) and r.name != "mcp_django.audit"]
     assert not noisy, caplog.text
 
 
