@@ -50,6 +50,7 @@ from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credenti
 from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
+from .limits import stage as limits
 from .protocol import jsonrpc
 from .protocol.dispatch import MODERN_METHODS, Dispatcher
 from .protocol.jsonrpc import (
@@ -177,6 +178,7 @@ def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaita
 CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable[[Era, str], bool]], ...] = (
     ("result", complete_result, lambda era, method: era == Era.MODERN),
     ("database lifecycle", database_lifecycle, lambda era, method: method in RUNS_HANDLERS),
+    ("limits", limits.limit, lambda era, method: method in FINISH_SIGNALLED),
     ("audit", audit, lambda era, method: method in FINISH_SIGNALLED),
 )
 
