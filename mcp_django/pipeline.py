@@ -13,6 +13,7 @@ Shaped like Django's middleware: a stage is built once around the rest of the pa
     tracing               with OpenTelemetry                      Pipeline.handle; tracing.py
     result                2026-07-28: resultType and serverInfo   complete_result
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
+    limits                tools/call, prompts/get, resources/read limits/stage.py (docs/limits.md)
     audit                 tools/call, prompts/get, resources/read audit; signals.py -> audit.py
     method + authorize    every method                            protocol/dispatch.py (finds the handler,
                                                                   checks scopes and permissions, reads arguments)

@@ -181,7 +181,9 @@ def test_nothing_configured_is_no_stage_of_its_own(raw: Raw) -> None:
 
     call = type("C", (), {"registry": registry})()
     with limits():
-        assert stage.limit(run, call).__qualname__ == "test_nothing_configured_is_no_stage_of_its_own.<locals>.run"
+        handed_on = stage.limit(run, call)
+        assert handed_on.cr_code is run.__code__  # the next stage's own coroutine: no frame of the stage's
+        handed_on.close()
 
 
 def test_tasks_count_when_created_not_per_poll() -> None:
