@@ -239,19 +239,25 @@ AUDIT_DEFAULTS: dict[str, Any] = {
 _AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int}
 
 
+def _keyed(value: Any, defaults: dict[str, Any], invalid: type[InvalidSetting]) -> dict[str, Any]:
+    """A dict setting's value (None: empty), refused (``invalid``) unless a dict of known keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid(f"must be a dict with the keys {', '.join(defaults)}, not {_described(value)}")
+    # A misspelt key would silently leave the default in force (rounds still written, say).
+    unknown = sorted(set(value) - set(defaults), key=str)
+    if unknown:
+        raise invalid(
+            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, defaults)}; "
+            f"the keys are {', '.join(defaults)}"
+        )
+    return value
+
+
 def audit(value: Any) -> dict[str, Any]:
     """Keys given override ``AUDIT_DEFAULTS`` one by one."""
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_described(value)}")
-    # A misspelt key would silently leave the default in force (rounds still written, say).
-    unknown = sorted(set(value) - set(AUDIT_DEFAULTS), key=str)
-    if unknown:
-        raise InvalidAudit(
-            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, AUDIT_DEFAULTS)}; "
-            f"the keys are {', '.join(AUDIT_DEFAULTS)}"
-        )
+    value = _keyed(value, AUDIT_DEFAULTS, InvalidAudit)
     out = dict(AUDIT_DEFAULTS)
     for key, raw in value.items():
         try:
@@ -287,16 +293,7 @@ def limits(value: Any) -> dict[str, Any]:
     """Keys given override ``LIMITS_DEFAULTS`` one by one; rates become :class:`~mcp_django.limits.rates.Rate`."""
     from .limits.rates import SCOPES, parse
 
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise InvalidLimits(f"must be a dict with the keys {', '.join(LIMITS_DEFAULTS)}, not {_described(value)}")
-    unknown = sorted(set(value) - set(LIMITS_DEFAULTS), key=str)
-    if unknown:
-        raise InvalidLimits(
-            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, LIMITS_DEFAULTS)}; "
-            f"the keys are {', '.join(LIMITS_DEFAULTS)}"
-        )
+    value = _keyed(value, LIMITS_DEFAULTS, InvalidLimits)
     coercers: dict[str, Callable[[Any], Any]] = {
         "CACHE": text,
         "CACHE_TIMEOUT": seconds,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,7 +22,6 @@ from django.test import override_settings
 
 from tests import shared_services
 from tests.conftest import Raw, mcp_settings
-from tests.processes import free_port, serve_demo
 from tests.run_names import redis_prefix
 from tests.test_faults import Redis
 
@@ -102,29 +100,8 @@ def test_the_cache_away_is_answered_within_a_second(
 
 @pytest.fixture(scope="module")
 def two_limited_servers() -> Iterator[tuple[str, str]]:
-    redis_url = shared_services.redis()
-    db_name, db_url = shared_services.migrated_database("limits_multi")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "REDIS_PREFIX": redis_prefix("limits-multi"),
-        "MCP_REQUEST_STATE_KEY": "limits-multi-process-test-key-0123456789",
-        "MCP_ALLOW_ANONYMOUS": "1",
-        "DJANGO_DEBUG": "0",
-        "MCP_LIMITS": json.dumps({"RATES": {"user": "4/min"}}),
-    }
-    ports = [free_port(), free_port()]
-    servers = [serve_demo(port, env) for port in ports]
-    try:
-        yield tuple(f"http://127.0.0.1:{port}/mcp" for port in ports)  # type: ignore[misc]
-    finally:
-        for server in servers:
-            server.send_signal(signal.SIGTERM)
-        for server in servers:
-            server.wait(10)
-        shared_services.drop_database(db_name)
+    with shared_services.demo_instances("limits_multi", MCP_LIMITS=json.dumps({"RATES": {"user": "4/min"}})) as (a, b):
+        yield a, b
 
 
 @shared_services.needs_postgres
