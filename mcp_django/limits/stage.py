@@ -10,7 +10,7 @@ that creates it.
 With nothing configured (no ``LIMITS`` rates or caps, no handler's ``throttle=`` on the
 endpoint) the stage hands the call on without a frame of its own and without a cache round trip.
 
-What it checks, in one round trip to the shared cache for all the rates of a call:
+What it checks (all the rates of a call in one hop to the shared cache's thread):
 
 - the rates of ``LIMITS["RATES"]``: each ``user``, each ``token``, each user on each ``tool``,
   the whole ``endpoint``; and a handler's own ``throttle=`` (scope ``handler``, per user);
@@ -76,10 +76,8 @@ class Plan:
     max_open_asks: int | None
     max_open_tasks: int | None
     fail_open: bool
-
-    @property
-    def idle(self) -> bool:
-        return not self.rates and self.max_open_asks is None and self.max_open_tasks is None
+    # Nothing set: the stage hands every call on (a field, not a property: read per call).
+    idle: bool
 
 
 _plan: Plan | None = None
@@ -90,12 +88,10 @@ def plan() -> Plan:
     found = _plan
     if found is None:
         settings = mcp_settings.LIMITS
-        found = _plan = Plan(
-            tuple(settings["RATES"].items()),
-            settings["MAX_OPEN_ASKS"],
-            settings["MAX_OPEN_TASKS"],
-            settings["WHEN_CACHE_DOWN"] == "open",
-        )
+        rates = tuple(settings["RATES"].items())
+        asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
+        idle = not rates and asks is None and tasks is None
+        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", idle)
     return found
 
 
