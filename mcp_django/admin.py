@@ -63,6 +63,7 @@ class LimitFilter(admin.SimpleListFilter):
         ("tool", _("rate per user and tool")),
         ("endpoint", _("rate per endpoint")),
         ("handler", _("a handler's throttle=")),
+        ("class", _("a DRF throttle class")),
         ("asks", _("open asks")),
         ("tasks", _("unfinished tasks")),
     )

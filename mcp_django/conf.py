@@ -273,6 +273,9 @@ LIMITS_DEFAULTS: dict[str, Any] = {
     # prompt or resource), "endpoint" (every caller of an endpoint together). Counted for
     # tools/call, prompts/get and resources/read (docs/limits.md).
     "RATES": {},
+    # DRF throttle classes (dotted paths) asked too, each call: allow_request(request, handler),
+    # with request.user and request.auth the caller's. They keep their own counts (DRF's cache).
+    "CLASSES": [],
     # The Django cache the counts are kept in: a shared one (Redis) when several instances serve.
     "CACHE": "default",
     # Seconds a call waits for that cache before the outage choice below applies.
@@ -295,6 +298,7 @@ def limits(value: Any) -> dict[str, Any]:
 
     value = _keyed(value, LIMITS_DEFAULTS, InvalidLimits)
     coercers: dict[str, Callable[[Any], Any]] = {
+        "CLASSES": classes,
         "CACHE": text,
         "CACHE_TIMEOUT": seconds,
         "WHEN_CACHE_DOWN": one_of("open", "closed"),

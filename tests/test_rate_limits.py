@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
+from rest_framework.throttling import UserRateThrottle
 
 from mcp_django import mcp
 from mcp_django.models import AuditEvent, Kind
@@ -47,6 +48,16 @@ def limtest_throttled() -> str:
 async def limtest_ask(ctx: Any) -> str:
     answered = await ctx.confirm("Go on?")
     return f"answered {answered}"
+
+
+class TwoPerMinute(UserRateThrottle):
+    """A DRF throttle as a project has one, counting in the test's cache."""
+
+    rate = "2/min"
+
+    @property  # type: ignore[override]
+    def cache(self) -> Any:
+        return caches["limits"]
 
 
 LIMITS_CACHE = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "mcp-limits-tests"}
@@ -155,6 +166,18 @@ def test_a_handlers_own_throttle_needs_no_setting(raw: Raw) -> None:
     assert [r.reason for r in limited_rows()] == ["handler 2/min"]
 
 
+def test_drf_throttle_classes_are_asked_with_the_caller(raw: Raw) -> None:
+    alice, bob = _tokens("alice", "bob")
+    with limits(CLASSES=["tests.test_rate_limits.TwoPerMinute"]):
+        assert ok(raw.call("limtest_a", headers=_as(alice)))
+        assert ok(raw.call("limtest_b", headers=_as(alice)))
+        error = assert_refused(raw.call("limtest_a", headers=_as(alice)), "class")
+        assert error["data"]["value"] == "TwoPerMinute"
+        assert ok(raw.call("limtest_a", headers=_as(bob)))  # request.user is the caller: bob counts apart
+        assert raw.post("tools/list", headers=_as(alice)).status_code == 200
+    assert [r.reason for r in limited_rows()] == ["class TwoPerMinute"]
+
+
 def test_a_bad_throttle_is_refused_when_the_handler_is_made() -> None:
     from django.core.exceptions import ImproperlyConfigured
 
@@ -213,6 +236,7 @@ def test_invalid_limits_are_a_check_error() -> None:
         ({"RATES": {"user": "0/s"}}, "at least one"),
         ({"MAX_OPEN_ASKS": 0}, "MAX_OPEN_ASKS"),
         ({"WHEN_CACHE_DOWN": "maybe"}, "WHEN_CACHE_DOWN"),
+        ({"CLASSES": ["tests.nowhere.Throttle"]}, "cannot be imported"),
     ):
         with mcp_settings(LIMITS=bad):
             found = [e for e in checks.run_checks() if e.id == "mcp_django.E050"]

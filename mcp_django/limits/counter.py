@@ -17,6 +17,7 @@ choice (``LIMITS["WHEN_CACHE_DOWN"]``); here it is :class:`CacheDown`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -49,6 +50,12 @@ async def bounded(work: Callable[[Any], T]) -> T:
     cache = limits_cache()
     if isinstance(cache, LocMemCache):
         return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
+    return await in_thread(functools.partial(work, cache))
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """``work()`` (cache calls of its own: a DRF throttle's), in a thread of its own, bounded
+    and behind the breaker as :func:`bounded` is; :class:`CacheDown` when it cannot be."""
     try:
         breaker.check()  # refuses at once while the cache is known to be away (and probes it)
     except Unavailable:
@@ -59,7 +66,7 @@ async def bounded(work: Callable[[Any], T]) -> T:
         if breaker.open:
             raise CacheDown
         try:
-            return work(cache)
+            return work()
         except Exception as exc:
             if is_outage(exc):
                 breaker.failed(exc)

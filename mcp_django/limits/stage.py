@@ -12,6 +12,7 @@ endpoint) the stage hands the call on without a frame of its own and without a c
 
 What it checks (all the rates of a call in one hop to the shared cache's thread):
 
+- DRF throttle classes (``LIMITS["CLASSES"]``), after the rates, in a bounded thread;
 - the rates of ``LIMITS["RATES"]``: each ``user``, each ``token``, each user on each ``tool``,
   the whole ``endpoint``; and a handler's own ``throttle=`` (scope ``handler``, per user);
 - ``LIMITS["MAX_OPEN_TASKS"]``: a tools/call that would create a task, against the caller's
@@ -76,6 +77,7 @@ class Plan:
     max_open_asks: int | None
     max_open_tasks: int | None
     fail_open: bool
+    classes: tuple[type, ...]
     # Nothing set: the stage hands every call on (a field, not a property: read per call).
     idle: bool
 
@@ -88,10 +90,10 @@ def plan() -> Plan:
     found = _plan
     if found is None:
         settings = mcp_settings.LIMITS
-        rates = tuple(settings["RATES"].items())
+        rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
         asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
-        idle = not rates and asks is None and tasks is None
-        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", idle)
+        idle = not rates and not classes and asks is None and tasks is None
+        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
     return found
 
 
@@ -132,6 +134,8 @@ async def _limited(next: Next, call: Call, found: Plan) -> dict[str, Any]:
         windows.append(("handler", _rate(handler.throttle), f"{who}\0{handler.primitive}\0{handler.name}"))
     if windows:
         await _count(call, windows, found)
+    if found.classes:
+        await _ask_classes(call, handler, found)
     if found.max_open_tasks is not None and handler is not None and _creates_task(call, handler):
         await _check_open_tasks(call, found.max_open_tasks)
     if found.max_open_asks is not None and call.era == Era.LEGACY:
@@ -155,6 +159,31 @@ async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) 
         if count > rate.calls:
             ends = (int(now // rate.seconds) + 1) * rate.seconds
             await refuse(call, scope, rate.text, max(1, math.ceil(ends - now)))
+
+
+async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None:
+    """DRF's throttle classes, as a DRF view asks them (the handler stands for the view)."""
+
+    def first_refusal() -> tuple[str, float | None] | None:
+        from rest_framework.request import Request
+
+        request = Request(call.request)
+        request.user, request.auth = call.principal.user, call.principal.auth
+        for cls in found.classes:
+            throttle = cls()
+            if not throttle.allow_request(request, handler):
+                return cls.__name__, throttle.wait()
+        return None
+
+    try:
+        refused = await counter.in_thread(first_refusal)
+    except counter.CacheDown:
+        if found.fail_open:
+            return
+        raise Unavailable("the limits cache") from None
+    if refused is not None:
+        name, wait = refused
+        await refuse(call, "class", name, max(1, math.ceil(wait or 1)))
 
 
 def _creates_task(call: Call, handler: Handler) -> bool:
@@ -208,6 +237,7 @@ _SAYS = {
     "tool": "too many calls of this handler by this user",
     "endpoint": "too many calls to this endpoint",
     "handler": "too many calls of this handler by this user",
+    "class": "too many calls (a throttle class)",
     "tasks": "too many unfinished tasks",
     "asks": "too many requests to this client waiting for an answer",
 }
