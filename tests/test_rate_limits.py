@@ -39,7 +39,7 @@ def limtest_b() -> str:
     return "b"
 
 
-@mcp.tool(name="limtest_throttled", throttle="2/min")
+@mcp.tool(name="limtest_throttled", throttle="2/hour")
 def limtest_throttled() -> str:
     return "throttled"
 
@@ -72,6 +72,7 @@ def limits_cache() -> Iterator[None]:
 
 
 def limits(**given: Any) -> Any:
+    # Rates per hour: a window that turned mid-test (its edge is on the clock) would reset a count.
     return mcp_settings(LIMITS={"CACHE": "limits", **given})
 
 
@@ -94,7 +95,7 @@ def assert_refused(response: httpx.Response, limit: str) -> dict[str, Any]:
     error = response.json()["error"]
     assert error["code"] == -32005
     retry = error["data"]["retryAfter"]
-    assert isinstance(retry, int) and 1 <= retry <= 60
+    assert isinstance(retry, int) and 1 <= retry <= 3600
     assert response.headers["retry-after"] == str(retry)
     assert error["data"]["limit"] == limit
     return error
@@ -115,13 +116,13 @@ def test_user_rate_counts_every_credential_of_the_user(raw: Raw) -> None:
     first, other = _tokens("alice", "bob")
     alice = get_user_model().objects.get(username="alice")
     _row, second = MCPToken.objects.issue(alice, "laptop")
-    with limits(RATES={"user": "3/min"}):
+    with limits(RATES={"user": "3/hour"}):
         assert all(ok(raw.call("limtest_a", headers=_as(first))) for _ in range(2))
         assert ok(raw.call("limtest_b", headers={"authorization": f"Bearer {second}"}))
         assert_refused(raw.call("limtest_a", headers=_as(first)), "user")
         assert ok(raw.call("limtest_a", headers=_as(other)))  # another user: a count of its own
     (row,) = limited_rows()
-    assert row.reason == "user 3/min" and row.principal == f"auth.user:{alice.pk}" and row.target == "limtest_a"
+    assert row.reason == "user 3/hour" and row.principal == f"auth.user:{alice.pk}" and row.target == "limtest_a"
 
 
 def test_token_rate_counts_each_credential(raw: Raw) -> None:
@@ -129,41 +130,41 @@ def test_token_rate_counts_each_credential(raw: Raw) -> None:
     carol = get_user_model().objects.get(username="carol")
     # A DRF user has one token; an MCP token is another credential of the same user.
     _row, second = MCPToken.objects.issue(carol, "laptop")
-    with limits(RATES={"token": "2/min"}):
+    with limits(RATES={"token": "2/hour"}):
         assert all(ok(raw.call("limtest_a", headers=_as(first))) for _ in range(2))
         assert_refused(raw.call("limtest_a", headers=_as(first)), "token")
         assert ok(raw.call("limtest_a", headers={"authorization": f"Bearer {second}"}))
-    assert [r.reason for r in limited_rows()] == ["token 2/min"]
+    assert [r.reason for r in limited_rows()] == ["token 2/hour"]
 
 
 def test_tool_rate_counts_each_tool_of_each_user(raw: Raw) -> None:
     alice, bob = _tokens("alice", "bob")
-    with limits(RATES={"tool": "2/min"}):
+    with limits(RATES={"tool": "2/hour"}):
         assert all(ok(raw.call("limtest_a", headers=_as(alice))) for _ in range(2))
         assert_refused(raw.call("limtest_a", headers=_as(alice)), "tool")
         assert ok(raw.call("limtest_b", headers=_as(alice)))
         assert ok(raw.call("limtest_a", headers=_as(bob)))
-    assert [r.reason for r in limited_rows()] == ["tool 2/min"]
+    assert [r.reason for r in limited_rows()] == ["tool 2/hour"]
 
 
 def test_endpoint_rate_counts_every_caller(raw: Raw) -> None:
     alice, bob = _tokens("alice", "bob")
-    with limits(RATES={"endpoint": "3/min"}):
+    with limits(RATES={"endpoint": "3/hour"}):
         assert ok(raw.call("limtest_a", headers=_as(alice)))
         assert ok(raw.call("limtest_b", headers=_as(bob)))
         assert ok(raw.call("limtest_a"))  # anonymous
         assert_refused(raw.call("limtest_b", headers=_as(bob)), "endpoint")
-    assert [r.reason for r in limited_rows()] == ["endpoint 3/min"]
+    assert [r.reason for r in limited_rows()] == ["endpoint 3/hour"]
 
 
 def test_a_handlers_own_throttle_needs_no_setting(raw: Raw) -> None:
     alice, bob = _tokens("alice", "bob")
     assert all(ok(raw.call("limtest_throttled", headers=_as(alice))) for _ in range(2))
     error = assert_refused(raw.call("limtest_throttled", headers=_as(alice)), "handler")
-    assert error["data"]["value"] == "2/min"
+    assert error["data"]["value"] == "2/hour"
     assert ok(raw.call("limtest_throttled", headers=_as(bob)))
     assert ok(raw.call("limtest_a", headers=_as(alice)))  # the other tools are not limited
-    assert [r.reason for r in limited_rows()] == ["handler 2/min"]
+    assert [r.reason for r in limited_rows()] == ["handler 2/hour"]
 
 
 def test_drf_throttle_classes_are_asked_with_the_caller(raw: Raw) -> None:
@@ -187,7 +188,7 @@ def test_a_bad_throttle_is_refused_when_the_handler_is_made() -> None:
 
 def test_methods_that_run_no_handler_are_never_counted(raw: Raw) -> None:
     (alice,) = _tokens("alice")
-    with limits(RATES={"user": "1/min"}):
+    with limits(RATES={"user": "1/hour"}):
         for _ in range(5):
             assert raw.post("tools/list", headers=_as(alice)).status_code == 200
         assert ok(raw.call("limtest_a", headers=_as(alice)))
@@ -212,7 +213,7 @@ def test_nothing_configured_is_no_stage_of_its_own(raw: Raw) -> None:
 def test_tasks_count_when_created_not_per_poll() -> None:
     alice = get_user_model().objects.create_user("alice")
     client = MCPClient(user=alice, tasks=True)
-    with limits(RATES={"user": "4/min"}, MAX_OPEN_TASKS=2):
+    with limits(RATES={"user": "4/hour"}, MAX_OPEN_TASKS=2):
         first = client.start_tool("slow_compute", {"seconds": 30})["taskId"]
         for _ in range(6):  # polls: not counted
             assert client.get_task(first)["status"] == "working"
@@ -247,7 +248,7 @@ def test_invalid_limits_are_a_check_error() -> None:
 
 def test_the_admin_filters_refusals_by_limit(raw: Raw, admin_client: Any) -> None:
     alice, bob = _tokens("alice", "bob")
-    with limits(RATES={"tool": "1/min"}, MAX_OPEN_TASKS=5):
+    with limits(RATES={"tool": "1/hour"}, MAX_OPEN_TASKS=5):
         raw.call("limtest_a", headers=_as(alice))
         assert_refused(raw.call("limtest_a", headers=_as(alice)), "tool")
     assert ok(raw.call("limtest_throttled", headers=_as(bob)))
@@ -257,9 +258,9 @@ def test_the_admin_filters_refusals_by_limit(raw: Raw, admin_client: Any) -> Non
     page = admin_client.get(url)
     assert "refused by limit" in page.content.decode() and "?limit=handler" in page.content.decode()
     for value, expected in (
-        ("tool", {"tool 1/min"}),
-        ("handler", {"handler 2/min"}),
-        ("any", {"tool 1/min", "handler 2/min"}),
+        ("tool", {"tool 1/hour"}),
+        ("handler", {"handler 2/hour"}),
+        ("any", {"tool 1/hour", "handler 2/hour"}),
     ):
         page = admin_client.get(url, {"limit": value})
         assert page.status_code == 200
