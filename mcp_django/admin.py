@@ -52,6 +52,34 @@ class KindFilter(admin.SimpleListFilter):
         return queryset.filter(kind=value)
 
 
+class LimitFilter(admin.SimpleListFilter):
+    """The calls a limit refused (docs/limits.md), by the limit: a rate's scope or a cap."""
+
+    title = _("refused by limit")
+    parameter_name = "limit"
+    LIMITS = (
+        ("user", _("rate per user")),
+        ("token", _("rate per token")),
+        ("tool", _("rate per user and tool")),
+        ("endpoint", _("rate per endpoint")),
+        ("handler", _("a handler's throttle=")),
+        ("class", _("a DRF throttle class")),
+        ("asks", _("open asks")),
+        ("tasks", _("unfinished tasks")),
+    )
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("any", _("any limit")), *self.LIMITS]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        value = self.value()
+        if not value:
+            return queryset
+        limited = queryset.filter(kind=Kind.LIMITED)
+        # A refusal's reason starts with the limit's name ("user 100/min", "asks 5 open").
+        return limited if value == "any" else limited.filter(reason__startswith=f"{value} ")
+
+
 class ActiveValueFilter(admin.SimpleListFilter):
     """A filter on a column with unboundedly many values (a tool name, a principal).
 
@@ -120,6 +148,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     list_filter = (
         KindFilter,
+        LimitFilter,
         "reason",
         "outcome",
         "version",

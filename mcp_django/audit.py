@@ -855,6 +855,11 @@ async def on_capability_missing(sender: Any, event: signals.Event, **kwargs: Any
         await _refusal(event, Kind.MISSING_CAPABILITY)
 
 
+async def on_call_limited(sender: Any, event: signals.Event, **kwargs: Any) -> None:
+    if _enabled("REFUSALS"):
+        await _refusal(event, Kind.LIMITED)
+
+
 # The refusal being recorded in this context (request id, method, target) while its
 # commit is awaited. A client that gives up meanwhile cancels the request, and the
 # dispatcher then reports the call as cancelled: that is the same request, already on
@@ -883,3 +888,4 @@ def connect() -> None:
     signals.state_refused.connect(on_state_refused, dispatch_uid=f"{uid}.refused")
     signals.capability_missing.connect(on_capability_missing, dispatch_uid=f"{uid}.capability")
     signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")
+    signals.call_limited.connect(on_call_limited, dispatch_uid=f"{uid}.limited")

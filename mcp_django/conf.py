@@ -50,6 +50,10 @@ class InvalidEndpoints(InvalidSetting):
     check_id = "mcp_django.E013"
 
 
+class InvalidLimits(InvalidSetting):
+    check_id = "mcp_django.E050"
+
+
 def _described(value: Any) -> str:
     """A refused value for the message: its type, then its repr (cut short)."""
     return f"{type(value).__name__} {value!r}"[:120]
@@ -216,7 +220,8 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     "CALLS": True,
     # A row per legacy server-to-client request and its outcome.
     "ASKS": True,
-    # A row per refused requestState and per missing-capability refusal, committed
+    # A row per refused requestState, per missing-capability refusal and per call a limit
+    # refused (docs/limits.md), committed
     # before the client is answered.
     "REFUSALS": True,
     # The most rows the background writer inserts in one statement.
@@ -234,25 +239,94 @@ AUDIT_DEFAULTS: dict[str, Any] = {
 _AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int}
 
 
+def _keyed(value: Any, defaults: dict[str, Any], invalid: type[InvalidSetting]) -> dict[str, Any]:
+    """A dict setting's value (None: empty), refused (``invalid``) unless a dict of known keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid(f"must be a dict with the keys {', '.join(defaults)}, not {_described(value)}")
+    # A misspelt key would silently leave the default in force (rounds still written, say).
+    unknown = sorted(set(value) - set(defaults), key=str)
+    if unknown:
+        raise invalid(
+            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, defaults)}; "
+            f"the keys are {', '.join(defaults)}"
+        )
+    return value
+
+
 def audit(value: Any) -> dict[str, Any]:
     """Keys given override ``AUDIT_DEFAULTS`` one by one."""
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_described(value)}")
-    # A misspelt key would silently leave the default in force (rounds still written, say).
-    unknown = sorted(set(value) - set(AUDIT_DEFAULTS), key=str)
-    if unknown:
-        raise InvalidAudit(
-            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, AUDIT_DEFAULTS)}; "
-            f"the keys are {', '.join(AUDIT_DEFAULTS)}"
-        )
+    value = _keyed(value, AUDIT_DEFAULTS, InvalidAudit)
     out = dict(AUDIT_DEFAULTS)
     for key, raw in value.items():
         try:
             out[key] = _AUDIT_COERCERS.get(key, boolean)(raw)
         except InvalidSetting as exc:
             raise InvalidAudit(f"[{key!r}] {exc}") from None
+    return out
+
+
+LIMITS_DEFAULTS: dict[str, Any] = {
+    # Scope -> rate ("100/min"): "user" (each principal; anonymous callers by address),
+    # "token" (each credential the principal came with), "tool" (each principal on each tool,
+    # prompt or resource), "endpoint" (every caller of an endpoint together). Counted for
+    # tools/call, prompts/get and resources/read (docs/limits.md).
+    "RATES": {},
+    # DRF throttle classes (dotted paths) asked too, each call: allow_request(request, handler),
+    # with request.user and request.auth the caller's. They keep their own counts (DRF's cache).
+    "CLASSES": [],
+    # The Django cache the counts are kept in: a shared one (Redis) when several instances serve.
+    "CACHE": "default",
+    # Seconds a call waits for that cache before the outage choice below applies.
+    "CACHE_TIMEOUT": 0.75,
+    # While the cache is away (an error, or no answer within CACHE_TIMEOUT): "open" serves calls
+    # uncounted, "closed" refuses them (503). Either way at once, behind a breaker.
+    "WHEN_CACHE_DOWN": "open",
+    # The most legacy server-to-client requests (asks) one principal may have open at once
+    # (None: no cap); one more fails at once.
+    "MAX_OPEN_ASKS": None,
+    # The most MCP tasks one principal may have unfinished (None: no cap); a tools/call that
+    # would create one more is refused.
+    "MAX_OPEN_TASKS": None,
+}
+
+
+def limits(value: Any) -> dict[str, Any]:
+    """Keys given override ``LIMITS_DEFAULTS`` one by one; rates become :class:`~mcp_django.limits.rates.Rate`."""
+    from .limits.rates import SCOPES, parse
+
+    value = _keyed(value, LIMITS_DEFAULTS, InvalidLimits)
+    coercers: dict[str, Callable[[Any], Any]] = {
+        "CLASSES": classes,
+        "CACHE": text,
+        "CACHE_TIMEOUT": seconds,
+        "WHEN_CACHE_DOWN": one_of("open", "closed"),
+        "MAX_OPEN_ASKS": lambda v: None if v is None else positive_int(v),
+        "MAX_OPEN_TASKS": lambda v: None if v is None else positive_int(v),
+    }
+    out = {**LIMITS_DEFAULTS, "RATES": {}}
+    for key, raw in value.items():
+        if key == "RATES":
+            if not isinstance(raw, dict):
+                raise InvalidLimits(f"['RATES'] must be a dict of scope -> rate, not {_described(raw)}")
+            for scope, rate in raw.items():
+                if scope not in SCOPES:
+                    raise InvalidLimits(
+                        f"['RATES'] has the scope {scope!r}{_did_you_mean([scope], SCOPES)}; "
+                        f"the scopes are {', '.join(SCOPES)}"
+                    )
+                if rate is None:
+                    continue  # a scope switched off, as DRF's DEFAULT_THROTTLE_RATES allows
+                try:
+                    out["RATES"][scope] = parse(rate)
+                except ValueError as exc:
+                    raise InvalidLimits(f"['RATES'][{scope!r}]: {exc}") from None
+            continue
+        try:
+            out[key] = coercers[key](raw)
+        except InvalidSetting as exc:
+            raise InvalidLimits(f"[{key!r}] {exc}") from None
     return out
 
 
@@ -460,6 +534,8 @@ SETTINGS: dict[str, Setting] = {
     # gc.freeze(): its full passes, which a server under load runs every few hundred
     # requests, then walk only what requests made, not the whole process.
     "GC_FREEZE": Setting(True, boolean),
+    # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
+    "LIMITS": Setting({}, limits),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),
@@ -525,6 +601,7 @@ class MCPSettings:
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
     GC_FREEZE: bool
+    LIMITS: dict[str, Any]
     ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:

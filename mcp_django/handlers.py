@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
+from django.core.exceptions import ImproperlyConfigured
+
 from . import schema as schemas
 from .icons import Icon, IconBase
 
@@ -91,9 +93,18 @@ class Handler:
     # The database alias whose transaction wraps each attempt of a sync handler
     # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
     atomic: str | None = None
+    # Its own rate per user ("10/min"; mcp_django.limits, docs/limits.md), checked here.
+    throttle: str | None = None
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.func)
+        if self.throttle is not None:
+            from .limits.rates import parse  # deferred: DRF's throttling loads with the first throttle=
+
+            try:
+                parse(self.throttle)
+            except ValueError as exc:
+                raise ImproperlyConfigured(f"{self.primitive} {self.name!r}: throttle= {exc}") from None
         if self.atomic and self.is_async:
             raise TypeError(
                 f"{self.primitive} {self.name!r}: atomic= needs a sync handler (an async handler's queries "

@@ -29,6 +29,8 @@ class Kind(models.TextChoices):
     TASK_COMPLETED = "task_completed", _("task completed")
     TASK_FAILED = "task_failed", _("task failed")
     TASK_CANCELLED = "task_cancelled", _("task cancelled")
+    # A call refused by a limit (mcp_django.limits); the reason names it ("user 100/min").
+    LIMITED = "limited", _("refused by a limit")
 
 
 #: Kinds that end a call (their count is a handler's "calls").

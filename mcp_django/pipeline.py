@@ -13,6 +13,7 @@ Shaped like Django's middleware: a stage is built once around the rest of the pa
     tracing               with OpenTelemetry                      Pipeline.handle; tracing.py
     result                2026-07-28: resultType and serverInfo   complete_result
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
+    limits                tools/call, prompts/get, resources/read limits/stage.py (docs/limits.md)
     audit                 tools/call, prompts/get, resources/read audit; signals.py -> audit.py
     method + authorize    every method                            protocol/dispatch.py (finds the handler,
                                                                   checks scopes and permissions, reads arguments)
@@ -50,6 +51,7 @@ from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credenti
 from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
+from .limits import stage as limits
 from .protocol import jsonrpc
 from .protocol.dispatch import MODERN_METHODS, Dispatcher
 from .protocol.jsonrpc import (
@@ -177,6 +179,7 @@ def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaita
 CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable[[Era, str], bool]], ...] = (
     ("result", complete_result, lambda era, method: era == Era.MODERN),
     ("database lifecycle", database_lifecycle, lambda era, method: method in RUNS_HANDLERS),
+    ("limits", limits.limit, lambda era, method: method in FINISH_SIGNALLED),
     ("audit", audit, lambda era, method: method in FINISH_SIGNALLED),
 )
 

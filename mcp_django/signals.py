@@ -91,6 +91,9 @@ call_finished = Signal()
 #: An attempt that wrote to the database ended with ``input_required`` (the replay guard;
 #: sent when ``MCP_DJANGO["REPLAY_GUARD"]`` is on). ``writes``: what it wrote, and where.
 replay_unsafe = Signal()
+#: A call was refused by a limit (mcp_django.limits: a rate, or a cap on open asks or tasks);
+#: sent before the client is answered. ``event.reason`` names the limit ("user 100/min").
+call_limited = Signal()
 #: A legacy server-to-client request got its outcome (answered, declined, cancelled, error, timeout, disconnect).
 ask_finished = Signal()
 

@@ -8,6 +8,7 @@ that fill MCP_DJANGO.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,8 @@ MCP_DJANGO: dict[str, Any] = {
     # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
     "TASK_TTL_MS": int(os.environ.get("MCP_TASK_TTL_MS", "3600000")),
     "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
+    # Rate limits and caps (docs/limits.md), as JSON: MCP_LIMITS='{"RATES": {"user": "100/min"}}'.
+    "LIMITS": json.loads(os.environ.get("MCP_LIMITS") or "{}"),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",

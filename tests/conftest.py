@@ -32,6 +32,7 @@ T = TypeVar("T")
 # depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
     "test_bench.py",
+    "test_limits_redis.py",
     "test_admin_layout_browser.py",
     "test_mcp_tokens_browser.py",
     "test_auth_faults.py",
@@ -78,6 +79,7 @@ ONCE_TESTS = {
 # a loaded machine's scheduling delays do not approach; alone it would be a fifth of the pass.
 TIMED_TESTS = {
     "test_audit_outage.py",
+    "test_limits_redis.py::test_the_cache_away_is_answered_within_a_second",
     "test_auth_faults.py",
     "test_database_faults.py",
     "test_deployment.py",

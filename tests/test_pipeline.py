@@ -18,6 +18,7 @@ from mcp_django import pipeline
 from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
+from mcp_django.limits import stage as limits
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
 from mcp_django.protocol.dispatch import MODERN_METHODS
 from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MCPError, Unavailable
@@ -49,7 +50,12 @@ def _chain(run: Any) -> list[Any]:
 
 
 def test_the_stages_in_their_order() -> None:
-    assert [name for name, _stage, _applies in pipeline.CALL_STAGES] == ["result", "database lifecycle", "audit"]
+    assert [name for name, _stage, _applies in pipeline.CALL_STAGES] == [
+        "result",
+        "database lifecycle",
+        "limits",
+        "audit",
+    ]
     assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
         "tasks",
         "handler errors",
@@ -63,7 +69,7 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     built = Pipeline(Registry())
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
-    calls = [pipeline.complete_result, pipeline.database_lifecycle, pipeline.audit, methods.call_tool]
+    calls = [pipeline.complete_result, pipeline.database_lifecycle, limits.limit, pipeline.audit, methods.call_tool]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
     assert _chain(modern["tools/list"]) == [pipeline.complete_result, methods.list_tools]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -51,6 +52,10 @@ class Call:
     # The HTTP request as the transport received it (mcp_django.transports.http_io.HttpIn), when
     # one did: what names the URL it reached without Django's request (see request_state.audience_for).
     http: Any = field(default=None, repr=False)
+    # Entered around each server-to-client request of a legacy call (the live engine's asks),
+    # when a pipeline stage set one: an async context manager factory that may refuse the ask
+    # (mcp_django.limits counts a principal's open asks with it).
+    ask_guard: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def modern(
