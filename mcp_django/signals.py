@@ -95,7 +95,7 @@ replay_unsafe = Signal()
 ask_finished = Signal()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Event:
     # What happened, in the audit log's words (mcp_django.models.Kind: "round", "completed"...).
     kind: str
