@@ -73,6 +73,9 @@ from . import signals
 from .conf import mcp_settings
 from .models import CALL_KINDS, AuditEvent, Kind
 
+__all__ = ["FlushTimeout", "flush", "inline", "stats"]
+
+
 logger = logging.getLogger("mcp_django.audit")
 
 # Rows that arrive within this many seconds of the first share its INSERT.
@@ -224,7 +227,7 @@ def event_id() -> uuid.UUID:
     As unique as a random UUID is for what it is for (74 random bits behind each millisecond),
     and ordered by time: a batch's ids go in together at the end of the column's unique index.
     Random ones (version 4) fell on a different leaf page each, and every commit wrote each of
-    those pages out again (docs/performance.md, "The audit writer's event ids").
+    those pages out again (bench/HISTORY.md, "The audit writer's event ids").
     """
     return event_ids(1)[0]
 
@@ -553,7 +556,7 @@ def _statement(connection: Any) -> _Statement:
 def _insert_many(rows: list[_Row]) -> None:
     """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    Not one multi-row INSERT per batch (measured, docs/performance.md): it cost the writer's
+    Not one multi-row INSERT per batch (measured, bench/HISTORY.md): it cost the writer's
     thread more CPU a row than ``executemany``, on SQLite (Django's cursor rewrites every
     ``%s`` of a statement with a regular expression at each execution) and on PostgreSQL
     (the client-side binding of every parameter into the statement's text) alike, and the

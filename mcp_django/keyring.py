@@ -84,7 +84,7 @@ def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
     costs a copy of that state and the message's own hashing. ``hmac.new`` per message
     redoes the key schedule every time: about two thirds of a short token's MAC. The standard
     library's HMAC, not one assembled here from SHA-256 states: that was measured at about half
-    a microsecond less a MAC (docs/performance.md), too little to own a MAC construction for.
+    a microsecond less a MAC (bench/HISTORY.md), too little to own a MAC construction for.
     """
     prepared = hmac.new(key, digestmod=hashlib.sha256)
 

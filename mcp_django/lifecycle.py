@@ -118,7 +118,7 @@ class DatabaseThreads(concurrent.futures.Executor):
     running call holds, a new one only when every one is held (up to
     ``MCP_DJANGO["DB_THREADS"]``), else the one the fewest calls hold. So a server
     whose calls do not overlap keeps one thread and one connection per database,
-    not ``DB_THREADS`` of each (docs/performance.md). A plain
+    not ``DB_THREADS`` of each (bench/HISTORY.md). A plain
     ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
     a thread per call and end its connections with it.
     """

@@ -18,6 +18,19 @@ from django import dispatch
 
 from .protocol.revisions import Era
 
+__all__ = [
+    "Era",
+    "Event",
+    "Observer",
+    "ask_finished",
+    "call_finished",
+    "capability_missing",
+    "observer",
+    "replay_unsafe",
+    "round_started",
+    "state_refused",
+]
+
 
 class Signal(dispatch.Signal):
     """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.

@@ -344,7 +344,8 @@ def test_rounds_off_keeps_refusals(raw: Raw) -> None:
 def test_legacy_rounds_setting_still_works(raw: Raw) -> None:
     with override_settings(MCP_DJANGO={**_mcp(), "AUDIT_ROUNDS": False}):
         assert mcp_settings.AUDIT_ROUNDS is False
-        first_state(raw)
+        with pytest.warns(DeprecationWarning, match="AUDIT_ROUNDS"):
+            first_state(raw)
     assert not rows(kind=Kind.ROUND)
 
 
@@ -605,7 +606,7 @@ def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
 
 def test_a_batch_is_one_executemany_of_its_rows() -> None:
     """37 rows are one statement run for each row, their values prepared and in order
-    (multi-row statements were measured dearer: docs/performance.md)."""
+    (multi-row statements were measured dearer: bench/HISTORY.md)."""
     from django.db import connection
 
     calls: list[tuple[str, int, bool]] = []

@@ -36,7 +36,7 @@ class WorkerPool:
     future chained to an asyncio future under ``shield``, the context copied back
     after each job): counted with ``bench/thread_hops.py``, that costs about 224,000
     instructions more per hop, over 20% of a sync call, several times the spread of
-    two runs (docs/performance.md).
+    two runs (bench/HISTORY.md).
 
     A sync handler that waits for a client's answer (a legacy ask) can wait for
     minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
@@ -87,7 +87,7 @@ class WorkerPool:
             # Counted idle before the result goes back: the loop may answer it and submit the
             # next request's job before this thread is done; counted after, that submit would
             # find no idle thread and start one more, and under load the pool grew past the
-            # work running at once (docs/performance.md). The job waits in the queue for this
+            # work running at once (bench/HISTORY.md). The job waits in the queue for this
             # thread's close_stale() instead.
             with self._lock:
                 retire = self._threads > self.max_workers

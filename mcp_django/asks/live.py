@@ -52,7 +52,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
 from .asking import scoped
 from .call import Call
-from .errors import MissingCapability, escaped
+from .errors import ClientError, MissingCapability, escaped
 from .invoke import adopted, invoke, make_context, parked, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
@@ -60,10 +60,6 @@ from .replay import Outcome
 REQUEST_TIMEOUT = -32001
 # How many times a form whose content did not fit is sent again before the call fails.
 MAX_REASKS = 3
-
-
-class ClientError(MCPError):
-    """The client answered a server-to-client request with a JSON-RPC error."""
 
 
 class AskTimeoutError(MCPError):
