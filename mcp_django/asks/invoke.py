@@ -220,21 +220,6 @@ class Runnable(Protocol):
     def is_async(self) -> bool: ...
 
 
-async def adopted(coro: Any) -> Any:
-    """Await ``coro`` on the loop for sync code that scheduled it from its thread.
-
-    Under a host (``lifecycle.host_thread``), asgiref's own routing of thread-sensitive
-    calls does not survive the hop from the host's thread back to the loop: restore it,
-    so Django's async APIs called by ``coro`` still run in the host's thread.
-    """
-    executor = host_thread.get()
-    if executor is not None:
-        from asgiref.sync import AsyncToSync
-
-        AsyncToSync.executors.current = executor
-    return await coro
-
-
 def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
     """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask).
 

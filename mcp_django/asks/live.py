@@ -53,7 +53,7 @@ from ..signals import observer
 from .asking import scoped
 from .call import Call
 from .errors import ClientError, MissingCapability, escaped
-from .invoke import adopted, invoke, make_context, parked, wait_in_thread
+from .invoke import invoke, make_context, parked, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
@@ -175,7 +175,7 @@ class LiveBackend:
                     raise asyncio.CancelledError
                 started = True
             try:
-                return await adopted(self.resolve(asks))
+                return await self.resolve(asks)
             finally:
                 over.set_result(None)
 
