@@ -97,3 +97,26 @@ def test_the_check_sees_internal_names() -> None:
     assert not _is_public("mcp_django.audit.writer")
     assert _is_public("mcp_django.routing.freeze_startup_objects")
     assert _is_public("mcp_django.round")  # a span attribute's name, not a Python name
+
+
+def test_the_classifiers_name_every_django_and_python_the_ranges_allow() -> None:
+    """Each Django feature release the dependency range allows (Django numbers them X.0, X.1,
+    X.2), and each Python from ``requires-python`` to the newest CI runs, has its classifier."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    classifiers = set(project["classifiers"])
+    django = next(d for d in project["dependencies"] if d.startswith("Django"))
+    bounds = re.fullmatch(r"Django>=(\d+)\.(\d+),<(\d+)\.(\d+)", django)
+    assert bounds is not None, django
+    low, high = tuple(map(int, bounds.group(1, 2))), tuple(map(int, bounds.group(3, 4)))
+    allowed = [(m, n) for m in range(low[0], high[0] + 1) for n in range(3) if low <= (m, n) < high]
+    assert allowed == [(5, 2), (6, 0), (6, 1)]  # today's range: a new one needs its classifier too
+    for major, minor in allowed:
+        assert f"Framework :: Django :: {major}.{minor}" in classifiers
+    oldest = re.fullmatch(r">=3\.(\d+)", project["requires-python"])
+    assert oldest is not None
+    for minor in range(int(oldest.group(1)), 14):
+        assert f"Programming Language :: Python :: 3.{minor}" in classifiers
+    assert "Typing :: Typed" in classifiers and project["license"] == "MIT"
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
