@@ -41,7 +41,7 @@ def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) ->
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
     kept for memory: importing it loads cryptography's Rust bindings, 7.4 MiB of RSS (measured
     in a process that had imported Django), a tenth of the 80 MiB the bench's server may hold
-    after its load, and every call that asks derives keys. cryptography is then imported only to
+    after its load, where the first call that asks derives the keys. cryptography is then imported only to
     seal a requestState (``ENCRYPT_REQUEST_STATE``); tests/test_lazy_start.py holds it to that.
     """
     if not 0 < length <= 255 * 32:
