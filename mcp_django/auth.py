@@ -16,6 +16,9 @@ from . import protected_resource
 from .conf import EndpointSettings, mcp_settings
 from .keyring import keyring, principal_digests, principal_matches
 
+__all__ = ["ANONYMOUS", "AuthenticationFailed", "Principal", "SessionAuthentication"]
+
+
 logger = logging.getLogger("mcp_django")
 
 

@@ -61,6 +61,9 @@ from django.utils import timezone
 from .auth import Principal, header_bound_only
 from .conf import EndpointSettings, mcp_settings
 
+__all__ = ["principal_changed"]
+
+
 logger = logging.getLogger("mcp_django")
 
 # How long a user's version is kept in the shared cache. Losing it (expiry,

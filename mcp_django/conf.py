@@ -17,6 +17,7 @@ Django reports that ``MCP_DJANGO`` changed. Nothing is written back into setting
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,6 +27,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
+
+__all__ = ["DEPRECATED", "mcp_settings"]
 
 
 class InvalidSetting(ValueError):
@@ -527,7 +530,7 @@ SETTINGS: dict[str, Setting] = {
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.
     "AUDIT": Setting({}, audit),
-    # The older spelling of AUDIT["ROUNDS"] (None: not given).
+    # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
     "AUDIT_ROUNDS": Setting(None, lambda v: None if v is None else boolean(v)),
     # At the ASGI lifespan's startup, collect once and move every object that exists then
     # (modules, classes, the registry, settings) out of the cyclic collector's reach with
@@ -547,6 +550,11 @@ DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.
 def user_settings() -> dict[str, Any]:
     value = getattr(settings, "MCP_DJANGO", None)
     return value if isinstance(value, dict) else {}
+
+
+# Old spellings still read, each with a DeprecationWarning when it takes effect: the old key,
+# its new spelling and the release that removes it (docs/api.md, "Deprecation policy").
+DEPRECATED: dict[str, tuple[str, str]] = {"AUDIT_ROUNDS": ('MCP_DJANGO["AUDIT"]["ROUNDS"]', "0.3.0")}
 
 
 class MCPSettings:
@@ -614,7 +622,13 @@ class MCPSettings:
         except InvalidSetting as exc:
             raise ImproperlyConfigured(f"MCP_DJANGO[{name!r}] {exc} (check id {exc.check_id}).") from None
         if name == "AUDIT" and self.AUDIT_ROUNDS is not None:
-            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts
+            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts, with a warning
+            new, removal = DEPRECATED["AUDIT_ROUNDS"]
+            warnings.warn(
+                f'MCP_DJANGO["AUDIT_ROUNDS"] is deprecated and will be removed in {removal}: set {new} instead',
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.__dict__[name] = value
         return value
 

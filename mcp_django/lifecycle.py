@@ -118,9 +118,23 @@ class DatabaseThreads(concurrent.futures.Executor):
     running call holds, a new one only when every one is held (up to
     ``MCP_DJANGO["DB_THREADS"]``), else the one the fewest calls hold. So a server
     whose calls do not overlap keeps one thread and one connection per database,
-    not ``DB_THREADS`` of each (docs/performance.md). A plain
-    ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
-    a thread per call and end its connections with it.
+    not ``DB_THREADS`` of each.
+
+    It stays beside asgiref's public API, named to asgiref as the executor of one
+    ``ThreadSensitiveContext`` that each call sets (:func:`enter`), because neither public
+    arrangement keeps what this one does (bench/HISTORY.md, "asgiref's thread hops, measured"):
+
+    - ``async with ThreadSensitiveContext()`` per call, as Django's ASGI handler enters one,
+      starts a thread for each call that queries and another to join it, and ends its
+      connections with it: 2,550,003 instructions for a call's two queries against 1,646,913
+      here (``python bench/thread_hops.py``), 55% more, about 35% of the ``asyncdb``
+      scenario's whole call (``bench/instructions.py``, 2,574,030).
+    - ``ThreadSensitiveContext(executor=...)`` per call (asgiref 3.13) keeps long-lived threads,
+      but refuses (``RuntimeError``) every thread-sensitive call of a task that outlives its
+      call: a parked branch of a round that unwinds after the answer has gone, a task the
+      handler started. Here such a call still runs, in the call's thread or, if it never took
+      one, in any (tests/test_idle_threads.py). It would also take the calls an enclosing
+      ``async_to_sync`` thread runs (a WSGI server's, a test's).
     """
 
     def __init__(self) -> None:

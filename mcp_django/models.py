@@ -13,6 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+__all__ = ["AuditEvent", "Kind"]
+
 
 class Kind(models.TextChoices):
     ROUND = "round", _("input round")

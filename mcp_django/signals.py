@@ -18,6 +18,19 @@ from django import dispatch
 
 from .protocol.revisions import Era
 
+__all__ = [
+    "Era",
+    "Event",
+    "Observer",
+    "ask_finished",
+    "call_finished",
+    "capability_missing",
+    "observer",
+    "replay_unsafe",
+    "round_started",
+    "state_refused",
+]
+
 
 class Signal(dispatch.Signal):
     """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
@@ -98,7 +111,7 @@ call_limited = Signal()
 ask_finished = Signal()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Event:
     # What happened, in the audit log's words (mcp_django.models.Kind: "round", "completed"...).
     kind: str

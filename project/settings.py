@@ -36,7 +36,7 @@ def database_from_url(url: str) -> dict[str, object]:
             # "database is locked" when a read inside it turns into a write.
             # WAL with synchronous=NORMAL: a commit appends to the log, with no journal file
             # made, synced and removed each time. The audit writer commits a batch every
-            # 20 ms under load, and that journal was half of its CPU a row (docs/performance.md).
+            # 20 ms under load, and that journal was half of its CPU a row (bench/HISTORY.md).
             # A crash of the process loses nothing committed; a power cut may lose the last
             # commits (never the file's consistency).
             **(

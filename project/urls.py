@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from oauth2_provider.views import OAuthServerMetadataView
 
-from mcp_django.transports.views import mcp_view
+from mcp_django.urls import mcp_view
 from project.demo.views import landing
 from project.shop.staff import staff_mcp
 

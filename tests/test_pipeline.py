@@ -184,9 +184,10 @@ def test_a_signals_receivers_are_found_anew_after_any_change() -> None:
 
 
 def test_a_call_and_its_events_carry_each_value_in_its_own_field() -> None:
-    # Call.modern, Call.event and read_meta build their objects positionally (matching a
-    # keyword per field cost every request more than the rest of each construction): each
-    # value must still land in the field it names, whatever order the fields are declared in.
+    # Call.modern and read_meta build their objects positionally (matching a keyword per field
+    # cost every request more than the rest of each construction): each value must still land
+    # in the field it names, whatever order the fields are declared in. Call.event builds its
+    # Event by keyword (Event takes no other), checked here for the values it passes.
     caps: dict[str, Any] = {"elicitation": {}}
     info = {"name": "c", "version": "1"}
     params = {

@@ -166,24 +166,22 @@ class Call:
         """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
         (by default the call's start) until now."""
         started = self.started if since is None else since
-        # Positional, in Event's fields' order (tests/test_pipeline.py holds it): one event is
-        # built per audited call, and keywords cost about as much again as the rest of it.
         return Event(
-            kind,
-            self.era,
-            self.transport,
-            self.method,
-            self.target,
-            self.principal,
-            self.request_id,
-            self.client_address,
-            self.version,
-            round,
-            {} if asks is None else asks,
-            reason,
-            outcome,
-            (time.perf_counter() - started) * 1000,
-            self.endpoint.name if self.endpoint is not None else "default",
+            kind=kind,
+            era=self.era,
+            transport=self.transport,
+            method=self.method,
+            target=self.target,
+            principal=self.principal,
+            request_id=self.request_id,
+            client_address=self.client_address,
+            version=self.version,
+            round=round,
+            asks={} if asks is None else asks,
+            reason=reason,
+            outcome=outcome,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            endpoint=self.endpoint.name if self.endpoint is not None else "default",
         )
 
     def wants_log(self, level: str) -> bool:

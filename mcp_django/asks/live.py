@@ -52,18 +52,14 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
 from .asking import scoped
 from .call import Call
-from .errors import MissingCapability, escaped
-from .invoke import adopted, invoke, make_context, parked, wait_in_thread
+from .errors import ClientError, MissingCapability, escaped
+from .invoke import invoke, make_context, parked, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
 # How many times a form whose content did not fit is sent again before the call fails.
 MAX_REASKS = 3
-
-
-class ClientError(MCPError):
-    """The client answered a server-to-client request with a JSON-RPC error."""
 
 
 class AskTimeoutError(MCPError):
@@ -192,7 +188,7 @@ class LiveBackend:
                     raise asyncio.CancelledError
                 started = True
             try:
-                return await adopted(self.resolve(asks))
+                return await self.resolve(asks)
             finally:
                 over.set_result(None)
 

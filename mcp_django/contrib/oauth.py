@@ -20,6 +20,8 @@ from rest_framework import exceptions
 from .. import protected_resource
 from ..conf import mcp_settings
 
+__all__ = ["InsufficientScope", "OAuth2Authentication"]
+
 
 class InsufficientScope(exceptions.PermissionDenied):
     """A valid token without the scopes the endpoint requires (403, RFC 6750)."""

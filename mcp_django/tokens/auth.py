@@ -22,6 +22,9 @@ from rest_framework import authentication, exceptions
 from ..lifecycle import host_thread
 from .models import TOKEN_PREFIX, MCPToken, split_token
 
+__all__ = ["MCPTokenAuthentication"]
+
+
 logger = logging.getLogger("mcp_django")
 
 # last_used is a hint for the token's owner, not an audit trail: written at most

@@ -45,12 +45,12 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
 
-from .. import base64url
 from .. import registry as registry_module
 from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
+from ..keyring import b64decode
 from ..pipeline import check_request, exception_handler, refusal
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
@@ -122,7 +122,7 @@ def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
     # and encoders (Node's "base64url", Python's urlsafe_b64encode) never set the
     # unused bits the strict decoder refuses.
     try:
-        value = base64url.decode(encoded).decode("ascii")
+        value = b64decode(encoded).decode("ascii")
     except ValueError:  # UnicodeDecodeError included
         return None
     if not value.isprintable() or not value.strip():
