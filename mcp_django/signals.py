@@ -24,6 +24,7 @@ __all__ = [
     "Observer",
     "ask_finished",
     "call_finished",
+    "call_limited",
     "capability_missing",
     "observer",
     "replay_unsafe",
