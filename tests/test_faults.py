@@ -504,3 +504,30 @@ def test_replies_cross_instances_as_soon_as_redis_returns(servers: Cluster) -> N
             assert (status, delivered) == (202, True) and took < 1
     for n in (0, 1):
         assert "could not send mcp.reply.ack" not in servers.log(n)
+
+
+def test_a_repeated_reply_is_answered_202_and_taken_once(servers: Cluster) -> None:
+    """A client told 503 for a reply (the holder's word could not come) may answer again, to
+    any instance: the ask takes the first reply only, and each repeat is answered 202."""
+    a, b = servers.url(0), servers.url(1)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "tools/call",
+        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+    }
+    with httpx.Client(timeout=30) as client:
+        headers = session(client, a)
+        with client.stream("POST", a, json=call, headers=headers) as stream:
+            events = _events(stream.iter_lines())
+            request = next(events)
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+            again = {**reply, "result": {"action": "cancel"}}
+            assert client.post(b, json=reply, headers=headers).status_code == 202
+            assert client.post(b, json=again, headers=headers).status_code == 202
+            assert client.post(a, json=again, headers=headers).status_code == 202
+            final = next(events)
+        assert "action=decline" in json.dumps(final["result"]), final
+        # After the call: still a harmless 202 from either instance.
+        for url in (a, b):
+            assert client.post(url, json=again, headers=headers).status_code == 202
