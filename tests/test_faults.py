@@ -302,14 +302,28 @@ def test_redis_hung_requests_are_bounded_and_not_serialised(servers: Cluster) ->
     assert max(t for _s, t in results) < 8, results
 
 
+# A legacy call whose handler asks the client (an elicitation), and waits for its reply.
+ASKING_CALL = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+}
+
+
+@contextlib.contextmanager
+def _asking(
+    client: httpx.Client, url: str, headers: dict[str, str]
+) -> Iterator[tuple[Iterator[dict[str, Any]], dict[str, Any]]]:
+    """:data:`ASKING_CALL` on ``url``: its stream's events, and the ask it carries first."""
+    with client.stream("POST", url, json=ASKING_CALL, headers=headers) as stream:
+        assert stream.status_code == 200, stream.read()
+        events = _events(stream.iter_lines())
+        yield events, next(events)
+
+
 def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Cluster) -> None:
     a, b = servers.url(0), servers.url(1)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-    }
     with httpx.Client(timeout=30) as client:
         headers = session(client, a)
         # (A reply the layer cannot carry no longer reaches the layer: orjson reads integers
@@ -318,9 +332,7 @@ def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Clu
         # The holder is killed while its ask waits: its client's stream ends at once, a
         # reply sent to the other instance is answered with an error within seconds,
         # and the other instance serves on (2026-07-28 and legacy alike).
-        with client.stream("POST", a, json=call, headers=headers) as stream:
-            events = _events(stream.iter_lines())
-            request = next(events)
+        with _asking(client, a, headers) as (events, request):
             servers.kill_server(0)
             with pytest.raises((StopIteration, httpx.HTTPError)):
                 next(events)
@@ -457,16 +469,7 @@ def test_a_frozen_redis_is_waited_on_once_per_outage(servers: Cluster) -> None:
 def _cross_instance_flow(client: httpx.Client, a: str, b: str, headers: dict[str, str]) -> tuple[int, float, bool]:
     """A legacy ask held by A, answered through B: (the reply POST's status, its duration,
     whether the ask on A got the reply)."""
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-    }
-    with client.stream("POST", a, json=call, headers=headers) as stream:
-        assert stream.status_code == 200, stream.read()
-        events = _events(stream.iter_lines())
-        request = next(events)
+    with _asking(client, a, headers) as (events, request):
         reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
         response, took = timed(lambda: client.post(b, json=reply, headers=headers))
         final = next(events)
@@ -510,17 +513,9 @@ def test_a_repeated_reply_is_answered_202_and_taken_once(servers: Cluster) -> No
     """A client told 503 for a reply (the holder's word could not come) may answer again, to
     any instance: the ask takes the first reply only, and each repeat is answered 202."""
     a, b = servers.url(0), servers.url(1)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-    }
     with httpx.Client(timeout=30) as client:
         headers = session(client, a)
-        with client.stream("POST", a, json=call, headers=headers) as stream:
-            events = _events(stream.iter_lines())
-            request = next(events)
+        with _asking(client, a, headers) as (events, request):
             reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
             again = {**reply, "result": {"action": "cancel"}}
             assert client.post(b, json=reply, headers=headers).status_code == 202

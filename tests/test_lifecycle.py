@@ -472,3 +472,18 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_r
     ], [r.getMessage() for r in lines]
     assert lines[1].getMessage().startswith("the database 'outage' answers again (unavailable for")
     assert not any(r.exc_info for r in lines)
+
+
+@pytest.mark.django_db
+def test_a_slow_statement_on_a_database_that_answers_is_not_cut_short() -> None:
+    """The watch of mcp_django.postgresql ends a wait only when the database does not answer
+    a new connection: a statement longer than SLOW and ANSWER_SECONDS goes on."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL backend's watch")
+    from mcp_django import breaker
+    from mcp_django.postgresql.base import ANSWER_SECONDS, SLOW
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(%s), 1", [SLOW + ANSWER_SECONDS + 0.3])
+        assert cursor.fetchone()[1] == 1
+    assert not breaker.database(connection.alias).open

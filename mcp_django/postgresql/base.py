@@ -1,31 +1,22 @@
 """Django's PostgreSQL backend, answering at once while the database is away.
 
-Set ``ENGINE`` to ``"mcp_django.postgresql"`` instead of
-``"django.db.backends.postgresql"``; every option is Django's. The database has a
-breaker (:func:`mcp_django.breaker.database`), and what changes is how long a
-caller waits for a database that does not answer:
+``ENGINE = "mcp_django.postgresql"`` instead of ``"django.db.backends.postgresql"``; every
+option is Django's. What changes is how long a caller waits for a database that does not
+answer, kept by its breaker (:func:`mcp_django.breaker.database`):
 
-- a connection that cannot be made opens the breaker: until one is made again,
-  connecting fails at once (one caller tries every 0.25 s), so each request
-  needing the database is answered 503 in milliseconds instead of waiting out
-  ``connect_timeout`` or the pool's ``timeout``;
-- a database that accepts connections but never answers (a server stopped with
-  ``SIGSTOP``, a host whose kernel still acknowledges packets): neither
-  ``statement_timeout`` (the server's) nor TCP keepalives (the kernel answers
-  them) end a wait on it. So every wait of a connection for the server is
-  watched: one longer than :data:`SLOW` asks whether the database answers at all
-  (:class:`Prober`: a new connection, which must be made within
-  :data:`ANSWER_SECONDS`). When it does not, the breaker opens and every wait on
-  the database ends at once with ``OperationalError`` (the connection is closed),
-  as does each one that starts while it is open, until a probe connects again. A
-  slow statement on a database that answers goes on waiting (up to
-  ``statement_timeout``);
-- with Django's psycopg pool (``OPTIONS["pool"]``), a caller waits for the pool
-  in slices of 0.2 s, and after each slice the pool has not served it asks the
-  prober (a "yes" is kept for a quarter of a second): the pool waits for its own
-  reconnection attempts, which cannot tell a busy pool from a database that is
-  away. While the database answers, the caller goes on waiting, up to the pool's
-  ``timeout`` in all.
+- a connection that cannot be made opens it; while it is open, connecting, a pool checkout
+  and every wait on a connection fail at once, and a probe (:class:`Prober`, a new
+  connection in a thread of its own) every 0.25 s closes it when it connects;
+- a database that accepts connections and never answers (stopped with ``SIGSTOP``: neither
+  ``statement_timeout``, the server's, nor TCP keepalives, which its kernel answers, end a
+  wait on it): every wait of a psycopg 3 connection is watched, and one longer than
+  :data:`SLOW` asks the prober, which must connect within :data:`ANSWER_SECONDS`. When it
+  does not, the breaker opens and every wait ends with ``OperationalError`` (its connection
+  closed). A slow statement on a database that answers goes on (to ``statement_timeout``);
+- with Django's psycopg pool (``OPTIONS["pool"]``), whose reconnection attempts cannot tell
+  a busy pool from a database that is away, a caller waits for the pool in slices of
+  :data:`SLICE` and asks the prober after each (a "yes" is kept :data:`FRESH` seconds), up
+  to the pool's ``timeout`` while the database answers.
 """
 
 from __future__ import annotations
@@ -122,7 +113,14 @@ def prober(alias: str, connect: Callable[[], None]) -> Prober:
     return found
 
 
-def _watched_wait(connection: Any, gate: Prober, wait: Callable[..., Any], gen: Any, *args: Any, **kwargs: Any) -> Any:
+def _watched_wait(
+    connection: Any,
+    gate: Prober,
+    wait: Callable[..., Any],
+    gen: Any,
+    interval: float = 0.1,
+    timeout: float | None = None,
+) -> Any:
     """psycopg's ``Connection.wait`` for one connection, ended when the database does not answer."""
 
     def abandon() -> Exception:
@@ -133,23 +131,28 @@ def _watched_wait(connection: Any, gate: Prober, wait: Callable[..., Any], gen: 
 
     if gate.gate.down_since is not None and not gate.answers(wait=False):
         raise abandon()
-    if kwargs.get("timeout") is not None:
-        return wait(gen, *args, **kwargs)  # psycopg's own bounded waits (a cancellation)
-    started = time.monotonic()
+    if timeout is not None:
+        return wait(gen, interval, timeout)  # psycopg's own bounded waits (a cancellation)
+    ask_at = time.monotonic() + SLOW
 
     def ticking() -> Any:
         # psycopg wakes its generator with Ready.NONE every interval (0.1 s) while nothing came.
+        nonlocal ask_at
         try:
             state = next(gen)
             while True:
                 ready = yield state
-                if not ready and time.monotonic() - started > SLOW and gate.answers(wait=False) is False:
-                    raise abandon()
+                if not ready and time.monotonic() >= ask_at:
+                    verdict = gate.answers(wait=False)
+                    if verdict is False:
+                        raise abandon()
+                    if verdict:  # a long statement: asked again a second later, not at every tick
+                        ask_at = time.monotonic() + ANSWER_SECONDS
                 state = gen.send(ready)
         except StopIteration as end:
             return end.value
 
-    result = wait(ticking(), *args, **kwargs)
+    result = wait(ticking(), interval)
     if gate.gate.down_since is not None:
         gate.gate.closed()  # it answered
     return result
