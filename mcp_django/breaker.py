@@ -1,24 +1,13 @@
 """A dependency known to be down is not waited on by every request: the one outage tracker.
 
-Every service mcp-django waits on has a :class:`Breaker`: the session store and the
-channel layer (Redis, when several instances serve), each database (the PostgreSQL
-backend of :mod:`mcp_django.postgresql`), the shared cache of the longer principal
-cache, and the audit writer's database. The first call that finds the service away
-opens it; while it is open, calls that need the service fail at once instead of
-each waiting out a timeout. The log says so once when the outage begins and once
-when it ends, without a traceback: the cause is all there is to say.
-
-The breaker closes at the first answer, found in one of two ways:
-
-- a ``probe`` (async): one per breaker, never one per request, asks the service every
-  :data:`PROBE_SECONDS` while it is away (the session store, the channel layer);
-- admission (:meth:`Breaker.admit`, sync): while it is open, one caller every
-  ``retry`` seconds is let through to try for real, and its success closes it (the
-  databases, the shared cache, the audit writer).
-
-State is per process: an outage seen on one event loop or thread is one for all of
-them. The probe runs on the loop of the call that opened the breaker; when that loop
-is gone, the next refused call starts another on its own loop.
+Each service mcp-django waits on has a :class:`Breaker`: the session store and the channel
+layer (Redis), each database (:mod:`mcp_django.postgresql`), the longer principal cache's
+shared cache and the audit writer's database. The first call that finds the service away
+opens it; meanwhile the calls that need the service fail at once instead of each waiting
+out a timeout, and the log says so once when the outage begins and once when it ends, with
+no traceback. The first answer closes it, found by an async ``probe`` (one per breaker,
+every :data:`PROBE_SECONDS`) or by the one caller :meth:`Breaker.admit` lets through every
+``retry`` seconds. State is per process: an outage seen on one loop or thread is one for all.
 """
 
 from __future__ import annotations

@@ -82,6 +82,10 @@ class Prober:
             return False
         return error is None
 
+    def refuses(self) -> bool:
+        """While the breaker is open: True until a probe (started here, if it is time) connects."""
+        return self.gate.down_since is not None and not self.answers(wait=False)
+
     def _start(self) -> concurrent.futures.Future[BaseException | None]:
         done: concurrent.futures.Future[BaseException | None] = concurrent.futures.Future()
 
@@ -129,7 +133,7 @@ def _watched_wait(
 
         return OperationalError(f"{gate.gate.what} does not answer")
 
-    if gate.gate.down_since is not None and not gate.answers(wait=False):
+    if gate.refuses():
         raise abandon()
     if timeout is not None:
         return wait(gen, interval, timeout)  # psycopg's own bounded waits (a cancellation)
@@ -171,7 +175,7 @@ class GuardedPool:
     def getconn(self, timeout: float | None = None) -> Any:
         from psycopg_pool import PoolTimeout
 
-        if self._gate.gate.down_since is not None and not self._gate.answers(wait=False):
+        if self._gate.refuses():
             raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
         total = self._pool.timeout if timeout is None else timeout
         deadline = time.monotonic() + total
@@ -210,10 +214,10 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return super()._configure_connection(connection)  # type: ignore[misc]
 
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        gate = database(self.alias)
         if self.settings_dict["OPTIONS"].get("pool"):
             return super().get_new_connection(conn_params)  # the pool's guard asks the prober
-        if gate.down_since is not None and not prober(self.alias, self._probe).answers(wait=False):
+        gate = database(self.alias)
+        if prober(self.alias, self._probe).refuses():
             raise self.Database.OperationalError(f"{gate.what} is unavailable")
         try:
             connection = super().get_new_connection(conn_params)

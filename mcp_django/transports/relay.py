@@ -206,15 +206,13 @@ class Relay:
     async def _verdict(
         self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
     ) -> bool:
-        """No acknowledgment yet: whether the holder took the reply, as it says when asked.
+        """No acknowledgment yet: whether the holder took the reply, as it says when asked
+        (one that never received it fails the ask now and will not take it later).
 
-        Sent or not, taken or not: only the holder knows. One that never received the reply
-        fails the waiting ask now (not at ASK_TIMEOUT) and will not take it should it arrive
-        after all. When the layer cannot carry the question (it is away: refused, or no answer
-        within ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending), the holder's word cannot
-        come: a reply the layer took reaches the holder once the layer answers (the channel
-        keeps it, in order), so it is reported taken; one it did not take, failed. Either way a
-        client that answers again is harmless: an ask takes one reply (:meth:`deliver`).
+        When the layer cannot carry the question (refused, or no answer within
+        ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending), a reply it took waits in the
+        holder's channel and is read when the layer answers: taken; one it did not take:
+        failed. A client that answers again is harmless: an ask takes one reply.
         """
         loop = asyncio.get_running_loop()
         budget = None if sent_at is None else max(sent_at + mcp_settings.CHANNEL_LAYER_TIMEOUT - loop.time(), 0.05)
