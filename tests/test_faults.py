@@ -37,6 +37,7 @@ pytestmark = shared_services.needs_postgres
 
 # MCP_DJANGO["SESSION_CACHE_TIMEOUT"]: its default (0.75 s), which the demo project keeps.
 SESSION_CACHE_TIMEOUT = 0.75
+CHANNEL_LAYER_TIMEOUT = 0.75
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
 
 
@@ -526,3 +527,49 @@ def test_a_repeated_reply_is_answered_202_and_taken_once(servers: Cluster) -> No
         # After the call: still a harmless 202 from either instance.
         for url in (a, b):
             assert client.post(url, json=again, headers=headers).status_code == 202
+
+
+def test_a_reply_redis_took_before_it_hung_is_answered_202_within_the_layer_timeout(servers: Cluster) -> None:
+    """Issue 29, fault 4: Redis hung after it took a reply for another instance; the holder's ask
+    received it, but its client was told 503 after 3.76 s (the forwarder waited 3 s for an
+    acknowledgment that could not come, then 0.75 s for its question to the holder). Here the
+    holder is held (SIGSTOP) so that no acknowledgment comes first, and Redis hangs as soon as
+    the reply is in: the client hears 202 within CHANNEL_LAYER_TIMEOUT, and the ask has it."""
+    import redis as redis_client
+
+    a, b = servers.url(0), servers.url(1)
+    stats = redis_client.Redis(port=servers.redis.port, socket_timeout=2)
+
+    def expires() -> int:
+        # A channel-layer send is ZCOUNT, ZADD, EXPIRE: once its EXPIRE is counted, its answer is sent.
+        return int(stats.info("commandstats").get("cmdstat_expire", {}).get("calls", 0))
+
+    holder = servers.servers[0]
+    assert holder is not None
+    with httpx.Client(timeout=30) as client, httpx.Client(timeout=30) as other:
+        # Both instances' channels started (their own sends to the layer are done) before the count.
+        assert _cross_instance_flow(client, a, b, session(client, a))[::2] == (202, True)
+        headers = session(client, a)
+        with _asking(client, a, headers) as (events, request):
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+            holder.send_signal(signal.SIGSTOP)
+            paused = False
+            try:
+                before = expires()
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    posted = pool.submit(timed, lambda: other.post(b, json=reply, headers=headers))
+                    deadline = time.monotonic() + 5
+                    while expires() == before:
+                        assert time.monotonic() < deadline, "the reply never reached Redis"
+                        time.sleep(0.002)
+                    servers.redis.pause()
+                    paused = True
+                    response, took = posted.result()
+            finally:
+                if paused:
+                    servers.redis.resume()
+                holder.send_signal(signal.SIGCONT)
+            final = next(events)
+    assert response.status_code == 202, (response.text, took)
+    assert took < CHANNEL_LAYER_TIMEOUT + 0.5, f"answered after {took:.2f} s"
+    assert "action=decline" in json.dumps(final["result"]), final
