@@ -472,6 +472,12 @@ def test_a_frozen_database_is_a_prompt_503_and_spares_what_needs_none(
                 assert time.monotonic() - back < 1, "the database's return was not seen within a second"
                 time.sleep(0.05)
         assert again.json()["result"]["content"][0]["text"] == "hi"
+        log_path = pg.dir / f"uvicorn-{name}.log"
+        deadline = time.monotonic() + 5  # the audit writer tries again every second
+        while "the audit log's database answers again" not in (log := log_path.read_text()):
+            if "the audit log's database is unavailable" not in log or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
 
     def worst(kind: str, after: float = 0.0) -> float:
         return max(took for at, took, _status in seen[kind] if at >= after)
@@ -485,3 +491,12 @@ def test_a_frozen_database_is_a_prompt_503_and_spares_what_needs_none(
     # What needs none is served throughout, as promptly as ever: an echo by a user in the
     # principal cache, an anonymous tools/list.
     assert worst("echo") < FROZEN_THEN and worst("list") < FROZEN_THEN, report
+
+    # One line when each breaker opened, one when it closed: none per request, no traceback.
+    def lines(start: str) -> int:
+        return sum(line.startswith(start) for line in log.splitlines())
+
+    for what in ("the database 'default'", "the audit log's database"):
+        assert lines(f"{what} is unavailable") == lines(f"{what} answers again") <= 1, log
+    assert lines("the database 'default' is unavailable") == 1, log
+    assert "Traceback" not in log and "could not reach the database" not in log, log
