@@ -70,6 +70,7 @@ from django.db.models.signals import pre_delete
 from django.utils import timezone
 
 from . import signals
+from .breaker import Breaker
 from .conf import mcp_settings
 from .models import CALL_KINDS, AuditEvent, Kind
 
@@ -263,9 +264,10 @@ class Writer:
         self._thread: threading.Thread | None = None
         # Rows made but not committed because the database could not be reached; written first.
         self._kept: list[_Row] = []
-        # time.monotonic() of the failed attempt while the database is unreachable, else None.
-        self._down_since: float | None = None
-        self._last_try = 0.0
+        # Open while the database cannot be reached: rows are then kept, and tried again every _RETRY_SECONDS.
+        self.breaker = Breaker(
+            "the audit log's database", retry=_RETRY_SECONDS, meanwhile="rows are kept and written when it answers"
+        )
         # Rows lost: dropped because too many were waiting, refused by the database one by one.
         self.dropped = 0
         self.rejected = 0
@@ -408,7 +410,7 @@ class Writer:
         finally:
             self._busy_since = None
             try:
-                if any(item.close for item in batch) or self._down_since is not None:
+                if any(item.close for item in batch) or self.breaker.open:
                     connections.close_all()
                 else:
                     close_old_connections()
@@ -420,35 +422,21 @@ class Writer:
                     item.done()
 
     def _insert_all(self, rows: list[_Row], retry_now: bool) -> None:
-        now = time.monotonic()
-        if self._down_since is not None and not retry_now and now - self._last_try < _RETRY_SECONDS:
+        if not self.breaker.admit() and not retry_now:
             self._kept = rows  # not yet: the database was unreachable a moment ago
             return
-        self._last_try = now
         size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
         for start in range(0, len(rows), size):
             try:
                 self.rejected += _insert(rows[start : start + size])
             except _UNREACHABLE as exc:
                 self._kept = rows[start:]
-                if self._down_since is None:
-                    self._down_since = now
-                    logger.error(
-                        "mcp_django: the audit log's database cannot be reached (%s); %d row(s) kept "
-                        "and written when it is back",
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                        len(self._kept),
-                    )
+                self.breaker.failed(exc)
                 return
             except Exception:
                 logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
                 self.rejected += len(rows[start : start + size])
-        if self._down_since is not None:
-            logger.warning(
-                "mcp_django: the audit log's database is back after %.0f s; kept rows written",
-                now - self._down_since,
-            )
-            self._down_since = None
+        self.breaker.closed()
 
 
 def _insert(rows: list[_Row]) -> int:
@@ -674,7 +662,7 @@ def stats() -> dict[str, Any]:
         "waiting": writer.waiting(),
         "dropped": writer.dropped,
         "rejected": writer.rejected,
-        "unreachable": writer._down_since is not None,
+        "unreachable": writer.breaker.open,
     }
 
 
@@ -715,7 +703,7 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
     if inline.get():
         await sync_to_async(_insert, thread_sensitive=True)([row])
         return
-    if writer._down_since is not None:
+    if writer.breaker.open:
         writer.put(row)
         return
     loop = asyncio.get_running_loop()

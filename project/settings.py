@@ -78,7 +78,7 @@ def database_from_url(url: str) -> dict[str, object]:
             # A database that refuses or hangs costs a request seconds, not forever:
             # connecting gives up after connect_timeout, a statement after statement_timeout.
             "OPTIONS": {
-                "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "5")),
+                "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "2")),
                 "options": f"-c statement_timeout={int(os.environ.get('DJANGO_DB_STATEMENT_TIMEOUT_MS', '30000'))}",
                 **pool,
             },
