@@ -304,6 +304,30 @@ class TaskTools(TestCase):
         assert AuditEvent.objects.filter(target="confirm_delete").count() == 3
         assert result.task_status == "completed"
 
+    def test_every_audit_row_of_a_task_names_its_user(self) -> None:
+        """The rows a worker writes (input_required, completed, failed, cancelled) know the task's
+        principal only by its label: they still point at its user, as task_created does."""
+        with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}):
+            MCPClient(user=self.alice, tasks=True).call_tool("confirm_delete", {"filename": "b"}, answer=lambda r: True)
+            client = MCPClient(user=self.alice, tasks=True)
+            client.cancel_task(client.start_tool("slow_compute", {"seconds": 9})["taskId"])
+            lost = client.start_tool("slow_compute", {"seconds": 9})["taskId"]
+            MCPTask.objects.filter(pk=lost).update(lease_until=timezone.now() - timedelta(seconds=1))
+            assert client.get_task(lost)["status"] == "failed"
+            audit.flush()
+        rows = list(AuditEvent.objects.filter(kind__startswith="task_").values_list("kind", "user_id", "principal"))
+        assert {kind for kind, *_ in rows} == {
+            Kind.TASK_CREATED,
+            Kind.TASK_INPUT_REQUIRED,
+            Kind.TASK_COMPLETED,
+            Kind.TASK_CANCELLED,
+            Kind.TASK_FAILED,
+        }
+        assert {(user, principal) for _, user, principal in rows} == {(self.alice.pk, f"auth.user:{self.alice.pk}")}
+        self.client.force_login(User.objects.create_superuser("root", password="pw"))
+        page = self.client.get("/admin/mcp_django/auditevent/").content.decode()
+        assert "(deleted)" not in page and "alice" in page
+
 
 @pytest.mark.django_db
 def test_tasks_methods_without_the_opt_in_are_32021(raw_inprocess: Raw) -> None:

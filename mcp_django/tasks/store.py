@@ -77,11 +77,21 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
+def _recorded(row: MCPTask, principal: Principal | str) -> Principal | str:
+    """Who a task's audit row names: a worker or another caller knows the task's principal
+    only by its label, and the row must still point at its user (an unsaved instance of
+    the user model carries the key: no query)."""
+    if not isinstance(principal, str) or row.user_id is None:
+        return principal
+    return Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
+
+
 def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
     """The audit log's row for a change of a task's status (queued; never blocks)."""
     settings = mcp_settings.AUDIT
     if not settings["ENABLED"]:
         return
+    principal = _recorded(row, principal)
     event = Event(
         kind=kind,
         era=Era.MODERN,
