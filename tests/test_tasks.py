@@ -7,6 +7,7 @@ multi-process tests with a real worker are in tests/test_tasks_worker.py.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -327,6 +328,47 @@ class TaskTools(TestCase):
         self.client.force_login(User.objects.create_superuser("root", password="pw"))
         page = self.client.get("/admin/mcp_django/auditevent/").content.decode()
         assert "(deleted)" not in page and "alice" in page
+
+
+class InATestCase(TestCase):
+    """A project's own TestCase on startproject's defaults (audit rows written in the
+    background, SQLite): the task's run, its heartbeat and its audit rows stay in the test's
+    transaction, where its rows are, and print nothing."""
+
+    def test_a_task_run_by_the_test_client_logs_nothing(self) -> None:
+        alice = User.objects.create_user("alice", password="pw")
+        with (
+            mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": True}),
+            self.assertNoLogs(level="WARNING"),
+        ):
+            asked = MCPClient(user=alice, tasks=True).call_tool(
+                "confirm_delete", {"filename": "a"}, answer=lambda r: True
+            )
+            # Long enough for a few beats (CANCEL_POLL) of its heartbeat.
+            slow = MCPClient(user=alice, tasks=True).call_tool("slow_compute", {"seconds": 1})
+        assert (asked.task_status, slow.text) == ("completed", "computed result in 1s")
+        # Written here, in the test's transaction, not by the writer thread after it.
+        assert AuditEvent.objects.filter(kind=Kind.TASK_COMPLETED, user=alice).count() == 2
+
+    def test_the_heartbeat_of_a_run_in_the_test_client_sees_a_cancel(self) -> None:
+        from mcp_django import Context, mcp
+
+        async def cancels_itself(ctx: Context) -> str:
+            await MCPTask.objects.filter(tool="tasktest_cancels_itself").aupdate(cancel_requested=True)
+            for _ in range(50):  # the heartbeat reads the flag every CANCEL_POLL seconds
+                await ctx.check_cancelled()
+                await asyncio.sleep(0.1)
+            return "never cancelled"
+
+        mcp.tool(name="tasktest_cancels_itself", task="required")(cancels_itself)
+        try:
+            with self.assertNoLogs(level="WARNING"):
+                client = MCPClient(tasks=True)
+                task_id = client.start_tool("tasktest_cancels_itself")["taskId"]
+                client.run_task(task_id)
+            assert client.get_task(task_id)["status"] == "cancelled"
+        finally:
+            mcp.remove("tools", "tasktest_cancels_itself")
 
 
 @pytest.mark.django_db

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib import import_module
@@ -28,6 +29,7 @@ from ..asks.errors import MissingCapability, TaskCancelled, escaped
 from ..asks.questions import Ask
 from ..auth import Principal
 from ..conf import mcp_settings
+from ..lifecycle import HostThread, host_thread
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
@@ -66,35 +68,50 @@ class TaskBackend(replay.ReplayBackend):
 
 class Heartbeat(threading.Thread):
     """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
-    database connection), so a handler busy on the loop or in a thread is never in its way."""
+    database connection), so a handler busy on the loop or in a thread is never in its way.
 
-    def __init__(self, task_id: str) -> None:
+    Under a host (``lifecycle.host_thread``: a test's client) the task's row lives in the
+    host's transaction, which no other connection may read (SQLite locks the table, other
+    databases do not show the row): each beat is then the host's work, run in its thread
+    while it waits, as the run's other database work is.
+    """
+
+    def __init__(self, task_id: str, host: HostThread | None = None) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
         self.task_id = task_id
+        self.host = host
         self.cancel = threading.Event()
         self.stopped = threading.Event()
+        self.renewed = timezone.now()
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()
 
-    def run(self) -> None:
+    def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
-        renew_every = max(lease / 3, CANCEL_POLL)
-        renewed = timezone.now()
+        try:
+            rows = MCPTask.objects.filter(pk=self.task_id)
+            if rows.filter(cancel_requested=True).exists():
+                self.cancel.set()
+            now = timezone.now()
+            if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
+                rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
+                self.renewed = now
+        except Exception:
+            # The database is away for a moment: tried again next beat; the lease
+            # is long enough to survive a few missed ones.
+            logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+
+    def run(self) -> None:
+        if self.host is not None:
+            pending: Future[Any] | None = None
+            while not self.stopped.wait(CANCEL_POLL):
+                if pending is None or pending.done():  # one beat queued at a time
+                    pending = self.host.submit(self.beat)
+            return
         try:
             while not self.stopped.wait(CANCEL_POLL):
-                try:
-                    rows = MCPTask.objects.filter(pk=self.task_id)
-                    if rows.filter(cancel_requested=True).exists():
-                        self.cancel.set()
-                    now = timezone.now()
-                    if (now - renewed).total_seconds() >= renew_every:
-                        rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
-                        renewed = now
-                except Exception:
-                    # The database is away for a moment: tried again next beat; the lease
-                    # is long enough to survive a few missed ones.
-                    logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+                self.beat()
         finally:
             connection.close()
 
@@ -314,7 +331,7 @@ async def arun(task_id: str) -> None:
     if claimed is None:
         return
     row, principal = claimed
-    beat = Heartbeat(task_id)
+    beat = Heartbeat(task_id, host_thread.get())
     beat.start()
     try:
         outcome = await attempt(row, principal, beat.cancelled)

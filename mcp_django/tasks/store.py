@@ -108,7 +108,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         reason=reason[:48],
         endpoint=row.endpoint,
     )
-    if settings["ASYNC_WRITES"]:
+    if settings["ASYNC_WRITES"] and not audit.inline.get():
         audit.record(event, kind)  # the writer thread inserts it; nothing waits here
     else:
         AuditEvent.objects.create(**audit.row_for(event, kind))
