@@ -380,6 +380,22 @@ def test_tasks_methods_without_the_opt_in_are_32021(raw_inprocess: Raw) -> None:
         assert response.json()["error"]["code"] == -32021
 
 
+LEGACY_TASKS = "(tasks are the io.modelcontextprotocol/tasks extension of MCP 2026-07-28; this connection speaks "
+
+
+@pytest.mark.django_db
+def test_tasks_methods_do_not_exist_on_legacy_revisions() -> None:
+    """A legacy client cannot declare the extension's opt-in: no -32021 naming it, but the
+    -32601 of a method its revision does not have, saying which revision has it."""
+    for revision in ("2025-11-25", "2025-03-26"):
+        client = MCPClient(revision=revision, tasks=True)
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            with pytest.raises(JSONRPCError) as raised:
+                client.request(method, {"taskId": "x", "inputResponses": {}})
+            assert raised.value.code == -32601, (revision, method)
+            assert raised.value.message == f"Method not found: {method} {LEGACY_TASKS}{revision})"
+
+
 @pytest.mark.django_db
 def test_tasks_methods_need_mcp_name_and_removed_ones_are_32601(raw_inprocess: Raw) -> None:
     response = raw_inprocess.post("tasks/get", {"taskId": "x"}, caps=TASK_CAPS)

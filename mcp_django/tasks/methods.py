@@ -9,7 +9,7 @@ from typing import Any
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..handlers import Handler, Tool
-from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
+from ..protocol.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_CAPABILITY, InvalidParams, MCPError
 from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
 from . import EXTENSION, store
@@ -88,7 +88,19 @@ async def create(
     return {"resultType": "task", **store.envelope(row)}
 
 
+def not_on_legacy(call: Call) -> MCPError:
+    """A ``tasks/*`` method on a legacy revision: it does not exist there (-32601), and no
+    capability a legacy client could declare would make it; say what would."""
+    return MCPError(
+        METHOD_NOT_FOUND,
+        f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
+        f"this connection speaks {call.version})",
+    )
+
+
 def _task_id(call: Call) -> str:
+    if call.era != Era.MODERN:
+        raise not_on_legacy(call)
     if not requested(call):
         raise missing_capability(call.method)
     task_id = call.params.get("taskId")
