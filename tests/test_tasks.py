@@ -426,6 +426,40 @@ def test_malformed_tasks_requests_are_errors_not_500s(raw_inprocess: Raw) -> Non
         assert response.json()["error"]["code"] in (-32602, -32020), (method, params)
 
 
+def test_a_nul_in_a_task_id_is_an_unknown_task(raw: Raw, live_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL's text holds no NUL: a task id with one never reaches a query (it was a
+    DataError, -32603 and a traceback per request), and is answered as any unknown task,
+    over HTTP (a base64 Mcp-Name carries it) and over websockets."""
+    import base64
+    import logging
+
+    from tests.legacy_fixtures import ws_client
+
+    task_id = raw.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]["taskId"]
+    requests = [
+        (method, {"taskId": bad, "inputResponses": {}})
+        for bad in (task_id[:10] + "\x00" + task_id[11:], "\x00", task_id + "\x00")
+        for method in ("tasks/get", "tasks/update", "tasks/cancel")
+    ]
+    caplog.set_level(logging.WARNING)
+    for method, params in requests:
+        name = "=?base64?" + base64.b64encode(params["taskId"].encode()).decode() + "?="
+        response = raw.post(method, params, caps=TASK_CAPS, headers={"mcp-name": name})
+        assert response.status_code == 400, (method, params)
+        assert response.json()["error"] == {"code": -32602, "message": NOT_FOUND}
+
+    async def over_websockets() -> list[dict[str, Any]]:
+        async with ws_client(live_url) as client:
+            return [
+                (await client.request(method, {**params, "_meta": meta(TASK_CAPS)}))["error"]
+                for method, params in requests
+            ]
+
+    assert asyncio.run(over_websockets()) == [{"code": -32602, "message": NOT_FOUND}] * len(requests)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert _get(raw, task_id)["status"] == "working"
+
+
 @pytest.mark.django_db
 def test_discover_advertises_the_extension(raw_inprocess: Raw) -> None:
     caps = raw_inprocess.post("server/discover", {}, caps={}).json()["result"]["capabilities"]

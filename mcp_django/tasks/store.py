@@ -438,6 +438,9 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
+    if "\x00" in task_id:
+        # No task id has one, and PostgreSQL refuses a NUL in a query's text (a DataError).
+        raise InvalidParams(NOT_FOUND)
     row = _polled(task_id)
     if row is None or row.endpoint != registry or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
