@@ -460,6 +460,45 @@ def test_a_nul_in_a_task_id_is_an_unknown_task(raw: Raw, live_url: str, caplog: 
     assert _get(raw, task_id)["status"] == "working"
 
 
+def test_a_database_outage_is_a_503_said_once_by_the_breaker(
+    raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/deployment.md, "What an outage logs": the breaker's two lines, no traceback per poll."""
+    import logging
+
+    from django.db import OperationalError
+
+    from mcp_django import lifecycle
+    from mcp_django.tasks import store
+
+    task_id = raw_inprocess.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]["taskId"]
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database 'outage' refuses connections since 0.1 s (connection refused)")
+
+    monkeypatch.setattr(store, "_polled", refused)
+    gate = lifecycle.reachability("outage")
+    try:
+        with caplog.at_level(logging.WARNING):
+            gate.failed(OperationalError("connection refused"))
+            for method in ("tasks/get", "tasks/update", "tasks/cancel") * 3:
+                params = {"taskId": task_id, "inputResponses": {}}
+                response = raw_inprocess.post(method, params, caps=TASK_CAPS, headers={"mcp-name": task_id})
+                assert response.status_code == 503, response.text
+                assert response.json()["error"]["code"] == -32603
+            gate.succeeded()
+    finally:
+        gate.down_since = None
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(" after ")[0] for r in lines] == [
+        "database 'outage' refuses connections (connection refused): requests that need it get 503",
+        "database 'outage' accepts connections again",
+    ]
+    assert not any(r.exc_info for r in lines)
+    monkeypatch.undo()
+    assert _get(raw_inprocess, task_id)["status"] == "working"
+
+
 @pytest.mark.django_db
 def test_discover_advertises_the_extension(raw_inprocess: Raw) -> None:
     caps = raw_inprocess.post("server/discover", {}, caps={}).json()["result"]["capabilities"]
