@@ -1,4 +1,5 @@
-"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2) and the Inspector CLI.
+"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2, and v2 with the
+tasks extension's client) and the Inspector CLI.
 
 Each runs the script under ``tests/clients/`` that docs/clients.md shows, with
 Node 22 and the packages pinned in ``tests/clients/package-lock.json``
@@ -7,11 +8,15 @@ Node 22 and the packages pinned in ``tests/clients/package-lock.json``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -92,6 +97,62 @@ def test_typescript_sdk_v2_on_2026_07_28_answers_input_required(live_url: str, t
         ("round", "2026-07-28", "modern", "http", principal),
         ("completed", "2026-07-28", "modern", "http", principal),
     ]
+
+
+@contextlib.contextmanager
+def task_worker() -> Iterator[None]:
+    """django-tasks-db's worker (what ``manage.py db_worker`` runs) in a thread of this process,
+    on the live server's database: the tasks the live server enqueues run as in production."""
+    from django.db import connections
+    from django_tasks_db.management.commands.db_worker import Worker
+
+    worker = Worker(
+        queue_names=["default"],
+        interval=0.05,
+        batch=False,
+        backend_name="default",
+        startup_delay=False,
+        max_tasks=None,
+        worker_id="test-clients",
+        excluded_queue_names=[],
+    )
+
+    def serve() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=serve, name="task-worker", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        worker.running = False
+        thread.join(10)
+
+
+def test_typescript_ext_tasks_client_completes_a_task_that_asks(live_url: str, token: str) -> None:
+    """issue 29: the tasks extension's own client validates every task shape, the completed
+    task's nested CallToolResult (resultType "complete") included."""
+    from project.demo import mcp as demo
+
+    with (
+        mcp_settings(ALLOW_ANONYMOUS=False, TASK_POLL_INTERVAL_MS=100),
+        mock.patch.object(demo, "REPORT_STEP_SECONDS", 0.1),
+        task_worker(),
+    ):
+        args = json.dumps({"quarter": "Q3"})
+        out = json.loads(node("ext_tasks.mjs", live_url, "sales_report", args, authorization=f"Token {token}").stdout)
+    assert (out["kind"], out["status"]) == ("task", "completed")
+    assert out["result"]["content"][0]["text"] == "Sales report for Q3: 1,204 orders, with refunds."
+    assert out["result"]["resultType"] == "complete"
+    assert out["asked"] == [
+        {"kind": "elicitation", "message": "Include refunds in the Q3 report?", "delivery": "task-update"}
+    ]
+    assert "input_required" in out["seen"] and out["seen"][-1] == "completed"
+    kinds = [kind for kind, *_ in calls_of("sales_report")]
+    assert kinds == ["task_created", "task_input_required", "task_completed"]
 
 
 def inspector(url: str, token: str, *args: str, home: Path) -> dict[str, Any]:

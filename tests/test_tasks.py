@@ -688,6 +688,7 @@ def test_listen_pushes_the_tasks_status_changes_it_names(raw: Raw) -> None:
         done = next(events)["params"]
         assert done == {**_get(raw, task_id), "_meta": tag}
         assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted a.csv."
+        assert done["result"]["resultType"] == "complete"  # the CallToolResult as tools/call answers it
 
 
 def test_listen_for_tasks_needs_the_opt_in_and_a_list_of_ids(raw_inprocess: Raw) -> None:

@@ -69,7 +69,9 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     """``tasks/get``: the task with, by status, its result, its error or its pending inputRequests."""
     out = envelope(row)
     if row.status == Status.COMPLETED:
-        out["result"] = row.result or {"content": []}
+        # The CallToolResult exactly as the tools/call would have answered it (SEP-2663), which
+        # on 2026-07-28 says it is complete (the ext-tasks client's schema requires it).
+        out["result"] = {**(row.result or {"content": []}), "resultType": "complete"}
     elif row.status == Status.FAILED:
         out["error"] = row.error or {"code": INTERNAL_ERROR, "message": row.status_message or "failed"}
     elif row.status == Status.INPUT_REQUIRED:
