@@ -8,6 +8,7 @@ multi-process tests with a real worker are in tests/test_tasks_worker.py.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -700,3 +701,54 @@ def test_listen_for_tasks_needs_the_opt_in_and_a_list_of_ids(raw_inprocess: Raw)
     for bad in ("x", [7], [""]):
         response = raw_inprocess.post("subscriptions/listen", {"notifications": {"taskIds": bad}}, caps=TASK_CAPS)
         assert response.json()["error"]["code"] == -32602, bad
+
+
+def test_progress_reports_are_the_tasks_status_message_polled_and_pushed(raw: Raw) -> None:
+    """``ctx.report_progress(...)`` inside a task: its message and count are the task's
+    ``statusMessage`` in ``tasks/get`` and in the pushes to its listeners, within a beat."""
+    import threading
+
+    from mcp_django import Context, SyncContext, mcp
+    from mcp_django.tasks.runner import run
+    from tests.test_subscriptions import data_events
+
+    polled: list[str] = []
+
+    async def counts(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "Counting orders")
+        await asyncio.sleep(1)  # several heartbeats (CANCEL_POLL) while it works
+        await ctx.report_progress(2, 2)
+        await asyncio.sleep(1)
+        return "counted"
+
+    def counts_sync(ctx: SyncContext) -> str:
+        ctx.report_progress(1, message="Reading the ledger")
+        time.sleep(1)
+        return "read"
+
+    mcp.tool(name="tasktest_progress", task="required")(counts)
+    mcp.tool(name="tasktest_progress_sync", task="required")(counts_sync)
+    try:
+        for tool, expected in (
+            ("tasktest_progress", ["Counting orders (1/2)", "2/2"]),
+            ("tasktest_progress_sync", ["Reading the ledger (1)"]),
+        ):
+            task_id = raw.call(tool, caps=TASK_CAPS).json()["result"]["taskId"]
+            with _listen(raw, [task_id]) as stream:
+                events = data_events(stream.iter_lines())
+                assert next(events)["method"] == "notifications/subscriptions/acknowledged"
+                worker = threading.Thread(target=run, args=(task_id,))
+                worker.start()
+                pushed = []
+                while not pushed or pushed[-1]["status"] == "working":
+                    pushed.append(next(events)["params"])
+                    if pushed[-1]["status"] == "working" and len(polled) < len(pushed):
+                        polled.append(_get(raw, task_id).get("statusMessage", ""))
+                worker.join(10)
+            messages = [p.get("statusMessage") for p in pushed if p["status"] == "working"]
+            assert messages == expected, pushed
+            assert pushed[-1]["status"] == "completed" and "statusMessage" not in pushed[-1]
+        assert "Counting orders (1/2)" in polled
+    finally:
+        mcp.remove("tools", "tasktest_progress")
+        mcp.remove("tools", "tasktest_progress_sync")

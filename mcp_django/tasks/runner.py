@@ -83,9 +83,18 @@ class Heartbeat(threading.Thread):
         self.cancel = threading.Event()
         self.stopped = threading.Event()
         self.renewed = timezone.now()
+        # The handler's last progress report, as the task's statusMessage; the next beat
+        # writes it (the handler never waits for the database to say how far it got).
+        self.progress = ""
+        self.written = ""
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()
+
+    def notified(self, message: dict[str, Any]) -> None:
+        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
+        if message.get("method") == "notifications/progress":
+            self.progress = progress_message(message.get("params") or {})
 
     def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
@@ -94,6 +103,11 @@ class Heartbeat(threading.Thread):
             if rows.filter(cancel_requested=True).exists():
                 self.cancel.set()
             now = timezone.now()
+            progress = self.progress
+            if progress != self.written:
+                if rows.filter(status=Status.WORKING).update(status_message=progress, updated=now):
+                    store.announce_on_commit(self.task_id)  # pushed to the task's listeners
+                self.written = progress
             if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
                 rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
                 self.renewed = now
@@ -118,6 +132,18 @@ class Heartbeat(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(5)
+
+
+def progress_message(params: dict[str, Any]) -> str:
+    """A progress notification's params as a task's ``statusMessage``: its message and how far
+    (``Counting orders (2/5)``), or how far alone."""
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    done = "" if not isinstance(progress, int | float) else f"{progress:g}"
+    if done and isinstance(total, int | float):
+        done = f"{done}/{total:g}"
+    if isinstance(message, str) and message:
+        return (f"{message} ({done})" if done else message)[:500]
+    return done
 
 
 @dataclass
@@ -167,12 +193,17 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
     return row, principal
 
 
-async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    """One attempt of the task's handler, and what it came to."""
+async def attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
     if not tracing.ENABLED:
-        return await _attempt(row, principal, cancelled)
+        return await _attempt(row, principal, cancelled, notify)
     with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
-        outcome = await _attempt(row, principal, cancelled)
+        outcome = await _attempt(row, principal, cancelled, notify)
         tracing.task_outcome(span, str(outcome.status))
         return outcome
 
@@ -194,7 +225,12 @@ def _endpoint(name: str) -> Registry | None:
     return found
 
 
-async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
+async def _attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
     registry = _endpoint(row.endpoint or "default")
     if registry is None:
         message = (
@@ -208,7 +244,8 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
     arguments = tool.parameters.convert(dict(row.arguments))
     call = Call(
         method="tools/call",
-        params={"name": row.tool, "arguments": row.arguments},
+        # A progress token of the task's own: the handler's reports reach ``notify``.
+        params={"name": row.tool, "arguments": row.arguments, "_meta": {"progressToken": row.id}},
         request_id=f"task-{row.id[:8]}",
         version=row.version,
         era=Era.MODERN,
@@ -218,6 +255,7 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
         client_info=row.client_info,
         task_id=row.id,
         cancelled=cancelled,
+        notify=notify,
         endpoint=registry.settings if registry is not None else None,
     )
     backend, ctx, finished, value, error = await replay.attempt(
@@ -334,7 +372,7 @@ async def arun(task_id: str) -> None:
     beat = Heartbeat(task_id, host_thread.get())
     beat.start()
     try:
-        outcome = await attempt(row, principal, beat.cancelled)
+        outcome = await attempt(row, principal, beat.cancelled, beat.notified)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
