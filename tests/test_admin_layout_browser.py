@@ -169,3 +169,81 @@ def test_a_view_tools_page_keeps_its_source_inside(admin_server: AdminServer, wi
             assert client > 200 and scroll >= client
         finally:
             browser.close()
+
+
+TASK_COLUMNS = ("id_short", "tool_endpoint", "task_status", "who", "created_at", "updated_at")
+
+
+def _tasks() -> list[Any]:
+    from mcp_django.tasks.models import MCPTask, Status
+
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
+    # 02:25:07 local time: "2:25 a.m." is what Django's default DATETIME_FORMAT would print.
+    at = timezone.make_aware(datetime(2026, 3, 14, 2, 25, 7), ZoneInfo(timezone.get_current_timezone_name()))
+    made = []
+    for n, (tool, status, message) in enumerate(
+        [
+            ("sales_report", Status.INPUT_REQUIRED, "waiting for the client's input"),
+            ("test_tool_with_task", Status.WORKING, "Reading the Q3 orders (2/5)"),
+            (
+                "export_every_order_of_the_shop_as_csv",
+                Status.FAILED,
+                "the worker running this task stopped before it finished",
+            ),
+            ("slow_compute", Status.COMPLETED, ""),
+        ]
+    ):
+        made.append(
+            MCPTask.objects.create(
+                tool=tool,
+                endpoint="default" if n % 2 else "staff",
+                status=status,
+                status_message=message,
+                user=user,
+                principal=f"auth.user:{user.pk}",
+                principal_digest="x",
+                created=at,
+                updated=at,
+                expires=at,
+                ttl_ms=3_600_000,
+                rounds=n,
+                runs=n + 1,
+            )
+        )
+    return made
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_tasks_list_fits_and_prints_24_hour_times(admin_server: AdminServer, width: int) -> None:
+    sync_playwright = _browser_or_skip()
+    first = _tasks()[0]
+    SHOTS.mkdir(exist_ok=True)
+    print(f"screenshots: {SHOTS}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            _login(page, admin_server.url)
+            page.goto(admin_server.url + "/admin/mcp_django/mcptask/")
+            page.wait_for_selector("#result_list")
+            page.screenshot(path=str(SHOTS / f"tasks-list-{width}.png"))
+            whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert whole_page[0] <= whole_page[1], whole_page
+            scroll, client = _no_sideways_scroll(page, "#changelist .results")
+            assert scroll <= client, (scroll, client)
+            visible = {c for c in TASK_COLUMNS if _on_screen(page, f"#result_list th.column-{c}", width)}
+            if width >= 1280:
+                assert visible == set(TASK_COLUMNS), visible
+            else:
+                assert visible == {"id_short", "tool_endpoint", "task_status", "created_at"}, visible
+            listed = page.locator("#result_list td.field-created_at").last.inner_text()
+            assert " ".join(listed.split()) == "2026-03-14 02:25:07"
+            assert "a.m." not in page.locator("#result_list").inner_text()
+            # A task's page prints its times the same way.
+            page.goto(admin_server.url + f"/admin/mcp_django/mcptask/{first.pk}/change/")
+            page.wait_for_selector("#content-main")
+            page.screenshot(path=str(SHOTS / f"task-row-{width}.png"), full_page=True)
+            main = page.locator("#content-main").inner_text()
+            assert "2026-03-14 02:25:07" in main and "a.m." not in main
+        finally:
+            browser.close()
