@@ -1,4 +1,5 @@
-"""The admin pages at 1280 px and 800 px in a real browser, measured in the DOM.
+"""The admin pages at 1280 px and 800 px in a real browser, measured in the DOM (the audit
+list, a view tool's page, the MCP tasks list).
 
 At 1280 px every column of the audit list fits beside the filters (no sideways
 scrolling); at 800 px the columns an operator reads first are on screen and the
