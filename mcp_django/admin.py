@@ -24,13 +24,14 @@ from django.utils.translation import gettext_lazy as _
 
 from . import handler_report as report
 from .handlers import PRIMITIVES
-from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandler
+from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
 from .registry import Registry
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "refusals": (_("refusals (state or capability)"), tuple(REFUSAL_KINDS)),
-    "calls": (_("finished calls"), tuple(CALL_KINDS)),
+    # A task's end is its call's (the handlers page counts them so; its link lists them).
+    "calls": (_("finished calls"), tuple(RUN_KINDS)),
 }
 
 
@@ -353,9 +354,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         series = report.activity(handler, endpoint=name)
         query = urlencode(report.audit_query(handler, name))
         asked: dict[str, str] = {}
-        for asks in (
-            report.audit_rows(handler, name).filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("asks", flat=True)
-        ):
+        for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
             if isinstance(asks, dict):
                 asked.update(asks)
         context.update(

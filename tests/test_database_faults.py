@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -500,3 +501,54 @@ def test_a_frozen_database_is_a_prompt_503_and_spares_what_needs_none(
         assert lines(f"{what} is unavailable") == lines(f"{what} answers again") <= 1, log
     assert lines("the database 'default' is unavailable") == 1, log
     assert "Traceback" not in log and "could not reach the database" not in log, log
+
+
+TASKS_META = {
+    **MODERN_META,
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+}
+
+
+def tasks_request(client: httpx.Client, url: str, token: str, method: str, params: dict[str, Any]) -> httpx.Response:
+    name = params.get("taskId", params.get("name"))
+    headers = {
+        **HEADERS,
+        "authorization": f"Token {token}",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        "mcp-name": name,
+    }
+    body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {**params, "_meta": TASKS_META}}
+    return client.post(url, json=body, headers=headers)
+
+
+def test_tasks_during_an_outage_log_only_the_breakers_lines(served: tuple[str, Postgres, list[str]]) -> None:
+    """docs/deployment.md, "What an outage logs": polls of a task while the database refuses are
+    503s (within a second each) and log nothing of their own, no "tasks/get failed" traceback."""
+    url, pg, tokens = served
+    log = pg.dir / "uvicorn-served.log"
+    with httpx.Client(timeout=20) as client:
+        created = tasks_request(client, url, tokens[0], "tools/call", {"name": "sales_report", "arguments": {}})
+        task_id = created.json()["result"]["taskId"]
+        assert tasks_request(client, url, tokens[0], "tasks/get", {"taskId": task_id}).status_code == 200
+        seen = log.stat().st_size
+        pg.stop()
+        try:
+            for method in ("tasks/get", "tasks/update", "tasks/cancel") * 4:
+                params = {"taskId": task_id, "inputResponses": {}}
+                response, elapsed = _timed(partial(tasks_request, client, url, tokens[0], method, params))
+                assert_503(response)
+                assert elapsed < 1, f"{method} took {elapsed:.1f} s"
+        finally:
+            pg.start()
+        deadline = time.monotonic() + 5
+        while (again := tasks_request(client, url, tokens[0], "tasks/get", {"taskId": task_id})).status_code == 503:
+            assert time.monotonic() < deadline, "the server did not recover"
+            time.sleep(0.05)
+        assert again.json()["result"]["taskId"] == task_id
+    with open(log, "rb") as lines:
+        lines.seek(seen)
+        said = lines.read().decode(errors="replace")
+    assert "Traceback" not in said and "tasks/" not in said and "could not reach" not in said, said
+    assert said.count("refuses connections (") == 1, said
+    assert said.count("accepts connections again") == 1, said

@@ -247,3 +247,13 @@ async def test_subprotocol_required(live_url: str) -> None:
     with pytest.raises(InvalidStatus):
         async with connect(live_url.replace("http://", "ws://")):
             pass
+
+
+async def test_tasks_methods_do_not_exist_on_a_legacy_session(live_url: str) -> None:
+    from tests.test_tasks import LEGACY_TASKS
+
+    async with ws_client(live_url) as client:
+        await client.initialize(CAPS)
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            error = (await client.request(method, {"taskId": "x", "inputResponses": {}}))["error"]
+            assert error == {"code": -32601, "message": f"Method not found: {method} {LEGACY_TASKS}2025-11-25)"}

@@ -3,18 +3,44 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError
 
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..handlers import Handler, Tool
-from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
+from ..lifecycle import database_down
+from ..protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    InvalidParams,
+    MCPError,
+    Unavailable,
+)
 from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
 from . import EXTENSION, store
 
 Allowed = Callable[[Handler], Awaitable[bool]]
+T = TypeVar("T")
+
+logger = logging.getLogger("mcp_django.tasks")
+
+
+async def stored(work: Callable[[], T]) -> T:
+    """The task store's ``work``, in a worker thread. The database away is a 503 the client
+    may retry, said once per outage (by the database's breaker when it opened, as for
+    authentication), not a traceback per ``tasks/get``."""
+    try:
+        return await run_in_thread(work)
+    except (OperationalError, InterfaceError) as exc:
+        if not database_down():
+            logger.warning("MCP tasks could not reach the database (%s)", type(exc).__name__)
+        raise Unavailable("the database") from None
 
 
 def requested(call: Call) -> bool:
@@ -71,7 +97,7 @@ async def create(
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
     from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
 
-    row = await run_in_thread(
+    row = await stored(
         lambda: store.create(
             tool=tool.name,
             endpoint=registry.name,
@@ -88,7 +114,19 @@ async def create(
     return {"resultType": "task", **store.envelope(row)}
 
 
+def not_on_legacy(call: Call) -> MCPError:
+    """A ``tasks/*`` method on a legacy revision: it does not exist there (-32601), and no
+    capability a legacy client could declare would make it; say what would."""
+    return MCPError(
+        METHOD_NOT_FOUND,
+        f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
+        f"this connection speaks {call.version})",
+    )
+
+
 def _task_id(call: Call) -> str:
+    if call.era != Era.MODERN:
+        raise not_on_legacy(call)
     if not requested(call):
         raise missing_capability(call.method)
     task_id = call.params.get("taskId")
@@ -109,7 +147,7 @@ async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: store.find(task_id, call.principal, name))
     await _visible(registry, allowed, row)
     return store.detailed(row)
 
@@ -127,12 +165,13 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 
 async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
     """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
-    (the binding and the tool's permissions checked again, as on every ``tasks/get``)."""
+    (the binding and the tool's permissions checked again, as on every ``tasks/get``), or
+    cannot now (the database away: the listener's next ``tasks/get`` reads it)."""
     name = registry.name
     try:
-        row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+        row = await stored(lambda: store.find(task_id, call.principal, name))
         await _visible(registry, allowed, row)
-    except InvalidParams:
+    except (InvalidParams, Unavailable):
         return None
     return store.detailed(row)
 
@@ -143,18 +182,18 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: store.find(task_id, call.principal, name))
     await _visible(registry, allowed, row)
     from .runner import enqueue
 
-    await run_in_thread(lambda: store.update(task_id, call.principal, name, responses, enqueue))
+    await stored(lambda: store.update(task_id, call.principal, name, responses, enqueue))
     return {}
 
 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: store.find(task_id, call.principal, name))
     await _visible(registry, allowed, row)
-    await run_in_thread(lambda: store.cancel(task_id, call.principal, name))
+    await stored(lambda: store.cancel(task_id, call.principal, name))
     return {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
 from importlib import import_module
@@ -28,6 +29,7 @@ from ..asks.errors import MissingCapability, TaskCancelled, escaped
 from ..asks.questions import Ask
 from ..auth import Principal
 from ..conf import mcp_settings
+from ..lifecycle import HostThread, host_thread
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
@@ -66,41 +68,82 @@ class TaskBackend(replay.ReplayBackend):
 
 class Heartbeat(threading.Thread):
     """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
-    database connection), so a handler busy on the loop or in a thread is never in its way."""
+    database connection), so a handler busy on the loop or in a thread is never in its way.
 
-    def __init__(self, task_id: str) -> None:
+    Under a host (``lifecycle.host_thread``: a test's client) the task's row lives in the
+    host's transaction, which no other connection may read (SQLite locks the table, other
+    databases do not show the row): each beat is then the host's work, run in its thread
+    while it waits, as the run's other database work is.
+    """
+
+    def __init__(self, task_id: str, host: HostThread | None = None) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
         self.task_id = task_id
+        self.host = host
         self.cancel = threading.Event()
         self.stopped = threading.Event()
+        self.renewed = timezone.now()
+        # The handler's last progress report, as the task's statusMessage; the next beat
+        # writes it (the handler never waits for the database to say how far it got).
+        self.progress = ""
+        self.written = ""
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()
 
-    def run(self) -> None:
+    def notified(self, message: dict[str, Any]) -> None:
+        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
+        if message.get("method") == "notifications/progress":
+            self.progress = progress_message(message.get("params") or {})
+
+    def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
-        renew_every = max(lease / 3, CANCEL_POLL)
-        renewed = timezone.now()
+        try:
+            rows = MCPTask.objects.filter(pk=self.task_id)
+            if rows.filter(cancel_requested=True).exists():
+                self.cancel.set()
+            now = timezone.now()
+            progress = self.progress
+            if progress != self.written:
+                if rows.filter(status=Status.WORKING).update(status_message=progress, updated=now):
+                    store.announce_on_commit(self.task_id)  # pushed to the task's listeners
+                self.written = progress
+            if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
+                rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
+                self.renewed = now
+        except Exception:
+            # The database is away for a moment: tried again next beat; the lease
+            # is long enough to survive a few missed ones.
+            logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+
+    def run(self) -> None:
+        if self.host is not None:
+            pending: Future[Any] | None = None
+            while not self.stopped.wait(CANCEL_POLL):
+                if pending is None or pending.done():  # one beat queued at a time
+                    pending = self.host.submit(self.beat)
+            return
         try:
             while not self.stopped.wait(CANCEL_POLL):
-                try:
-                    rows = MCPTask.objects.filter(pk=self.task_id)
-                    if rows.filter(cancel_requested=True).exists():
-                        self.cancel.set()
-                    now = timezone.now()
-                    if (now - renewed).total_seconds() >= renew_every:
-                        rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
-                        renewed = now
-                except Exception:
-                    # The database is away for a moment: tried again next beat; the lease
-                    # is long enough to survive a few missed ones.
-                    logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+                self.beat()
         finally:
             connection.close()
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(5)
+
+
+def progress_message(params: dict[str, Any]) -> str:
+    """A progress notification's params as a task's ``statusMessage``: its message and how far
+    (``Counting orders (2/5)``), or how far alone."""
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    done = "" if not isinstance(progress, int | float) else f"{progress:g}"
+    if done and isinstance(total, int | float):
+        done = f"{done}/{total:g}"
+    if isinstance(message, str) and message:
+        return (f"{message} ({done})" if done else message)[:500]
+    return done
 
 
 @dataclass
@@ -150,12 +193,17 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
     return row, principal
 
 
-async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    """One attempt of the task's handler, and what it came to."""
+async def attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
     if not tracing.ENABLED:
-        return await _attempt(row, principal, cancelled)
+        return await _attempt(row, principal, cancelled, notify)
     with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
-        outcome = await _attempt(row, principal, cancelled)
+        outcome = await _attempt(row, principal, cancelled, notify)
         tracing.task_outcome(span, str(outcome.status))
         return outcome
 
@@ -177,7 +225,12 @@ def _endpoint(name: str) -> Registry | None:
     return found
 
 
-async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
+async def _attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
     registry = _endpoint(row.endpoint or "default")
     if registry is None:
         message = (
@@ -191,7 +244,8 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
     arguments = tool.parameters.convert(dict(row.arguments))
     call = Call(
         method="tools/call",
-        params={"name": row.tool, "arguments": row.arguments},
+        # A progress token of the task's own: the handler's reports reach ``notify``.
+        params={"name": row.tool, "arguments": row.arguments, "_meta": {"progressToken": row.id}},
         request_id=f"task-{row.id[:8]}",
         version=row.version,
         era=Era.MODERN,
@@ -201,6 +255,7 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
         client_info=row.client_info,
         task_id=row.id,
         cancelled=cancelled,
+        notify=notify,
         endpoint=registry.settings if registry is not None else None,
     )
     backend, ctx, finished, value, error = await replay.attempt(
@@ -314,10 +369,10 @@ async def arun(task_id: str) -> None:
     if claimed is None:
         return
     row, principal = claimed
-    beat = Heartbeat(task_id)
+    beat = Heartbeat(task_id, host_thread.get())
     beat.start()
     try:
-        outcome = await attempt(row, principal, beat.cancelled)
+        outcome = await attempt(row, principal, beat.cancelled, beat.notified)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})

@@ -69,7 +69,9 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     """``tasks/get``: the task with, by status, its result, its error or its pending inputRequests."""
     out = envelope(row)
     if row.status == Status.COMPLETED:
-        out["result"] = row.result or {"content": []}
+        # The CallToolResult exactly as the tools/call would have answered it (SEP-2663), which
+        # on 2026-07-28 says it is complete (the ext-tasks client's schema requires it).
+        out["result"] = {**(row.result or {"content": []}), "resultType": "complete"}
     elif row.status == Status.FAILED:
         out["error"] = row.error or {"code": INTERNAL_ERROR, "message": row.status_message or "failed"}
     elif row.status == Status.INPUT_REQUIRED:
@@ -77,11 +79,21 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
+def _recorded(row: MCPTask, principal: Principal | str) -> Principal | str:
+    """Who a task's audit row names: a worker or another caller knows the task's principal
+    only by its label, and the row must still point at its user (an unsaved instance of
+    the user model carries the key: no query)."""
+    if not isinstance(principal, str) or row.user_id is None:
+        return principal
+    return Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
+
+
 def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
     """The audit log's row for a change of a task's status (queued; never blocks)."""
     settings = mcp_settings.AUDIT
     if not settings["ENABLED"]:
         return
+    principal = _recorded(row, principal)
     event = Event(
         kind=kind,
         era=Era.MODERN,
@@ -98,7 +110,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         reason=reason[:48],
         endpoint=row.endpoint,
     )
-    if settings["ASYNC_WRITES"]:
+    if settings["ASYNC_WRITES"] and not audit.inline.get():
         audit.record(event, kind)  # the writer thread inserts it; nothing waits here
     else:
         AuditEvent.objects.create(**audit.row_for(event, kind))
@@ -428,6 +440,9 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
+    if "\x00" in task_id:
+        # No task id has one, and PostgreSQL refuses a NUL in a query's text (a DataError).
+        raise InvalidParams(NOT_FOUND)
     row = _polled(task_id)
     if row is None or row.endpoint != registry or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
