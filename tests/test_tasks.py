@@ -469,7 +469,7 @@ def test_a_database_outage_is_a_503_said_once_by_the_breaker(
 
     from django.db import OperationalError
 
-    from mcp_django import lifecycle
+    from mcp_django import breaker
     from mcp_django.tasks import store
 
     task_id = raw_inprocess.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]["taskId"]
@@ -478,7 +478,7 @@ def test_a_database_outage_is_a_503_said_once_by_the_breaker(
         raise OperationalError("the database 'outage' refuses connections since 0.1 s (connection refused)")
 
     monkeypatch.setattr(store, "_polled", refused)
-    gate = lifecycle.reachability("outage")
+    gate = breaker.database("outage")
     try:
         with caplog.at_level(logging.WARNING):
             gate.failed(OperationalError("connection refused"))
@@ -487,13 +487,13 @@ def test_a_database_outage_is_a_503_said_once_by_the_breaker(
                 response = raw_inprocess.post(method, params, caps=TASK_CAPS, headers={"mcp-name": task_id})
                 assert response.status_code == 503, response.text
                 assert response.json()["error"]["code"] == -32603
-            gate.succeeded()
+            gate.closed()
     finally:
-        gate.down_since = None
+        gate.reset()
     lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert [r.getMessage().split(" after ")[0] for r in lines] == [
-        "database 'outage' refuses connections (connection refused): requests that need it get 503",
-        "database 'outage' accepts connections again",
+    assert [r.getMessage().split(" (")[0] for r in lines] == [
+        "the database 'outage' is unavailable",
+        "the database 'outage' answers again",
     ]
     assert not any(r.exc_info for r in lines)
     monkeypatch.undo()
