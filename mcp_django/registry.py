@@ -354,6 +354,7 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        retries: int | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -378,6 +379,7 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        retries: int | None = None,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -393,7 +395,9 @@ class Registry:
         static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
         ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
         extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
-        ``await ctx.start_task()`` are answered in the request's own rounds.
+        ``await ctx.start_task()`` are answered in the request's own rounds; ``retries``: how
+        many times a task run lost to its infrastructure (a worker killed, a connection lost)
+        starts again (default ``MCP_DJANGO["TASK_RETRIES"]``).
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -440,6 +444,7 @@ class Registry:
                     accepts=accepts,
                     task=task,
                     input_first=input_first,
+                    retries=retries,
                 )
             )
             return func

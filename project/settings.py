@@ -224,6 +224,7 @@ MCP_DJANGO: dict[str, Any] = {
     # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
     "TASK_TTL_MS": int(os.environ.get("MCP_TASK_TTL_MS", "3600000")),
     "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
+    "TASK_RETRIES": int(os.environ.get("MCP_TASK_RETRIES", "2")),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",
