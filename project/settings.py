@@ -103,7 +103,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "channels",
     "mcp_django",
-    # The database backend of Django's task framework: MCP tasks run in `manage.py db_worker`.
+    # The database backend of Django's task framework: MCP tasks run in `manage.py mcp_worker`.
     "django_tasks_db",
     # project.conformance (the conformance suite's test_* fixtures) is added by
     # project/conformance/settings.py, which `make conformance` and the tests use.
@@ -144,7 +144,7 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 # Django's task framework: MCP tasks (docs/tasks.md) are enqueued here and run by
-# `manage.py db_worker`, which `make run` starts next to the server.
+# `manage.py mcp_worker` (db_worker kept alive through outages), which `make run` starts next to the server.
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
