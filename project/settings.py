@@ -145,7 +145,13 @@ ASGI_APPLICATION = "project.asgi.application"
 
 # Django's task framework: MCP tasks (docs/tasks.md) are enqueued here and run by
 # `manage.py mcp_worker` (db_worker kept alive through outages), which `make run` starts next to the server.
-TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+TASKS: dict[str, dict[str, Any]] = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# Or RQ on a Redis of its own (django-tasks-rq; its worker: manage.py rqworker --job-class
+# django_tasks_rq.Job): MCP_TASKS_RQ_URL=redis://... (docs/tasks.md, tests/test_tasks_rq.py).
+if os.environ.get("MCP_TASKS_RQ_URL"):
+    INSTALLED_APPS += ["django_rq", "django_tasks_rq"]
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": os.environ["MCP_TASKS_RQ_URL"], "DEFAULT_TIMEOUT": 3600}}
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -483,7 +483,13 @@ def _run_lost_before_claim(row: MCPTask | Polled, now: Any) -> bool:
         if not tasks.supports_get_result:
             return False
         result = tasks.get_result(row.job_id)
-    except Exception:  # no such job (purged), or the backend cannot say now: no verdict
+    except Exception as exc:
+        # A job the backend no longer has (a Redis restarted without persistence forgot RQ's
+        # queue; a result pruned before its run settled the task): nothing will run it, so
+        # the run is lost. Matched by name: a backend on the django_tasks backport (RQ's)
+        # raises that package's class, not django.tasks'. Anything else: no verdict now.
+        if type(exc).__name__ == "TaskResultDoesNotExist":
+            return True
         logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
         return False
     started = result.started_at

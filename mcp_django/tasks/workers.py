@@ -61,14 +61,16 @@ def queue() -> dict[str, int]:
 
 
 def needs_worker() -> bool:
-    """Whether the task backend runs its jobs in a worker process of its own (not in the
-    request, as ImmediateBackend does)."""
-    from .framework import ImmediateBackend, backend
+    """Whether the task backend's jobs are run by ``mcp_worker``, which reports itself alive:
+    django-tasks-db's database backend. Other backends' workers (RQ's ``rqworker``) report
+    nothing here, so nothing is said of them; ImmediateBackend runs the job in its request."""
+    from .framework import backend
 
     try:
-        return not isinstance(backend(mcp_settings.TASK_BACKEND), ImmediateBackend)
+        found = backend(mcp_settings.TASK_BACKEND)
     except Exception:  # no such backend: E030 says so
         return False
+    return type(found).__module__.split(".")[0] == "django_tasks_db"
 
 
 # A process asks the database at most this often whether a worker is alive (new tasks' message).
@@ -131,23 +133,44 @@ def sweep(now: Any = None) -> dict[str, int]:
     return done
 
 
-class Outage:
-    """One log line when the database goes away and one when it is back, not one per try."""
+def logged_sweep(now: Any = None) -> None:
+    """:func:`sweep`, and a log line when it did something."""
+    found = sweep(now)
+    if any(found.values()):
+        logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
 
-    def __init__(self, what: str) -> None:
+
+class Outage:
+    """One log line when a service (the database) goes away and one when it is back, not one per try."""
+
+    def __init__(self, what: str, service: str = "the database") -> None:
         self.what = what
+        self.service = service
         self.since: float | None = None
 
     def failed(self, exc: BaseException) -> None:
         if self.since is None:
             self.since = time.monotonic()
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            logger.warning("%s cannot reach the database (%s): trying again until it answers", self.what, reason)
+            logger.warning("%s cannot reach %s (%s): trying again until it answers", self.what, self.service, reason)
 
     def over(self) -> None:
         if self.since is not None:
-            logger.warning("%s reaches the database again after %.1f s", self.what, time.monotonic() - self.since)
+            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
             self.since = None
+
+
+def sweep_forever(every: float) -> None:
+    """Sweep every ``every`` seconds until the process is stopped, through database outages."""
+    outage = Outage("the task sweep")
+    while True:
+        try:
+            logged_sweep()
+            outage.over()
+        except DatabaseError as exc:
+            outage.failed(exc)
+            close_old_connections()
+        time.sleep(every)
 
 
 class Pulse(threading.Thread):
@@ -176,9 +199,7 @@ class Pulse(threading.Thread):
                 "backend": self.backend[:64],
             },
         )
-        found = sweep(now)
-        if any(found.values()):
-            logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
+        logged_sweep(now)
 
     def run(self) -> None:
         try:
@@ -205,4 +226,14 @@ class Pulse(threading.Thread):
         self.join(10)
 
 
-__all__ = ["Outage", "Pulse", "alive", "alive_within", "beat_seconds", "no_worker_notice", "queue", "sweep"]
+__all__ = [
+    "Outage",
+    "Pulse",
+    "alive",
+    "alive_within",
+    "beat_seconds",
+    "no_worker_notice",
+    "queue",
+    "sweep",
+    "sweep_forever",
+]

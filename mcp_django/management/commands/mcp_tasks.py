@@ -18,11 +18,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["status", "sweep"])
         parser.add_argument("--json", action="store_true", help="print JSON (status)")
+        parser.add_argument(
+            "--every",
+            type=float,
+            default=0,
+            help="sweep: again every this many seconds, until stopped (for a backend whose workers "
+            "do not sweep, such as RQ's; mcp_worker sweeps by itself)",
+        )
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         if action == "sweep":
-            found = workers.sweep()
-            self.stdout.write(", ".join(f"{key} {value}" for key, value in found.items()))
+            every = options["every"]
+            if every <= 0:
+                found = workers.sweep()
+                self.stdout.write(", ".join(f"{key} {value}" for key, value in found.items()))
+                return
+            workers.sweep_forever(every)
             return
         now = timezone.now()
         alive = workers.alive(now)
