@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from io import StringIO
+from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
@@ -133,3 +134,38 @@ class TTL(TestCase):
         assert (row.status, row.status_message) == (Status.CANCELLED, TTL_ENDED)
         kinds = list(AuditEvent.objects.filter(request_id=task_id[:12]).values_list("kind", flat=True))
         assert Kind.TASK_COMPLETED not in kinds and Kind.TASK_CANCELLED in kinds
+
+
+class LostOrNot(TestCase):
+    def test_a_handler_error_is_not_retried_and_ends_with_its_real_reason(self) -> None:
+        client = MCPClient(tasks=True)
+        tool_error = client.start_tool("failing_job")["taskId"]
+        client.run_task(tool_error)
+        protocol_error = client.start_tool("protocol_error_job")["taskId"]
+        client.run_task(protocol_error)
+        task = client.get_task(tool_error)
+        assert task["status"] == "completed" and task["result"]["isError"]
+        assert "failing_job failed" in task["result"]["content"][0]["text"]
+        task = client.get_task(protocol_error)
+        assert task["status"] == "failed" and task["error"]["message"] == "protocol_error_job hit an internal error"
+        assert list(MCPTask.objects.values_list("retried", flat=True)) == [0, 0]
+
+    def test_a_run_whose_database_connection_fails_under_it_runs_again(self) -> None:
+        from django.db import OperationalError
+
+        from mcp_django.tasks import runner
+
+        async def cut_off(*args: object) -> None:
+            raise OperationalError("terminating connection due to administrator command")
+
+        client = MCPClient(tasks=True)
+        task_id = client.start_tool("slow_compute", {"seconds": 0, "label": "again"})["taskId"]
+        with mock.patch.object(runner, "attempt", cut_off), self.captureOnCommitCallbacks(execute=True):
+            client.run_task(task_id)
+        row = MCPTask.objects.get(pk=task_id)
+        assert (row.status, row.retried, row.runs, row.lease_until) == (Status.WORKING, 1, 1, None)
+        assert "its database connection failed (terminating connection" in row.status_message
+        client.run_task(task_id)  # the run enqueued again
+        assert client.get_task(task_id)["result"]["content"][0]["text"] == "computed again in 0s"
+        kinds = list(AuditEvent.objects.filter(request_id=task_id[:12]).values_list("kind", flat=True))
+        assert sorted(kinds) == [Kind.TASK_COMPLETED, Kind.TASK_CREATED]
