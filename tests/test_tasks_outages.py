@@ -5,7 +5,7 @@ Two ``manage.py mcp_worker`` processes (one runs the task, the other waits for w
 stream (the run's Redis carries the workers' pushes to it). In each case every task ends
 ``completed`` (run again from the start when its run was lost) within the bound each test
 states, the workers are still running, no task was claimed by a second run while its first
-held the lease (``runs == retried + 1``: a run starts only when the last one was taken for
+held the lease (``runs <= retried + 1``: a run starts only when the last one was taken for
 lost), the listener hears the task's every status change, and the audit log has the task's
 ``task_created`` and ``task_completed`` rows.
 """
@@ -33,7 +33,7 @@ from tests import shared_services
 from tests.processes import ROOT, free_port, serve_demo
 from tests.run_names import redis_prefix
 from tests.test_database_faults import Postgres, _admin, _pg_bin
-from tests.test_tasks_worker import EXT, MODERN, Client
+from tests.test_tasks_worker import Client, listen_request
 
 pytestmark = [shared_services.needs_postgres, shared_services.needs_redis]
 
@@ -148,20 +148,7 @@ class Listener(threading.Thread):
         self.client = httpx.Client(timeout=httpx.Timeout(10, read=None))
 
     def run(self) -> None:
-        params = {
-            "notifications": {"taskIds": self.task_ids},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}},
-            },
-        }
-        body = {"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen", "params": params}
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": MODERN,
-            "mcp-method": "subscriptions/listen",
-        }
+        body, headers = listen_request(self.task_ids)
         with (
             contextlib.suppress(httpx.HTTPError),
             self.client.stream("POST", self.url, json=body, headers=headers) as s,
@@ -254,7 +241,9 @@ def tasks_through(
             )
         )
         for runs, retried in rows.values():
-            assert runs == retried + 1, (runs, retried)
+            # A run starts only once the last one was taken for lost (a lost run that finished
+            # before its retry started may still store its outcome: then runs < retried + 1).
+            assert 1 <= runs <= retried + 1, (runs, retried)
             assert rerun is None or bool(retried) == rerun, (runs, retried)
             if retried:  # the retry said so to the listener, before its run
                 assert any("running again from the start" in e.get("statusMessage", "") for e in listener.heard)

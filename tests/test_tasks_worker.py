@@ -172,6 +172,25 @@ class Client:
             time.sleep(0.1)
 
 
+def listen_request(task_ids: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of a ``subscriptions/listen`` naming ``task_ids`` (with the opt-in)."""
+    params = {
+        "notifications": {"taskIds": task_ids},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}},
+        },
+    }
+    body = {"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen", "params": params}
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "subscriptions/listen",
+    }
+    return body, headers
+
+
 @pytest.fixture
 def http() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=30) as client:
@@ -223,20 +242,7 @@ def test_status_changes_reach_a_listen_stream_on_the_other_instance(deployment: 
     client = Client(http)
     task_id = client.call(a, "confirm_delete", {"filename": "pushed.csv"})["taskId"]
     client.wait(a, task_id, "input_required")
-    params = {
-        "notifications": {"taskIds": [task_id]},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {EXT: {}}},
-        },
-    }
-    body = {"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen", "params": params}
-    headers = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "subscriptions/listen",
-    }
+    body, headers = listen_request([task_id])
     with http.stream("POST", b, json=body, headers=headers) as stream:
         events = (json.loads(line[5:]) for line in stream.iter_lines() if line.startswith("data:") and line[5:].strip())
         assert next(events)["params"]["notifications"] == {"taskIds": [task_id]}
