@@ -84,7 +84,7 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 f"tools run as MCP tasks ({named}) on ImmediateBackend: each task runs inside the request "
                 "that creates it, so the client waits for all of it",
                 hint="Use a backend with an out-of-process worker (django_tasks_db.DatabaseBackend and "
-                "manage.py db_worker, or RQ); see docs/tasks.md.",
+                "manage.py mcp_worker, or RQ); see docs/tasks.md.",
                 id="mcp_django.W030",
             )
         ]
