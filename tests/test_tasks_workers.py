@@ -79,11 +79,12 @@ class Liveness(TestCase):
         assert client.list_tools()  # the demo's task tools are registered
 
         def ids(deploy: bool) -> set[str]:
-            found = run_checks(include_deployment_checks=deploy)
+            found = run_checks(include_deployment_checks=deploy, databases=["default"])
             return {m.id for m in found if m.id and m.id.startswith("mcp_django.W032")}
 
         assert ids(deploy=True) == {"mcp_django.W032"}
         assert ids(deploy=False) == set()  # migrate, runserver and the test runner: not theirs
+        assert not [m for m in run_checks(include_deployment_checks=True) if m.id == "mcp_django.W032"]
         worker("w1")
         assert ids(deploy=True) == set()
 

@@ -4,10 +4,11 @@
 - W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
   inside the request that creates the task, which then waits for all of it
 - W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
-- W032 (a deployment check: ``manage.py check --deploy``) a tool runs as a task on a backend
-  with workers of its own, and no task worker (``manage.py mcp_worker``) was seen alive lately.
-  Not among the checks ``migrate``, ``runserver`` and the test runner run: a worker is started
-  after those, and a database being migrated has none yet.
+- W032 (``manage.py check --deploy --database default``) a tool runs as a task on the database
+  backend and no task worker (``manage.py mcp_worker``) was seen alive lately. A deployment
+  check, so not among those ``migrate``, ``runserver`` and the test runner run (a worker is
+  started after those; a database being migrated has none yet); and, as Django's checks that
+  query do, only when the command names the databases it may query.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from ..conf import mcp_settings
 from ..registry import endpoints
@@ -32,7 +33,8 @@ def _task_tools() -> str:
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
 
-@register(deploy=True)
+# Tags.database: like Django's checks that query, run only when the command names databases.
+@register(Tags.database, deploy=True)
 def check_task_workers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()
     if not named:
