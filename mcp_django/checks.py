@@ -24,7 +24,7 @@ Ids are stable (projects silence them by id):
 
 W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
-- E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py)
+- E030, W030, W031 the task backend of tools that run as MCP tasks, W032 (deploy) no task worker alive (mcp_django/tasks/checks.py)
 - E050, E051, W050 rate limits and caps (mcp_django/limits/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
 

@@ -496,11 +496,14 @@ SETTINGS: dict[str, Setting] = {
     # (its ttlMs; None: unlimited); TASK_POLL_INTERVAL_MS: the pollIntervalMs clients are
     # told; TASK_BACKEND: the alias in Django's TASKS setting the work is enqueued on;
     # TASK_LEASE_SECONDS: a running task whose worker has not said it is alive for this
-    # long is failed (the worker died).
+    # long is failed (the worker died). TASK_RETRIES: how many times a run lost to its
+    # infrastructure (a worker killed, its database connection lost) starts again, for a tool
+    # that does not say (``@mcp.tool(task=..., retries=N)``); a handler's own error never is.
     "TASK_TTL_MS": Setting(3_600_000, lambda v: None if v is None else positive_int(v)),
     "TASK_POLL_INTERVAL_MS": Setting(1000, positive_int),
     "TASK_BACKEND": Setting("default", text),
     "TASK_LEASE_SECONDS": Setting(30, seconds),
+    "TASK_RETRIES": Setting(2, non_negative_int),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
     # The most resources one legacy session (or websocket, or subscriptions/listen
@@ -598,6 +601,7 @@ class MCPSettings:
     TASK_POLL_INTERVAL_MS: int
     TASK_BACKEND: str
     TASK_LEASE_SECONDS: float
+    TASK_RETRIES: int
     SESSION_LIFETIME: int
     MAX_SUBSCRIPTIONS: int
     SSE_KEEPALIVE: float

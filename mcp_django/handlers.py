@@ -174,11 +174,18 @@ class Tool(Handler):
     # asks before ``ctx.start_task()`` are the request's own rounds.
     task: str | None = None
     input_first: bool = False
+    # How many times a task run lost to its infrastructure starts again; None:
+    # MCP_DJANGO["TASK_RETRIES"].
+    retries: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.task not in (None, "optional", "required"):
             raise TypeError(f"tool {self.name!r}: task= must be None, 'optional' or 'required', not {self.task!r}")
+        if self.retries is not None and (
+            not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0
+        ):
+            raise TypeError(f"tool {self.name!r}: retries= must be a whole number 0 or more, not {self.retries!r}")
         if self.parameters is None:
             self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 

@@ -360,6 +360,7 @@ class Registry:
         task: str | None = None,
         input_first: bool = False,
         throttle: str | None = None,
+        retries: int | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -385,6 +386,7 @@ class Registry:
         task: str | None = None,
         input_first: bool = False,
         throttle: str | None = None,
+        retries: int | None = None,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -400,7 +402,9 @@ class Registry:
         static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
         ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
         extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
-        ``await ctx.start_task()`` are answered in the request's own rounds.
+        ``await ctx.start_task()`` are answered in the request's own rounds; ``retries``: how
+        many times a task run lost to its infrastructure (a worker killed, a connection lost)
+        starts again (default ``MCP_DJANGO["TASK_RETRIES"]``).
         ``throttle="10/min"``: the most calls of this tool each user may make per period
         (docs/limits.md); prompts and resources take it too.
         The function is returned unchanged (its signature intact for type checkers).
@@ -450,6 +454,7 @@ class Registry:
                     task=task,
                     input_first=input_first,
                     throttle=throttle,
+                    retries=retries,
                 )
             )
             return func

@@ -104,7 +104,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "channels",
     "mcp_django",
-    # The database backend of Django's task framework: MCP tasks run in `manage.py db_worker`.
+    # The database backend of Django's task framework: MCP tasks run in `manage.py mcp_worker`.
     "django_tasks_db",
     # project.conformance (the conformance suite's test_* fixtures) is added by
     # project/conformance/settings.py, which `make conformance` and the tests use.
@@ -145,8 +145,14 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 # Django's task framework: MCP tasks (docs/tasks.md) are enqueued here and run by
-# `manage.py db_worker`, which `make run` starts next to the server.
-TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# `manage.py mcp_worker` (db_worker kept alive through outages), which `make run` starts next to the server.
+TASKS: dict[str, dict[str, Any]] = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# Or RQ on a Redis of its own (django-tasks-rq; its worker: manage.py rqworker --job-class
+# django_tasks_rq.Job): MCP_TASKS_RQ_URL=redis://... (docs/tasks.md, tests/test_tasks_rq.py).
+if os.environ.get("MCP_TASKS_RQ_URL"):
+    INSTALLED_APPS += ["django_rq", "django_tasks_rq"]
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": os.environ["MCP_TASKS_RQ_URL"], "DEFAULT_TIMEOUT": 3600}}
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -227,6 +233,7 @@ MCP_DJANGO: dict[str, Any] = {
     "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
     # Rate limits and caps (docs/limits.md), as JSON: MCP_LIMITS='{"RATES": {"user": "100/min"}}'.
     "LIMITS": json.loads(os.environ.get("MCP_LIMITS") or "{}"),
+    "TASK_RETRIES": int(os.environ.get("MCP_TASK_RETRIES", "2")),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",

@@ -38,6 +38,8 @@ SERVER_TESTS = {
     "test_auth_faults.py",
     "test_oauth_mcp1.py",
     "test_tasks_worker.py",
+    "test_tasks_outages.py",
+    "test_tasks_rq.py",
     "test_websocket_memory.py",
     "test_audit_browser.py",
     "test_audit_outage.py",

@@ -26,7 +26,7 @@ from django.utils import timezone
 from mcp_django import audit
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.tasks.models import MCPTask, Status
-from mcp_django.tasks.store import NOT_FOUND, WORKER_LOST
+from mcp_django.tasks.store import NOT_FOUND, SILENT, UNCLAIMED, WORKER_LOST
 from mcp_django.testing import JSONRPCError, MCPClient, accept
 from tests.conftest import Raw, mcp_settings, meta, served_before_expiry, wait_past
 
@@ -144,13 +144,24 @@ class TaskTools(TestCase):
         client.run_task(task_id)
         assert client.get_task(task_id)["status"] == "cancelled"
 
-    def test_a_task_whose_worker_died_fails_instead_of_working_for_ever(self) -> None:
+    def test_a_task_whose_worker_died_runs_again_then_fails_instead_of_working_for_ever(self) -> None:
         client = MCPClient(tasks=True)
         task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
-        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
-        task = client.get_task(task_id)
+        first_job = MCPTask.objects.get(pk=task_id).job_id
+        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1), runs=1)
+        with self.captureOnCommitCallbacks(execute=True) as hooks:
+            task = client.get_task(task_id)
+        assert hooks  # the announcement and the new run's enqueue
+        # Lost to its infrastructure: run again from the start (TASK_RETRIES, 2 by default).
+        assert task["status"] == "working"
+        assert task["statusMessage"] == f"running again from the start: {SILENT} (retry 1 of 2)"
+        row = MCPTask.objects.get(pk=task_id)
+        assert (row.retried, row.lease_until) == (1, None) and row.job_id != first_job
+        with mcp_settings(TASK_RETRIES=1):
+            MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1), runs=2)
+            task = client.get_task(task_id)
         assert task["status"] == "failed"
-        assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+        assert task["error"] == {"code": -32603, "message": f"{WORKER_LOST} (2 runs, all lost): {SILENT}"}
 
     def test_a_run_lost_between_the_backend_and_its_claim_fails_after_a_lease(self) -> None:
         """A worker killed after the backend marked its job running and before the run took the
@@ -179,12 +190,12 @@ class TaskTools(TestCase):
             return backend(self, result_id)
 
         with (
-            mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds()),
+            mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds(), TASK_RETRIES=0),
             mock.patch.object(DatabaseBackend, "get_result", get_result),
         ):
             task = client.get_task(lost)
             assert task["status"] == "failed"
-            assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+            assert task["error"] == {"code": -32603, "message": f"{WORKER_LOST}: {UNCLAIMED}"}
             # Waiting in the queue, or started a moment ago: working, however old the task.
             for _ in range(3):
                 assert client.get_task(queued)["status"] == "working"

@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db import models
+from django.db import DatabaseError, models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import store
+from . import store, workers
 from .models import TERMINAL, MCPTask, Status
 
 
@@ -111,6 +111,17 @@ class MCPTaskAdmin(admin.ModelAdmin):
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    # The workers seen alive and the queue, above the list (its own template's header).
+    change_list_template = "admin/mcp_django/mcptask/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        context = dict(extra_context or {})
+        try:
+            context["task_workers"] = {"alive": workers.alive(), "queue": workers.queue()}
+        except DatabaseError:  # the list itself will say the database is away
+            context["task_workers"] = None
+        return super().changelist_view(request, extra_context=context)
 
 
 def _exact(name: str, verbose: Any) -> Any:

@@ -30,6 +30,8 @@ logger = logging.getLogger("mcp_django.tasks")
 # principal: a task id must not tell a stranger anything.
 NOT_FOUND = "Failed to retrieve task: Task not found"
 WORKER_LOST = "the worker running this task stopped before it finished"
+SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
+UNCLAIMED = "its worker stopped as the run began"
 
 _AUDIT_KINDS = {
     Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
@@ -136,9 +138,12 @@ def create(
     it from any instance: the durable create SEP-2663 asks for. A backend that cannot
     take the job leaves the task ``failed``, with the reason, rather than ``working``.
     """
+    from .workers import no_worker_notice
+
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
     user = principal.user if not principal.is_anonymous else None
+    notice = no_worker_notice()
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
@@ -157,6 +162,7 @@ def create(
             answers=answers or {},
             keys=list(answers or {}),
             state=state or {},
+            status_message=notice,
         )
         transaction.on_commit(lambda: enqueue(row.id))
     record(row, Kind.TASK_CREATED, principal)
@@ -172,10 +178,13 @@ def finish(
     error: dict[str, Any] | None = None,
     message: str = "",
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
+    run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status, unless it already left ``only_if``."""
+    """Move a task to a terminal status, unless it already left ``only_if`` (or, given ``run``,
+    that run no longer has it: it was taken for lost and started again)."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if).first()
+        rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
+        row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
             return False
         row.status = status
@@ -435,8 +444,9 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired,
     foreign, or another endpoint's, alike).
 
-    A task whose worker's lease ran out is failed here first: a poll never shows a dead
-    worker's task as ``working`` for ever.
+    A task whose worker's lease ran out is started again or failed here first (as the
+    workers' sweep does when no client polls): a poll never shows a dead worker's task as
+    ``working`` for ever.
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
@@ -453,8 +463,10 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
         (row.lease_until is not None and row.lease_until < now)
         or (row.lease_until is None and _run_lost_before_claim(row, now))
     ):
-        error = {"code": INTERNAL_ERROR, "message": WORKER_LOST}
-        finish(row.pk, Status.FAILED, error=error, only_if=(Status.WORKING,))
+        from .lost import run_lost
+
+        unclaimed = row.lease_until is None
+        run_lost(row.pk, UNCLAIMED if unclaimed else SILENT, unclaimed=unclaimed)
         again = _polled(task_id)
         if again is None:
             raise InvalidParams(NOT_FOUND)
@@ -462,7 +474,7 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     return row
 
 
-def _run_lost_before_claim(row: Polled, now: Any) -> bool:
+def _run_lost_before_claim(row: MCPTask | Polled, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it.
 
     A run claims the task (takes its lease) first thing; a worker killed between the backend
@@ -486,7 +498,13 @@ def _run_lost_before_claim(row: Polled, now: Any) -> bool:
         if not tasks.supports_get_result:
             return False
         result = tasks.get_result(row.job_id)
-    except Exception:  # no such job (purged), or the backend cannot say now: no verdict
+    except Exception as exc:
+        # A job the backend no longer has (a Redis restarted without persistence forgot RQ's
+        # queue; a result pruned before its run settled the task): nothing will run it, so
+        # the run is lost. Matched by name: a backend on the django_tasks backport (RQ's)
+        # raises that package's class, not django.tasks'. Anything else: no verdict now.
+        if type(exc).__name__ == "TaskResultDoesNotExist":
+            return True
         logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
         return False
     started = result.started_at

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_django', '0008_task_run_checked'),
+        ('mcp_django', '0009_task_workers'),
     ]
 
     operations = [
