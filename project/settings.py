@@ -265,6 +265,10 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    # A token is good only at the one resource it was issued for (RFC 8707, exact and in
+    # canonical form): the toolkit's default takes a resource as a URL prefix, so a token
+    # for the whole origin would be good at /mcp and every other endpoint here.
+    "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_django.contrib.oauth.resource_matches",
 }
 # oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
 # mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect

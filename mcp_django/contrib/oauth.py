@@ -3,10 +3,18 @@
 Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name
 the authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is
 accepted only when django-oauth-toolkit finds it valid (known, not expired, not
-revoked, its application usable) and it was issued for this endpoint: its RFC 8707
-resource indicators include the endpoint's URL. A token issued without a resource
-indicator is refused, because MCP servers must accept only tokens meant for them
-(a token for another service must not be replayable here).
+revoked, its application usable) and it was issued for this endpoint: one of its RFC 8707
+resource indicators is the endpoint's resource URL, the one its protected-resource metadata
+advertises, compared in canonical form (:func:`~mcp_django.protected_resource.canonical_resource`).
+The match is exact: django-oauth-toolkit's default validator takes a resource as a URL
+prefix, so a token issued for the whole origin (``https://shop.example/``) or for
+``/mcp/`` would work here, and at every other endpoint on the origin. A token issued
+without a resource indicator is refused, because MCP servers must accept only tokens
+meant for them (a token for another service must not be replayable here).
+
+An authorization server run by the same project should validate the same way: set
+``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]`` to
+:func:`resource_matches` (the demo project does).
 """
 
 from __future__ import annotations
@@ -19,6 +27,21 @@ from rest_framework import exceptions
 
 from .. import protected_resource
 from ..conf import mcp_settings
+
+
+def resource_matches(request_uri: str, audiences: list[str]) -> bool:
+    """Whether a token issued for the resources ``audiences`` may be used at ``request_uri``.
+
+    Exactly one of them, in canonical form, is the resource the request reached (its
+    path's trailing slash dropped, as an endpoint's resource URL has none). The signature of
+    django-oauth-toolkit's ``RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR``; unlike its default,
+    a resource is never a prefix of others.
+    """
+    wanted = protected_resource.canonical_resource(request_uri.split("?", 1)[0])
+    if wanted is None:
+        return False
+    wanted = wanted.rstrip("/") if "/" in wanted.split("://", 1)[1] else wanted
+    return any(protected_resource.canonical_resource(audience) == wanted for audience in audiences or ())
 
 
 class InsufficientScope(exceptions.PermissionDenied):
@@ -51,7 +74,7 @@ class OAuth2Authentication(ToolkitAuthentication):
             )
         user, token = checked.user, checked.access_token
         resource = protected_resource.resource_url(django_request)
-        if not token.resource or not token.allows_audience(resource):
+        if not token.resource or not resource_matches(resource, token.resource):
             request.oauth2_error = {
                 "error": "invalid_token",
                 "error_description": "The access token was not issued for this resource.",
