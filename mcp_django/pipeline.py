@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 
 from . import content, lifecycle, signals, tracing
 from .asks import boundary, live, replay
@@ -51,7 +51,7 @@ from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
 from .protocol import jsonrpc
-from .protocol.dispatch import MODERN_METHODS, Dispatcher
+from .protocol.dispatch import MODERN_METHODS, Dispatcher, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -213,6 +213,11 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
     except MCPError:
         raise
     except Exception as exc:
+        if isinstance(exc, DataError):
+            refused = refused_value(handler.primitive, handler.name, exc)
+            if handler.primitive == "tool":
+                return Outcome(result=content.error_result(refused.message))
+            raise refused from None
         if handler.primitive == "tool":
             if isinstance(exc, content.ToolError):
                 return Outcome(result=content.error_result(str(exc)))

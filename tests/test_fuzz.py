@@ -92,6 +92,12 @@ def catalogue() -> dict[str, Any]:
         "prompts": sorted(n for n, p in mcp.prompts.items() if ours(p)),
         "resources": [*sorted(mcp.resources), "test://template/7/data"],
         "templates": sorted(mcp.templates),
+        # The arguments each prompt and template completes (a completer may query).
+        "completions": {
+            name: sorted(handler.completions)
+            for name, handler in [*mcp.prompts.items(), *mcp.templates.items()]
+            if ours(handler) and handler.completions
+        },
     }
 
 

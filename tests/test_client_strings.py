@@ -1,0 +1,142 @@
+"""A client's string that holds a value the database refuses (a NUL) is a client error (issue 29).
+
+PostgreSQL's text cannot hold NUL: a name, a URI or a typed value that reached a query
+with one was a ``psycopg.DataError``, answered -32603 with a traceback in the log. Each
+place a client string reaches a query refuses it first (-32602, on every database), and a
+value a handler's own query refuses (a DRF view's search) is the request's fault too: a
+tool's error result, or -32602, with one log line. Over websockets (any string, either era)
+and HTTP (a name the ``Mcp-Name`` header carries in base64). The fuzz tests send such
+strings at random (tests/fuzz.py; on PostgreSQL, tests/test_fuzz_postgresql.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from mcp_django import mcp
+from tests.conftest import MODERN, meta
+from tests.legacy_fixtures import ws_client
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+NUL = "a\x00b"
+# Each request, and whether the answer is a -32602 error or a tool's error result.
+REFUSED: list[tuple[str, dict[str, Any]]] = [
+    ("resources/read", {"uri": "shop://products/" + NUL}),  # a template's variable, looked up by the handler
+    ("resources/read", {"uri": "test://template/" + NUL + "/data"}),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/resource", "uri": "shop://products/{sku}"}, "argument": {"name": "sku", "value": NUL}},
+    ),
+    (
+        "completion/complete",
+        {"ref": {"type": "ref/prompt", "name": "order_help"}, "argument": {"name": "product", "value": NUL}},
+    ),
+    ("completion/complete", {"ref": {"type": "ref/resource", "uri": NUL}, "argument": {"name": "x", "value": "y"}}),
+]
+# A handler's own query: the database itself refuses the value (PostgreSQL; SQLite finds no one).
+LOOKUPS: list[tuple[str, dict[str, Any]]] = [
+    ("tools/call", {"name": "strings_count_users", "arguments": {"username": NUL}}),
+    ("prompts/get", {"name": "strings_user_prompt", "arguments": {"username": NUL}}),
+]
+
+
+@mcp.tool()
+def strings_count_users(username: str) -> str:
+    """How many users have this name (the handler's own query)."""
+    return str(get_user_model().objects.filter(username=username).count())
+
+
+@mcp.prompt()
+def strings_user_prompt(username: str) -> str:
+    """A prompt that looks the user up."""
+    return f"{get_user_model().objects.filter(username=username).count()} users"
+
+
+class Logged(logging.Handler):
+    """Every record at ERROR or above, or with a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR or record.exc_info:
+            self.records.append(record)
+
+
+@pytest.fixture
+def logged() -> Any:
+    handler = Logged()
+    loggers = [logging.getLogger(name) for name in ("", "mcp_django", "django", "uvicorn.error")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    yield handler
+    for logger in loggers:
+        logger.removeHandler(handler)
+
+
+def _key() -> str:
+    user = get_user_model().objects.create_superuser("root", password="pw")
+    return str(Token.objects.create(user=user).key)
+
+
+def _check(method: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
+    if (method, params) in LOOKUPS:
+        if connection.vendor != "postgresql":
+            assert "result" in answer and not answer["result"].get("isError"), answer  # SQLite stores NUL
+        elif method == "tools/call":
+            result = answer["result"]  # a tool's failure is a result the model reads
+            assert result["isError"] is True, answer
+            assert "the database refused a value" in result["content"][0]["text"], answer
+        else:
+            assert answer["error"]["code"] == -32602, answer
+            assert "the database refused a value" in answer["error"]["message"], answer
+        return
+    assert answer["error"]["code"] == -32602, (method, params, answer)
+    assert "NUL" in answer["error"]["message"], answer
+
+
+def test_nul_strings_over_websockets(live_url: str, logged: Logged) -> None:
+    key = _key()
+
+    async def run() -> None:
+        async with ws_client(live_url, additional_headers={"Authorization": f"Token {key}"}) as ws:
+            await ws.initialize({})
+            for method, params in [*REFUSED, *LOOKUPS]:
+                _check(method, params, await ws.request(method, params))  # legacy
+                _check(method, params, await ws.request(method, {**params, "_meta": meta()}))  # 2026-07-28
+
+    asyncio.run(run())
+    assert not logged.records, [record.getMessage() for record in logged.records]
+
+
+def test_nul_strings_over_http(live_url: str, logged: Logged) -> None:
+    key = _key()
+    with httpx.Client(timeout=30) as client:
+        for number, (method, params) in enumerate([*REFUSED, *LOOKUPS]):
+            name = params.get("uri", params.get("name"))
+            headers = {
+                "authorization": f"Token {key}",
+                "content-type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": MODERN,
+                "mcp-method": method,
+            }
+            if method in ("resources/read", "tools/call", "prompts/get"):
+                headers["mcp-name"] = "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
+            body = {"jsonrpc": "2.0", "id": number, "method": method, "params": {**params, "_meta": meta()}}
+            answer = client.post(live_url, content=json.dumps(body), headers=headers)
+            assert answer.status_code < 500, answer.text
+            _check(method, params, answer.json())
+    assert not logged.records, [record.getMessage() for record in logged.records]
