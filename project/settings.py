@@ -283,9 +283,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     # psycopg-pool logs each failed reconnection attempt; while the database's breaker is
     # open it has said so once already, so those lines are dropped until it closes.
-    "filters": {"database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"}},
+    # A request with a Host outside ALLOWED_HOSTS (a scanner's, mostly) is one line, not
+    # Django's traceback: mcp_django.log_lines.OneLine drops it from Django's own record.
+    "filters": {
+        "database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"},
+        "one_line": {"()": "mcp_django.log_lines.OneLine"},
+    },
     "loggers": {
         "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")},
         "psycopg.pool": {"filters": ["database_outage"]},
+        "django.security.DisallowedHost": {"filters": ["one_line"]},
     },
 }
