@@ -150,7 +150,7 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
         raise
     except MCPError as exc:
         if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
-            await _send_finished(call, sender, "failed", f"error {exc.code}")
+            await _send_finished(call, sender, "failed", f"error {exc.code}", exc.message)
         raise
     except Exception as exc:
         await _send_finished(call, sender, "failed", type(exc).__name__)
@@ -158,17 +158,28 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     # A round is its own event; a task created sends its own rows (mcp_django.tasks).
     if result.get("resultType") not in ("input_required", "task"):
         if result.get("isError"):
-            await _send_finished(call, sender, "failed", "tool error")
+            await _send_finished(call, sender, "failed", "tool error", _error_text(result))
         else:
             await _send_finished(call, sender, "completed", "")
     return result
 
 
-def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
+def _send_finished(call: Call, sender: str, outcome: str, reason: str, error: str = "") -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
     event = call.event(outcome, reason=reason, outcome=outcome)
+    if error:
+        event.error = error[:500]
     return signals.call_finished.asend(sender, event=event)
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    """A tool error result's message: its text blocks, as the model read them."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    return " ".join(texts)[:500]
 
 
 # (name, stage, whether it applies to an era's method), outermost first; the method itself

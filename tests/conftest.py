@@ -39,6 +39,7 @@ SERVER_TESTS = {
     "test_tasks_worker.py",
     "test_websocket_memory.py",
     "test_audit_browser.py",
+    "test_audit_row_browser.py",
     "test_audit_outage.py",
     "test_clients.py",
     "test_database_faults.py",
