@@ -18,7 +18,7 @@ from rest_framework.authtoken.models import Token
 from mcp_django import audit
 from mcp_django.models import AuditEvent, Kind
 from tests.conftest import Raw
-from tests.test_audit_browser import ARTIFACTS, CHROMIUM, WIDTH, AdminServer, _browser_or_skip, _visible
+from tests.test_audit_browser import ARTIFACTS, CHROMIUM, AdminServer, _browser_or_skip, _visible, signed_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,12 +70,7 @@ def test_a_failed_calls_row_keeps_its_error_and_names_the_user(admin_server: Adm
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": WIDTH, "height": 900})
-            page.goto(admin_server.url + "/admin/login/?next=/admin/")
-            page.fill("#id_username", "ada")
-            page.fill("#id_password", "ada-password")
-            page.click("input[type=submit]")
-            page.wait_for_url("**/admin/")
+            page = signed_in(browser, admin_server, "ada", "ada-password")
             page.goto(f"{admin_server.url}/admin/mcp_django/auditevent/{failed.pk}/change/")
             page.wait_for_selector(".field-error")
             assert "by ada" in page.title() and "by ada" in page.locator("#content").inner_text()

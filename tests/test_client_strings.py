@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import logging
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,6 +26,7 @@ from rest_framework.authtoken.models import Token
 from mcp_django import mcp
 from tests.conftest import MODERN, meta
 from tests.legacy_fixtures import ws_client
+from tests.test_fuzz import Problems, watched
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,27 +64,10 @@ def strings_user_prompt(username: str) -> str:
     return f"{get_user_model().objects.filter(username=username).count()} users"
 
 
-class Logged(logging.Handler):
-    """Every record at ERROR or above, or with a traceback."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.ERROR or record.exc_info:
-            self.records.append(record)
-
-
 @pytest.fixture
-def logged() -> Any:
-    handler = Logged()
-    loggers = [logging.getLogger(name) for name in ("", "mcp_django", "django", "uvicorn.error")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    yield handler
-    for logger in loggers:
-        logger.removeHandler(handler)
+def problems() -> Iterator[Problems]:
+    with watched() as handler:
+        yield handler
 
 
 def _key() -> str:
@@ -107,7 +91,7 @@ def _check(method: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
     assert "NUL" in answer["error"]["message"], answer
 
 
-def test_nul_strings_over_websockets(live_url: str, logged: Logged) -> None:
+def test_nul_strings_over_websockets(live_url: str, problems: Problems) -> None:
     key = _key()
 
     async def run() -> None:
@@ -118,10 +102,10 @@ def test_nul_strings_over_websockets(live_url: str, logged: Logged) -> None:
                 _check(method, params, await ws.request(method, {**params, "_meta": meta()}))  # 2026-07-28
 
     asyncio.run(run())
-    assert not logged.records, [record.getMessage() for record in logged.records]
+    assert not problems.records, problems.report()
 
 
-def test_nul_strings_over_http(live_url: str, logged: Logged) -> None:
+def test_nul_strings_over_http(live_url: str, problems: Problems) -> None:
     key = _key()
     with httpx.Client(timeout=30) as client:
         for number, (method, params) in enumerate([*REFUSED, *LOOKUPS]):
@@ -139,4 +123,4 @@ def test_nul_strings_over_http(live_url: str, logged: Logged) -> None:
             answer = client.post(live_url, content=json.dumps(body), headers=headers)
             assert answer.status_code < 500, answer.text
             _check(method, params, answer.json())
-    assert not logged.records, [record.getMessage() for record in logged.records]
+    assert not problems.records, problems.report()

@@ -11,18 +11,14 @@ many HTTP messages go (half as many websocket frames go too).
 
 from __future__ import annotations
 
-import asyncio
 import os
-from typing import Any
+from collections.abc import Iterator
 
-import httpx
 import pytest
 from django.db import connection
 
-from tests.conftest import mcp_settings
 from tests.fuzz import Fuzzer
-from tests.legacy_fixtures import ws_client
-from tests.test_fuzz import Problems, catalogue, legacy_session, send, still_serving, valid_id
+from tests.test_fuzz import Problems, catalogue, send_frames, send_messages, still_serving, watched
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,17 +48,9 @@ def _superuser_token() -> str:
 
 
 @pytest.fixture
-def problems() -> Any:
-    import logging
-
-    handler = Problems()
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    loggers = [logging.getLogger(n) for n in ("", "uvicorn", "uvicorn.error", "mcp_django", "django", "asyncio")]
-    for logger in loggers:
-        logger.addHandler(handler)
-    yield handler
-    for logger in loggers:
-        logger.removeHandler(handler)
+def problems() -> Iterator[Problems]:
+    with watched() as handler:
+        yield handler
 
 
 @pytest.fixture(autouse=True)
@@ -73,19 +61,7 @@ def _postgresql_only(db: None) -> None:
 
 def test_fuzz_postgresql_http(live_url: str, problems: Problems) -> None:
     fuzzer = Fuzzer(SEED, catalogue(), nul_rate=NUL_RATE, focus=FOCUS)
-    statuses: dict[int, int] = {}
-    credentials = {"authorization": _superuser_token()}
-    with (
-        mcp_settings(ASK_TIMEOUT=0.2),
-        httpx.Client(timeout=httpx.Timeout(30, read=10), headers=credentials) as client,
-    ):
-        session = legacy_session(client, live_url)
-        for i in range(COUNT):
-            if i % 250 == 0:
-                session = legacy_session(client, live_url)
-            message = fuzzer.modern() if i % 2 else fuzzer.legacy(session)
-            status = send(client, live_url, message)
-            statuses[status] = statuses.get(status, 0) + 1
+    statuses = send_messages(live_url, fuzzer, COUNT, {"authorization": _superuser_token()})
     assert not problems.records, problems.report()
     assert statuses.get(200, 0) > COUNT // 10 and statuses.get(400, 0) > COUNT // 20, statuses
     still_serving(live_url)
@@ -94,29 +70,8 @@ def test_fuzz_postgresql_http(live_url: str, problems: Problems) -> None:
 
 def test_fuzz_postgresql_websocket(live_url: str, problems: Problems) -> None:
     fuzzer = Fuzzer(SEED + 1, catalogue(), nul_rate=NUL_RATE, focus=FOCUS)
-    frames = max(100, COUNT // 2)
     credentials = {"authorization": _superuser_token()}
-
-    async def unanswered(request: dict[str, Any]) -> None:
-        return None
-
-    async def run() -> None:
-        sent = 0
-        while sent < frames:
-            async with ws_client(live_url, unanswered, additional_headers=credentials) as ws:
-                await ws.initialize({"elicitation": {}, "sampling": {}, "roots": {}})
-                for _ in range(min(200, frames - sent)):
-                    text, _what = fuzzer.frame()
-                    await ws.socket.send(text)
-                    sent += 1
-                await asyncio.sleep(0.5)
-                reply = await asyncio.wait_for(ws.request("ping"), 30)
-                assert "result" in reply or reply["error"]["code"] == -32600, reply
-                for stray in ws.stray:
-                    assert stray.get("id") is None or valid_id(stray["id"]), stray
-
-    with mcp_settings(ASK_TIMEOUT=0.2):
-        asyncio.run(run())
+    send_frames(live_url, fuzzer, max(100, COUNT // 2), initialize=1.0, additional_headers=credentials)
     assert not problems.records, problems.report()
     still_serving(live_url)
     assert not problems.records, problems.report()
