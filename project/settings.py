@@ -134,6 +134,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The authorization server's parameters never hold a NUL, which PostgreSQL refuses (a 500).
+    "mcp_django.contrib.oauth.refuse_nul",
 ]
 
 ROOT_URLCONF = "project.urls"

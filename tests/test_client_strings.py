@@ -124,3 +124,29 @@ def test_nul_strings_over_http(live_url: str, problems: Problems) -> None:
             assert answer.status_code < 500, answer.text
             _check(method, params, answer.json())
     assert not problems.records, problems.report()
+
+
+def test_nul_in_the_authorization_servers_parameters(live_url: str, problems: Problems) -> None:
+    """The demo's authorization server (django-oauth-toolkit) looked a NUL-holding client_id,
+    token or registration field up as it came: a 500 and a traceback on PostgreSQL. Refused
+    first, 400 invalid_request, by mcp_django.contrib.oauth.refuse_nul."""
+    origin = live_url.rsplit("/mcp", 1)[0]
+    code = {"grant_type": "authorization_code", "code": NUL, "client_id": NUL, "redirect_uri": "http://127.0.0.1:9/cb"}
+    registration = {
+        "client_name": NUL,
+        "redirect_uris": ["http://127.0.0.1:9/cb"],
+        "token_endpoint_auth_method": "none",
+    }
+    with httpx.Client(timeout=30) as client:
+        answers = [
+            client.post(f"{origin}/o/token/", data=code),
+            client.post(f"{origin}/o/revoke_token/", data={"token": NUL, "client_id": NUL}),
+            client.post(f"{origin}/o/register/", json=registration),
+            client.get(f"{origin}/o/authorize/", params={"client_id": NUL, "response_type": "code"}),
+        ]
+        for answer in answers:
+            assert answer.status_code == 400, (answer.request.url, answer.status_code, answer.text[:300])
+            assert answer.json()["error"] == "invalid_request", answer.text
+        # Without one, the same endpoints answer as they did (here: an unknown client).
+        assert client.post(f"{origin}/o/token/", data={**code, "code": "x", "client_id": "x"}).status_code == 401
+    assert not problems.records, problems.report()
