@@ -21,6 +21,7 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from mcp_django import mcp
@@ -149,4 +150,14 @@ def test_nul_in_the_authorization_servers_parameters(live_url: str, problems: Pr
             assert answer.json()["error"] == "invalid_request", answer.text
         # Without one, the same endpoints answer as they did (here: an unknown client).
         assert client.post(f"{origin}/o/token/", data={**code, "code": "x", "client_id": "x"}).status_code == 401
+    # Only the authorization server's URLs: a tool's argument may hold a NUL, at the WSGI view too.
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": NUL}}}
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
+    echoed = Client().post(
+        "/mcp",
+        json.dumps({**body, "params": {**body["params"], "_meta": meta()}}),
+        content_type="application/json",
+        headers={**headers, "accept": "application/json, text/event-stream"},
+    )
+    assert echoed.status_code == 200 and echoed.json()["result"]["content"][0]["text"] == NUL, echoed.content
     assert not problems.records, problems.report()

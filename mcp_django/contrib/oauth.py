@@ -24,6 +24,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, reverse
 from django.utils.decorators import sync_and_async_middleware
 from oauth2_provider.contrib.rest_framework import OAuth2Authentication as ToolkitAuthentication
 from oauth2_provider.oauth2_backends import get_oauthlib_core
@@ -104,6 +105,14 @@ _NUL_SPELLINGS = (b"\x00", b"%00", b"\\u0000")
 _TEXT_BODIES = ("application/x-www-form-urlencoded", "application/json")
 
 
+def _provider_prefix() -> str | None:
+    """Where django-oauth-toolkit's URLs are mounted (``/o/``), None when they are not."""
+    try:
+        return reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0]
+    except NoReverseMatch:
+        return None
+
+
 def holds_nul(request: HttpRequest) -> bool:
     """Whether a parameter of ``request`` (its query, or a form or JSON body) may hold a NUL."""
     query = request.META.get("QUERY_STRING", "").encode("latin-1", "replace")
@@ -122,8 +131,16 @@ def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequ
     django-oauth-toolkit looks a client's ``client_id``, ``code``, ``token`` and registration
     fields up as they came, and PostgreSQL's text refuses a NUL: a 500 and a traceback per
     request (``/o/token/``, ``/o/revoke_token/``, ``/o/register/``). No OAuth parameter holds
-    one. The demo's MIDDLEWARE has it; it reads the body only of form and JSON requests.
+    one. The demo's MIDDLEWARE has it. It looks only at requests to the toolkit's URLs (a
+    tool's argument may hold a NUL, at the endpoint's WSGI view too), and reads the body only
+    of form and JSON requests.
     """
+    prefix: list[str | None] = []
+
+    def applies(request: HttpRequest) -> bool:
+        if not prefix:
+            prefix.append(_provider_prefix())  # the URLconf is loaded by the first request
+        return prefix[0] is not None and request.path.startswith(prefix[0]) and holds_nul(request)
 
     def refused() -> HttpResponse:
         return JsonResponse(
@@ -134,11 +151,11 @@ def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequ
     if iscoroutinefunction(get_response):
 
         async def middleware(request: HttpRequest) -> Any:
-            return refused() if holds_nul(request) else await get_response(request)
+            return refused() if applies(request) else await get_response(request)
 
     else:
 
         def middleware(request: HttpRequest) -> Any:  # type: ignore[misc]
-            return refused() if holds_nul(request) else get_response(request)
+            return refused() if applies(request) else get_response(request)
 
     return middleware
