@@ -71,6 +71,15 @@ def test_a_failed_calls_row_keeps_its_error_and_names_the_user(admin_server: Adm
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
             page = signed_in(browser, admin_server, "ada", "ada-password")
+            # The list: a failed call's error under its kind, clipped to the column, whole on hover.
+            page.goto(admin_server.url + "/admin/mcp_django/auditevent/")
+            page.wait_for_selector("#result_list")
+            error = page.locator("#result_list td.field-what .mcp-error", has_text="This tool intentionally")
+            assert error.count() == 1 and error.get_attribute("title") == TOOL_ERROR
+            for column in ("when", "what", "target_method", "who", "via", "round", "duration"):
+                _visible(page, f"#result_list th.column-{column}", within="#changelist .results")
+            _visible(page, "#result_list td.field-what .mcp-error", within="#changelist .results")
+            page.screenshot(path=str(ARTIFACTS / "admin-audit-failed-list.png"))
             page.goto(f"{admin_server.url}/admin/mcp_django/auditevent/{failed.pk}/change/")
             page.wait_for_selector(".field-error")
             assert "by ada" in page.title() and "by ada" in page.locator("#content").inner_text()
