@@ -173,7 +173,16 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         css = {"all": ["mcp_django/admin.css"]}
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        return ("target", "principal", _username_lookup(), "credential", "request_id", "client_address", "reason")
+        return (
+            "target",
+            "principal",
+            _username_lookup(),
+            "credential",
+            "request_id",
+            "client_address",
+            "reason",
+            "error",
+        )
 
     @admin.display(description=_("time"), ordering="created")
     def when(self, obj: AuditEvent) -> str:
@@ -183,9 +192,19 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("kind"), ordering="kind")
     def what(self, obj: AuditEvent) -> str:
-        # The kind with its reason or outcome under it, in one column.
+        # The kind with its reason or outcome under it, in one column; a failed call's error
+        # message under that (two lines at most, by the stylesheet; whole on hover and on the
+        # row's page).
         detail = obj.reason or (obj.outcome if obj.outcome != obj.kind else "")
         kind = obj.get_kind_display()
+        if obj.error:
+            return format_html(
+                '{}<br><small>{}</small><small class="mcp-error" title="{}">{}</small>',
+                kind,
+                detail,
+                obj.error,
+                obj.error,
+            )
         return format_html("{}<br><small>{}</small>", kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")

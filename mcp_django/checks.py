@@ -3,7 +3,8 @@
 Ids are stable (projects silence them by id):
 
 - W001 no REQUEST_STATE_KEY while DEBUG is off, and a weak SECRET_KEY (or fallback) the keys derive from
-- W002 a REQUEST_STATE_KEY shorter than 32 bytes
+- E017 a REQUEST_STATE_KEY that is empty or shorter than 32 bytes (or an empty list); refused
+  at use too. Until issue 29 a short key was the warning W002 and an empty one was taken as unset
 - W003 anonymous access allowed while DEBUG is off
 - W004 daphne installed without ASGI_APPLICATION (runserver cannot start);
   until 0.1 this was E004, raised for Channels, which never needed it
@@ -55,9 +56,9 @@ from django.core.checks.security.base import (
 )
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import SETTINGS, mcp_settings
+from .conf import MIN_KEY_BYTES, SETTINGS, mcp_settings
 
-MIN_KEY_BYTES = 32
+__all__ = ["MIN_KEY_BYTES"]
 
 
 @register(Tags.security, deploy=False)
@@ -93,18 +94,8 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
                 id="mcp_django.W001",
             )
         ]
-    # Every short key is named: with rotation, an old short key still verifies forged states.
-    return [
-        Warning(
-            f"MCP_DJANGO['REQUEST_STATE_KEY'] key at position {i} is {len(key)} bytes; "
-            f"at least {MIN_KEY_BYTES} are needed.",
-            hint="Use a random secret of 32 bytes or more (python manage.py mcp_generate_key), "
-            "and drop short keys from the rotation list.",
-            id="mcp_django.W002",
-        )
-        for i, key in enumerate(keys)
-        if len(key) < MIN_KEY_BYTES
-    ]
+    # An empty or short key never gets here: the setting refuses it (E017, by check_settings).
+    return []
 
 
 def weak_secret_key(value: str | bytes) -> bool:

@@ -57,6 +57,14 @@ class InvalidLimits(InvalidSetting):
     check_id = "mcp_django.E050"
 
 
+class WeakKey(InvalidSetting):
+    check_id = "mcp_django.E017"
+
+
+# The shortest REQUEST_STATE_KEY accepted, in bytes (HMAC-SHA256's and AES-256's key size).
+MIN_KEY_BYTES = 32
+
+
 def _described(value: Any) -> str:
     """A refused value for the message: its type, then its repr (cut short)."""
     return f"{type(value).__name__} {value!r}"[:120]
@@ -120,17 +128,32 @@ def _sequence(value: Any, what: str) -> list[Any]:
 
 
 def secrets(value: Any) -> list[bytes] | None:
-    """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY."""
-    if value in (None, "", b"", [], ()):
+    """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY.
+
+    An empty or short secret is refused (E017), not taken as "unset": ``os.environ[...]``
+    of a variable exported empty (``export KEY=$(a command that failed)``) must stop the
+    deployment, not seal every state with keys derived from something else, or from nothing
+    anyone chose. With a list, an old short key would still verify forged states.
+    """
+    if value is None:
         return None
     values = value if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise WeakKey("is an empty list: give it a secret, or None to derive the keys from SECRET_KEY")
     out = []
-    for item in values:
+    for i, item in enumerate(values):
         if not isinstance(item, (str, bytes)):
             raise InvalidSetting(f"must be a str or bytes secret, or a list of them, not {_described(item)}")
-        if item:
-            out.append(item.encode() if isinstance(item, str) else bytes(item))
-    return out or None
+        secret = item.encode() if isinstance(item, str) else bytes(item)
+        if len(secret) < MIN_KEY_BYTES:
+            where = f"key at position {i}" if isinstance(value, (list, tuple)) else "key"
+            what = "empty (an environment variable exported empty?)" if not secret else f"{len(secret)} bytes"
+            raise WeakKey(
+                f"{where} is {what}: at least {MIN_KEY_BYTES} bytes are needed "
+                "(python manage.py mcp_generate_key prints one; None derives the keys from SECRET_KEY)"
+            )
+        out.append(secret)
+    return out
 
 
 def classes(value: Any) -> list[type]:

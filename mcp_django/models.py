@@ -54,6 +54,9 @@ class AuditEvent(models.Model):
     kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices)
     # The refusal reason (mcp_django.request_state.Reason), the missing capability, or why a call failed.
     reason = models.CharField(_("reason"), max_length=48, blank=True)
+    # A failed call's error message as the client got it (a JSON-RPC error's message, a tool's
+    # error result's text), cut to 500 characters: what went wrong, never what was asked or answered.
+    error = models.CharField(_("error"), max_length=500, blank=True)
     # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
     version = models.CharField(_("protocol revision"), max_length=16, blank=True)
@@ -107,7 +110,15 @@ class AuditEvent(models.Model):
             what = f"{what} ({detail})"
         target = f" {self.target}" if self.target else ""
         when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created is not None else "?"
-        return f"{when} {what}: {self.method}{target} by {self.principal or '?'}"
+        return f"{when} {what}: {self.method}{target} by {self.who}"
+
+    @property
+    def who(self) -> str:
+        """The caller as a person reads it: the user's username while the account exists,
+        otherwise the principal label the row was written with (``auth.user:2``, ``anonymous``)."""
+        if self.user_id is not None and self.user is not None:
+            return str(self.user.get_username())
+        return self.principal or "?"
 
 
 class RegisteredHandler(AuditEvent):

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 
 from . import content, lifecycle, signals, tracing
 from .asks import boundary, live, replay
@@ -53,7 +53,7 @@ from .conf import mcp_settings
 from .handlers import Handler
 from .limits import stage as limits
 from .protocol import jsonrpc
-from .protocol.dispatch import MODERN_METHODS, Dispatcher
+from .protocol.dispatch import MODERN_METHODS, Dispatcher, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -152,7 +152,7 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
         raise
     except MCPError as exc:
         if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
-            await _send_finished(call, sender, "failed", f"error {exc.code}")
+            await _send_finished(call, sender, "failed", f"error {exc.code}", exc.message)
         raise
     except Exception as exc:
         await _send_finished(call, sender, "failed", type(exc).__name__)
@@ -160,17 +160,28 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     # A round is its own event; a task created sends its own rows (mcp_django.tasks).
     if result.get("resultType") not in ("input_required", "task"):
         if result.get("isError"):
-            await _send_finished(call, sender, "failed", "tool error")
+            await _send_finished(call, sender, "failed", "tool error", _error_text(result))
         else:
             await _send_finished(call, sender, "completed", "")
     return result
 
 
-def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
+def _send_finished(call: Call, sender: str, outcome: str, reason: str, error: str = "") -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
     event = call.event(outcome, reason=reason, outcome=outcome)
+    if error:
+        event.error = error[:500]
     return signals.call_finished.asend(sender, event=event)
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    """A tool error result's message: its text blocks, as the model read them."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    return " ".join(texts)[:500]
 
 
 # (name, stage, whether it applies to an era's method), outermost first; the method itself
@@ -216,6 +227,11 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
     except MCPError:
         raise
     except Exception as exc:
+        if isinstance(exc, DataError):
+            refused = refused_value(handler.primitive, handler.name, exc)
+            if handler.primitive == "tool":
+                return Outcome(result=content.error_result(refused.message))
+            raise refused from None
         if handler.primitive == "tool":
             if isinstance(exc, content.ToolError):
                 return Outcome(result=content.error_result(str(exc)))

@@ -16,6 +16,7 @@ configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Aut
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -73,16 +74,54 @@ def _origin(request: HttpRequest) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@lru_cache(maxsize=256)
+def canonical_resource(uri: str) -> str | None:
+    """``uri`` in the canonical form of a resource identifier (RFC 8707, RFC 9728, MCP
+    authorization), or None when it cannot name an HTTP resource.
+
+    Scheme and host lower-case, the scheme's default port dropped, an empty path and ``/``
+    the same (RFC 3986 section 6.2.3: the origin, written without the slash); every other
+    path and any query kept as written, so ``/mcp/`` and ``/mcp`` are two resources. A
+    fragment or userinfo makes it no resource identifier at all (RFC 8707 section 2).
+    """
+    if not isinstance(uri, str) or "#" in uri:
+        return None
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = parts.hostname
+    if scheme not in _DEFAULT_PORTS or not host or parts.username is not None or parts.password is not None:
+        return None
+    if ":" in host:  # an IPv6 literal, which urlsplit hands back without its brackets
+        host = f"[{host}]"
+    authority = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    path = "" if parts.path == "/" else parts.path
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{scheme}://{authority}{path}{query}"
+
+
 def resource_url(request: HttpRequest, path: str | None = None, endpoint: EndpointSettings | None = None) -> str:
     """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host).
+
+    What the metadata advertises, what a state is sealed for, and the one resource an
+    access token must have been issued for (:func:`canonical_resource`: never with a
+    trailing slash, so the endpoint served at ``/mcp/`` too is the resource ``…/mcp``).
 
     ``endpoint``: its settings (by default, those of the endpoint ``request`` reached).
     """
     resource = (endpoint or mcp_settings.for_request(request)).RESOURCE_URL
     if resource:
-        return resource.rstrip("/")
-    path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
-    return _origin(request) + path
+        resource = resource.rstrip("/")
+    else:
+        path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
+        resource = _origin(request) + path
+    return canonical_resource(resource) or resource
 
 
 def metadata_url(request: HttpRequest) -> str:

@@ -133,3 +133,6 @@ class Event:
     duration_ms: float | None = None
     # The name of the endpoint (its Registry's) that served the call: "default" for mcp_django.mcp.
     endpoint: str = "default"
+    # A failed call's error message (a JSON-RPC error's, a tool error result's text): the
+    # audit log keeps it, cut short. Never the arguments, the answers or a state's contents.
+    error: str = ""

@@ -1,6 +1,7 @@
 """Settings of the demo project. Deployment settings come from the environment.
 
-DJANGO_DEBUG, DJANGO_SECRET_KEY, ALLOWED_HOSTS (comma-separated), DATABASE_URL
+DJANGO_DEBUG, DJANGO_SECRET_KEY, ALLOWED_HOSTS (comma-separated), DJANGO_HTTPS (served
+over HTTPS behind a TLS proxy: secure cookies, HSTS, the redirect), DATABASE_URL
 (sqlite:///path or postgres://user:pass@host:port/name; SQLite by default),
 REDIS_URL (a Redis channel layer; in-memory without it), and the MCP_* variables
 that fill MCP_DJANGO.
@@ -91,6 +92,16 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-demo-only-chan
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]
+# Served over HTTPS, a TLS proxy (nginx) in front: what `manage.py check --deploy` asks for
+# (docs/deployment.md). The proxy says the scheme in X-Forwarded-Proto (it must set it, never
+# pass a client's on), so request.scheme, the endpoint's resource URL and the redirect are right.
+if env_bool("DJANGO_HTTPS", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -124,6 +135,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The authorization server's parameters never hold a NUL, which PostgreSQL refuses (a 500).
+    "mcp_django.contrib.oauth.refuse_nul",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -209,7 +222,9 @@ REST_FRAMEWORK = {
 }
 
 MCP_DJANGO: dict[str, Any] = {
-    "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY") or None,
+    # Unset: None, the keys derive from SECRET_KEY. Set empty (exported from a command that
+    # failed) or short: refused (mcp_django.E017), not taken as unset.
+    "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY"),
     "ENCRYPT_REQUEST_STATE": env_bool("MCP_ENCRYPT_REQUEST_STATE", False),
     "REQUEST_STATE_LIFETIME": int(os.environ.get("MCP_REQUEST_STATE_LIFETIME", "600")),
     "MAX_REQUEST_STATE_BYTES": int(os.environ.get("MCP_MAX_REQUEST_STATE_BYTES", str(64 * 1024))),
@@ -275,11 +290,25 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    # The rest of RFC 9700 (check --deploy's oauth2_provider.W001, W002, W004): no implicit or
+    # password grant (MCP clients use the code flow with PKCE), and access tokens in the
+    # Authorization header only (never in a URL, which logs keep).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    # A token is good only at the one resource it was issued for (RFC 8707, exact and in
+    # canonical form): the toolkit's default takes a resource as a URL prefix, so a token
+    # for the whole origin would be good at /mcp and every other endpoint here.
+    "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_django.contrib.oauth.resource_matches",
 }
 # oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
 # mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect
 # (RFC 8252 section 7.3), which removing "http" would refuse. See docs/authorization.md.
-SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
+# oauth2_provider.W005 (no RFC 9207 `iss` in the authorization response) stays off too: once
+# the server advertises `iss`, the mcp SDK (2.3) refuses a callback result that does not carry
+# it, so every client whose callback handler returns only the code and state would stop
+# signing in. PKCE and the exact resource binding are the demo's defence against mix-ups.
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008", "oauth2_provider.W005"]
 # The consent screen asks a signed-in user; the admin's login page signs them in.
 LOGIN_URL = "/admin/login/"
 
@@ -289,9 +318,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     # psycopg-pool logs each failed reconnection attempt; while the database's breaker is
     # open it has said so once already, so those lines are dropped until it closes.
-    "filters": {"database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"}},
+    # A request with a Host outside ALLOWED_HOSTS (a scanner's, mostly) is one line, not
+    # Django's traceback: mcp_django.log_lines.OneLine drops it from Django's own record.
+    "filters": {
+        "database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"},
+        "one_line": {"()": "mcp_django.log_lines.OneLine"},
+    },
     "loggers": {
         "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")},
         "psycopg.pool": {"filters": ["database_outage"]},
+        "django.security.DisallowedHost": {"filters": ["one_line"]},
     },
 }

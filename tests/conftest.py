@@ -42,6 +42,7 @@ SERVER_TESTS = {
     "test_tasks_rq.py",
     "test_websocket_memory.py",
     "test_audit_browser.py",
+    "test_audit_row_browser.py",
     "test_audit_outage.py",
     "test_clients.py",
     "test_database_faults.py",
@@ -69,6 +70,8 @@ ONCE_TESTS = {
     "test_tracing.py::test_the_docs_example_runs_as_written",
     # The demo started as the bench starts it, on a SQLite file of its own, in every leg.
     "test_lazy_start.py",
+    # docs/deployment.md's recipe in a copy of the project, on a SQLite file of its own.
+    "test_deployment_recipe.py",
     "test_lazy_views.py::test_the_demo_serves_the_bench_calls_without_importing_the_shop_views",
     "test_lazy_views.py::test_the_admin_and_mcp_handlers_show_the_views_registered_by_path",
     "test_lazy_views.py::test_manage_py_check_reports_a_path_naming_nothing",

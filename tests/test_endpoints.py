@@ -402,7 +402,7 @@ async def test_a_websocket_at_each_endpoint(live_url: str) -> None:
     with pytest.raises(InvalidStatus) as refused:
         async with ws_client(staff_url):  # anonymous: not at this endpoint
             pass
-    assert refused.value.response.status_code == 403
+    assert refused.value.response.status_code == 401
     async with ws_client(staff_url, additional_headers={"Authorization": f"Bearer {token}"}) as staff:
         await staff.initialize({})
         listed = await staff.request("tools/list", {})

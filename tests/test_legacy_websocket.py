@@ -226,7 +226,9 @@ async def test_authentication(live_url: str, settings: Any) -> None:
     with pytest.raises(InvalidStatus) as refused:
         async with ws_client(live_url):
             pass
-    assert refused.value.response.status_code == 403
+    # The 401 and challenge a POST gets, so a client can find how to sign in.
+    assert refused.value.response.status_code == 401
+    assert refused.value.response.headers["www-authenticate"].startswith("Bearer ")
     for headers in ({"Authorization": f"Token {token}"}, {"Cookie": f"sessionid={session}"}):
         async with ws_client(live_url, additional_headers=headers) as client:
             await client.initialize({})

@@ -175,8 +175,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 self.request_factory() if may_carry_credentials(headers, self.endpoint.registry.settings) else None
             )
             self.principal = await self.endpoint.pipeline.authenticate(self.req, request)
-        except AuthenticationFailed:
-            await self.close()  # before accept: the upgrade is answered 403
+        except AuthenticationFailed as exc:
+            # The 401 (or 403) and challenge HTTP gives, so a client can find the
+            # authorization server; where the server cannot say so, the upgrade is answered 403.
+            if not await self._deny(exc):
+                await self.close()
             return
         except Unavailable as exc:
             await self._unavailable(exc)
@@ -192,19 +195,29 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         extension: uvicorn, Daphne), it is the 503 and JSON-RPC error HTTP gives;
         elsewhere the socket is accepted and closed at once with 1013, "try again later".
         """
-        if "websocket.http.response" in self.scope.get("extensions", {}):
-            status, payload, _headers = refusal(None, exc)
-            await self.base_send(
-                {
-                    "type": "websocket.http.response.start",
-                    "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
-                }
-            )
-            await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        if await self._deny(exc, [("retry-after", "1")]):
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
+
+    async def _deny(self, exc: Exception, extra: list[tuple[str, str]] | None = None) -> bool:
+        """Answer the upgrade with the HTTP response a POST would get for ``exc``, where the
+        server offers the ASGI denial extension (uvicorn, Daphne); False where it does not."""
+        if "websocket.http.response" not in self.scope.get("extensions", {}):
+            return False
+        status, payload, headers = refusal(None, exc, extra)
+        await self.base_send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers or ()),
+                ],
+            }
+        )
+        await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        return True
 
     def _start(self) -> dict[str, str]:
         """The session's empty state, the endpoint and Django's request for the connection."""
