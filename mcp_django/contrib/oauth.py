@@ -33,7 +33,7 @@ from rest_framework import exceptions
 from .. import protected_resource
 from ..conf import mcp_settings
 
-__all__ = ["InsufficientScope", "OAuth2Authentication"]
+__all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_matches"]
 
 
 def resource_matches(request_uri: str, audiences: list[str]) -> bool:
