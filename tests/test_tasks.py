@@ -319,8 +319,9 @@ class TaskTools(TestCase):
 
     def test_every_audit_row_of_a_task_names_its_user(self) -> None:
         """The rows a worker writes (input_required, completed, failed, cancelled) know the task's
-        principal only by its label: they still point at its user, as task_created does."""
-        with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}):
+        principal only by its label: they still point at its user, as task_created does. The
+        lost run fails at once (TASK_RETRIES=0): with retries left it would run again."""
+        with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}, TASK_RETRIES=0):
             MCPClient(user=self.alice, tasks=True).call_tool("confirm_delete", {"filename": "b"}, answer=lambda r: True)
             client = MCPClient(user=self.alice, tasks=True)
             client.cancel_task(client.start_tool("slow_compute", {"seconds": 9})["taskId"])

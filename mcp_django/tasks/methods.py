@@ -11,6 +11,7 @@ from django.db import InterfaceError, OperationalError
 
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
+from ..auth import Principal
 from ..handlers import Handler, Tool
 from ..lifecycle import database_down
 from ..protocol.jsonrpc import (
@@ -23,7 +24,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
-from . import EXTENSION, store
+from . import EXTENSION, lost, store, workers
 
 Allowed = Callable[[Handler], Awaitable[bool]]
 T = TypeVar("T")
@@ -95,8 +96,6 @@ async def create(
     arguments = call.params.get("arguments") or {}
     meta = call.params.get("_meta")
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
-
     row = await stored(
         lambda: store.create(
             tool=tool.name,
@@ -109,9 +108,27 @@ async def create(
             enqueue=enqueue,
             answers=answers,
             state=state,
+            notice=workers.no_worker_notice(),
         )
     )
     return {"resultType": "task", **store.envelope(row)}
+
+
+def enqueue(task_id: str) -> None:
+    """The task's next run, to Django's task framework (:func:`.runner.enqueue`)."""
+    from .runner import enqueue as enqueue_run  # deferred: Django's task framework is loaded by the first task
+
+    enqueue_run(task_id)
+
+
+def found(task_id: str, principal: Principal, registry: str) -> store.Polled:
+    """The caller's task (:func:`.store.find`), its run first started again or failed when it
+    was lost (:func:`.lost.polled`): a poll finds a dead worker's task even when no worker's
+    sweep runs."""
+    row = store.find(task_id, principal, registry)
+    if lost.polled(row, enqueue):
+        row = store.find(task_id, principal, registry)
+    return row
 
 
 def not_on_legacy(call: Call) -> MCPError:
@@ -147,7 +164,7 @@ async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await stored(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
     return store.detailed(row)
 
@@ -169,7 +186,7 @@ async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str)
     cannot now (the database away: the listener's next ``tasks/get`` reads it)."""
     name = registry.name
     try:
-        row = await stored(lambda: store.find(task_id, call.principal, name))
+        row = await stored(lambda: found(task_id, call.principal, name))
         await _visible(registry, allowed, row)
     except (InvalidParams, Unavailable):
         return None
@@ -182,10 +199,8 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
     name = registry.name
-    row = await stored(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
-    from .runner import enqueue
-
     await stored(lambda: store.update(task_id, call.principal, name, responses, enqueue))
     return {}
 
@@ -193,7 +208,7 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await stored(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
     await stored(lambda: store.cancel(task_id, call.principal, name))
     return {}

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
-from importlib import import_module
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -34,8 +33,7 @@ from ..lifecycle import HostThread, host_thread
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from ..registry import Registry, registry_named
-from . import lost, store
+from . import lookup, lost, store
 from .framework import task
 from .models import MCPTask, Status
 
@@ -244,30 +242,13 @@ async def attempt(
         return outcome
 
 
-def _endpoint(name: str) -> Registry | None:
-    """The endpoint a task was made at. A worker process may not have imported the module
-    that makes it yet: the URLconf, where endpoints are routed, is imported first."""
-    found = registry_named(name)
-    if found is None:
-        from django.conf import settings
-
-        urlconf = getattr(settings, "ROOT_URLCONF", None)
-        if isinstance(urlconf, str):
-            try:
-                import_module(urlconf)
-            except Exception:  # a URLconf that cannot load here: the endpoints already made are searched
-                logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
-        found = registry_named(name)
-    return found
-
-
 async def _attempt(
     row: MCPTask,
     principal: Principal,
     cancelled: Callable[[], bool],
     notify: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
-    registry = _endpoint(row.endpoint or "default")
+    registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
         message = (
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
@@ -479,7 +460,7 @@ async def arun(task_id: str) -> None:
     elif cut_off is not None or _lost_to_database(outcome.cause):
         reason = f"its database connection failed ({str(cut_off or outcome.cause).strip().splitlines()[0][:120]})"
         await sync_to_async(_through_outages)(
-            "start it again", task_id, lambda: lost.run_lost(task_id, reason, run=row.runs)
+            "start it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
         return
     await sync_to_async(_through_outages)(

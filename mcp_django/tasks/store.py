@@ -3,7 +3,6 @@ and the wire shapes of SEP-2663. Sync: called in worker threads and in the task 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -23,8 +22,6 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams
 from ..protocol.revisions import Era
 from ..signals import Event
 from .models import TERMINAL, MCPTask, Status
-
-logger = logging.getLogger("mcp_django.tasks")
 
 # The same answer for a task that never existed, has expired, or belongs to another
 # principal: a task id must not tell a stranger anything.
@@ -130,6 +127,7 @@ def create(
     enqueue: Callable[[str], None],
     answers: dict[str, dict[str, Any]] | None = None,
     state: dict[str, str] | None = None,
+    notice: str = "",
 ) -> MCPTask:
     """Store a new task and enqueue its first run once the row is committed.
 
@@ -137,13 +135,11 @@ def create(
     committed. Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
     it from any instance: the durable create SEP-2663 asks for. A backend that cannot
     take the job leaves the task ``failed``, with the reason, rather than ``working``.
+    ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
     """
-    from .workers import no_worker_notice
-
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
     user = principal.user if not principal.is_anonymous else None
-    notice = no_worker_notice()
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
@@ -442,11 +438,8 @@ def _polled(task_id: str) -> Polled | None:
 
 def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired,
-    foreign, or another endpoint's, alike).
-
-    A task whose worker's lease ran out is started again or failed here first (as the
-    workers' sweep does when no client polls): a poll never shows a dead worker's task as
-    ``working`` for ever.
+    foreign, or another endpoint's, alike). The row as stored: what answers ``tasks/get``
+    looks for a lost run in it (:func:`.lost.polled`) before it answers.
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
@@ -459,56 +452,7 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     now = timezone.now()
     if row.expires is not None and row.expires <= now:
         raise InvalidParams(NOT_FOUND)
-    if row.status == Status.WORKING and (
-        (row.lease_until is not None and row.lease_until < now)
-        or (row.lease_until is None and _run_lost_before_claim(row, now))
-    ):
-        from .lost import run_lost
-
-        unclaimed = row.lease_until is None
-        run_lost(row.pk, UNCLAIMED if unclaimed else SILENT, unclaimed=unclaimed)
-        again = _polled(task_id)
-        if again is None:
-            raise InvalidParams(NOT_FOUND)
-        row = again
     return row
-
-
-def _run_lost_before_claim(row: MCPTask | Polled, now: Any) -> bool:
-    """Whether the backend started the task's run over a lease ago and the run never claimed it.
-
-    A run claims the task (takes its lease) first thing; a worker killed between the backend
-    marking its job running and that claim leaves a task with no lease to run out. Without a
-    lease a task is either waiting in the queue or lost that way, and only the backend can
-    tell which. It is asked once the task has waited a whole lease since its last change, and
-    then at most once a lease (``run_checked``): a poll of a task that runs, was just
-    enqueued or was checked a moment ago reads nothing more than its row.
-    """
-    lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    since = now - lease
-    if not row.job_id or row.updated is None or row.updated > since:
-        return False
-    if row.run_checked is not None and row.run_checked > since:
-        return False
-    from .framework import TaskResultStatus, backend
-
-    MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
-    try:
-        tasks = backend(mcp_settings.TASK_BACKEND)
-        if not tasks.supports_get_result:
-            return False
-        result = tasks.get_result(row.job_id)
-    except Exception as exc:
-        # A job the backend no longer has (a Redis restarted without persistence forgot RQ's
-        # queue; a result pruned before its run settled the task): nothing will run it, so
-        # the run is lost. Matched by name: a backend on the django_tasks backport (RQ's)
-        # raises that package's class, not django.tasks'. Anything else: no verdict now.
-        if type(exc).__name__ == "TaskResultDoesNotExist":
-            return True
-        logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
-        return False
-    started = result.started_at
-    return result.status == TaskResultStatus.RUNNING and started is not None and started < since
 
 
 def update(

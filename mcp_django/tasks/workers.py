@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from . import store
-from .lost import TTL_ENDED, run_lost
+from .lost import TTL_ENDED, lost_before_claim, run_lost
 from .models import MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -102,12 +102,14 @@ def no_worker_notice() -> str:
 
 def sweep(now: Any = None) -> dict[str, int]:
     """One sweep: lost runs started again or failed, tasks past their TTL stopped or cancelled."""
+    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
+
     now = now or timezone.now()
     done = {"retried": 0, "failed": 0, "cancelled": 0, "asked_to_stop": 0}
     working = MCPTask.objects.filter(status=Status.WORKING)
     lapsed = list(working.filter(lease_until__lt=now).values_list("pk", flat=True)[:SWEEP_BATCH])
     for task_id in lapsed:
-        found = run_lost(task_id, store.SILENT)
+        found = run_lost(task_id, store.SILENT, enqueue=enqueue)
         if found is not None:
             done[found] += 1
     # Running past its TTL: asked to stop as tasks/cancel asks (its run settles it as cancelled).
@@ -126,8 +128,8 @@ def sweep(now: Any = None) -> dict[str, int]:
     quiet = working.filter(lease_until__isnull=True, updated__lt=since).exclude(job_id="")
     quiet = quiet.filter(Q(run_checked__isnull=True) | Q(run_checked__lt=since))
     for row in quiet.only("pk", "job_id", "updated", "run_checked")[:SWEEP_BATCH]:
-        if store._run_lost_before_claim(row, now):
-            found = run_lost(row.pk, store.UNCLAIMED, unclaimed=True)
+        if lost_before_claim(row, now):
+            found = run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
             if found is not None:
                 done[found] += 1
     return done
