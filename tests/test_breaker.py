@@ -167,11 +167,12 @@ def test_each_tracker_says_an_outage_once_when_it_begins_and_once_when_it_ends(
         if away[0]:
             raise OperationalError("connection refused")
 
-    # The process's own writer may still hold an earlier test's rows: written now, so that
-    # only this test's writer meets the patched insert (its lines are the ones counted).
-    audit.flush()
     monkeypatch.setattr(audit, "_insert", insert)
     writer = audit.Writer()
+    # The process's own writer may still hold an earlier test's rows and meet the patched
+    # insert too: this writer's lines get a name of their own, so that only they are counted.
+    assert writer.breaker.what == "the audit log's database"
+    writer.breaker.what = "this test's audit log's database"
     store = auth_cache._Shared()
     store.local = False
     store.breaker.retry = 0.05
@@ -187,7 +188,7 @@ def test_each_tracker_says_an_outage_once_when_it_begins_and_once_when_it_ends(
         writer._insert_all([("row",)], retry_now=True)
         assert store.get("version") == 1
         assert database.answers() is True
-    for what in ("the audit log's database", f"MCP_DJANGO['SESSION_CACHE'] ({store.alias!r})", "the database 'logged'"):
+    for what in (writer.breaker.what, f"MCP_DJANGO['SESSION_CACHE'] ({store.alias!r})", "the database 'logged'"):
         lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(what)]
         assert len(lines) == 2, (what, [r.getMessage() for r in caplog.records])
         assert lines[0].startswith(f"{what} is unavailable (") and "connection refused" in lines[0]
