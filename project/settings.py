@@ -219,6 +219,8 @@ MCP_DJANGO: dict[str, Any] = {
         "rest_framework.authentication.TokenAuthentication",
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],
+    # DPoP-bound tokens (RFC 9449, docs/authorization.md): "off", "allowed" or "required".
+    "DPOP": os.environ.get("MCP_DPOP", "allowed"),
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "1")),
     # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.

@@ -31,6 +31,7 @@ T = TypeVar("T")
 # `make test` runs them once, in its last leg (`-m servers`); what they prove does not
 # depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
+    "test_dpop_instances.py",
     "test_bench.py",
     "test_admin_layout_browser.py",
     "test_mcp_tokens_browser.py",
@@ -77,6 +78,7 @@ ONCE_TESTS = {
 # the relay's fixed silence (15 s, then 5 s for the 404) with a bound of 20 s on the first, which
 # a loaded machine's scheduling delays do not approach; alone it would be a fifth of the pass.
 TIMED_TESTS = {
+    "test_dpop_instances.py::test_a_frozen_replay_cache_refuses_within_a_second_and_recovers",
     "test_audit_outage.py",
     "test_auth_faults.py",
     "test_database_faults.py",

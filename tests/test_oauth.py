@@ -259,8 +259,11 @@ def test_protected_resource_and_authorization_server_metadata(live_url: str) -> 
             headers={"accept": "application/json", "mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
         )
     assert refused.status_code == 401
+    metadata_url = f"{origin}/.well-known/oauth-protected-resource/mcp"
+    # The demo takes DPoP-bound tokens too (MCP_DJANGO["DPOP"] "allowed"): a DPoP challenge follows.
     assert refused.headers["www-authenticate"] == (
-        f'Bearer realm="mcp", scope="mcp", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+        f'Bearer realm="mcp", scope="mcp", resource_metadata="{metadata_url}", '
+        f'DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256", resource_metadata="{metadata_url}"'
     )
     assert resource["scopes_supported"] == ["mcp", "shop"]
 
