@@ -221,7 +221,7 @@ def token_hash(token: str) -> str:
     return base64url.encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
 
 
-def _header_proof(request: Any) -> str:
+def header_proof(request: Any) -> str:
     proof = request.META.get("HTTP_DPOP")
     if not proof:
         raise ProofRefused(INVALID_PROOF, "A DPoP-bound token needs a DPoP proof in the DPoP header.")
@@ -329,7 +329,7 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
     if connection is not None and _held.get(connection) == held:
         return  # checked at the connection's upgrade; the same token and key since
     try:
-        verify(request, _header_proof(request), access_token=token, jkt=jkt)
+        verify(request, header_proof(request), access_token=token, jkt=jkt)
     except ProofRefused as exc:
         _refuse(drf_request, exc.error, exc.description, exc.nonce)
     if connection is not None:
