@@ -64,7 +64,10 @@ class Person:
 
     async def callback(self) -> AuthorizationCodeResult:
         query = parse_qs(urlsplit(self.redirect).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+        # The RFC 9207 iss the demo's server adds to its redirect, which the SDK checks.
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
 
 
 def _signed_in(username: str) -> str:
@@ -296,8 +299,11 @@ def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(
                 "authorization": "Token nope",
             },
         )
-    # The first configured class's challenge: the demo's own MCP tokens (Bearer), before DRF's Token.
-    assert refused.status_code == 401 and refused.headers["www-authenticate"] == 'Bearer realm="mcp"'
+    # The first configured class's challenge: the demo's own MCP tokens (Bearer, and DPoP, which
+    # the demo allows), before DRF's Token.
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == (
+        'Bearer realm="mcp", scope="mcp", DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256"'
+    )
 
 
 def _issued(live_url: str, session_cookie: str, resource: str) -> str:
