@@ -30,6 +30,7 @@ from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider.models import AbstractApplication
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.scopes import SettingsScopes
+from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import OAuthServerMetadataView, TokenView
 from oauthlib.oauth2 import Server as OAuthlibServer
 
@@ -38,6 +39,9 @@ from mcp_django.conf import mcp_settings
 from mcp_django.contrib import dpop
 
 from . import idjag
+
+# How long a refresh token's binding is kept when refresh tokens never expire (REFRESH_TOKEN_EXPIRE_SECONDS unset).
+REFRESH_BINDING_SECONDS = 10 * 365 * 86400
 
 # Set by DPoPTokenView on the request's META (which the toolkit hands oauthlib as its headers),
 # as is idjag.ISSUER_KEY: no HTTP header becomes a META key without the HTTP_ prefix, so a
@@ -92,9 +96,21 @@ class Validator(OAuth2Validator):
         super().save_bearer_token(token, request, *args, **kwargs)
         jkt = request.headers.get(JKT_KEY)
         if jkt:
-            expires = timezone.now() + timedelta(seconds=token.get("expires_in", 0))
-            BoundAccessToken.bind(token["access_token"], jkt, expires)
+            now = timezone.now()
+            BoundAccessToken.bind(token["access_token"], jkt, now + timedelta(seconds=token.get("expires_in", 0)))
             token["token_type"] = "DPoP"
+            if token.get("refresh_token"):
+                # Section 5: the refresh token is bound to the key too (a public client has no
+                # other proof of who refreshes); kept as long as the refresh token may live.
+                lifetime = oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS or REFRESH_BINDING_SECONDS
+                BoundAccessToken.bind(token["refresh_token"], jkt, now + timedelta(seconds=lifetime))
+
+    def validate_refresh_token(self, refresh_token: str, client: Any, request: Any, *args: Any, **kwargs: Any) -> bool:
+        """A bound refresh token is good only with a proof by its key (RFC 9449 section 5)."""
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        bound = BoundAccessToken.jkt_of(refresh_token)
+        return not bound or request.headers.get(JKT_KEY) == bound
 
 
 class Scopes(SettingsScopes):

@@ -295,3 +295,81 @@ def test_each_bad_id_jag_is_refused(live_url: str, idp: IdentityProvider) -> Non
     machine = _app(Application.GRANT_CLIENT_CREDENTIALS, owner="robot")
     unauthorized = exchange(idp.id_jag(issuer, live_url, machine.client_id), client=machine)
     assert unauthorized.status_code == 400 and unauthorized.json()["error"] == "unauthorized_client"
+
+
+def _code_flow(live_url: str, cookie: str, app: Application, proof: str | None) -> httpx.Response:
+    """The code flow with PKCE, the code exchanged at the token endpoint (with ``proof``, if any)."""
+    import base64
+    import hashlib
+    from urllib.parse import parse_qs, urlencode, urlsplit
+
+    from tests.oauth_consent import approve
+
+    origin = _origin(live_url)
+    verifier = "v" * 64
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = {
+        "response_type": "code",
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:9/callback",
+        "scope": "mcp",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "resource": live_url,
+    }
+    redirect = approve(f"{origin}/o/authorize/?{urlencode(query)}", cookie)
+    answer = parse_qs(urlsplit(redirect).query)
+    assert answer["iss"] == [f"{origin}/o"]  # RFC 9207
+    data = {
+        "grant_type": "authorization_code",
+        "code": answer["code"][0],
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:9/callback",
+        "code_verifier": verifier,
+        "resource": live_url,
+    }
+    return httpx.post(f"{origin}/o/token/", data=data, headers={"DPoP": proof} if proof else {})
+
+
+def test_a_bound_refresh_token_needs_a_proof_by_its_key(live_url: str) -> None:
+    from tests.test_oauth import _signed_in
+
+    cookie = _signed_in("rae")
+    app = Application.objects.create(
+        name="public dpop client",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1:9/callback",
+    )
+    token_url = f"{_origin(live_url)}/o/token/"
+    key = DPoPKey()
+    issued = _code_flow(live_url, cookie, app, key.proof("POST", token_url))
+    assert issued.status_code == 200 and issued.json()["token_type"] == "DPoP", issued.text
+    refresh = issued.json()["refresh_token"]
+
+    def refreshed(proof: str | None) -> httpx.Response:
+        data = {"grant_type": "refresh_token", "refresh_token": refresh, "client_id": app.client_id}
+        return httpx.post(token_url, data=data, headers={"DPoP": proof} if proof else {})
+
+    for proof in (None, DPoPKey().proof("POST", token_url)):
+        refused = refreshed(proof)
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant", refused.text
+    renewed = refreshed(key.proof("POST", token_url))
+    assert renewed.status_code == 200 and renewed.json()["token_type"] == "DPoP", renewed.text
+    assert BoundAccessToken.objects.get(token_checksum=token_checksum(renewed.json()["access_token"])).jkt == key.jkt
+
+
+def test_a_token_acting_for_no_user_is_a_401(live_url: str) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import set_token_value
+
+    app = _app(Application.GRANT_CLIENT_CREDENTIALS)
+    token = AccessToken(application=app, user=None, scope="mcp", resource=[live_url])
+    token.expires = timezone.now() + timedelta(hours=1)
+    set_token_value(token, "no-user-token")
+    token.save()
+    with mcp_settings(ALLOW_ANONYMOUS=False):
+        refused = _request(live_url, MODERN, "Bearer no-user-token", None)
+    assert refused.status_code == 401 and 'error="invalid_token"' not in refused.headers["www-authenticate"]

@@ -89,8 +89,9 @@ class OAuth2Authentication(ToolkitAuthentication):
                 "error_description": "The access token was not issued for this resource.",
             }
             raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        if user is None or not user.is_active:
+            # A client-credentials token some servers issue for no user: nobody to act as here.
+            raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")
         # A bound token is refused without its proof whatever the endpoint's DPOP setting.
         dpop.enforce(request, django_request, scheme, text, BoundAccessToken.jkt_of(text))
         # The endpoint's own scopes, when it sets them (MCP_DJANGO["ENDPOINTS"]).
