@@ -35,7 +35,7 @@ from tests.conftest import MODERN, mcp_settings
 from tests.dpop_client import DPoPAuth, DPoPKey
 from tests.processes import ROOT
 from tests.test_dpop import _request
-from tests.test_oauth import Memory
+from tests.test_oauth import Memory, _signed_in, code_flow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -297,43 +297,7 @@ def test_each_bad_id_jag_is_refused(live_url: str, idp: IdentityProvider) -> Non
     assert unauthorized.status_code == 400 and unauthorized.json()["error"] == "unauthorized_client"
 
 
-def _code_flow(live_url: str, cookie: str, app: Application, proof: str | None) -> httpx.Response:
-    """The code flow with PKCE, the code exchanged at the token endpoint (with ``proof``, if any)."""
-    import base64
-    import hashlib
-    from urllib.parse import parse_qs, urlencode, urlsplit
-
-    from tests.oauth_consent import approve
-
-    origin = _origin(live_url)
-    verifier = "v" * 64
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
-    query = {
-        "response_type": "code",
-        "client_id": app.client_id,
-        "redirect_uri": "http://127.0.0.1:9/callback",
-        "scope": "mcp",
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "resource": live_url,
-    }
-    redirect = approve(f"{origin}/o/authorize/?{urlencode(query)}", cookie)
-    answer = parse_qs(urlsplit(redirect).query)
-    assert answer["iss"] == [f"{origin}/o"]  # RFC 9207
-    data = {
-        "grant_type": "authorization_code",
-        "code": answer["code"][0],
-        "client_id": app.client_id,
-        "redirect_uri": "http://127.0.0.1:9/callback",
-        "code_verifier": verifier,
-        "resource": live_url,
-    }
-    return httpx.post(f"{origin}/o/token/", data=data, headers={"DPoP": proof} if proof else {})
-
-
 def test_a_bound_refresh_token_needs_a_proof_by_its_key(live_url: str) -> None:
-    from tests.test_oauth import _signed_in
-
     cookie = _signed_in("rae")
     app = Application.objects.create(
         name="public dpop client",
@@ -343,7 +307,7 @@ def test_a_bound_refresh_token_needs_a_proof_by_its_key(live_url: str) -> None:
     )
     token_url = f"{_origin(live_url)}/o/token/"
     key = DPoPKey()
-    issued = _code_flow(live_url, cookie, app, key.proof("POST", token_url))
+    issued = code_flow(live_url, cookie, app, live_url, {"DPoP": key.proof("POST", token_url)})
     assert issued.status_code == 200 and issued.json()["token_type"] == "DPoP", issued.text
     refresh = issued.json()["refresh_token"]
 

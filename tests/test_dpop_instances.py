@@ -22,10 +22,11 @@ import httpx
 import pytest
 
 from tests import shared_services
-from tests.conftest import MODERN, meta
+from tests.conftest import MODERN
 from tests.dpop_client import DPoPKey
 from tests.processes import ROOT, free_port, spawn_demo, wait_listening
 from tests.run_names import redis_prefix
+from tests.test_dpop import _request
 from tests.test_faults import Redis
 
 pytestmark = shared_services.needs_postgres
@@ -89,31 +90,21 @@ def instances() -> Iterator[tuple[Instances, Redis]]:
 
 def _call(port: int, public: str, token: str, proof: str) -> httpx.Response:
     """whoami at the instance on ``port``, as a load balancer forwards it (the client's Host kept)."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "whoami", "arguments": {}, "_meta": meta()},
-    }
-    headers = {
-        "host": public,
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": MODERN,
-        "mcp-method": "tools/call",
-        "mcp-name": "whoami",
-        "authorization": f"DPoP {token}",
-        "dpop": proof,
-    }
-    return httpx.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers, timeout=30)
+    return _request(f"http://127.0.0.1:{port}/mcp", MODERN, f"DPoP {token}", proof, extra={"host": public})
+
+
+def _bound(servers: Instances, name: str) -> tuple[DPoPKey, str, str, str]:
+    """A key, an MCP token bound to it, and the address the client uses (the first instance's)."""
+    key = DPoPKey()
+    token = servers.manage("mcp_token", "create", "ivy", name, "--jkt", key.jkt)
+    public = f"127.0.0.1:{servers.ports[0]}"
+    return key, token, public, f"http://{public}/mcp"
 
 
 def test_a_proof_spent_on_one_instance_is_refused_on_the_other(instances: tuple[Instances, Redis]) -> None:
     servers, _redis = instances
-    key = DPoPKey()
-    token = servers.manage("mcp_token", "create", "ivy", "agent", "--jkt", key.jkt)
+    key, token, public, url = _bound(servers, "agent")
     a, b = servers.ports
-    public = f"127.0.0.1:{a}"
-    url = f"http://{public}/mcp"
     proof = key.proof("POST", url, token)
     first = _call(a, public, token, proof)
     assert first.status_code == 200 and first.json()["result"]["structuredContent"]["username"] == "ivy"
@@ -127,11 +118,8 @@ def test_a_proof_spent_on_one_instance_is_refused_on_the_other(instances: tuple[
 
 def test_a_frozen_replay_cache_refuses_within_a_second_and_recovers(instances: tuple[Instances, Redis]) -> None:
     servers, redis = instances
-    key = DPoPKey()
-    token = servers.manage("mcp_token", "create", "ivy", "frozen", "--jkt", key.jkt)
-    a, _b = servers.ports
-    public = f"127.0.0.1:{a}"
-    url = f"http://{public}/mcp"
+    key, token, public, url = _bound(servers, "frozen")
+    a = servers.ports[0]
     assert _call(a, public, token, key.proof("POST", url, token)).status_code == 200
     redis.pause()
     try:

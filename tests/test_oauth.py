@@ -306,19 +306,12 @@ def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(
     )
 
 
-def _issued(live_url: str, session_cookie: str, resource: str) -> str:
-    """An access token the demo's authorization server issues for ``resource`` (code flow, PKCE)."""
+def code_flow(
+    live_url: str, session_cookie: str, app: Application, resource: str, headers: Any = None
+) -> httpx.Response:
+    """The demo's code flow with PKCE for ``app`` (a public client), approved at the consent screen,
+    and the token endpoint's answer to the code's exchange (sent with ``headers``)."""
     origin = live_url.rsplit("/mcp", 1)[0]
-    user = get_user_model().objects.get(username="eve")
-    app, _ = Application.objects.get_or_create(
-        name="resource tests",
-        defaults={
-            "client_type": Application.CLIENT_PUBLIC,
-            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
-            "redirect_uris": "http://127.0.0.1:9/callback",
-            "user": user,
-        },
-    )
     verifier = "v" * 64
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     query = urlencode(
@@ -333,18 +326,32 @@ def _issued(live_url: str, session_cookie: str, resource: str) -> str:
         }
     )
     redirect = approve(f"{origin}/o/authorize/?{query}", session_cookie)
-    code = parse_qs(urlsplit(redirect).query)["code"][0]
-    issued = httpx.post(
-        f"{origin}/o/token/",
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "client_id": app.client_id,
-            "redirect_uri": "http://127.0.0.1:9/callback",
-            "code_verifier": verifier,
-            "resource": resource,
+    answer = parse_qs(urlsplit(redirect).query)
+    assert answer["iss"] == [f"{origin}/o"]  # RFC 9207: which server answered
+    data = {
+        "grant_type": "authorization_code",
+        "code": answer["code"][0],
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:9/callback",
+        "code_verifier": verifier,
+        "resource": resource,
+    }
+    return httpx.post(f"{origin}/o/token/", data=data, headers=headers or {})
+
+
+def _issued(live_url: str, session_cookie: str, resource: str) -> str:
+    """An access token the demo's authorization server issues for ``resource`` (code flow, PKCE)."""
+    user = get_user_model().objects.get(username="eve")
+    app, _ = Application.objects.get_or_create(
+        name="resource tests",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+            "user": user,
         },
     )
+    issued = code_flow(live_url, session_cookie, app, resource)
     assert issued.status_code == 200, issued.text
     return str(issued.json()["access_token"])
 
