@@ -278,7 +278,7 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
     if not isinstance(htu, str) or normalized_url(htu) is None or normalized_url(htu) != request_url(request):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htu is not this request's URL.")
     if mcp_settings.DPOP_NONCE_SECONDS and not nonce_valid(claims.get("nonce")):
-        raise ProofRefused(USE_NONCE, "Resource server requires nonce in DPoP proof", nonce=new_nonce())
+        raise ProofRefused(USE_NONCE, "This server requires a nonce it issued in the DPoP proof.", nonce=new_nonce())
     if isinstance(iat, bool) or not isinstance(iat, (int, float)):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs an iat.")
     if abs(time.time() - iat) > settings.DPOP_PROOF_WINDOW:
