@@ -170,7 +170,10 @@ def challenge(
     scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
     dpop = endpoint.DPOP
     # Where the endpoint takes no DPoP, its one challenge carries the error (a bound token
-    # sent as a bearer token is refused there too).
+    # sent as a bearer token is refused there too). Otherwise the error is for the scheme the
+    # request used (a DPoP-bound token lacking a scope), or the one the endpoint requires.
+    if scheme is None and request.META.get("HTTP_AUTHORIZATION", "")[:5].lower() == "dpop ":
+        scheme = "DPoP"
     erring = "bearer" if dpop == "off" else (scheme or ("DPoP" if dpop == "required" else "Bearer")).lower()
 
     def one(name: str, extra: list[tuple[str, str]]) -> str:

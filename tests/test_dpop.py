@@ -395,3 +395,42 @@ def test_settings_refuse_symmetric_algorithms() -> None:
     for bad in (["HS256"], ["none"], [], "ES256"):
         with pytest.raises(InvalidSetting):
             dpop_algorithms(bad)
+
+
+def test_a_bound_token_without_a_scope_is_told_so_in_its_own_scheme(live_url: str) -> None:
+    key = DPoPKey()
+    token = _bound(live_url, key)
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "orders_list", "arguments": {}, "_meta": meta()},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": MODERN,
+        "mcp-method": "tools/call",
+        "mcp-name": "orders_list",
+        "authorization": f"DPoP {token}",
+        "dpop": key.proof("POST", live_url, token),
+    }
+    with mcp_settings(ALLOW_ANONYMOUS=False, DPOP="allowed"):
+        refused = httpx.post(live_url, json=body, headers=headers, timeout=30)
+    assert refused.status_code == 403
+    challenge = refused.headers["www-authenticate"]
+    bearer, proof = challenge.split(", DPoP ", 1)
+    assert 'error="insufficient_scope"' in proof and "error=" not in bearer, challenge
+
+
+def test_dpop_without_jwcrypto_is_a_check_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from mcp_django import checks
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jwcrypto" else found(name, *a))
+    with mcp_settings(DPOP="required"):
+        errors = checks.check_dpop()
+    assert [error.id for error in errors] == ["mcp_django.E017"] and "'required'" in errors[0].msg
+    with mcp_settings(DPOP="off"):
+        assert checks.check_dpop() == []
