@@ -168,10 +168,10 @@ def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
 
 class Connection:
     """One connection whose requests are checked more than once (a websocket: its upgrade,
-    then its credentials again before each message), as ``request.mcp_connection``: what a
-    class checked at the upgrade it may hold the later checks to (a DPoP proof's key)."""
-
-    __slots__ = ("__weakref__",)
+    then its credentials again before each message), as ``request.mcp_connection``: an
+    authentication class may keep on it what it checked at the upgrade, to hold the later
+    checks to it (a DPoP proof's key: ``mcp_django.contrib.dpop``). It lives as long as the
+    connection."""
 
 
 class AuthenticationFailed(Exception):

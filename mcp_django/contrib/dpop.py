@@ -38,7 +38,6 @@ import json
 import logging
 import struct
 import time
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -295,9 +294,6 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
 
 # -- what an authentication class asks ---------------------------------------------------------------
 
-# A connection (a websocket) -> (the token's checksum, its key's thumbprint), held from its upgrade.
-_held: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
-
 
 def _refuse(drf_request: Any, error: str, description: str, nonce: str | None = None) -> None:
     # Read by the endpoint's challenge (mcp_django.protected_resource.challenge).
@@ -324,16 +320,18 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
         return
     if not jkt:
         _refuse(drf_request, INVALID_TOKEN, "This access token is not DPoP-bound: send it as a Bearer token.")
+    # A websocket's connection (mcp_django.auth.Connection) holds (the token's checksum, its
+    # key's thumbprint) from its upgrade on.
     connection = getattr(request, "mcp_connection", None)
     held = (token_checksum(token), jkt)
-    if connection is not None and _held.get(connection) == held:
+    if connection is not None and getattr(connection, "dpop_binding", None) == held:
         return  # checked at the connection's upgrade; the same token and key since
     try:
         verify(request, header_proof(request), access_token=token, jkt=jkt)
     except ProofRefused as exc:
         _refuse(drf_request, exc.error, exc.description, exc.nonce)
     if connection is not None:
-        _held[connection] = held
+        connection.dpop_binding = held
 
 
 def as_bearer(request: Any, token: str) -> Any:
