@@ -56,6 +56,7 @@ SERVER_TESTS = {
 # the leg's database (most use an in-memory SQLite of their own): `make test` runs them once,
 # in its last leg (`-m once`), and the Python 3.11 leg runs them too, unlike the server tests.
 ONCE_TESTS = {
+    "test_authserver.py::test_check_deploy_shows_no_toolkit_warning",
     "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
     "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
     "test_first_hour.py::test_another_process_derives_the_same_keys_from_secret_key",
