@@ -41,7 +41,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
-from urllib.parse import urlsplit
 
 from rest_framework import exceptions
 
@@ -49,6 +48,7 @@ from .. import base64url
 from ..bound_tokens import token_checksum
 from ..conf import EndpointSettings, mcp_settings
 from ..keyring import derive_key, keyring
+from ..protected_resource import canonical_resource
 from ..protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
@@ -95,28 +95,23 @@ def mode(request: Any) -> str:
 
 # -- URLs ---------------------------------------------------------------------------------------
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 # A websocket's upgrade is the http(s) request it began as (the URL a token's audience names).
 _UPGRADED = {"ws": "http", "wss": "https"}
 
 
-def normalized_url(url: str) -> str | None:
+def normalized_url(url: Any) -> str | None:
     """``url`` as ``htu`` is compared (RFC 9449 section 4.3, RFC 3986 section 6.2.2 and 6.2.3):
-    scheme and host lower-case, the default port and an empty path spelt one way, no query or
-    fragment. None when it is no http(s) URL."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
+    no query or fragment, then the canonical form resources have (scheme and host lower-case,
+    the default port dropped: :func:`~mcp_django.protected_resource.canonical_resource`), the
+    empty path written ``/``. None when it is no http(s) URL."""
+    if not isinstance(url, str):
         return None
-    scheme = _UPGRADED.get(parts.scheme.lower(), parts.scheme.lower())
-    host = parts.hostname
-    if scheme not in _DEFAULT_PORTS or not host or parts.username is not None or parts.password is not None:
+    base = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, sep, rest = base.partition("://")
+    found = canonical_resource(f"{_UPGRADED.get(scheme.lower(), scheme)}://{rest}" if sep else base)
+    if found is None:
         return None
-    if ":" in host:
-        host = f"[{host}]"
-    authority = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
-    return f"{scheme}://{authority}{parts.path or '/'}"
+    return found if "/" in found.split("://", 1)[1] else found + "/"
 
 
 def request_url(request: Any) -> str | None:
@@ -274,7 +269,7 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs a jti.")
     if htm != request.method:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htm is not this request's method.")
-    if not isinstance(htu, str) or normalized_url(htu) is None or normalized_url(htu) != request_url(request):
+    if normalized_url(htu) is None or normalized_url(htu) != request_url(request):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htu is not this request's URL.")
     if mcp_settings.DPOP_NONCE_SECONDS and not nonce_valid(claims.get("nonce")):
         raise ProofRefused(USE_NONCE, "This server requires a nonce it issued in the DPoP proof.", nonce=new_nonce())
