@@ -6,7 +6,8 @@ RFC 9700's hygiene. This module adds what it does not (docs/authorization.md):
 
 - **DPoP-bound tokens** (RFC 9449 section 5): a token request with a ``DPoP`` proof gets a
   token bound to the proof's key (``token_type: DPoP``), recorded in
-  :class:`~mcp_django.bound_tokens.BoundAccessToken` for the resource server;
+  :class:`~mcp_django.bound_tokens.BoundAccessToken` for the resource server, and named by
+  introspection (``cnf.jkt``);
 - **client credentials** (SEP-1046) for confidential clients registered with that grant:
   the token acts for the application's owner, with only the scopes
   ``settings.OAUTH_CLIENT_CREDENTIALS_SCOPES`` gives the client;
@@ -31,7 +32,7 @@ from oauth2_provider.models import AbstractApplication
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.scopes import SettingsScopes
 from oauth2_provider.settings import oauth2_settings
-from oauth2_provider.views import OAuthServerMetadataView, TokenView
+from oauth2_provider.views import IntrospectTokenView, OAuthServerMetadataView, TokenView
 from oauthlib.oauth2 import Server as OAuthlibServer
 
 from mcp_django.bound_tokens import BoundAccessToken
@@ -69,6 +70,21 @@ class DPoPTokenView(TokenView):
                     response["DPoP-Nonce"] = exc.nonce
                 return response
         return super().post(request, *args, **kwargs)
+
+
+class DPoPIntrospectTokenView(IntrospectTokenView):
+    """RFC 7662 introspection that says a bound token is bound (RFC 9449 section 6.2): ``cnf.jkt``
+    and ``token_type: DPoP``, so a resource server elsewhere can hold it to its key."""
+
+    @staticmethod
+    def get_token_response(token_value: str | None = None) -> HttpResponse:
+        response = IntrospectTokenView.get_token_response(token_value)
+        data = json.loads(response.content)
+        jkt = BoundAccessToken.jkt_of(token_value) if data.get("active") and token_value else ""
+        if not jkt:
+            return response
+        data.update({"token_type": "DPoP", "cnf": {"jkt": jkt}})
+        return JsonResponse(data, status=response.status_code)
 
 
 class Validator(OAuth2Validator):

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from mcp_django.transports.views import mcp_view
-from project.authserver import DPoPTokenView, ServerMetadataView
+from project.authserver import DPoPIntrospectTokenView, DPoPTokenView, ServerMetadataView
 from project.demo.views import landing
 from project.shop.staff import staff_mcp
 
@@ -15,6 +15,7 @@ urlpatterns = [
     # Its token endpoint and metadata are the toolkit's with DPoP and the added grants
     # (project/authserver.py), routed before the toolkit's own.
     path("o/token/", DPoPTokenView.as_view()),
+    path("o/introspect/", DPoPIntrospectTokenView.as_view()),
     path("o/.well-known/oauth-authorization-server", ServerMetadataView.as_view()),
     path("o/", include("oauth2_provider.urls")),
     path(".well-known/oauth-authorization-server/<path:issuer_path>", ServerMetadataView.as_view()),

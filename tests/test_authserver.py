@@ -163,6 +163,14 @@ async def test_a_token_request_with_a_proof_gets_a_bound_token(live_url: str) ->
         # Without a proof: a bearer token, as before.
         plain = await http.post(token_url, data=data, auth=(app.client_id, SECRET))
         assert plain.json()["token_type"] == "Bearer"
+        # Introspection names the binding (RFC 9449 section 6.2), for a resource server elsewhere.
+        introspect = f"{_origin(live_url)}/o/introspect/"
+        seen = (await http.post(introspect, data={"token": token}, auth=(app.client_id, SECRET))).json()
+        assert seen["active"] is True and seen["cnf"] == {"jkt": key.jkt} and seen["token_type"] == "DPoP"
+        other = (
+            await http.post(introspect, data={"token": plain.json()["access_token"]}, auth=(app.client_id, SECRET))
+        ).json()
+        assert other["active"] is True and "cnf" not in other
     # The bound token with its proofs: the SDK's client calls a tool that asks.
     with mcp_settings(ALLOW_ANONYMOUS=False, DPOP="required"):
         async with httpx2.AsyncClient(auth=DPoPAuth(key, token), timeout=30) as client_http:
