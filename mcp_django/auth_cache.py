@@ -294,6 +294,8 @@ class PrincipalCache:
         """
         if not header_bound_only(settings_of):
             return None  # a custom class may look at anything: no safe key
+        if "dpop" in headers or headers.get("authorization", "")[:5].lower() == "dpop ":
+            return None  # a DPoP proof is checked (and its jti spent) on each request: never a hit
         session = ""
         cookie = headers.get("cookie")
         if cookie:

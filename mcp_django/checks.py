@@ -21,6 +21,7 @@ Ids are stable (projects silence them by id):
 - E015 a view registered by dotted path (``register_view("app.views.V")``) that cannot be imported or made into tools
 - E016 a tool's ``input_schema=`` that is not a valid JSON schema (registration refuses only what is
   not a JSON object; the schema is compiled here and at its first call)
+- E060 an endpoint whose DPOP setting is on without jwcrypto installed (its proofs cannot be checked)
 - W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
 
 W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
@@ -319,6 +320,28 @@ def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[A
                 )
             )
     return errors
+
+
+@register()
+def check_dpop(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E060: DPoP on (mcp_django.contrib.dpop) where jwcrypto, which checks the proofs, is missing."""
+    import importlib.util
+
+    try:
+        on = [registry for registry in _own("DPOP") if registry.settings.DPOP != "off"]
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    if not on or importlib.util.find_spec("jwcrypto") is not None:
+        return []
+    return [
+        Error(
+            f"{_setting(registry, 'DPOP')} is {registry.settings.DPOP!r}, but jwcrypto is not installed: "
+            "no DPoP proof can be checked, and every request with a DPoP-bound token would fail.",
+            hint='pip install "django-mcp-endpoint[dpop]" (jwcrypto), or set it to "off".',
+            id="mcp_django.E060",
+        )
+        for registry in on
+    ]
 
 
 @register()

@@ -366,6 +366,7 @@ ENDPOINT_KEYS = (
     "RESOURCE_URL",
     "REQUIRED_SCOPES",
     "SCOPES_SUPPORTED",
+    "DPOP",
 )
 # An endpoint's name: in audit rows, session ids and the admin, so short and plain.
 ENDPOINT_NAME_MAX = 64
@@ -407,6 +408,21 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
                 # The setting's own check id (an unimportable class stays E007).
                 raise type(exc)(f"[{name!r}][{key!r}] {exc}") from None
         out[name] = coerced
+    return out
+
+
+# Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
+# "none" nor a MAC, whose key the server would have to share).
+DPOP_ASYMMETRIC = ("ES256", "ES384", "ES512", "EdDSA", "PS256", "PS384", "PS512", "RS256", "RS384", "RS512")
+
+
+def dpop_algorithms(value: Any) -> list[str]:
+    out = strings(value)
+    wrong = [alg for alg in out if alg not in DPOP_ASYMMETRIC]
+    if wrong or not out:
+        raise InvalidSetting(
+            f"must list asymmetric JWS algorithms among {', '.join(DPOP_ASYMMETRIC)}, not {_described(value)}"
+        )
     return out
 
 
@@ -475,6 +491,17 @@ SETTINGS: dict[str, Setting] = {
     # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
     # scope a handler requires).
     "SCOPES_SUPPORTED": Setting(None, lambda v: None if v is None else strings(v)),
+    # DPoP (RFC 9449, docs/authorization.md): "off", "allowed" (a DPoP-bound token is accepted
+    # with its proof, a bearer token too) or "required" (only DPoP-bound tokens, each request
+    # with a proof). Checked by mcp_django.contrib.dpop for OAuth and MCP tokens.
+    "DPOP": Setting("off", one_of("off", "allowed", "required")),
+    # The JWS algorithms a DPoP proof may use (asymmetric only), advertised in the metadata.
+    "DPOP_ALGORITHMS": Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms),
+    # Seconds a proof's iat may differ from the server's clock, either way; its jti is
+    # remembered in SESSION_CACHE for twice this, so a proof is never accepted twice.
+    "DPOP_PROOF_WINDOW": Setting(300, seconds),
+    # Seconds a server-issued DPoP nonce is good for (RFC 9449 section 8); 0: no nonce asked.
+    "DPOP_NONCE_SECONDS": Setting(0, non_negative_int),
     # Seconds a request waits for the authentication classes (their database queries)
     # before it is answered 503: a hung database must not hold requests forever.
     "AUTH_TIMEOUT": Setting(10, seconds),
@@ -601,6 +628,10 @@ class MCPSettings:
     RESOURCE_URL: str | None
     REQUIRED_SCOPES: list[str]
     SCOPES_SUPPORTED: list[str] | None
+    DPOP: str
+    DPOP_ALGORITHMS: list[str]
+    DPOP_PROOF_WINDOW: float
+    DPOP_NONCE_SECONDS: int
     AUTH_TIMEOUT: float
     ALLOWED_ORIGINS: list[str]
     MAX_REQUEST_BYTES: int

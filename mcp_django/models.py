@@ -135,5 +135,6 @@ class RegisteredHandler(AuditEvent):
         verbose_name_plural = _("registered handlers")
 
 
+from .bound_tokens import BoundAccessToken  # noqa: E402, F401 - DPoP bindings of OAuth tokens, in their own module
 from .tasks.models import MCPTask, MCPWorker  # noqa: E402, F401 - the tasks extension's model, in its own module
 from .tokens.models import MCPToken  # noqa: E402, F401 - the MCP tokens' model, in its own module

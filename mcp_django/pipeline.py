@@ -304,6 +304,8 @@ def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None
     if isinstance(exc, AuthenticationFailed):
         error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
         headers = [*(extra or []), ("www-authenticate", exc.challenge)] if exc.challenge else extra
+        if exc.headers:
+            headers = [*(headers or []), *exc.headers]
         return error.http_status, jsonrpc.error_response(request_id, error), headers
     if not isinstance(exc, MCPError):
         logger.error("mcp_django: a request failed", exc_info=exc)

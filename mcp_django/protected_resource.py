@@ -149,18 +149,50 @@ def operation_scopes(handler_scopes: Any = (), endpoint: EndpointSettings | None
     return scopes
 
 
-def challenge(request: HttpRequest, error: str | None = None, description: str | None = None, scope: str = "") -> str:
-    """A ``WWW-Authenticate: Bearer`` value pointing at the metadata (RFC 6750, RFC 9728)."""
-    params = [("realm", "mcp")]
-    if error:
-        params.append(("error", error))
-    if description:
-        params.append(("error_description", description))
-    scope = scope or " ".join(mcp_settings.for_request(request).REQUIRED_SCOPES)
-    if scope:
-        params.append(("scope", scope))
-    params.append(("resource_metadata", metadata_url(request)))
-    return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
+def challenge(
+    request: HttpRequest,
+    error: str | None = None,
+    description: str | None = None,
+    scope: str = "",
+    *,
+    scheme: str | None = None,
+    metadata: bool = True,
+) -> str:
+    """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
+
+    ``Bearer``, and where the endpoint takes DPoP-bound tokens (its ``DPOP`` setting) a
+    ``DPoP`` challenge naming the proof algorithms (RFC 9449 section 7.1): after the
+    ``Bearer`` one when both are accepted, alone when DPoP is required. ``scheme`` says which
+    the error is for (by default DPoP where it is required, Bearer otherwise); ``metadata``
+    False leaves ``resource_metadata`` out (an endpoint that is no OAuth protected resource).
+    """
+    endpoint = mcp_settings.for_request(request)
+    scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
+    dpop = endpoint.DPOP
+    # Where the endpoint takes no DPoP, its one challenge carries the error (a bound token
+    # sent as a bearer token is refused there too). Otherwise the error is for the scheme the
+    # request used (a DPoP-bound token lacking a scope), or the one the endpoint requires.
+    if scheme is None and request.META.get("HTTP_AUTHORIZATION", "")[:5].lower() == "dpop ":
+        scheme = "DPoP"
+    erring = "bearer" if dpop == "off" else (scheme or ("DPoP" if dpop == "required" else "Bearer")).lower()
+
+    def one(name: str, extra: list[tuple[str, str]]) -> str:
+        params = [("realm", "mcp")]
+        if error and erring == name.lower():
+            params.append(("error", error))
+            if description:
+                params.append(("error_description", description))
+        if scope:
+            params.append(("scope", scope))
+        params += extra
+        if metadata:
+            params.append(("resource_metadata", metadata_url(request)))
+        return f"{name} " + ", ".join(f"{key}={_quote(value)}" for key, value in params)
+
+    if dpop == "off":
+        return one("Bearer", [])
+    proof = one("DPoP", [("algs", " ".join(endpoint.DPOP_ALGORITHMS))])
+    return proof if dpop == "required" else f"{one('Bearer', [])}, {proof}"
 
 
 def enabled(endpoint: EndpointSettings | None = None) -> bool:
@@ -199,6 +231,10 @@ def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registr
         scopes = sorted({*endpoint.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
     if scopes:
         data["scopes_supported"] = scopes
+    if endpoint.DPOP != "off":
+        # RFC 9449 section 5.2.
+        data["dpop_signing_alg_values_supported"] = list(endpoint.DPOP_ALGORITHMS)
+        data["dpop_bound_access_tokens_required"] = endpoint.DPOP == "required"
     response = JsonResponse(data)
     # Browser-based clients read it from another origin.
     response["Access-Control-Allow-Origin"] = "*"

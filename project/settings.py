@@ -241,6 +241,8 @@ MCP_DJANGO: dict[str, Any] = {
         "rest_framework.authentication.TokenAuthentication",
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],
+    # DPoP-bound tokens (RFC 9449, docs/authorization.md): "off", "allowed" or "required".
+    "DPOP": os.environ.get("MCP_DPOP", "allowed"),
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "1")),
     # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
@@ -300,7 +302,26 @@ OAUTH2_PROVIDER = {
     # canonical form): the toolkit's default takes a resource as a URL prefix, so a token
     # for the whole origin would be good at /mcp and every other endpoint here.
     "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_django.contrib.oauth.resource_matches",
+    # RFC 9700's other recommendations (check --deploy's oauth2_provider.W001, W002, W004, W005):
+    # no implicit or password grant, no access token in a URL's query, and the RFC 9207 iss
+    # in every authorization response (a client talking to several servers tells them apart).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    # What the toolkit does not do itself (project/authserver.py): DPoP-bound tokens, the
+    # client-credentials principal and its scopes, the jwt-bearer grant for ID-JAGs.
+    "OAUTH2_VALIDATOR_CLASS": "project.authserver.Validator",
+    "SCOPES_BACKEND_CLASS": "project.authserver.Scopes",
+    "OAUTH2_SERVER_CLASS": "project.authserver.Server",
 }
+# Client credentials (project/authserver.py Scopes): the scopes each machine client (by client
+# id, "*" for any other) may get. Such a client acts for the account that registered it.
+OAUTH_CLIENT_CREDENTIALS_SCOPES: dict[str, list[str]] = {"*": ["mcp"]}
+# Enterprise-managed authorization (project/idjag.py): the identity providers whose ID-JAGs are
+# taken, issuer -> {"jwks_uri": URL} or {"jwks": {...}}, as JSON; and the hook that finds the user.
+ID_JAG_ISSUERS: dict[str, dict[str, Any]] = json.loads(os.environ.get("ID_JAG_ISSUERS", "{}"))
+ID_JAG_USER = "project.idjag.user_for_assertion"
 # oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
 # mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect
 # (RFC 8252 section 7.3), which removing "http" would refuse. See docs/authorization.md.

@@ -31,6 +31,7 @@ T = TypeVar("T")
 # `make test` runs them once, in its last leg (`-m servers`); what they prove does not
 # depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
+    "test_dpop_instances.py",
     "test_bench.py",
     "test_limits_redis.py",
     "test_admin_layout_browser.py",
@@ -59,6 +60,7 @@ SERVER_TESTS = {
 # the leg's database (most use an in-memory SQLite of their own): `make test` runs them once,
 # in its last leg (`-m once`), and the Python 3.11 leg runs them too, unlike the server tests.
 ONCE_TESTS = {
+    "test_authserver.py::test_check_deploy_shows_no_toolkit_warning",
     "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
     "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
     "test_tasks_python_client.py",
@@ -84,6 +86,7 @@ ONCE_TESTS = {
 # the relay's fixed silence (15 s, then 5 s for the 404) with a bound of 20 s on the first, which
 # a loaded machine's scheduling delays do not approach; alone it would be a fifth of the pass.
 TIMED_TESTS = {
+    "test_dpop_instances.py::test_a_frozen_replay_cache_refuses_within_a_second_and_recovers",
     "test_audit_outage.py",
     "test_limits_redis.py::test_the_cache_away_is_answered_within_a_second",
     "test_auth_faults.py",

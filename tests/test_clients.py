@@ -234,3 +234,27 @@ def test_inspector_cli_signs_in_with_oauth(live_url: str, tmp_path: Path) -> Non
     token = AccessToken.objects.get(user__username="erin")
     assert token.resource == [live_url] and token.application.client_id == consent["client_id"][0]
     assert not consent["client_id"][0].startswith("http")  # not a client ID metadata document
+
+
+@pytest.mark.parametrize(("mode", "nonce_seconds"), [("legacy", 0), ("2026-07-28", 0), ("2026-07-28", 60)])
+def test_typescript_sdk_v2_with_a_dpop_bound_token(live_url: str, mode: str, nonce_seconds: int) -> None:
+    """The official TypeScript client's own DPoP (DpopSession, withDpopFromProvider): a token bound
+    at the demo's token endpoint to its key, then a proof on every request (and the server's
+    nonce followed when it asks for one)."""
+    from oauth2_provider.models import Application
+
+    from mcp_django.bound_tokens import BoundAccessToken
+    from tests.test_authserver import SECRET, _app
+
+    app = _app(Application.GRANT_CLIENT_CREDENTIALS)
+    origin = live_url.rsplit("/mcp", 1)[0]
+    with mcp_settings(ALLOW_ANONYMOUS=False, DPOP="required", DPOP_NONCE_SECONDS=nonce_seconds):
+        done = node(
+            "dpop_v2.mjs", live_url, mode, CLIENT_ID=app.client_id, CLIENT_SECRET=SECRET, TOKEN_URL=f"{origin}/o/token/"
+        )
+    out = json.loads(done.stdout)
+    assert out["tokenType"] == "DPoP" and out["whoami"]["username"] == "ops"
+    assert out["clearCache"] == "Cleared the eu cache." and out["asked"] == ["Clear the eu cache?"]
+    assert out["era"] == ("legacy" if mode == "legacy" else "modern")
+    assert out["proofs"] >= 3
+    assert list(BoundAccessToken.objects.values_list("jkt", flat=True)) == [out["thumbprint"]]

@@ -64,7 +64,10 @@ class Person:
 
     async def callback(self) -> AuthorizationCodeResult:
         query = parse_qs(urlsplit(self.redirect).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+        # The RFC 9207 iss the demo's server adds to its redirect, which the SDK checks.
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
 
 
 def _signed_in(username: str) -> str:
@@ -259,8 +262,11 @@ def test_protected_resource_and_authorization_server_metadata(live_url: str) -> 
             headers={"accept": "application/json", "mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
         )
     assert refused.status_code == 401
+    metadata_url = f"{origin}/.well-known/oauth-protected-resource/mcp"
+    # The demo takes DPoP-bound tokens too (MCP_DJANGO["DPOP"] "allowed"): a DPoP challenge follows.
     assert refused.headers["www-authenticate"] == (
-        f'Bearer realm="mcp", scope="mcp", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+        f'Bearer realm="mcp", scope="mcp", resource_metadata="{metadata_url}", '
+        f'DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256", resource_metadata="{metadata_url}"'
     )
     assert resource["scopes_supported"] == ["mcp", "shop"]
 
@@ -293,23 +299,19 @@ def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(
                 "authorization": "Token nope",
             },
         )
-    # The first configured class's challenge: the demo's own MCP tokens (Bearer), before DRF's Token.
-    assert refused.status_code == 401 and refused.headers["www-authenticate"] == 'Bearer realm="mcp"'
-
-
-def _issued(live_url: str, session_cookie: str, resource: str) -> str:
-    """An access token the demo's authorization server issues for ``resource`` (code flow, PKCE)."""
-    origin = live_url.rsplit("/mcp", 1)[0]
-    user = get_user_model().objects.get(username="eve")
-    app, _ = Application.objects.get_or_create(
-        name="resource tests",
-        defaults={
-            "client_type": Application.CLIENT_PUBLIC,
-            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
-            "redirect_uris": "http://127.0.0.1:9/callback",
-            "user": user,
-        },
+    # The first configured class's challenge: the demo's own MCP tokens (Bearer, and DPoP, which
+    # the demo allows), before DRF's Token.
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == (
+        'Bearer realm="mcp", scope="mcp", DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256"'
     )
+
+
+def code_flow(
+    live_url: str, session_cookie: str, app: Application, resource: str, headers: Any = None
+) -> httpx.Response:
+    """The demo's code flow with PKCE for ``app`` (a public client), approved at the consent screen,
+    and the token endpoint's answer to the code's exchange (sent with ``headers``)."""
+    origin = live_url.rsplit("/mcp", 1)[0]
     verifier = "v" * 64
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     query = urlencode(
@@ -324,18 +326,32 @@ def _issued(live_url: str, session_cookie: str, resource: str) -> str:
         }
     )
     redirect = approve(f"{origin}/o/authorize/?{query}", session_cookie)
-    code = parse_qs(urlsplit(redirect).query)["code"][0]
-    issued = httpx.post(
-        f"{origin}/o/token/",
-        data={
-            "grant_type": "authorization_code",
-            "code": code,
-            "client_id": app.client_id,
-            "redirect_uri": "http://127.0.0.1:9/callback",
-            "code_verifier": verifier,
-            "resource": resource,
+    answer = parse_qs(urlsplit(redirect).query)
+    assert answer["iss"] == [f"{origin}/o"]  # RFC 9207: which server answered
+    data = {
+        "grant_type": "authorization_code",
+        "code": answer["code"][0],
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:9/callback",
+        "code_verifier": verifier,
+        "resource": resource,
+    }
+    return httpx.post(f"{origin}/o/token/", data=data, headers=headers or {})
+
+
+def _issued(live_url: str, session_cookie: str, resource: str) -> str:
+    """An access token the demo's authorization server issues for ``resource`` (code flow, PKCE)."""
+    user = get_user_model().objects.get(username="eve")
+    app, _ = Application.objects.get_or_create(
+        name="resource tests",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+            "user": user,
         },
     )
+    issued = code_flow(live_url, session_cookie, app, resource)
     assert issued.status_code == 200, issued.text
     return str(issued.json()["access_token"])
 

@@ -15,6 +15,10 @@ meant for them (a token for another service must not be replayable here).
 An authorization server run by the same project should validate the same way: set
 ``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]`` to
 :func:`resource_matches` (the demo project does).
+
+A token bound to a key (DPoP, RFC 9449: :class:`~mcp_django.bound_tokens.BoundAccessToken`)
+is accepted only as ``Authorization: DPoP <token>`` with a proof by that key, where the
+endpoint's ``DPOP`` setting allows it (:mod:`mcp_django.contrib.dpop`).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from oauth2_provider.oauth2_backends import get_oauthlib_core
 from rest_framework import exceptions
 
 from .. import protected_resource
+from ..bound_tokens import BoundAccessToken
 from ..conf import mcp_settings
+from . import dpop
 
 __all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_matches"]
 
@@ -56,23 +62,26 @@ class InsufficientScope(exceptions.PermissionDenied):
 
 
 class OAuth2Authentication(ToolkitAuthentication):
-    """``Authorization: Bearer TOKEN``, for tokens django-oauth-toolkit issued for this endpoint."""
+    """``Authorization: Bearer TOKEN`` (or ``DPoP TOKEN`` with its proof), for tokens
+    django-oauth-toolkit issued for this endpoint."""
 
-    # Reads nothing but the Authorization header, so mcp-django's principal cache may key on
+    # Reads nothing but the Authorization header (and the DPoP proof, which the principal
+    # cache never keys on: mcp_django.auth_cache), so mcp-django's principal cache may key on
     # it; a cached token is never used past its expiry, and its revocation is heard.
     mcp_reads_only_headers = True
     www_authenticate_realm = "mcp"
 
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header[:7].lower() == "bearer ":
-            return None
         # The toolkit reads the body's form fields too: hand it Django's request, whose
         # POST is empty for a JSON body (DRF's would refuse to parse one without parsers).
         # DRF has no public accessor for the HttpRequest its Request wraps (its own
         # SessionAuthentication reads request._request too).
         django_request = getattr(request, "_request", request)
-        valid, checked = get_oauthlib_core().verify_request(django_request, scopes=[])
+        scheme, text = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
+        if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
+            return None
+        checked_request = django_request if scheme == "bearer" else dpop.as_bearer(django_request, text)
+        valid, checked = get_oauthlib_core().verify_request(checked_request, scopes=[])
         if not valid:
             error = getattr(checked, "oauth2_error", None) or {}
             request.oauth2_error = {"error": "invalid_token", **error}
@@ -87,8 +96,11 @@ class OAuth2Authentication(ToolkitAuthentication):
                 "error_description": "The access token was not issued for this resource.",
             }
             raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        if user is None or not user.is_active:
+            # A client-credentials token some servers issue for no user: nobody to act as here.
+            raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")
+        # A bound token is refused without its proof whatever the endpoint's DPOP setting.
+        dpop.enforce(request, django_request, scheme, text, BoundAccessToken.jkt_of(text))
         # The endpoint's own scopes, when it sets them (MCP_DJANGO["ENDPOINTS"]).
         required = mcp_settings.for_request(django_request).REQUIRED_SCOPES
         if required and not token.allow_scopes(required):
@@ -99,7 +111,9 @@ class OAuth2Authentication(ToolkitAuthentication):
     def authenticate_header(self, request: Any) -> str:
         error = getattr(request, "oauth2_error", None) or {}
         # DRF's Request passes scheme, host and path through to the request it wraps.
-        return protected_resource.challenge(request, error.get("error"), error.get("error_description"))
+        return protected_resource.challenge(
+            request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
+        )
 
 
 # How a NUL arrives in a query string, a form body or a JSON body.

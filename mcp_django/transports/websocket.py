@@ -48,7 +48,7 @@ from django.core.handlers.asgi import ASGIRequest
 from .. import registry as registry_module
 from ..asks.call import Call
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..auth import AuthenticationFailed, Connection, Principal, may_carry_credentials
 from ..conf import mcp_settings
 from ..keyring import b64decode
 from ..pipeline import check_request, exception_handler, refusal
@@ -238,12 +238,17 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         headers = asgi_headers(self.scope)
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
+        connection = Connection()
 
         def request_factory() -> Any:
             # Django's request for the upgrade (auth classes and handlers read it like any request).
             # The upgrade as the GET it is: http(s), as the URL a token's audience names.
             scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
-            return ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
+            request = ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
+            # The socket's later checks of its credentials are this connection's (a DPoP proof
+            # is checked at the upgrade and its binding held: mcp_django.contrib.dpop).
+            request.mcp_connection = connection  # type: ignore[attr-defined]
+            return request
 
         self.request_factory = request_factory
         scheme, endpoint = scope_url(scope)
