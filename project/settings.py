@@ -292,19 +292,15 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
-    # The rest of RFC 9700 (check --deploy's oauth2_provider.W001, W002, W004): no implicit or
-    # password grant (MCP clients use the code flow with PKCE), and access tokens in the
-    # Authorization header only (never in a URL, which logs keep).
-    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
-    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
     # A token is good only at the one resource it was issued for (RFC 8707, exact and in
     # canonical form): the toolkit's default takes a resource as a URL prefix, so a token
     # for the whole origin would be good at /mcp and every other endpoint here.
     "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_django.contrib.oauth.resource_matches",
     # RFC 9700's other recommendations (check --deploy's oauth2_provider.W001, W002, W004, W005):
-    # no implicit or password grant, no access token in a URL's query, and the RFC 9207 iss
-    # in every authorization response (a client talking to several servers tells them apart).
+    # no implicit or password grant (MCP clients use the code flow with PKCE), access tokens in
+    # the Authorization header only (never in a URL, which logs keep), and the RFC 9207 iss in
+    # every authorization response (a client talking to several servers tells them apart; the
+    # mcp SDK's callback handler must hand it back, docs/authorization.md).
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
     "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
     "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
@@ -325,11 +321,7 @@ ID_JAG_USER = "project.idjag.user_for_assertion"
 # oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
 # mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect
 # (RFC 8252 section 7.3), which removing "http" would refuse. See docs/authorization.md.
-# oauth2_provider.W005 (no RFC 9207 `iss` in the authorization response) stays off too: once
-# the server advertises `iss`, the mcp SDK (2.3) refuses a callback result that does not carry
-# it, so every client whose callback handler returns only the code and state would stop
-# signing in. PKCE and the exact resource binding are the demo's defence against mix-ups.
-SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008", "oauth2_provider.W005"]
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 # The consent screen asks a signed-in user; the admin's login page signs them in.
 LOGIN_URL = "/admin/login/"
 
