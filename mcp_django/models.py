@@ -13,7 +13,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["AuditEvent", "Kind"]
+__all__ = ["AuditEvent", "BoundAccessToken", "Kind"]
 
 
 class Kind(models.TextChoices):
@@ -135,6 +135,6 @@ class RegisteredHandler(AuditEvent):
         verbose_name_plural = _("registered handlers")
 
 
-from .bound_tokens import BoundAccessToken  # noqa: E402, F401 - DPoP bindings of OAuth tokens, in their own module
+from .bound_tokens import BoundAccessToken  # noqa: E402 - DPoP bindings of OAuth tokens, in their own module
 from .tasks.models import MCPTask, MCPWorker  # noqa: E402, F401 - the tasks extension's model, in its own module
 from .tokens.models import MCPToken  # noqa: E402, F401 - the MCP tokens' model, in its own module
