@@ -33,11 +33,13 @@ def _task_tools() -> str:
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
 
-# Tags.database: like Django's checks that query, run only when the command names databases.
+# Tags.database: like Django's checks that query, run only when the command names databases
+# (Django 5.2 runs it anyway, with databases=None, as its own database checks are: they return
+# nothing then; Django 6 leaves them out).
 @register(Tags.database, deploy=True)
-def check_task_workers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()
-    if not named:
+    if not named or not databases:
         return []
     from django.db import DatabaseError
 
