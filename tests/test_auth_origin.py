@@ -39,6 +39,10 @@ def test_listed_origins_are_matched_whole(raw: Raw) -> None:
         listed = _discover(raw, "https://app.example.com")
         assert listed.status_code == 200
         assert listed.headers["access-control-allow-origin"] == "https://app.example.com"
+        # A browser's DPoP client sends its proof and reads the challenge and the nonce.
+        assert "dpop" in listed.headers["access-control-allow-headers"].split(", ")
+        exposed = listed.headers["access-control-expose-headers"].split(", ")
+        assert {"www-authenticate", "dpop-nonce", "mcp-session-id"} <= set(exposed)
         assert _discover(raw, "http://app.example.com").status_code == 403
         assert _discover(raw, "ftp://app.example.com").status_code == 403
 

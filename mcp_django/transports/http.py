@@ -198,9 +198,11 @@ class HttpEndpoint:
             ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
             (
                 "access-control-allow-headers",
-                "content-type, accept, authorization, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, last-event-id",
+                "content-type, accept, authorization, dpop, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, "
+                "last-event-id",
             ),
-            ("access-control-expose-headers", "mcp-session-id"),
+            # A browser client reads the challenge and the DPoP nonce (RFC 9449 section 8) too.
+            ("access-control-expose-headers", "mcp-session-id, www-authenticate, dpop-nonce"),
             ("vary", "origin"),
         ]
 
