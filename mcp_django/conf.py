@@ -16,6 +16,7 @@ Django reports that ``MCP_DJANGO`` changed. Nothing is written back into setting
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,14 @@ class InvalidAudit(InvalidSetting):
 
 class InvalidEndpoints(InvalidSetting):
     check_id = "mcp_django.E013"
+
+
+class InvalidPipeline(InvalidSetting):
+    check_id = "mcp_django.E017"
+
+
+class InvalidExceptionHandler(InvalidSetting):
+    check_id = "mcp_django.E018"
 
 
 def _described(value: Any) -> str:
@@ -139,6 +148,36 @@ def classes(value: Any) -> list[type]:
         except ImportError as exc:
             raise UnimportableClass(f"names {item!r}, which cannot be imported: {exc}") from None
     return out
+
+
+def _function(item: Any, takes: str, error: type[InvalidSetting]) -> Callable[..., Any]:
+    """A dotted path (or the callable itself) to a function called with two arguments."""
+    found = item
+    if isinstance(item, str):
+        try:
+            found = import_string(item)
+        except ImportError as exc:
+            raise error(f"names {item!r}, which cannot be imported: {exc}") from None
+    if not callable(found):
+        raise error(f"must name callables taking {takes}, not {_described(item)}")
+    try:
+        inspect.signature(found).bind(None, None)
+    except TypeError:
+        raise error(f"names {item!r}, which does not take {takes}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): called as it is
+    return found
+
+
+def stages(value: Any) -> list[Callable[..., Any]]:
+    """``PIPELINE``: dotted paths of stages ``stage(call, call_next)``, outermost first."""
+    items = _sequence(value, "dotted paths of pipeline stages")
+    return [_function(item, "(call, call_next)", InvalidPipeline) for item in items]
+
+
+def exception_handler(value: Any) -> Callable[..., Any]:
+    """``EXCEPTION_HANDLER``: the dotted path of ``handler(exc, call)``."""
+    return _function(value, "(exc, call)", InvalidExceptionHandler)
 
 
 def origins(value: Any) -> list[str]:
@@ -460,6 +499,12 @@ SETTINGS: dict[str, Setting] = {
     # gc.freeze(): its full passes, which a server under load runs every few hundred
     # requests, then walk only what requests made, not the whole process.
     "GC_FREEZE": Setting(True, boolean),
+    # The stages every call goes through, outermost first (docs/pipeline.md): dotted paths of
+    # functions stage(call, call_next), sync or async, as Django's MIDDLEWARE lists middleware.
+    "PIPELINE": Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages),
+    # The function that turns a call's error into its answer (docs/pipeline.md), as DRF's
+    # EXCEPTION_HANDLER: handler(exc, call) -> (HTTP status, JSON-RPC error response, headers).
+    "EXCEPTION_HANDLER": Setting("mcp_django.pipeline.exception_handler", exception_handler),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),
@@ -525,6 +570,8 @@ class MCPSettings:
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
     GC_FREEZE: bool
+    PIPELINE: list[Callable[..., Any]]
+    EXCEPTION_HANDLER: Callable[..., Any]
     ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:

@@ -34,13 +34,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
+from asgiref.sync import async_to_sync, sync_to_async
+from django.core.signals import setting_changed
 from django.db import InterfaceError, OperationalError
 
-from . import content, lifecycle, signals, tracing
+from . import content, lifecycle, signals
 from .asks import boundary, live, replay
 from .asks.call import Call
 from .asks.errors import StartTask
@@ -51,18 +54,21 @@ from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
 from .protocol import jsonrpc
-from .protocol.dispatch import MODERN_METHODS, Dispatcher
+from .protocol.dispatch import CACHE_HINTED, Dispatcher
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
+    RESOURCE_NOT_FOUND_LEGACY,
     MCPError,
+    ResourceNotFound,
     Unavailable,
 )
 from .protocol.legacy import server_info
 from .protocol.revisions import (
     META_SERVER_INFO,
+    MODERN_METHODS,
     Era,
     RequestMeta,
     check_headers,
@@ -79,6 +85,8 @@ logger = logging.getLogger("mcp_django")
 # (HTTP status, JSON-RPC response, extra headers): what a transport renders.
 Answer = tuple[int, dict[str, Any], list[tuple[str, str]] | None]
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
+# A call stage: stage(call, call_next), awaiting call_next(call) or answering without it.
+Stage = Callable[[Call, Next], Awaitable[dict[str, Any]]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
@@ -104,11 +112,15 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     return meta
 
 
-# -- call stages (outermost first): each is ``stage(next, call)`` ------------------------
+# -- call stages: each is ``stage(call, call_next)`` ------------------------------------------
+#
+# A stage may say which calls it applies to, by attributes: ``eras`` (a set of Era) and
+# ``methods`` (a set of method names); without them it applies to every call. A chain is
+# built once per era and method, of the stages that apply: a call pays only for its own.
 
 
-async def complete_result(next: Next, call: Call) -> dict[str, Any]:
-    result = await next(call)
+async def complete_result(call: Call, call_next: Next) -> dict[str, Any]:
+    result = await call_next(call)
     result.setdefault("resultType", "complete")
     # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
     meta = result.get("_meta")
@@ -116,13 +128,28 @@ async def complete_result(next: Next, call: Call) -> dict[str, Any]:
     return result
 
 
-async def database_lifecycle(next: Next, call: Call) -> dict[str, Any]:
+complete_result.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
+
+
+async def cache_hints(call: Call, call_next: Next) -> dict[str, Any]:
+    """2026-07-28's caching hints on lists and reads."""
+    result = await call_next(call)
+    result["ttlMs"] = mcp_settings.LIST_TTL_MS
+    result["cacheScope"] = mcp_settings.CACHE_SCOPE
+    return result
+
+
+cache_hints.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
+cache_hints.methods = CACHE_HINTED  # type: ignore[attr-defined]
+
+
+async def database_lifecycle(call: Call, call_next: Next) -> dict[str, Any]:
     """Database connections as Django's handler manages them (see :mod:`mcp_django.lifecycle`),
     for the methods that run a handler's async code (the others run sync code only in the
     worker pool, which does it after every job)."""
     entered = lifecycle.enter()
     try:
-        return await next(call)
+        return await call_next(call)
     finally:
         cleanup = lifecycle.leave(entered)
         if cleanup is not None:
@@ -132,10 +159,11 @@ async def database_lifecycle(next: Next, call: Call) -> dict[str, Any]:
 # The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
 FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
 RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
+database_lifecycle.methods = RUNS_HANDLERS  # type: ignore[attr-defined]
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
 
-async def audit(next: Next, call: Call) -> dict[str, Any]:
+async def audit(call: Call, call_next: Next) -> dict[str, Any]:
     """Run an ask-capable method and send ``call_finished`` with its outcome.
 
     Rounds, refused states and missing capabilities are sent by the engine as
@@ -144,7 +172,7 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     """
     sender = _SENDER[call.method]
     try:
-        result = await next(call)
+        result = await call_next(call)
     except asyncio.CancelledError:
         await _send_finished(call, sender, "cancelled", "")
         raise
@@ -164,6 +192,9 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     return result
 
 
+audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
+
+
 def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
@@ -171,14 +202,40 @@ def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaita
     return signals.call_finished.asend(sender, event=event)
 
 
-# (name, stage, whether it applies to an era's method), outermost first; the method itself
-# (the dispatcher's) is innermost. A chain is built once per era and method, of the stages
-# that apply: a call pays only for its own.
-CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable[[Era, str], bool]], ...] = (
-    ("result", complete_result, lambda era, method: era == Era.MODERN),
-    ("database lifecycle", database_lifecycle, lambda era, method: method in RUNS_HANDLERS),
-    ("audit", audit, lambda era, method: method in FINISH_SIGNALLED),
-)
+# The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
+# every result of 2026-07-28 is complete_result's, whatever a stage returned; then the
+# project's stages, in their order; then the caching hints and the database lifecycle,
+# innermost, around the method (the dispatcher's).
+OUTER_STAGES: tuple[Stage, ...] = (complete_result,)
+INNER_STAGES: tuple[Stage, ...] = (cache_hints, database_lifecycle)
+
+
+def applies(stage: Any, era: Era, method: str) -> bool:
+    """Whether a stage is in the chain of an era's method (its ``eras`` and ``methods``)."""
+    eras = getattr(stage, "eras", None)
+    methods = getattr(stage, "methods", None)
+    return (eras is None or era in eras) and (methods is None or method in methods)
+
+
+def adapted(stage: Stage) -> Stage:
+    """A stage as the chain awaits it: a sync one (a plain function, as a sync Django
+    middleware) runs in a worker thread, and calls the rest of the chain from there."""
+    if asyncio.iscoroutinefunction(stage) or getattr(stage, "async_capable", False):
+        return stage
+
+    async def in_thread(call: Call, call_next: Next) -> dict[str, Any]:
+        async def rest(call: Call) -> dict[str, Any]:
+            return await call_next(call)
+
+        # asgiref's pair, as Django adapts a sync middleware: the rest of the chain runs
+        # back on this loop while the stage's thread waits for it.
+        run: Any = sync_to_async(stage, thread_sensitive=False)
+        result: dict[str, Any] = await run(call, async_to_sync(rest))
+        return result
+
+    in_thread.eras = getattr(stage, "eras", None)  # type: ignore[attr-defined]
+    in_thread.methods = getattr(stage, "methods", None)  # type: ignore[attr-defined]
+    return in_thread
 
 
 # -- handler stages: ``stage(next, handler, arguments, call)`` -----------------------------
@@ -247,27 +304,35 @@ ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run,
 # -- the exception handler: every error mapped to its answer, here only ------------------
 
 
-def exception_handler(exc: Exception, request_id: Any, era: Era, method: str) -> Answer:
-    """A request's error as its answer: a 2026-07-28 error carries its HTTP status and headers;
-    on a legacy session it is a JSON-RPC error in a 200 (or on the session's stream or socket)."""
+def exception_handler(exc: Exception, call: Call) -> Answer:
+    """A call's error as its answer (the default ``MCP_DJANGO["EXCEPTION_HANDLER"]``): a
+    2026-07-28 error carries its HTTP status and headers; on a legacy session it is a
+    JSON-RPC error in a 200 (or on the session's stream or socket).
+
+    A project's handler may call this one and adjust what it returns, as DRF's do.
+    """
     if isinstance(exc, MCPError):
-        if era == Era.MODERN:
-            return exc.http_status, jsonrpc.error_response(request_id, exc), exc.headers
-        return 200, jsonrpc.error_response(request_id, exc), None
+        if call.era == Era.MODERN:
+            return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
+        if isinstance(exc, ResourceNotFound):
+            # The legacy revisions' own code for it (2026-07-28 has -32602).
+            exc = MCPError(RESOURCE_NOT_FOUND_LEGACY, exc.message, exc.data)
+        return 200, jsonrpc.error_response(call.request_id, exc), None
     # A bug must still answer the request: a legacy stream would otherwise never
     # end, and a 2026-07-28 client would get a bare 500.
-    logger.error("%s failed", method, exc_info=exc)
-    return 200, jsonrpc.error_response(request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
+    logger.error("%s failed", call.method, exc_info=exc)
+    return 200, jsonrpc.error_response(call.request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
 
 
 async def answer(handle: Next, call: Call, finished: Callable[[], None] | None = None) -> Answer:
-    """The call's answer: its result, or its error mapped by :func:`exception_handler`.
+    """The call's answer: its result, or its error mapped by ``MCP_DJANGO["EXCEPTION_HANDLER"]``.
     ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it); ``finished``, if
     given, is called as the call ends (whichever way), in the call's own last step."""
     try:
         result = await handle(call)
     except Exception as exc:
-        return exception_handler(exc, call.request_id, call.era, call.method)
+        answered: Answer = mcp_settings.EXCEPTION_HANDLER(exc, call)
+        return answered
     finally:
         if finished is not None:
             finished()
@@ -298,29 +363,33 @@ def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None
 
 
 class Pipeline:
-    """The per-call path of one registry: its chains, by era and method, built once."""
+    """The per-call path of one registry: its chains, by era and method, built once (and
+    again when the settings change)."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.dispatcher = Dispatcher(registry, self.run_handler)
+        self.build()
+        _pipelines.add(self)
+
+    def build(self) -> None:
+        stages = [*OUTER_STAGES, *map(adapted, mcp_settings.PIPELINE), *INNER_STAGES]
         self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
         self.chains: dict[Era, dict[str, Next]] = {}
         for era in Era:
             chains: dict[str, Next] = {}
-            for method, run in self.dispatcher.methods.items():
-                if era == Era.MODERN and method not in MODERN_METHODS:
-                    continue
+            for method, run in self.dispatcher.methods_of(era).items():
                 chain: Next = run
-                for _name, stage, applies in reversed(CALL_STAGES):
-                    if applies(era, method):
-                        chain = partial(stage, chain)
+                for stage in reversed(stages):
+                    if applies(stage, era, method):
+                        chain = partial(cast(Any, stage), call_next=chain)
                 chains[method] = chain
             self.chains[era] = chains
             handler_chains: dict[str, HandlerNext] = {}
             for method in FINISH_SIGNALLED:
                 engine: Any = ENGINES[era]
-                for _name, stage, applies in reversed(HANDLER_STAGES[era]):
-                    if applies(method):
+                for _name, stage, applies_to in reversed(HANDLER_STAGES[era]):
+                    if applies_to(method):
                         engine = partial(stage, engine)
                 handler_chains[method] = engine
             self.handler_chains[era] = handler_chains
@@ -375,9 +444,8 @@ class Pipeline:
             raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
         return principal
 
-    @tracing.traced
     def handle(self, call: Call) -> Awaitable[dict[str, Any]]:
-        """The result of one call, or the error its stages raised (one span per call, traced)."""
+        """The result of one call, or the error its stages raised."""
         # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
         call.endpoint = self.registry.settings
         call.registry = self.registry
@@ -393,3 +461,16 @@ class Pipeline:
 
 async def _not_found(call: Call) -> dict[str, Any]:
     raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+
+
+# Every pipeline, to build again when MCP_DJANGO changes (its PIPELINE, override_settings in tests).
+_pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+
+
+def _rebuild(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_DJANGO":
+        for pipeline in list(_pipelines):
+            pipeline.build()
+
+
+setting_changed.connect(_rebuild)

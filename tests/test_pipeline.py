@@ -14,18 +14,26 @@ from pathlib import Path
 from typing import Any
 
 import mcp_django
-from mcp_django import pipeline
+from mcp_django import pipeline, tracing
 from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
+from mcp_django.conf import SETTINGS
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
-from mcp_django.protocol.dispatch import MODERN_METHODS
-from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MCPError, Unavailable
+from mcp_django.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND_LEGACY,
+    MCPError,
+    ResourceNotFound,
+    Unavailable,
+)
 from mcp_django.protocol.revisions import (
     META_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_VERSION,
+    MODERN_METHODS,
     ClientCapabilities,
     Era,
     read_meta,
@@ -40,16 +48,19 @@ PACKAGE = Path(mcp_django.__file__).parent
 
 
 def _chain(run: Any) -> list[Any]:
-    """The functions a chain built of ``partial(stage, next)`` runs, outermost first."""
+    """The functions a chain built of ``partial(stage, call_next=next)`` (call stages) or
+    ``partial(stage, next)`` (handler stages) runs, outermost first."""
     functions = []
     while isinstance(run, partial):
         functions.append(run.func)
-        run = run.args[0]
+        run = run.keywords["call_next"] if "call_next" in run.keywords else run.args[0]
     return [*functions, run]
 
 
 def test_the_stages_in_their_order() -> None:
-    assert [name for name, _stage, _applies in pipeline.CALL_STAGES] == ["result", "database lifecycle", "audit"]
+    assert pipeline.OUTER_STAGES == (pipeline.complete_result,)
+    assert pipeline.INNER_STAGES == (pipeline.cache_hints, pipeline.database_lifecycle)
+    assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
     assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
         "tasks",
         "handler errors",
@@ -63,16 +74,21 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     built = Pipeline(Registry())
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
-    calls = [pipeline.complete_result, pipeline.database_lifecycle, pipeline.audit, methods.call_tool]
+    traced = [tracing.trace] if tracing.ENABLED else []
+    calls = [pipeline.complete_result, *traced, pipeline.audit, pipeline.database_lifecycle, methods.call_tool]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
-    assert _chain(modern["tools/list"]) == [pipeline.complete_result, methods.list_tools]
-    assert _chain(legacy["tools/list"]) == [methods.list_tools]
+    assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_tools]
+    assert _chain(legacy["tools/list"]) == [*traced, methods.list_tools]
     assert _chain(modern["completion/complete"]) == [
         pipeline.complete_result,
+        *traced,
         pipeline.database_lifecycle,
         methods.complete,
     ]
+    # The handshake and the session's methods are legacy chains only, traced like the rest.
+    assert _chain(legacy["initialize"]) == [*traced, methods.initialize]
+    assert "initialize" not in modern and "ping" not in modern
     # A method 2026-07-28 does not have is in no modern chain (-32601).
     assert set(modern) == MODERN_METHODS & set(legacy) and set(legacy) == set(methods.methods)
     handlers = built.handler_chains
@@ -86,16 +102,37 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     assert _chain(handlers[Era.LEGACY]["resources/read"]) == [pipeline.handler_errors, live.run]
 
 
+def _call(era: Era, method: str = "tools/call", request_id: Any = 7) -> Call:
+    return Call(
+        method=method,
+        params={},
+        request_id=request_id,
+        version="2026-07-28" if era == Era.MODERN else "2025-11-25",
+        era=era,
+        transport="http",
+        capabilities=ClientCapabilities(),
+        principal=ANONYMOUS,
+    )
+
+
 def test_the_exception_handler_maps_every_error() -> None:
     refused = MCPError(INVALID_PARAMS, "no", http_status=403, headers=[("www-authenticate", "Bearer")])
-    assert exception_handler(refused, 7, Era.MODERN, "tools/call") == (
+    assert exception_handler(refused, _call(Era.MODERN)) == (
         403,
         {"jsonrpc": "2.0", "id": 7, "error": {"code": INVALID_PARAMS, "message": "no"}},
         [("www-authenticate", "Bearer")],
     )
     # A legacy session's error is a JSON-RPC error in a 200 (or on its stream).
-    assert exception_handler(refused, 7, Era.LEGACY, "tools/call")[::2] == (200, None)
-    status, payload, headers = exception_handler(RuntimeError("a bug"), 7, Era.MODERN, "tools/call")
+    assert exception_handler(refused, _call(Era.LEGACY))[::2] == (200, None)
+    # A resource not found: -32602 on 2026-07-28, the legacy revisions' own -32002 on theirs.
+    missing = ResourceNotFound("file:///x")
+    assert exception_handler(missing, _call(Era.MODERN))[1]["error"]["code"] == INVALID_PARAMS
+    assert exception_handler(missing, _call(Era.LEGACY))[1]["error"] == {
+        "code": RESOURCE_NOT_FOUND_LEGACY,
+        "message": "Resource not found: file:///x",
+        "data": {"uri": "file:///x"},
+    }
+    status, payload, headers = exception_handler(RuntimeError("a bug"), _call(Era.MODERN))
     assert (status, payload["error"], headers) == (200, {"code": INTERNAL_ERROR, "message": "Internal error"}, None)
     assert refusal(None, Unavailable("the database"))[0] == 503
     status, payload, headers = refusal(1, AuthenticationFailed("who?", challenge='Bearer realm="mcp"'))

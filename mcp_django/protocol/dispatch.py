@@ -11,7 +11,7 @@ from django.db import InterfaceError, OperationalError
 
 from .. import content, resource_updates, schema
 from ..asks import replay
-from ..asks.call import Call
+from ..asks.call import LOG_LEVELS, Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
@@ -25,14 +25,14 @@ from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    RESOURCE_NOT_FOUND_LEGACY,
     InvalidParams,
     MCPError,
+    ResourceNotFound,
     Unavailable,
     notification,
 )
-from .legacy import server_capabilities, server_info, too_many_subscriptions
-from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
+from .legacy import initialize_result, server_capabilities, server_info, too_many_subscriptions
+from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
 
@@ -40,23 +40,25 @@ logger = logging.getLogger("mcp_django")
 # (mcp_django.pipeline.Pipeline.run_handler).
 RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
-MODERN_METHODS = frozenset(
+# The tasks extension (SEP-2663); tasks/result and tasks/list do not exist (-32601).
+MODERN_METHODS.update({*skills.METHODS, "tasks/get", "tasks/update", "tasks/cancel"})
+
+# Methods only the legacy revisions have: the handshake and the session's own (2026-07-28
+# answers them -32601). ``initialize`` and the session's settings act through the call's
+# session control (Call.control, which each transport provides: protocol.legacy.SessionControl).
+LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+
+# Results that carry 2026-07-28's caching hints (ttlMs, cacheScope: mcp_django.pipeline.cache_hints).
+CACHE_HINTED = frozenset(
     {
         "server/discover",
         "tools/list",
-        "tools/call",
         "prompts/list",
-        "prompts/get",
         "resources/list",
         "resources/templates/list",
         "resources/read",
-        "completion/complete",
-        "subscriptions/listen",
-        *skills.METHODS,
-        # The tasks extension (SEP-2663); tasks/result and tasks/list do not exist (-32601).
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
+        "skills/list",
+        "skills/get",
     }
 )
 
@@ -88,16 +90,20 @@ class Dispatcher:
             "tasks/get": self.get_task,
             "tasks/update": self.update_task,
             "tasks/cancel": self.cancel_task,
+            "initialize": self.initialize,
+            "ping": self.ping,
+            "logging/setLevel": self.set_log_level,
+            "resources/subscribe": self.subscribe,
+            "resources/unsubscribe": self.subscribe,
         }
 
-    # -- helpers ------------------------------------------------------------------------
+    def methods_of(self, era: Era) -> dict[str, Callable[[Call], Awaitable[dict[str, Any]]]]:
+        """The methods a call of ``era`` may name."""
+        if era == Era.MODERN:
+            return {name: run for name, run in self.methods.items() if name in MODERN_METHODS}
+        return self.methods
 
-    @staticmethod
-    def _cache_hints(call: Call, result: dict[str, Any]) -> dict[str, Any]:
-        if call.era == Era.MODERN:
-            result["ttlMs"] = mcp_settings.LIST_TTL_MS
-            result["cacheScope"] = mcp_settings.CACHE_SCOPE
-        return result
+    # -- helpers ------------------------------------------------------------------------
 
     @staticmethod
     def _anonymous_allowed(handler: Handler, call: Call) -> bool:
@@ -175,7 +181,7 @@ class Dispatcher:
         }
         if mcp_settings.INSTRUCTIONS:
             result["instructions"] = mcp_settings.INSTRUCTIONS
-        return self._cache_hints(call, result)
+        return result
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         if self.registry.tools.waiting:
@@ -184,23 +190,23 @@ class Dispatcher:
             await run_in_thread(self.registry.tools.resolve)
         tools = await self._visible(call, list(self.registry.tools.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"tools": [t.descriptor(icons) for t in tools]})
+        return {"tools": [t.descriptor(icons) for t in tools]}
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
         prompts = await self._visible(call, list(self.registry.prompts.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"prompts": [p.descriptor(icons) for p in prompts]})
+        return {"prompts": [p.descriptor(icons) for p in prompts]}
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
         icons = _icons(call)
         listed = [r.descriptor(icons) for r in resources] + await skills.resources()
-        return self._cache_hints(call, {"resources": listed})
+        return {"resources": listed}
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"resourceTemplates": [t.descriptor(icons) for t in templates]})
+        return {"resourceTemplates": [t.descriptor(icons) for t in templates]}
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -272,18 +278,16 @@ class Dispatcher:
             raise InvalidParams("params.uri must be a string")
         found = self.registry.find_resource(uri)
         if found is None and (skill_file := await skills.read(uri)) is not None:
-            return self._cache_hints(call, {"contents": [skill_file]})
+            return {"contents": [skill_file]}
         if found is None or not await self._allowed(call, found[0]):
-            code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-            raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+            raise ResourceNotFound(uri)
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
             try:
                 # The URI's variables are strings: read as the declared types (an int id, a date...).
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-                raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
+                raise ResourceNotFound(uri, f" ({exc})") from None
         outcome = await self.run_handler(handler, variables, call)
         if outcome.result is not None:
             return outcome.result
@@ -293,18 +297,45 @@ class Dispatcher:
             contents = value
         else:
             contents = [content.resource_contents(uri, value, mime)]
-        return self._cache_hints(call, {"contents": contents})
+        return {"contents": contents}
 
     # -- the skills extension (mcp_django.skills): only where it is declared --------------
 
     async def list_skills(self, call: Call) -> dict[str, Any]:
-        return self._cache_hints(call, await skills.list_skills(await _skills_params(call)))
+        return await skills.list_skills(await _skills_params(call))
 
     async def get_skill(self, call: Call) -> dict[str, Any]:
-        return self._cache_hints(call, await skills.get_skill(await _skills_params(call)))
+        return await skills.get_skill(await _skills_params(call))
 
     async def read_directory(self, call: Call) -> dict[str, Any]:
         return await skills.read_directory(await _skills_params(call))
+
+    # -- the legacy revisions' handshake and session methods ------------------------------
+
+    async def initialize(self, call: Call) -> dict[str, Any]:
+        """The handshake: the transport's session control opens the session (a socket's, or a
+        sealed Mcp-Session-Id) and this says what the server is."""
+        record = await call.control.open(call)
+        return initialize_result(record, lambda: call.request, self.registry.settings)
+
+    async def ping(self, call: Call) -> dict[str, Any]:
+        return {}
+
+    async def set_log_level(self, call: Call) -> dict[str, Any]:
+        level = _params(call).get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"level must be one of {', '.join(LOG_LEVELS)}")
+        await call.control.set_log_level(level)
+        return {}
+
+    async def subscribe(self, call: Call) -> dict[str, Any]:
+        """resources/subscribe and resources/unsubscribe. Any URI is accepted, listed or not: a
+        template's instances and resources a project announces need not be listed."""
+        uri = _params(call).get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("params.uri must be a string")
+        await call.control.subscribe(uri, call.method == "resources/subscribe")
+        return {}
 
     async def listen(self, call: Call) -> dict[str, Any]:
         """subscriptions/listen: a stream of list-changed notifications the client opted in to."""
@@ -416,8 +447,7 @@ class Dispatcher:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
             if handler is None or not await self._allowed(call, handler):
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-                raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+                raise ResourceNotFound(uri)
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
         completions = getattr(handler, "completions", None) or {}
@@ -503,6 +533,13 @@ async def _skills_params(call: Call) -> dict[str, Any]:
     if not await skills.served():
         raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
     return call.params
+
+
+def _params(call: Call) -> dict[str, Any]:
+    params = call.params
+    if not isinstance(params, dict):
+        raise InvalidParams(f"{call.method} needs params")
+    return params
 
 
 def _require_scopes(call: Call, handler: Handler) -> None:

@@ -22,9 +22,8 @@ from ..auth import AuthenticationFailed
 from ..conf import mcp_settings
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
-from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
-from ..protocol.revisions import LEGACY_VERSIONS
+from ..protocol.revisions import Era, era_of
 from ..registry import Registry
 from .greeting import not_mcp
 from .http_io import JSON, SSE, HttpIn, HttpOut, json_out, sse_message
@@ -111,21 +110,6 @@ def accepts(headers: dict[str, str], media_type: str) -> bool:
     return media_type in accept or "*/*" in accept
 
 
-def is_legacy(headers: dict[str, str], message: Any) -> bool:
-    """Era routing on one endpoint: sessions and handshake versions are legacy."""
-    if "mcp-session-id" in headers:
-        return True
-    version = headers.get("mcp-protocol-version")
-    if version is not None:
-        return version in LEGACY_VERSIONS
-    if not isinstance(message, dict):
-        return False
-    if message.get("method") == "initialize" or ("method" not in message and "id" in message):
-        return True
-    params = message.get("params")
-    return isinstance(params, dict) and "_meta" not in params and message.get("method") not in MODERN_METHODS
-
-
 class LegacyHandler:
     """Interface of the legacy session transport (2025-11-25 and earlier)."""
 
@@ -173,7 +157,7 @@ class HttpEndpoint:
         except MCPError as exc:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
-        if is_legacy(req.headers, message):
+        if era_of(message, req.headers) == Era.LEGACY:
             if self.legacy is None:
                 return refused(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:

@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -40,10 +39,11 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
-from ..pipeline import Answer, Pipeline, answer, exception_handler, result_answer
+from ..pipeline import Pipeline, answer, result_answer
 from ..protocol import jsonrpc, legacy
+from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
-from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
+from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
@@ -309,9 +309,29 @@ def parse_event_id(value: str) -> tuple[str, int, str] | None:
     return key, int(number), channel
 
 
-def session_error(request_id: Any, exc: MCPError) -> Answer:
-    """A session's request that failed: a JSON-RPC error in a 200, as the pipeline maps a legacy call's."""
-    return exception_handler(exc, request_id, Era.LEGACY, "")
+class HttpSession:
+    """The control of a legacy HTTP session (:class:`~mcp_django.protocol.legacy.SessionControl`):
+    its sealed id, and what changes during it in the session cache."""
+
+    __slots__ = ("endpoint", "record")
+
+    def __init__(self, endpoint: str, record: legacy.SessionRecord | None = None) -> None:
+        self.endpoint = endpoint
+        self.record = record
+
+    async def open(self, call: Call) -> legacy.SessionRecord:
+        if self.record is not None:
+            raise MCPError(INVALID_REQUEST, "the session is already initialized")
+        self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
+        return self.record
+
+    async def set_log_level(self, level: str) -> None:
+        assert self.record is not None
+        await legacy.set_session_log_level(self.record, level)
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        assert self.record is not None
+        await legacy.set_subscribed(self.record, uri, on)
 
 
 class TrackedCall:
@@ -413,16 +433,12 @@ class LegacyHttp(LegacyHandler):
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         if shape == "request" and message["method"] == "initialize":
-            try:
-                record = await legacy.open_record(message.get("params"), principal.digest, self.endpoint.registry.name)
-            except Unavailable:
-                raise
-            except MCPError as exc:
-                return rendered(session_error(request_id, exc))
-            status, payload, _ = result_answer(
-                request_id, legacy.initialize_result(record, req.request_factory, self.endpoint.registry.settings)
-            )
-            return rendered((status, payload, [("mcp-session-id", legacy.seal_session(record))]))
+            # The handshake opens a session (whatever Mcp-Session-Id the request carries).
+            control = HttpSession(self.endpoint.registry.name)
+            out = await self.direct(self._call(req, message, None, None, principal, control))
+            if control.record is not None:
+                out.headers.append(("mcp-session-id", legacy.seal_session(control.record)))
+            return out
         found = await self._session(req, principal, request_id if shape == "request" else None)
         if isinstance(found, HttpOut):
             return found
@@ -456,31 +472,13 @@ class LegacyHttp(LegacyHandler):
         disconnected: Awaitable[Any] | None,
     ) -> HttpOut:
         request_id = message["id"]
-        method: str = message["method"]
-        params = message.get("params") or {}
-        if method == "initialize":
-            return rendered(session_error(request_id, MCPError(INVALID_REQUEST, "the session is already initialized")))
-        if method in legacy.LIFECYCLE_METHODS:
-            set_level = functools.partial(legacy.set_session_log_level, record)
-            subscribe = functools.partial(legacy.set_subscribed, record)
-            try:
-                result = await legacy.lifecycle(method, params, set_level, subscribe)
-            except Unavailable:
-                raise
-            except MCPError as exc:
-                return rendered(session_error(request_id, exc))
-            return rendered(result_answer(request_id, result))
+        control = HttpSession(self.endpoint.registry.name, record)
+        if message["method"] in LEGACY_METHODS:
+            # The session's own methods are answered at once, in JSON.
+            return await self.direct(self._call(req, message, record, level, principal, control))
         hub = await relay()
-        call = Call.in_session(
-            message,
-            record,
-            transport=req.transport,
-            principal=principal,
-            client_address=req.client_address,
-            request_factory=req.request_factory,
-            log_level=level,
-            session=LiveSession(record, HttpReplies(hub, record.sid, record.principal)),
-        )
+        call = self._call(req, message, record, level, principal, control)
+        call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
         pipeline = self.endpoint.pipeline
         try:
             pipeline.dispatcher.require_scopes(call)
@@ -500,6 +498,37 @@ class LegacyHttp(LegacyHandler):
         stream.task = asyncio.ensure_future(tracked.serve(call))
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.follow(0, prime=prime))
+
+    def _call(
+        self,
+        req: HttpIn,
+        message: dict[str, Any],
+        record: legacy.SessionRecord | None,
+        level: str | None,
+        principal: Principal,
+        control: HttpSession,
+    ) -> Call:
+        return Call.in_session(
+            message,
+            record,
+            transport=req.transport,
+            principal=principal,
+            client_address=req.client_address,
+            request_factory=req.request_factory,
+            log_level=level,
+            session=None,
+            control=control,
+        )
+
+    async def direct(self, call: Call) -> HttpOut:
+        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
+        try:
+            result = await self.endpoint.pipeline.handle(call)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            return rendered(mcp_settings.EXCEPTION_HANDLER(exc, call))
+        return rendered(result_answer(call.request_id, result))
 
     async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
         if req.method not in ("DELETE", "GET"):

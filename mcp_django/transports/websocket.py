@@ -51,10 +51,10 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
-from ..pipeline import check_request, exception_handler, refusal
+from ..pipeline import answer, check_request, refusal
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
-from ..protocol.revisions import META_VERSION, Era
+from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
 from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
@@ -339,7 +339,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
             self.refuse(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, text))
 
-    def refuse(self, request_id: Any, exc: MCPError) -> None:
+    def refuse(self, request_id: Any, exc: Exception) -> None:
         self.emit(refusal(request_id, exc)[1])
 
     def notification(self, message: dict[str, Any]) -> None:
@@ -353,74 +353,64 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     async def _serve(self, message: dict[str, Any]) -> None:
         # Cancelled by the client, or the socket closed: no response (the spec says not to
         # send one), so a CancelledError goes through.
-        request_id = message["id"]
         try:
-            result = await self._result(message)
+            call = await self._call(message)
         except Exception as exc:
             # On a socket the status has nowhere to go: the JSON-RPC error is the answer.
-            self.emit(exception_handler(exc, request_id, Era.LEGACY, f"websocket request {message['method']}")[1])
+            self.refuse(message["id"], exc)
             if isinstance(exc, CredentialsRevoked) and not self.closing:
                 self.closing = True
                 self.outbox.put_nowait(_CLOSE)  # after the error answer
-        else:
-            self.emit(jsonrpc.response(request_id, result))
+            return
+        self.emit((await answer(self.endpoint.pipeline.handle, call))[1])
 
-    async def _result(self, message: dict[str, Any]) -> dict[str, Any]:
-        method: str = message["method"]
-        params = message.get("params") or {}
-        meta = params.get("_meta")
+    async def _call(self, message: dict[str, Any]) -> Call:
+        """The request as a call: the socket's credentials checked again, its era decided."""
         if self.revoked:
             raise CredentialsRevoked()
-        await self._recheck()
-        if isinstance(meta, dict) and META_VERSION in meta:
-            return await self._modern(message, method, params)
-        assert self.principal is not None  # set when the socket connected
-        if method == "initialize":
-            if self.record is not None:
-                raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
-            self.record = legacy.read_initialize(params, self.principal.digest, self.endpoint.registry.name)
-            # initialize declares listChanged: the socket hears this worker's list changes.
-            self.loop = asyncio.get_running_loop()
-            self.endpoint.registry.subscribe(self.list_changed)
-            self.listening = True
-            return legacy.initialize_result(self.record, self.request_factory, self.endpoint.registry.settings)
-        if method == "ping":
-            return {}
-        if self.record is None:
+        principal = await self._recheck()
+        if era_of(message) == Era.MODERN:
+            # Each message stands alone, as on HTTP (without the headers).
+            meta = check_request(message, None, self.endpoint.registry)
+            return Call.modern(
+                message,
+                meta,
+                transport=self.transport,
+                principal=principal,
+                client_address=self.req.client_address,
+                request_factory=self.request_factory,
+                notify=self.emit,
+            )
+        record = self.record
+        if record is None and message["method"] not in ("initialize", "ping"):
             raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
-        if method in legacy.LIFECYCLE_METHODS:
-
-            async def set_level(level: str) -> None:
-                self.log_level = level
-
-            return await legacy.lifecycle(method, params, set_level, self.subscribe)
-        call = Call.in_session(
+        return Call.in_session(
             message,
-            self.record,
+            record,
             transport=self.transport,
-            principal=self.principal,
+            principal=principal,
             client_address=self.req.client_address,
             request_factory=self.request_factory,
             log_level=self.log_level,
-            session=LiveSession(self.record, self.replies),
+            session=None if record is None else LiveSession(record, self.replies),
+            control=self,
             notify=self.emit,
         )
-        return await self.endpoint.pipeline.handle(call)
 
-    async def _modern(self, message: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """2026-07-28 on the socket: each message stands alone, as on HTTP (without the headers)."""
-        meta = check_request(message, None, self.endpoint.registry)
-        assert self.principal is not None
-        call = Call.modern(
-            message,
-            meta,
-            transport=self.transport,
-            principal=self.principal,
-            client_address=self.req.client_address,
-            request_factory=self.request_factory,
-            notify=self.emit,
-        )
-        return await self.endpoint.pipeline.handle(call)
+    # -- the socket's session (mcp_django.protocol.legacy.SessionControl) -------------------
+
+    async def open(self, call: Call) -> legacy.SessionRecord:
+        if self.record is not None:
+            raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
+        self.record = legacy.read_initialize(call.params, call.principal.digest, self.endpoint.registry.name)
+        # initialize declares listChanged: the socket hears this worker's list changes.
+        self.loop = asyncio.get_running_loop()
+        self.endpoint.registry.subscribe(self.list_changed)
+        self.listening = True
+        return self.record
+
+    async def set_log_level(self, level: str) -> None:
+        self.log_level = level
 
 
 def websocket_application(registry: Any) -> Any:
