@@ -59,6 +59,10 @@ class InvalidExceptionHandler(InvalidSetting):
     check_id = "mcp_django.E018"
 
 
+class InvalidExtensions(InvalidSetting):
+    check_id = "mcp_django.E019"
+
+
 def _described(value: Any) -> str:
     """A refused value for the message: its type, then its repr (cut short)."""
     return f"{type(value).__name__} {value!r}"[:120]
@@ -178,6 +182,22 @@ def stages(value: Any) -> list[Callable[..., Any]]:
 def exception_handler(value: Any) -> Callable[..., Any]:
     """``EXCEPTION_HANDLER``: the dotted path of ``handler(exc, call)``."""
     return _function(value, "(exc, call)", InvalidExceptionHandler)
+
+
+def extension_modules(value: Any) -> list[str]:
+    """``EXTENSIONS``: dotted paths of modules with a ``register()`` (mcp_django.extensions)."""
+    out = []
+    for item in _sequence(value, "dotted paths of extension modules"):
+        if not isinstance(item, str):
+            raise InvalidExtensions(f"must list dotted paths of modules, not {_described(item)}")
+        try:
+            register = import_string(f"{item}.register")
+        except ImportError as exc:
+            raise InvalidExtensions(f"names {item!r}, which is no module with a register() function: {exc}") from None
+        if not callable(register):
+            raise InvalidExtensions(f"names {item!r}, whose register is not a function")
+        out.append(item)
+    return out
 
 
 def origins(value: Any) -> list[str]:
@@ -505,6 +525,9 @@ SETTINGS: dict[str, Setting] = {
     # The function that turns a call's error into its answer (docs/pipeline.md), as DRF's
     # EXCEPTION_HANDLER: handler(exc, call) -> (HTTP status, JSON-RPC error response, headers).
     "EXCEPTION_HANDLER": Setting("mcp_django.pipeline.exception_handler", exception_handler),
+    # The protocol extensions served (docs/extensions.md): modules whose register() plugs them
+    # in on mcp_django.extensions' points. Leave one out and it is not there at all.
+    "EXTENSIONS": Setting(["mcp_django.skills.methods", "mcp_django.tasks.methods"], extension_modules),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),
@@ -572,6 +595,7 @@ class MCPSettings:
     GC_FREEZE: bool
     PIPELINE: list[Callable[..., Any]]
     EXCEPTION_HANDLER: Callable[..., Any]
+    EXTENSIONS: list[str]
     ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:

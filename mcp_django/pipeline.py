@@ -40,10 +40,11 @@ from functools import partial
 from typing import Any, cast
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import InterfaceError, OperationalError
 
-from . import content, lifecycle, signals
+from . import content, extensions, lifecycle, signals
 from .asks import boundary, live, replay
 from .asks.call import Call
 from .asks.errors import StartTask
@@ -139,8 +140,27 @@ async def cache_hints(call: Call, call_next: Next) -> dict[str, Any]:
     return result
 
 
-cache_hints.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
-cache_hints.methods = CACHE_HINTED  # type: ignore[attr-defined]
+def _hinted(era: Era, method: str) -> bool:
+    if era != Era.MODERN:
+        return False
+    extension = extensions.registered.methods.get(method)
+    return method in CACHE_HINTED if extension is None else extension.cache_hints
+
+
+cache_hints.applies_to = _hinted  # type: ignore[attr-defined]
+
+
+async def result_meta(call: Call, call_next: Next) -> dict[str, Any]:
+    """The ``_meta`` extensions add to results (:func:`mcp_django.extensions.add_result_meta`)."""
+    result = await call_next(call)
+    for add in extensions.result_meta_for(call.method):
+        found = add(call, result)
+        if found:
+            result["_meta"] = {**(result.get("_meta") or {}), **found}
+    return result
+
+
+result_meta.applies_to = lambda era, method: bool(extensions.result_meta_for(method))  # type: ignore[attr-defined]
 
 
 async def database_lifecycle(call: Call, call_next: Next) -> dict[str, Any]:
@@ -206,12 +226,16 @@ def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaita
 # every result of 2026-07-28 is complete_result's, whatever a stage returned; then the
 # project's stages, in their order; then the caching hints and the database lifecycle,
 # innermost, around the method (the dispatcher's).
-OUTER_STAGES: tuple[Stage, ...] = (complete_result,)
+OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta)
 INNER_STAGES: tuple[Stage, ...] = (cache_hints, database_lifecycle)
 
 
 def applies(stage: Any, era: Era, method: str) -> bool:
-    """Whether a stage is in the chain of an era's method (its ``eras`` and ``methods``)."""
+    """Whether a stage is in the chain of an era's method (its ``eras`` and ``methods``, or
+    its ``applies_to(era, method)``)."""
+    applies_to = getattr(stage, "applies_to", None)
+    if applies_to is not None:
+        return bool(applies_to(era, method))
     eras = getattr(stage, "eras", None)
     methods = getattr(stage, "methods", None)
     return (eras is None or era in eras) and (methods is None or method in methods)
@@ -469,8 +493,15 @@ _pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
 
 def _rebuild(*, setting: str, **kwargs: Any) -> None:
     if setting == "MCP_DJANGO":
+        try:
+            extensions.load(mcp_settings.EXTENSIONS)
+        except ImproperlyConfigured:
+            pass  # a bad entry (system check E019): the extensions stay as they were
         for pipeline in list(_pipelines):
-            pipeline.build()
+            try:
+                pipeline.build()
+            except ImproperlyConfigured:
+                pass  # a bad entry (system check E017): the chains stay as they were
 
 
 setting_changed.connect(_rebuild)

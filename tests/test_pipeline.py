@@ -58,7 +58,7 @@ def _chain(run: Any) -> list[Any]:
 
 
 def test_the_stages_in_their_order() -> None:
-    assert pipeline.OUTER_STAGES == (pipeline.complete_result,)
+    assert pipeline.OUTER_STAGES == (pipeline.complete_result, pipeline.result_meta)
     assert pipeline.INNER_STAGES == (pipeline.cache_hints, pipeline.database_lifecycle)
     assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
     assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
@@ -90,7 +90,15 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     assert _chain(legacy["initialize"]) == [*traced, methods.initialize]
     assert "initialize" not in modern and "ping" not in modern
     # A method 2026-07-28 does not have is in no modern chain (-32601).
-    assert set(modern) == MODERN_METHODS & set(legacy) and set(legacy) == set(methods.methods)
+    assert set(modern) == MODERN_METHODS & set(legacy) and set(legacy) == set(methods.methods_of(Era.LEGACY))
+    # The extensions' methods are there too (mcp_django.extensions), each with its era's stages.
+    assert _chain(modern["skills/list"]) == [
+        pipeline.complete_result,
+        *traced,
+        pipeline.cache_hints,
+        methods.methods_of(Era.MODERN)["skills/list"],
+    ]
+    assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
     handlers = built.handler_chains
     assert _chain(handlers[Era.MODERN]["tools/call"]) == [
         pipeline.run_as_task,

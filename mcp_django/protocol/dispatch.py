@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 
-from .. import content, resource_updates, schema
+from .. import content, extensions, resource_updates, schema
 from ..asks import replay
 from ..asks.call import LOG_LEVELS, Call
 from ..asks.context import AsyncContext, SyncContext
@@ -17,14 +17,12 @@ from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
-from ..protected_resource import challenge, operation_scopes
+from ..permissions import admitted, allowed, anonymous_allowed, drf_request, permitted, require_scopes
 from ..registry import Registry
-from ..skills import methods as skills
 from ..tasks import methods as tasks
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
     InvalidParams,
     MCPError,
     ResourceNotFound,
@@ -39,9 +37,6 @@ logger = logging.getLogger("mcp_django")
 # Runs a handler for a method: the handler stages and the engine of the call's era
 # (mcp_django.pipeline.Pipeline.run_handler).
 RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
-
-# The tasks extension (SEP-2663); tasks/result and tasks/list do not exist (-32601).
-MODERN_METHODS.update({*skills.METHODS, "tasks/get", "tasks/update", "tasks/cancel"})
 
 # Methods only the legacy revisions have: the handshake and the session's own (2026-07-28
 # answers them -32601). ``initialize`` and the session's settings act through the call's
@@ -84,12 +79,6 @@ class Dispatcher:
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
             "subscriptions/listen": self.listen,
-            "skills/list": self.list_skills,
-            "skills/get": self.get_skill,
-            "resources/directory/read": self.read_directory,
-            "tasks/get": self.get_task,
-            "tasks/update": self.update_task,
-            "tasks/cancel": self.cancel_task,
             "initialize": self.initialize,
             "ping": self.ping,
             "logging/setLevel": self.set_log_level,
@@ -98,21 +87,17 @@ class Dispatcher:
         }
 
     def methods_of(self, era: Era) -> dict[str, Callable[[Call], Awaitable[dict[str, Any]]]]:
-        """The methods a call of ``era`` may name."""
-        if era == Era.MODERN:
-            return {name: run for name, run in self.methods.items() if name in MODERN_METHODS}
-        return self.methods
+        """The methods a call of ``era`` may name: the core's, and the extensions' (mcp_django.extensions)."""
+        found = {name: run for name, run in self.methods.items() if era == Era.LEGACY or name in MODERN_METHODS}
+        for name, method in extensions.registered.methods.items():
+            if era in method.eras:
+                found[name] = method.run
+        return found
 
     # -- helpers ------------------------------------------------------------------------
 
-    @staticmethod
-    def _anonymous_allowed(handler: Handler, call: Call) -> bool:
-        if not call.principal.is_anonymous:
-            return True
-        return handler.allow_anonymous is not False
-
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
-        handlers = [h for h in handlers if self._anonymous_allowed(h, call)]
+        handlers = [h for h in handlers if anonymous_allowed(h, call)]
         # A credential limited to some handlers (an MCP token) does not see the others.
         limit = getattr(call.principal.auth, "mcp_allows_handler", None)
         if limit is not None:
@@ -122,34 +107,16 @@ class Dispatcher:
         request = call.request
 
         def check() -> list[Handler]:
-            return [h for h in handlers if not h.guarded or h.has_permission(call.principal.user, _drf(request, call))]
+            return [
+                h
+                for h in handlers
+                if not h.guarded or h.has_permission(call.principal.user, drf_request(request, call))
+            ]
 
         try:
             return await run_in_thread(check)
         except (OperationalError, InterfaceError):
             # Permission checks read the database: while it refuses, the list is a 503, not an internal error.
-            raise Unavailable("the database") from None
-
-    async def _allowed(self, call: Call, handler: Handler) -> bool:
-        return self._admitted(call, handler) and (not handler.guarded or await self._permitted(call, handler))
-
-    def _admitted(self, call: Call, handler: Handler) -> bool:
-        """The checks that need no thread: anonymous callers, then the credential's scopes (403).
-
-        A handler without permissions is then allowed with no coroutine of its own (every call
-        of a plain tool); a guarded one goes on to :meth:`_permitted`.
-        """
-        if not self._anonymous_allowed(handler, call):
-            return False
-        _require_scopes(call, handler)
-        return True
-
-    async def _permitted(self, call: Call, handler: Handler) -> bool:
-        """A guarded handler's permission checks (they may query the database: in a worker thread)."""
-        request = call.request
-        try:
-            return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
-        except (OperationalError, InterfaceError):
             raise Unavailable("the database") from None
 
     def require_scopes(self, call: Call) -> None:
@@ -169,7 +136,7 @@ class Dispatcher:
             found = self.registry.find_resource(params["uri"])
             handler = found[0] if found else None
         if handler is not None:
-            _require_scopes(call, handler)
+            require_scopes(call, handler)
 
     # -- methods ------------------------------------------------------------------------
 
@@ -200,7 +167,9 @@ class Dispatcher:
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
         icons = _icons(call)
-        listed = [r.descriptor(icons) for r in resources] + await skills.resources()
+        listed = [r.descriptor(icons) for r in resources]
+        for extension in extensions.registered.resources:
+            listed += await extension.listed()
         return {"resources": listed}
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
@@ -213,7 +182,7 @@ class Dispatcher:
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string")
         tool = self.registry.tools.get(name)
-        if tool is None or not self._admitted(call, tool) or (tool.guarded and not await self._permitted(call, tool)):
+        if tool is None or not admitted(call, tool) or (tool.guarded and not await permitted(call, tool)):
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = call.params.get("arguments")
         if arguments is None:
@@ -236,19 +205,10 @@ class Dispatcher:
             logger.error("tool %s returned a value with no JSON form: %s", name, exc)
             return content.error_result(f"Error executing tool {name}: {exc}")
 
-    async def get_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.get(call, self.registry, lambda tool: self._allowed(call, tool))
-
-    async def update_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.update(call, self.registry, lambda tool: self._allowed(call, tool))
-
-    async def cancel_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.cancel(call, self.registry, lambda tool: self._allowed(call, tool))
-
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         prompt = self.registry.prompts.get(name) if isinstance(name, str) else None
-        if prompt is None or not await self._allowed(call, prompt):
+        if prompt is None or not await allowed(call, prompt):
             raise InvalidParams(f"Unknown prompt: {name}")
         arguments = call.params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -277,9 +237,12 @@ class Dispatcher:
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
         found = self.registry.find_resource(uri)
-        if found is None and (skill_file := await skills.read(uri)) is not None:
-            return {"contents": [skill_file]}
-        if found is None or not await self._allowed(call, found[0]):
+        if found is None:
+            for extension in extensions.registered.resources:
+                entry = await extension.read(uri)
+                if entry is not None:
+                    return {"contents": [entry]}
+        if found is None or not await allowed(call, found[0]):
             raise ResourceNotFound(uri)
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
@@ -298,17 +261,6 @@ class Dispatcher:
         else:
             contents = [content.resource_contents(uri, value, mime)]
         return {"contents": contents}
-
-    # -- the skills extension (mcp_django.skills): only where it is declared --------------
-
-    async def list_skills(self, call: Call) -> dict[str, Any]:
-        return await skills.list_skills(await _skills_params(call))
-
-    async def get_skill(self, call: Call) -> dict[str, Any]:
-        return await skills.get_skill(await _skills_params(call))
-
-    async def read_directory(self, call: Call) -> dict[str, Any]:
-        return await skills.read_directory(await _skills_params(call))
 
     # -- the legacy revisions' handshake and session methods ------------------------------
 
@@ -377,7 +329,7 @@ class Dispatcher:
         async def push_task(task_id: str) -> None:
             # Read again for this listener: only its principal's task, with the tool's permissions.
             async with in_order:
-                task = await tasks.pushed(call, self.registry, lambda tool: self._allowed(call, tool), task_id)
+                task = await tasks.pushed(call, self.registry, lambda tool: allowed(call, tool), task_id)
             if task is not None:
                 notify(notification("notifications/tasks", {**task, "_meta": tag}))
 
@@ -436,7 +388,7 @@ class Dispatcher:
             handler = self.registry.prompts.get(prompt_name)
             # A prompt the caller may not get has no completions either: the same
             # answer as for one that does not exist, as prompts/get gives.
-            if handler is None or not await self._allowed(call, handler):
+            if handler is None or not await allowed(call, handler):
                 raise InvalidParams(f"Unknown prompt: {prompt_name}")
         elif ref_type == "ref/resource":
             uri = ref.get("uri")
@@ -446,7 +398,7 @@ class Dispatcher:
             if handler is None:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
-            if handler is None or not await self._allowed(call, handler):
+            if handler is None or not await allowed(call, handler):
                 raise ResourceNotFound(uri)
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
@@ -529,50 +481,8 @@ def _values(out: Any) -> list[str]:
     return values
 
 
-async def _skills_params(call: Call) -> dict[str, Any]:
-    if not await skills.served():
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-    return call.params
-
-
 def _params(call: Call) -> dict[str, Any]:
     params = call.params
     if not isinstance(params, dict):
         raise InvalidParams(f"{call.method} needs params")
     return params
-
-
-def _require_scopes(call: Call, handler: Handler) -> None:
-    limit = getattr(call.principal.auth, "mcp_allows_handler", None)
-    if limit is not None and not limit(handler):
-        # Refused like a missing scope (403), but no other credential of the same kind helps.
-        raise MCPError(
-            INVALID_REQUEST,
-            f"forbidden: this credential may not use the {handler.primitive} {handler.name}",
-            http_status=403,
-        )
-    if handler.scopes_granted(call.principal.auth):
-        return
-    # The caller may know the handler exists (its scopes are in the metadata): it may step up.
-    # The challenge names every scope the call needs, the endpoint's too.
-    needed = operation_scopes(handler.scopes, call.endpoint)
-    scope = " ".join(needed)
-    request = call.request
-    raise MCPError(
-        INVALID_REQUEST,
-        f"insufficient_scope: this needs an access token with the scopes {scope}",
-        {"requiredScopes": needed},
-        http_status=403,
-        headers=None
-        if request is None
-        else [("www-authenticate", challenge(request, "insufficient_scope", scope=scope))],
-    )
-
-
-def _drf(request: Any, call: Call) -> Any:
-    from rest_framework.request import Request
-
-    drf = Request(request)
-    drf.user = call.principal.user
-    drf.auth = call.principal.auth
-    return drf

@@ -44,13 +44,11 @@ from typing import Any, Protocol
 
 from django.core.signals import setting_changed
 
-from .. import __version__, base64url
+from .. import __version__, base64url, extensions
 from ..breaker import Breaker, is_outage
 from ..conf import EndpointSettings, mcp_settings
 from ..icons import IconBase, icon_base, revision_has_icons
 from ..keyring import keyring
-from ..skills import methods as skills
-from ..tasks import EXTENSION as TASKS_EXTENSION
 from .jsonrpc import InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
@@ -88,12 +86,7 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     }
     if era == Era.LEGACY:
         caps["logging"] = {}
-    extensions = skills.extensions()
-    if era == Era.MODERN:
-        extensions[TASKS_EXTENSION] = {}  # the tasks extension attaches to 2026-07-28 only
-    if extensions:
-        caps["extensions"] = extensions
-    return caps
+    return extensions.capabilities(era, caps)
 
 
 _TOKEN_PREFIX = "s1"

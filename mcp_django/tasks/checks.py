@@ -1,4 +1,4 @@
-"""System checks for MCP tasks (registered by ``mcp_django.checks``).
+"""System checks for MCP tasks (registered by the extension: :func:`mcp_django.tasks.methods.register`).
 
 - E030 a tool runs as a task but ``MCP_DJANGO["TASK_BACKEND"]`` names no backend of ``TASKS``
 - W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
@@ -19,6 +19,8 @@ from ..registry import endpoints
 
 @register()
 def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    if "mcp_django.tasks.methods" not in mcp_settings.EXTENSIONS:
+        return []  # not served
     tools: list[str] = []
     for registry in endpoints():
         # A view registered by dotted path that cannot be built is E015's; the rest count.

@@ -1,11 +1,13 @@
 """The tasks extension's side of dispatch: a tools/call becoming a task, and the
-``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663)."""
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663), plugged in on the
+core's public points (:func:`register`, listed in ``MCP_DJANGO["EXTENSIONS"]``)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .. import extensions
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..handlers import Handler, Tool
@@ -15,6 +17,23 @@ from ..registry import Registry, registry_named
 from . import EXTENSION, store
 
 Allowed = Callable[[Handler], Awaitable[bool]]
+
+
+def register() -> None:
+    """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
+    from . import checks  # noqa: F401 - registers the tasks' system checks
+
+    for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
+        extensions.add_method(name, _run(method))
+    # The tasks extension attaches to 2026-07-28 only.
+    extensions.declare_extension(EXTENSION, eras={Era.MODERN})
+
+
+def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]]) -> extensions.Run:
+    def run(call: Call) -> Awaitable[dict[str, Any]]:
+        return method(call, call.registry, lambda tool: extensions.allowed(call, tool))
+
+    return run
 
 
 def requested(call: Call) -> bool:

@@ -1,0 +1,155 @@
+"""The public points an extension of the protocol plugs into (docs/extensions.md).
+
+An extension (``mcp_django.skills``, ``mcp_django.tasks``, a project's own) is a module with a
+``register()`` function, listed in ``MCP_DJANGO["EXTENSIONS"]``: mcp-django calls each one's
+once when Django is ready (and again after the setting changes), and the extension adds, from
+there:
+
+- methods (:func:`add_method`): ``method(call) -> result``, for the eras it names;
+- what the server declares (:func:`declare_extension`, :func:`declare_capabilities`): in
+  2026-07-28's ``server/discover`` and the legacy ``initialize`` alike, in each era's shape;
+- resources of its own (:func:`add_resources`): listed by ``resources/list`` after the
+  registry's, read by ``resources/read`` when no handler has the URI;
+- ``_meta`` on results (:func:`add_result_meta`).
+
+A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
+imports no extension: one left out of the setting is simply absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from django.utils.module_loading import import_string
+
+from . import permissions
+from .protocol.revisions import MODERN_METHODS, Era
+
+if TYPE_CHECKING:
+    from .asks.call import Call
+    from .handlers import Handler
+
+__all__ = [
+    "ALL_ERAS",
+    "add_method",
+    "add_resources",
+    "add_result_meta",
+    "allowed",
+    "declare_capabilities",
+    "declare_extension",
+]
+
+ALL_ERAS = frozenset(Era)
+
+Run = Callable[["Call"], Awaitable[dict[str, Any]]]
+ResultMeta = Callable[["Call", dict[str, Any]], Mapping[str, Any] | None]
+
+
+class Method(NamedTuple):
+    run: Run
+    eras: frozenset[Era]
+    # Whether a 2026-07-28 result carries the caching hints (ttlMs, cacheScope), as lists do.
+    cache_hints: bool
+
+
+class Resources(NamedTuple):
+    listed: Callable[[], Awaitable[list[dict[str, Any]]]]
+    read: Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class _Registered:
+    """What the listed extensions registered (made anew by :func:`load`)."""
+
+    def __init__(self) -> None:
+        self.methods: dict[str, Method] = {}
+        self.capabilities: list[tuple[Callable[[Era], Mapping[str, Any] | None], frozenset[Era]]] = []
+        self.resources: list[Resources] = []
+        self.result_meta: list[tuple[ResultMeta, frozenset[str] | None]] = []
+
+
+registered = _Registered()
+_CORE_MODERN_METHODS = frozenset(MODERN_METHODS)
+
+
+def add_method(name: str, run: Run, *, eras: Iterable[Era] = ALL_ERAS, cache_hints: bool = False) -> None:
+    """Serve ``name``: ``await run(call)`` is its result (raise an ``MCPError`` to refuse).
+
+    ``eras``: the revisions that have it (a 2026-07-28 method is also a valid ``Mcp-Method``);
+    ``cache_hints``: its 2026-07-28 result carries ``ttlMs`` and ``cacheScope``.
+    """
+    registered.methods[name] = Method(run, frozenset(eras), cache_hints)
+    if Era.MODERN in eras:
+        MODERN_METHODS.add(name)
+
+
+def declare_extension(
+    name: str,
+    settings: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+    *,
+    eras: Iterable[Era] = ALL_ERAS,
+) -> None:
+    """Declare ``capabilities.extensions[name]`` (SEP-2133), with ``settings`` (``{}`` by default),
+    or a function giving them when capabilities are said (None: not declared this time)."""
+
+    def declare(era: Era) -> Mapping[str, Any] | None:
+        found = settings() if callable(settings) else settings or {}
+        return None if found is None else {"extensions": {name: dict(found)}}
+
+    registered.capabilities.append((declare, frozenset(eras)))
+
+
+def declare_capabilities(declare: Callable[[Era], Mapping[str, Any] | None]) -> None:
+    """``declare(era)`` gives capabilities merged into the server's for that era (each
+    revision's shape is the era's: a legacy ``initialize``'s or 2026-07-28's ``server/discover``)."""
+    registered.capabilities.append((declare, ALL_ERAS))
+
+
+def add_resources(
+    listed: Callable[[], Awaitable[list[dict[str, Any]]]], read: Callable[[str], Awaitable[dict[str, Any] | None]]
+) -> None:
+    """Resources of the extension's own: ``await listed()`` adds descriptors to
+    ``resources/list``; ``await read(uri)`` gives a ``contents`` entry for a URI no handler
+    has, or None when the URI is not the extension's."""
+    registered.resources.append(Resources(listed, read))
+
+
+def add_result_meta(add: ResultMeta, *, methods: Iterable[str] | None = None) -> None:
+    """``add(call, result)`` gives keys merged into the result's ``_meta`` (None: nothing), for
+    ``methods`` (every method by default)."""
+    registered.result_meta.append((add, None if methods is None else frozenset(methods)))
+
+
+def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
+    """Whether the call's principal may use ``handler``: the dispatcher's own checks
+    (anonymous callers, the credential's scopes, the handler's permissions)."""
+    return permissions.allowed(call, handler)
+
+
+# -- what the core reads --------------------------------------------------------------------
+
+
+def capabilities(era: Era, caps: dict[str, Any]) -> dict[str, Any]:
+    """``caps`` (the core's) with what the extensions declare for ``era``."""
+    for declare, eras in registered.capabilities:
+        if era not in eras:
+            continue
+        for key, value in (declare(era) or {}).items():
+            if isinstance(value, Mapping) and isinstance(caps.get(key), dict):
+                caps[key] = {**caps[key], **value}
+            else:
+                caps[key] = dict(value) if isinstance(value, Mapping) else value
+    return caps
+
+
+def result_meta_for(method: str) -> list[ResultMeta]:
+    return [add for add, methods in registered.result_meta if methods is None or method in methods]
+
+
+def load(paths: Iterable[str]) -> None:
+    """Register the extensions ``paths`` name (``MCP_DJANGO["EXTENSIONS"]``), afresh."""
+    global registered
+    MODERN_METHODS.intersection_update(_CORE_MODERN_METHODS)
+    registered = _Registered()
+    for path in paths:
+        import_string(f"{path}.register")()

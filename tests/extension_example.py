@@ -1,0 +1,32 @@
+"""A protocol extension as a project writes one, on mcp_django.extensions' points
+(tests/test_extension_points.py lists it in MCP_DJANGO["EXTENSIONS"])."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_django import extensions
+from mcp_django.asks.call import Call
+from mcp_django.protocol.revisions import Era
+
+NAME = "com.example/notes"
+
+
+async def note(call: Call) -> dict[str, Any]:
+    return {"note": f"{call.params.get('text', '')} ({call.era})"}
+
+
+async def listed() -> list[dict[str, Any]]:
+    return [{"uri": "notes://today", "name": "today", "mimeType": "text/plain"}]
+
+
+async def read(uri: str) -> dict[str, Any] | None:
+    return {"uri": uri, "mimeType": "text/plain", "text": "nothing today"} if uri == "notes://today" else None
+
+
+def register() -> None:
+    extensions.add_method("notes/get", note)
+    extensions.declare_extension(NAME, {"version": 1})
+    extensions.declare_capabilities(lambda era: {"notes": {"era": str(era)}} if era == Era.LEGACY else None)
+    extensions.add_resources(listed, read)
+    extensions.add_result_meta(lambda call, result: {NAME + "/seen": True}, methods={"tools/call"})
