@@ -1,27 +1,31 @@
-"""The per-call path: what happens to one request, in order, in one file.
+"""The per-call path: what happens to one request, in order, in one file (docs/pipeline.md).
 
-Shaped like Django's middleware: a stage is built once around the rest of the path
-(``functools.partial(stage, next)``) and called per request; it acts before and after
-``await next(...)``, or answers without it. Every transport (``transports/http.py``,
-``legacy_http.py``, ``websocket.py``, ``stdio.py``) only reads what arrived, builds the
-:class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
+Shaped like Django's middleware: a stage ``stage(call, call_next)`` is built once around the
+rest of the path (``functools.partial(stage, call_next=...)``) for each era and method it
+applies to, and called per request; it acts before and after ``await call_next(call)``, or
+answers without it. Every transport (``transports/http.py``, ``legacy_http.py``,
+``websocket.py``, ``stdio.py``, the test client through ASGI) only reads what arrived, builds
+the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
 
     stage                 where                                   module
-    check headers         2026-07-28 (headers: HTTP only)         check_request; protocol/revisions.py
-    authenticate          every request                           Pipeline.authenticate; auth.py, auth_cache.py
-    --- the transport builds the Call (Call.modern or Call.in_session): its era picks the chains below ---
-    tracing               with OpenTelemetry                      Pipeline.handle; tracing.py
+    --- the transport: Host, Origin, body; 2026-07-28's headers (check_request); the principal
+        (Pipeline.authenticate); a legacy session found (initialize opens one in the chain) ---
     result                2026-07-28: resultType and serverInfo   complete_result
+    result _meta          the extensions'                         result_meta; extensions.py
+    MCP_DJANGO["PIPELINE"], by default:
+      tracing             with OpenTelemetry                      tracing.trace
+      audit               tools/call, prompts/get, resources/read audit; signals.py -> audit.py
+    caching hints         2026-07-28 lists and reads              cache_hints
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
-    audit                 tools/call, prompts/get, resources/read audit; signals.py -> audit.py
-    method + authorize    every method                            protocol/dispatch.py (finds the handler,
-                                                                  checks scopes and permissions, reads arguments)
+    method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
+                                                                  or an extension's (extensions.py)
     --- a handler runs (Dispatcher.run_handler: the handler stages of the call's era and method) ---
     tasks                 2026-07-28 tools/call                   run_as_task; tasks/methods.py
     handler errors        every handler                           handler_errors
     request state         2026-07-28                              asks/boundary.py
     engine                replay (2026-07-28) or live (legacy)    asks/replay.py, asks/live.py
-    exception handler     every error -> JSON-RPC error + status  exception_handler, refusal
+    exception handler     every error -> JSON-RPC error + status  MCP_DJANGO["EXCEPTION_HANDLER"]
+                                                                  (exception_handler), refusal
 
 Authorization sits inside the audit stage, not before it: a call refused for its
 handler (unknown, forbidden, lacking a scope) is logged like any failed call. The
