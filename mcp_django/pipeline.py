@@ -482,6 +482,20 @@ class Pipeline:
             return _not_found(call)
         return chain(call)
 
+    async def notified(self, call: Call) -> None:
+        """A notification (``call.request_id`` None) through its chain, like a call's; nothing
+        answers it, so an error is only logged (an unknown one is ignored). An outage raises:
+        HTTP answers it 503."""
+        try:
+            await self.handle(call)
+        except Unavailable:
+            raise
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                logger.warning("%s: %s", call.method, exc.message)
+        except Exception:
+            logger.exception("%s failed", call.method)
+
     def run_handler(self, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
         """A handler's run for a method (the handler stages and the engine of the call's era)."""
         return self.handler_chains[call.era][call.method](handler, arguments, call)

@@ -94,7 +94,14 @@ async def test_websockets(live_url: str) -> None:
         assert reply["result"]["content"][0]["text"] == "hi"
         stages.NOW[:] = [SUNDAY]
         _closed_error((await client.request("tools/call", {"name": "echo", "arguments": {"text": "hi"}}))["error"])
-    assert _seen("websocket", "legacy") == ["initialize", "ping", "tools/call", "tools/call"]
+    # The notifications too (the client's notifications/initialized).
+    assert _seen("websocket", "legacy") == [
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "tools/call",
+        "tools/call",
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

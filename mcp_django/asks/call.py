@@ -103,11 +103,12 @@ class Call:
         notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> Call:
         """A legacy request: the client's version and capabilities are the session's (``record``;
-        None before ``initialize`` opened it: the latest legacy revision's, and none)."""
+        None before ``initialize`` opened it: the latest legacy revision's, and none). Until
+        ``logging/setLevel`` says otherwise, a session hears every log message."""
         return cls(
             method=message["method"],
             params=message.get("params") or {},
-            request_id=message["id"],
+            request_id=message.get("id"),  # a notification has none
             version=LATEST_LEGACY if record is None else record.version,
             era=Era.LEGACY,
             transport=transport,
@@ -116,7 +117,7 @@ class Call:
             client_info=None if record is None else record.client_info,
             client_address=client_address,
             notify=notify,
-            log_level=log_level,
+            log_level=log_level or LOG_LEVELS[0],
             request_factory=request_factory,
             session=session,
             control=control,
@@ -185,7 +186,7 @@ class Call:
         threshold = self.log_level
         if threshold is None:
             # 2026-07-28: no logLevel in _meta means the client wants no log messages.
-            return self.era == Era.LEGACY
+            return False
         try:
             return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
         except ValueError:

@@ -84,6 +84,8 @@ class Dispatcher:
             "logging/setLevel": self.set_log_level,
             "resources/subscribe": self.subscribe,
             "resources/unsubscribe": self.subscribe,
+            "notifications/cancelled": self.cancelled,
+            "notifications/initialized": self.ping,
         }
 
     def methods_of(self, era: Era) -> dict[str, Callable[[Call], Awaitable[dict[str, Any]]]]:
@@ -287,6 +289,13 @@ class Dispatcher:
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
         await call.control.subscribe(uri, call.method == "resources/subscribe")
+        return {}
+
+    async def cancelled(self, call: Call) -> dict[str, Any]:
+        """notifications/cancelled: the session's call of that id is cancelled, wherever it runs."""
+        params = call.params
+        if isinstance(params, dict) and "requestId" in params:
+            await call.control.cancel(params["requestId"])
         return {}
 
     async def listen(self, call: Call) -> dict[str, Any]:

@@ -190,8 +190,8 @@ def initialize_result(
 
 class SessionControl(Protocol):
     """What a legacy call may change of its session, the transport's to keep (a socket's
-    state, or the session cache): the dispatcher's ``initialize``, ``logging/setLevel`` and
-    ``resources/(un)subscribe`` act through it (``Call.control``)."""
+    state, or the session cache): the dispatcher's ``initialize``, ``logging/setLevel``,
+    ``resources/(un)subscribe`` and ``notifications/cancelled`` act through it (``Call.control``)."""
 
     async def open(self, call: Any) -> SessionRecord:
         """The session ``initialize`` opens (-32602 for malformed params, -32600 if open already)."""
@@ -200,6 +200,9 @@ class SessionControl(Protocol):
 
     async def subscribe(self, uri: str, on: bool) -> None:
         """(uri, True) for resources/subscribe, (uri, False) for resources/unsubscribe."""
+
+    async def cancel(self, request_id: Any) -> None:
+        """notifications/cancelled: cancel the session's call ``request_id``, if it still runs."""
 
 
 # -- sealed session ids --------------------------------------------------------------------

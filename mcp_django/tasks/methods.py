@@ -23,9 +23,10 @@ def register() -> None:
     """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
     from . import checks  # noqa: F401 - registers the tasks' system checks
 
+    # The tasks extension attaches to 2026-07-28 only: the legacy revisions have no tasks/*
+    # (-32601), and run every tool synchronously (the task stage is in 2026-07-28's chain only).
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
-        extensions.add_method(name, _run(method))
-    # The tasks extension attaches to 2026-07-28 only.
+        extensions.add_method(name, _run(method), eras={Era.MODERN})
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
 
 
@@ -37,9 +38,8 @@ def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]])
 
 
 def requested(call: Call) -> bool:
-    """Whether this request's client opted in to tasks (per request, in ``_meta``; 2026-07-28 only)."""
-    if call.era != Era.MODERN:
-        return False
+    """Whether this request's client opted in to tasks (per request, in ``_meta``; the methods
+    that ask are 2026-07-28's only)."""
     extensions = call.capabilities.raw.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
 
@@ -54,8 +54,8 @@ def missing_capability(what: str) -> MCPError:
 
 def runs_as_task(call: Call, tool: Tool) -> bool:
     """Whether this tools/call becomes a task (or -32021 when the tool requires one and the
-    client did not opt in). Legacy revisions run every tool synchronously, as before."""
-    if tool.task is None or call.era != Era.MODERN:
+    client did not opt in). Asked by the task stage, which is in 2026-07-28's chain only."""
+    if tool.task is None:
         return False
     if requested(call):
         return True

@@ -333,6 +333,10 @@ class HttpSession:
         assert self.record is not None
         await legacy.set_subscribed(self.record, uri, on)
 
+    async def cancel(self, request_id: Any) -> None:
+        assert self.record is not None
+        await (await relay()).cancel(self.record.sid, request_id)
+
 
 class TrackedCall:
     """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
@@ -444,7 +448,8 @@ class LegacyHttp(LegacyHandler):
             return found
         record, level = found
         if shape == "notification":
-            await self.notification(record, message)
+            control = HttpSession(self.endpoint.registry.name, record)
+            await self.endpoint.pipeline.notified(self._call(req, message, record, level, principal, control))
             return HttpOut(202)
         if shape == "response":
             hub = await relay()
@@ -454,13 +459,6 @@ class LegacyHttp(LegacyHandler):
                 )
             return HttpOut(202)
         return await self.request(req, message, record, level, principal, disconnected)
-
-    async def notification(self, record: legacy.SessionRecord, message: dict[str, Any]) -> None:
-        if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:
-                await (await relay()).cancel(record.sid, params["requestId"])
-        # notifications/initialized, roots/list_changed, ...: nothing to do.
 
     async def request(
         self,

@@ -48,6 +48,7 @@ from django.core.handlers.asgi import ASGIRequest
 from .. import base64url
 from .. import registry as registry_module
 from ..asks.call import Call
+from ..asks.invoke import start_task
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal, may_carry_credentials
 from ..conf import mcp_settings
@@ -213,6 +214,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.log_level: str | None = None
         self.replies = SocketReplies()
         self.calls: dict[str, asyncio.Task[Any]] = {}
+        self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.writer = None
@@ -326,7 +328,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if shape == "response":
             self.replies.deliver(message)
         elif shape == "notification":
-            self.notification(message)
+            # The socket is the session: a notification is the session's, whatever its _meta.
+            notified = start_task(self.endpoint.pipeline.notified(self._in_session(message, self.principal)))
+            if not notified.done():
+                self.notifying.add(notified)  # a task nobody references may be collected
+                notified.add_done_callback(self.notifying.discard)
         elif shape == "request":
             key = jsonrpc.dumps(message["id"]).decode()
             if key in self.calls:
@@ -341,14 +347,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     def refuse(self, request_id: Any, exc: Exception) -> None:
         self.emit(refusal(request_id, exc)[1])
-
-    def notification(self, message: dict[str, Any]) -> None:
-        if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:
-                task = self.calls.get(jsonrpc.dumps(params["requestId"]).decode())
-                if task is not None:
-                    task.cancel()
 
     async def _serve(self, message: dict[str, Any]) -> None:
         # Cancelled by the client, or the socket closed: no response (the spec says not to
@@ -381,9 +379,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 request_factory=self.request_factory,
                 notify=self.emit,
             )
-        record = self.record
-        if record is None and message["method"] not in ("initialize", "ping"):
+        if self.record is None and message["method"] not in ("initialize", "ping"):
             raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
+        return self._in_session(message, principal)
+
+    def _in_session(self, message: dict[str, Any], principal: Principal | None) -> Call:
+        record = self.record
+        assert principal is not None  # set when the socket connected
         return Call.in_session(
             message,
             record,
@@ -411,6 +413,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def set_log_level(self, level: str) -> None:
         self.log_level = level
+
+    async def cancel(self, request_id: Any) -> None:
+        task = self.calls.get(jsonrpc.dumps(request_id).decode())
+        if task is not None:
+            task.cancel()
 
 
 def websocket_application(registry: Any) -> Any:
