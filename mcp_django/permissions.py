@@ -36,7 +36,7 @@ def admitted(call: Call, handler: Handler) -> bool:
     A handler without permissions is then allowed with no coroutine of its own (every call
     of a plain tool); a guarded one goes on to :func:`permitted`.
     """
-    if not anonymous_allowed(handler, call):
+    if call.principal.is_anonymous and handler.allow_anonymous is False:
         return False
     require_scopes(call, handler)
     return True

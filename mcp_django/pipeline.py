@@ -19,7 +19,7 @@ the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
     method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
                                                                   or an extension's (extensions.py)
-    --- a handler runs (Dispatcher.run_handler: the handler stages of the call's era and method) ---
+    --- a handler runs (Pipeline.handler_chains: the handler stages of the call's era and method) ---
     tasks                 2026-07-28 tools/call                   run_as_task; tasks/methods.py
     handler errors        every handler                           handler_errors
     request state         2026-07-28                              asks/boundary.py
@@ -137,10 +137,11 @@ complete_result.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
 
 
 async def cache_hints(call: Call, call_next: Next) -> dict[str, Any]:
-    """2026-07-28's caching hints on lists and reads."""
+    """2026-07-28's caching hints on lists and reads (not on a round's ``input_required``)."""
     result = await call_next(call)
-    result["ttlMs"] = mcp_settings.LIST_TTL_MS
-    result["cacheScope"] = mcp_settings.CACHE_SCOPE
+    if "resultType" not in result:
+        result["ttlMs"] = mcp_settings.LIST_TTL_MS
+        result["cacheScope"] = mcp_settings.CACHE_SCOPE
     return result
 
 
@@ -222,8 +223,7 @@ audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
 def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
     # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
     # by default), and asking twice cost every call more than building an unheard event.
-    event = call.event(outcome, reason=reason, outcome=outcome)
-    return signals.call_finished.asend(sender, event=event)
+    return signals.call_finished.asend(sender, event=call.event(outcome, reason=reason, outcome=outcome))
 
 
 # The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
@@ -311,9 +311,8 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
         raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
 
-def request_state(next: replay.Engine, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """2026-07-28's request-state boundary (:mod:`mcp_django.asks.boundary`) around the replay engine."""
-    return boundary.request_state(handler, arguments, call, next)
+# 2026-07-28's request-state boundary (mcp_django.asks.boundary) around the replay engine.
+request_state = boundary.request_state
 
 
 # The handler stages of each era, outermost first, and the engine innermost. The tasks
@@ -396,13 +395,13 @@ class Pipeline:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.dispatcher = Dispatcher(registry, self.run_handler)
+        self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
+        self.dispatcher = Dispatcher(registry, self.handler_chains)
         self.build()
         _pipelines.add(self)
 
     def build(self) -> None:
         stages = [*OUTER_STAGES, *map(adapted, mcp_settings.PIPELINE), *INNER_STAGES]
-        self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
         self.chains: dict[Era, dict[str, Next]] = {}
         for era in Era:
             chains: dict[str, Next] = {}
@@ -495,10 +494,6 @@ class Pipeline:
                 logger.warning("%s: %s", call.method, exc.message)
         except Exception:
             logger.exception("%s failed", call.method)
-
-    def run_handler(self, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-        """A handler's run for a method (the handler stages and the engine of the call's era)."""
-        return self.handler_chains[call.era][call.method](handler, arguments, call)
 
 
 async def _not_found(call: Call) -> dict[str, Any]:

@@ -34,8 +34,8 @@ from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
 
-# Runs a handler for a method: the handler stages and the engine of the call's era
-# (mcp_django.pipeline.Pipeline.run_handler).
+# Runs a handler for a method: the handler stages and the engine of the call's era, by era and
+# method (mcp_django.pipeline.Pipeline.handler_chains).
 RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 # Methods only the legacy revisions have: the handshake and the session's own (2026-07-28
@@ -65,9 +65,9 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 class Dispatcher:
     """What each method does; a stage of the pipeline (mcp_django.pipeline), the innermost one."""
 
-    def __init__(self, registry: Registry, run_handler: RunHandler) -> None:
+    def __init__(self, registry: Registry, handler_chains: dict[Era, dict[str, RunHandler]]) -> None:
         self.registry = registry
-        self.run_handler = run_handler
+        self.handler_chains = handler_chains
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
             "tools/list": self.list_tools,
@@ -198,7 +198,7 @@ class Dispatcher:
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         # A task instead (the tasks extension), or a failure as a tool error: handler stages.
-        outcome = await self.run_handler(tool, arguments, call)
+        outcome = await self.handler_chains[call.era]["tools/call"](tool, arguments, call)
         if outcome.result is not None:
             return outcome.result
         try:
@@ -226,7 +226,7 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self.run_handler(prompt, arguments, call)
+        outcome = await self.handler_chains[call.era]["prompts/get"](prompt, arguments, call)
         if outcome.result is not None:
             return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -253,7 +253,7 @@ class Dispatcher:
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise ResourceNotFound(uri, f" ({exc})") from None
-        outcome = await self.run_handler(handler, variables, call)
+        outcome = await self.handler_chains[call.era]["resources/read"](handler, variables, call)
         if outcome.result is not None:
             return outcome.result
         mime = getattr(handler, "mime_type", None)

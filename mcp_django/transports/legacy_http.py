@@ -37,7 +37,7 @@ from typing import Any
 
 from ..asks.call import Call
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
 from ..pipeline import Pipeline, answer, result_answer
 from ..protocol import jsonrpc, legacy
@@ -379,9 +379,9 @@ class LegacyHttp(LegacyHandler):
     def __init__(self, endpoint: HttpEndpoint) -> None:
         self.endpoint = endpoint
 
-    async def _principal(self, req: HttpIn) -> Principal:
-        request = req.request_factory() if may_carry_credentials(req.headers, self.endpoint.registry.settings) else None
-        return await self.endpoint.pipeline.authenticate(req, request)
+    def _principal(self, req: HttpIn) -> Awaitable[Principal]:
+        # Django's request is built only if the credentials are not in the principal cache.
+        return self.endpoint.pipeline.authenticate(req, req.request_factory)
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None

@@ -50,7 +50,7 @@ from .. import registry as registry_module
 from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
 from ..pipeline import answer, check_request, refusal
 from ..protocol import jsonrpc, legacy
@@ -172,10 +172,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         try:
-            request = (
-                self.request_factory() if may_carry_credentials(headers, self.endpoint.registry.settings) else None
-            )
-            self.principal = await self.endpoint.pipeline.authenticate(self.req, request)
+            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
         except AuthenticationFailed:
             await self.close()  # before accept: the upgrade is answered 403
             return
