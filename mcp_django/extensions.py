@@ -10,7 +10,9 @@ there:
   2026-07-28's ``server/discover`` and the legacy ``initialize`` alike, in each era's shape;
 - resources of its own (:func:`add_resources`): listed by ``resources/list`` after the
   registry's, read by ``resources/read`` when no handler has the URI;
-- ``_meta`` on results (:func:`add_result_meta`).
+- ``_meta`` on results (:func:`add_result_meta`);
+- a stage around a handler's run (:func:`add_handler_stage`): the tasks extension's, which
+  turns a ``tools/call`` into a task.
 
 A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
 imports no extension: one left out of the setting is simply absent.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_ERAS",
+    "add_handler_stage",
     "add_method",
     "add_resources",
     "add_result_meta",
@@ -66,6 +69,7 @@ class _Registered:
         self.capabilities: list[tuple[Callable[[Era], Mapping[str, Any] | None], frozenset[Era]]] = []
         self.resources: list[Resources] = []
         self.result_meta: list[tuple[ResultMeta, frozenset[str] | None]] = []
+        self.handler_stages: list[tuple[Callable[..., Awaitable[Any]], frozenset[Era], frozenset[str]]] = []
 
 
 registered = _Registered()
@@ -120,6 +124,16 @@ def add_result_meta(add: ResultMeta, *, methods: Iterable[str] | None = None) ->
     registered.result_meta.append((add, None if methods is None else frozenset(methods)))
 
 
+def add_handler_stage(
+    stage: Callable[..., Awaitable[Any]], *, methods: Iterable[str], eras: Iterable[Era] = ALL_ERAS
+) -> None:
+    """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
+    ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
+    :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
+    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state)."""
+    registered.handler_stages.append((stage, frozenset(eras), frozenset(methods)))
+
+
 def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
     """Whether the call's principal may use ``handler``: the dispatcher's own checks
     (anonymous callers, the credential's scopes, the handler's permissions)."""
@@ -140,6 +154,10 @@ def capabilities(era: Era, caps: dict[str, Any]) -> dict[str, Any]:
             else:
                 caps[key] = dict(value) if isinstance(value, Mapping) else value
     return caps
+
+
+def handler_stages(era: Era, method: str) -> list[Callable[..., Awaitable[Any]]]:
+    return [stage for stage, eras, methods in registered.handler_stages if era in eras and method in methods]
 
 
 def result_meta_for(method: str) -> list[ResultMeta]:

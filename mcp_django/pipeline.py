@@ -20,7 +20,8 @@ the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes
     method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
                                                                   or an extension's (extensions.py)
     --- a handler runs (Pipeline.handler_chains: the handler stages of the call's era and method) ---
-    tasks                 2026-07-28 tools/call                   run_as_task; tasks/methods.py
+    an extension's        the tasks extension: 2026-07-28         tasks/methods.py (run_as_task,
+                          tools/call                              extensions.add_handler_stage)
     handler errors        every handler                           handler_errors
     request state         2026-07-28                              asks/boundary.py
     engine                replay (2026-07-28) or live (legacy)    asks/replay.py, asks/live.py
@@ -51,7 +52,6 @@ from django.db import InterfaceError, OperationalError
 from . import content, extensions, lifecycle, signals
 from .asks import boundary, live, replay
 from .asks.call import Call
-from .asks.errors import StartTask
 from .asks.invoke import run_in_thread
 from .asks.replay import Outcome
 from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
@@ -83,7 +83,6 @@ from .protocol.revisions import (
 )
 from .registry import Registry
 from .request_state import StateRefused
-from .tasks import methods as tasks
 
 logger = logging.getLogger("mcp_django")
 
@@ -269,27 +268,6 @@ def adapted(stage: Stage) -> Stage:
 # -- handler stages: ``stage(next, handler, arguments, call)`` -----------------------------
 
 
-def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The tasks extension: a tools/call the client asked to run as a task becomes one,
-    at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
-    if handler.task is None or not tasks.runs_as_task(call, handler):
-        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _as_task(next, handler, arguments, call)
-
-
-async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
-    if not handler.input_first:
-        return Outcome(result=await tasks.create(call, handler, registry=call.registry))
-    # The asks before ctx.start_task() are this request's own rounds.
-    call.may_start_task = True
-    try:
-        return await next(handler, arguments, call)
-    except StartTask as start:
-        return Outcome(
-            result=await tasks.create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
-        )
-
-
 async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
     """A handler's failure: a tool's is a result the model reads (``isError``, SEP-1303);
     a prompt's or a resource's is a JSON-RPC error (503 while the database is away)."""
@@ -315,15 +293,11 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
 request_state = boundary.request_state
 
 
-# The handler stages of each era, outermost first, and the engine innermost. The tasks
-# stage applies to tools/call only (the extension's single entry).
-HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]], Callable[[str], bool]], ...]] = {
-    Era.MODERN: (
-        ("tasks", run_as_task, lambda method: method == "tools/call"),
-        ("handler errors", handler_errors, lambda method: True),
-        ("request state", request_state, lambda method: True),
-    ),
-    Era.LEGACY: (("handler errors", handler_errors, lambda method: True),),
+# The handler stages of each era, outermost first, and the engine innermost; the extensions'
+# (mcp_django.extensions.add_handler_stage: the tasks extension's) come before them.
+HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]]], ...]] = {
+    Era.MODERN: (("handler errors", handler_errors), ("request state", request_state)),
+    Era.LEGACY: (("handler errors", handler_errors),),
 }
 ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
@@ -415,9 +389,8 @@ class Pipeline:
             handler_chains: dict[str, HandlerNext] = {}
             for method in FINISH_SIGNALLED:
                 engine: Any = ENGINES[era]
-                for _name, stage, applies_to in reversed(HANDLER_STAGES[era]):
-                    if applies_to(method):
-                        engine = partial(stage, engine)
+                for stage in reversed([*extensions.handler_stages(era, method), *dict(HANDLER_STAGES[era]).values()]):
+                    engine = partial(stage, engine)
                 handler_chains[method] = engine
             self.handler_chains[era] = handler_chains
 

@@ -179,12 +179,11 @@ def test_the_layout_checks_see_what_they_look_for() -> None:
 # project can leave it out. The edges left are listed, each to unwire (docs/layout.md).
 PLUG_INS = ("mcp_django.skills", "mcp_django.tasks", "mcp_django.tracing")
 NOT_YET_UNWIRED = {
-    # The tasks extension's model, admin and checks live in mcp_django's app (its migrations);
-    # its handler stage and subscriptions/listen's taskIds are the core's still.
+    # The tasks extension's model and admin live in mcp_django's app (its migrations);
+    # subscriptions/listen's taskIds are the core's still; the test client runs a task's job.
     ("mcp_django.models", "mcp_django.tasks.models"),
     ("mcp_django.migrations.0003_tasks", "mcp_django.tasks.models"),
     ("mcp_django.admin", "mcp_django.tasks.admin"),
-    ("mcp_django.pipeline", "mcp_django.tasks.methods"),
     ("mcp_django.protocol.dispatch", "mcp_django.tasks.methods"),
     ("mcp_django.inprocess.client", "mcp_django.tasks.runner"),
     ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),

@@ -40,6 +40,7 @@ from mcp_django.protocol.revisions import (
 )
 from mcp_django.registry import Registry
 from mcp_django.signals import Event
+from mcp_django.tasks import methods as task_methods
 from mcp_django.transports.asgi import MCPApplication
 from mcp_django.transports.http_io import HttpIn, HttpOut
 from mcp_django.transports.legacy_http import endpoint_for
@@ -61,12 +62,8 @@ def test_the_stages_in_their_order() -> None:
     assert pipeline.OUTER_STAGES == (pipeline.complete_result, pipeline.result_meta)
     assert pipeline.INNER_STAGES == (pipeline.cache_hints, pipeline.database_lifecycle)
     assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
-    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
-        "tasks",
-        "handler errors",
-        "request state",
-    ]
-    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
+    assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.MODERN]] == ["handler errors", "request state"]
+    assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
     assert pipeline.ENGINES == {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
@@ -101,8 +98,9 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     ]
     assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
     handlers = built.handler_chains
+    # The tasks extension's stage (mcp_django.extensions.add_handler_stage) is outermost.
     assert _chain(handlers[Era.MODERN]["tools/call"]) == [
-        pipeline.run_as_task,
+        task_methods.run_as_task,
         pipeline.handler_errors,
         pipeline.request_state,
         replay.run,

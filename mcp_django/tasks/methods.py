@@ -9,7 +9,9 @@ from typing import Any
 
 from .. import extensions
 from ..asks.call import Call
+from ..asks.errors import StartTask
 from ..asks.invoke import run_in_thread
+from ..asks.replay import Outcome
 from ..handlers import Handler, Tool
 from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
 from ..protocol.revisions import Era
@@ -17,6 +19,7 @@ from ..registry import Registry, registry_named
 from . import EXTENSION, store
 
 Allowed = Callable[[Handler], Awaitable[bool]]
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
 def register() -> None:
@@ -28,6 +31,7 @@ def register() -> None:
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         extensions.add_method(name, _run(method), eras={Era.MODERN})
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
+    extensions.add_handler_stage(run_as_task, methods={"tools/call"}, eras={Era.MODERN})
 
 
 def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]]) -> extensions.Run:
@@ -35,6 +39,27 @@ def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]])
         return method(call, call.registry, lambda tool: extensions.allowed(call, tool))
 
     return run
+
+
+def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """The extension's handler stage: a tools/call the client asked to run as a task becomes
+    one, at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
+    if handler.task is None or not runs_as_task(call, handler):
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _as_task(next, handler, arguments, call)
+
+
+async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
+    if not handler.input_first:
+        return Outcome(result=await create(call, handler, registry=call.registry))
+    # The asks before ctx.start_task() are this request's own rounds.
+    call.may_start_task = True
+    try:
+        return await next(handler, arguments, call)
+    except StartTask as start:
+        return Outcome(
+            result=await create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
+        )
 
 
 def requested(call: Call) -> bool:
