@@ -74,12 +74,13 @@ from .protocol.legacy import server_info
 from .protocol.revisions import (
     META_SERVER_INFO,
     MODERN_METHODS,
+    MODERN_VERSIONS,
     Era,
     RequestMeta,
     check_headers,
     check_param_headers,
-    check_version,
     read_meta,
+    unsupported_version,
 )
 from .registry import Registry
 from .request_state import StateRefused
@@ -106,7 +107,8 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     meta = read_meta(params)
     if headers is not None:
         check_headers(headers, method, params, meta)
-    check_version(meta)
+    if meta.version not in MODERN_VERSIONS:  # after the headers: a mismatch is reported first
+        raise unsupported_version(meta.version)
     if headers is not None and method == "tools/call":
         name = params.get("name")
         tool = registry.tools.get(name) if isinstance(name, str) else None
@@ -209,10 +211,10 @@ async def audit(call: Call, call_next: Next) -> dict[str, Any]:
         raise
     # A round is its own event; a task created sends its own rows (mcp_django.tasks).
     if result.get("resultType") not in ("input_required", "task"):
-        if result.get("isError"):
-            await _send_finished(call, sender, "failed", "tool error")
-        else:
-            await _send_finished(call, sender, "completed", "")
+        outcome, reason = ("failed", "tool error") if result.get("isError") else ("completed", "")
+        # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
+        # by default), and asking twice cost every call more than building an unheard event.
+        await signals.call_finished.asend(sender, event=call.event(outcome, reason=reason, outcome=outcome))
     return result
 
 
@@ -220,8 +222,6 @@ audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
 
 
 def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
-    # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
-    # by default), and asking twice cost every call more than building an unheard event.
     return signals.call_finished.asend(sender, event=call.event(outcome, reason=reason, outcome=outcome))
 
 

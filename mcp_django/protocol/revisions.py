@@ -127,7 +127,7 @@ class RequestMeta(NamedTuple):
 def read_meta(params: dict[str, Any]) -> RequestMeta:
     """The 2026-07-28 per-request fields, present and well-formed (-32602).
 
-    The version is checked afterwards by :func:`check_version`, after the
+    The version is checked afterwards (:func:`unsupported_version`), after the
     transport has compared its headers with it: a mismatch is reported first.
     """
     meta = params.get("_meta")
@@ -149,13 +149,12 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     )
 
 
-def check_version(meta: RequestMeta) -> None:
-    if meta.version not in MODERN_VERSIONS:
-        raise MCPError(
-            UNSUPPORTED_VERSION,
-            f"unsupported protocol version {meta.version!r}",
-            {"supported": list(MODERN_VERSIONS), "requested": meta.version},
-        )
+def unsupported_version(version: str) -> MCPError:
+    return MCPError(
+        UNSUPPORTED_VERSION,
+        f"unsupported protocol version {version!r}",
+        {"supported": list(MODERN_VERSIONS), "requested": version},
+    )
 
 
 def decode_header_value(value: str) -> str:

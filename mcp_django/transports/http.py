@@ -313,7 +313,7 @@ class Response:
         task = self.task
         if task.done() and not self.events:
             # Finished eagerly, without waiting on anything: the common case.
-            return rendered(task.result())
+            return json_out(*task.result())
         wake = self.wake = self.loop.create_future()
         if self.events:
             wake.set_result(None)  # sent before there was a wake to set
@@ -337,7 +337,7 @@ class Response:
             task.cancel()
             return HttpOut(499)
         if task.done() and not self.events:
-            return rendered(task.result())
+            return json_out(*task.result())
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=self.stream())
 
