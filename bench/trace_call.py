@@ -29,9 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.conformance.settings")
-os.environ.setdefault("DJANGO_DEBUG", "0")
-os.environ.setdefault("MCP_REQUEST_STATE_KEY", "bench-request-state-key-0123456789abcdefghij")
+from bench import profile_call  # noqa: E402 - the demo's environment, as profile_call.py sets it
 
 PACKAGE = str(ROOT / "mcp_django") + os.sep
 WARM_UP = 50
@@ -69,14 +67,13 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
 
 
 async def _trace(scenario: str) -> Crossings:
-    from bench.profile_call import one
     from mcp_django import audit
     from project.asgi import application
 
     requests = await _requests(application, scenario)
     expected = b"olleh" if scenario == "async" else b"input_required"
     for _ in range(WARM_UP):
-        answer = await one(application, *requests[0])
+        answer = await profile_call.one(application, *requests[0])
         assert expected in answer, answer
     await asyncio.sleep(0.05)
     audit.flush()  # the warm-up's rows: the writer's work for them is not this call's
@@ -84,7 +81,7 @@ async def _trace(scenario: str) -> Crossings:
     # Every thread, the ones already running too (the worker pool's, the audit writer's).
     threading.setprofile_all_threads(crossings)
     try:
-        answer = await one(application, *requests[0])
+        answer = await profile_call.one(application, *requests[0])
         # The audit writer's batch for this call, written on its own thread meanwhile.
         await asyncio.sleep(0.3)
     finally:
