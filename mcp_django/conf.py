@@ -174,9 +174,19 @@ def _function(item: Any, takes: str, error: type[InvalidSetting]) -> Callable[..
 
 
 def stages(value: Any) -> list[Callable[..., Any]]:
-    """``PIPELINE``: dotted paths of stages ``stage(call, call_next)``, outermost first."""
-    items = _sequence(value, "dotted paths of pipeline stages")
-    return [_function(item, "(call, call_next)", InvalidPipeline) for item in items]
+    """``PIPELINE``: dotted paths of stages ``stage(call, call_next)``, outermost first; the two
+    are passed by name (mcp_django.pipeline.link)."""
+    found = []
+    for item in _sequence(value, "dotted paths of pipeline stages"):
+        stage = _function(item, "(call, call_next)", InvalidPipeline)
+        try:
+            names = set(inspect.signature(stage).parameters)
+        except ValueError:
+            names = {"call", "call_next"}
+        if not {"call", "call_next"} <= names:
+            raise InvalidPipeline(f"names {item!r}, whose arguments are not named call and call_next")
+        found.append(stage)
+    return found
 
 
 def exception_handler(value: Any) -> Callable[..., Any]:

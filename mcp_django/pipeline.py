@@ -37,12 +37,13 @@ in the order they always had: the header checks cost nothing and need no databas
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import ImproperlyConfigured
@@ -90,8 +91,9 @@ logger = logging.getLogger("mcp_django")
 # (HTTP status, JSON-RPC response, extra headers): what a transport renders.
 Answer = tuple[int, dict[str, Any], list[tuple[str, str]] | None]
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
-# A call stage: stage(call, call_next), awaiting call_next(call) or answering without it.
-Stage = Callable[[Call, Next], Awaitable[dict[str, Any]]]
+# A call stage: stage(call, call_next) (by name, either order), awaiting call_next(call) or
+# answering without it.
+Stage = Callable[..., Awaitable[dict[str, Any]]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
@@ -118,14 +120,14 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     return meta
 
 
-# -- call stages: each is ``stage(call, call_next)`` ------------------------------------------
+# -- call stages: each takes ``call`` and ``call_next`` (``link`` binds them) -----------------
 #
 # A stage may say which calls it applies to, by attributes: ``eras`` (a set of Era) and
 # ``methods`` (a set of method names); without them it applies to every call. A chain is
 # built once per era and method, of the stages that apply: a call pays only for its own.
 
 
-async def complete_result(call: Call, call_next: Next) -> dict[str, Any]:
+async def complete_result(call_next: Next, call: Call) -> dict[str, Any]:
     result = await call_next(call)
     result.setdefault("resultType", "complete")
     # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
@@ -137,7 +139,7 @@ async def complete_result(call: Call, call_next: Next) -> dict[str, Any]:
 complete_result.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
 
 
-async def cache_hints(call: Call, call_next: Next) -> dict[str, Any]:
+async def cache_hints(call_next: Next, call: Call) -> dict[str, Any]:
     """2026-07-28's caching hints on lists and reads (not on a round's ``input_required``)."""
     result = await call_next(call)
     if "resultType" not in result:
@@ -156,7 +158,7 @@ def _hinted(era: Era, method: str) -> bool:
 cache_hints.applies_to = _hinted  # type: ignore[attr-defined]
 
 
-async def result_meta(call: Call, call_next: Next) -> dict[str, Any]:
+async def result_meta(call_next: Next, call: Call) -> dict[str, Any]:
     """The ``_meta`` extensions add to results (:func:`mcp_django.extensions.add_result_meta`)."""
     result = await call_next(call)
     for add in extensions.result_meta_for(call.method):
@@ -169,7 +171,7 @@ async def result_meta(call: Call, call_next: Next) -> dict[str, Any]:
 result_meta.applies_to = lambda era, method: bool(extensions.result_meta_for(method))  # type: ignore[attr-defined]
 
 
-async def database_lifecycle(call: Call, call_next: Next) -> dict[str, Any]:
+async def database_lifecycle(call_next: Next, call: Call) -> dict[str, Any]:
     """Database connections as Django's handler manages them (see :mod:`mcp_django.lifecycle`),
     for the methods that run a handler's async code (the others run sync code only in the
     worker pool, which does it after every job)."""
@@ -189,7 +191,7 @@ database_lifecycle.methods = RUNS_HANDLERS  # type: ignore[attr-defined]
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
 
-async def audit(call: Call, call_next: Next) -> dict[str, Any]:
+async def audit(call_next: Next, call: Call) -> dict[str, Any]:
     """Run an ask-capable method and send ``call_finished`` with its outcome.
 
     Rounds, refused states and missing capabilities are sent by the engine as
@@ -244,20 +246,29 @@ def applies(stage: Any, era: Era, method: str) -> bool:
     return (eras is None or era in eras) and (methods is None or method in methods)
 
 
+def link(stage: Any, call_next: Next) -> Next:
+    """``stage`` bound to the rest of the chain. A stage takes ``call`` and ``call_next`` by
+    name, in either order; with ``call_next`` first (as mcp-django's own stages are written) it
+    is bound positionally: a partial bound by keyword costs about 0.2 µs more per stage and call."""
+    if next(iter(inspect.signature(stage).parameters), None) == "call_next":
+        return partial(stage, call_next)
+    return partial(stage, call_next=call_next)
+
+
 def adapted(stage: Stage) -> Stage:
     """A stage as the chain awaits it: a sync one (a plain function, as a sync Django
     middleware) runs in a worker thread, and calls the rest of the chain from there."""
     if asyncio.iscoroutinefunction(stage) or getattr(stage, "async_capable", False):
         return stage
 
-    async def in_thread(call: Call, call_next: Next) -> dict[str, Any]:
+    async def in_thread(call_next: Next, call: Call) -> dict[str, Any]:
         async def rest(call: Call) -> dict[str, Any]:
             return await call_next(call)
 
         # asgiref's pair, as Django adapts a sync middleware: the rest of the chain runs
         # back on this loop while the stage's thread waits for it.
         run: Any = sync_to_async(stage, thread_sensitive=False)
-        result: dict[str, Any] = await run(call, async_to_sync(rest))
+        result: dict[str, Any] = await run(call=call, call_next=async_to_sync(rest))
         return result
 
     in_thread.eras = getattr(stage, "eras", None)  # type: ignore[attr-defined]
@@ -383,7 +394,7 @@ class Pipeline:
                 chain: Next = run
                 for stage in reversed(stages):
                     if applies(stage, era, method):
-                        chain = partial(cast(Any, stage), call_next=chain)
+                        chain = link(stage, chain)
                 chains[method] = chain
             self.chains[era] = chains
             handler_chains: dict[str, HandlerNext] = {}

@@ -114,7 +114,7 @@ def _target(call: Call) -> str:
     return str(getattr(handler, "uri_template", None) or getattr(handler, "uri", None) or handler.name)
 
 
-def trace(call: Call, call_next: Next) -> Awaitable[dict[str, Any]]:
+def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     """The pipeline's tracing stage (in ``MCP_DJANGO["PIPELINE"]`` by default): one span per call.
 
     Until a tracer provider is set, the call's own awaitable, with no coroutine of this stage.

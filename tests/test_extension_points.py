@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import io
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,26 +105,46 @@ async def test_websockets(live_url: str) -> None:
     ]
 
 
+class _Pipe:
+    """stdin and stdout of ``manage.py mcp_stdio`` in process: the handshake's answer is
+    awaited before the other lines are sent, as a client does."""
+
+    def __init__(self, lines: list[dict[str, Any]]) -> None:
+        self.lines = [json.dumps(line).encode() + b"\n" for line in lines]
+        self.out = io.BytesIO()
+        self.answered = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.lines[0]
+        assert self.answered.wait(30)
+        yield from self.lines[1:]
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.answered.set()
+
+    def flush(self) -> None:
+        pass
+
+    def replies(self) -> dict[Any, dict[str, Any]]:
+        return {reply["id"]: reply for reply in map(json.loads, self.out.getvalue().splitlines())}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_stdio() -> None:
-    lines = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT},
-        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "error"}},
-        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
-    ]
-    stdin = io.BytesIO(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-    stdout = io.BytesIO()
-    asyncio.run(stdio.serve(ANONYMOUS, stdin, stdout))
-    replies = {reply["id"]: reply for reply in map(json.loads, stdout.getvalue().splitlines())}
-    assert replies[3]["result"]["content"][0]["text"] == "hi"
-    assert _seen("stdio", "legacy") == ["initialize", "logging/setLevel", "tools/call"]
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+    set_level = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "error"}}
+    echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
+    pipe = _Pipe([init, set_level, echo])
+    asyncio.run(stdio.serve(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
+    assert pipe.replies()[3]["result"]["content"][0]["text"] == "hi"
+    # Each request runs in its own task (and the sync stage in a thread): in any order.
+    assert sorted(_seen("stdio", "legacy")) == ["initialize", "logging/setLevel", "tools/call"]
     assert {principal for *_, principal in stages.SEEN} == {"anonymous"}
     stages.NOW[:] = [SUNDAY]
-    stdin = io.BytesIO(b"".join(json.dumps(line).encode() + b"\n" for line in (lines[0], lines[2])))
-    stdout = io.BytesIO()
-    asyncio.run(stdio.serve(ANONYMOUS, stdin, stdout))
-    replies = {reply["id"]: reply for reply in map(json.loads, stdout.getvalue().splitlines())}
-    _closed_error(replies[3]["error"])
+    pipe = _Pipe([init, echo])
+    asyncio.run(stdio.serve(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
+    _closed_error(pipe.replies()[3]["error"])
 
 
 def test_a_bad_entry_is_a_system_check(settings: Any) -> None:
@@ -131,6 +152,9 @@ def test_a_bad_entry_is_a_system_check(settings: Any) -> None:
     found = {message.id: message.msg for message in check_settings() if message.id.startswith("mcp_django.")}
     assert "mcp_django.E017" in found and "tests.pipeline_stages.nothing_here" in found["mcp_django.E017"]
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "PIPELINE": ["tests.pipeline_stages.SEEN"]}
+    assert "mcp_django.E017" in {message.id for message in check_settings()}
+    # Passed by name: a stage's arguments are call and call_next.
+    settings.MCP_DJANGO = {**settings.MCP_DJANGO, "PIPELINE": ["tests.pipeline_stages.tagged_errors"]}
     assert "mcp_django.E017" in {message.id for message in check_settings()}
     settings.MCP_DJANGO = {
         **settings.MCP_DJANGO,

@@ -49,8 +49,8 @@ PACKAGE = Path(mcp_django.__file__).parent
 
 
 def _chain(run: Any) -> list[Any]:
-    """The functions a chain built of ``partial(stage, call_next=next)`` (call stages) or
-    ``partial(stage, next)`` (handler stages) runs, outermost first."""
+    """The functions a chain built of ``partial(stage, next)`` (handler stages, and call stages
+    that take ``call_next`` first) or ``partial(stage, call_next=next)`` runs, outermost first."""
     functions = []
     while isinstance(run, partial):
         functions.append(run.func)

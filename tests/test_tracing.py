@@ -102,7 +102,7 @@ def test_the_pipeline_is_traced_when_the_package_is_there() -> None:
     # A stage of the default MCP_DJANGO["PIPELINE"], in every era's chains.
     chains = Pipeline(Registry()).chains
     assert tracing.trace in mcp_settings.PIPELINE
-    assert chains[Era.MODERN]["tools/call"].keywords["call_next"].func is tracing.trace  # type: ignore[attr-defined]
+    assert chains[Era.MODERN]["tools/call"].args[0].func is tracing.trace  # type: ignore[attr-defined]
     assert chains[Era.LEGACY]["initialize"].func is tracing.trace  # type: ignore[attr-defined]
 
 
@@ -346,7 +346,7 @@ def test_with_no_provider_an_untraced_call_is_the_pipelines_own_awaitable() -> N
 
         os.environ = Watched(os.environ)
         awaitable = object()
-        assert tracing.trace(None, lambda call: awaitable) is awaitable
+        assert tracing.trace(lambda call: awaitable, None) is awaitable
         tracing.replay_round(1)
         print("untraced")
         """
