@@ -12,11 +12,11 @@ the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes
         (Pipeline.authenticate); a legacy session found (initialize opens one in the chain) ---
     result                2026-07-28: resultType and serverInfo   complete_result
     result _meta          the extensions'                         result_meta; extensions.py
+    database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
     MCP_DJANGO["PIPELINE"], by default:
       tracing             with OpenTelemetry                      tracing.trace
       audit               tools/call, prompts/get, resources/read audit; signals.py -> audit.py
     caching hints         2026-07-28 lists and reads              cache_hints
-    database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
     method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
                                                                   or an extension's (extensions.py)
     --- a handler runs (Pipeline.handler_chains: the handler stages of the call's era and method) ---
@@ -228,11 +228,13 @@ def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaita
 
 
 # The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
-# every result of 2026-07-28 is complete_result's, whatever a stage returned; then the
-# project's stages, in their order; then the caching hints and the database lifecycle,
-# innermost, around the method (the dispatcher's).
-OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta)
-INNER_STAGES: tuple[Stage, ...] = (cache_hints, database_lifecycle)
+# every result of 2026-07-28 is complete_result's, whatever a stage returned; the database
+# lifecycle wraps the project's stages as Django's request signals wrap its middleware (their
+# async ORM work gets the call's database thread, and the audit's receivers still run in the
+# call's scope); then the project's stages, in their order; then the caching hints, innermost,
+# around the method (the dispatcher's).
+OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle)
+INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
 
 
 def applies(stage: Any, era: Era, method: str) -> bool:

@@ -59,8 +59,8 @@ def _chain(run: Any) -> list[Any]:
 
 
 def test_the_stages_in_their_order() -> None:
-    assert pipeline.OUTER_STAGES == (pipeline.complete_result, pipeline.result_meta)
-    assert pipeline.INNER_STAGES == (pipeline.cache_hints, pipeline.database_lifecycle)
+    assert pipeline.OUTER_STAGES == (pipeline.complete_result, pipeline.result_meta, pipeline.database_lifecycle)
+    assert pipeline.INNER_STAGES == (pipeline.cache_hints,)
     assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
     assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.MODERN]] == ["handler errors", "request state"]
     assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
@@ -72,15 +72,15 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
     traced = [tracing.trace] if tracing.ENABLED else []
-    calls = [pipeline.complete_result, *traced, pipeline.audit, pipeline.database_lifecycle, methods.call_tool]
+    calls = [pipeline.complete_result, pipeline.database_lifecycle, *traced, pipeline.audit, methods.call_tool]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
     assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_tools]
     assert _chain(legacy["tools/list"]) == [*traced, methods.list_tools]
     assert _chain(modern["completion/complete"]) == [
         pipeline.complete_result,
-        *traced,
         pipeline.database_lifecycle,
+        *traced,
         methods.complete,
     ]
     # The handshake and the session's methods are legacy chains only, traced like the rest.
