@@ -344,3 +344,22 @@ def test_the_engines_per_call_objects_keep_the_order_their_builders_pass() -> No
     assert fields(replay.Outcome)[0].name == "value"
     parameters = list(inspect.signature(replay.ReplayBackend.__init__).parameters)
     assert parameters == ["self", "call", "known", "asked", "responses"]
+
+
+def test_a_notifications_malformed_params_are_read_as_none() -> None:
+    # A notification is never refused (nothing answers it): its chain (tracing, a project's
+    # stages) must still find an object in call.params.
+    record = type("Record", (), {"version": "2025-11-25", "capabilities": ClientCapabilities(), "client_info": None})
+    message = {"jsonrpc": "2.0", "method": "notifications/initialized", "params": 1.5}
+    call = Call.in_session(
+        message,
+        record,
+        transport="websocket",
+        principal=ANONYMOUS,
+        client_address=None,
+        request_factory=None,
+        log_level=None,
+        session=None,
+        control=None,
+    )
+    assert (call.params, call.request_id, call.log_level) == ({}, None, "debug")

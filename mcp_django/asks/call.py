@@ -105,9 +105,12 @@ class Call:
         """A legacy request: the client's version and capabilities are the session's (``record``;
         None before ``initialize`` opened it: the latest legacy revision's, and none). Until
         ``logging/setLevel`` says otherwise, a session hears every log message."""
+        params = message.get("params")
         return cls(
             method=message["method"],
-            params=message.get("params") or {},
+            # A request's are an object or absent (jsonrpc.classify); a notification's malformed
+            # ones are read as none, as a notification is never refused.
+            params=params if isinstance(params, dict) else {},
             request_id=message.get("id"),  # a notification has none
             version=LATEST_LEGACY if record is None else record.version,
             era=Era.LEGACY,

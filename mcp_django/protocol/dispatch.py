@@ -276,7 +276,7 @@ class Dispatcher:
         return {}
 
     async def set_log_level(self, call: Call) -> dict[str, Any]:
-        level = _params(call).get("level")
+        level = call.params.get("level")
         if level not in LOG_LEVELS:
             raise InvalidParams(f"level must be one of {', '.join(LOG_LEVELS)}")
         await call.control.set_log_level(level)
@@ -285,7 +285,7 @@ class Dispatcher:
     async def subscribe(self, call: Call) -> dict[str, Any]:
         """resources/subscribe and resources/unsubscribe. Any URI is accepted, listed or not: a
         template's instances and resources a project announces need not be listed."""
-        uri = _params(call).get("uri")
+        uri = call.params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
         await call.control.subscribe(uri, call.method == "resources/subscribe")
@@ -293,9 +293,8 @@ class Dispatcher:
 
     async def cancelled(self, call: Call) -> dict[str, Any]:
         """notifications/cancelled: the session's call of that id is cancelled, wherever it runs."""
-        params = call.params
-        if isinstance(params, dict) and "requestId" in params:
-            await call.control.cancel(params["requestId"])
+        if "requestId" in call.params:
+            await call.control.cancel(call.params["requestId"])
         return {}
 
     async def listen(self, call: Call) -> dict[str, Any]:
@@ -488,10 +487,3 @@ def _values(out: Any) -> list[str]:
         if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
             break
     return values
-
-
-def _params(call: Call) -> dict[str, Any]:
-    params = call.params
-    if not isinstance(params, dict):
-        raise InvalidParams(f"{call.method} needs params")
-    return params
