@@ -16,7 +16,8 @@ there:
 - keyword options of ``@mcp.tool`` (:func:`add_tool_option`), kept in ``Tool.options``;
 - which handlers a call may see and use (:func:`add_handler_filter`) and ``_meta`` on their
   listed descriptors (:func:`add_descriptor_meta`), decided per call;
-- what the client declared of an extension (:func:`client_extension`).
+- what the client declared of an extension (:func:`client_extension`);
+- a section of the admin's page of a handler (:func:`add_handler_panel`).
 
 A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
 imports no extension: one left out of the setting is simply absent.
@@ -40,6 +41,7 @@ __all__ = [
     "ALL_ERAS",
     "add_descriptor_meta",
     "add_handler_filter",
+    "add_handler_panel",
     "add_handler_stage",
     "add_method",
     "add_resources",
@@ -85,6 +87,7 @@ class _Registered:
         self.tool_options: dict[str, OptionCheck | None] = {}
         self.handler_filters: list[HandlerFilter] = []
         self.descriptor_meta: list[DescriptorMeta] = []
+        self.handler_panels: list[Callable[[Handler], str | None]] = []
 
 
 registered = _Registered()
@@ -169,6 +172,13 @@ def add_descriptor_meta(add: DescriptorMeta) -> None:
     listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``),
     or None. Called for every listed handler: keep it cheap and free of I/O."""
     registered.descriptor_meta.append(add)
+
+
+def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
+    """``panel(handler)`` gives an HTML section (a ``SafeString``: escape what it shows) for the
+    admin's page of the handler, or None; it runs in the admin's request, so it may read files
+    and render templates."""
+    registered.handler_panels.append(panel)
 
 
 def client_extension(call: Call, name: str) -> dict[str, Any] | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.html import format_html
+
 from mcp_django import extensions
 from mcp_django.asks.call import Call
 from mcp_django.handlers import Handler
@@ -42,6 +44,11 @@ def shelf_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
     return {NAME + "/shelf": shelf} if shelf else None
 
 
+def shelf_panel(handler: Handler) -> str | None:
+    shelf = handler.options.get("shelf")
+    return format_html('<section id="shelf"><h2>Shelf</h2><p>{}</p></section>', shelf) if shelf else None
+
+
 def register() -> None:
     extensions.add_method("notes/get", note)
     extensions.declare_extension(NAME, {"version": 1})
@@ -51,3 +58,4 @@ def register() -> None:
     extensions.add_tool_option("shelf", _shelf)
     extensions.add_handler_filter(members_only)
     extensions.add_descriptor_meta(shelf_meta)
+    extensions.add_handler_panel(shelf_panel)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.urls import reverse
 from mcp import MCPError as SDKError
 
 from mcp_django import mcp
@@ -178,7 +179,7 @@ async def test_an_extension_is_there_in_both_eras(live_url: str) -> None:
 
 
 @pytest.mark.usefixtures("example_extension")
-def test_an_extension_adds_tool_options_filters_and_listed_meta(raw: Raw) -> None:
+def test_an_extension_adds_tool_options_filters_listed_meta_and_admin_panels(raw: Raw, admin_client: Any) -> None:
     @mcp.tool(shelf="members")
     def members_note() -> str:
         return "for members"
@@ -199,6 +200,11 @@ def test_an_extension_adds_tool_options_filters_and_listed_meta(raw: Raw) -> Non
         assert "public_note" in names and "members_note" not in names
         assert raw.call("members_note").json()["error"]["message"] == "Unknown tool: members_note"
         assert mcp.tools["public_note"].meta == {"kept": 1}  # the handler's own meta is untouched
+        # The extension's section on the admin's page of the tool (escaped as format_html does).
+        page = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "members_note"]))
+        assert '<section id="shelf"><h2>Shelf</h2><p>members</p></section>' in page.content.decode()
+        echo = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "echo"]))
+        assert 'id="shelf"' not in echo.content.decode()
         with pytest.raises(TypeError, match="shelf= must be"):
             mcp.tool(shelf="attic")(lambda: "")
         with pytest.raises(TypeError, match="unexpected keyword argument 'drawer'"):
