@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from mcp_django import audit, mcp
@@ -36,6 +37,7 @@ SCHEMA_FILE = (
 UI = "io.modelcontextprotocol/ui"
 HOST_CAPS = {"extensions": {UI: {"mimeTypes": [MIME_TYPE]}}}
 ORDER_VIEW = "ui://shop/order_view.html"
+HANDLER = "admin:mcp_django_registeredhandler_handler"
 
 
 def _schema(name: str) -> dict[str, Any]:
@@ -292,3 +294,22 @@ def test_inlined_static_files_cannot_end_their_element(own_views: None, project_
     assert '"<\\/script><script>alert(1)<\\/script>"' in html
     view("missing.html")
     assert _ids() == ["mcp_django.ui.E001"]
+
+
+# -- the admin ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_admin_page_of_a_tool_shows_its_view_sandboxed(admin_client: Any) -> None:
+    page = admin_client.get(reverse(HANDLER, args=["tool", "show_order"])).content.decode()
+    frame = page.split('<iframe id="mcp-ui-frame"', 1)[1].split("</iframe>", 1)[0]
+    assert 'sandbox="allow-scripts"' in frame and 'srcdoc="&lt;!DOCTYPE html&gt;' in frame
+    # The host's policy from the declaration (nothing external), first in the page's head.
+    assert (
+        "&lt;head&gt;&lt;meta http-equiv=&quot;Content-Security-Policy&quot; content=&quot;default-src &#x27;none&#x27;"
+        in frame
+    )
+    assert "<code>ui://shop/order_view.html</code>" in page and "nothing external" in page
+    reorder = admin_client.get(reverse(HANDLER, args=["tool", "reorder"])).content.decode()
+    assert 'id="mcp-ui-view"' in reorder and "<td>app</td>" in reorder and "<iframe" not in reorder
+    assert 'id="mcp-ui-view"' not in admin_client.get(reverse(HANDLER, args=["tool", "echo"])).content.decode()

@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 
 from project.shop.models import Order, Product
 from tests.conftest import mcp_settings
-from tests.test_audit_browser import ARTIFACTS, CHROMIUM, _browser_or_skip
+from tests.test_audit_browser import ARTIFACTS, CHROMIUM, AdminServer, _browser_or_skip
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
 ESBUILD = CLIENTS / "node_modules" / ".bin" / "esbuild"
@@ -122,3 +122,32 @@ def test_the_order_view_in_a_host_reorders_after_a_confirm(live_url: str, host: 
     again = Order.objects.get(pk=reordered)
     assert (again.owner, again.product, again.quantity, again.status) == (user, mug, 2, Order.Status.PENDING)
     assert Order.objects.count() == 2
+
+
+def test_the_admin_shows_a_tools_view_in_a_sandboxed_frame(transactional_db: None) -> None:
+    sync_playwright = _browser_or_skip()
+    get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with AdminServer() as server, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1100})
+            errors: list[str] = []
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.goto(server.url + "/admin/login/?next=/admin/")
+            page.fill("#id_username", "admin")
+            page.fill("#id_password", "admin-password")
+            page.click("input[type=submit]")
+            page.wait_for_url("**/admin/")
+            page.goto(server.url + "/admin/mcp_django/registeredhandler/tool/show_order/")
+            frame = page.locator("iframe#mcp-ui-frame")
+            assert frame.get_attribute("sandbox") == "allow-scripts"
+            # The view's own page, its inlined CSS applied, waiting for a host's tool result.
+            waiting = page.frame_locator("iframe#mcp-ui-frame").locator("p.waiting")
+            waiting.wait_for(timeout=15_000)
+            assert waiting.inner_text() == "Loading the order…"
+            assert waiting.evaluate("e => getComputedStyle(e).color") == "rgb(102, 102, 102)"
+            page.locator("#mcp-ui-view").screenshot(path=str(ARTIFACTS / "mcp-apps-admin-view.png"))
+            assert not [e for e in errors if "Content Security Policy" in e], errors
+        finally:
+            browser.close()

@@ -9,7 +9,8 @@
 - ``resources/list`` and ``resources/read``: the views, ``text/html;profile=mcp-app`` with
   their ``_meta.ui`` (CSP, permissions, border);
 - capabilities: ``extensions["io.modelcontextprotocol/ui"]`` in both eras while a view is
-  registered.
+  registered;
+- the admin's page of a tool: its view, rendered in a sandboxed frame (:mod:`.panel`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..asks.replay import Outcome
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from . import render
+from .panel import view_panel
 from .views import EXTENSION, MIME_TYPE, View, app_option, views, visibility_option
 
 logger = logging.getLogger("mcp_django.mcp_ui")
@@ -42,6 +44,7 @@ def register() -> None:
     extensions.add_handler_stage(text_fallback, methods={"tools/call"})
     extensions.declare_extension(EXTENSION, declared)
     extensions.add_resources(listed, read)
+    extensions.add_handler_panel(view_panel)
 
 
 def renders(call: Call) -> bool:
