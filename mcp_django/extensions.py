@@ -236,7 +236,11 @@ def filtered(call: Call, handlers: list[Handler]) -> list[Handler]:
 
 
 def admits(call: Call, handler: Handler) -> bool:
-    return all(check(call, handler) for check in registered.handler_filters)
+    # A loop, not all() over a generator: this runs on every tools/call.
+    for check in registered.handler_filters:
+        if not check(call, handler):
+            return False
+    return True
 
 
 def described(call: Call, handlers: list[Handler], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
