@@ -28,6 +28,7 @@ from mcp_django.mcp_ui.methods import fallback_text
 from mcp_django.models import AuditEvent
 from mcp_django.testing import JSONRPCError, MCPClient
 from project.shop.models import Order, Product
+from scripts import wheel_test
 from tests.legacy_fixtures import ws_client
 
 SCHEMA_FILE = (
@@ -313,3 +314,25 @@ def test_the_admin_page_of_a_tool_shows_its_view_sandboxed(admin_client: Any) ->
     reorder = admin_client.get(reverse(HANDLER, args=["tool", "reorder"])).content.decode()
     assert 'id="mcp-ui-view"' in reorder and "<td>app</td>" in reorder and "<iframe" not in reorder
     assert 'id="mcp-ui-view"' not in admin_client.get(reverse(HANDLER, args=["tool", "echo"])).content.decode()
+
+
+# -- the same view as in the README's project (scripts/wheel_test.py) ----------------------
+
+
+@pytest.mark.django_db
+def test_the_demo_serves_the_view_the_readmes_project_serves(own_views: None, project_files: Path, vera: Any) -> None:
+    (project_files / "templates" / "notes").mkdir()
+    (project_files / "templates" / "notes" / "card.html").write_text(wheel_test.VIEW_TEMPLATE)
+    (project_files / "static" / "notes").mkdir()
+    (project_files / "static" / "notes" / "card.css").write_text(wheel_test.VIEW_CSS)
+
+    @mcp.tool(app="notes/card.html")
+    def note_card() -> dict[str, str]:
+        return {"title": "A note"}
+
+    try:
+        page = MCPClient(user=vera, apps=True).read_view("note_card")
+    finally:
+        mcp.remove("tools", "note_card")
+    assert page.contents[0]["_meta"] == {"ui": {"csp": {}, "prefersBorder": True}}
+    assert page.text == wheel_test.expected_view()

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.template import TemplateDoesNotExist, TemplateSyntaxError
@@ -31,6 +32,7 @@ from .panel import view_panel
 from .views import EXTENSION, MIME_TYPE, View, app_option, views, visibility_option
 
 logger = logging.getLogger("mcp_django.mcp_ui")
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
 def register() -> None:
@@ -91,12 +93,21 @@ def fallback_text(view: View) -> str:
     )
 
 
-async def text_fallback(next: Any, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
-    """A tool with a view, called by a client that does not render views: its answer says so."""
-    outcome: Outcome = await next(handler, arguments, call)
-    view: View | None = handler.options.get("app")
-    if view is None or outcome.result is not None or renders(call):
-        return outcome
+def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """The extension's handler stage: a tool with a view, called by a client that does not
+    render views, says so in its answer."""
+    view: View | None = handler.options.get("app") if handler.options else None
+    if view is None or renders(call):
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _with_fallback(next, handler, arguments, call, view)
+
+
+async def _with_fallback(
+    next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call, view: View
+) -> Outcome:
+    outcome = await next(handler, arguments, call)
+    if outcome.result is not None:
+        return outcome  # input_required, or a task: not the tool's answer yet
     try:
         result = content.tool_result(outcome.value)
     except TypeError:
