@@ -336,3 +336,17 @@ def test_the_demo_serves_the_view_the_readmes_project_serves(own_views: None, pr
         mcp.remove("tools", "note_card")
     assert page.contents[0]["_meta"] == {"ui": {"csp": {}, "prefersBorder": True}}
     assert page.text == wheel_test.expected_view()
+
+
+@pytest.mark.django_db
+def test_a_view_that_does_not_render_is_an_internal_error_and_no_view_no_declaration(
+    own_views: None, project_files: Path, caplog: Any
+) -> None:
+    client = MCPClient(apps=True)
+    assert UI not in client.request("server/discover")["capabilities"].get("extensions", {})
+    view("gone/view.html")
+    assert UI in client.request("server/discover")["capabilities"]["extensions"]
+    with pytest.raises(JSONRPCError) as raised:
+        client.read_resource("ui://gone/view.html")
+    assert (raised.value.code, raised.value.message) == (-32603, "view ui://gone/view.html cannot be rendered")
+    assert "gone/view.html" in caplog.text
