@@ -29,6 +29,7 @@ from mcp_django.models import AuditEvent
 from mcp_django.testing import JSONRPCError, MCPClient
 from project.shop.models import Order, Product
 from scripts import wheel_test
+from tests.conftest import sdk_client
 from tests.legacy_fixtures import ws_client
 
 SCHEMA_FILE = (
@@ -350,3 +351,37 @@ def test_a_view_that_does_not_render_is_an_internal_error_and_no_view_no_declara
         client.read_resource("ui://gone/view.html")
     assert (raised.value.code, raised.value.message) == (-32603, "view ui://gone/view.html cannot be rendered")
     assert "gone/view.html" in caplog.text
+
+
+# -- the official Python SDK as the host's client ----------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_the_python_sdk_as_a_hosts_client(live_url: str, mode: str) -> None:
+    from mcp import types
+    from mcp.client.extension import advertise
+
+    user = await get_user_model().objects.acreate(username="vera")
+    token = await Token.objects.acreate(user=user)
+    mug = await Product.objects.acreate(name="Mug", sku="MUG-01", price="7.50", stock=10)
+    order = await Order.objects.acreate(owner=user, product=mug, quantity=2, status=Order.Status.PAID)
+    asked: list[str] = []
+
+    async def confirm(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    ui = advertise(UI, {"mimeTypes": [MIME_TYPE]})
+    async with sdk_client(live_url, token=token.key, mode=mode, extensions=[ui], elicitation_callback=confirm) as host:
+        tools = {tool.name: tool for tool in (await host.list_tools()).tools}
+        assert tools["show_order"].meta == {"ui": {"resourceUri": ORDER_VIEW}}
+        assert tools["reorder"].meta == {"ui": {"visibility": ["app"]}}
+        page = (await host.read_resource(ORDER_VIEW)).contents[0]
+        assert page.mime_type == MIME_TYPE and "var McpApps=" in page.text
+        shown = await host.call_tool("show_order", {"order_id": order.pk})
+        assert shown.structured_content["total"] == "15.00" and len(shown.content) == 1  # no fallback
+        again = await host.call_tool("reorder", {"order_id": order.pk})
+    assert asked == ["Order 2 x Mug again, for 15.00?"]
+    assert again.structured_content["reordered"]["id"] == (await Order.objects.exclude(pk=order.pk).aget()).pk
