@@ -31,6 +31,13 @@ W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs
   registered by the tasks extension)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
 
+MCP Apps (docs/apps.md; mcp_django/mcp_ui/checks.py, registered by the extension), each naming
+the view and its template:
+
+- ui.E001 a view whose template does not render (missing, a syntax error, a static file it inlines
+  that no finder has)
+- ui.E002 a view that loads from an origin it does not declare, or from a relative URL
+
 Skills (docs/skills.md; mcp_django/skills/checks.py, registered by the skills extension), each
 naming the SKILL.md or folder:
 

@@ -537,7 +537,9 @@ SETTINGS: dict[str, Setting] = {
     "EXCEPTION_HANDLER": Setting("mcp_django.pipeline.exception_handler", exception_handler),
     # The protocol extensions served (docs/extensions.md): modules whose register() plugs them
     # in on mcp_django.extensions' points. Leave one out and it is not there at all.
-    "EXTENSIONS": Setting(["mcp_django.skills.methods", "mcp_django.tasks.methods"], extension_modules),
+    "EXTENSIONS": Setting(
+        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
+    ),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),

@@ -12,7 +12,12 @@ there:
   registry's, read by ``resources/read`` when no handler has the URI;
 - ``_meta`` on results (:func:`add_result_meta`);
 - a stage around a handler's run (:func:`add_handler_stage`): the tasks extension's, which
-  turns a ``tools/call`` into a task.
+  turns a ``tools/call`` into a task;
+- keyword options of ``@mcp.tool`` (:func:`add_tool_option`), kept in ``Tool.options``;
+- which handlers a call may see and use (:func:`add_handler_filter`) and ``_meta`` on their
+  listed descriptors (:func:`add_descriptor_meta`), decided per call;
+- what the client declared of an extension (:func:`client_extension`);
+- a section of the admin's page of a handler (:func:`add_handler_panel`).
 
 A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
 imports no extension: one left out of the setting is simply absent.
@@ -34,11 +39,16 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL_ERAS",
+    "add_descriptor_meta",
+    "add_handler_filter",
+    "add_handler_panel",
     "add_handler_stage",
     "add_method",
     "add_resources",
     "add_result_meta",
+    "add_tool_option",
     "allowed",
+    "client_extension",
     "declare_capabilities",
     "declare_extension",
 ]
@@ -47,6 +57,10 @@ ALL_ERAS = frozenset(Era)
 
 Run = Callable[["Call"], Awaitable[dict[str, Any]]]
 ResultMeta = Callable[["Call", dict[str, Any]], Mapping[str, Any] | None]
+HandlerFilter = Callable[["Call", "Handler"], bool]
+DescriptorMeta = Callable[["Call", "Handler"], Mapping[str, Any] | None]
+# check(value, owner) -> the value kept (raise TypeError or ImproperlyConfigured to refuse it).
+OptionCheck = Callable[[Any, str], Any]
 
 
 class Method(NamedTuple):
@@ -70,6 +84,10 @@ class _Registered:
         self.resources: list[Resources] = []
         self.result_meta: list[tuple[ResultMeta, frozenset[str] | None]] = []
         self.handler_stages: list[tuple[Callable[..., Awaitable[Any]], frozenset[Era], frozenset[str]]] = []
+        self.tool_options: dict[str, OptionCheck | None] = {}
+        self.handler_filters: list[HandlerFilter] = []
+        self.descriptor_meta: list[DescriptorMeta] = []
+        self.handler_panels: list[Callable[[Handler], str | None]] = []
 
 
 registered = _Registered()
@@ -134,6 +152,43 @@ def add_handler_stage(
     registered.handler_stages.append((stage, frozenset(eras), frozenset(methods)))
 
 
+def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
+    """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options``
+    (absent when not given). ``check(value, owner)`` returns the value to keep, or raises
+    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration.
+    A keyword no listed extension takes is a ``TypeError``, as for any unknown argument."""
+    registered.tool_options[name] = check
+
+
+def add_handler_filter(check: HandlerFilter) -> None:
+    """``check(call, handler)`` False: for this call the handler is as one the principal may
+    not use (left out of its listing, unknown when called). Called for every listed handler:
+    keep it cheap and free of I/O."""
+    registered.handler_filters.append(check)
+
+
+def add_descriptor_meta(add: DescriptorMeta) -> None:
+    """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's
+    listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``),
+    or None. Called for every listed handler: keep it cheap and free of I/O."""
+    registered.descriptor_meta.append(add)
+
+
+def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
+    """``panel(handler)`` gives an HTML section (a ``SafeString``: escape what it shows) for the
+    admin's page of the handler, or None; it runs in the admin's request, so it may read files
+    and render templates."""
+    registered.handler_panels.append(panel)
+
+
+def client_extension(call: Call, name: str) -> dict[str, Any] | None:
+    """The settings the call's client declared for extension ``name`` (``capabilities.extensions``:
+    the request's ``_meta`` on 2026-07-28, the session's ``initialize`` before), or None."""
+    declared = call.capabilities.raw.get("extensions")
+    found = declared.get(name) if isinstance(declared, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
     """Whether the call's principal may use ``handler``: the dispatcher's own checks
     (anonymous callers, the credential's scopes, the handler's permissions)."""
@@ -158,6 +213,45 @@ def capabilities(era: Era, caps: dict[str, Any]) -> dict[str, Any]:
 
 def handler_stages(era: Era, method: str) -> list[Callable[..., Awaitable[Any]]]:
     return [stage for stage, eras, methods in registered.handler_stages if era in eras and method in methods]
+
+
+def tool_options(options: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """``options`` given to ``@mcp.tool``, checked by the extensions that take them."""
+    kept = {}
+    for name, value in options.items():
+        if name not in registered.tool_options:
+            raise TypeError(
+                f"{owner}: unexpected keyword argument {name!r} (no extension in MCP_DJANGO['EXTENSIONS'] takes it)"
+            )
+        check = registered.tool_options[name]
+        kept[name] = value if check is None else check(value, owner)
+    return kept
+
+
+def filtered(call: Call, handlers: list[Handler]) -> list[Handler]:
+    """``handlers`` less those an extension's filter hides from ``call``."""
+    for check in registered.handler_filters:
+        handlers = [h for h in handlers if check(call, h)]
+    return handlers
+
+
+def admits(call: Call, handler: Handler) -> bool:
+    # A loop, not all() over a generator: this runs on every tools/call.
+    for check in registered.handler_filters:
+        if not check(call, handler):
+            return False
+    return True
+
+
+def described(call: Call, handlers: list[Handler], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The listed ``descriptors`` (one per handler) with the extensions' ``_meta`` for ``call``."""
+    for add in registered.descriptor_meta:
+        for handler, descriptor in zip(handlers, descriptors, strict=True):
+            extra = add(call, handler)
+            if extra:
+                # A copy: the handler's own meta dict is shared by every listing.
+                descriptor["_meta"] = {**descriptor.get("_meta", {}), **extra}
+    return descriptors
 
 
 def result_meta_for(method: str) -> list[ResultMeta]:

@@ -354,6 +354,7 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        **options: Any,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -378,6 +379,7 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        **options: Any,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -394,6 +396,7 @@ class Registry:
         ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
         extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
         ``await ctx.start_task()`` are answered in the request's own rounds.
+        Other keywords are the listed extensions' options (``app=``: an MCP Apps view, docs/apps.md).
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -409,6 +412,13 @@ class Registry:
             owner=f"tool {name!r}" if name else "a tool",
         )
         declared_icons = checked_icons(icons, f"tool {name!r}" if name else "a tool")
+        extra: dict[str, Any] = {}
+        if options:
+            # Deferred: the extensions' module reaches auth's models, and importing the registry
+            # must not need Django's apps ready (the options are checked when a tool registers).
+            from .extensions import tool_options
+
+            extra = tool_options(options, f"tool {name!r}" if name else "a tool")
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -440,6 +450,7 @@ class Registry:
                     accepts=accepts,
                     task=task,
                     input_first=input_first,
+                    options=extra,
                 )
             )
             return func

@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.urls import reverse
 from mcp import MCPError as SDKError
 
 from mcp_django import audit
+from mcp_django import mcp
 from mcp_django.auth import ANONYMOUS
 from mcp_django.checks import check_settings
 from mcp_django.testing import JSONRPCError, MCPClient
@@ -203,6 +205,42 @@ async def test_an_extension_is_there_in_both_eras(live_url: str) -> None:
         caps = (await client.initialize({}))["result"]["capabilities"]
         assert caps["notes"] == {"era": "legacy"} and caps["extensions"] == {"com.example/notes": {"version": 1}}
         assert (await client.request("notes/get", {"text": "hi"}))["result"] == {"note": "hi (legacy)"}
+
+
+@pytest.mark.usefixtures("example_extension")
+def test_an_extension_adds_tool_options_filters_listed_meta_and_admin_panels(raw: Raw, admin_client: Any) -> None:
+    @mcp.tool(shelf="members")
+    def members_note() -> str:
+        return "for members"
+
+    @mcp.tool(shelf="public", meta={"kept": 1})
+    def public_note() -> str:
+        return "for all"
+
+    try:
+        declared = {"extensions": {"com.example/notes": {}}}
+        tools = {t["name"]: t for t in raw.post("tools/list", caps=declared).json()["result"]["tools"]}
+        assert tools["members_note"]["_meta"] == {"com.example/notes/shelf": "members"}
+        assert tools["public_note"]["_meta"] == {"kept": 1, "com.example/notes/shelf": "public"}
+        assert "_meta" not in tools["echo"]
+        assert raw.call("members_note", caps=declared).json()["result"]["content"][0]["text"] == "for members"
+        # A client that does not declare the extension neither sees nor calls the members' tool.
+        names = {t["name"] for t in raw.post("tools/list").json()["result"]["tools"]}
+        assert "public_note" in names and "members_note" not in names
+        assert raw.call("members_note").json()["error"]["message"] == "Unknown tool: members_note"
+        assert mcp.tools["public_note"].meta == {"kept": 1}  # the handler's own meta is untouched
+        # The extension's section on the admin's page of the tool (escaped as format_html does).
+        page = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "members_note"]))
+        assert '<section id="shelf"><h2>Shelf</h2><p>members</p></section>' in page.content.decode()
+        echo = admin_client.get(reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "echo"]))
+        assert 'id="shelf"' not in echo.content.decode()
+        with pytest.raises(TypeError, match="shelf= must be"):
+            mcp.tool(shelf="attic")(lambda: "")
+        with pytest.raises(TypeError, match="unexpected keyword argument 'drawer'"):
+            mcp.tool(drawer="top")(lambda: "")
+    finally:
+        mcp.remove("tools", "members_note")
+        mcp.remove("tools", "public_note")
 
 
 def test_a_bad_extension_is_a_system_check(settings: Any) -> None:

@@ -19,6 +19,7 @@ from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
 from mcp_django.conf import SETTINGS
+from mcp_django.mcp_ui import methods as apps_methods
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
 from mcp_django.protocol.jsonrpc import (
     INTERNAL_ERROR,
@@ -98,13 +99,16 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     ]
     assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
     handlers = built.handler_chains
-    # The tasks extension's stage (mcp_django.extensions.add_handler_stage) is outermost.
+    # The extensions' stages (mcp_django.extensions.add_handler_stage) are outermost, in the
+    # order EXTENSIONS lists them: the tasks extension's, then MCP Apps' text fallback.
     assert _chain(handlers[Era.MODERN]["tools/call"]) == [
         task_methods.run_as_task,
+        apps_methods.text_fallback,
         pipeline.handler_errors,
         pipeline.request_state,
         replay.run,
     ]
+    assert _chain(handlers[Era.LEGACY]["tools/call"]) == [apps_methods.text_fallback, pipeline.handler_errors, live.run]
     assert _chain(handlers[Era.MODERN]["prompts/get"]) == [pipeline.handler_errors, pipeline.request_state, replay.run]
     assert _chain(handlers[Era.LEGACY]["resources/read"]) == [pipeline.handler_errors, live.run]
 

@@ -100,6 +100,8 @@ class Dispatcher:
 
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
         handlers = [h for h in handlers if anonymous_allowed(h, call)]
+        if extensions.registered.handler_filters:
+            handlers = extensions.filtered(call, handlers)
         # A credential limited to some handlers (an MCP token) does not see the others.
         limit = getattr(call.principal.auth, "mcp_allows_handler", None)
         if limit is not None:
@@ -159,17 +161,17 @@ class Dispatcher:
             await run_in_thread(self.registry.tools.resolve)
         tools = await self._visible(call, list(self.registry.tools.values()))
         icons = _icons(call)
-        return {"tools": [t.descriptor(icons) for t in tools]}
+        return {"tools": _described(call, tools, [t.descriptor(icons) for t in tools])}
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
         prompts = await self._visible(call, list(self.registry.prompts.values()))
         icons = _icons(call)
-        return {"prompts": [p.descriptor(icons) for p in prompts]}
+        return {"prompts": _described(call, prompts, [p.descriptor(icons) for p in prompts])}
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
         icons = _icons(call)
-        listed = [r.descriptor(icons) for r in resources]
+        listed = _described(call, resources, [r.descriptor(icons) for r in resources])
         for extension in extensions.registered.resources:
             listed += await extension.listed()
         return {"resources": listed}
@@ -177,14 +179,19 @@ class Dispatcher:
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
         icons = _icons(call)
-        return {"resourceTemplates": [t.descriptor(icons) for t in templates]}
+        return {"resourceTemplates": _described(call, templates, [t.descriptor(icons) for t in templates])}
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string")
         tool = self.registry.tools.get(name)
-        if tool is None or not admitted(call, tool) or (tool.guarded and not await permitted(call, tool)):
+        if (
+            tool is None
+            or not admitted(call, tool)
+            or not extensions.admits(call, tool)
+            or (tool.guarded and not await permitted(call, tool))
+        ):
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = call.params.get("arguments")
         if arguments is None:
@@ -210,7 +217,7 @@ class Dispatcher:
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         prompt = self.registry.prompts.get(name) if isinstance(name, str) else None
-        if prompt is None or not await allowed(call, prompt):
+        if prompt is None or not extensions.admits(call, prompt) or not await allowed(call, prompt):
             raise InvalidParams(f"Unknown prompt: {name}")
         arguments = call.params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -244,7 +251,7 @@ class Dispatcher:
                 entry = await extension.read(uri)
                 if entry is not None:
                     return {"contents": [entry]}
-        if found is None or not await allowed(call, found[0]):
+        if found is None or not extensions.admits(call, found[0]) or not await allowed(call, found[0]):
             raise ResourceNotFound(uri)
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
@@ -444,6 +451,13 @@ class Dispatcher:
         except Exception:
             logger.exception("completion of %s %s failed", handler.primitive, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
+
+
+def _described(call: Call, handlers: list[Any], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta); none: as built.
+    if not extensions.registered.descriptor_meta:
+        return descriptors
+    return extensions.described(call, handlers, descriptors)
 
 
 def _icons(call: Call) -> IconBase | None:
