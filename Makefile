@@ -60,7 +60,7 @@ dev-venv: $(VENV)/.installed-requirements-dev
 # The server and, next to it, the task worker that runs MCP tasks (docs/tasks.md); both stop together.
 run: venv
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py db_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	$(PY) manage.py mcp_worker --no-reload & worker=$$!; trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(VENV)/bin/uvicorn project.asgi:application --host 127.0.0.1 --port $(PORT)
 
 # The suite in two legs: SQLite with the in-memory channel layer, then PostgreSQL

@@ -135,8 +135,8 @@ async def _requests(app: Any, scenario: str) -> list[tuple[list[tuple[bytes, byt
 
 async def _child(scenario: str, calls: int, warm_up: int) -> None:
     from bench.profile_call import one
+    from mcp_django.routing import freeze_startup_objects
     from mcp_django.transports import http
-    from mcp_django.transports.asgi import freeze_startup_objects
     from project.asgi import application
 
     freeze_startup_objects()  # as the server's lifespan startup does (GC_FREEZE)

@@ -1,6 +1,6 @@
 """Profile N in-process calls of the ASGI app (no network), to find the hot path's costs.
 
-    python bench/profile_call.py [N] [--token] [--async | --flow] [--cpu]
+    python bench/profile_call.py [N] [--token] [--async | --flow] [--cpu] [--django]
 
 The call is the demo's sync ``echo`` (run in the worker pool), or with ``--async`` its async
 ``reverse`` (run on the event loop), as in ``bench/instructions.py``'s echo and async scenarios.
@@ -9,7 +9,9 @@ The call is the demo's sync ``echo`` (run in the worker pool), or with ``--async
 "3-request flow": the first, then the two retries with their captured ``requestState``),
 N requests in all, in turn. ``--cpu`` runs the same calls without the profiler and prints the
 CPU time per call of the event loop's thread and of the others (from ``/proc``, Linux), and
-the cyclic collector's passes and their time. Run from the checkout's root (or anywhere: the root is put on the path). The demo's
+the cyclic collector's passes and their time. ``--django`` sends the calls through Django's own
+ASGI handler, where ``/mcp`` reaches ``mcp_view`` (what a project without the fast path serves),
+instead of the ASGI application ``project/asgi.py`` routes ``/mcp`` to. Run from the checkout's root (or anywhere: the root is put on the path). The demo's
 database is a fresh SQLite file in a temporary folder, migrated first. SORT and ROWS
 (environment) pick pstats' order and how many rows it prints.
 """
@@ -133,9 +135,16 @@ class Collections:
             self.seconds += time.thread_time() - self._started
 
 
-async def main(n: int, token: str | None, tool: str = "echo", flow: bool = False, cpu: bool = False) -> None:
-    from mcp_django.transports.asgi import freeze_startup_objects
+async def main(
+    n: int, token: str | None, tool: str = "echo", flow: bool = False, cpu: bool = False, django: bool = False
+) -> None:
+    from django.core.asgi import get_asgi_application
+
+    from mcp_django.routing import freeze_startup_objects
     from project.asgi import application
+
+    if django:
+        application = get_asgi_application()  # /mcp: mcp_view, under Django's handler and middleware
 
     freeze_startup_objects()  # as the server's lifespan startup does (GC_FREEZE)
     if flow:
@@ -190,6 +199,7 @@ def run() -> int:
         action="store_true",
         help="no profiler: CPU time per call by thread (/proc) and the collector's passes",
     )
+    parser.add_argument("--django", action="store_true", help="through Django's ASGI handler and mcp_view")
     args = parser.parse_args()
     if args.flow and args.token:
         parser.error("--flow replays the flow's own requests, anonymous: it takes no --token")
@@ -210,11 +220,11 @@ def run() -> int:
             token = Token.objects.get_or_create(user=user)[0].key
         tool = "reverse" if args.async_tool else "echo"
         if args.cpu:
-            asyncio.run(main(args.calls, token, tool, args.flow, cpu=True))
+            asyncio.run(main(args.calls, token, tool, args.flow, cpu=True, django=args.django))
         else:
             profile = cProfile.Profile()
             profile.enable()
-            asyncio.run(main(args.calls, token, tool, args.flow))
+            asyncio.run(main(args.calls, token, tool, args.flow, django=args.django))
             profile.disable()
             pstats.Stats(profile).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(
                 int(os.environ.get("ROWS", "45"))

@@ -1,5 +1,5 @@
 """Instructions per thread hop, counted by callgrind: the package's worker pool and database threads
-against asgiref's ``sync_to_async`` and ``ThreadSensitiveContext`` (docs/performance.md).
+against asgiref's ``sync_to_async`` and ``ThreadSensitiveContext`` (bench/HISTORY.md).
 
     python bench/thread_hops.py [--hops 1000] [pool asgiref dbthreads asgiref-context]
 

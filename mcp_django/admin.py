@@ -25,13 +25,14 @@ from django.utils.translation import gettext_lazy as _
 from . import extensions
 from . import handler_report as report
 from .handlers import PRIMITIVES
-from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind, RegisteredHandler
+from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
 from .registry import Registry
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "refusals": (_("refusals (state or capability)"), tuple(REFUSAL_KINDS)),
-    "calls": (_("finished calls"), tuple(CALL_KINDS)),
+    # A task's end is its call's (the handlers page counts them so; its link lists them).
+    "calls": (_("finished calls"), tuple(RUN_KINDS)),
 }
 
 
@@ -51,6 +52,34 @@ class KindFilter(admin.SimpleListFilter):
         if value in _GROUPS:
             return queryset.filter(kind__in=_GROUPS[value][1])
         return queryset.filter(kind=value)
+
+
+class LimitFilter(admin.SimpleListFilter):
+    """The calls a limit refused (docs/limits.md), by the limit: a rate's scope or a cap."""
+
+    title = _("refused by limit")
+    parameter_name = "limit"
+    LIMITS = (
+        ("user", _("rate per user")),
+        ("token", _("rate per token")),
+        ("tool", _("rate per user and tool")),
+        ("endpoint", _("rate per endpoint")),
+        ("handler", _("a handler's throttle=")),
+        ("class", _("a DRF throttle class")),
+        ("asks", _("open asks")),
+        ("tasks", _("unfinished tasks")),
+    )
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, Any]]:
+        return [("any", _("any limit")), *self.LIMITS]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
+        value = self.value()
+        if not value:
+            return queryset
+        limited = queryset.filter(kind=Kind.LIMITED)
+        # A refusal's reason starts with the limit's name ("user 100/min", "asks 5 open").
+        return limited if value == "any" else limited.filter(reason__startswith=f"{value} ")
 
 
 class ActiveValueFilter(admin.SimpleListFilter):
@@ -121,6 +150,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     list_filter = (
         KindFilter,
+        LimitFilter,
         "reason",
         "outcome",
         "version",
@@ -144,7 +174,16 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         css = {"all": ["mcp_django/admin.css"]}
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        return ("target", "principal", _username_lookup(), "credential", "request_id", "client_address", "reason")
+        return (
+            "target",
+            "principal",
+            _username_lookup(),
+            "credential",
+            "request_id",
+            "client_address",
+            "reason",
+            "error",
+        )
 
     @admin.display(description=_("time"), ordering="created")
     def when(self, obj: AuditEvent) -> str:
@@ -154,9 +193,19 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("kind"), ordering="kind")
     def what(self, obj: AuditEvent) -> str:
-        # The kind with its reason or outcome under it, in one column.
+        # The kind with its reason or outcome under it, in one column; a failed call's error
+        # message under that (two lines at most, by the stylesheet; whole on hover and on the
+        # row's page).
         detail = obj.reason or (obj.outcome if obj.outcome != obj.kind else "")
         kind = obj.get_kind_display()
+        if obj.error:
+            return format_html(
+                '{}<br><small>{}</small><small class="mcp-error" title="{}">{}</small>',
+                kind,
+                detail,
+                obj.error,
+                obj.error,
+            )
         return format_html("{}<br><small>{}</small>", kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")
@@ -325,9 +374,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         series = report.activity(handler, endpoint=name)
         query = urlencode(report.audit_query(handler, name))
         asked: dict[str, str] = {}
-        for asks in (
-            report.audit_rows(handler, name).filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("asks", flat=True)
-        ):
+        for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
             if isinstance(asks, dict):
                 asked.update(asks)
         context.update(

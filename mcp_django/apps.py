@@ -17,7 +17,7 @@ class MCPDjangoConfig(AppConfig):
         from .conf import mcp_settings
 
         # The protocol extensions plug in first: the handlers' modules may use what they add.
-        with contextlib.suppress(ImproperlyConfigured):  # a bad entry: system check E019
+        with contextlib.suppress(ImproperlyConfigured):  # a bad entry: system check E022
             extensions.load(mcp_settings.EXTENSIONS)
 
         # Like admin.py: every installed app's mcp.py registers its handlers.

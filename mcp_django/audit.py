@@ -62,7 +62,6 @@ from django.db import (
     OperationalError,
     close_old_connections,
     connections,
-    models,
     router,
     transaction,
 )
@@ -71,8 +70,12 @@ from django.db.models.signals import pre_delete
 from django.utils import timezone
 
 from . import signals
+from .breaker import Breaker
 from .conf import mcp_settings
 from .models import CALL_KINDS, AuditEvent, Kind
+
+__all__ = ["FlushTimeout", "flush", "inline", "stats"]
+
 
 logger = logging.getLogger("mcp_django.audit")
 
@@ -93,8 +96,6 @@ _COMMIT_WAIT = 0.5
 _SYNC_COMMIT_WAIT = 5.0
 # Overflow is logged at most this often.
 _WARN_EVERY = 10.0
-# The most sets of a round's asks whose JSON the writer keeps, adapted (see _preparer).
-_ADAPTED_ASKS = 256
 # Errors that say the database cannot be reached now (down, restarting, refusing
 # connections): the rows are kept and retried. Any other error is about the rows.
 _UNREACHABLE = (OperationalError, InterfaceError)
@@ -151,6 +152,7 @@ _COLUMNS = (
     "created",
     "kind",
     "reason",
+    "error",
     "outcome",
     "version",
     "era",
@@ -195,6 +197,7 @@ def _values_for(
         created or timezone.now(),
         _truncate(kind or event.kind, 24),
         _truncate(event.reason, 48),
+        _truncate(getattr(event, "error", ""), 500),
         _truncate(event.outcome, 16),
         _truncate(event.version, 16),
         _truncate(event.era, 8),
@@ -227,7 +230,7 @@ def event_id() -> uuid.UUID:
     As unique as a random UUID is for what it is for (74 random bits behind each millisecond),
     and ordered by time: a batch's ids go in together at the end of the column's unique index.
     Random ones (version 4) fell on a different leaf page each, and every commit wrote each of
-    those pages out again (docs/performance.md, "The audit writer's event ids").
+    those pages out again (bench/HISTORY.md, "The audit writer's event ids").
     """
     return event_ids(1)[0]
 
@@ -239,11 +242,8 @@ def event_ids(count: int) -> list[uuid.UUID]:
 
 def _event_numbers(count: int) -> list[int]:
     """``count`` new event ids as the 128-bit numbers of their UUIDs, their random bits read from
-    the system in one call (a call a row cost the writer about half a microsecond a row).
-
-    The writer keeps its rows' ids so: for SQLite a number is written as its hex digits
-    directly, without the UUID (whose construction was a fifteenth of the writer's CPU a row);
-    for PostgreSQL the UUID is made when the row is prepared."""
+    the system in one call (a call a row cost the writer about half a microsecond a row); the
+    ``event_id`` field makes each a UUID when the row is prepared."""
     if not count:
         return []  # a batch of rows made elsewhere, or of a flush alone: no system call
     stamp = (time.time_ns() // 1_000_000) << 80 | _V7
@@ -266,9 +266,10 @@ class Writer:
         self._thread: threading.Thread | None = None
         # Rows made but not committed because the database could not be reached; written first.
         self._kept: list[_Row] = []
-        # time.monotonic() of the failed attempt while the database is unreachable, else None.
-        self._down_since: float | None = None
-        self._last_try = 0.0
+        # Open while the database cannot be reached: rows are then kept, and tried again every _RETRY_SECONDS.
+        self.breaker = Breaker(
+            "the audit log's database", retry=_RETRY_SECONDS, meanwhile="rows are kept and written when it answers"
+        )
         # Rows lost: dropped because too many were waiting, refused by the database one by one.
         self.dropped = 0
         self.rejected = 0
@@ -411,7 +412,7 @@ class Writer:
         finally:
             self._busy_since = None
             try:
-                if any(item.close for item in batch) or self._down_since is not None:
+                if any(item.close for item in batch) or self.breaker.open:
                     connections.close_all()
                 else:
                     close_old_connections()
@@ -423,35 +424,21 @@ class Writer:
                     item.done()
 
     def _insert_all(self, rows: list[_Row], retry_now: bool) -> None:
-        now = time.monotonic()
-        if self._down_since is not None and not retry_now and now - self._last_try < _RETRY_SECONDS:
+        if not self.breaker.admit() and not retry_now:
             self._kept = rows  # not yet: the database was unreachable a moment ago
             return
-        self._last_try = now
         size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
         for start in range(0, len(rows), size):
             try:
                 self.rejected += _insert(rows[start : start + size])
             except _UNREACHABLE as exc:
                 self._kept = rows[start:]
-                if self._down_since is None:
-                    self._down_since = now
-                    logger.error(
-                        "mcp_django: the audit log's database cannot be reached (%s); %d row(s) kept "
-                        "and written when it is back",
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                        len(self._kept),
-                    )
+                self.breaker.failed(exc)
                 return
             except Exception:
                 logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
                 self.rejected += len(rows[start : start + size])
-        if self._down_since is not None:
-            logger.warning(
-                "mcp_django: the audit log's database is back after %.0f s; kept rows written",
-                now - self._down_since,
-            )
-            self._down_since = None
+        self.breaker.closed()
 
 
 def _insert(rows: list[_Row]) -> int:
@@ -511,8 +498,8 @@ class _Statement(NamedTuple):
     # Each row's values in the statement's column order (a row from row_for has them all).
     values: Callable[[dict[str, Any]], tuple[Any, ...]]
     names: tuple[str, ...]
-    # (position, preparation) of the columns whose values need the backend's own preparation
-    # (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
+    # (position, the field's get_db_prep_save) of the columns whose values need the backend's
+    # own preparation (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
     # Whether the columns are _COLUMNS, in that order: a row the writer made is its values as they are.
     in_order: bool
@@ -544,85 +531,22 @@ def _statement(connection: Any) -> _Statement:
         suffix,
     )
     names = tuple(f.attname for f in fields)
+    # Text, numbers and the user's key go as they are: what get_db_prep_save makes of the values
+    # row_for gives them (a str, an int, a float, None). The other fields' own preparation does
+    # the rest (dates, JSON, UUIDs).
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
-    prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
+    prepared = tuple(
+        (i, functools.partial(f.get_db_prep_save, connection=connection))
+        for i, f in enumerate(fields)
+        if f.get_internal_type() not in plain
+    )
     return _Statement(sql, operator.itemgetter(*names), names, prepared, names == _COLUMNS)
-
-
-def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
-    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes.
-
-    The field's own preparation walks a chain of checks (expressions, lazy strings, naive
-    times, strings to parse) before the backend's adaptation: about a seventh of what the
-    writer spent on a row (docs/performance.md). For the values the writer
-    makes (an aware datetime, a dict, a UUID) each check passes the value through
-    unchanged, so the backend's adaptation is called directly; any other value (a row made
-    elsewhere, a field of another class) takes the field's whole path.
-    """
-    save = functools.partial(field.get_db_prep_save, connection=connection)
-    if type(field) is models.DateTimeField:
-        adapt_time = connection.ops.adapt_datetimefield_value
-        # The backend takes an aware time as it is (PostgreSQL): so does the writer.
-        as_is = adapt_time(probe := datetime.datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)) is probe
-        # SQLite's adaptation makes the time naive in the connection's zone and writes its str():
-        # for a UTC time and a UTC connection (USE_TZ, no TIME_ZONE of the database's), the time
-        # without its zone, without the three utcoffset() calls of is_aware and make_naive on
-        # the way (over half of what a row's preparation cost).
-        sqlite = connection.vendor == "sqlite"
-
-        def prepare_time(value: Any) -> Any:
-            if type(value) is datetime.datetime and value.tzinfo is datetime.UTC:
-                if as_is:
-                    return value
-                if sqlite and connection.timezone is datetime.UTC:
-                    return str(value.replace(tzinfo=None))
-            if type(value) is datetime.datetime and value.utcoffset() is not None:
-                return adapt_time(value)
-            return save(value)
-
-        return prepare_time
-    if type(field) is models.JSONField:
-        # Nearly every row's asks are empty: that one value is adapted once. A round's are a
-        # few keys and ask methods, the same few for every round of a handler: each set is
-        # adapted once too (in its order, which its JSON keeps), up to a bound.
-        empty = save({})
-        adapted: dict[tuple[tuple[str, str], ...], Any] = {}
-
-        def prepare_json(value: Any) -> Any:
-            if type(value) is not dict:
-                return save(value)
-            if not value:
-                return empty
-            items = tuple(value.items())
-            if not all(type(k) is str and type(v) is str for k, v in items):
-                return save(value)  # not a round's asks (nor hashable, maybe)
-            found = adapted.get(items)
-            if found is None:
-                found = save(value)
-                if len(adapted) < _ADAPTED_ASKS:
-                    adapted[items] = found
-            return found
-
-        return prepare_json
-    if type(field) is models.UUIDField:
-        native = connection.features.has_native_uuid_field
-
-        def prepare_uuid(value: Any) -> Any:
-            if type(value) is uuid.UUID:
-                return value if native else value.hex
-            if type(value) is int and 0 <= value < 1 << 128:
-                # A UUID's number (the writer's ids): what the field makes of it, UUID(int=value).
-                return uuid.UUID(int=value) if native else format(value, "032x")
-            return save(value)
-
-        return prepare_uuid
-    return save
 
 
 def _insert_many(rows: list[_Row]) -> None:
     """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    Not one multi-row INSERT per batch (measured, docs/performance.md): it cost the writer's
+    Not one multi-row INSERT per batch (measured, bench/HISTORY.md): it cost the writer's
     thread more CPU a row than ``executemany``, on SQLite (Django's cursor rewrites every
     ``%s`` of a statement with a regular expression at each execution) and on PostgreSQL
     (the client-side binding of every parameter into the statement's text) alike, and the
@@ -632,7 +556,7 @@ def _insert_many(rows: list[_Row]) -> None:
     2.5 times as much per row (a model instance per row, then every field of every row
     prepared again by the compiler), which the writer thread pays for every call. Here the
     statements are built from the model's own fields; a row's values are taken in one
-    step, and only the dates, the JSON and the UUID are prepared for the backend (:func:`_preparer`).
+    step, and only the dates, the JSON and the UUID are prepared for the backend, by their fields.
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
@@ -740,7 +664,7 @@ def stats() -> dict[str, Any]:
         "waiting": writer.waiting(),
         "dropped": writer.dropped,
         "rejected": writer.rejected,
-        "unreachable": writer._down_since is not None,
+        "unreachable": writer.breaker.open,
     }
 
 
@@ -781,7 +705,7 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
     if inline.get():
         await sync_to_async(_insert, thread_sensitive=True)([row])
         return
-    if writer._down_since is not None:
+    if writer.breaker.open:
         writer.put(row)
         return
     loop = asyncio.get_running_loop()
@@ -855,6 +779,11 @@ async def on_capability_missing(sender: Any, event: signals.Event, **kwargs: Any
         await _refusal(event, Kind.MISSING_CAPABILITY)
 
 
+async def on_call_limited(sender: Any, event: signals.Event, **kwargs: Any) -> None:
+    if _enabled("REFUSALS"):
+        await _refusal(event, Kind.LIMITED)
+
+
 # The refusal being recorded in this context (request id, method, target) while its
 # commit is awaited. A client that gives up meanwhile cancels the request, and the
 # dispatcher then reports the call as cancelled: that is the same request, already on
@@ -883,3 +812,4 @@ def connect() -> None:
     signals.state_refused.connect(on_state_refused, dispatch_uid=f"{uid}.refused")
     signals.capability_missing.connect(on_capability_missing, dispatch_uid=f"{uid}.capability")
     signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")
+    signals.call_limited.connect(on_call_limited, dispatch_uid=f"{uid}.limited")

@@ -16,6 +16,9 @@ from . import protected_resource
 from .conf import EndpointSettings, mcp_settings
 from .keyring import keyring, principal_digests, principal_matches
 
+__all__ = ["ANONYMOUS", "AuthenticationFailed", "Principal", "SessionAuthentication"]
+
+
 logger = logging.getLogger("mcp_django")
 
 
@@ -166,14 +169,30 @@ def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
     return found[1]
 
 
+class Connection:
+    """One connection whose requests are checked more than once (a websocket: its upgrade,
+    then its credentials again before each message), as ``request.mcp_connection``: an
+    authentication class may keep on it what it checked at the upgrade, to hold the later
+    checks to it (a DPoP proof's key: ``mcp_django.contrib.dpop``). It lives as long as the
+    connection."""
+
+
 class AuthenticationFailed(Exception):
     """The caller may not in; ``challenge`` is the ``WWW-Authenticate`` value of the 401."""
 
-    def __init__(self, detail: str, status: int = 401, challenge: str | None = None) -> None:
+    def __init__(
+        self,
+        detail: str,
+        status: int = 401,
+        challenge: str | None = None,
+        headers: list[tuple[str, str]] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status
         self.challenge = challenge
+        # More response headers the refusal needs (a DPoP-Nonce, RFC 9449 section 9).
+        self.headers = headers
 
 
 def challenge_for(django_request: Any, drf_request: Request) -> str | None:
@@ -187,7 +206,9 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     endpoint = mcp_settings.for_request(django_request)
     if protected_resource.enabled(endpoint):
         error = getattr(drf_request, "oauth2_error", None) or {}
-        return protected_resource.challenge(django_request, error.get("error"), error.get("error_description"))
+        return protected_resource.challenge(
+            django_request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
+        )
     for cls in endpoint.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:
@@ -245,8 +266,9 @@ def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) 
                 django_request.user = user
                 return Principal(user, found[1])
     except APIException as exc:
+        found = getattr(drf_request, "oauth2_error", None) or {}
         raise AuthenticationFailed(
-            str(exc.detail), exc.status_code, challenge_for(django_request, drf_request)
+            str(exc.detail), exc.status_code, challenge_for(django_request, drf_request), found.get("headers")
         ) from None
     except Exception:
         if not token_model_missing(cls):

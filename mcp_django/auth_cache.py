@@ -21,8 +21,9 @@ Two modes, chosen by ``AUTH_CACHE_SECONDS``:
   worker thread), so a change heard through a signal in any process is seen on
   every process's next request. A change no signal reports is seen only when
   the entry expires, up to ``AUTH_CACHE_SECONDS`` later. When the shared cache
-  fails, a circuit breaker stops reading it for a few seconds (one log line per
-  outage): requests authenticate anew meanwhile instead of each waiting for it.
+  fails, its breaker (:mod:`mcp_django.breaker`) stops asking it but for one try
+  every few seconds (one log line when the outage begins, one when it ends):
+  requests authenticate anew meanwhile instead of each waiting for it.
 
 Whatever could make a credential find another user, or none, changes the
 version: saving or deleting the user (a password change, ``is_active=False``),
@@ -59,7 +60,11 @@ from django.core.signals import setting_changed
 from django.utils import timezone
 
 from .auth import Principal, header_bound_only
+from .breaker import Breaker
 from .conf import EndpointSettings, mcp_settings
+
+__all__ = ["principal_changed"]
+
 
 logger = logging.getLogger("mcp_django")
 
@@ -123,40 +128,26 @@ class _Shared:
             caches[self.alias], LocMemCache
         )
         self.versions: dict[str, int] = {}
-        # The circuit breaker: while time.monotonic() is below this, the shared cache is not asked.
-        self.down_until = 0.0
-        self.outage = False
+        self.breaker = Breaker(
+            f"MCP_DJANGO['SESSION_CACHE'] ({self.alias!r})",
+            retry=BREAKER_SECONDS,
+            meanwhile=f"cached principals are not served, and it is asked again every {BREAKER_SECONDS:g} s",
+        )
 
     # Sync: from a worker thread, or anywhere when local.
 
     def _cache(self) -> Any:
-        if time.monotonic() < self.down_until:
+        if not self.breaker.admit():
             raise SharedCacheDown()
         from django.core.cache import caches
 
         return caches[self.alias]
 
-    def _failed(self, what: str) -> None:
-        """Open the breaker; the first failure of an outage is logged, the rest are not."""
-        self.down_until = time.monotonic() + BREAKER_SECONDS
-        if not self.outage:
-            self.outage = True
+    def _failed(self, exc: Exception) -> None:
+        if self.breaker.failed(exc):
             # A change made elsewhere during the outage may not have reached the versions:
             # nothing remembered before it is trusted after it.
             principal_cache.clear()
-            logger.warning(
-                "could not %s in MCP_DJANGO['SESSION_CACHE'] (%r); cached principals are not served, "
-                "and the cache is not asked again for %g s at a time until it answers",
-                what,
-                self.alias,
-                BREAKER_SECONDS,
-                exc_info=True,
-            )
-
-    def _answered(self) -> None:
-        if self.outage:
-            self.outage = False
-            logger.warning("MCP_DJANGO['SESSION_CACHE'] (%r) answers again", self.alias)
 
     def get(self, key: str) -> Any:
         """The version of ``key``; None when it has none or the shared cache cannot say."""
@@ -166,10 +157,10 @@ class _Shared:
             found = self._cache().get(key)
         except SharedCacheDown:
             return None
-        except Exception:
-            self._failed("read a principal's version")
+        except Exception as exc:
+            self._failed(exc)
             return None
-        self._answered()
+        self.breaker.closed()
         return found
 
     def create(self, key: str) -> Any:
@@ -184,10 +175,10 @@ class _Shared:
             found = cache.get(key)
         except SharedCacheDown:
             return None
-        except Exception:
-            self._failed("store a principal's version")
+        except Exception as exc:
+            self._failed(exc)
             return None
-        self._answered()
+        self.breaker.closed()
         return found
 
     def set(self, key: str, version: int) -> bool:
@@ -199,10 +190,10 @@ class _Shared:
             self._cache().set(key, version, VERSION_TIMEOUT)
         except SharedCacheDown:
             return False
-        except Exception:
-            self._failed("reset a principal's version")
+        except Exception as exc:
+            self._failed(exc)
             return False
-        self._answered()
+        self.breaker.closed()
         return True
 
     def delete(self, key: str) -> None:
@@ -303,6 +294,8 @@ class PrincipalCache:
         """
         if not header_bound_only(settings_of):
             return None  # a custom class may look at anything: no safe key
+        if "dpop" in headers or headers.get("authorization", "")[:5].lower() == "dpop ":
+            return None  # a DPoP proof is checked (and its jti spent) on each request: never a hit
         session = ""
         cookie = headers.get("cookie")
         if cookie:
@@ -333,7 +326,7 @@ class PrincipalCache:
         store = shared()
         if store.local:
             current = store.get(vkey)
-        elif time.monotonic() < store.down_until:
+        elif store.breaker.open:
             current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
         else:
             from .asks.invoke import run_in_thread

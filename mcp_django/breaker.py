@@ -1,18 +1,13 @@
-"""A dependency known to be down is not waited on by every request: a short circuit breaker.
+"""A dependency known to be down is not waited on by every request: the one outage tracker.
 
-The session cache and the channel layer are Redis when several instances serve.
-When Redis hangs, each call waits out a socket timeout (seconds); when it refuses
-connections, each call fails at once but still logs. So the first call that fails
-because the service is away opens the breaker: from then on the calls that need it
-are refused at once (:class:`~mcp_django.protocol.jsonrpc.Unavailable`, a 503 the
-client may retry), and the log says so once for the whole outage. Meanwhile one
-probe (never one per request) asks the service again every :data:`PROBE_SECONDS`;
-its first success closes the breaker, so requests are served again as soon as the
-service answers, not after a fixed cool-down.
-
-State is per process: an outage seen on one event loop is one for all of them. The
-probe runs on the loop of the call that opened the breaker; when that loop is gone,
-the next refused call starts another on its own loop.
+Each service mcp-django waits on has a :class:`Breaker`: the session store and the channel
+layer (Redis), each database (:mod:`mcp_django.postgresql`), the longer principal cache's
+shared cache and the audit writer's database. The first call that finds the service away
+opens it; meanwhile the calls that need the service fail at once instead of each waiting
+out a timeout, and the log says so once when the outage begins and once when it ends, with
+no traceback. The first answer closes it, found by an async ``probe`` (one per breaker,
+every :data:`PROBE_SECONDS`) or by the one caller :meth:`Breaker.admit` lets through every
+``retry`` seconds. State is per process: an outage seen on one loop or thread is one for all.
 """
 
 from __future__ import annotations
@@ -31,6 +26,8 @@ logger = logging.getLogger("mcp_django")
 # How often the probe asks a service that is away. Short: a refused connection
 # costs microseconds, and a hung service holds the one probe, not more.
 PROBE_SECONDS = 0.05
+# How often a database that is away is tried again by a caller (admit()).
+DATABASE_RETRY_SECONDS = 0.25
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -47,14 +44,24 @@ def is_outage(exc: BaseException) -> bool:
 
 
 class Breaker:
-    """Open while a service is known to be away; ``probe`` (raising while it is) closes it."""
+    """Open while a service is known to be away."""
 
-    def __init__(self, what: str, probe: Callable[[], Awaitable[Any]]) -> None:
+    def __init__(
+        self,
+        what: str,
+        probe: Callable[[], Awaitable[Any]] | None = None,
+        *,
+        retry: float = PROBE_SECONDS,
+        meanwhile: str = "requests that need it are answered 503 at once until it answers again",
+    ) -> None:
         self.what = what
         self.probe = probe
+        self.retry = retry
+        self.meanwhile = meanwhile  # what the opening line says happens during the outage
         self.down_since: float | None = None
+        self._next_try = 0.0
         self._prober: asyncio.Task[None] | None = None
-        # failed() may be called from worker threads too (see there): one of them logs.
+        # failed() and admit() are called from worker threads too.
         self._lock = threading.Lock()
 
     @property
@@ -67,32 +74,41 @@ class Breaker:
             self._probe_soon()
             raise Unavailable(self.what)
 
-    def failed(self, exc: BaseException) -> None:
-        """A call found the service away: refuse the next ones until the probe gets an answer.
-
-        Callable from a worker thread, where the call failed: calls queued behind it for
-        a thread then see the breaker open before they start (the probe starts when the
-        loop hears of the failure).
-        """
+    def admit(self) -> bool:
+        """Whether this caller may ask the service: always while it answers; while it is
+        away, one caller every ``retry`` seconds (its answer closes the breaker)."""
+        if self.down_since is None:  # the common case: no lock
+            return True
+        now = time.monotonic()
         with self._lock:
+            if self.down_since is None or now >= self._next_try:
+                self._next_try = now + self.retry
+                return True
+            return False
+
+    def failed(self, exc: BaseException) -> bool:
+        """A call found the service away: refuse the next ones until it answers again.
+        True when this call opened the breaker (the outage begins)."""
+        now = time.monotonic()
+        with self._lock:
+            self._next_try = now + self.retry
             opened = self.down_since is None
             if opened:
-                self.down_since = time.monotonic()
+                self.down_since = now
         if opened:
-            # One line per outage, without a traceback: the cause is all there is to say.
-            logger.warning(
-                "%s is unavailable (%s: %s); requests that need it are answered 503 at once until it answers again",
-                self.what,
-                type(exc).__name__,
-                exc,
-            )
+            text = str(exc).strip()
+            cause = f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+            logger.warning("%s is unavailable (%s); %s", self.what, cause, self.meanwhile)
         self._probe_soon()
+        return opened
 
     def closed(self) -> None:
         """The service answered (the probe, or another path that reached it)."""
-        since = self.down_since
+        if self.down_since is None:
+            return
+        with self._lock:
+            since, self.down_since = self.down_since, None
         if since is not None:
-            self.down_since = None
             logger.warning("%s answers again (unavailable for %.1f s)", self.what, time.monotonic() - since)
 
     def reset(self) -> None:
@@ -103,21 +119,40 @@ class Breaker:
             self._prober = None
 
     def _probe_soon(self) -> None:
-        if self._prober is not None and not self._prober.done():
+        if self.probe is None or (self._prober is not None and not self._prober.done()):
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # no loop to probe from (a sync caller): the next async call starts it
-        self._prober = loop.create_task(self._probing())
+        self._prober = loop.create_task(self._probing(self.probe))
 
-    async def _probing(self) -> None:
+    async def _probing(self, probe: Callable[[], Awaitable[Any]]) -> None:
         while self.down_since is not None:
             try:
-                await self.probe()
+                await probe()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 await asyncio.sleep(PROBE_SECONDS)
                 continue
             self.closed()
+
+
+_databases: dict[str, Breaker] = {}
+_databases_lock = threading.Lock()
+
+
+def database(alias: str) -> Breaker:
+    """The breaker of database ``alias`` (the PostgreSQL backend opens and closes it)."""
+    found = _databases.get(alias)
+    if found is None:
+        with _databases_lock:
+            found = _databases.setdefault(alias, Breaker(f"the database {alias!r}", retry=DATABASE_RETRY_SECONDS))
+    return found
+
+
+def database_down() -> bool:
+    """Whether some database's breaker is open: its outage was logged once when it opened,
+    and will be once more when it closes, so the paths that fail meanwhile need not say it."""
+    return any(gate.down_since is not None for gate in list(_databases.values()))

@@ -3,7 +3,8 @@
 Ids are stable (projects silence them by id):
 
 - W001 no REQUEST_STATE_KEY while DEBUG is off, and a weak SECRET_KEY (or fallback) the keys derive from
-- W002 a REQUEST_STATE_KEY shorter than 32 bytes
+- E017 a REQUEST_STATE_KEY that is empty or shorter than 32 bytes (or an empty list); refused
+  at use too. Until issue 29 a short key was the warning W002 and an empty one was taken as unset
 - W003 anonymous access allowed while DEBUG is off
 - W004 daphne installed without ASGI_APPLICATION (runserver cannot start);
   until 0.1 this was E004, raised for Channels, which never needed it
@@ -20,15 +21,17 @@ Ids are stable (projects silence them by id):
 - E015 a view registered by dotted path (``register_view("app.views.V")``) that cannot be imported or made into tools
 - E016 a tool's ``input_schema=`` that is not a valid JSON schema (registration refuses only what is
   not a JSON object; the schema is compiled here and at its first call)
+- E060 an endpoint whose DPOP setting is on without jwcrypto installed (its proofs cannot be checked)
 - W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
 
 W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
-- E017 a PIPELINE entry that cannot be imported, or is no function of (call, call_next)
-- E018 an EXCEPTION_HANDLER that cannot be imported, or is no function of (exc, call)
-- E019 an EXTENSIONS entry that is no module with a register() function
-- E030, W030, W031 the task backend of tools that run as MCP tasks (mcp_django/tasks/checks.py,
-  registered by the tasks extension)
+- E020 a PIPELINE entry that cannot be imported, or is no function of (call, call_next)
+- E021 an EXCEPTION_HANDLER that cannot be imported, or is no function of (exc, call)
+- E022 an EXTENSIONS entry that is no module with a register() function
+- E030, W030, W031 the task backend of tools that run as MCP tasks, W032 (deploy) no task worker
+  alive (mcp_django/tasks/checks.py, registered by the tasks extension)
+- E050, E051, W050 rate limits and caps (mcp_django/limits/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
 
 MCP Apps (docs/apps.md; mcp_django/mcp_ui/checks.py, registered by the extension), each naming
@@ -66,9 +69,9 @@ from django.core.checks.security.base import (
 )
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import SETTINGS, mcp_settings
+from .conf import MIN_KEY_BYTES, SETTINGS, mcp_settings
 
-MIN_KEY_BYTES = 32
+__all__ = ["MIN_KEY_BYTES"]
 
 
 @register(Tags.security, deploy=False)
@@ -104,18 +107,8 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
                 id="mcp_django.W001",
             )
         ]
-    # Every short key is named: with rotation, an old short key still verifies forged states.
-    return [
-        Warning(
-            f"MCP_DJANGO['REQUEST_STATE_KEY'] key at position {i} is {len(key)} bytes; "
-            f"at least {MIN_KEY_BYTES} are needed.",
-            hint="Use a random secret of 32 bytes or more (python manage.py mcp_generate_key), "
-            "and drop short keys from the rotation list.",
-            id="mcp_django.W002",
-        )
-        for i, key in enumerate(keys)
-        if len(key) < MIN_KEY_BYTES
-    ]
+    # An empty or short key never gets here: the setting refuses it (E017, by check_settings).
+    return []
 
 
 def weak_secret_key(value: str | bytes) -> bool:
@@ -342,6 +335,28 @@ def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[A
 
 
 @register()
+def check_dpop(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """E060: DPoP on (mcp_django.contrib.dpop) where jwcrypto, which checks the proofs, is missing."""
+    import importlib.util
+
+    try:
+        on = [registry for registry in _own("DPOP") if registry.settings.DPOP != "off"]
+    except ImproperlyConfigured:
+        return []  # check_settings reports it
+    if not on or importlib.util.find_spec("jwcrypto") is not None:
+        return []
+    return [
+        Error(
+            f"{_setting(registry, 'DPOP')} is {registry.settings.DPOP!r}, but jwcrypto is not installed: "
+            "no DPoP proof can be checked, and every request with a DPoP-bound token would fail.",
+            hint='pip install "django-mcp-endpoint[dpop]" (jwcrypto), or set it to "off".',
+            id="mcp_django.E060",
+        )
+        for registry in on
+    ]
+
+
+@register()
 def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Rows the running process could not write (run the checks inside it to see them)."""
     from .audit import stats
@@ -360,4 +375,5 @@ def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     ]
 
 
+from .limits import checks as limit_checks  # noqa: E402, F401 - registers the limits' checks
 from .tokens import checks as token_checks  # noqa: E402, F401 - registers the MCP tokens' checks

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .asks.context import SyncContext
 
 # One past the 100 values a result may carry, so that the answer can say there are more.
+__all__ = ["Completer", "from_choices", "from_field", "from_queryset"]
+
+
 LIMIT = 101
 Completer = Callable[..., Any]
 

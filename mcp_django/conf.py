@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,6 +28,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
+
+__all__ = ["DEPRECATED", "mcp_settings"]
 
 
 class InvalidSetting(ValueError):
@@ -52,15 +55,27 @@ class InvalidEndpoints(InvalidSetting):
 
 
 class InvalidPipeline(InvalidSetting):
-    check_id = "mcp_django.E017"
+    check_id = "mcp_django.E020"
 
 
 class InvalidExceptionHandler(InvalidSetting):
-    check_id = "mcp_django.E018"
+    check_id = "mcp_django.E021"
 
 
 class InvalidExtensions(InvalidSetting):
-    check_id = "mcp_django.E019"
+    check_id = "mcp_django.E022"
+
+
+class InvalidLimits(InvalidSetting):
+    check_id = "mcp_django.E050"
+
+
+class WeakKey(InvalidSetting):
+    check_id = "mcp_django.E017"
+
+
+# The shortest REQUEST_STATE_KEY accepted, in bytes (HMAC-SHA256's and AES-256's key size).
+MIN_KEY_BYTES = 32
 
 
 def _described(value: Any) -> str:
@@ -126,17 +141,32 @@ def _sequence(value: Any, what: str) -> list[Any]:
 
 
 def secrets(value: Any) -> list[bytes] | None:
-    """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY."""
-    if value in (None, "", b"", [], ()):
+    """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY.
+
+    An empty or short secret is refused (E017), not taken as "unset": ``os.environ[...]``
+    of a variable exported empty (``export KEY=$(a command that failed)``) must stop the
+    deployment, not seal every state with keys derived from something else, or from nothing
+    anyone chose. With a list, an old short key would still verify forged states.
+    """
+    if value is None:
         return None
     values = value if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise WeakKey("is an empty list: give it a secret, or None to derive the keys from SECRET_KEY")
     out = []
-    for item in values:
+    for i, item in enumerate(values):
         if not isinstance(item, (str, bytes)):
             raise InvalidSetting(f"must be a str or bytes secret, or a list of them, not {_described(item)}")
-        if item:
-            out.append(item.encode() if isinstance(item, str) else bytes(item))
-    return out or None
+        secret = item.encode() if isinstance(item, str) else bytes(item)
+        if len(secret) < MIN_KEY_BYTES:
+            where = f"key at position {i}" if isinstance(value, (list, tuple)) else "key"
+            what = "empty (an environment variable exported empty?)" if not secret else f"{len(secret)} bytes"
+            raise WeakKey(
+                f"{where} is {what}: at least {MIN_KEY_BYTES} bytes are needed "
+                "(python manage.py mcp_generate_key prints one; None derives the keys from SECRET_KEY)"
+            )
+        out.append(secret)
+    return out
 
 
 def classes(value: Any) -> list[type]:
@@ -285,7 +315,8 @@ AUDIT_DEFAULTS: dict[str, Any] = {
     "CALLS": True,
     # A row per legacy server-to-client request and its outcome.
     "ASKS": True,
-    # A row per refused requestState and per missing-capability refusal, committed
+    # A row per refused requestState, per missing-capability refusal and per call a limit
+    # refused (docs/limits.md), committed
     # before the client is answered.
     "REFUSALS": True,
     # The most rows the background writer inserts in one statement.
@@ -303,25 +334,94 @@ AUDIT_DEFAULTS: dict[str, Any] = {
 _AUDIT_COERCERS: dict[str, Callable[[Any], Any]] = {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int}
 
 
+def _keyed(value: Any, defaults: dict[str, Any], invalid: type[InvalidSetting]) -> dict[str, Any]:
+    """A dict setting's value (None: empty), refused (``invalid``) unless a dict of known keys."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid(f"must be a dict with the keys {', '.join(defaults)}, not {_described(value)}")
+    # A misspelt key would silently leave the default in force (rounds still written, say).
+    unknown = sorted(set(value) - set(defaults), key=str)
+    if unknown:
+        raise invalid(
+            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, defaults)}; "
+            f"the keys are {', '.join(defaults)}"
+        )
+    return value
+
+
 def audit(value: Any) -> dict[str, Any]:
     """Keys given override ``AUDIT_DEFAULTS`` one by one."""
-    if value is None:
-        value = {}
-    if not isinstance(value, dict):
-        raise InvalidAudit(f"must be a dict with the keys {', '.join(AUDIT_DEFAULTS)}, not {_described(value)}")
-    # A misspelt key would silently leave the default in force (rounds still written, say).
-    unknown = sorted(set(value) - set(AUDIT_DEFAULTS), key=str)
-    if unknown:
-        raise InvalidAudit(
-            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, AUDIT_DEFAULTS)}; "
-            f"the keys are {', '.join(AUDIT_DEFAULTS)}"
-        )
+    value = _keyed(value, AUDIT_DEFAULTS, InvalidAudit)
     out = dict(AUDIT_DEFAULTS)
     for key, raw in value.items():
         try:
             out[key] = _AUDIT_COERCERS.get(key, boolean)(raw)
         except InvalidSetting as exc:
             raise InvalidAudit(f"[{key!r}] {exc}") from None
+    return out
+
+
+LIMITS_DEFAULTS: dict[str, Any] = {
+    # Scope -> rate ("100/min"): "user" (each principal; anonymous callers by address),
+    # "token" (each credential the principal came with), "tool" (each principal on each tool,
+    # prompt or resource), "endpoint" (every caller of an endpoint together). Counted for
+    # tools/call, prompts/get and resources/read (docs/limits.md).
+    "RATES": {},
+    # DRF throttle classes (dotted paths) asked too, each call: allow_request(request, handler),
+    # with request.user and request.auth the caller's. They keep their own counts (DRF's cache).
+    "CLASSES": [],
+    # The Django cache the counts are kept in: a shared one (Redis) when several instances serve.
+    "CACHE": "default",
+    # Seconds a call waits for that cache before the outage choice below applies.
+    "CACHE_TIMEOUT": 0.75,
+    # While the cache is away (an error, or no answer within CACHE_TIMEOUT): "open" serves calls
+    # uncounted, "closed" refuses them (503). Either way at once, behind a breaker.
+    "WHEN_CACHE_DOWN": "open",
+    # The most legacy server-to-client requests (asks) one principal may have open at once
+    # (None: no cap); one more fails at once.
+    "MAX_OPEN_ASKS": None,
+    # The most MCP tasks one principal may have unfinished (None: no cap); a tools/call that
+    # would create one more is refused.
+    "MAX_OPEN_TASKS": None,
+}
+
+
+def limits(value: Any) -> dict[str, Any]:
+    """Keys given override ``LIMITS_DEFAULTS`` one by one; rates become :class:`~mcp_django.limits.rates.Rate`."""
+    from .limits.rates import SCOPES, parse
+
+    value = _keyed(value, LIMITS_DEFAULTS, InvalidLimits)
+    coercers: dict[str, Callable[[Any], Any]] = {
+        "CLASSES": classes,
+        "CACHE": text,
+        "CACHE_TIMEOUT": seconds,
+        "WHEN_CACHE_DOWN": one_of("open", "closed"),
+        "MAX_OPEN_ASKS": lambda v: None if v is None else positive_int(v),
+        "MAX_OPEN_TASKS": lambda v: None if v is None else positive_int(v),
+    }
+    out = {**LIMITS_DEFAULTS, "RATES": {}}
+    for key, raw in value.items():
+        if key == "RATES":
+            if not isinstance(raw, dict):
+                raise InvalidLimits(f"['RATES'] must be a dict of scope -> rate, not {_described(raw)}")
+            for scope, rate in raw.items():
+                if scope not in SCOPES:
+                    raise InvalidLimits(
+                        f"['RATES'] has the scope {scope!r}{_did_you_mean([scope], SCOPES)}; "
+                        f"the scopes are {', '.join(SCOPES)}"
+                    )
+                if rate is None:
+                    continue  # a scope switched off, as DRF's DEFAULT_THROTTLE_RATES allows
+                try:
+                    out["RATES"][scope] = parse(rate)
+                except ValueError as exc:
+                    raise InvalidLimits(f"['RATES'][{scope!r}]: {exc}") from None
+            continue
+        try:
+            out[key] = coercers[key](raw)
+        except InvalidSetting as exc:
+            raise InvalidLimits(f"[{key!r}] {exc}") from None
     return out
 
 
@@ -335,6 +435,7 @@ ENDPOINT_KEYS = (
     "RESOURCE_URL",
     "REQUIRED_SCOPES",
     "SCOPES_SUPPORTED",
+    "DPOP",
 )
 # An endpoint's name: in audit rows, session ids and the admin, so short and plain.
 ENDPOINT_NAME_MAX = 64
@@ -376,6 +477,21 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
                 # The setting's own check id (an unimportable class stays E007).
                 raise type(exc)(f"[{name!r}][{key!r}] {exc}") from None
         out[name] = coerced
+    return out
+
+
+# Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
+# "none" nor a MAC, whose key the server would have to share).
+DPOP_ASYMMETRIC = ("ES256", "ES384", "ES512", "EdDSA", "PS256", "PS384", "PS512", "RS256", "RS384", "RS512")
+
+
+def dpop_algorithms(value: Any) -> list[str]:
+    out = strings(value)
+    wrong = [alg for alg in out if alg not in DPOP_ASYMMETRIC]
+    if wrong or not out:
+        raise InvalidSetting(
+            f"must list asymmetric JWS algorithms among {', '.join(DPOP_ASYMMETRIC)}, not {_described(value)}"
+        )
     return out
 
 
@@ -444,6 +560,17 @@ SETTINGS: dict[str, Setting] = {
     # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
     # scope a handler requires).
     "SCOPES_SUPPORTED": Setting(None, lambda v: None if v is None else strings(v)),
+    # DPoP (RFC 9449, docs/authorization.md): "off", "allowed" (a DPoP-bound token is accepted
+    # with its proof, a bearer token too) or "required" (only DPoP-bound tokens, each request
+    # with a proof). Checked by mcp_django.contrib.dpop for OAuth and MCP tokens.
+    "DPOP": Setting("off", one_of("off", "allowed", "required")),
+    # The JWS algorithms a DPoP proof may use (asymmetric only), advertised in the metadata.
+    "DPOP_ALGORITHMS": Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms),
+    # Seconds a proof's iat may differ from the server's clock, either way; its jti is
+    # remembered in SESSION_CACHE for twice this, so a proof is never accepted twice.
+    "DPOP_PROOF_WINDOW": Setting(300, seconds),
+    # Seconds a server-issued DPoP nonce is good for (RFC 9449 section 8); 0: no nonce asked.
+    "DPOP_NONCE_SECONDS": Setting(0, non_negative_int),
     # Seconds a request waits for the authentication classes (their database queries)
     # before it is answered 503: a hung database must not hold requests forever.
     "AUTH_TIMEOUT": Setting(10, seconds),
@@ -488,11 +615,14 @@ SETTINGS: dict[str, Setting] = {
     # (its ttlMs; None: unlimited); TASK_POLL_INTERVAL_MS: the pollIntervalMs clients are
     # told; TASK_BACKEND: the alias in Django's TASKS setting the work is enqueued on;
     # TASK_LEASE_SECONDS: a running task whose worker has not said it is alive for this
-    # long is failed (the worker died).
+    # long is failed (the worker died). TASK_RETRIES: how many times a run lost to its
+    # infrastructure (a worker killed, its database connection lost) starts again, for a tool
+    # that does not say (``@mcp.tool(task=..., retries=N)``); a handler's own error never is.
     "TASK_TTL_MS": Setting(3_600_000, lambda v: None if v is None else positive_int(v)),
     "TASK_POLL_INTERVAL_MS": Setting(1000, positive_int),
     "TASK_BACKEND": Setting("default", text),
     "TASK_LEASE_SECONDS": Setting(30, seconds),
+    "TASK_RETRIES": Setting(2, non_negative_int),
     # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
     "SESSION_LIFETIME": Setting(86400, positive_int),
     # The most resources one legacy session (or websocket, or subscriptions/listen
@@ -522,7 +652,7 @@ SETTINGS: dict[str, Setting] = {
     # The audit log (mcp_django.models.AuditEvent): which rows mcp-django writes, see
     # AUDIT_DEFAULTS. Signals are sent either way.
     "AUDIT": Setting({}, audit),
-    # The older spelling of AUDIT["ROUNDS"] (None: not given).
+    # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
     "AUDIT_ROUNDS": Setting(None, lambda v: None if v is None else boolean(v)),
     # At the ASGI lifespan's startup, collect once and move every object that exists then
     # (modules, classes, the registry, settings) out of the cyclic collector's reach with
@@ -540,6 +670,8 @@ SETTINGS: dict[str, Setting] = {
     "EXTENSIONS": Setting(
         ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
     ),
+    # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
+    "LIMITS": Setting({}, limits),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
     # its own values of the ENDPOINT_KEYS settings, over the ones above.
     "ENDPOINTS": Setting({}, endpoints),
@@ -551,6 +683,11 @@ DEFAULTS: dict[str, Any] = {name: setting.default for name, setting in SETTINGS.
 def user_settings() -> dict[str, Any]:
     value = getattr(settings, "MCP_DJANGO", None)
     return value if isinstance(value, dict) else {}
+
+
+# Old spellings still read, each with a DeprecationWarning when it takes effect: the old key,
+# its new spelling and the release that removes it (docs/api.md, "Deprecation policy").
+DEPRECATED: dict[str, tuple[str, str]] = {"AUDIT_ROUNDS": ('MCP_DJANGO["AUDIT"]["ROUNDS"]', "0.3.0")}
 
 
 class MCPSettings:
@@ -571,6 +708,10 @@ class MCPSettings:
     RESOURCE_URL: str | None
     REQUIRED_SCOPES: list[str]
     SCOPES_SUPPORTED: list[str] | None
+    DPOP: str
+    DPOP_ALGORITHMS: list[str]
+    DPOP_PROOF_WINDOW: float
+    DPOP_NONCE_SECONDS: int
     AUTH_TIMEOUT: float
     ALLOWED_ORIGINS: list[str]
     MAX_REQUEST_BYTES: int
@@ -594,6 +735,7 @@ class MCPSettings:
     TASK_POLL_INTERVAL_MS: int
     TASK_BACKEND: str
     TASK_LEASE_SECONDS: float
+    TASK_RETRIES: int
     SESSION_LIFETIME: int
     MAX_SUBSCRIPTIONS: int
     SSE_KEEPALIVE: float
@@ -608,6 +750,7 @@ class MCPSettings:
     PIPELINE: list[Callable[..., Any]]
     EXCEPTION_HANDLER: Callable[..., Any]
     EXTENSIONS: list[str]
+    LIMITS: dict[str, Any]
     ENDPOINTS: dict[str, dict[str, Any]]
 
     def __getattr__(self, name: str) -> Any:
@@ -620,7 +763,13 @@ class MCPSettings:
         except InvalidSetting as exc:
             raise ImproperlyConfigured(f"MCP_DJANGO[{name!r}] {exc} (check id {exc.check_id}).") from None
         if name == "AUDIT" and self.AUDIT_ROUNDS is not None:
-            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts
+            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts, with a warning
+            new, removal = DEPRECATED["AUDIT_ROUNDS"]
+            warnings.warn(
+                f'MCP_DJANGO["AUDIT_ROUNDS"] is deprecated and will be removed in {removal}: set {new} instead',
+                DeprecationWarning,
+                stacklevel=2,
+            )
         self.__dict__[name] = value
         return value
 

@@ -9,6 +9,8 @@ from typing import Any, Literal
 from .protocol.jsonrpc import dumps
 from .schema.types import to_jsonable
 
+__all__ = ["Audio", "EmbeddedResource", "Image", "Message", "ResourceLink", "Text", "ToolError", "ToolResult"]
+
 
 class ToolError(Exception):
     """Raise in a tool to answer ``isError: true`` with this message."""

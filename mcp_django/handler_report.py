@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .asks.questions import ASK_TYPES
 from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool
-from .models import CALL_KINDS, REFUSAL_KINDS, AuditEvent, Kind
+from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
@@ -277,7 +277,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
             counts[id(ran)][row["kind"]] += row["n"]
     asked: dict[int, dict[str, str]] = defaultdict(dict)
     for method, target, asks in (
-        rows_here.filter(kind__in=(Kind.ROUND, Kind.ASK)).values_list("method", "target", "asks").distinct()
+        rows_here.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct()
     ):
         asker = owner(method, target)
         if asker is not None and isinstance(asks, dict):
@@ -299,8 +299,8 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
                 "is_async": handler.is_async,
                 "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
                 "asks": ask_groups(asked.get(id(handler), {})),
-                "calls": sum(c.get(str(k), 0) for k in CALL_KINDS),
-                "failed": c.get(str(Kind.FAILED), 0),
+                "calls": sum(c.get(str(k), 0) for k in RUN_KINDS),  # its task runs included
+                "failed": c.get(str(Kind.FAILED), 0) + c.get(str(Kind.TASK_FAILED), 0),
                 "rounds": c.get(str(Kind.ROUND), 0),
                 "refusals": sum(c.get(str(k), 0) for k in REFUSAL_KINDS),
                 "query": urlencode(audit_query(handler, registry.name)),
@@ -348,7 +348,7 @@ def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> lis
         day = series.get(row["day"])
         if day is None or not owns(handler, row["target"]):
             continue
-        if row["kind"] in CALL_KINDS:
+        if row["kind"] in RUN_KINDS:
             day.calls += row["n"]
         elif row["kind"] == Kind.ROUND:
             day.rounds += row["n"]

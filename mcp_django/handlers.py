@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
+from django.core.exceptions import ImproperlyConfigured
+
 from . import schema as schemas
 from .icons import Icon, IconBase
 
@@ -94,9 +96,18 @@ class Handler:
     # Keyword options an extension lets the decorator take (mcp_django.extensions.add_tool_option),
     # by name: an MCP Apps view's template, say.
     options: dict[str, Any] = field(default_factory=dict)
+    # Its own rate per user ("10/min"; mcp_django.limits, docs/limits.md), checked here.
+    throttle: str | None = None
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.func)
+        if self.throttle is not None:
+            from .limits.rates import parse  # deferred: DRF's throttling loads with the first throttle=
+
+            try:
+                parse(self.throttle)
+            except ValueError as exc:
+                raise ImproperlyConfigured(f"{self.primitive} {self.name!r}: throttle= {exc}") from None
         if self.atomic and self.is_async:
             raise TypeError(
                 f"{self.primitive} {self.name!r}: atomic= needs a sync handler (an async handler's queries "
@@ -166,11 +177,18 @@ class Tool(Handler):
     # asks before ``ctx.start_task()`` are the request's own rounds.
     task: str | None = None
     input_first: bool = False
+    # How many times a task run lost to its infrastructure starts again; None:
+    # MCP_DJANGO["TASK_RETRIES"].
+    retries: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.task not in (None, "optional", "required"):
             raise TypeError(f"tool {self.name!r}: task= must be None, 'optional' or 'required', not {self.task!r}")
+        if self.retries is not None and (
+            not isinstance(self.retries, int) or isinstance(self.retries, bool) or self.retries < 0
+        ):
+            raise TypeError(f"tool {self.name!r}: retries= must be a whole number 0 or more, not {self.retries!r}")
         if self.parameters is None:
             self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 

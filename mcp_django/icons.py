@@ -24,6 +24,9 @@ from django.core.signals import setting_changed
 
 # The first revision whose Implementation, Tool, Prompt, Resource and ResourceTemplate carry icons
 # (and whose Implementation carries websiteUrl and description). Revisions are dates: they sort as text.
+__all__ = ["Icon"]
+
+
 FIRST_REVISION = "2025-11-25"
 THEMES = ("light", "dark")
 _SCHEMES = ("http", "https", "data")

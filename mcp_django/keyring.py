@@ -14,6 +14,7 @@ worker and instance of one project agrees with no setting of ours, and rotating
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 from collections.abc import Callable
@@ -24,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils.crypto import salted_hmac
 
-from . import base64url
 from .conf import mcp_settings
 
 if TYPE_CHECKING:
@@ -38,8 +38,11 @@ SECRET_KEY_SALT = "mcp_django.keyring.default"
 def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) -> bytes:
     """HKDF with HMAC-SHA256 (RFC 5869): extract, then expand to ``length`` bytes.
 
-    On the standard library's HMAC: cryptography (about 9 MiB once imported) is then needed
-    only to seal a requestState (``ENCRYPT_REQUEST_STATE``), not to derive every key.
+    A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
+    kept for memory: importing it loads cryptography's Rust bindings, 7.4 MiB of RSS (measured
+    in a process that had imported Django), a tenth of the 80 MiB the bench's server may hold
+    after its load, where the first call that asks derives the keys. cryptography is then imported only to
+    seal a requestState (``ENCRYPT_REQUEST_STATE``); tests/test_lazy_start.py holds it to that.
     """
     if not 0 < length <= 255 * 32:
         raise ValueError("HKDF-SHA256 gives 1 to 8160 bytes")
@@ -56,6 +59,24 @@ def derive_key(secret: bytes, info: bytes) -> bytes:
     return hkdf_sha256(secret, salt=b"mcp-django", info=info)
 
 
+def b64encode(data: bytes) -> str:
+    """base64url without padding (RFC 4648, section 5), the alphabet of every token this app issues."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64decode(text: str) -> bytes:
+    """The bytes ``text`` spells, or ``ValueError`` unless it is :func:`b64encode`'s spelling of them.
+
+    Python's decoder skips characters outside the alphabet and ignores the unused low bits of
+    the last character, so several spellings decode alike: an edited token must never verify,
+    so only the one spelling :func:`b64encode` gives is read.
+    """
+    data = base64.urlsafe_b64decode(text.encode("ascii") + b"=" * (-len(text) % 4))
+    if not text or b64encode(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
+
+
 def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
     """HMAC-SHA256 under ``key``, as a function of the message.
 
@@ -63,7 +84,7 @@ def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
     costs a copy of that state and the message's own hashing. ``hmac.new`` per message
     redoes the key schedule every time: about two thirds of a short token's MAC. The standard
     library's HMAC, not one assembled here from SHA-256 states: that was measured at about half
-    a microsecond less a MAC (docs/performance.md), too little to own a MAC construction for.
+    a microsecond less a MAC (bench/HISTORY.md), too little to own a MAC construction for.
     """
     prepared = hmac.new(key, digestmod=hashlib.sha256)
 
@@ -114,7 +135,7 @@ class KeyRing:
         for secret in secrets:
             mac_key = derive_key(secret, b"mcp-django requestState hmac-sha256 v1")
             enc_key = derive_key(secret, b"mcp-django requestState aes-256-gcm v1")
-            kid = base64url.encode(hashlib.sha256(b"kid" + mac_key).digest()[:6])
+            kid = b64encode(hashlib.sha256(b"kid" + mac_key).digest()[:6])
             # Derived from the requestState MAC key with an info string of its own: a
             # session id can never pass for a requestState, nor the reverse.
             session_key = derive_key(mac_key, b"mcp-django legacy session v1")
@@ -160,7 +181,7 @@ def principal_digest(principal: str) -> str:
 def principal_digests(principal: str) -> tuple[str, ...]:
     """The principal's keyed hash under every key of the ring, the signing key's first."""
     material = principal.encode()
-    return tuple(base64url.encode(mac(material)[:16]) for mac in keyring().principal_macs)
+    return tuple(b64encode(mac(material)[:16]) for mac in keyring().principal_macs)
 
 
 def principal_matches(claimed: str, principal: str | tuple[str, ...]) -> bool:

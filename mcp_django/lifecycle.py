@@ -22,11 +22,8 @@ Django view: a ``ThreadSensitiveContext`` is active, or a sync thread runs the
 view), nothing here applies; nor where a harness hosts the requests in a thread
 of its own (:data:`host_thread`).
 
-:class:`Reachability` is the other half of a call's database care: what the last
-attempts to connect said, so that while the database refuses connections a
-request fails at once (and the caller answers 503) instead of each request
-waiting out a connection pool's timeout. The PostgreSQL backend of
-:mod:`mcp_django.postgresql` consults it.
+:class:`QuietDuringOutage` keeps a library's per-attempt lines out of the log while a
+database's breaker (:func:`mcp_django.breaker.database`) is open.
 """
 
 from __future__ import annotations
@@ -36,16 +33,14 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from django.db import close_old_connections, connections
 
+from .breaker import database_down
 from .conf import mcp_settings
-
-logger = logging.getLogger("mcp_django")
 
 
 class HostThread(Protocol):
@@ -118,9 +113,23 @@ class DatabaseThreads(concurrent.futures.Executor):
     running call holds, a new one only when every one is held (up to
     ``MCP_DJANGO["DB_THREADS"]``), else the one the fewest calls hold. So a server
     whose calls do not overlap keeps one thread and one connection per database,
-    not ``DB_THREADS`` of each (docs/performance.md). A plain
-    ``ThreadSensitiveContext`` per call, as Django's ASGI handler enters one, would start
-    a thread per call and end its connections with it.
+    not ``DB_THREADS`` of each.
+
+    It stays beside asgiref's public API, named to asgiref as the executor of one
+    ``ThreadSensitiveContext`` that each call sets (:func:`enter`), because neither public
+    arrangement keeps what this one does (bench/HISTORY.md, "asgiref's thread hops, measured"):
+
+    - ``async with ThreadSensitiveContext()`` per call, as Django's ASGI handler enters one,
+      starts a thread for each call that queries and another to join it, and ends its
+      connections with it: 2,550,003 instructions for a call's two queries against 1,646,913
+      here (``python bench/thread_hops.py``), 55% more, about 35% of the ``asyncdb``
+      scenario's whole call (``bench/instructions.py``, 2,574,030).
+    - ``ThreadSensitiveContext(executor=...)`` per call (asgiref 3.13) keeps long-lived threads,
+      but refuses (``RuntimeError``) every thread-sensitive call of a task that outlives its
+      call: a parked branch of a round that unwinds after the answer has gone, a task the
+      handler started. Here such a call still runs, in the call's thread or, if it never took
+      one, in any (tests/test_idle_threads.py). It would also take the calls an enclosing
+      ``async_to_sync`` thread runs (a WSGI server's, a test's).
     """
 
     def __init__(self) -> None:
@@ -212,100 +221,6 @@ def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
 async def finished(job: concurrent.futures.Future[Any]) -> None:
     """Wait for the cleanup job; shielded, so a cancelled call still sees it done."""
     await asyncio.shield(asyncio.wrap_future(job))
-
-
-class Reachability:
-    """A short circuit breaker for one database: is it known to refuse connections?
-
-    The first failed connection trips it (one log line per outage). While it is
-    tripped, :meth:`admit` refuses at once, except for one caller every
-    ``RETRY`` seconds, which tries for real: its success closes the breaker, so
-    the database's return is noticed within ``RETRY`` of the next request.
-    """
-
-    RETRY = 0.25
-    # How long a probe's verdict ("the database answers") spares further probes: short, as
-    # a caller that trusts it waits for the pool until its next asking (see postgresql.base).
-    FRESH = 0.25
-
-    def __init__(self, alias: str) -> None:
-        self.alias = alias
-        self._lock = threading.Lock()
-        self._probing = threading.Lock()
-        self.down_since: float | None = None
-        self.reason = ""
-        self._next_try = 0.0
-        self._answered_at = float("-inf")
-
-    def admit(self) -> str | None:
-        """None when a connection may be attempted; otherwise why not (the database refuses)."""
-        if self.down_since is None:  # the common case: no lock
-            return None
-        now = time.monotonic()
-        with self._lock:
-            if self.down_since is None:
-                return None
-            if now >= self._next_try:
-                self._next_try = now + self.RETRY  # this caller tries; the others fail until it tells
-                return None
-            return (
-                f"the database {self.alias!r} refuses connections since {now - self.down_since:.1f} s ({self.reason})"
-            )
-
-    def failed(self, exc: BaseException) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._next_try = now + self.RETRY
-            self._answered_at = float("-inf")
-            if self.down_since is not None:
-                return
-            self.down_since = now
-            self.reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        logger.warning("database %r refuses connections (%s): requests that need it get 503", self.alias, self.reason)
-
-    def succeeded(self, probed: bool = False) -> None:
-        """A connection was made (``probed``: a new one, not one a pool lent)."""
-        now = time.monotonic()
-        if probed:
-            self._answered_at = now
-        if self.down_since is None:
-            return
-        with self._lock:
-            since, self.down_since = self.down_since, None
-        if since is not None:
-            logger.warning("database %r accepts connections again after %.1f s", self.alias, now - since)
-
-    def answers(self, probe: Callable[[], None]) -> bool:
-        """Whether the database accepts a connection now: ``probe()`` connects (and raises when
-        it cannot), run by one caller at a time; a verdict less than ``FRESH`` old is reused."""
-        with self._probing:
-            if self.down_since is None and time.monotonic() - self._answered_at < self.FRESH:
-                return True
-            try:
-                probe()
-            except Exception as exc:
-                self.failed(exc)
-                return False
-            self.succeeded(probed=True)
-            return True
-
-
-_reachability: dict[str, Reachability] = {}
-_reachability_lock = threading.Lock()
-
-
-def reachability(alias: str) -> Reachability:
-    found = _reachability.get(alias)
-    if found is None:
-        with _reachability_lock:
-            found = _reachability.setdefault(alias, Reachability(alias))
-    return found
-
-
-def database_down() -> bool:
-    """Whether some database's breaker is open: its outage was logged once when it opened,
-    and will be once more when it closes, so the paths that fail meanwhile need not say it."""
-    return any(gate.down_since is not None for gate in list(_reachability.values()))
 
 
 class QuietDuringOutage(logging.Filter):

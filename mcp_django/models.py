@@ -13,6 +13,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+__all__ = ["AuditEvent", "BoundAccessToken", "Kind"]
+
 
 class Kind(models.TextChoices):
     ROUND = "round", _("input round")
@@ -29,10 +31,17 @@ class Kind(models.TextChoices):
     TASK_COMPLETED = "task_completed", _("task completed")
     TASK_FAILED = "task_failed", _("task failed")
     TASK_CANCELLED = "task_cancelled", _("task cancelled")
+    # A call refused by a limit (mcp_django.limits); the reason names it ("user 100/min").
+    LIMITED = "limited", _("refused by a limit")
 
 
 #: Kinds that end a call (their count is a handler's "calls").
 CALL_KINDS = (Kind.COMPLETED, Kind.FAILED, Kind.CANCELLED)
+#: Kinds that end a handler's run: a call's, and a task's (a tools/call answered with a task
+#: writes task_created, not a call's row; the task's end is its run's).
+RUN_KINDS = (*CALL_KINDS, Kind.TASK_COMPLETED, Kind.TASK_FAILED, Kind.TASK_CANCELLED)
+#: Kinds whose rows carry the asks a handler made (a task's open questions included).
+ASKED_KINDS = (Kind.ROUND, Kind.ASK, Kind.TASK_INPUT_REQUIRED)
 #: Kinds where the server turned the request away before or instead of the handler's result.
 REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
 
@@ -45,6 +54,9 @@ class AuditEvent(models.Model):
     kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices)
     # The refusal reason (mcp_django.request_state.Reason), the missing capability, or why a call failed.
     reason = models.CharField(_("reason"), max_length=48, blank=True)
+    # A failed call's error message as the client got it (a JSON-RPC error's message, a tool's
+    # error result's text), cut to 500 characters: what went wrong, never what was asked or answered.
+    error = models.CharField(_("error"), max_length=500, blank=True)
     # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
     version = models.CharField(_("protocol revision"), max_length=16, blank=True)
@@ -98,7 +110,15 @@ class AuditEvent(models.Model):
             what = f"{what} ({detail})"
         target = f" {self.target}" if self.target else ""
         when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created is not None else "?"
-        return f"{when} {what}: {self.method}{target} by {self.principal or '?'}"
+        return f"{when} {what}: {self.method}{target} by {self.who}"
+
+    @property
+    def who(self) -> str:
+        """The caller as a person reads it: the user's username while the account exists,
+        otherwise the principal label the row was written with (``auth.user:2``, ``anonymous``)."""
+        if self.user_id is not None and self.user is not None:
+            return str(self.user.get_username())
+        return self.principal or "?"
 
 
 class RegisteredHandler(AuditEvent):
@@ -115,5 +135,6 @@ class RegisteredHandler(AuditEvent):
         verbose_name_plural = _("registered handlers")
 
 
-from .tasks.models import MCPTask  # noqa: E402, F401 - the tasks extension's model, in its own module
+from .bound_tokens import BoundAccessToken  # noqa: E402 - DPoP bindings of OAuth tokens, in their own module
+from .tasks.models import MCPTask, MCPWorker  # noqa: E402, F401 - the tasks extension's model, in its own module
 from .tokens.models import MCPToken  # noqa: E402, F401 - the MCP tokens' model, in its own module

@@ -13,6 +13,7 @@ the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes
     result                2026-07-28: resultType and serverInfo   complete_result
     result _meta          the extensions'                         result_meta; extensions.py
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
+    limits                tools/call, prompts/get, resources/read limits/stage.py (docs/limits.md)
     MCP_DJANGO["PIPELINE"], by default:
       tracing             with OpenTelemetry                      tracing.trace
       audit               tools/call, prompts/get, resources/read audit; signals.py -> audit.py
@@ -48,7 +49,7 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 
 from . import content, extensions, lifecycle, signals
 from .asks import boundary, live, replay
@@ -59,8 +60,9 @@ from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credenti
 from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
+from .limits import stage as limits
 from .protocol import jsonrpc
-from .protocol.dispatch import CACHE_HINTED, Dispatcher
+from .protocol.dispatch import CACHE_HINTED, Dispatcher, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -206,34 +208,50 @@ async def audit(call_next: Next, call: Call) -> dict[str, Any]:
         raise
     except MCPError as exc:
         if not (isinstance(exc, StateRefused) or exc.code == MISSING_CAPABILITY):
-            await _send_finished(call, sender, "failed", f"error {exc.code}")
+            await _send_finished(call, sender, "failed", f"error {exc.code}", exc.message)
         raise
     except Exception as exc:
         await _send_finished(call, sender, "failed", type(exc).__name__)
         raise
     # A round is its own event; a task created sends its own rows (mcp_django.tasks).
     if result.get("resultType") not in ("input_required", "task"):
-        outcome, reason = ("failed", "tool error") if result.get("isError") else ("completed", "")
-        # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
-        # by default), and asking twice cost every call more than building an unheard event.
-        await signals.call_finished.asend(sender, event=call.event(outcome, reason=reason, outcome=outcome))
+        if result.get("isError"):
+            await _send_finished(call, sender, "failed", "tool error", _error_text(result))
+        else:
+            await _send_finished(call, sender, "completed", "")
     return result
 
 
 audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
 
 
-def _send_finished(call: Call, sender: str, outcome: str, reason: str) -> Awaitable[Any]:
-    return signals.call_finished.asend(sender, event=call.event(outcome, reason=reason, outcome=outcome))
+def _send_finished(call: Call, sender: str, outcome: str, reason: str, error: str = "") -> Awaitable[Any]:
+    # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
+    # by default), and asking twice cost every call more than building an unheard event.
+    event = call.event(outcome, reason=reason, outcome=outcome)
+    if error:
+        event.error = error[:500]
+    return signals.call_finished.asend(sender, event=event)
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    """A tool error result's message: its text blocks, as the model read them."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return ""
+    texts = [block["text"] for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
+    return " ".join(texts)[:500]
 
 
 # The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
 # every result of 2026-07-28 is complete_result's, whatever a stage returned; the database
 # lifecycle wraps the project's stages as Django's request signals wrap its middleware (their
 # async ORM work gets the call's database thread, and the audit's receivers still run in the
-# call's scope); then the project's stages, in their order; then the caching hints, innermost,
-# around the method (the dispatcher's).
-OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle)
+# call's scope); the rate limits (mcp_django.limits) inside it, so that a refused call reaches
+# none of the project's stages and a project's PIPELINE never has to name them; then the
+# project's stages, in their order; then the caching hints, innermost, around the method (the
+# dispatcher's).
+OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle, limits.limit)
 INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
 
 
@@ -289,6 +307,11 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
     except MCPError:
         raise
     except Exception as exc:
+        if isinstance(exc, DataError):
+            refused = refused_value(handler.primitive, handler.name, exc)
+            if handler.primitive == "tool":
+                return Outcome(result=content.error_result(refused.message))
+            raise refused from None
         if handler.primitive == "tool":
             if isinstance(exc, content.ToolError):
                 return Outcome(result=content.error_result(str(exc)))
@@ -364,6 +387,8 @@ def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None
     if isinstance(exc, AuthenticationFailed):
         error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
         headers = [*(extra or []), ("www-authenticate", exc.challenge)] if exc.challenge else extra
+        if exc.headers:
+            headers = [*(headers or []), *exc.headers]
         return error.http_status, jsonrpc.error_response(request_id, error), headers
     if not isinstance(exc, MCPError):
         logger.error("mcp_django: a request failed", exc_info=exc)
@@ -495,12 +520,12 @@ def _rebuild(*, setting: str, **kwargs: Any) -> None:
         try:
             extensions.load(mcp_settings.EXTENSIONS)
         except ImproperlyConfigured:
-            pass  # a bad entry (system check E019): the extensions stay as they were
+            pass  # a bad entry (system check E022): the extensions stay as they were
         for pipeline in list(_pipelines):
             try:
                 pipeline.build()
             except ImproperlyConfigured:
-                pass  # a bad entry (system check E017): the chains stay as they were
+                pass  # a bad entry (system check E020): the chains stay as they were
 
 
 setting_changed.connect(_rebuild)

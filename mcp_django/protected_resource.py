@@ -16,6 +16,7 @@ configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Aut
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -73,16 +74,54 @@ def _origin(request: HttpRequest) -> str:
     return f"{request.scheme}://{request.get_host()}"
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@lru_cache(maxsize=256)
+def canonical_resource(uri: str) -> str | None:
+    """``uri`` in the canonical form of a resource identifier (RFC 8707, RFC 9728, MCP
+    authorization), or None when it cannot name an HTTP resource.
+
+    Scheme and host lower-case, the scheme's default port dropped, an empty path and ``/``
+    the same (RFC 3986 section 6.2.3: the origin, written without the slash); every other
+    path and any query kept as written, so ``/mcp/`` and ``/mcp`` are two resources. A
+    fragment or userinfo makes it no resource identifier at all (RFC 8707 section 2).
+    """
+    if not isinstance(uri, str) or "#" in uri:
+        return None
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    host = parts.hostname
+    if scheme not in _DEFAULT_PORTS or not host or parts.username is not None or parts.password is not None:
+        return None
+    if ":" in host:  # an IPv6 literal, which urlsplit hands back without its brackets
+        host = f"[{host}]"
+    authority = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
+    path = "" if parts.path == "/" else parts.path
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{scheme}://{authority}{path}{query}"
+
+
 def resource_url(request: HttpRequest, path: str | None = None, endpoint: EndpointSettings | None = None) -> str:
     """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host).
+
+    What the metadata advertises, what a state is sealed for, and the one resource an
+    access token must have been issued for (:func:`canonical_resource`: never with a
+    trailing slash, so the endpoint served at ``/mcp/`` too is the resource ``…/mcp``).
 
     ``endpoint``: its settings (by default, those of the endpoint ``request`` reached).
     """
     resource = (endpoint or mcp_settings.for_request(request)).RESOURCE_URL
     if resource:
-        return resource.rstrip("/")
-    path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
-    return _origin(request) + path
+        resource = resource.rstrip("/")
+    else:
+        path = (path if path is not None else request.path).rstrip("/") or DEFAULT_PATH
+        resource = _origin(request) + path
+    return canonical_resource(resource) or resource
 
 
 def metadata_url(request: HttpRequest) -> str:
@@ -110,18 +149,50 @@ def operation_scopes(handler_scopes: Any = (), endpoint: EndpointSettings | None
     return scopes
 
 
-def challenge(request: HttpRequest, error: str | None = None, description: str | None = None, scope: str = "") -> str:
-    """A ``WWW-Authenticate: Bearer`` value pointing at the metadata (RFC 6750, RFC 9728)."""
-    params = [("realm", "mcp")]
-    if error:
-        params.append(("error", error))
-    if description:
-        params.append(("error_description", description))
-    scope = scope or " ".join(mcp_settings.for_request(request).REQUIRED_SCOPES)
-    if scope:
-        params.append(("scope", scope))
-    params.append(("resource_metadata", metadata_url(request)))
-    return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
+def challenge(
+    request: HttpRequest,
+    error: str | None = None,
+    description: str | None = None,
+    scope: str = "",
+    *,
+    scheme: str | None = None,
+    metadata: bool = True,
+) -> str:
+    """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
+
+    ``Bearer``, and where the endpoint takes DPoP-bound tokens (its ``DPOP`` setting) a
+    ``DPoP`` challenge naming the proof algorithms (RFC 9449 section 7.1): after the
+    ``Bearer`` one when both are accepted, alone when DPoP is required. ``scheme`` says which
+    the error is for (by default DPoP where it is required, Bearer otherwise); ``metadata``
+    False leaves ``resource_metadata`` out (an endpoint that is no OAuth protected resource).
+    """
+    endpoint = mcp_settings.for_request(request)
+    scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
+    dpop = endpoint.DPOP
+    # Where the endpoint takes no DPoP, its one challenge carries the error (a bound token
+    # sent as a bearer token is refused there too). Otherwise the error is for the scheme the
+    # request used (a DPoP-bound token lacking a scope), or the one the endpoint requires.
+    if scheme is None and request.META.get("HTTP_AUTHORIZATION", "")[:5].lower() == "dpop ":
+        scheme = "DPoP"
+    erring = "bearer" if dpop == "off" else (scheme or ("DPoP" if dpop == "required" else "Bearer")).lower()
+
+    def one(name: str, extra: list[tuple[str, str]]) -> str:
+        params = [("realm", "mcp")]
+        if error and erring == name.lower():
+            params.append(("error", error))
+            if description:
+                params.append(("error_description", description))
+        if scope:
+            params.append(("scope", scope))
+        params += extra
+        if metadata:
+            params.append(("resource_metadata", metadata_url(request)))
+        return f"{name} " + ", ".join(f"{key}={_quote(value)}" for key, value in params)
+
+    if dpop == "off":
+        return one("Bearer", [])
+    proof = one("DPoP", [("algs", " ".join(endpoint.DPOP_ALGORITHMS))])
+    return proof if dpop == "required" else f"{one('Bearer', [])}, {proof}"
 
 
 def enabled(endpoint: EndpointSettings | None = None) -> bool:
@@ -160,6 +231,10 @@ def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registr
         scopes = sorted({*endpoint.REQUIRED_SCOPES, *(scope for handler in handlers for scope in handler.scopes)})
     if scopes:
         data["scopes_supported"] = scopes
+    if endpoint.DPOP != "off":
+        # RFC 9449 section 5.2.
+        data["dpop_signing_alg_values_supported"] = list(endpoint.DPOP_ALGORITHMS)
+        data["dpop_bound_access_tokens_required"] = endpoint.DPOP == "required"
     response = JsonResponse(data)
     # Browser-based clients read it from another origin.
     response["Access-Control-Allow-Origin"] = "*"

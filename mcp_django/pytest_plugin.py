@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+__all__ = ["mcp_client"]
+
 
 class _ClientFactory:
     """The default client's methods, plus ``__call__`` for a client with other options."""

@@ -268,6 +268,9 @@ class Registry:
         # The HTTP endpoint serving this registry (mcp_django.transports.legacy_http.endpoint_for),
         # built on first use. Kept here so that it lives exactly as long as the registry.
         self.endpoint: Any = None
+        # Whether a handler of this registry has its own throttle= (the limits stage then
+        # counts its calls even where MCP_DJANGO["LIMITS"] sets nothing).
+        self.throttled = False
 
     # -- change notification ----------------------------------------------------
 
@@ -320,10 +323,12 @@ class Registry:
             self.duplicates.append((item.primitive, key, item.source))
             return
         table[key] = item
+        self.throttled = self.throttled or item.throttle is not None
         if self._listeners:
             self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
     def add_tool(self, tool: Tool) -> Tool:
+        self.throttled = self.throttled or tool.throttle is not None
         if self.tools.add(tool) and self._listeners:
             self.changed("tools")
         return tool
@@ -354,6 +359,8 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        throttle: str | None = None,
+        retries: int | None = None,
         **options: Any,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
@@ -379,6 +386,8 @@ class Registry:
         open_world: bool | None = None,
         task: str | None = None,
         input_first: bool = False,
+        throttle: str | None = None,
+        retries: int | None = None,
         **options: Any,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
@@ -395,7 +404,11 @@ class Registry:
         static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
         ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
         extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
-        ``await ctx.start_task()`` are answered in the request's own rounds.
+        ``await ctx.start_task()`` are answered in the request's own rounds; ``retries``: how
+        many times a task run lost to its infrastructure (a worker killed, a connection lost)
+        starts again (default ``MCP_DJANGO["TASK_RETRIES"]``).
+        ``throttle="10/min"``: the most calls of this tool each user may make per period
+        (docs/limits.md); prompts and resources take it too.
         Other keywords are the listed extensions' options (``app=``: an MCP Apps view, docs/apps.md).
         The function is returned unchanged (its signature intact for type checkers).
         """
@@ -450,6 +463,8 @@ class Registry:
                     accepts=accepts,
                     task=task,
                     input_first=input_first,
+                    throttle=throttle,
+                    retries=retries,
                     options=extra,
                 )
             )
@@ -474,6 +489,7 @@ class Registry:
         completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
         icons: Iterable[IconSpec] = (),
+        throttle: str | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def prompt(
@@ -489,6 +505,7 @@ class Registry:
         completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
         icons: Iterable[IconSpec] = (),
+        throttle: str | None = None,
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
         ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``, ``icons``: as for tools).
@@ -530,6 +547,7 @@ class Registry:
                 context_param=ctx_param,
                 parameters=parameters,
                 atomic=_alias(atomic),
+                throttle=throttle,
             )
             self._add(self.prompts, item, item.name)
             return func
@@ -551,6 +569,7 @@ class Registry:
         completions: dict[str, Any] | None = None,
         atomic: bool | str = False,
         icons: Iterable[IconSpec] = (),
+        throttle: str | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Register a resource; a URI with ``{placeholders}`` registers a template
         (``atomic``, ``icons``: as for tools; ``completions``: as for prompts)."""
@@ -575,6 +594,7 @@ class Registry:
                 scopes=tuple(scopes),
                 atomic=_alias(atomic),
                 icons=declared_icons,
+                throttle=throttle,
             )
             if is_template(uri):
                 item = ResourceTemplate(uri_template=uri, completions=declared_completions, **common)

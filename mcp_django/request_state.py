@@ -7,7 +7,7 @@ with keys derived from ``MCP_DJANGO["REQUEST_STATE_KEY"]`` (:mod:`mcp_django.key
     v1.<kid>.<payload>.<mac>        signed
     v1.<kid>.<nonce+ciphertext>     sealed
 
-all parts base64url without padding, decoded strictly (:mod:`mcp_django.base64url`).
+all parts base64url without padding, decoded strictly (:func:`mcp_django.keyring.b64decode`).
 Claims bind the token to one request: the method, the target, the principal and
 a digest of the params, plus an expiry, and to the endpoint it was issued by (its
 audience: the endpoint's resource URL), so two deployments or endpoints that share
@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from django.core.signals import setting_changed
 
-from . import base64url, protected_resource
+from . import protected_resource
 from .conf import EndpointSettings, mcp_settings
-from .keyring import keyring, principal_matches
+from .keyring import b64decode, b64encode, keyring, principal_matches
 from .protocol.jsonrpc import INVALID_PARAMS, MCPError, canonical
 
 if TYPE_CHECKING:
@@ -81,11 +81,9 @@ def encode_token(payload: bytes) -> str:
     if mcp_settings.ENCRYPT_REQUEST_STATE:
         head = f"{VERSION}.{key.kid}"
         nonce = os.urandom(_NONCE)
-        return f"{head}.{base64url.encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
-    # Made as the bytes the MAC covers (the token's text up to its last dot, all ASCII), then
-    # decoded once: not each part decoded to text and the signed part encoded again.
-    signed = f"{VERSION}.{key.kid}.".encode() + base64url.encode_bytes(payload)
-    return (signed + b"." + base64url.encode_bytes(key.mac(signed))).decode("ascii")
+        return f"{head}.{b64encode(nonce + key.aead.encrypt(nonce, payload, head.encode()))}"
+    signed = f"{VERSION}.{key.kid}.{b64encode(payload)}"
+    return f"{signed}.{b64encode(key.mac(signed.encode()))}"
 
 
 def decode_token(token: object) -> bytes:
@@ -103,7 +101,7 @@ def decode_token(token: object) -> bytes:
         raise StateRefused(Reason.UNKNOWN_KEY)
     try:
         if encrypted:
-            sealed = base64url.decode(parts[2])
+            sealed = b64decode(parts[2])
             if len(sealed) < _NONCE + _TAG:
                 raise StateRefused(Reason.MALFORMED)
             try:
@@ -115,11 +113,10 @@ def decode_token(token: object) -> bytes:
         # The expected MAC's spelling matches the only spelling encode_token gives it: then the
         # MAC is right. Otherwise the strict decode says which refusal it is (another spelling
         # of the right bytes is malformed, as any token part not spelled canonically).
-        if not hmac.compare_digest(parts[3].encode("utf-8", "surrogatepass"), base64url.encode_bytes(expected)):
-            base64url.decode(parts[3])
+        if not hmac.compare_digest(parts[3].encode("utf-8", "surrogatepass"), b64encode(expected).encode()):
+            b64decode(parts[3])
             raise StateRefused(Reason.BAD_SIGNATURE)
-        # The MAC covers the payload's text, not its bytes: verified, it is the text we encoded.
-        return base64url.decode_verified(parts[2])
+        return b64decode(parts[2])
     except ValueError:  # a part that is not strict base64url
         raise StateRefused(Reason.MALFORMED) from None
 
@@ -305,7 +302,7 @@ def params_digest(params: dict[str, Any]) -> str:
     bound = params.copy()
     for name in _UNBOUND_PARAMS:
         bound.pop(name, None)
-    return base64url.encode(hashlib.sha256(canonical(bound)).digest())
+    return b64encode(hashlib.sha256(canonical(bound)).digest())
 
 
 def seal(claims: Claims, *, now: float | None = None) -> str:

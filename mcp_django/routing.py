@@ -15,9 +15,9 @@ from typing import Any
 from django.urls import path, re_path
 
 from .registry import Registry
-from .transports.asgi import MCPApplication, lifespan
+from .transports.asgi import MCPApplication, freeze_startup_objects, lifespan
 
-__all__ = ["application", "lifespan", "mcp_urlpatterns"]
+__all__ = ["application", "freeze_startup_objects", "lifespan", "mcp_urlpatterns"]
 
 application = MCPApplication()
 

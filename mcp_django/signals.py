@@ -18,6 +18,20 @@ from django import dispatch
 
 from .protocol.revisions import Era
 
+__all__ = [
+    "Era",
+    "Event",
+    "Observer",
+    "ask_finished",
+    "call_finished",
+    "call_limited",
+    "capability_missing",
+    "observer",
+    "replay_unsafe",
+    "round_started",
+    "state_refused",
+]
+
 
 class Signal(dispatch.Signal):
     """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
@@ -91,11 +105,14 @@ call_finished = Signal()
 #: An attempt that wrote to the database ended with ``input_required`` (the replay guard;
 #: sent when ``MCP_DJANGO["REPLAY_GUARD"]`` is on). ``writes``: what it wrote, and where.
 replay_unsafe = Signal()
+#: A call was refused by a limit (mcp_django.limits: a rate, or a cap on open asks or tasks);
+#: sent before the client is answered. ``event.reason`` names the limit ("user 100/min").
+call_limited = Signal()
 #: A legacy server-to-client request got its outcome (answered, declined, cancelled, error, timeout, disconnect).
 ask_finished = Signal()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Event:
     # What happened, in the audit log's words (mcp_django.models.Kind: "round", "completed"...).
     kind: str
@@ -116,3 +133,6 @@ class Event:
     duration_ms: float | None = None
     # The name of the endpoint (its Registry's) that served the call: "default" for mcp_django.mcp.
     endpoint: str = "default"
+    # A failed call's error message (a JSON-RPC error's, a tool error result's text): the
+    # audit log keeps it, cut short. Never the arguments, the answers or a state's contents.
+    error: str = ""

@@ -6,7 +6,9 @@
     result = client.call_tool("refund_order", {"order_id": 3}, answer=lambda req: True)
     assert result.text == "refunded" and len(result.rounds) == 1
 
-See docs/testing.md.
+See docs/testing.md. ``host_thread`` (with ``HostThread``), ``mcp_django.signals.observer`` and
+``mcp_django.audit.inline`` are the seams the client plugs in through: any harness of your own
+may set them too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .inprocess.client import (
     Result,
     Round,
 )
+from .lifecycle import HostThread, host_thread
 
 if TYPE_CHECKING:
     from .inprocess.httpx_transport import HttpxTransport
@@ -39,6 +42,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "Answer",
+    "HostThread",
     "HttpxTransport",
     "InputRequest",
     "InputRoundsExceeded",
@@ -53,5 +57,6 @@ __all__ = [
     "cancel",
     "decline",
     "error",
+    "host_thread",
     "raw",
 ]

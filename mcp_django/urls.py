@@ -6,6 +6,9 @@ from . import protected_resource
 from .registry import mcp
 from .transports.views import mcp_view
 
+__all__ = ["app_name", "mcp_view", "urlpatterns"]
+
+
 app_name = "mcp_django"
 urlpatterns = [
     path("mcp", mcp_view, name="endpoint"),

@@ -1,6 +1,7 @@
 """Settings of the demo project. Deployment settings come from the environment.
 
-DJANGO_DEBUG, DJANGO_SECRET_KEY, ALLOWED_HOSTS (comma-separated), DATABASE_URL
+DJANGO_DEBUG, DJANGO_SECRET_KEY, ALLOWED_HOSTS (comma-separated), DJANGO_HTTPS (served
+over HTTPS behind a TLS proxy: secure cookies, HSTS, the redirect), DATABASE_URL
 (sqlite:///path or postgres://user:pass@host:port/name; SQLite by default),
 REDIS_URL (a Redis channel layer; in-memory without it), and the MCP_* variables
 that fill MCP_DJANGO.
@@ -8,6 +9,7 @@ that fill MCP_DJANGO.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,7 @@ def database_from_url(url: str) -> dict[str, object]:
             # "database is locked" when a read inside it turns into a write.
             # WAL with synchronous=NORMAL: a commit appends to the log, with no journal file
             # made, synced and removed each time. The audit writer commits a batch every
-            # 20 ms under load, and that journal was half of its CPU a row (docs/performance.md).
+            # 20 ms under load, and that journal was half of its CPU a row (bench/HISTORY.md).
             # A crash of the process loses nothing committed; a power cut may lose the last
             # commits (never the file's consistency).
             **(
@@ -77,7 +79,7 @@ def database_from_url(url: str) -> dict[str, object]:
             # A database that refuses or hangs costs a request seconds, not forever:
             # connecting gives up after connect_timeout, a statement after statement_timeout.
             "OPTIONS": {
-                "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "5")),
+                "connect_timeout": int(os.environ.get("DJANGO_DB_CONNECT_TIMEOUT", "2")),
                 "options": f"-c statement_timeout={int(os.environ.get('DJANGO_DB_STATEMENT_TIMEOUT_MS', '30000'))}",
                 **pool,
             },
@@ -90,6 +92,16 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-insecure-demo-only-chan
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]
+# Served over HTTPS, a TLS proxy (nginx) in front: what `manage.py check --deploy` asks for
+# (docs/deployment.md). The proxy says the scheme in X-Forwarded-Proto (it must set it, never
+# pass a client's on), so request.scheme, the endpoint's resource URL and the redirect are right.
+if env_bool("DJANGO_HTTPS", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", True)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -103,7 +115,7 @@ INSTALLED_APPS = [
     "oauth2_provider",
     "channels",
     "mcp_django",
-    # The database backend of Django's task framework: MCP tasks run in `manage.py db_worker`.
+    # The database backend of Django's task framework: MCP tasks run in `manage.py mcp_worker`.
     "django_tasks_db",
     # project.conformance (the conformance suite's test_* fixtures) is added by
     # project/conformance/settings.py, which `make conformance` and the tests use.
@@ -123,6 +135,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The authorization server's parameters never hold a NUL, which PostgreSQL refuses (a 500).
+    "mcp_django.contrib.oauth.refuse_nul",
 ]
 
 ROOT_URLCONF = "project.urls"
@@ -144,8 +158,14 @@ WSGI_APPLICATION = "project.wsgi.application"
 ASGI_APPLICATION = "project.asgi.application"
 
 # Django's task framework: MCP tasks (docs/tasks.md) are enqueued here and run by
-# `manage.py db_worker`, which `make run` starts next to the server.
-TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# `manage.py mcp_worker` (db_worker kept alive through outages), which `make run` starts next to the server.
+TASKS: dict[str, dict[str, Any]] = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+# Or RQ on a Redis of its own (django-tasks-rq; its worker: manage.py rqworker --job-class
+# django_tasks_rq.Job): MCP_TASKS_RQ_URL=redis://... (docs/tasks.md, tests/test_tasks_rq.py).
+if os.environ.get("MCP_TASKS_RQ_URL"):
+    INSTALLED_APPS += ["django_rq", "django_tasks_rq"]
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+    RQ_QUEUES = {"default": {"URL": os.environ["MCP_TASKS_RQ_URL"], "DEFAULT_TIMEOUT": 3600}}
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -202,7 +222,9 @@ REST_FRAMEWORK = {
 }
 
 MCP_DJANGO: dict[str, Any] = {
-    "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY") or None,
+    # Unset: None, the keys derive from SECRET_KEY. Set empty (exported from a command that
+    # failed) or short: refused (mcp_django.E017), not taken as unset.
+    "REQUEST_STATE_KEY": os.environ.get("MCP_REQUEST_STATE_KEY"),
     "ENCRYPT_REQUEST_STATE": env_bool("MCP_ENCRYPT_REQUEST_STATE", False),
     "REQUEST_STATE_LIFETIME": int(os.environ.get("MCP_REQUEST_STATE_LIFETIME", "600")),
     "MAX_REQUEST_STATE_BYTES": int(os.environ.get("MCP_MAX_REQUEST_STATE_BYTES", str(64 * 1024))),
@@ -219,11 +241,16 @@ MCP_DJANGO: dict[str, Any] = {
         "rest_framework.authentication.TokenAuthentication",
         "mcp_django.contrib.oauth.OAuth2Authentication",
     ],
+    # DPoP-bound tokens (RFC 9449, docs/authorization.md): "off", "allowed" or "required".
+    "DPOP": os.environ.get("MCP_DPOP", "allowed"),
     "AUTH_TIMEOUT": float(os.environ.get("MCP_AUTH_TIMEOUT", "10")),
     "AUTH_CACHE_SECONDS": float(os.environ.get("MCP_AUTH_CACHE_SECONDS", "1")),
     # MCP tasks (docs/tasks.md): how long a task is kept, and how long a silent worker is trusted.
     "TASK_TTL_MS": int(os.environ.get("MCP_TASK_TTL_MS", "3600000")),
     "TASK_LEASE_SECONDS": float(os.environ.get("MCP_TASK_LEASE_SECONDS", "30")),
+    # Rate limits and caps (docs/limits.md), as JSON: MCP_LIMITS='{"RATES": {"user": "100/min"}}'.
+    "LIMITS": json.loads(os.environ.get("MCP_LIMITS") or "{}"),
+    "TASK_RETRIES": int(os.environ.get("MCP_TASK_RETRIES", "2")),
     "SERVER_NAME": "mcp-django-demo",
     "SERVER_TITLE": "mcp-django demo",
     "SERVER_DESCRIPTION": "A small shop and a few demo tools, served over MCP by a Django project.",
@@ -265,7 +292,32 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
     "REFRESH_TOKEN_REUSE_PROTECTION": True,
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    # A token is good only at the one resource it was issued for (RFC 8707, exact and in
+    # canonical form): the toolkit's default takes a resource as a URL prefix, so a token
+    # for the whole origin would be good at /mcp and every other endpoint here.
+    "RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR": "mcp_django.contrib.oauth.resource_matches",
+    # RFC 9700's other recommendations (check --deploy's oauth2_provider.W001, W002, W004, W005):
+    # no implicit or password grant (MCP clients use the code flow with PKCE), access tokens in
+    # the Authorization header only (never in a URL, which logs keep), and the RFC 9207 iss in
+    # every authorization response (a client talking to several servers tells them apart; the
+    # mcp SDK's callback handler must hand it back, docs/authorization.md).
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    # What the toolkit does not do itself (project/authserver.py): DPoP-bound tokens, the
+    # client-credentials principal and its scopes, the jwt-bearer grant for ID-JAGs.
+    "OAUTH2_VALIDATOR_CLASS": "project.authserver.Validator",
+    "SCOPES_BACKEND_CLASS": "project.authserver.Scopes",
+    "OAUTH2_SERVER_CLASS": "project.authserver.Server",
 }
+# Client credentials (project/authserver.py Scopes): the scopes each machine client (by client
+# id, "*" for any other) may get. Such a client acts for the account that registered it.
+OAUTH_CLIENT_CREDENTIALS_SCOPES: dict[str, list[str]] = {"*": ["mcp"]}
+# Enterprise-managed authorization (project/idjag.py): the identity providers whose ID-JAGs are
+# taken, issuer -> {"jwks_uri": URL} or {"jwks": {...}}, as JSON; and the hook that finds the user.
+ID_JAG_ISSUERS: dict[str, dict[str, Any]] = json.loads(os.environ.get("ID_JAG_ISSUERS", "{}"))
+ID_JAG_USER = "project.idjag.user_for_assertion"
 # oauth2_provider.W008 (http redirect URIs allowed) stays off on purpose: MCP clients are
 # mostly native apps that receive the code on a loopback http://127.0.0.1:<port> redirect
 # (RFC 8252 section 7.3), which removing "http" would refuse. See docs/authorization.md.
@@ -279,9 +331,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     # psycopg-pool logs each failed reconnection attempt; while the database's breaker is
     # open it has said so once already, so those lines are dropped until it closes.
-    "filters": {"database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"}},
+    # A request with a Host outside ALLOWED_HOSTS (a scanner's, mostly) is one line, not
+    # Django's traceback: mcp_django.log_lines.OneLine drops it from Django's own record.
+    "filters": {
+        "database_outage": {"()": "mcp_django.lifecycle.QuietDuringOutage"},
+        "one_line": {"()": "mcp_django.log_lines.OneLine"},
+    },
     "loggers": {
         "mcp_django": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")},
         "psycopg.pool": {"filters": ["database_outage"]},
+        "django.security.DisallowedHost": {"filters": ["one_line"]},
     },
 }

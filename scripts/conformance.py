@@ -1,7 +1,7 @@
 """Run the official MCP conformance suite against the demo project.
 
 Starts the demo under uvicorn on a free loopback port (fresh SQLite database) with a
-task worker (`manage.py db_worker`: MCP tasks run out of process), runs `conformance
+task worker (`manage.py mcp_worker`: MCP tasks run out of process), runs `conformance
 server --suite all` for each protocol revision, the tasks extension's scenarios by name
 (`--suite all` leaves extensions out), the suite's frozen 2026-07-28 requirement set,
 then the authorization-server scenarios against the demo's OAuth server, and prints a
@@ -216,7 +216,7 @@ def main() -> int:
     )
     # MCP tasks run out of process, as in production: Django's database task backend and its worker.
     worker = subprocess.Popen(
-        [python, "manage.py", "db_worker", "--interval", "0.05", "--no-startup-delay", "--no-reload", "-v1"],
+        [python, "manage.py", "mcp_worker", "--interval", "0.05", "--no-startup-delay", "--no-reload", "-v1"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

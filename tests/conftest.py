@@ -31,15 +31,20 @@ T = TypeVar("T")
 # `make test` runs them once, in its last leg (`-m servers`); what they prove does not
 # depend on which database the leg gives the suite. By module, or one test.
 SERVER_TESTS = {
+    "test_dpop_instances.py",
     "test_bench.py",
+    "test_limits_redis.py",
     "test_admin_layout_browser.py",
     "test_mcp_tokens_browser.py",
     "test_mcp_apps_browser.py",
     "test_auth_faults.py",
     "test_oauth_mcp1.py",
     "test_tasks_worker.py",
+    "test_tasks_outages.py",
+    "test_tasks_rq.py",
     "test_websocket_memory.py",
     "test_audit_browser.py",
+    "test_audit_row_browser.py",
     "test_audit_outage.py",
     "test_clients.py",
     "test_database_faults.py",
@@ -56,8 +61,10 @@ SERVER_TESTS = {
 # the leg's database (most use an in-memory SQLite of their own): `make test` runs them once,
 # in its last leg (`-m once`), and the Python 3.11 leg runs them too, unlike the server tests.
 ONCE_TESTS = {
+    "test_authserver.py::test_check_deploy_shows_no_toolkit_warning",
     "test_auth.py::test_token_authentication_without_authtoken_is_a_check_and_a_401_not_a_500",
     "test_first_hour.py::test_default_demo_has_no_conformance_fixtures",
+    "test_tasks_python_client.py",
     "test_first_hour.py::test_another_process_derives_the_same_keys_from_secret_key",
     "test_first_hour.py::test_landing_page_sdk_snippet_runs",
     "test_soak.py::test_the_soak_refuses_an_unknown_fault",
@@ -66,6 +73,8 @@ ONCE_TESTS = {
     "test_tracing.py::test_the_docs_example_runs_as_written",
     # The demo started as the bench starts it, on a SQLite file of its own, in every leg.
     "test_lazy_start.py",
+    # docs/deployment.md's recipe in a copy of the project, on a SQLite file of its own.
+    "test_deployment_recipe.py",
     "test_lazy_views.py::test_the_demo_serves_the_bench_calls_without_importing_the_shop_views",
     "test_lazy_views.py::test_the_admin_and_mcp_handlers_show_the_views_registered_by_path",
     "test_lazy_views.py::test_manage_py_check_reports_a_path_naming_nothing",
@@ -78,7 +87,9 @@ ONCE_TESTS = {
 # the relay's fixed silence (15 s, then 5 s for the 404) with a bound of 20 s on the first, which
 # a loaded machine's scheduling delays do not approach; alone it would be a fifth of the pass.
 TIMED_TESTS = {
+    "test_dpop_instances.py::test_a_frozen_replay_cache_refuses_within_a_second_and_recovers",
     "test_audit_outage.py",
+    "test_limits_redis.py::test_the_cache_away_is_answered_within_a_second",
     "test_auth_faults.py",
     "test_database_faults.py",
     "test_deployment.py",
@@ -90,6 +101,7 @@ TIMED_TESTS = {
     "test_faults.py::test_a_websocket_on_a_killed_instance_closes_at_once",
     "test_faults.py::test_a_frozen_redis_is_waited_on_once_per_outage",
     "test_faults.py::test_replies_cross_instances_as_soon_as_redis_returns",
+    "test_faults.py::test_a_reply_redis_took_before_it_hung_is_answered_202_within_the_layer_timeout",
     "test_soak.py::test_a_short_soak_with_redis_frozen_holds_the_documented_bounds",
 }
 

@@ -6,6 +6,10 @@ spoils them: bytes that are not JSON or not UTF-8, deep nesting, huge numbers an
 strings, batches, values of the wrong type anywhere in the tree, odd ids, unknown
 methods, and wrong or missing headers. Everything is bounded (sizes, depths) so a
 run of N messages takes time proportional to N.
+
+The strings a server hands to its database (names, URIs, what a user typed for a
+completion, task ids) hold a NUL now and then (``nul_rate`` of them), which PostgreSQL's
+text refuses: tests/test_fuzz_postgresql.py sends more of them, on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPS = "io.modelcontextprotocol/clientCapabilities"
 META_INFO = "io.modelcontextprotocol/clientInfo"
+TASKS = "io.modelcontextprotocol/tasks"
 
 MODERN_METHODS = (
     "server/discover",
@@ -33,6 +38,9 @@ MODERN_METHODS = (
     "resources/read",
     "completion/complete",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 )
 LEGACY_METHODS = (
     "initialize",
@@ -48,6 +56,7 @@ LEGACY_METHODS = (
     "resources/templates/list",
     "resources/read",
     "completion/complete",
+    "tasks/get",
 )
 NOTIFICATIONS = ("notifications/initialized", "notifications/cancelled", "notifications/roots/list_changed")
 # Tools that take seconds by design (bursts, progress over time) or change the registry.
@@ -78,12 +87,21 @@ class Message:
         return f"{self.http_method} {self.era} [{', '.join(self.what) or 'well-formed'}] {self.headers} {self.body[:300]!r}"
 
 
+# The parameter each 2026-07-28 method's Mcp-Name header repeats.
+NAME_PARAMS = {"resources/read": "uri", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
 class Fuzzer:
-    def __init__(self, seed: int, catalogue: dict[str, Any]) -> None:
+    def __init__(
+        self, seed: int, catalogue: dict[str, Any], nul_rate: float = 0.05, focus: tuple[str, ...] = ()
+    ) -> None:
         self.r = random.Random(seed)
         # Names the server knows (tools with their schemas, prompts, resources, templates).
         self.catalogue = catalogue
         self.next_id = 1
+        self.nul_rate = nul_rate
+        # Methods picked half of the time (those that look client strings up, say).
+        self.focus = focus
 
     # -- values --------------------------------------------------------------------------
 
@@ -117,6 +135,20 @@ class Fuzzer:
             ]
         )
         return "".join(r.choice(alphabet) for _ in range(min(length, 64))) * max(1, length // 64)
+
+    def stored(self, known: str) -> str:
+        """A string the server may look up in its database: ``known`` (a name or URI it
+        serves), now and then with a NUL put in (PostgreSQL's text refuses it)."""
+        if self.r.random() >= self.nul_rate:
+            return known
+        at = self.r.randint(0, len(known))
+        return known[:at] + self.r.choice(["\x00", "\x00\x00", "x\x00y"]) + known[at:]
+
+    def task_id(self) -> str:
+        r = self.r
+        return self.stored(
+            r.choice(["0b5e0a4e-8a3f-4d7c-9e1b-2f6a7c8d9e0f", self.text(), "", "x" * r.randint(1, 300), "1"])
+        )
 
     def value(self, depth: int = 0) -> Any:
         r = self.r
@@ -159,7 +191,18 @@ class Fuzzer:
     # -- well-formed requests ------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        caps = self.r.choice([{}, {"elicitation": {}}, {"elicitation": {}, "sampling": {}, "roots": {}}])
+        if self.focus and self.r.random() < 0.5:
+            caps: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
+            return {META_VERSION: MODERN, META_CAPS: caps, META_INFO: {"name": "fuzz", "version": "1"}}
+        caps = self.r.choice(
+            [
+                {},
+                {"elicitation": {}},
+                {"elicitation": {}, "sampling": {}, "roots": {}},
+                {"extensions": {TASKS: {}}},
+                {"elicitation": {}, "extensions": {TASKS: {}}},
+            ]
+        )
         return {META_VERSION: MODERN, META_CAPS: caps, META_INFO: {"name": "fuzz", "version": "1"}}
 
     def arguments(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -189,24 +232,34 @@ class Fuzzer:
         r, cat = self.r, self.catalogue
         if method == "tools/call":
             name = r.choice(cat["tools"]) if cat["tools"] and r.random() < 0.9 else self.text()
-            return {"name": name, "arguments": self.arguments(cat["schemas"].get(name, {}))}
+            return {"name": self.stored(name), "arguments": self.arguments(cat["schemas"].get(name, {}))}
         if method == "prompts/get":
             name = r.choice(cat["prompts"]) if cat["prompts"] and r.random() < 0.9 else self.text()
-            return {"name": name, "arguments": {"arg1": "a", "arg2": "b", "resourceUri": "test://static-text"}}
+            arguments = {"arg1": self.stored("a"), "arg2": "b", "resourceUri": "test://static-text"}
+            return {"name": self.stored(name), "arguments": arguments}
         if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
-            return {"uri": r.choice(cat["resources"]) if r.random() < 0.8 else self.text()}
+            return {"uri": self.stored(r.choice(cat["resources"]) if r.random() < 0.8 else self.text())}
         if method == "completion/complete":
-            ref = r.choice(
-                [
-                    {"type": "ref/prompt", "name": r.choice(cat["prompts"] or ["p"])},
-                    {"type": "ref/resource", "uri": r.choice(cat["templates"] or ["t"])},
-                ]
-            )
-            return {"ref": ref, "argument": {"name": self.text(5), "value": self.text(5)}}
+            if r.random() < 0.5:
+                target = r.choice(cat["prompts"] or ["p"])
+                ref = {"type": "ref/prompt", "name": self.stored(target)}
+            else:
+                target = r.choice(cat["templates"] or ["t"])
+                ref = {"type": "ref/resource", "uri": self.stored(target)}
+            # Mostly an argument with a completer, which may query with what was typed.
+            name = r.choice([*cat.get("completions", {}).get(target, []), self.text(5)])
+            return {"ref": ref, "argument": {"name": name, "value": self.stored(self.text(5))}}
+        if method in ("tasks/get", "tasks/cancel"):
+            return {"taskId": self.task_id()}
+        if method == "tasks/update":
+            return {"taskId": self.task_id(), "inputResponses": {self.stored("q"): {"action": "accept"}}}
         if method == "logging/setLevel":
             return {"level": r.choice(["debug", "info", "warning", "error", "nope"])}
         if method == "subscriptions/listen":
-            return {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["test://watched-resource"]}}
+            wanted = {"toolsListChanged": True, "resourceSubscriptions": [self.stored("test://watched-resource")]}
+            if r.random() < 0.3:
+                wanted["taskIds"] = [self.task_id()]
+            return {"notifications": wanted}
         if method == "initialize":
             return {
                 "protocolVersion": r.choice([*LEGACY_VERSIONS, "1999-01-01"]),
@@ -219,7 +272,8 @@ class Fuzzer:
 
     def request(self, era: str) -> tuple[dict[str, Any], str]:
         methods = MODERN_METHODS if era == "modern" else LEGACY_METHODS
-        method = self.r.choice(methods)
+        focus = [m for m in self.focus if m in methods]
+        method = self.r.choice(focus if focus and self.r.random() < 0.5 else methods)
         params = self.params(method)
         if era == "modern":
             params["_meta"] = self.meta()
@@ -341,7 +395,7 @@ class Fuzzer:
             "mcp-method": (method if _header_safe(method) else self.b64(method)) if isinstance(method, str) else "x",
         }
         if isinstance(params, dict):
-            name = params.get("uri" if method == "resources/read" else "name")
+            name = params.get(NAME_PARAMS.get(method, "name") if isinstance(method, str) else "name")
             if isinstance(name, str):
                 headers["mcp-name"] = name if _header_safe(name) else self.b64(name)
         return self.spoil_headers(headers, what)

@@ -11,11 +11,13 @@ The databases made here are named by tests/run_names.py, so concurrent runs neve
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -180,3 +182,34 @@ def forget_run_keys() -> int:
         return 0  # a Redis that is gone has already failed the tests that needed it
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def demo_instances(role: str, count: int = 2, **env: str) -> Iterator[list[str]]:
+    """``count`` demo instances (uvicorn, project.conformance.settings) on one new database of this
+    run's and the shared Redis under a key prefix of this run's: their /mcp URLs. ``env`` adds
+    to (or overrides) their environment."""
+    from tests.processes import free_port, serve_demo
+
+    db_name, db_url = migrated_database(role)
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis(),
+        "REDIS_PREFIX": redis_prefix(role),
+        "MCP_REQUEST_STATE_KEY": f"{role}-test-key-0123456789abcdef0123456789",
+        "MCP_ALLOW_ANONYMOUS": "1",
+        "DJANGO_DEBUG": "0",
+        **env,
+    }
+    ports = [free_port() for _ in range(count)]
+    servers = [serve_demo(port, environment) for port in ports]
+    try:
+        yield [f"http://127.0.0.1:{port}/mcp" for port in ports]
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(10)
+        drop_database(db_name)

@@ -1,4 +1,5 @@
-"""The admin pages at 1280 px and 800 px in a real browser, measured in the DOM.
+"""The admin pages at 1280 px and 800 px in a real browser, measured in the DOM (the audit
+list, a view tool's page, the MCP tasks list).
 
 At 1280 px every column of the audit list fits beside the filters (no sideways
 scrolling); at 800 px the columns an operator reads first are on screen and the
@@ -10,7 +11,9 @@ person to look at.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -101,71 +104,137 @@ def _login(page: Any, url: str) -> None:
     page.wait_for_url("**/admin/")
 
 
-@pytest.mark.parametrize("width", [1280, 800])
-def test_the_audit_list_and_a_rows_page_fit(admin_server: AdminServer, width: int) -> None:
+@contextlib.contextmanager
+def _admin_page(server: AdminServer, width: int, path: str, ready: str) -> Iterator[Any]:
+    """Chromium at ``width`` px, logged in, at the admin's ``path`` once ``ready`` is there."""
     sync_playwright = _browser_or_skip()
-    first = _history()
     SHOTS.mkdir(exist_ok=True)
     print(f"screenshots: {SHOTS}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": width, "height": 900})
-            _login(page, admin_server.url)
-            page.goto(admin_server.url + "/admin/mcp_django/auditevent/")
-            page.wait_for_selector("#result_list")
-            page.screenshot(path=str(SHOTS / f"audit-list-{width}.png"))
-            visible = {c for c in EVERY if _on_screen(page, f"#result_list th.column-{c}", width)}
-            scroll, client = _no_sideways_scroll(page, "#changelist .results")
-            whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-            assert whole_page[0] <= whole_page[1], whole_page
-            if width >= 1280:
-                assert visible == set(EVERY)
-                assert scroll <= client, (scroll, client)  # the results table does not overflow its box
-            else:
-                # The first four; transport, round and ms wait on the row's own page.
-                assert visible == set(IMPORTANT), visible
-                assert scroll <= client, (scroll, client)
-            # Rows stay short enough to read: a target breaks, but not into a column of letters.
-            target = _box(page, "#result_list td.field-target_method")
-            assert target is not None and target["width"] >= 100, target
-            listed = page.locator("#result_list th.field-when").last.inner_text()
-            assert " ".join(listed.split()) == "2026-03-14 14:03:33"
-
-            # A row's own page prints its time as the list does, seconds included.
-            page.goto(admin_server.url + f"/admin/mcp_django/auditevent/{first.pk}/change/")
-            page.wait_for_selector("#content-main")
-            page.screenshot(path=str(SHOTS / f"audit-row-{width}.png"), full_page=True)
-            shown = page.locator(".field-when_exact .readonly").inner_text()
-            assert shown == "2026-03-14 14:03:33", shown
-            assert "p.m." not in page.locator("#content-main").inner_text()
+            _login(page, server.url)
+            page.goto(server.url + path)
+            page.wait_for_selector(ready)
+            yield page
         finally:
             browser.close()
 
 
 @pytest.mark.parametrize("width", [1280, 800])
+def test_the_audit_list_and_a_rows_page_fit(admin_server: AdminServer, width: int) -> None:
+    first = _history()
+    with _admin_page(admin_server, width, "/admin/mcp_django/auditevent/", "#result_list") as page:
+        page.screenshot(path=str(SHOTS / f"audit-list-{width}.png"))
+        visible = {c for c in EVERY if _on_screen(page, f"#result_list th.column-{c}", width)}
+        scroll, client = _no_sideways_scroll(page, "#changelist .results")
+        whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert whole_page[0] <= whole_page[1], whole_page
+        if width >= 1280:
+            assert visible == set(EVERY)
+            assert scroll <= client, (scroll, client)  # the results table does not overflow its box
+        else:
+            # The first four; transport, round and ms wait on the row's own page.
+            assert visible == set(IMPORTANT), visible
+            assert scroll <= client, (scroll, client)
+        # Rows stay short enough to read: a target breaks, but not into a column of letters.
+        target = _box(page, "#result_list td.field-target_method")
+        assert target is not None and target["width"] >= 100, target
+        listed = page.locator("#result_list th.field-when").last.inner_text()
+        assert " ".join(listed.split()) == "2026-03-14 14:03:33"
+
+        # A row's own page prints its time as the list does, seconds included.
+        page.goto(admin_server.url + f"/admin/mcp_django/auditevent/{first.pk}/change/")
+        page.wait_for_selector("#content-main")
+        page.screenshot(path=str(SHOTS / f"audit-row-{width}.png"), full_page=True)
+        shown = page.locator(".field-when_exact .readonly").inner_text()
+        assert shown == "2026-03-14 14:03:33", shown
+        assert "p.m." not in page.locator("#content-main").inner_text()
+
+
+@pytest.mark.parametrize("width", [1280, 800])
 def test_a_view_tools_page_keeps_its_source_inside(admin_server: AdminServer, width: int) -> None:
-    sync_playwright = _browser_or_skip()
     _history()
-    SHOTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
-            _login(page, admin_server.url)
-            page.goto(admin_server.url + "/admin/mcp_django/registeredhandler/tool/orders_destroy/")
-            page.wait_for_selector("#mcp-handler-source")
-            page.screenshot(path=str(SHOTS / f"view-tool-{width}.png"), full_page=True)
-            permissions = page.locator("#mcp-handler-permissions").inner_text()
-            assert "rest_framework.permissions.IsAuthenticated" in permissions and "none" not in permissions
-            assert page.locator("#mcp-handler-source").inner_text().startswith("class OrderViewSet(")
-            whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-            assert whole_page[0] <= whole_page[1], whole_page
-            for panel in ("#mcp-handler-source", "#mcp-handler-schema"):
-                box = _box(page, panel)
-                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (panel, box)
-            # Long lines scroll inside the panel, which is as wide as its column, not wider.
-            scroll, client = _no_sideways_scroll(page, "#mcp-handler-source")
-            assert client > 200 and scroll >= client
-        finally:
-            browser.close()
+    with _admin_page(
+        admin_server, width, "/admin/mcp_django/registeredhandler/tool/orders_destroy/", "#mcp-handler-source"
+    ) as page:
+        page.screenshot(path=str(SHOTS / f"view-tool-{width}.png"), full_page=True)
+        permissions = page.locator("#mcp-handler-permissions").inner_text()
+        assert "rest_framework.permissions.IsAuthenticated" in permissions and "none" not in permissions
+        assert page.locator("#mcp-handler-source").inner_text().startswith("class OrderViewSet(")
+        whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert whole_page[0] <= whole_page[1], whole_page
+        for panel in ("#mcp-handler-source", "#mcp-handler-schema"):
+            box = _box(page, panel)
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (panel, box)
+        # Long lines scroll inside the panel, which is as wide as its column, not wider.
+        scroll, client = _no_sideways_scroll(page, "#mcp-handler-source")
+        assert client > 200 and scroll >= client
+
+
+TASK_COLUMNS = ("id_short", "tool_endpoint", "task_status", "who", "created_at", "updated_at")
+
+
+def _tasks() -> list[Any]:
+    from mcp_django.tasks.models import MCPTask, Status
+
+    user = get_user_model().objects.create_superuser("admin", "admin@example.com", "admin-password")
+    # 02:25:07 local time: "2:25 a.m." is what Django's default DATETIME_FORMAT would print.
+    at = timezone.make_aware(datetime(2026, 3, 14, 2, 25, 7), ZoneInfo(timezone.get_current_timezone_name()))
+    made = []
+    for n, (tool, status, message) in enumerate(
+        [
+            ("sales_report", Status.INPUT_REQUIRED, "waiting for the client's input"),
+            ("test_tool_with_task", Status.WORKING, "Reading the Q3 orders (2/5)"),
+            (
+                "export_every_order_of_the_shop_as_csv",
+                Status.FAILED,
+                "the worker running this task stopped before it finished",
+            ),
+            ("slow_compute", Status.COMPLETED, ""),
+        ]
+    ):
+        made.append(
+            MCPTask.objects.create(
+                tool=tool,
+                endpoint="default" if n % 2 else "staff",
+                status=status,
+                status_message=message,
+                user=user,
+                principal=f"auth.user:{user.pk}",
+                principal_digest="x",
+                created=at,
+                updated=at,
+                expires=at,
+                ttl_ms=3_600_000,
+                rounds=n,
+                runs=n + 1,
+            )
+        )
+    return made
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_tasks_list_fits_and_prints_24_hour_times(admin_server: AdminServer, width: int) -> None:
+    first = _tasks()[0]
+    with _admin_page(admin_server, width, "/admin/mcp_django/mcptask/", "#result_list") as page:
+        page.screenshot(path=str(SHOTS / f"tasks-list-{width}.png"))
+        whole_page = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert whole_page[0] <= whole_page[1], whole_page
+        scroll, client = _no_sideways_scroll(page, "#changelist .results")
+        assert scroll <= client, (scroll, client)
+        visible = {c for c in TASK_COLUMNS if _on_screen(page, f"#result_list th.column-{c}", width)}
+        if width >= 1280:
+            assert visible == set(TASK_COLUMNS), visible
+        else:
+            assert visible == {"id_short", "tool_endpoint", "task_status", "created_at"}, visible
+        listed = page.locator("#result_list td.field-created_at").last.inner_text()
+        assert " ".join(listed.split()) == "2026-03-14 02:25:07"
+        assert "a.m." not in page.locator("#result_list").inner_text()
+        # A task's page prints its times the same way.
+        page.goto(admin_server.url + f"/admin/mcp_django/mcptask/{first.pk}/change/")
+        page.wait_for_selector("#content-main")
+        page.screenshot(path=str(SHOTS / f"task-row-{width}.png"), full_page=True)
+        main = page.locator("#content-main").inner_text()
+        assert "2026-03-14 02:25:07" in main and "a.m." not in main

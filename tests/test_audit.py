@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -343,7 +344,8 @@ def test_rounds_off_keeps_refusals(raw: Raw) -> None:
 def test_legacy_rounds_setting_still_works(raw: Raw) -> None:
     with override_settings(MCP_DJANGO={**_mcp(), "AUDIT_ROUNDS": False}):
         assert mcp_settings.AUDIT_ROUNDS is False
-        first_state(raw)
+        with pytest.warns(DeprecationWarning, match="AUDIT_ROUNDS"):
+            first_state(raw)
     assert not rows(kind=Kind.ROUND)
 
 
@@ -604,7 +606,7 @@ def test_a_queued_row_without_every_column_takes_the_models_defaults() -> None:
 
 def test_a_batch_is_one_executemany_of_its_rows() -> None:
     """37 rows are one statement run for each row, their values prepared and in order
-    (multi-row statements were measured dearer: docs/performance.md)."""
+    (multi-row statements were measured dearer: bench/HISTORY.md)."""
     from django.db import connection
 
     calls: list[tuple[str, int, bool]] = []
@@ -685,55 +687,60 @@ def test_a_row_the_writer_makes_is_row_fors_values_in_the_statements_order() -> 
     assert list(ids) == [first, second]
 
 
-def test_the_writers_preparation_is_the_fields_own() -> None:
-    """The writer adapts its own values (an aware time, a dict, a UUID) for the backend without
-    the fields' whole path: what it sends is what ``get_db_prep_save`` sends, for those values
-    and for any other (which take the field's path)."""
+def test_the_writers_rows_are_stored_byte_for_byte_as_the_orms() -> None:
+    """The writer's own statement, with only the dates, the JSON and the UUID prepared (by their
+    fields), stores each column as the ORM's ``create`` does: the same text, the same types."""
     import datetime
-    import uuid as uuid_module
 
     from django.db import connection
     from django.utils import timezone
 
-    statement = audit._statement(connection)
-    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
-    samples: dict[str, list[Any]] = {
-        "created": [
-            timezone.now(),
-            # UTC without microseconds: SQLite's text then has none either.
-            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC),
-            datetime.datetime(2026, 3, 29, 1, 30, 0, 1, tzinfo=datetime.UTC),
-            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
-            datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(0))),
-            None,
-        ],
-        # A round's asks twice over (the second adapted from what the first kept), in another
-        # order, and dicts that are not a round's (not every key and value a string).
-        "asks": [
-            {},
-            {"k": "elicitation/create"},
-            {"k": "elicitation/create"},
-            {"k": "elicitation/create", "j": "roots/list"},
-            {"j": "roots/list", "k": "elicitation/create"},
-            {"a\x00b": "sampling/createMessage"},
-            {"k": ["elicitation/create"]},
-            {1: "elicitation/create"},
-            {True: "elicitation/create"},
-            [],
-            None,
-        ],
-        # The writer's own rows carry a UUID's number, written as the UUID it is.
-        "event_id": [uuid_module.uuid4(), str(uuid_module.uuid4()), None, uuid_module.uuid4().int, 0, True],
-    }
-    prepared = {fields[i].attname: prepare for i, prepare in statement.prepared}
-    assert set(prepared) == set(samples)
-    for name, values in samples.items():
-        field = AuditEvent._meta.get_field(name)
-        for value in values:
-            mine, theirs = prepared[name](value), field.get_db_prep_save(value, connection)
-            # PostgreSQL's JSON goes as a Jsonb wrapper: compared by what it wraps.
-            assert getattr(mine, "obj", mine) == getattr(theirs, "obj", theirs), (name, value)
-            assert type(mine) is type(theirs), (name, value)
+    user = get_user_model().objects.create_user("bytes")
+    times = [
+        timezone.now(),
+        # UTC without microseconds: SQLite's text then has none either.
+        datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.UTC),
+        datetime.datetime(2026, 3, 29, 1, 30, 0, 1, tzinfo=datetime.UTC),
+        datetime.datetime(2026, 3, 29, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=5))),
+    ]
+    asks: list[dict[str, str]] = [
+        {},
+        {"k": "elicitation/create", "j": "roots/list"},
+        {"a\x00b": "sampling/createMessage"},
+    ]
+    pairs = []
+    for n, (created, asked) in enumerate(itertools.product(times, asks)):
+        event = signals.Event(
+            kind="round",
+            era=Era.MODERN,
+            transport="http",
+            method="tools/call",
+            target=f"t{n}",
+            principal=Principal(user) if n % 2 else "label",
+            request_id=n,
+            asks=asked,
+            round=1,
+            duration_ms=1.23456,
+        )
+        mine, theirs = audit.event_ids(2)
+        audit._insert_many([audit._values_for(event, Kind.ROUND, created, mine.int)])
+        AuditEvent.objects.create(**audit.row_for(event, Kind.ROUND, created, event_id=theirs))
+        pairs.append((mine, theirs))
+    table = connection.ops.quote_name(AuditEvent._meta.db_table)
+    columns = [f.column for f in AuditEvent._meta.concrete_fields if f.column != "id"]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT {} FROM {} ORDER BY {}".format(
+                ", ".join(connection.ops.quote_name(c) for c in columns), table, connection.ops.quote_name("id")
+            )
+        )
+        stored = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+    assert len(stored) == 2 * len(pairs)
+    for (mine, theirs), written, created in zip(pairs, stored[::2], stored[1::2], strict=True):
+        assert str(written.pop("event_id")).replace("-", "") == mine.hex
+        assert str(created.pop("event_id")).replace("-", "") == theirs.hex
+        assert written == created
+        assert [type(v) for v in written.values()] == [type(v) for v in created.values()]
 
 
 def test_event_ids_are_unique_and_ordered_by_time() -> None:

@@ -422,3 +422,29 @@ def test_a_rows_page_prints_its_time_as_the_list_does(admin_client: Client, sett
     page = admin_client.get(reverse("admin:mcp_django_auditevent_change", args=[row.pk])).content.decode()
     assert '<div class="readonly">2026-03-14 14:03:33</div>' in page
     assert "p.m." not in page
+
+
+def test_a_handlers_task_runs_are_counted_as_its_calls(admin_client: Client) -> None:
+    """A tools/call answered with a task writes task_created; the task's end (completed, failed,
+    cancelled) is the run the handlers page counts, its open questions the asks it lists."""
+    from mcp_django.testing import MCPClient
+    from tests.conftest import mcp_settings
+
+    with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}):
+        MCPClient(tasks=True).call_tool("confirm_delete", {"filename": "a"}, answer=lambda r: True)
+        client = MCPClient(tasks=True)
+        client.cancel_task(client.start_tool("confirm_delete", {"filename": "b"})["taskId"])
+        client.update_task(task_id := client.start_tool("confirm_delete", {"filename": "c"})["taskId"], {})
+        client.run_task(task_id)  # waiting for input: not a finished run
+        failing = client.start_tool("confirm_delete", {"filename": "d"})["taskId"]
+        client.run_task(failing)
+        client.update_task(failing, {"confirm_delete": "an answer of the wrong shape"})
+        client.run_task(failing)  # failed: -32602
+        event(Kind.COMPLETED, "confirm_delete")  # and one synchronous call
+    row = handler_rows(admin_client)["tool:confirm_delete"]
+    assert (row["calls"], row["failed"]) == (4, 1)
+    assert row["asks"] == [AskGroup("confirm_delete", "elicitation/create", True)]
+    # Its count's link lists exactly those rows.
+    assert len(listed(admin_client, "?endpoint=default&method=tools/call&target=confirm_delete&kind=calls")) == 4
+    url = reverse("admin:mcp_django_registeredhandler_handler", args=["tool", "confirm_delete"])
+    assert admin_client.get(url).context["totals"]["calls"] == 4

@@ -81,6 +81,17 @@ def _make_history(mcp_url: str, token: str) -> None:
     audit.flush()
 
 
+def signed_in(browser: Any, server: AdminServer, username: str, password: str) -> Any:
+    """A 1280 px page of ``browser``, signed in to the admin as ``username``."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": 900})
+    page.goto(server.url + "/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/")
+    return page
+
+
 def _visible(page: Any, selector: str, within: str | None = None) -> None:
     """On screen without scrolling sideways: inside the 1280 px viewport and, when given,
     inside the container that would otherwise clip it (the changelist's scrolling box)."""
@@ -107,12 +118,7 @@ def test_admin_pages_in_a_browser(admin_server: AdminServer) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": WIDTH, "height": 900})
-            page.goto(admin_server.url + "/admin/login/?next=/admin/")
-            page.fill("#id_username", "admin")
-            page.fill("#id_password", "admin-password")
-            page.click("input[type=submit]")
-            page.wait_for_url("**/admin/")
+            page = signed_in(browser, admin_server, "admin", "admin-password")
 
             # The audit log: the admin's CSS is served, and the columns that matter fit at 1280 px.
             page.goto(admin_server.url + "/admin/mcp_django/auditevent/")

@@ -152,16 +152,33 @@ def test_w001_no_key_and_a_weak_secret_key_without_debug() -> None:
         assert checks.check_request_state_key() == []
 
 
-def test_w002_short_keys() -> None:
+def test_e017_empty_and_short_keys_are_refused() -> None:
+    """An empty key (a variable exported empty) or a short one is an error, at check time and at
+    use, never a silent fallback to keys derived from SECRET_KEY (issue 29)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_django import keyring
+
     long_key = "k" * 32
-    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY="short")):
-        assert ids(checks.check_request_state_key()) == ["mcp_django.W002"]
-    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=[long_key, "old", "older"])):
-        messages = checks.check_request_state_key()
-        assert ids(messages) == ["mcp_django.W002", "mcp_django.W002"]
-        assert "position 1" in messages[0].msg and "position 2" in messages[1].msg
-    with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=[long_key, b"b" * 32])):
-        assert checks.check_request_state_key() == []
+    for value, said in [
+        ("", "key is empty (an environment variable exported empty?)"),
+        (b"", "key is empty"),
+        ("short", "key is 5 bytes"),
+        ("k" * 31, "key is 31 bytes"),
+        ([long_key, "old"], "key at position 1 is 3 bytes"),
+        ([long_key, ""], "key at position 1 is empty"),
+        ([], "is an empty list"),
+    ]:
+        with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=value)):
+            messages = checks.check_settings()
+            assert ids(messages) == ["mcp_django.E017"], (value, messages)
+            assert (said in messages[0].msg and "at least 32 bytes" in messages[0].msg) or value == [], messages
+            assert checks.check_request_state_key() == []  # said once, by check_settings
+            with pytest.raises(ImproperlyConfigured, match=r"mcp_django\.E017"):
+                keyring.keyring()  # nothing is sealed or verified with it
+    for value in (None, long_key, [long_key, b"b" * 32]):
+        with override_settings(MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=value)):
+            assert checks.check_settings() == [] and keyring.keyring().signing
 
 
 def test_w003_anonymous_without_debug() -> None:

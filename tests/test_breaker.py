@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis.exceptions
@@ -133,3 +134,64 @@ def test_a_hung_layer_operation_is_refused_within_a_second() -> None:
         assert cancelled.is_set() and 0.2 <= waited < 30
     finally:
         worker_channel.layer_breaker.reset()
+
+
+def test_each_tracker_says_an_outage_once_when_it_begins_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The audit writer, the longer principal cache's shared cache and a database (its probe)
+    each keep their outage in a breaker of mcp_django.breaker: one line when it begins, one when
+    it ends, however many calls fail meanwhile, and no traceback (the session store and the
+    channel layer: above, and tests/test_faults.py)."""
+    import time
+
+    from django.db import OperationalError
+
+    from mcp_django import audit, auth_cache, breaker
+    from mcp_django.postgresql.base import Prober
+
+    away = [True]
+
+    def insert(rows: list[Any]) -> int:
+        if away[0]:
+            raise OperationalError("connection refused")
+        return 0
+
+    class Cache:
+        def get(self, key: str) -> int:
+            if away[0]:
+                raise ConnectionRefusedError("connection refused")
+            return 1
+
+    def connect() -> None:
+        if away[0]:
+            raise OperationalError("connection refused")
+
+    monkeypatch.setattr(audit, "_insert", insert)
+    writer = audit.Writer()
+    # The process's own writer may still hold an earlier test's rows and meet the patched
+    # insert too: this writer's lines get a name of their own, so that only they are counted.
+    assert writer.breaker.what == "the audit log's database"
+    writer.breaker.what = "this test's audit log's database"
+    store = auth_cache._Shared()
+    store.local = False
+    store.breaker.retry = 0.05
+    monkeypatch.setattr("django.core.cache.caches", {store.alias: Cache()})
+    database = Prober(breaker.Breaker("the database 'logged'", retry=0.05), connect)
+    with caplog.at_level(logging.WARNING, logger="mcp_django"):
+        for _ in range(5):
+            writer._insert_all([("row",)], retry_now=True)
+            assert store.get("version") is None
+            assert database.answers() is False
+            time.sleep(0.06)
+        away[0] = False
+        writer._insert_all([("row",)], retry_now=True)
+        assert store.get("version") == 1
+        assert database.answers() is True
+    for what in (writer.breaker.what, f"MCP_DJANGO['SESSION_CACHE'] ({store.alias!r})", "the database 'logged'"):
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(what)]
+        assert len(lines) == 2, (what, [r.getMessage() for r in caplog.records])
+        assert lines[0].startswith(f"{what} is unavailable (") and "connection refused" in lines[0]
+        assert lines[1].startswith(f"{what} answers again (unavailable for ")
+    assert not any(r.exc_info for r in caplog.records)
+    assert not writer.breaker.open and not store.breaker.open and not database.gate.open

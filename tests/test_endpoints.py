@@ -150,7 +150,11 @@ def test_protected_resource_metadata_per_endpoint(client: Client) -> None:
     assert public["resource"] == "http://testserver/mcp" and "mcp" in public["scopes_supported"]
     # The demo's staff endpoint is no OAuth protected resource: nothing to describe.
     assert client.get(f"{base}/staff/mcp").status_code == 404
-    staff_oauth = {"AUTHORIZATION_SERVERS": ["https://login.example/staff"], "REQUIRED_SCOPES": ["staff"]}
+    staff_oauth = {
+        "AUTHORIZATION_SERVERS": ["https://login.example/staff"],
+        "REQUIRED_SCOPES": ["staff"],
+        "DPOP": "required",  # its own, where the demo's /mcp only allows DPoP
+    }
     with mcp_settings(ENDPOINTS={"staff": staff_oauth}):
         staff = client.get(f"{base}/staff/mcp").json()
         assert staff == {
@@ -158,7 +162,10 @@ def test_protected_resource_metadata_per_endpoint(client: Client) -> None:
             "authorization_servers": ["https://login.example/staff"],
             "bearer_methods_supported": ["header"],
             "scopes_supported": ["staff"],
+            "dpop_signing_alg_values_supported": ["ES256", "ES384", "EdDSA", "PS256", "RS256"],
+            "dpop_bound_access_tokens_required": True,
         }
+        assert public["dpop_bound_access_tokens_required"] is False
         assert client.get(f"{base}/mcp").json() == public  # the other endpoint's is unchanged
     with mcp_settings(ENDPOINTS={"staff": {**staff_oauth, "RESOURCE_URL": "https://staff.example/mcp"}}):
         assert client.get(f"{base}/staff/mcp").json()["resource"] == "https://staff.example/mcp"
@@ -402,7 +409,7 @@ async def test_a_websocket_at_each_endpoint(live_url: str) -> None:
     with pytest.raises(InvalidStatus) as refused:
         async with ws_client(staff_url):  # anonymous: not at this endpoint
             pass
-    assert refused.value.response.status_code == 403
+    assert refused.value.response.status_code == 401
     async with ws_client(staff_url, additional_headers={"Authorization": f"Bearer {token}"}) as staff:
         await staff.initialize({})
         listed = await staff.request("tools/list", {})

@@ -16,8 +16,7 @@ import pytest
 from django.urls import reverse
 from mcp import MCPError as SDKError
 
-from mcp_django import audit
-from mcp_django import mcp
+from mcp_django import audit, mcp
 from mcp_django.auth import ANONYMOUS
 from mcp_django.checks import check_settings
 from mcp_django.testing import JSONRPCError, MCPClient
@@ -157,19 +156,19 @@ def test_stdio() -> None:
 def test_a_bad_entry_is_a_system_check(settings: Any) -> None:
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "PIPELINE": ["tests.pipeline_stages.nothing_here"]}
     found = {message.id: message.msg for message in check_settings() if message.id.startswith("mcp_django.")}
-    assert "mcp_django.E017" in found and "tests.pipeline_stages.nothing_here" in found["mcp_django.E017"]
+    assert "mcp_django.E020" in found and "tests.pipeline_stages.nothing_here" in found["mcp_django.E020"]
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "PIPELINE": ["tests.pipeline_stages.SEEN"]}
-    assert "mcp_django.E017" in {message.id for message in check_settings()}
+    assert "mcp_django.E020" in {message.id for message in check_settings()}
     # Passed by name: a stage's arguments are call and call_next.
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "PIPELINE": ["tests.pipeline_stages.tagged_errors"]}
-    assert "mcp_django.E017" in {message.id for message in check_settings()}
+    assert "mcp_django.E020" in {message.id for message in check_settings()}
     settings.MCP_DJANGO = {
         **settings.MCP_DJANGO,
         "PIPELINE": STAGES,
         "EXCEPTION_HANDLER": "tests.pipeline_stages.CLOSED",
     }
-    assert {message.id for message in check_settings() if message.id.startswith("mcp_django.E01")} == {
-        "mcp_django.E018"
+    assert {message.id for message in check_settings() if message.id.startswith("mcp_django.E02")} == {
+        "mcp_django.E021"
     }
 
 
@@ -245,4 +244,4 @@ def test_an_extension_adds_tool_options_filters_listed_meta_and_admin_panels(raw
 
 def test_a_bad_extension_is_a_system_check(settings: Any) -> None:
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "EXTENSIONS": ["tests.pipeline_stages"]}
-    assert "mcp_django.E019" in {message.id for message in check_settings()}
+    assert "mcp_django.E022" in {message.id for message in check_settings()}

@@ -37,6 +37,7 @@ pytestmark = shared_services.needs_postgres
 
 # MCP_DJANGO["SESSION_CACHE_TIMEOUT"]: its default (0.75 s), which the demo project keeps.
 SESSION_CACHE_TIMEOUT = 0.75
+CHANNEL_LAYER_TIMEOUT = 0.75
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}}
 
 
@@ -302,14 +303,28 @@ def test_redis_hung_requests_are_bounded_and_not_serialised(servers: Cluster) ->
     assert max(t for _s, t in results) < 8, results
 
 
+# A legacy call whose handler asks the client (an elicitation), and waits for its reply.
+ASKING_CALL = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+}
+
+
+@contextlib.contextmanager
+def _asking(
+    client: httpx.Client, url: str, headers: dict[str, str]
+) -> Iterator[tuple[Iterator[dict[str, Any]], dict[str, Any]]]:
+    """:data:`ASKING_CALL` on ``url``: its stream's events, and the ask it carries first."""
+    with client.stream("POST", url, json=ASKING_CALL, headers=headers) as stream:
+        assert stream.status_code == 200, stream.read()
+        events = _events(stream.iter_lines())
+        yield events, next(events)
+
+
 def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Cluster) -> None:
     a, b = servers.url(0), servers.url(1)
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-    }
     with httpx.Client(timeout=30) as client:
         headers = session(client, a)
         # (A reply the layer cannot carry no longer reaches the layer: orjson reads integers
@@ -318,9 +333,7 @@ def test_a_reply_the_holder_cannot_receive_fails_promptly_both_ways(servers: Clu
         # The holder is killed while its ask waits: its client's stream ends at once, a
         # reply sent to the other instance is answered with an error within seconds,
         # and the other instance serves on (2026-07-28 and legacy alike).
-        with client.stream("POST", a, json=call, headers=headers) as stream:
-            events = _events(stream.iter_lines())
-            request = next(events)
+        with _asking(client, a, headers) as (events, request):
             servers.kill_server(0)
             with pytest.raises((StopIteration, httpx.HTTPError)):
                 next(events)
@@ -457,16 +470,7 @@ def test_a_frozen_redis_is_waited_on_once_per_outage(servers: Cluster) -> None:
 def _cross_instance_flow(client: httpx.Client, a: str, b: str, headers: dict[str, str]) -> tuple[int, float, bool]:
     """A legacy ask held by A, answered through B: (the reply POST's status, its duration,
     whether the ask on A got the reply)."""
-    call = {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "method": "tools/call",
-        "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-    }
-    with client.stream("POST", a, json=call, headers=headers) as stream:
-        assert stream.status_code == 200, stream.read()
-        events = _events(stream.iter_lines())
-        request = next(events)
+    with _asking(client, a, headers) as (events, request):
         reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
         response, took = timed(lambda: client.post(b, json=reply, headers=headers))
         final = next(events)
@@ -504,3 +508,68 @@ def test_replies_cross_instances_as_soon_as_redis_returns(servers: Cluster) -> N
             assert (status, delivered) == (202, True) and took < 1
     for n in (0, 1):
         assert "could not send mcp.reply.ack" not in servers.log(n)
+
+
+def test_a_repeated_reply_is_answered_202_and_taken_once(servers: Cluster) -> None:
+    """A client told 503 for a reply (the holder's word could not come) may answer again, to
+    any instance: the ask takes the first reply only, and each repeat is answered 202."""
+    a, b = servers.url(0), servers.url(1)
+    with httpx.Client(timeout=30) as client:
+        headers = session(client, a)
+        with _asking(client, a, headers) as (events, request):
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+            again = {**reply, "result": {"action": "cancel"}}
+            assert client.post(b, json=reply, headers=headers).status_code == 202
+            assert client.post(b, json=again, headers=headers).status_code == 202
+            assert client.post(a, json=again, headers=headers).status_code == 202
+            final = next(events)
+        assert "action=decline" in json.dumps(final["result"]), final
+        # After the call: still a harmless 202 from either instance.
+        for url in (a, b):
+            assert client.post(url, json=again, headers=headers).status_code == 202
+
+
+def test_a_reply_redis_took_before_it_hung_is_answered_202_within_the_layer_timeout(servers: Cluster) -> None:
+    """Issue 29, fault 4: Redis hung after it took a reply for another instance; the holder's ask
+    received it, but its client was told 503 after 3.76 s (the forwarder waited 3 s for an
+    acknowledgment that could not come, then 0.75 s for its question to the holder). Here the
+    holder is held (SIGSTOP) so that no acknowledgment comes first, and Redis hangs as soon as
+    the reply is in: the client hears 202 within CHANNEL_LAYER_TIMEOUT, and the ask has it."""
+    import redis as redis_client
+
+    a, b = servers.url(0), servers.url(1)
+    stats = redis_client.Redis(port=servers.redis.port, socket_timeout=2)
+
+    def expires() -> int:
+        # A channel-layer send is ZCOUNT, ZADD, EXPIRE: once its EXPIRE is counted, its answer is sent.
+        return int(stats.info("commandstats").get("cmdstat_expire", {}).get("calls", 0))
+
+    holder = servers.servers[0]
+    assert holder is not None
+    with httpx.Client(timeout=30) as client, httpx.Client(timeout=30) as other:
+        # Both instances' channels started (their own sends to the layer are done) before the count.
+        assert _cross_instance_flow(client, a, b, session(client, a))[::2] == (202, True)
+        headers = session(client, a)
+        with _asking(client, a, headers) as (events, request):
+            reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}}
+            holder.send_signal(signal.SIGSTOP)
+            paused = False
+            try:
+                before = expires()
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    posted = pool.submit(timed, lambda: other.post(b, json=reply, headers=headers))
+                    deadline = time.monotonic() + 5
+                    while expires() == before:
+                        assert time.monotonic() < deadline, "the reply never reached Redis"
+                        time.sleep(0.002)
+                    servers.redis.pause()
+                    paused = True
+                    response, took = posted.result()
+            finally:
+                if paused:
+                    servers.redis.resume()
+                holder.send_signal(signal.SIGCONT)
+            final = next(events)
+    assert response.status_code == 202, (response.text, took)
+    assert took < CHANNEL_LAYER_TIMEOUT + 0.5, f"answered after {took:.2f} s"
+    assert "action=decline" in json.dumps(final["result"]), final

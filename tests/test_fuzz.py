@@ -17,6 +17,7 @@ instead of being the tail of the leg.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -64,8 +65,9 @@ class Problems(logging.Handler):
         return "\n".join(f"{r.name}: {r.getMessage()}\n{self.format(r)}"[:3000] for r in self.records[:5])
 
 
-@pytest.fixture
-def problems() -> Iterator[Problems]:
+@contextlib.contextmanager
+def watched() -> Iterator[Problems]:
+    """Problems logged anywhere while the block runs (the fixture below; other fuzzing modules' too)."""
     handler = Problems()
     handler.setFormatter(logging.Formatter("%(message)s"))
     # uvicorn's loggers do not propagate to the root: watch them where they write.
@@ -73,9 +75,17 @@ def problems() -> Iterator[Problems]:
     loggers = [logging.getLogger(n) for n in names]
     for logger in loggers:
         logger.addHandler(handler)
-    yield handler
-    for logger in loggers:
-        logger.removeHandler(handler)
+    try:
+        yield handler
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+@pytest.fixture
+def problems() -> Iterator[Problems]:
+    with watched() as handler:
+        yield handler
 
 
 def catalogue() -> dict[str, Any]:
@@ -92,6 +102,12 @@ def catalogue() -> dict[str, Any]:
         "prompts": sorted(n for n, p in mcp.prompts.items() if ours(p)),
         "resources": [*sorted(mcp.resources), "test://template/7/data"],
         "templates": sorted(mcp.templates),
+        # The arguments each prompt and template completes (a completer may query).
+        "completions": {
+            name: sorted(handler.completions)
+            for name, handler in [*mcp.prompts.items(), *mcp.templates.items()]
+            if ours(handler) and handler.completions
+        },
     }
 
 
@@ -189,21 +205,30 @@ def still_serving(url: str) -> None:
     asyncio.run(socket())
 
 
+def send_messages(url: str, fuzzer: Fuzzer, count: int, headers: dict[str, str] | None = None) -> dict[int, int]:
+    """``count`` fuzzed HTTP messages, both eras in turn (a new legacy session every 250);
+    how many got each status."""
+    statuses: dict[int, int] = {}
+    # Asks of legacy calls end quickly: nobody answers them here.
+    with (
+        mcp_settings(ASK_TIMEOUT=0.2),
+        httpx.Client(timeout=httpx.Timeout(30, read=10), headers=headers) as client,
+    ):
+        session = legacy_session(client, url)
+        for i in range(count):
+            if i % 250 == 0:
+                session = legacy_session(client, url)
+            message = fuzzer.modern() if i % 2 else fuzzer.legacy(session)
+            status = send(client, url, message)
+            statuses[status] = statuses.get(status, 0) + 1
+    return statuses
+
+
 @pytest.mark.parametrize("shard", range(SHARDS))
 def test_fuzz_http(live_url: str, problems: Problems, shard: int) -> None:
     # Shard 0 has the seed a single run had; the websocket shards take the odd seeds.
-    fuzzer = Fuzzer(SEED + 2 * shard, catalogue())
     count = share(COUNT, shard)
-    statuses: dict[int, int] = {}
-    # Asks of legacy calls end quickly: nobody answers them here.
-    with mcp_settings(ASK_TIMEOUT=0.2), httpx.Client(timeout=httpx.Timeout(30, read=10)) as client:
-        session = legacy_session(client, live_url)
-        for i in range(count):
-            if i % 250 == 0:
-                session = legacy_session(client, live_url)
-            message = fuzzer.modern() if i % 2 else fuzzer.legacy(session)
-            status = send(client, live_url, message)
-            statuses[status] = statuses.get(status, 0) + 1
+    statuses = send_messages(live_url, Fuzzer(SEED + 2 * shard, catalogue()), count)
     assert not problems.records, problems.report()
     # The generator reaches the refusals as well as the answers.
     assert statuses.get(200, 0) > count // 10 and statuses.get(400, 0) > count // 10, statuses
@@ -211,10 +236,9 @@ def test_fuzz_http(live_url: str, problems: Problems, shard: int) -> None:
     assert not problems.records, problems.report()
 
 
-@pytest.mark.parametrize("shard", range(SHARDS))
-def test_fuzz_websocket(live_url: str, problems: Problems, shard: int) -> None:
-    fuzzer = Fuzzer(SEED + 2 * shard + 1, catalogue())
-    frames = max(100, share(COUNT // 3, shard))
+def send_frames(url: str, fuzzer: Fuzzer, frames: int, initialize: float = 0.7, **connect: Any) -> None:
+    """``frames`` fuzzed websocket frames, 300 a socket (``initialize`` of them initialized first);
+    each socket must survive them and still answer a ping."""
 
     async def unanswered(request: dict[str, Any]) -> None:
         return None  # the server's asks go unanswered: they end at ASK_TIMEOUT
@@ -222,8 +246,8 @@ def test_fuzz_websocket(live_url: str, problems: Problems, shard: int) -> None:
     async def run() -> None:
         sent = 0
         while sent < frames:
-            async with ws_client(live_url, unanswered) as ws:
-                if fuzzer.r.random() < 0.7:
+            async with ws_client(url, unanswered, **connect) as ws:
+                if fuzzer.r.random() < initialize:
                     await ws.initialize({"elicitation": {}, "sampling": {}, "roots": {}})
                 for _ in range(min(300, frames - sent)):
                     text, _what = fuzzer.frame()
@@ -239,6 +263,11 @@ def test_fuzz_websocket(live_url: str, problems: Problems, shard: int) -> None:
 
     with mcp_settings(ASK_TIMEOUT=0.2):
         asyncio.run(run())
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_fuzz_websocket(live_url: str, problems: Problems, shard: int) -> None:
+    send_frames(live_url, Fuzzer(SEED + 2 * shard + 1, catalogue()), max(100, share(COUNT // 3, shard)))
     assert not problems.records, problems.report()
     still_serving(live_url)
     assert not problems.records, problems.report()

@@ -8,9 +8,6 @@ travel through the Channels layer to the process holding the stream.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -18,8 +15,6 @@ import httpx
 import pytest
 
 from tests import shared_services
-from tests.processes import ROOT, free_port, serve_demo
-from tests.run_names import redis_prefix
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
@@ -29,30 +24,9 @@ pytestmark = [shared_services.needs_postgres, shared_services.needs_redis]
 
 @pytest.fixture(scope="module")
 def two_servers() -> Iterator[tuple[str, str]]:
-    redis_url = shared_services.redis()
     # A database and a key prefix of this run's: other runs' servers never meet these.
-    db_name, db_url = shared_services.fresh_database("legacy_multi")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.conformance.settings",
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "REDIS_PREFIX": redis_prefix("multi"),
-        "MCP_REQUEST_STATE_KEY": "multi-process-test-key-0123456789abcdef",
-        "MCP_ALLOW_ANONYMOUS": "1",
-        "DJANGO_DEBUG": "0",
-    }
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
-    ports = [free_port(), free_port()]
-    servers = [serve_demo(port, env) for port in ports]
-    try:
-        yield tuple(f"http://127.0.0.1:{port}/mcp" for port in ports)  # type: ignore[misc]
-    finally:
-        for server in servers:
-            server.terminate()
-        for server in servers:
-            server.wait(10)
-        shared_services.drop_database(db_name)
+    with shared_services.demo_instances("multi") as (a, b):
+        yield a, b
 
 
 def _events(lines: Iterator[str]) -> Iterator[dict]:

@@ -226,7 +226,9 @@ async def test_authentication(live_url: str, settings: Any) -> None:
     with pytest.raises(InvalidStatus) as refused:
         async with ws_client(live_url):
             pass
-    assert refused.value.response.status_code == 403
+    # The 401 and challenge a POST gets, so a client can find how to sign in.
+    assert refused.value.response.status_code == 401
+    assert refused.value.response.headers["www-authenticate"].startswith("Bearer ")
     for headers in ({"Authorization": f"Token {token}"}, {"Cookie": f"sessionid={session}"}):
         async with ws_client(live_url, additional_headers=headers) as client:
             await client.initialize({})
@@ -247,3 +249,13 @@ async def test_subprotocol_required(live_url: str) -> None:
     with pytest.raises(InvalidStatus):
         async with connect(live_url.replace("http://", "ws://")):
             pass
+
+
+async def test_tasks_methods_do_not_exist_on_a_legacy_session(live_url: str) -> None:
+    from tests.test_tasks import LEGACY_TASKS
+
+    async with ws_client(live_url) as client:
+        await client.initialize(CAPS)
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            error = (await client.request(method, {"taskId": "x", "inputResponses": {}}))["error"]
+            assert error == {"code": -32601, "message": f"Method not found: {method} {LEGACY_TASKS}2025-11-25)"}

@@ -9,9 +9,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -268,7 +269,7 @@ def test_calls_survive_a_database_restart(server: str, cluster: Cluster) -> None
             assert _text(raw.call(tool, {"probe": "nobody"})) == "0"
         cluster.restart()
         # A connection attempt made while the cluster restarted (the audit writer's, say) trips
-        # the database's breaker, which lets one caller retry every Reachability.RETRY seconds:
+        # the database's breaker, whose probe tries again every 0.25 s (breaker.DATABASE_RETRY_SECONDS):
         # the database's return is seen within that, not necessarily by the very next call.
         deadline = time.monotonic() + 1
         while _refused(raw.call(TOOLS[0], {"probe": "nobody"})) and time.monotonic() < deadline:
@@ -281,43 +282,75 @@ def test_calls_survive_a_database_restart(server: str, cluster: Cluster) -> None
 # -- the breaker that lets a request fail at once while the database refuses connections ----
 
 
-def test_a_refused_connection_fails_the_next_ones_at_once_but_one_retries() -> None:
-    from mcp_django.lifecycle import Reachability
+def test_a_breaker_admits_one_caller_every_retry_while_open() -> None:
+    from mcp_django.breaker import Breaker
 
-    gate = Reachability("test")
-    assert gate.admit() is None
-    gate.failed(ConnectionRefusedError("connection refused"))
-    reason = gate.admit()
-    assert reason is not None and "refuses connections" in reason and "connection refused" in reason
-    time.sleep(Reachability.RETRY + 0.05)
+    gate = Breaker("test", retry=0.25)
+    assert gate.admit()
+    assert gate.failed(ConnectionRefusedError("connection refused"))
+    assert not gate.failed(ConnectionRefusedError("connection refused")), "an outage begins once"
+    assert not gate.admit()
+    time.sleep(gate.retry + 0.05)
     # One caller tries for real; the others still fail at once until it tells.
-    assert gate.admit() is None
-    assert gate.admit() is not None
-    gate.succeeded()
-    assert gate.admit() is None and gate.down_since is None
+    assert gate.admit()
+    assert not gate.admit()
+    gate.closed()
+    assert gate.admit() and gate.down_since is None
+
+
+def _prober(connect: Callable[[], None]) -> Any:
+    from mcp_django.breaker import Breaker
+    from mcp_django.postgresql.base import Prober
+
+    return Prober(Breaker("the database 'test'", retry=0.25), connect)
 
 
 def test_only_a_probe_says_the_database_answers() -> None:
     """A connection a pool lent from its idle ones proves nothing about the database now:
-    it must not spare the next caller the probe (a request once waited out the pool's timeout)."""
-    from mcp_django.lifecycle import Reachability
+    a new connection (the probe) does, and its "yes" is reused for a moment."""
+    from mcp_django.postgresql.base import FRESH
 
-    gate = Reachability("test")
     probes: list[str] = []
-    gate.succeeded()  # a pool lent a connection
-    assert gate.answers(lambda: probes.append("probe")) is True
-    assert probes == ["probe"]
-    assert gate.answers(lambda: probes.append("again")) is True
+    answering = [True]
+
+    def connect() -> None:
+        probes.append("probe")
+        if not answering[0]:
+            raise ConnectionRefusedError("refused")
+
+    gate = _prober(connect)
+    assert gate.answers() is True
+    assert gate.answers() is True
     assert probes == ["probe"], "a fresh probe's verdict is reused"
+    time.sleep(FRESH + 0.05)
+    answering[0] = False
+    assert gate.answers() is False
+    assert gate.gate.down_since is not None
+    assert gate.answers(wait=False) is False and len(probes) == 2, "while open, a probe every retry at most"
+    answering[0] = True
+    time.sleep(gate.gate.retry + 0.05)
+    assert gate.answers() is True and gate.gate.down_since is None
 
-    def refused() -> None:
-        raise ConnectionRefusedError("refused")
 
-    time.sleep(Reachability.FRESH + 0.05)
-    assert gate.answers(refused) is False
-    assert gate.down_since is not None
-    assert gate.answers(lambda: probes.append("back")) is True
-    assert probes[-1] == "back" and gate.down_since is None
+def test_a_database_that_does_not_answer_a_new_connection_is_away_within_answer_seconds() -> None:
+    """A frozen server accepts the TCP connection and never answers: the probe's own wait
+    (connect_timeout, 2 s at least) is not waited for."""
+    from mcp_django.postgresql.base import ANSWER_SECONDS
+
+    release = threading.Event()
+    gate = _prober(lambda: release.wait(10) and None)
+    try:
+        started = time.monotonic()
+        assert gate.answers(wait=False) is None  # under way: not known yet
+        assert gate.answers() is False
+        assert ANSWER_SECONDS <= time.monotonic() - started < ANSWER_SECONDS + 0.5
+        assert gate.gate.down_since is not None
+    finally:
+        release.set()
+    deadline = time.monotonic() + 5
+    while gate.gate.down_since is not None:  # the late answer closes it
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_their_next_asking() -> None:
@@ -327,8 +360,7 @@ def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_the
     never waits for the pool longer than one slice without asking the database again."""
     from psycopg_pool import PoolTimeout
 
-    from mcp_django.lifecycle import Reachability
-    from mcp_django.postgresql.base import SLICE, GuardedPool
+    from mcp_django.postgresql.base import FRESH, SLICE, GuardedPool
 
     class Reconnecting:
         """A pool whose connections died with the database: it lends nothing."""
@@ -343,28 +375,27 @@ def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_the
             time.sleep(timeout)
             raise PoolTimeout("couldn't get a connection")
 
-    gate = Reachability("test")
     answering = [True]
 
     def probe() -> None:
         if not answering[0]:
             raise ConnectionRefusedError("connection refused")
 
-    assert gate.answers(probe) is True  # a probe during the recovery: "the database answers"
-    answering[0] = False  # ... and then it stops, within Reachability.FRESH of that probe
+    gate = _prober(probe)
+    assert gate.answers() is True  # a probe during the recovery: "the database answers"
+    answering[0] = False  # ... and then it stops, within FRESH of that probe
     pool = Reconnecting()
-    with pytest.raises(PoolTimeout, match="refuses connections"):
-        GuardedPool(pool, gate, probe).getconn()
+    with pytest.raises(PoolTimeout, match="is unavailable"):
+        GuardedPool(pool, gate).getconn()
     assert max(pool.waits) <= SLICE, f"the caller waited {max(pool.waits)} s for the pool in one go"
-    assert gate.down_since is not None
+    assert gate.gate.down_since is not None
     # Spent waiting: the slices until the trusted "yes" went stale, then one probe said no.
-    assert sum(pool.waits) <= SLICE + Reachability.FRESH + SLICE
+    assert sum(pool.waits) <= SLICE + FRESH + SLICE
 
 
 def test_a_busy_pool_is_waited_for_up_to_its_timeout_while_the_database_answers() -> None:
     from psycopg_pool import PoolTimeout
 
-    from mcp_django.lifecycle import Reachability
     from mcp_django.postgresql.base import SLICE, GuardedPool
 
     class Busy:
@@ -381,13 +412,13 @@ def test_a_busy_pool_is_waited_for_up_to_its_timeout_while_the_database_answers(
             return "connection"
 
     pool = Busy()
-    assert GuardedPool(pool, Reachability("test"), lambda: None).getconn() == "connection"
+    assert GuardedPool(pool, _prober(lambda: None)).getconn() == "connection"
     assert len(pool.waits) == 4 and max(pool.waits) <= SLICE
 
     pool = Busy()
     pool.timeout = 0.5
     with pytest.raises(PoolTimeout, match="busy"):
-        GuardedPool(pool, Reachability("test"), lambda: None).getconn()
+        GuardedPool(pool, _prober(lambda: None)).getconn()
     assert sum(pool.waits) <= 0.5 + 0.01
 
 
@@ -402,7 +433,7 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_r
     from django.db import OperationalError
     from django.test import RequestFactory
 
-    from mcp_django import lifecycle, pipeline
+    from mcp_django import breaker, lifecycle, pipeline
     from mcp_django.registry import mcp
     from mcp_django.views_as_tools.tools import ViewTool
 
@@ -419,7 +450,7 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_r
     pool_logger = logging.getLogger("psycopg.pool")
     quiet = lifecycle.QuietDuringOutage()
     pool_logger.addFilter(quiet)
-    gate = lifecycle.reachability("outage")
+    gate = breaker.database("outage")
     try:
         with caplog.at_level(logging.WARNING):
             gate.failed(OperationalError("connection refused"))
@@ -429,14 +460,30 @@ def test_an_outage_is_one_line_when_it_starts_and_one_when_it_ends_not_one_per_r
                 for tool in drf_tools:
                     assert tool.has_permission(AnonymousUser(), RequestFactory().get("/")) is False
                 pool_logger.warning("error connecting in %r: %s", "pool-1", "connection refused")
-            gate.succeeded()
+            gate.closed()
     finally:
         gate.down_since = None
         pool_logger.removeFilter(quiet)
     lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in lines] == [
-        "database 'outage' refuses connections (connection refused): requests that need it get 503",
+        "the database 'outage' is unavailable (OperationalError: connection refused); "
+        "requests that need it are answered 503 at once until it answers again",
         lines[1].getMessage(),
     ], [r.getMessage() for r in lines]
-    assert lines[1].getMessage().startswith("database 'outage' accepts connections again after")
+    assert lines[1].getMessage().startswith("the database 'outage' answers again (unavailable for")
     assert not any(r.exc_info for r in lines)
+
+
+@pytest.mark.django_db
+def test_a_slow_statement_on_a_database_that_answers_is_not_cut_short() -> None:
+    """The watch of mcp_django.postgresql ends a wait only when the database does not answer
+    a new connection: a statement longer than SLOW and ANSWER_SECONDS goes on."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the PostgreSQL backend's watch")
+    from mcp_django import breaker
+    from mcp_django.postgresql.base import ANSWER_SECONDS, SLOW
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(%s), 1", [SLOW + ANSWER_SECONDS + 0.3])
+        assert cursor.fetchone()[1] == 1
+    assert not breaker.database(connection.alias).open

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import anyio
 import httpx
@@ -63,7 +64,10 @@ class Person:
 
     async def callback(self) -> AuthorizationCodeResult:
         query = parse_qs(urlsplit(self.redirect).query)
-        return AuthorizationCodeResult(code=query["code"][0], state=query.get("state", [None])[0])
+        # The RFC 9207 iss the demo's server adds to its redirect, which the SDK checks.
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
 
 
 def _signed_in(username: str) -> str:
@@ -258,8 +262,11 @@ def test_protected_resource_and_authorization_server_metadata(live_url: str) -> 
             headers={"accept": "application/json", "mcp-protocol-version": MODERN, "mcp-method": "tools/list"},
         )
     assert refused.status_code == 401
+    metadata_url = f"{origin}/.well-known/oauth-protected-resource/mcp"
+    # The demo takes DPoP-bound tokens too (MCP_DJANGO["DPOP"] "allowed"): a DPoP challenge follows.
     assert refused.headers["www-authenticate"] == (
-        f'Bearer realm="mcp", scope="mcp", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+        f'Bearer realm="mcp", scope="mcp", resource_metadata="{metadata_url}", '
+        f'DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256", resource_metadata="{metadata_url}"'
     )
     assert resource["scopes_supported"] == ["mcp", "shop"]
 
@@ -292,5 +299,119 @@ def test_without_authorization_servers_the_endpoint_is_not_a_protected_resource(
                 "authorization": "Token nope",
             },
         )
-    # The first configured class's challenge: the demo's own MCP tokens (Bearer), before DRF's Token.
-    assert refused.status_code == 401 and refused.headers["www-authenticate"] == 'Bearer realm="mcp"'
+    # The first configured class's challenge: the demo's own MCP tokens (Bearer, and DPoP, which
+    # the demo allows), before DRF's Token.
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == (
+        'Bearer realm="mcp", scope="mcp", DPoP realm="mcp", scope="mcp", algs="ES256 ES384 EdDSA PS256 RS256"'
+    )
+
+
+def code_flow(
+    live_url: str, session_cookie: str, app: Application, resource: str, headers: Any = None
+) -> httpx.Response:
+    """The demo's code flow with PKCE for ``app`` (a public client), approved at the consent screen,
+    and the token endpoint's answer to the code's exchange (sent with ``headers``)."""
+    origin = live_url.rsplit("/mcp", 1)[0]
+    verifier = "v" * 64
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = urlencode(
+        {
+            "response_type": "code",
+            "client_id": app.client_id,
+            "redirect_uri": "http://127.0.0.1:9/callback",
+            "scope": "mcp",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": resource,
+        }
+    )
+    redirect = approve(f"{origin}/o/authorize/?{query}", session_cookie)
+    answer = parse_qs(urlsplit(redirect).query)
+    assert answer["iss"] == [f"{origin}/o"]  # RFC 9207: which server answered
+    data = {
+        "grant_type": "authorization_code",
+        "code": answer["code"][0],
+        "client_id": app.client_id,
+        "redirect_uri": "http://127.0.0.1:9/callback",
+        "code_verifier": verifier,
+        "resource": resource,
+    }
+    return httpx.post(f"{origin}/o/token/", data=data, headers=headers or {})
+
+
+def _issued(live_url: str, session_cookie: str, resource: str) -> str:
+    """An access token the demo's authorization server issues for ``resource`` (code flow, PKCE)."""
+    user = get_user_model().objects.get(username="eve")
+    app, _ = Application.objects.get_or_create(
+        name="resource tests",
+        defaults={
+            "client_type": Application.CLIENT_PUBLIC,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "redirect_uris": "http://127.0.0.1:9/callback",
+            "user": user,
+        },
+    )
+    issued = code_flow(live_url, session_cookie, app, resource)
+    assert issued.status_code == 200, issued.text
+    return str(issued.json()["access_token"])
+
+
+async def _websocket_whoami(live_url: str, token: str) -> tuple[int, dict[str, str], Any]:
+    """Opens the websocket with ``token``: (status, headers, the whoami answer or None)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    try:
+        async with websockets.connect(
+            live_url.replace("http://", "ws://"), subprotocols=["mcp"], additional_headers=headers
+        ) as socket:
+            await socket.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+            await socket.recv()
+            call = {"name": "whoami", "arguments": {}}
+            await socket.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}))
+            return 101, {}, json.loads(await socket.recv())
+    except websockets.InvalidStatus as refused:
+        return refused.response.status_code, dict(refused.response.headers), None
+
+
+def test_a_token_for_the_origin_or_another_path_is_refused(live_url: str) -> None:
+    """Only a token issued for the endpoint's own resource, as the metadata names it, works at
+    /mcp: the toolkit's prefix match would take one for the whole origin (issue 29)."""
+    session = _signed_in("eve")
+    origin = live_url.rsplit("/mcp", 1)[0]
+    advertised = httpx.get(f"{origin}/.well-known/oauth-protected-resource/mcp").json()["resource"]
+    assert advertised == live_url
+    for resource in (f"{origin}/", origin, f"{live_url}/", f"{live_url}/tools", f"{origin}/mc"):
+        token = _issued(live_url, session, resource)
+        refused = _call(live_url, token)
+        assert refused.status_code == 401, resource
+        assert refused.headers["www-authenticate"].startswith('Bearer realm="mcp", error="invalid_token"'), resource
+        assert (
+            f'resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp"'
+            in (refused.headers["www-authenticate"])
+        )
+        status, headers, _ = anyio.run(_websocket_whoami, live_url, token)
+        assert status == 401, resource
+        assert headers["www-authenticate"].startswith('Bearer realm="mcp", error="invalid_token"'), resource
+    # The right resource, and the same resource written otherwise (case, default-free form).
+    scheme, rest = live_url.split("://", 1)
+    for resource in (live_url, f"{scheme.upper()}://{rest.split('/', 1)[0].upper()}/mcp"):
+        token = _issued(live_url, session, resource)
+        accepted = _call(live_url, token)
+        assert accepted.status_code == 200, (resource, accepted.text)
+        status, _, answer = anyio.run(_websocket_whoami, live_url, token)
+        assert status == 101 and answer["result"]["structuredContent"]["username"] == "eve", resource
+
+
+def test_canonical_resource_form() -> None:
+    from mcp_django.contrib.oauth import resource_matches
+    from mcp_django.protected_resource import canonical_resource
+
+    assert canonical_resource("HTTPS://Shop.Example:443/mcp") == "https://shop.example/mcp"
+    assert canonical_resource("http://shop.example:80/") == "http://shop.example"
+    assert canonical_resource("http://[::1]:8000/mcp") == "http://[::1]:8000/mcp"
+    for bad in ("https://shop.example/mcp#x", "https://u@shop.example/mcp", "urn:x", "shop.example/mcp", "http://h:x/"):
+        assert canonical_resource(bad) is None, bad
+    assert resource_matches("https://shop.example/mcp/", ["https://SHOP.example:443/mcp"])
+    assert not resource_matches("https://shop.example/mcp", ["https://shop.example/"])
+    assert not resource_matches("https://shop.example/mcp", ["https://shop.example/mcp/"])
+    assert not resource_matches("https://shop.example/mcp", [])

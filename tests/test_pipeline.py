@@ -19,6 +19,7 @@ from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
 from mcp_django.conf import SETTINGS
+from mcp_django.limits import stage as limits
 from mcp_django.mcp_ui import methods as apps_methods
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
 from mcp_django.protocol.jsonrpc import (
@@ -60,7 +61,12 @@ def _chain(run: Any) -> list[Any]:
 
 
 def test_the_stages_in_their_order() -> None:
-    assert pipeline.OUTER_STAGES == (pipeline.complete_result, pipeline.result_meta, pipeline.database_lifecycle)
+    assert pipeline.OUTER_STAGES == (
+        pipeline.complete_result,
+        pipeline.result_meta,
+        pipeline.database_lifecycle,
+        limits.limit,
+    )
     assert pipeline.INNER_STAGES == (pipeline.cache_hints,)
     assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
     assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.MODERN]] == ["handler errors", "request state"]
@@ -73,7 +79,14 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
     traced = [tracing.trace] if tracing.ENABLED else []
-    calls = [pipeline.complete_result, pipeline.database_lifecycle, *traced, pipeline.audit, methods.call_tool]
+    calls = [
+        pipeline.complete_result,
+        pipeline.database_lifecycle,
+        limits.limit,
+        *traced,
+        pipeline.audit,
+        methods.call_tool,
+    ]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
     assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_tools]
@@ -226,9 +239,10 @@ def test_a_signals_receivers_are_found_anew_after_any_change() -> None:
 
 
 def test_a_call_and_its_events_carry_each_value_in_its_own_field() -> None:
-    # Call.modern, Call.event and read_meta build their objects positionally (matching a
-    # keyword per field cost every request more than the rest of each construction): each
-    # value must still land in the field it names, whatever order the fields are declared in.
+    # Call.modern and read_meta build their objects positionally (matching a keyword per field
+    # cost every request more than the rest of each construction): each value must still land
+    # in the field it names, whatever order the fields are declared in. Call.event builds its
+    # Event by keyword (Event takes no other), checked here for the values it passes.
     caps: dict[str, Any] = {"elicitation": {}}
     info = {"name": "c", "version": "1"}
     params = {

@@ -74,7 +74,10 @@ class FakeWorker:
         await self.network.send(channel, message)
 
     async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
-        await self.send(channel, message)
+        try:
+            await self.send(channel, message)
+        except Exception:
+            return False
         return True
 
     def keep(self, task: asyncio.Future[Any]) -> None:
@@ -153,5 +156,78 @@ def test_a_reply_arriving_after_it_was_declared_lost_is_not_taken() -> None:
         # Told 503: the ask did not take it (it failed), and the holder says so again.
         assert isinstance(asked.exception(), MCPError)
         assert [a.get("taken") for a in acks] == [False]
+
+    asyncio.run(run())
+
+
+def test_a_reply_the_layer_took_before_it_froze_is_reported_taken_within_the_layer_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29, fault 4: Redis froze right after it took a reply; the holder's ask received it,
+    but the forwarder waited out REPLY_ACK_SECONDS, then its question to the holder timed out
+    (CHANNEL_LAYER_TIMEOUT), and it answered 503 after 3.76 s: a client that may answer again."""
+    from mcp_django.conf import mcp_settings
+
+    monkeypatch.setattr(relay_module, "REPLY_ACK_SECONDS", 3)  # the real waits
+    monkeypatch.setattr(relay_module, "REPLY_VERDICT_SECONDS", 2)
+    bound = mcp_settings.CHANNEL_LAYER_TIMEOUT
+
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+        frozen: list[bool] = []
+        deliver = network.send
+
+        async def send(channel: str, message: dict[str, Any]) -> None:
+            if frozen:  # what layer_call does on a hung Redis
+                await asyncio.sleep(bound)
+                raise Unavailable("the channel layer")
+            await deliver(channel, message)
+            if message["type"] == "mcp.reply":
+                frozen.append(True)
+
+        network.send = send  # type: ignore[method-assign]
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL) is True
+        took = loop.time() - started
+        assert asked.done() and asked.result() == _reply(request_id)
+        assert took < bound + 0.1, f"answered after {took:.2f} s"
+
+    asyncio.run(run())
+
+
+def test_a_reply_the_layer_refused_is_reported_failed_at_once() -> None:
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+
+        async def refused(channel: str, message: dict[str, Any]) -> None:
+            raise Unavailable("the channel layer")  # the layer's breaker is open
+
+        network.send = refused  # type: ignore[method-assign]
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        with pytest.raises(Unavailable):
+            await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
+        assert not asked.done()  # the client may answer again, and that answer will count
+
+    asyncio.run(run())
+
+
+def test_a_repeated_answer_is_taken_once_and_answered_202() -> None:
+    """A client told 503 may answer again, to any instance: the ask takes one reply, and the
+    repeated one is acknowledged (202) and ignored, during the call and after it."""
+
+    async def run() -> None:
+        _network, holder, forwarder = _pair()
+        request_id, asked = holder.open(SID, PRINCIPAL)
+        first = _reply(request_id)
+        again = {**first, "result": {"action": "accept", "content": {"name": "x"}}}
+        assert await forwarder.route_reply(first, SID, PRINCIPAL) is True
+        assert await forwarder.route_reply(again, SID, PRINCIPAL) is True
+        assert await holder.route_reply(again, SID, PRINCIPAL) is True
+        assert asked.result() == first
+        holder.close(request_id)  # the call is over
+        assert await forwarder.route_reply(again, SID, PRINCIPAL) is True
+        assert asked.result() == first
 
     asyncio.run(run())

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from mcp_django import base64url, keyring, request_state
+from mcp_django import keyring, request_state
 from mcp_django.conf import mcp_settings
 from mcp_django.request_state import Claims, Reason, StateRefused, seal, unseal
 from tests.conftest import Raw
@@ -183,8 +183,8 @@ def test_states_sealed_by_the_previous_encoder_still_open(encrypt: bool, token: 
 def _signed(payload: bytes) -> str:
     """A token over ``payload`` made by hand with KEY_A's MAC key: verified, whatever it says."""
     key = keyring.keyring().signing
-    head = f"v1.{key.kid}.{base64url.encode(payload)}"
-    return f"{head}.{base64url.encode(hmac.new(key.mac_key, head.encode(), hashlib.sha256).digest())}"
+    head = f"v1.{key.kid}.{keyring.b64encode(payload)}"
+    return f"{head}.{keyring.b64encode(hmac.new(key.mac_key, head.encode(), hashlib.sha256).digest())}"
 
 
 def _payload(**changes: object) -> bytes:

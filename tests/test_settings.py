@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
+import warnings
 from typing import Any
 
 import pytest
@@ -79,7 +80,8 @@ def test_every_setting_has_the_type_mcp_settings_declares(values: dict[str, Any]
     # mypy reads MCPSettings' annotations; a setting added, removed or retyped must change them too.
     hints = typing.get_type_hints(MCPSettings)
     assert list(hints) == list(SETTINGS)
-    with override_settings(MCP_DJANGO=values):
+    with override_settings(MCP_DJANGO=values), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # AUDIT_ROUNDS, the older spelling
         for name, hint in hints.items():
             value = getattr(mcp_settings, name)
             assert _fits(value, hint), (name, value, hint)
@@ -162,9 +164,16 @@ def test_e008_audit_setting() -> None:
     assert problems(AUDIT={"ROUNDS": False, "BATCH_SIZE": 10}) == []
 
 
-def test_older_audit_rounds_spelling_still_counts() -> None:
+def test_older_audit_rounds_spelling_still_counts_with_a_deprecation_warning() -> None:
     with override_settings(MCP_DJANGO=mcp_with(AUDIT_ROUNDS=False)):
         assert checks.check_settings() == []
+        with pytest.warns(DeprecationWarning, match=r'AUDIT_ROUNDS.*removed in 0\.3\.0.*\["AUDIT"\]\["ROUNDS"\]'):
+            assert mcp_settings.AUDIT["ROUNDS"] is False
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert mcp_settings.AUDIT["ROUNDS"] is False  # warned once, when the value was read
+    with override_settings(MCP_DJANGO=mcp_with(AUDIT={"ROUNDS": False})), warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new spelling: no warning
         assert mcp_settings.AUDIT["ROUNDS"] is False
 
 

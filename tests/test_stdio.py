@@ -97,6 +97,21 @@ def test_only_protocol_messages_reach_stdout(server_env: dict[str, str]) -> None
         assert noise in stderr
 
 
+def test_tasks_methods_do_not_exist_on_a_legacy_session(server_env: dict[str, str]) -> None:
+    from tests.test_tasks import LEGACY_TASKS
+
+    get = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "x"}}
+    done = _run(
+        server_env,
+        [json.dumps(INIT), '{"jsonrpc":"2.0","method":"notifications/initialized"}', json.dumps(get)],
+        "--user",
+        "alice",
+    )
+    assert done.returncode == 0, done.stderr
+    answer = [json.loads(line) for line in done.stdout.decode().splitlines()][-1]
+    assert answer["error"] == {"code": -32601, "message": f"Method not found: tasks/get {LEGACY_TASKS}2025-06-18)"}
+
+
 def test_invalid_utf8_is_a_parse_error(server_env: dict[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, SERVER, "--user", "alice"],

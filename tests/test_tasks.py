@@ -7,6 +7,8 @@ multi-process tests with a real worker are in tests/test_tasks_worker.py.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime, timedelta
 from io import StringIO
 from typing import Any
@@ -24,7 +26,7 @@ from django.utils import timezone
 from mcp_django import audit
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.tasks.models import MCPTask, Status
-from mcp_django.tasks.store import NOT_FOUND, WORKER_LOST
+from mcp_django.tasks.store import NOT_FOUND, SILENT, UNCLAIMED, WORKER_LOST
 from mcp_django.testing import JSONRPCError, MCPClient, accept
 from tests.conftest import Raw, mcp_settings, meta, served_before_expiry, wait_past
 
@@ -142,13 +144,24 @@ class TaskTools(TestCase):
         client.run_task(task_id)
         assert client.get_task(task_id)["status"] == "cancelled"
 
-    def test_a_task_whose_worker_died_fails_instead_of_working_for_ever(self) -> None:
+    def test_a_task_whose_worker_died_runs_again_then_fails_instead_of_working_for_ever(self) -> None:
         client = MCPClient(tasks=True)
         task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
-        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1))
-        task = client.get_task(task_id)
+        first_job = MCPTask.objects.get(pk=task_id).job_id
+        MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1), runs=1)
+        with self.captureOnCommitCallbacks(execute=True) as hooks:
+            task = client.get_task(task_id)
+        assert hooks  # the announcement and the new run's enqueue
+        # Lost to its infrastructure: run again from the start (TASK_RETRIES, 2 by default).
+        assert task["status"] == "working"
+        assert task["statusMessage"] == f"running again from the start: {SILENT} (retry 1 of 2)"
+        row = MCPTask.objects.get(pk=task_id)
+        assert (row.retried, row.lease_until) == (1, None) and row.job_id != first_job
+        with mcp_settings(TASK_RETRIES=1):
+            MCPTask.objects.filter(pk=task_id).update(lease_until=timezone.now() - timedelta(seconds=1), runs=2)
+            task = client.get_task(task_id)
         assert task["status"] == "failed"
-        assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+        assert task["error"] == {"code": -32603, "message": f"{WORKER_LOST} (2 runs, all lost): {SILENT}"}
 
     def test_a_run_lost_between_the_backend_and_its_claim_fails_after_a_lease(self) -> None:
         """A worker killed after the backend marked its job running and before the run took the
@@ -177,12 +190,12 @@ class TaskTools(TestCase):
             return backend(self, result_id)
 
         with (
-            mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds()),
+            mcp_settings(TASK_LEASE_SECONDS=lease.total_seconds(), TASK_RETRIES=0),
             mock.patch.object(DatabaseBackend, "get_result", get_result),
         ):
             task = client.get_task(lost)
             assert task["status"] == "failed"
-            assert task["error"] == {"code": -32603, "message": WORKER_LOST}
+            assert task["error"] == {"code": -32603, "message": f"{WORKER_LOST}: {UNCLAIMED}"}
             # Waiting in the queue, or started a moment ago: working, however old the task.
             for _ in range(3):
                 assert client.get_task(queued)["status"] == "working"
@@ -304,6 +317,72 @@ class TaskTools(TestCase):
         assert AuditEvent.objects.filter(target="confirm_delete").count() == 3
         assert result.task_status == "completed"
 
+    def test_every_audit_row_of_a_task_names_its_user(self) -> None:
+        """The rows a worker writes (input_required, completed, failed, cancelled) know the task's
+        principal only by its label: they still point at its user, as task_created does. The
+        lost run fails at once (TASK_RETRIES=0): with retries left it would run again."""
+        with mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": False}, TASK_RETRIES=0):
+            MCPClient(user=self.alice, tasks=True).call_tool("confirm_delete", {"filename": "b"}, answer=lambda r: True)
+            client = MCPClient(user=self.alice, tasks=True)
+            client.cancel_task(client.start_tool("slow_compute", {"seconds": 9})["taskId"])
+            lost = client.start_tool("slow_compute", {"seconds": 9})["taskId"]
+            MCPTask.objects.filter(pk=lost).update(lease_until=timezone.now() - timedelta(seconds=1))
+            assert client.get_task(lost)["status"] == "failed"
+            audit.flush()
+        rows = list(AuditEvent.objects.filter(kind__startswith="task_").values_list("kind", "user_id", "principal"))
+        assert {kind for kind, *_ in rows} == {
+            Kind.TASK_CREATED,
+            Kind.TASK_INPUT_REQUIRED,
+            Kind.TASK_COMPLETED,
+            Kind.TASK_CANCELLED,
+            Kind.TASK_FAILED,
+        }
+        assert {(user, principal) for _, user, principal in rows} == {(self.alice.pk, f"auth.user:{self.alice.pk}")}
+        self.client.force_login(User.objects.create_superuser("root", password="pw"))
+        page = self.client.get("/admin/mcp_django/auditevent/").content.decode()
+        assert "(deleted)" not in page and "alice" in page
+
+
+class InATestCase(TestCase):
+    """A project's own TestCase on startproject's defaults (audit rows written in the
+    background, SQLite): the task's run, its heartbeat and its audit rows stay in the test's
+    transaction, where its rows are, and print nothing."""
+
+    def test_a_task_run_by_the_test_client_logs_nothing(self) -> None:
+        alice = User.objects.create_user("alice", password="pw")
+        with (
+            mcp_settings(AUDIT={"ENABLED": True, "ASYNC_WRITES": True}),
+            self.assertNoLogs(level="WARNING"),
+        ):
+            asked = MCPClient(user=alice, tasks=True).call_tool(
+                "confirm_delete", {"filename": "a"}, answer=lambda r: True
+            )
+            # Long enough for a few beats (CANCEL_POLL) of its heartbeat.
+            slow = MCPClient(user=alice, tasks=True).call_tool("slow_compute", {"seconds": 1})
+        assert (asked.task_status, slow.text) == ("completed", "computed result in 1s")
+        # Written here, in the test's transaction, not by the writer thread after it.
+        assert AuditEvent.objects.filter(kind=Kind.TASK_COMPLETED, user=alice).count() == 2
+
+    def test_the_heartbeat_of_a_run_in_the_test_client_sees_a_cancel(self) -> None:
+        from mcp_django import Context, mcp
+
+        async def cancels_itself(ctx: Context) -> str:
+            await MCPTask.objects.filter(tool="tasktest_cancels_itself").aupdate(cancel_requested=True)
+            for _ in range(50):  # the heartbeat reads the flag every CANCEL_POLL seconds
+                await ctx.check_cancelled()
+                await asyncio.sleep(0.1)
+            return "never cancelled"
+
+        mcp.tool(name="tasktest_cancels_itself", task="required")(cancels_itself)
+        try:
+            with self.assertNoLogs(level="WARNING"):
+                client = MCPClient(tasks=True)
+                task_id = client.start_tool("tasktest_cancels_itself")["taskId"]
+                client.run_task(task_id)
+            assert client.get_task(task_id)["status"] == "cancelled"
+        finally:
+            mcp.remove("tools", "tasktest_cancels_itself")
+
 
 @pytest.mark.django_db
 def test_tasks_methods_without_the_opt_in_are_32021(raw_inprocess: Raw) -> None:
@@ -312,6 +391,22 @@ def test_tasks_methods_without_the_opt_in_are_32021(raw_inprocess: Raw) -> None:
         response = raw_inprocess.post(method, params, headers={"mcp-name": "x"})
         assert response.status_code == 400
         assert response.json()["error"]["code"] == -32021
+
+
+LEGACY_TASKS = "(tasks are the io.modelcontextprotocol/tasks extension of MCP 2026-07-28; this connection speaks "
+
+
+@pytest.mark.django_db
+def test_tasks_methods_do_not_exist_on_legacy_revisions() -> None:
+    """A legacy client cannot declare the extension's opt-in: no -32021 naming it, but the
+    -32601 of a method its revision does not have, saying which revision has it."""
+    for revision in ("2025-11-25", "2025-03-26"):
+        client = MCPClient(revision=revision, tasks=True)
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            with pytest.raises(JSONRPCError) as raised:
+                client.request(method, {"taskId": "x", "inputResponses": {}})
+            assert raised.value.code == -32601, (revision, method)
+            assert raised.value.message == f"Method not found: {method} {LEGACY_TASKS}{revision})"
 
 
 @pytest.mark.django_db
@@ -342,6 +437,79 @@ def test_malformed_tasks_requests_are_errors_not_500s(raw_inprocess: Raw) -> Non
         response = raw_inprocess.post(method, params, caps=TASK_CAPS, headers={"mcp-name": name})
         assert response.status_code == 400, (method, params)
         assert response.json()["error"]["code"] in (-32602, -32020), (method, params)
+
+
+def test_a_nul_in_a_task_id_is_an_unknown_task(raw: Raw, live_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """PostgreSQL's text holds no NUL: a task id with one never reaches a query (it was a
+    DataError, -32603 and a traceback per request), and is answered as any unknown task,
+    over HTTP (a base64 Mcp-Name carries it) and over websockets."""
+    import base64
+    import logging
+
+    from tests.legacy_fixtures import ws_client
+
+    task_id = raw.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]["taskId"]
+    requests = [
+        (method, {"taskId": bad, "inputResponses": {}})
+        for bad in (task_id[:10] + "\x00" + task_id[11:], "\x00", task_id + "\x00")
+        for method in ("tasks/get", "tasks/update", "tasks/cancel")
+    ]
+    caplog.set_level(logging.WARNING)
+    for method, params in requests:
+        name = "=?base64?" + base64.b64encode(params["taskId"].encode()).decode() + "?="
+        response = raw.post(method, params, caps=TASK_CAPS, headers={"mcp-name": name})
+        assert response.status_code == 400, (method, params)
+        assert response.json()["error"] == {"code": -32602, "message": NOT_FOUND}
+
+    async def over_websockets() -> list[dict[str, Any]]:
+        async with ws_client(live_url) as client:
+            return [
+                (await client.request(method, {**params, "_meta": meta(TASK_CAPS)}))["error"]
+                for method, params in requests
+            ]
+
+    assert asyncio.run(over_websockets()) == [{"code": -32602, "message": NOT_FOUND}] * len(requests)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert _get(raw, task_id)["status"] == "working"
+
+
+def test_a_database_outage_is_a_503_said_once_by_the_breaker(
+    raw_inprocess: Raw, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/deployment.md, "What an outage logs": the breaker's two lines, no traceback per poll."""
+    import logging
+
+    from django.db import OperationalError
+
+    from mcp_django import breaker
+    from mcp_django.tasks import store
+
+    task_id = raw_inprocess.call("slow_compute", {"seconds": 60}, caps=TASK_CAPS).json()["result"]["taskId"]
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database 'outage' refuses connections since 0.1 s (connection refused)")
+
+    monkeypatch.setattr(store, "_polled", refused)
+    gate = breaker.database("outage")
+    try:
+        with caplog.at_level(logging.WARNING):
+            gate.failed(OperationalError("connection refused"))
+            for method in ("tasks/get", "tasks/update", "tasks/cancel") * 3:
+                params = {"taskId": task_id, "inputResponses": {}}
+                response = raw_inprocess.post(method, params, caps=TASK_CAPS, headers={"mcp-name": task_id})
+                assert response.status_code == 503, response.text
+                assert response.json()["error"]["code"] == -32603
+            gate.closed()
+    finally:
+        gate.reset()
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage().split(" (")[0] for r in lines] == [
+        "the database 'outage' is unavailable",
+        "the database 'outage' answers again",
+    ]
+    assert not any(r.exc_info for r in lines)
+    monkeypatch.undo()
+    assert _get(raw_inprocess, task_id)["status"] == "working"
 
 
 @pytest.mark.django_db
@@ -533,6 +701,7 @@ def test_listen_pushes_the_tasks_status_changes_it_names(raw: Raw) -> None:
         done = next(events)["params"]
         assert done == {**_get(raw, task_id), "_meta": tag}
         assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted a.csv."
+        assert done["result"]["resultType"] == "complete"  # the CallToolResult as tools/call answers it
 
 
 def test_listen_for_tasks_needs_the_opt_in_and_a_list_of_ids(raw_inprocess: Raw) -> None:
@@ -544,3 +713,54 @@ def test_listen_for_tasks_needs_the_opt_in_and_a_list_of_ids(raw_inprocess: Raw)
     for bad in ("x", [7], [""]):
         response = raw_inprocess.post("subscriptions/listen", {"notifications": {"taskIds": bad}}, caps=TASK_CAPS)
         assert response.json()["error"]["code"] == -32602, bad
+
+
+def test_progress_reports_are_the_tasks_status_message_polled_and_pushed(raw: Raw) -> None:
+    """``ctx.report_progress(...)`` inside a task: its message and count are the task's
+    ``statusMessage`` in ``tasks/get`` and in the pushes to its listeners, within a beat."""
+    import threading
+
+    from mcp_django import Context, SyncContext, mcp
+    from mcp_django.tasks.runner import run
+    from tests.test_subscriptions import data_events
+
+    polled: list[str] = []
+
+    async def counts(ctx: Context) -> str:
+        await ctx.report_progress(1, 2, "Counting orders")
+        await asyncio.sleep(1)  # several heartbeats (CANCEL_POLL) while it works
+        await ctx.report_progress(2, 2)
+        await asyncio.sleep(1)
+        return "counted"
+
+    def counts_sync(ctx: SyncContext) -> str:
+        ctx.report_progress(1, message="Reading the ledger")
+        time.sleep(1)
+        return "read"
+
+    mcp.tool(name="tasktest_progress", task="required")(counts)
+    mcp.tool(name="tasktest_progress_sync", task="required")(counts_sync)
+    try:
+        for tool, expected in (
+            ("tasktest_progress", ["Counting orders (1/2)", "2/2"]),
+            ("tasktest_progress_sync", ["Reading the ledger (1)"]),
+        ):
+            task_id = raw.call(tool, caps=TASK_CAPS).json()["result"]["taskId"]
+            with _listen(raw, [task_id]) as stream:
+                events = data_events(stream.iter_lines())
+                assert next(events)["method"] == "notifications/subscriptions/acknowledged"
+                worker = threading.Thread(target=run, args=(task_id,))
+                worker.start()
+                pushed = []
+                while not pushed or pushed[-1]["status"] == "working":
+                    pushed.append(next(events)["params"])
+                    if pushed[-1]["status"] == "working" and len(polled) < len(pushed):
+                        polled.append(_get(raw, task_id).get("statusMessage", ""))
+                worker.join(10)
+            messages = [p.get("statusMessage") for p in pushed if p["status"] == "working"]
+            assert messages == expected, pushed
+            assert pushed[-1]["status"] == "completed" and "statusMessage" not in pushed[-1]
+        assert "Counting orders (1/2)" in polled
+    finally:
+        mcp.remove("tools", "tasktest_progress")
+        mcp.remove("tools", "tasktest_progress_sync")

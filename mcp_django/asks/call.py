@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -55,6 +56,10 @@ class Call:
     # A legacy call's control of its session (mcp_django.protocol.legacy.SessionControl): what
     # initialize, logging/setLevel and resources/(un)subscribe change, kept by the transport.
     control: Any = field(default=None, repr=False)
+    # Entered around each server-to-client request of a legacy call (the live engine's asks),
+    # when a pipeline stage set one: an async context manager factory that may refuse the ask
+    # (mcp_django.limits counts a principal's open asks with it).
+    ask_guard: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def modern(
@@ -163,24 +168,22 @@ class Call:
         """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
         (by default the call's start) until now."""
         started = self.started if since is None else since
-        # Positional, in Event's fields' order (tests/test_pipeline.py holds it): one event is
-        # built per audited call, and keywords cost about as much again as the rest of it.
         return Event(
-            kind,
-            self.era,
-            self.transport,
-            self.method,
-            self.target,
-            self.principal,
-            self.request_id,
-            self.client_address,
-            self.version,
-            round,
-            {} if asks is None else asks,
-            reason,
-            outcome,
-            (time.perf_counter() - started) * 1000,
-            self.endpoint.name if self.endpoint is not None else "default",
+            kind=kind,
+            era=self.era,
+            transport=self.transport,
+            method=self.method,
+            target=self.target,
+            principal=self.principal,
+            request_id=self.request_id,
+            client_address=self.client_address,
+            version=self.version,
+            round=round,
+            asks={} if asks is None else asks,
+            reason=reason,
+            outcome=outcome,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            endpoint=self.endpoint.name if self.endpoint is not None else "default",
         )
 
     def wants_log(self, level: str) -> bool:

@@ -84,3 +84,14 @@ class StartTask(BaseException):
         super().__init__("start_task")
         self.answers = answers
         self.state = state
+
+
+class InputRequired(BaseException):
+    """Ends an attempt whose asks have no answer yet (2026-07-28: the answer is ``input_required``).
+
+    A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
+    """
+
+
+class ClientError(MCPError):
+    """The client answered a server-to-client request (2025-11-25 and earlier) with a JSON-RPC error."""

@@ -36,7 +36,7 @@ class WorkerPool:
     future chained to an asyncio future under ``shield``, the context copied back
     after each job): counted with ``bench/thread_hops.py``, that costs about 224,000
     instructions more per hop, over 20% of a sync call, several times the spread of
-    two runs (docs/performance.md).
+    two runs (bench/HISTORY.md).
 
     A sync handler that waits for a client's answer (a legacy ask) can wait for
     minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
@@ -87,7 +87,7 @@ class WorkerPool:
             # Counted idle before the result goes back: the loop may answer it and submit the
             # next request's job before this thread is done; counted after, that submit would
             # find no idle thread and start one more, and under load the pool grew past the
-            # work running at once (docs/performance.md). The job waits in the queue for this
+            # work running at once (bench/HISTORY.md). The job waits in the queue for this
             # thread's close_stale() instead.
             with self._lock:
                 retire = self._threads > self.max_workers
@@ -218,21 +218,6 @@ class Runnable(Protocol):
 
     @property
     def is_async(self) -> bool: ...
-
-
-async def adopted(coro: Any) -> Any:
-    """Await ``coro`` on the loop for sync code that scheduled it from its thread.
-
-    Under a host (``lifecycle.host_thread``), asgiref's own routing of thread-sensitive
-    calls does not survive the hop from the host's thread back to the loop: restore it,
-    so Django's async APIs called by ``coro`` still run in the host's thread.
-    """
-    executor = host_thread.get()
-    if executor is not None:
-        from asgiref.sync import AsyncToSync
-
-        AsyncToSync.executors.current = executor
-    return await coro
 
 
 def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:

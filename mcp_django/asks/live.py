@@ -52,18 +52,14 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
 from .asking import scoped
 from .call import Call
-from .errors import MissingCapability, escaped
-from .invoke import adopted, invoke, make_context, parked, wait_in_thread
+from .errors import ClientError, MissingCapability, escaped
+from .invoke import invoke, make_context, parked, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
 # How many times a form whose content did not fit is sent again before the call fails.
 MAX_REASKS = 3
-
-
-class ClientError(MCPError):
-    """The client answered a server-to-client request with a JSON-RPC error."""
 
 
 class AskTimeoutError(MCPError):
@@ -110,21 +106,34 @@ class LiveSession:
         if method == "elicitation/create" and isinstance(version, str):
             # Refused (an MCPError naming what) before anything is sent, when the revision cannot say it.
             params = fit_elicitation(params, version)
+        if call.ask_guard is not None:
+            async with call.ask_guard():
+                return await self._request(call.notify, method, params, timeout, key)
+        return await self._request(call.notify, method, params, timeout, key)
+
+    async def _request(
+        self,
+        notify: Callable[[dict[str, Any]], None],
+        method: str,
+        params: dict[str, Any],
+        timeout: float,
+        key: str | None,
+    ) -> Any:
         request_id, reply = self.replies.open()
         watching = observer.get()
         if watching is not None and key is not None:
             watching.asking(request_id, key)
         try:
-            call.notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
             try:
                 message = await asyncio.wait_for(reply, timeout)
             except TimeoutError:
-                call.notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
+                notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
                 raise AskTimeoutError(method, timeout) from None
             except asyncio.CancelledError:
                 # The call was cancelled while the client still has our request open (a
                 # dialog, a model run): withdraw it, so the client can close it.
-                call.notify(
+                notify(
                     notification("notifications/cancelled", {"requestId": request_id, "reason": "request cancelled"})
                 )
                 raise
@@ -179,7 +188,7 @@ class LiveBackend:
                     raise asyncio.CancelledError
                 started = True
             try:
-                return await adopted(self.resolve(asks))
+                return await self.resolve(asks)
             finally:
                 over.set_result(None)
 

@@ -27,16 +27,9 @@ from ..protocol.jsonrpc import MCPError
 from . import guard
 from .asking import scoped
 from .call import Call
-from .errors import MissingCapability, escaped
+from .errors import InputRequired, MissingCapability, escaped
 from .invoke import invoke, make_context, start_task
 from .questions import Ask, ContentInvalid
-
-
-class InputRequired(BaseException):
-    """Ends an attempt whose asks have no answer yet.
-
-    A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
-    """
 
 
 class Attempt:

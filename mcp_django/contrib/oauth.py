@@ -3,22 +3,58 @@
 Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name
 the authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is
 accepted only when django-oauth-toolkit finds it valid (known, not expired, not
-revoked, its application usable) and it was issued for this endpoint: its RFC 8707
-resource indicators include the endpoint's URL. A token issued without a resource
-indicator is refused, because MCP servers must accept only tokens meant for them
-(a token for another service must not be replayable here).
+revoked, its application usable) and it was issued for this endpoint: one of its RFC 8707
+resource indicators is the endpoint's resource URL, the one its protected-resource metadata
+advertises, compared in canonical form (:func:`~mcp_django.protected_resource.canonical_resource`).
+The match is exact: django-oauth-toolkit's default validator takes a resource as a URL
+prefix, so a token issued for the whole origin (``https://shop.example/``) or for
+``/mcp/`` would work here, and at every other endpoint on the origin. A token issued
+without a resource indicator is refused, because MCP servers must accept only tokens
+meant for them (a token for another service must not be replayable here).
+
+An authorization server run by the same project should validate the same way: set
+``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]`` to
+:func:`resource_matches` (the demo project does).
+
+A token bound to a key (DPoP, RFC 9449: :class:`~mcp_django.bound_tokens.BoundAccessToken`)
+is accepted only as ``Authorization: DPoP <token>`` with a proof by that key, where the
+endpoint's ``DPOP`` setting allows it (:mod:`mcp_django.contrib.dpop`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, reverse
+from django.utils.decorators import sync_and_async_middleware
 from oauth2_provider.contrib.rest_framework import OAuth2Authentication as ToolkitAuthentication
 from oauth2_provider.oauth2_backends import get_oauthlib_core
 from rest_framework import exceptions
 
 from .. import protected_resource
+from ..bound_tokens import BoundAccessToken
 from ..conf import mcp_settings
+from . import dpop
+
+__all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_matches"]
+
+
+def resource_matches(request_uri: str, audiences: list[str]) -> bool:
+    """Whether a token issued for the resources ``audiences`` may be used at ``request_uri``.
+
+    Exactly one of them, in canonical form, is the resource the request reached (its
+    path's trailing slash dropped, as an endpoint's resource URL has none). The signature of
+    django-oauth-toolkit's ``RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR``; unlike its default,
+    a resource is never a prefix of others.
+    """
+    wanted = protected_resource.canonical_resource(request_uri.split("?", 1)[0])
+    if wanted is None:
+        return False
+    wanted = wanted.rstrip("/") if "/" in wanted.split("://", 1)[1] else wanted
+    return any(protected_resource.canonical_resource(audience) == wanted for audience in audiences or ())
 
 
 class InsufficientScope(exceptions.PermissionDenied):
@@ -26,23 +62,26 @@ class InsufficientScope(exceptions.PermissionDenied):
 
 
 class OAuth2Authentication(ToolkitAuthentication):
-    """``Authorization: Bearer TOKEN``, for tokens django-oauth-toolkit issued for this endpoint."""
+    """``Authorization: Bearer TOKEN`` (or ``DPoP TOKEN`` with its proof), for tokens
+    django-oauth-toolkit issued for this endpoint."""
 
-    # Reads nothing but the Authorization header, so mcp-django's principal cache may key on
+    # Reads nothing but the Authorization header (and the DPoP proof, which the principal
+    # cache never keys on: mcp_django.auth_cache), so mcp-django's principal cache may key on
     # it; a cached token is never used past its expiry, and its revocation is heard.
     mcp_reads_only_headers = True
     www_authenticate_realm = "mcp"
 
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        if not header[:7].lower() == "bearer ":
-            return None
         # The toolkit reads the body's form fields too: hand it Django's request, whose
         # POST is empty for a JSON body (DRF's would refuse to parse one without parsers).
         # DRF has no public accessor for the HttpRequest its Request wraps (its own
         # SessionAuthentication reads request._request too).
         django_request = getattr(request, "_request", request)
-        valid, checked = get_oauthlib_core().verify_request(django_request, scopes=[])
+        scheme, text = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
+        if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
+            return None
+        checked_request = django_request if scheme == "bearer" else dpop.as_bearer(django_request, text)
+        valid, checked = get_oauthlib_core().verify_request(checked_request, scopes=[])
         if not valid:
             error = getattr(checked, "oauth2_error", None) or {}
             request.oauth2_error = {"error": "invalid_token", **error}
@@ -51,14 +90,17 @@ class OAuth2Authentication(ToolkitAuthentication):
             )
         user, token = checked.user, checked.access_token
         resource = protected_resource.resource_url(django_request)
-        if not token.resource or not token.allows_audience(resource):
+        if not token.resource or not resource_matches(resource, token.resource):
             request.oauth2_error = {
                 "error": "invalid_token",
                 "error_description": "The access token was not issued for this resource.",
             }
             raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed("User inactive or deleted.")
+        if user is None or not user.is_active:
+            # A client-credentials token some servers issue for no user: nobody to act as here.
+            raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")
+        # A bound token is refused without its proof whatever the endpoint's DPOP setting.
+        dpop.enforce(request, django_request, scheme, text, BoundAccessToken.jkt_of(text))
         # The endpoint's own scopes, when it sets them (MCP_DJANGO["ENDPOINTS"]).
         required = mcp_settings.for_request(django_request).REQUIRED_SCOPES
         if required and not token.allow_scopes(required):
@@ -69,4 +111,67 @@ class OAuth2Authentication(ToolkitAuthentication):
     def authenticate_header(self, request: Any) -> str:
         error = getattr(request, "oauth2_error", None) or {}
         # DRF's Request passes scheme, host and path through to the request it wraps.
-        return protected_resource.challenge(request, error.get("error"), error.get("error_description"))
+        return protected_resource.challenge(
+            request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
+        )
+
+
+# How a NUL arrives in a query string, a form body or a JSON body.
+_NUL_SPELLINGS = (b"\x00", b"%00", b"\\u0000")
+_TEXT_BODIES = ("application/x-www-form-urlencoded", "application/json")
+
+
+def _provider_prefix() -> str | None:
+    """Where django-oauth-toolkit's URLs are mounted (``/o/``), None when they are not."""
+    try:
+        return reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0]
+    except NoReverseMatch:
+        return None
+
+
+def holds_nul(request: HttpRequest) -> bool:
+    """Whether a parameter of ``request`` (its query, or a form or JSON body) may hold a NUL."""
+    query = request.META.get("QUERY_STRING", "").encode("latin-1", "replace")
+    if any(spelling in query for spelling in _NUL_SPELLINGS[:2]):
+        return True
+    if request.content_type not in _TEXT_BODIES:
+        return False  # a multipart upload may carry NUL in a file; no OAuth endpoint takes one
+    body = request.body.lower()
+    return any(spelling in body for spelling in _NUL_SPELLINGS)
+
+
+@sync_and_async_middleware
+def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
+    """Middleware: a request whose parameters hold a NUL is ``400 invalid_request``.
+
+    django-oauth-toolkit looks a client's ``client_id``, ``code``, ``token`` and registration
+    fields up as they came, and PostgreSQL's text refuses a NUL: a 500 and a traceback per
+    request (``/o/token/``, ``/o/revoke_token/``, ``/o/register/``). No OAuth parameter holds
+    one. The demo's MIDDLEWARE has it. It looks only at requests to the toolkit's URLs (a
+    tool's argument may hold a NUL, at the endpoint's WSGI view too), and reads the body only
+    of form and JSON requests.
+    """
+    prefix: list[str | None] = []
+
+    def applies(request: HttpRequest) -> bool:
+        if not prefix:
+            prefix.append(_provider_prefix())  # the URLconf is loaded by the first request
+        return prefix[0] is not None and request.path.startswith(prefix[0]) and holds_nul(request)
+
+    def refused() -> HttpResponse:
+        return JsonResponse(
+            {"error": "invalid_request", "error_description": "A request parameter holds a NUL character."},
+            status=400,
+        )
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request: HttpRequest) -> Any:
+            return refused() if applies(request) else await get_response(request)
+
+    else:
+
+        def middleware(request: HttpRequest) -> Any:  # type: ignore[misc]
+            return refused() if applies(request) else get_response(request)
+
+    return middleware

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from asgiref.sync import AsyncToSync
+from asgiref.sync import ThreadSensitiveContext
 
 from ..lifecycle import host_thread
 
@@ -132,8 +132,8 @@ def run(work: Callable[[], Awaitable[Any]]) -> Any:
         audit.inline.set(True)
         # Thread-sensitive sync_to_async calls made on the loop (Django's async ORM and
         # cache, signal receivers) come to this thread too, as under async_to_sync.
-        AsyncToSync.executors.current = executor
-        return await work()
+        async with ThreadSensitiveContext(executor=executor):
+            return await work()
 
     future = asyncio.run_coroutine_threadsafe(root(), event_loop())
     try:

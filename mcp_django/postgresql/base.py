@@ -1,44 +1,173 @@
-"""Django's PostgreSQL backend, failing fast while the database refuses connections.
+"""Django's PostgreSQL backend, answering at once while the database is away.
 
-Set ``ENGINE`` to ``"mcp_django.postgresql"`` instead of
-``"django.db.backends.postgresql"``; every option is Django's. What changes is
-only how a connection is obtained (see :class:`~mcp_django.lifecycle.Reachability`):
+``ENGINE = "mcp_django.postgresql"`` instead of ``"django.db.backends.postgresql"``; every
+option is Django's. What changes is how long a caller waits for a database that does not
+answer, kept by its breaker (:func:`mcp_django.breaker.database`):
 
-- a connection that cannot be made trips a breaker: until the database accepts
-  one again, connecting fails at once (one caller tries every 0.25 s), so each
-  request needing the database is answered 503 in milliseconds instead of
-  waiting out ``connect_timeout`` or the pool's ``timeout``;
-- with Django's psycopg pool (``OPTIONS["pool"]``), a caller waits for the pool
-  in slices of 0.2 s, and after each slice the pool has not served it asks the
-  database directly whether it accepts connections (one caller at a time, a
-  "yes" kept for a quarter of a second): the pool waits for its own reconnection
-  attempts, which cannot tell a busy pool from a database that refuses. While the
-  database answers, the caller goes on waiting, up to the pool's ``timeout`` in
-  all. Asking after every slice (not once) is what bounds a database that stops
-  while callers wait: they hear of it within half a second, not at ``timeout``.
+- a connection that cannot be made opens it; while it is open, connecting, a pool checkout
+  and every wait on a connection fail at once, and a probe (:class:`Prober`, a new
+  connection in a thread of its own) every 0.25 s closes it when it connects;
+- a database that accepts connections and never answers (stopped with ``SIGSTOP``: neither
+  ``statement_timeout``, the server's, nor TCP keepalives, which its kernel answers, end a
+  wait on it): every wait of a psycopg 3 connection is watched, and one longer than
+  :data:`SLOW` asks the prober, which must connect within :data:`ANSWER_SECONDS`. When it
+  does not, the breaker opens and every wait ends with ``OperationalError`` (its connection
+  closed). A slow statement on a database that answers goes on (to ``statement_timeout``);
+- with Django's psycopg pool (``OPTIONS["pool"]``), whose reconnection attempts cannot tell
+  a busy pool from a database that is away, a caller waits for the pool in slices of
+  :data:`SLICE` and asks the prober after each (a "yes" is kept :data:`FRESH` seconds), up
+  to the pool's ``timeout`` while the database answers.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db.backends.postgresql import base
+from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
-from ..lifecycle import Reachability, reachability
+from ..breaker import Breaker, database
 
 # How long a caller waits for the pool before asking the database itself (and again
 # between two askings).
 SLICE = 0.2
+# A wait on the database longer than this asks whether it answers at all.
+SLOW = 0.5
+# How long a new connection may take before the database counts as not answering
+# (a fork and an authentication: milliseconds on a live server).
+ANSWER_SECONDS = 1.0
+# How long a probe's "the database answers" spares further probes.
+FRESH = 0.25
+
+
+class Prober:
+    """Whether a database answers: a new connection, made in a thread of its own (one at
+    a time), that must succeed within :data:`ANSWER_SECONDS`; its verdict opens or closes
+    the breaker. While the breaker is open, a probe every ``retry`` seconds at most."""
+
+    def __init__(self, gate: Breaker, connect: Callable[[], None]) -> None:
+        self.gate = gate
+        self.connect = connect
+        self._lock = threading.Lock()
+        self._running: concurrent.futures.Future[BaseException | None] | None = None
+        self._started = 0.0
+        self._finished = float("-inf")
+        self._answered_at = float("-inf")
+
+    def answers(self, wait: bool = True) -> bool | None:
+        """True when the database answers; False when it does not (the breaker is open);
+        None while a probe is under way and the breaker closed (only when not ``wait``)."""
+        now = time.monotonic()
+        with self._lock:
+            if self.gate.down_since is None and now - self._answered_at < FRESH:
+                return True
+            running = self._running
+            if running is None and (self.gate.down_since is None or now - self._finished >= self.gate.retry):
+                running = self._running = self._start()
+                self._started = now
+            started = self._started
+        if running is None:
+            return False  # away, and probed a moment ago
+        try:
+            error = running.result(max(0.0, started + ANSWER_SECONDS - now) if wait else 0)
+        except concurrent.futures.TimeoutError:
+            if time.monotonic() - started < ANSWER_SECONDS:
+                return False if self.gate.down_since is not None else None
+            self.gate.failed(TimeoutError(f"a new connection got no answer within {ANSWER_SECONDS:g} s"))
+            return False
+        return error is None
+
+    def refuses(self) -> bool:
+        """While the breaker is open: True until a probe (started here, if it is time) connects."""
+        return self.gate.down_since is not None and not self.answers(wait=False)
+
+    def _start(self) -> concurrent.futures.Future[BaseException | None]:
+        done: concurrent.futures.Future[BaseException | None] = concurrent.futures.Future()
+
+        def probe() -> None:
+            try:
+                self.connect()
+            except Exception as exc:
+                self.gate.failed(exc)
+                done.set_result(exc)
+            else:
+                self._answered_at = time.monotonic()
+                self.gate.closed()
+                done.set_result(None)
+            finally:
+                with self._lock:
+                    self._running, self._finished = None, time.monotonic()
+
+        threading.Thread(target=probe, name="mcp-django-db-probe", daemon=True).start()
+        return done
+
+
+_probers: dict[str, Prober] = {}
+
+
+def prober(alias: str, connect: Callable[[], None]) -> Prober:
+    found = _probers.get(alias)
+    if found is None:
+        found = _probers.setdefault(alias, Prober(database(alias), connect))
+    return found
+
+
+def _watched_wait(
+    connection: Any,
+    gate: Prober,
+    wait: Callable[..., Any],
+    gen: Any,
+    interval: float = 0.1,
+    timeout: float | None = None,
+) -> Any:
+    """psycopg's ``Connection.wait`` for one connection, ended when the database does not answer."""
+
+    def abandon() -> Exception:
+        connection.pgconn.finish()  # mid-protocol: the connection is of no further use
+        from psycopg import OperationalError
+
+        return OperationalError(f"{gate.gate.what} does not answer")
+
+    if gate.refuses():
+        raise abandon()
+    if timeout is not None:
+        return wait(gen, interval, timeout)  # psycopg's own bounded waits (a cancellation)
+    ask_at = time.monotonic() + SLOW
+
+    def ticking() -> Any:
+        # psycopg wakes its generator with Ready.NONE every interval (0.1 s) while nothing came.
+        nonlocal ask_at
+        try:
+            state = next(gen)
+            while True:
+                ready = yield state
+                if not ready and time.monotonic() >= ask_at:
+                    verdict = gate.answers(wait=False)
+                    if verdict is False:
+                        raise abandon()
+                    if verdict:  # a long statement: asked again a second later, not at every tick
+                        ask_at = time.monotonic() + ANSWER_SECONDS
+                state = gen.send(ready)
+        except StopIteration as end:
+            return end.value
+
+    result = wait(ticking(), interval)
+    if gate.gate.down_since is not None:
+        gate.gate.closed()  # it answered
+    return result
 
 
 class GuardedPool:
     """The psycopg pool as Django's backend uses it, with :meth:`getconn` guarded."""
 
-    def __init__(self, pool: Any, gate: Reachability, probe: Any) -> None:
+    def __init__(self, pool: Any, gate: Prober) -> None:
         self._pool = pool
         self._gate = gate
-        self._probe = probe
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
@@ -46,6 +175,8 @@ class GuardedPool:
     def getconn(self, timeout: float | None = None) -> Any:
         from psycopg_pool import PoolTimeout
 
+        if self._gate.refuses():
+            raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
         total = self._pool.timeout if timeout is None else timeout
         deadline = time.monotonic() + total
         while True:
@@ -57,8 +188,8 @@ class GuardedPool:
                     raise
             # Not lent yet: every connection is busy, or the pool cannot connect. A
             # database that answered a moment ago may have stopped since: ask again.
-            if not self._gate.answers(self._probe):
-                raise PoolTimeout(f"the database refuses connections ({self._gate.reason})")
+            if not self._gate.answers():
+                raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -67,24 +198,31 @@ class DatabaseWrapper(base.DatabaseWrapper):
         pool = super().pool
         if pool is None:
             return None
-        return GuardedPool(pool, reachability(self.alias), self._probe)
+        return GuardedPool(pool, prober(self.alias, self._probe))
 
     def _probe(self) -> None:
         params = self.get_connection_params()
         params.pop("pool", None)
         self.Database.connect(**params).close()
 
+    def _configure_connection(self, connection: Any) -> Any:
+        # Every new connection, the pool's too: its waits are watched from the first (psycopg 3's
+        # Connection.wait is where every operation waits for the server).
+        if is_psycopg3:
+            gate = prober(self.alias, self._probe)
+            connection.wait = functools.partial(_watched_wait, connection, gate, connection.wait)
+        return super()._configure_connection(connection)  # type: ignore[misc]
+
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
-        gate = reachability(self.alias)
-        refused = gate.admit()
-        if refused is not None:
-            raise self.Database.OperationalError(refused)
+        if self.settings_dict["OPTIONS"].get("pool"):
+            return super().get_new_connection(conn_params)  # the pool's guard asks the prober
+        gate = database(self.alias)
+        if prober(self.alias, self._probe).refuses():
+            raise self.Database.OperationalError(f"{gate.what} is unavailable")
         try:
             connection = super().get_new_connection(conn_params)
         except self.Database.OperationalError as exc:
-            # With a pool, only the probe knows: its timeout may mean nothing but a busy pool.
-            if not self.settings_dict["OPTIONS"].get("pool"):
-                gate.failed(exc)
+            gate.failed(exc)
             raise
-        gate.succeeded()
+        gate.closed()
         return connection

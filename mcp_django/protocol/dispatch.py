@@ -7,7 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 
 from .. import content, extensions, resource_updates, schema
 from ..asks import replay
@@ -28,6 +28,7 @@ from .jsonrpc import (
     ResourceNotFound,
     Unavailable,
     notification,
+    storable,
 )
 from .legacy import initialize_result, server_capabilities, server_info, too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
@@ -245,6 +246,8 @@ class Dispatcher:
         uri = call.params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
+        # A template's variables come from it, and handlers look them up.
+        storable(uri, "params.uri")
         found = self.registry.find_resource(uri)
         if found is None:
             for extension in extensions.registered.resources:
@@ -394,6 +397,8 @@ class Dispatcher:
         value = argument.get("value", "")
         if not isinstance(name, str) or not isinstance(value, str):
             raise InvalidParams("params.argument.name and params.argument.value must be strings")
+        # What was typed goes into the completer's query (from_queryset's istartswith).
+        storable(value, "params.argument.value")
         handler: Handler | None
         ref_type = ref.get("type")
         if ref_type == "ref/prompt":
@@ -409,6 +414,7 @@ class Dispatcher:
             uri = ref.get("uri")
             if not isinstance(uri, str):
                 raise InvalidParams("params.ref.uri must be a string")
+            storable(uri, "params.ref.uri")
             handler = self.registry.templates.get(uri)
             if handler is None:
                 found = self.registry.find_resource(uri)
@@ -448,6 +454,8 @@ class Dispatcher:
             return values
         except MCPError:
             raise
+        except DataError as exc:
+            raise refused_value(f"completion of {handler.primitive}", handler.name, exc) from None
         except Exception:
             logger.exception("completion of %s %s failed", handler.primitive, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
@@ -458,6 +466,14 @@ def _described(call: Call, handlers: list[Any], descriptors: list[dict[str, Any]
     if not extensions.registered.descriptor_meta:
         return descriptors
     return extensions.described(call, handlers, descriptors)
+
+
+def refused_value(primitive: str, name: str, exc: DataError) -> InvalidParams:
+    """A value the database refused (a NUL in a string, a number out of its column's range):
+    the request's fault, so -32602 (a tool's error result) and one log line, no traceback."""
+    reason = (str(exc).strip().splitlines() or ["DataError"])[0][:200]
+    logger.warning("%s %s: the database refused a value of the request (%s)", primitive, name, reason)
+    return InvalidParams(f"Invalid arguments for {primitive} {name}: the database refused a value")
 
 
 def _icons(call: Call) -> IconBase | None:

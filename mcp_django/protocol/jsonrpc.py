@@ -109,6 +109,18 @@ class ResourceNotFound(InvalidParams):
         super().__init__(f"Resource not found: {uri}{detail}", {"uri": uri})
 
 
+def storable(value: str, what: str) -> str:
+    """``value``, a client's string that goes on to a query; -32602 if it holds a NUL.
+
+    PostgreSQL's text refuses NUL (``psycopg.DataError``), where SQLite stores it: refused
+    here, a name, URI or typed value is the same client error on every database, and never
+    an internal error with a traceback. JSON parsing has refused lone surrogates already.
+    """
+    if "\x00" in value:
+        raise InvalidParams(f"{what} must not contain a NUL character")
+    return value
+
+
 def response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 

@@ -44,11 +44,11 @@ from typing import Any, Protocol
 
 from django.core.signals import setting_changed
 
-from .. import __version__, base64url, extensions
+from .. import __version__, extensions
 from ..breaker import Breaker, is_outage
 from ..conf import EndpointSettings, mcp_settings
 from ..icons import IconBase, icon_base, revision_has_icons
-from ..keyring import keyring
+from ..keyring import b64decode, b64encode, keyring
 from .jsonrpc import InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
@@ -137,7 +137,7 @@ class SessionRecord:
     capabilities: ClientCapabilities
     client_info: dict[str, Any] | None
     principal: str  # the keyed hash of the principal (auth.Principal.digest)
-    sid: str = field(default_factory=lambda: base64url.encode(os.urandom(12)))
+    sid: str = field(default_factory=lambda: b64encode(os.urandom(12)))
     expires_at: int = 0
     # The session cache's epoch when the session opened (see the module's docstring).
     epoch: str = ""
@@ -213,7 +213,7 @@ def seal_session(record: SessionRecord) -> str:
     info = record.client_info
     if info is not None and len(dumps(info)) > _MAX_CLIENT_INFO:
         info = None
-    payload = base64url.encode(
+    payload = b64encode(
         dumps(
             {
                 "s": record.sid,
@@ -230,7 +230,7 @@ def seal_session(record: SessionRecord) -> str:
     )
     head = f"{_TOKEN_PREFIX}.{key.kid}.{payload}"
     mac = hmac.new(key.session_key, head.encode(), hashlib.sha256).digest()
-    return f"{head}.{base64url.encode(mac)}"
+    return f"{head}.{b64encode(mac)}"
 
 
 def open_session(token: str) -> SessionRecord | None:
@@ -245,9 +245,9 @@ def open_session(token: str) -> SessionRecord | None:
         return None
     try:
         expected = hmac.new(key.session_key, ".".join(parts[:3]).encode(), hashlib.sha256).digest()
-        if not hmac.compare_digest(base64url.decode(parts[3]), expected):
+        if not hmac.compare_digest(b64decode(parts[3]), expected):
             return None
-        data = loads(base64url.decode(parts[2]))
+        data = loads(b64decode(parts[2]))
         record = SessionRecord(
             version=data["v"],
             capabilities=ClientCapabilities(data["c"]),
@@ -339,7 +339,7 @@ setting_changed.connect(_cache_changed)
 
 async def current_epoch() -> str:
     """The session cache's epoch, written by the first process that needs one."""
-    return str(await _cached("get_or_set", _EPOCH, base64url.encode(os.urandom(9)), None))
+    return str(await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None))
 
 
 async def session_status(record: SessionRecord) -> tuple[bool, str | None]:

@@ -6,29 +6,40 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import DatabaseError, models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from . import store
+from . import store, workers
 from .models import TERMINAL, MCPTask, Status
+
+
+def _stamp(moment: Any) -> str:
+    """A time as the audit list prints it (local, 24 hours, to the second), not
+    DATETIME_FORMAT's "2:25 a.m."."""
+    return "-" if moment is None else timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _two_lines(moment: Any) -> str:
+    # The date over the time, as in the audit list: two short lines leave room for the others.
+    return format_html("{}<br>{}", *_stamp(moment).split(" ")) if moment is not None else "-"
+
+
+# A task's page: every field, its times printed as the list prints them.
+_TIMES = {field.name: field.verbose_name for field in MCPTask._meta.fields if isinstance(field, models.DateTimeField)}
+_ROW_FIELDS = tuple(f"{field.name}_exact" if field.name in _TIMES else field.name for field in MCPTask._meta.fields)
 
 
 @admin.register(MCPTask)
 class MCPTaskAdmin(admin.ModelAdmin):
-    list_display = (
-        "id_short",
-        "tool",
-        "endpoint",
-        "status",
-        "principal",
-        "created",
-        "updated",
-        "rounds",
-        "runs",
-        "expires",
-    )
+    # Six columns, so that at 1280 px they fit beside the app list and the filters: the
+    # endpoint sits under the tool and the status message under the status (input rounds
+    # and runs are on the task's page).
+    list_display = ("id_short", "tool_endpoint", "task_status", "who", "created_at", "updated_at")
     list_filter = ("status", "tool", "endpoint", "cancel_requested", "created")
     search_fields = ("=id", "tool", "principal")
     date_hierarchy = "created"
@@ -36,11 +47,42 @@ class MCPTaskAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     actions = ["cancel_tasks"]
     # The answers and arguments are the client's data: shown, never edited here.
-    readonly_fields = [field.name for field in MCPTask._meta.fields]
+    fields = _ROW_FIELDS
+    readonly_fields = _ROW_FIELDS
+
+    class Media:
+        css = {"all": ["mcp_django/admin.css"]}
 
     @admin.display(description=_("task id"), ordering="id")
     def id_short(self, obj: MCPTask) -> str:
-        return f"{obj.id[:10]}…"
+        return f"{obj.id[:6]}…"
+
+    @admin.display(description=_("tool / endpoint"), ordering="tool")
+    def tool_endpoint(self, obj: MCPTask) -> str:
+        if obj.endpoint and obj.endpoint != "default":
+            return format_html("{}<br><small>@{}</small>", obj.tool, obj.endpoint)
+        return obj.tool
+
+    @admin.display(description=_("status"), ordering="status")
+    def task_status(self, obj: MCPTask) -> str:
+        status = obj.get_status_display()
+        if obj.status_message:
+            return format_html("{}<br><small>{}</small>", status, obj.status_message)
+        return status
+
+    @admin.display(description=_("user"), ordering="principal")
+    def who(self, obj: MCPTask) -> str:
+        if obj.user is not None:
+            return obj.user.get_username()
+        return obj.principal if obj.user_id is None else f"{obj.principal} ({_('deleted')})"
+
+    @admin.display(description=_("created"), ordering="created")
+    def created_at(self, obj: MCPTask) -> str:
+        return _two_lines(obj.created)
+
+    @admin.display(description=_("updated"), ordering="updated")
+    def updated_at(self, obj: MCPTask) -> str:
+        return _two_lines(obj.updated)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -69,3 +111,27 @@ class MCPTaskAdmin(admin.ModelAdmin):
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         opts = self.opts
         return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    # The workers seen alive and the queue, above the list (its own template's header).
+    change_list_template = "admin/mcp_django/mcptask/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        context = dict(extra_context or {})
+        try:
+            context["task_workers"] = {"alive": workers.alive(), "queue": workers.queue()}
+        except DatabaseError:  # the list itself will say the database is away
+            context["task_workers"] = None
+        return super().changelist_view(request, extra_context=context)
+
+
+def _exact(name: str, verbose: Any) -> Any:
+    @admin.display(description=verbose, ordering=name)
+    def exact(self: MCPTaskAdmin, obj: MCPTask) -> str:
+        return _stamp(getattr(obj, name))
+
+    return exact
+
+
+# created_exact, updated_exact, ...: a task's page prints each of its times as the list does.
+for _name, _verbose in _TIMES.items():
+    setattr(MCPTaskAdmin, f"{_name}_exact", _exact(_name, _verbose))

@@ -4,6 +4,11 @@
 - W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
   inside the request that creates the task, which then waits for all of it
 - W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
+- W032 (``manage.py check --deploy --database default``) a tool runs as a task on the database
+  backend and no task worker (``manage.py mcp_worker``) was seen alive lately. A deployment
+  check, so not among those ``migrate``, ``runserver`` and the test runner run (a worker is
+  started after those; a database being migrated has none yet); and, as Django's checks that
+  query do, only when the command names the databases it may query.
 """
 
 from __future__ import annotations
@@ -11,28 +16,63 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from ..conf import mcp_settings
 from ..registry import endpoints
 
 
-@register()
-def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+def _task_tools() -> str:
+    """The tools that run as tasks, named for a message ("" when there are none)."""
     if "mcp_django.tasks.methods" not in mcp_settings.EXTENSIONS:
-        return []  # not served
+        return ""  # not served
     tools: list[str] = []
     for registry in endpoints():
         # A view registered by dotted path that cannot be built is E015's; the rest count.
         registry.tools.resolve(strict=False)
         tools += (name for name, tool in registry.tools.built.items() if tool.task is not None)
     tools = sorted(set(tools))
-    if not tools:
+    return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
+
+
+# Tags.database: like Django's checks that query, run only when the command names databases
+# (Django 5.2 runs it anyway, with databases=None, as its own database checks are: they return
+# nothing then; Django 6 leaves them out).
+@register(Tags.database, deploy=True)
+def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    named = _task_tools()
+    if not named or not databases:
+        return []
+    from django.db import DatabaseError
+
+    from . import workers
+
+    if not workers.needs_worker():
+        return []  # ImmediateBackend runs the task in its request (W030); no backend: E030
+    try:
+        alive = workers.alive()
+    except DatabaseError:
+        return []  # the table is not made yet, or the database is away: other checks say so
+    if alive:
+        return []
+    return [
+        Warning(
+            f"tools run as MCP tasks ({named}) but no task worker was seen alive in the last "
+            f"{workers.alive_within().seconds} s: new tasks wait in the queue",
+            hint="Run manage.py mcp_worker under a supervisor (systemd, a container restart policy): docs/tasks.md.",
+            id="mcp_django.W032",
+        )
+    ]
+
+
+@register()
+def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    named = _task_tools()
+    if not named:
         return []
     from .framework import backend
 
     alias = mcp_settings.TASK_BACKEND
-    named = ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
     try:
         found = backend(alias)
     except Exception as exc:
@@ -50,7 +90,7 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 f"tools run as MCP tasks ({named}) on ImmediateBackend: each task runs inside the request "
                 "that creates it, so the client waits for all of it",
                 hint="Use a backend with an out-of-process worker (django_tasks_db.DatabaseBackend and "
-                "manage.py db_worker, or RQ); see docs/tasks.md.",
+                "manage.py mcp_worker, or RQ); see docs/tasks.md.",
                 id="mcp_django.W030",
             )
         ]

@@ -4,19 +4,31 @@ core's public points (:func:`register`, listed in ``MCP_DJANGO["EXTENSIONS"]``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError
 
 from .. import extensions
 from ..asks.call import Call
 from ..asks.errors import StartTask
 from ..asks.invoke import run_in_thread
 from ..asks.replay import Outcome
+from ..auth import Principal
 from ..handlers import Handler, Tool
-from ..protocol.jsonrpc import INTERNAL_ERROR, MISSING_CAPABILITY, InvalidParams, MCPError
+from ..lifecycle import database_down
+from ..protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    MISSING_CAPABILITY,
+    InvalidParams,
+    MCPError,
+    Unavailable,
+)
 from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
-from . import EXTENSION, store
+from . import EXTENSION, lost, store, workers
 
 Allowed = Callable[[Handler], Awaitable[bool]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
@@ -26,10 +38,11 @@ def register() -> None:
     """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
     from . import checks  # noqa: F401 - registers the tasks' system checks
 
-    # The tasks extension attaches to 2026-07-28 only: the legacy revisions have no tasks/*
-    # (-32601), and run every tool synchronously (the task stage is in 2026-07-28's chain only).
+    # The tasks extension attaches to 2026-07-28 only: the legacy revisions run every tool
+    # synchronously (the task stage is in 2026-07-28's chain only), and their tasks/* is a
+    # -32601 that says which revision has it (not_on_legacy), not the dispatcher's bare one.
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
-        extensions.add_method(name, _run(method), eras={Era.MODERN})
+        extensions.add_method(name, _run(method))
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
     extensions.add_handler_stage(run_as_task, methods={"tools/call"}, eras={Era.MODERN})
 
@@ -60,6 +73,23 @@ async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], c
         return Outcome(
             result=await create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
         )
+
+
+T = TypeVar("T")
+
+logger = logging.getLogger("mcp_django.tasks")
+
+
+async def stored(work: Callable[[], T]) -> T:
+    """The task store's ``work``, in a worker thread. The database away is a 503 the client
+    may retry, said once per outage (by the database's breaker when it opened, as for
+    authentication), not a traceback per ``tasks/get``."""
+    try:
+        return await run_in_thread(work)
+    except (OperationalError, InterfaceError) as exc:
+        if not database_down():
+            logger.warning("MCP tasks could not reach the database (%s)", type(exc).__name__)
+        raise Unavailable("the database") from None
 
 
 def requested(call: Call) -> bool:
@@ -113,9 +143,7 @@ async def create(
     arguments = call.params.get("arguments") or {}
     meta = call.params.get("_meta")
     caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
-
-    row = await run_in_thread(
+    row = await stored(
         lambda: store.create(
             tool=tool.name,
             endpoint=registry.name,
@@ -127,12 +155,42 @@ async def create(
             enqueue=enqueue,
             answers=answers,
             state=state,
+            notice=workers.no_worker_notice(),
         )
     )
     return {"resultType": "task", **store.envelope(row)}
 
 
+def enqueue(task_id: str) -> None:
+    """The task's next run, to Django's task framework (:func:`.runner.enqueue`)."""
+    from .runner import enqueue as enqueue_run  # deferred: Django's task framework is loaded by the first task
+
+    enqueue_run(task_id)
+
+
+def found(task_id: str, principal: Principal, registry: str) -> store.Polled:
+    """The caller's task (:func:`.store.find`), its run first started again or failed when it
+    was lost (:func:`.lost.polled`): a poll finds a dead worker's task even when no worker's
+    sweep runs."""
+    row = store.find(task_id, principal, registry)
+    if lost.polled(row, enqueue):
+        row = store.find(task_id, principal, registry)
+    return row
+
+
+def not_on_legacy(call: Call) -> MCPError:
+    """A ``tasks/*`` method on a legacy revision: it does not exist there (-32601), and no
+    capability a legacy client could declare would make it; say what would."""
+    return MCPError(
+        METHOD_NOT_FOUND,
+        f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
+        f"this connection speaks {call.version})",
+    )
+
+
 def _task_id(call: Call) -> str:
+    if call.era != Era.MODERN:
+        raise not_on_legacy(call)
     if not requested(call):
         raise missing_capability(call.method)
     task_id = call.params.get("taskId")
@@ -153,7 +211,7 @@ async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
     return store.detailed(row)
 
@@ -171,12 +229,13 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 
 async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
     """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
-    (the binding and the tool's permissions checked again, as on every ``tasks/get``)."""
+    (the binding and the tool's permissions checked again, as on every ``tasks/get``), or
+    cannot now (the database away: the listener's next ``tasks/get`` reads it)."""
     name = registry.name
     try:
-        row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+        row = await stored(lambda: found(task_id, call.principal, name))
         await _visible(registry, allowed, row)
-    except InvalidParams:
+    except (InvalidParams, Unavailable):
         return None
     return store.detailed(row)
 
@@ -187,18 +246,16 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
-    from .runner import enqueue
-
-    await run_in_thread(lambda: store.update(task_id, call.principal, name, responses, enqueue))
+    await stored(lambda: store.update(task_id, call.principal, name, responses, enqueue))
     return {}
 
 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
     name = registry.name
-    row = await run_in_thread(lambda: store.find(task_id, call.principal, name))
+    row = await stored(lambda: found(task_id, call.principal, name))
     await _visible(registry, allowed, row)
-    await run_in_thread(lambda: store.cancel(task_id, call.principal, name))
+    await stored(lambda: store.cancel(task_id, call.principal, name))
     return {}

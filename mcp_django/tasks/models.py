@@ -85,6 +85,9 @@ class MCPTask(models.Model):
     # worker killed between starting the job and the claim leaves no lease): at most once a
     # lease, so polls of a task waiting in a long queue do not each ask.
     run_checked = models.DateTimeField(_("unclaimed run last checked"), null=True, blank=True, editable=False)
+    # Runs lost to the infrastructure (a worker killed, a connection lost) and started again:
+    # bounded by the tool's ``retries`` (docs/tasks.md).
+    retried = models.PositiveIntegerField(_("runs retried"), default=0)
 
     class Meta:
         verbose_name = _("MCP task")
@@ -98,3 +101,26 @@ class MCPTask(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL
+
+
+class MCPWorker(models.Model):
+    """A task worker's heartbeat: written by ``manage.py mcp_worker`` every few seconds, read
+    by ``manage.py mcp_tasks status``, the admin's task list, the system check W032 and a
+    new task's ``statusMessage``. A worker that stopped cleanly deletes its row; a dead one's
+    row stays, ``seen`` too old to count."""
+
+    id = models.CharField(_("worker id"), max_length=64, primary_key=True)
+    host = models.CharField(_("host"), max_length=200, blank=True)
+    pid = models.PositiveIntegerField(_("process id"), default=0)
+    backend = models.CharField(_("task backend"), max_length=64, blank=True)
+    started = models.DateTimeField(_("started"))
+    seen = models.DateTimeField(_("last seen"), db_index=True)
+    tasks_run = models.PositiveIntegerField(_("task runs"), default=0)
+
+    class Meta:
+        verbose_name = _("MCP task worker")
+        verbose_name_plural = _("MCP task workers")
+        ordering = ["-seen"]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid} ({self.id[:8]})"

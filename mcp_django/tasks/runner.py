@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
-from importlib import import_module
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import close_old_connections, connection, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from .. import content, tracing
@@ -28,11 +29,11 @@ from ..asks.errors import MissingCapability, TaskCancelled, escaped
 from ..asks.questions import Ask
 from ..auth import Principal
 from ..conf import mcp_settings
+from ..lifecycle import HostThread, host_thread
 from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from ..registry import Registry, registry_named
-from . import store
+from . import lookup, lost, store
 from .framework import task
 from .models import MCPTask, Status
 
@@ -66,41 +67,113 @@ class TaskBackend(replay.ReplayBackend):
 
 class Heartbeat(threading.Thread):
     """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
-    database connection), so a handler busy on the loop or in a thread is never in its way."""
+    database connection), so a handler busy on the loop or in a thread is never in its way.
+    The run's TTL ending asks the handler to stop as a cancel does.
 
-    def __init__(self, task_id: str) -> None:
+    Under a host (``lifecycle.host_thread``: a test's client) the task's row lives in the
+    host's transaction, which no other connection may read (SQLite locks the table, other
+    databases do not show the row): each beat is then the host's work, run in its thread
+    while it waits, as the run's other database work is.
+    """
+
+    def __init__(self, task_id: str, host: HostThread | None = None, run: int = 0, expires: Any = None) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
         self.task_id = task_id
+        self.host = host
+        self.run_number = run
+        self.expires = expires
+        self.expired = False
+        self.lost = False
+        self.failing = False
         self.cancel = threading.Event()
         self.stopped = threading.Event()
+        self.renewed = timezone.now()
+        # The handler's last progress report, as the task's statusMessage; the next beat
+        # writes it (the handler never waits for the database to say how far it got).
+        self.progress = ""
+        self.written = ""
 
     def cancelled(self) -> bool:
         return self.cancel.is_set()
 
-    def run(self) -> None:
+    def notified(self, message: dict[str, Any]) -> None:
+        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
+        if message.get("method") == "notifications/progress":
+            self.progress = progress_message(message.get("params") or {})
+
+    def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
-        renew_every = max(lease / 3, CANCEL_POLL)
-        renewed = timezone.now()
+        if self.expires is not None and timezone.now() >= self.expires:
+            self.expired = True
+            self.cancel.set()
+        try:
+            rows = MCPTask.objects.filter(pk=self.task_id)
+            if rows.filter(cancel_requested=True).exists():
+                self.cancel.set()
+            now = timezone.now()
+            progress = self.progress
+            if progress != self.written:
+                if rows.filter(status=Status.WORKING).update(status_message=progress, updated=now):
+                    store.announce_on_commit(self.task_id)  # pushed to the task's listeners
+                self.written = progress
+            if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
+                # Only while this run has the task and its lease: once the lease lapsed
+                # (this worker was frozen or cut off that long) the run is taken for lost
+                # and may already run again elsewhere, so this one stops, as if cancelled,
+                # and stores nothing: no task runs twice at once.
+                kept = rows.filter(status=Status.WORKING, runs=self.run_number, lease_until__gte=now).update(
+                    lease_until=now + timedelta(seconds=lease)
+                )
+                self.renewed = now
+                if not kept and rows.exists():  # (a test's uncommitted row is not seen here)
+                    self.lost = True
+                    self.cancel.set()
+            if self.failing:
+                self.failing = False
+                logger.warning("the heartbeat of MCP task %s reaches the database again", self.task_id[:8])
+        except Exception as exc:
+            # The database is away for a moment: tried again next beat (the lease is long
+            # enough to survive a few missed ones); said once, not every quarter second.
+            if not self.failing:
+                self.failing = True
+                logger.warning(
+                    "the heartbeat of MCP task %s missed a beat (%s: %s)",
+                    self.task_id[:8],
+                    type(exc).__name__,
+                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "",
+                )
+            if self.host is None:
+                # A connection the database dropped (a restart) is replaced next beat.
+                connection.close_if_unusable_or_obsolete()
+
+    def run(self) -> None:
+        if self.host is not None:
+            pending: Future[Any] | None = None
+            while not self.stopped.wait(CANCEL_POLL):
+                if pending is None or pending.done():  # one beat queued at a time
+                    pending = self.host.submit(self.beat)
+            return
         try:
             while not self.stopped.wait(CANCEL_POLL):
-                try:
-                    rows = MCPTask.objects.filter(pk=self.task_id)
-                    if rows.filter(cancel_requested=True).exists():
-                        self.cancel.set()
-                    now = timezone.now()
-                    if (now - renewed).total_seconds() >= renew_every:
-                        rows.filter(status=Status.WORKING).update(lease_until=now + timedelta(seconds=lease))
-                        renewed = now
-                except Exception:
-                    # The database is away for a moment: tried again next beat; the lease
-                    # is long enough to survive a few missed ones.
-                    logger.warning("the heartbeat of MCP task %s missed a beat", self.task_id[:8], exc_info=True)
+                self.beat()
         finally:
             connection.close()
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(5)
+
+
+def progress_message(params: dict[str, Any]) -> str:
+    """A progress notification's params as a task's ``statusMessage``: its message and how far
+    (``Counting orders (2/5)``), or how far alone."""
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    done = "" if not isinstance(progress, int | float) else f"{progress:g}"
+    if done and isinstance(total, int | float):
+        done = f"{done}/{total:g}"
+    if isinstance(message, str) and message:
+        return (f"{message} ({done})" if done else message)[:500]
+    return done
 
 
 @dataclass
@@ -113,6 +186,8 @@ class Outcome:
     asked: dict[str, str] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
+    # The handler's database connection failing under it: the run is lost, not settled.
+    cause: BaseException | None = None
 
 
 def _error(exc: MCPError) -> dict[str, Any]:
@@ -139,7 +214,9 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
         if not cancel and principal is not None:
             row.lease_until = now + timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
             row.runs += 1
-            row.save(update_fields=["lease_until", "runs"])
+            if not row.retried:
+                row.status_message = ""  # "no worker seen" said while it waited: one runs it now
+            row.save(update_fields=["lease_until", "runs", "status_message"])
     if cancel:
         store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
         return None
@@ -150,35 +227,28 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
     return row, principal
 
 
-async def attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    """One attempt of the task's handler, and what it came to."""
+async def attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
     if not tracing.ENABLED:
-        return await _attempt(row, principal, cancelled)
+        return await _attempt(row, principal, cancelled, notify)
     with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
-        outcome = await _attempt(row, principal, cancelled)
+        outcome = await _attempt(row, principal, cancelled, notify)
         tracing.task_outcome(span, str(outcome.status))
         return outcome
 
 
-def _endpoint(name: str) -> Registry | None:
-    """The endpoint a task was made at. A worker process may not have imported the module
-    that makes it yet: the URLconf, where endpoints are routed, is imported first."""
-    found = registry_named(name)
-    if found is None:
-        from django.conf import settings
-
-        urlconf = getattr(settings, "ROOT_URLCONF", None)
-        if isinstance(urlconf, str):
-            try:
-                import_module(urlconf)
-            except Exception:  # a URLconf that cannot load here: the endpoints already made are searched
-                logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
-        found = registry_named(name)
-    return found
-
-
-async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], bool]) -> Outcome:
-    registry = _endpoint(row.endpoint or "default")
+async def _attempt(
+    row: MCPTask,
+    principal: Principal,
+    cancelled: Callable[[], bool],
+    notify: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
         message = (
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
@@ -191,7 +261,8 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
     arguments = tool.parameters.convert(dict(row.arguments))
     call = Call(
         method="tools/call",
-        params={"name": row.tool, "arguments": row.arguments},
+        # A progress token of the task's own: the handler's reports reach ``notify``.
+        params={"name": row.tool, "arguments": row.arguments, "_meta": {"progressToken": row.id}},
         request_id=f"task-{row.id[:8]}",
         version=row.version,
         era=Era.MODERN,
@@ -201,6 +272,7 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
         client_info=row.client_info,
         task_id=row.id,
         cancelled=cancelled,
+        notify=notify,
         endpoint=registry.settings if registry is not None else None,
     )
     backend, ctx, finished, value, error = await replay.attempt(
@@ -221,6 +293,8 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
         return Outcome(Status.FAILED, error=_error(error))
     if isinstance(error, content.ToolError):
         return Outcome(Status.COMPLETED, result=content.error_result(str(error)))
+    if _lost_to_database(error):
+        return Outcome(Status.FAILED, cause=error)
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         if not isinstance(error, Exception):
             raise error
@@ -248,7 +322,9 @@ async def _attempt(row: MCPTask, principal: Principal, cancelled: Callable[[], b
     )
 
 
-def _settle(task_id: str, outcome: Outcome, cancel_seen: bool) -> None:
+def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None = None) -> None:
+    """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
+    this run was taken for lost and another one has it)."""
     if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
         outcome = Outcome(Status.CANCELLED, message="cancelled by the client")
     if outcome.status != Status.INPUT_REQUIRED:
@@ -259,12 +335,14 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool) -> None:
             error=outcome.error,
             message=outcome.message,
             only_if=(Status.WORKING,),
+            run=run,
         )
         return
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
+        rows = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING)
+        row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
-            return  # failed meanwhile (its lease ran out): that outcome stands
+            return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
         if row.cancel_requested:
             cancelled = True
         else:
@@ -303,27 +381,91 @@ def enqueue(task_id: str) -> None:
     MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
+# How long a run's claim or settle keeps trying while the database is away (seconds), and
+# its longest wait between tries. Past it the run gives up: its lease runs out, and the sweep
+# starts it again (or fails it) once the database answers.
+OUTAGE_PATIENCE = 300.0
+OUTAGE_LONGEST_WAIT = 2.0
+
+
+def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
+    """``job()`` (a claim, a settle), tried again with back-off while the database is away.
+
+    A connection an outage or a restart broke is closed before the next try, as Django
+    closes one around each request (``close_old_connections``). One log line per outage.
+    """
+    deadline = time.monotonic() + OUTAGE_PATIENCE
+    wait = 0.05
+    said = False
+    while True:
+        try:
+            result = job()
+        except (OperationalError, InterfaceError) as exc:
+            if connection.in_atomic_block or time.monotonic() + wait > deadline:
+                raise  # a test's transaction (nothing to reconnect), or patience spent
+            if not said:
+                said = True
+                logger.warning(
+                    "MCP task %s could not %s: the database is away (%s); trying again until it answers",
+                    task_id[:8],
+                    what,
+                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
+                )
+            close_old_connections()
+            time.sleep(wait)
+            wait = min(wait * 2, OUTAGE_LONGEST_WAIT)
+            continue
+        if said:
+            logger.warning("MCP task %s could %s again", task_id[:8], what)
+        return result
+
+
+def _lost_to_database(error: BaseException | None) -> bool:
+    """Whether the handler ended on its database connection failing (an outage or a restart
+    under it): the infrastructure's failure, not the handler's, so the run starts again."""
+    return isinstance(error, (OperationalError, InterfaceError))
+
+
 async def arun(task_id: str) -> None:
     """One run of the task ``task_id``: claim it, one attempt, store what it came to.
 
     The database work runs in Django's thread-sensitive thread (``sync_to_async``), the
     attempt on this loop: an in-process test's client awaits this directly, so a sync
-    handler and the claim both run in the test's thread, in its transaction.
+    handler and the claim both run in the test's thread, in its transaction. The claim and
+    the settle wait out a database outage; a handler cut off by one runs again
+    (:func:`.lost.run_lost`); a run whose TTL ended settles as cancelled, never completed.
     """
-    claimed = await sync_to_async(_claim)(task_id)
+    claimed = await sync_to_async(_through_outages)("claim its run", task_id, lambda: _claim(task_id))
     if claimed is None:
         return
     row, principal = claimed
-    beat = Heartbeat(task_id)
+    beat = Heartbeat(task_id, host_thread.get(), row.runs, row.expires)
     beat.start()
+    cut_off: BaseException | None = None
     try:
-        outcome = await attempt(row, principal, beat.cancelled)
+        outcome = await attempt(row, principal, beat.cancelled, beat.notified)
+    except (OperationalError, InterfaceError) as exc:
+        cut_off = exc
+        outcome = Outcome(Status.FAILED)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
         outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
     finally:
         await sync_to_async(beat.stop, thread_sensitive=False)()
-    await sync_to_async(_settle)(task_id, outcome, beat.cancelled())
+    if beat.lost:
+        logger.warning("MCP task %s: run %d lost its lease, so its outcome is not stored", task_id[:8], row.runs)
+        return
+    if beat.expired:
+        outcome = Outcome(Status.CANCELLED, message=lost.TTL_ENDED)
+    elif cut_off is not None or _lost_to_database(outcome.cause):
+        reason = f"its database connection failed ({str(cut_off or outcome.cause).strip().splitlines()[0][:120]})"
+        await sync_to_async(_through_outages)(
+            "start it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
+        )
+        return
+    await sync_to_async(_through_outages)(
+        "store its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancelled(), row.runs)
+    )
 
 
 def run(task_id: str) -> None:

@@ -3,7 +3,6 @@ and the wire shapes of SEP-2663. Sync: called in worker threads and in the task 
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -24,12 +23,12 @@ from ..protocol.revisions import Era
 from ..signals import Event
 from .models import TERMINAL, MCPTask, Status
 
-logger = logging.getLogger("mcp_django.tasks")
-
 # The same answer for a task that never existed, has expired, or belongs to another
 # principal: a task id must not tell a stranger anything.
 NOT_FOUND = "Failed to retrieve task: Task not found"
 WORKER_LOST = "the worker running this task stopped before it finished"
+SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
+UNCLAIMED = "its worker stopped as the run began"
 
 _AUDIT_KINDS = {
     Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
@@ -69,7 +68,9 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     """``tasks/get``: the task with, by status, its result, its error or its pending inputRequests."""
     out = envelope(row)
     if row.status == Status.COMPLETED:
-        out["result"] = row.result or {"content": []}
+        # The CallToolResult exactly as the tools/call would have answered it (SEP-2663), which
+        # on 2026-07-28 says it is complete (the ext-tasks client's schema requires it).
+        out["result"] = {**(row.result or {"content": []}), "resultType": "complete"}
     elif row.status == Status.FAILED:
         out["error"] = row.error or {"code": INTERNAL_ERROR, "message": row.status_message or "failed"}
     elif row.status == Status.INPUT_REQUIRED:
@@ -77,11 +78,21 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
+def _recorded(row: MCPTask, principal: Principal | str) -> Principal | str:
+    """Who a task's audit row names: a worker or another caller knows the task's principal
+    only by its label, and the row must still point at its user (an unsaved instance of
+    the user model carries the key: no query)."""
+    if not isinstance(principal, str) or row.user_id is None:
+        return principal
+    return Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
+
+
 def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
     """The audit log's row for a change of a task's status (queued; never blocks)."""
     settings = mcp_settings.AUDIT
     if not settings["ENABLED"]:
         return
+    principal = _recorded(row, principal)
     event = Event(
         kind=kind,
         era=Era.MODERN,
@@ -98,7 +109,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         reason=reason[:48],
         endpoint=row.endpoint,
     )
-    if settings["ASYNC_WRITES"]:
+    if settings["ASYNC_WRITES"] and not audit.inline.get():
         audit.record(event, kind)  # the writer thread inserts it; nothing waits here
     else:
         AuditEvent.objects.create(**audit.row_for(event, kind))
@@ -116,6 +127,7 @@ def create(
     enqueue: Callable[[str], None],
     answers: dict[str, dict[str, Any]] | None = None,
     state: dict[str, str] | None = None,
+    notice: str = "",
 ) -> MCPTask:
     """Store a new task and enqueue its first run once the row is committed.
 
@@ -123,6 +135,7 @@ def create(
     committed. Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
     it from any instance: the durable create SEP-2663 asks for. A backend that cannot
     take the job leaves the task ``failed``, with the reason, rather than ``working``.
+    ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
     """
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
@@ -145,6 +158,7 @@ def create(
             answers=answers or {},
             keys=list(answers or {}),
             state=state or {},
+            status_message=notice,
         )
         transaction.on_commit(lambda: enqueue(row.id))
     record(row, Kind.TASK_CREATED, principal)
@@ -160,10 +174,13 @@ def finish(
     error: dict[str, Any] | None = None,
     message: str = "",
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
+    run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status, unless it already left ``only_if``."""
+    """Move a task to a terminal status, unless it already left ``only_if`` (or, given ``run``,
+    that run no longer has it: it was taken for lost and started again)."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if).first()
+        rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
+        row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
             return False
         row.status = status
@@ -421,61 +438,21 @@ def _polled(task_id: str) -> Polled | None:
 
 def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired,
-    foreign, or another endpoint's, alike).
-
-    A task whose worker's lease ran out is failed here first: a poll never shows a dead
-    worker's task as ``working`` for ever.
+    foreign, or another endpoint's, alike). The row as stored: what answers ``tasks/get``
+    looks for a lost run in it (:func:`.lost.polled`) before it answers.
     """
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
+    if "\x00" in task_id:
+        # No task id has one, and PostgreSQL refuses a NUL in a query's text (a DataError).
+        raise InvalidParams(NOT_FOUND)
     row = _polled(task_id)
     if row is None or row.endpoint != registry or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
     now = timezone.now()
     if row.expires is not None and row.expires <= now:
         raise InvalidParams(NOT_FOUND)
-    if row.status == Status.WORKING and (
-        (row.lease_until is not None and row.lease_until < now)
-        or (row.lease_until is None and _run_lost_before_claim(row, now))
-    ):
-        error = {"code": INTERNAL_ERROR, "message": WORKER_LOST}
-        finish(row.pk, Status.FAILED, error=error, only_if=(Status.WORKING,))
-        again = _polled(task_id)
-        if again is None:
-            raise InvalidParams(NOT_FOUND)
-        row = again
     return row
-
-
-def _run_lost_before_claim(row: Polled, now: Any) -> bool:
-    """Whether the backend started the task's run over a lease ago and the run never claimed it.
-
-    A run claims the task (takes its lease) first thing; a worker killed between the backend
-    marking its job running and that claim leaves a task with no lease to run out. Without a
-    lease a task is either waiting in the queue or lost that way, and only the backend can
-    tell which. It is asked once the task has waited a whole lease since its last change, and
-    then at most once a lease (``run_checked``): a poll of a task that runs, was just
-    enqueued or was checked a moment ago reads nothing more than its row.
-    """
-    lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    since = now - lease
-    if not row.job_id or row.updated is None or row.updated > since:
-        return False
-    if row.run_checked is not None and row.run_checked > since:
-        return False
-    from .framework import TaskResultStatus, backend
-
-    MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
-    try:
-        tasks = backend(mcp_settings.TASK_BACKEND)
-        if not tasks.supports_get_result:
-            return False
-        result = tasks.get_result(row.job_id)
-    except Exception:  # no such job (purged), or the backend cannot say now: no verdict
-        logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
-        return False
-    started = result.started_at
-    return result.status == TaskResultStatus.RUNNING and started is not None and started < since
 
 
 def update(

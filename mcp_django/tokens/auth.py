@@ -19,8 +19,13 @@ from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from .. import protected_resource
+from ..contrib import dpop
 from ..lifecycle import host_thread
 from .models import TOKEN_PREFIX, MCPToken, split_token
+
+__all__ = ["MCPTokenAuthentication"]
+
 
 logger = logging.getLogger("mcp_django")
 
@@ -81,11 +86,10 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Any) -> tuple[Any, MCPToken] | None:
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer":
+        django_request = getattr(request, "_request", request)
+        scheme, value = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
+        if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
             return None
-        value = value.strip()
         if not value.startswith(TOKEN_PREFIX):
             return None  # another class's token (an OAuth access token)
         parts = split_token(value)
@@ -103,6 +107,8 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
             self._refuse(request, "The MCP token has expired.")
         if not token.user.is_active:
             self._refuse(request, "User inactive or deleted.")
+        # Bound to a key (MCPToken.jkt): only as DPoP, with a proof by it.
+        dpop.enforce(request, django_request, scheme, value, token.jkt)
         touch(token)
         return token.user, token
 
@@ -113,4 +119,9 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         raise exceptions.AuthenticationFailed(description)
 
     def authenticate_header(self, request: Any) -> str:
-        return 'Bearer realm="mcp"'
+        if dpop.mode(request) == "off":
+            return 'Bearer realm="mcp"'
+        error = getattr(request, "oauth2_error", None) or {}
+        return protected_resource.challenge(
+            request, error.get("error"), error.get("error_description"), scheme=error.get("scheme"), metadata=False
+        )

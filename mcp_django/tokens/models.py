@@ -65,9 +65,16 @@ class MCPTokenManager(models.Manager["MCPToken"]):
         scopes: Iterable[str] = (),
         handlers: Iterable[str] = (),
         expires: datetime | None = None,
+        jkt: str = "",
     ) -> tuple[MCPToken, str]:
-        """A new token for ``user``, and its full text (the only time it exists outside the client)."""
-        token = self.model(user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires)
+        """A new token for ``user``, and its full text (the only time it exists outside the client).
+
+        ``jkt``: the RFC 7638 thumbprint of the client's public key, to bind the token to it
+        (DPoP, :mod:`mcp_django.contrib.dpop`): then it is good only with a proof by that key.
+        """
+        token = self.model(
+            user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires, jkt=jkt
+        )
         return token, token.set_new_secret(save=True)
 
 
@@ -93,6 +100,15 @@ class MCPToken(models.Model):
     expires = models.DateTimeField(_("expires"), null=True, blank=True, help_text=_("Empty: never."))
     last_used = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
     revoked = models.DateTimeField(_("revoked"), null=True, blank=True, editable=False)
+    # DPoP (RFC 9449): the SHA-256 JWK thumbprint of the key the token is bound to ("": a bearer token).
+    jkt = models.CharField(
+        _("bound key"),
+        max_length=64,
+        blank=True,
+        default="",
+        editable=False,
+        help_text=_("The thumbprint of the key whose DPoP proofs must come with the token. Empty: none."),
+    )
 
     objects = MCPTokenManager()
 

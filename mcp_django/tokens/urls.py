@@ -4,6 +4,9 @@ from django.urls import path
 
 from . import views
 
+__all__ = ["app_name", "urlpatterns"]
+
+
 app_name = "mcp_tokens"
 
 urlpatterns = [

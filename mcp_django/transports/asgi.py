@@ -114,7 +114,7 @@ def freeze_startup_objects() -> None:
     exception's traceback, a queued audit event waiting for its batch) push survivors into
     the oldest generation, and every full pass then walks the whole heap: measured in
     process (bench/profile_call.py --cpu), about 27 µs of an async call's or a flow
-    request's CPU, against 2 µs with the start-up objects frozen (docs/performance.md).
+    request's CPU, against 2 µs with the start-up objects frozen (bench/HISTORY.md).
     Frozen objects are never collected; the collection first frees what start-up left.
     """
     if mcp_settings.GC_FREEZE:

@@ -20,6 +20,7 @@ from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..auth import AuthenticationFailed
 from ..conf import mcp_settings
+from ..log_lines import host_refused
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
@@ -46,7 +47,9 @@ def host_allowed(headers: dict[str, str]) -> bool:
     """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding).
 
     Verdicts are remembered per Host value (a client sends the same one every
-    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change.
+    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change. A refusal
+    is logged in one line on Django's ``django.security.DisallowedHost`` logger, as Django
+    logs it (without the traceback: :mod:`mcp_django.log_lines`).
     """
     host = headers.get("host", "")
     verdict = _host_verdicts.get(host)
@@ -58,6 +61,8 @@ def host_allowed(headers: dict[str, str]) -> bool:
         verdict = bool(domain) and validate_host(domain, allowed)
         if len(_host_verdicts) < 1024:
             _host_verdicts[host] = verdict
+    if not verdict:
+        host_refused(host)
     return verdict
 
 

@@ -12,12 +12,14 @@ was sent under.
 The forwarding worker answers its client 202 only once the holder acknowledges
 the reply, and 503 otherwise; the two must agree, or a client is told its reply
 failed while the ask went on with it. So a forwarder that hears no acknowledgment
-does not conclude by itself: it asks the holder (``mcp.reply.lost``), and the
+at once does not conclude by itself: it asks the holder (``mcp.reply.lost``), and the
 holder answers with what it did with that reply. Delivered (the acknowledgment was
 lost on the way): 202. Not received: the holder fails the ask and remembers the
 reply as lost, so that the reply arriving after all is not delivered either: 503.
-Only when the holder answers neither (it is gone, or Redis went away in between)
-is the client told 503 without knowing.
+When the holder answers neither, it is gone: 503. When Redis goes away after it took
+the reply, the question cannot travel, and the reply waits in the holder's channel:
+202, within ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending. A client told 503 may
+answer again: an ask takes one reply, and a repeated one is answered 202 and ignored.
 
 ``notifications/cancelled`` and ``DELETE`` must reach calls held elsewhere too:
 a cancellation not found locally is sent to the group every worker's channel
@@ -40,15 +42,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
 from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, worker_channel
 
 logger = logging.getLogger("mcp_django")
 
-# How long a worker forwarding a client's reply waits for the holder to say it got it.
+# How long a worker forwarding a client's reply waits for the holder's acknowledgment
+# before it asks the holder what it did with the reply (a round trip through a live
+# layer takes milliseconds; asking early costs one message, and bounds the wait when
+# the layer goes away between the two: see Relay._verdict).
+REPLY_ACK_PROMPT = 0.25
+# Then, how long it waits for the holder's answer (an acknowledgment, or the verdict:
+# a second chance for an acknowledgment lost on the way).
 REPLY_ACK_SECONDS = 3
-# Then, how long it waits for the holder to say what it did with the reply (a
-# second chance for an acknowledgment lost on the way).
 REPLY_VERDICT_SECONDS = 2
 # How long a holder remembers what it did with each forwarded reply, to answer
 # the forwarder's question (well above the forwarder's waits).
@@ -178,26 +185,46 @@ class Relay:
             "ack": ack,
             "to": self.channel,
         }
+        sent_at: float | None = None
         try:
             try:
                 await self.worker.send(channel, forward)
-                taken = await asyncio.wait_for(asyncio.shield(acked), REPLY_ACK_SECONDS)
+                sent_at = asyncio.get_running_loop().time()
+                taken = await asyncio.wait_for(asyncio.shield(acked), min(REPLY_ACK_PROMPT, REPLY_ACK_SECONDS))
             except Exception as exc:
-                logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
-                # Sent or not, taken or not: only the holder knows. Ask it; one that never
-                # received the reply fails the waiting ask now (not at ASK_TIMEOUT) and
-                # will not take the reply should it arrive after all.
+                if sent_at is None:
+                    logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
                 lost = {"type": "mcp.reply.lost", "id": request_id, "sid": sid, "p": principal}
                 lost.update(ack=ack, to=self.channel)
-                taken = False
-                with contextlib.suppress(Exception):
-                    await self.worker.send(channel, lost)
-                    taken = await asyncio.wait_for(asyncio.shield(acked), REPLY_VERDICT_SECONDS)
+                taken = await self._verdict(channel, lost, acked, sent_at)
         finally:
             self._acks.pop(ack, None)
         if not taken:
             raise Unavailable("the server instance holding this request")
         return True
+
+    async def _verdict(
+        self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
+    ) -> bool:
+        """No acknowledgment yet: whether the holder took the reply, as it says when asked
+        (one that never received it fails the ask now and will not take it later).
+
+        When the layer cannot carry the question (refused, or no answer within
+        ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending), a reply it took waits in the
+        holder's channel and is read when the layer answers: taken; one it did not take:
+        failed. A client that answers again is harmless: an ask takes one reply.
+        """
+        loop = asyncio.get_running_loop()
+        budget = None if sent_at is None else max(sent_at + mcp_settings.CHANNEL_LAYER_TIMEOUT - loop.time(), 0.05)
+        try:
+            await asyncio.wait_for(self.worker.send(channel, question), budget)
+        except (Unavailable, TimeoutError):
+            return sent_at is not None
+        except Exception:
+            return False
+        with contextlib.suppress(TimeoutError):
+            return await asyncio.wait_for(asyncio.shield(acked), REPLY_ACK_SECONDS + REPLY_VERDICT_SECONDS)
+        return False
 
     def _waiter(self, request_id: str, sid: str, principal: str) -> _Waiter | None:
         waiter = self.waiters.get(request_id)

@@ -8,26 +8,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from .. import registry as registries
 from ..conf import mcp_settings
+from ..log_lines import host_refused
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from ..registry import Registry
+from .http import refused
 from .http_io import HttpIn
 from .legacy_http import endpoint_for
 
 
-def _headers(request: HttpRequest) -> dict[str, str]:
+def _headers(request: HttpRequest) -> dict[str, str] | None:
+    """The request's headers, its ``Host`` as Django reads it; None for one ALLOWED_HOSTS refuses."""
     headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
-    # Django has already checked ALLOWED_HOSTS here (get_host raises otherwise).
-    headers["host"] = request.get_host()
+    try:
+        # Django's CommonMiddleware, where installed, has asked already (log_lines.OneLine
+        # makes its line one line); without it, the refusal is the endpoint's 403.
+        headers["host"] = request.get_host()
+    except DisallowedHost:
+        host_refused(request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", ""))
+        return None
     return headers
 
 
 @csrf_exempt
 async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> HttpResponse:
     """The endpoint of ``registry`` (from the URLconf's kwargs: ``{"registry": staff}``), the default one's without."""
+    headers = _headers(request)
+    if headers is None:
+        return _response(refused(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403)))
     endpoint = endpoint_for(registry or registries.mcp)
     limit = mcp_settings.MAX_REQUEST_BYTES
     declared = request.META.get("CONTENT_LENGTH") or ""
@@ -36,7 +49,7 @@ async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> Ht
     body = b"" if too_large else request.body
     req = HttpIn(
         method=request.method or "GET",
-        headers=_headers(request),
+        headers=headers,
         body=body,
         client_address=request.META.get("REMOTE_ADDR"),
         request_factory=lambda: request,
@@ -46,7 +59,10 @@ async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> Ht
         scheme=request.scheme or "http",
         endpoint=request.path,
     )
-    out: Any = await endpoint.handle(req)
+    return _response(await endpoint.handle(req))
+
+
+def _response(out: Any) -> HttpResponse:
     response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)
     for name, value in out.headers:
         response[name] = value

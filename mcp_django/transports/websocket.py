@@ -45,13 +45,13 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
 
-from .. import base64url
 from .. import registry as registry_module
 from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Principal
+from ..auth import AuthenticationFailed, Connection, Principal
 from ..conf import mcp_settings
+from ..keyring import b64decode
 from ..pipeline import answer, check_request, refusal
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
@@ -123,7 +123,7 @@ def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
     # and encoders (Node's "base64url", Python's urlsafe_b64encode) never set the
     # unused bits the strict decoder refuses.
     try:
-        value = base64url.decode(encoded).decode("ascii")
+        value = b64decode(encoded).decode("ascii")
     except ValueError:  # UnicodeDecodeError included
         return None
     if not value.isprintable() or not value.strip():
@@ -173,8 +173,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             return
         try:
             self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
-        except AuthenticationFailed:
-            await self.close()  # before accept: the upgrade is answered 403
+        except AuthenticationFailed as exc:
+            # The 401 (or 403) and challenge HTTP gives, so a client can find the
+            # authorization server; where the server cannot say so, the upgrade is answered 403.
+            if not await self._deny(exc):
+                await self.close()
             return
         except Unavailable as exc:
             await self._unavailable(exc)
@@ -190,19 +193,29 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         extension: uvicorn, Daphne), it is the 503 and JSON-RPC error HTTP gives;
         elsewhere the socket is accepted and closed at once with 1013, "try again later".
         """
-        if "websocket.http.response" in self.scope.get("extensions", {}):
-            status, payload, _headers = refusal(None, exc)
-            await self.base_send(
-                {
-                    "type": "websocket.http.response.start",
-                    "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1")],
-                }
-            )
-            await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        if await self._deny(exc, [("retry-after", "1")]):
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
+
+    async def _deny(self, exc: Exception, extra: list[tuple[str, str]] | None = None) -> bool:
+        """Answer the upgrade with the HTTP response a POST would get for ``exc``, where the
+        server offers the ASGI denial extension (uvicorn, Daphne); False where it does not."""
+        if "websocket.http.response" not in self.scope.get("extensions", {}):
+            return False
+        status, payload, headers = refusal(None, exc, extra)
+        await self.base_send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers or ()),
+                ],
+            }
+        )
+        await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        return True
 
     def _start(self) -> dict[str, str]:
         """The session's empty state, the endpoint and Django's request for the connection."""
@@ -224,12 +237,17 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         headers = asgi_headers(self.scope)
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
+        connection = Connection()
 
         def request_factory() -> Any:
             # Django's request for the upgrade (auth classes and handlers read it like any request).
             # The upgrade as the GET it is: http(s), as the URL a token's audience names.
             scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
-            return ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
+            request = ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
+            # The socket's later checks of its credentials are this connection's (a DPoP proof
+            # is checked at the upgrade and its binding held: mcp_django.contrib.dpop).
+            request.mcp_connection = connection  # type: ignore[attr-defined]
+            return request
 
         self.request_factory = request_factory
         scheme, endpoint = scope_url(scope)

@@ -11,9 +11,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError
 
 from .. import schema as schemas
+from ..breaker import database_down
 from ..content import ToolResult
 from ..handlers import TOOL_NAME_MAX, Tool, dotted_name
-from ..lifecycle import database_down
 from .operation import Operation
 from .parameters import list_output_schema, query_parameters
 from .view_styles import (

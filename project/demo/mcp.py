@@ -77,11 +77,13 @@ async def sales_report(ctx: Context, quarter: Literal["Q1", "Q2", "Q3", "Q4"] = 
     It asks one question on the way; in a task the question parks it as ``input_required``
     and the answer arrives by ``tasks/update``; the handler is the same either way.
     """
-    for _step in range(3):
+    for step in range(3):
         await ctx.check_cancelled()
+        await ctx.report_progress(step, 5, f"Reading the {quarter} orders")  # the task's statusMessage
         await asyncio.sleep(REPORT_STEP_SECONDS)
     with_refunds = await ctx.confirm(f"Include refunds in the {quarter} report?", key="refunds")
-    for _step in range(2):
+    for step in range(3, 5):
         await ctx.check_cancelled()
+        await ctx.report_progress(step, 5, "Writing the report")
         await asyncio.sleep(REPORT_STEP_SECONDS)
     return f"Sales report for {quarter}: 1,204 orders, {'with' if with_refunds else 'without'} refunds."

@@ -6,7 +6,7 @@ import json
 
 from rest_framework.permissions import IsAuthenticated
 
-from mcp_django import Context, SyncContext, ToolResult, mcp
+from mcp_django import Context, SyncContext, ToolError, ToolResult, mcp
 from mcp_django.completion import from_queryset
 
 from . import staff  # noqa: F401 - the staff endpoint's tools (/staff/mcp), registered with these
@@ -97,7 +97,11 @@ def order_help(ctx: Context, question: str, status: str = "", product: str = "")
 )
 def refund_order(ctx: SyncContext, order_id: int) -> str:
     """Refund one of your paid orders. It asks first; the write comes after the last ask."""
-    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user, status=Order.Status.PAID)
+    order = (
+        Order.objects.select_related("product").filter(pk=order_id, owner=ctx.user, status=Order.Status.PAID).first()
+    )
+    if order is None:  # the model reads it: no server error, no traceback in the log
+        raise ToolError(f"You have no paid order #{order_id}.")
     if not ctx.confirm(f"Refund order #{order.pk} ({order.total})?", key="refund"):
         return "Refund cancelled."
     order.status = Order.Status.CANCELLED

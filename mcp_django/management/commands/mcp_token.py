@@ -41,6 +41,11 @@ class Command(BaseCommand):
         create.add_argument("--scope", action="append", default=[], help="Limit it to a scope (repeatable).")
         create.add_argument("--handler", action="append", default=[], help="Limit it to a handler (repeatable).")
         create.add_argument("--expires", type=_duration, help="Lifetime: 30d, 12h, 90m (default: never expires).")
+        create.add_argument(
+            "--jkt",
+            default="",
+            help="Bind it to the client's key (DPoP): the key's RFC 7638 SHA-256 thumbprint, base64url.",
+        )
         listing = sub.add_parser("list", help="List tokens (never their secrets).")
         listing.add_argument("username", nargs="?")
         listing.add_argument("--all", action="store_true", help="Include revoked and expired tokens.")
@@ -62,7 +67,12 @@ class Command(BaseCommand):
         expires = timezone.now() + options["expires"] if options["expires"] else None
         scopes = [s for scope in options["scope"] for s in scope.split()]
         handlers = [h for handler in options["handler"] for h in handler.split()]
-        token, text = MCPToken.objects.issue(user, options["name"], scopes=scopes, handlers=handlers, expires=expires)
+        jkt = options["jkt"]
+        if jkt and not (len(jkt) == 43 and all(c.isalnum() or c in "-_" for c in jkt)):
+            raise CommandError("--jkt: a SHA-256 thumbprint is 43 base64url characters")
+        token, text = MCPToken.objects.issue(
+            user, options["name"], scopes=scopes, handlers=handlers, expires=expires, jkt=jkt
+        )
         if options["verbosity"] > 1:
             self.stderr.write(f"Created {token.prefix} for {user.get_username()}; it is not shown again.")
         self.stdout.write(text)

@@ -1,0 +1,338 @@
+"""DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
+
+An endpoint's ``DPOP`` setting is ``"off"`` (the default), ``"allowed"`` or ``"required"``.
+The authentication classes of OAuth access tokens
+(:class:`~mcp_django.contrib.oauth.OAuth2Authentication`) and of the app's MCP tokens
+(:class:`~mcp_django.tokens.auth.MCPTokenAuthentication`) call :func:`enforce` once they
+have found the token valid; it decides with the token's binding (the thumbprint of the
+client's key, ``cnf.jkt``: :class:`~mcp_django.bound_tokens.BoundAccessToken` for the
+toolkit's tokens, ``MCPToken.jkt`` for MCP tokens):
+
+- a bound token must come as ``Authorization: DPoP <token>`` with one ``DPoP`` header, a
+  proof (a JWT) signed by the bound key, checked as section 4.3 says: ``typ``
+  ``dpop+jwt``; an asymmetric ``alg`` of ``DPOP_ALGORITHMS``; a public ``jwk`` whose
+  RFC 7638 thumbprint is the token's; ``htm`` and ``htu`` the request's method and URL
+  (the URL as Django builds it, so ``SECURE_PROXY_SSL_HEADER`` and ``USE_X_FORWARDED_HOST``
+  count, normalised, without query or fragment); ``iat`` within ``DPOP_PROOF_WINDOW``;
+  ``ath`` the token's hash; a ``nonce`` this server issued when ``DPOP_NONCE_SECONDS``
+  asks for one; and a ``jti`` never accepted before, on any instance (the shared cache);
+- a bound token presented as a bearer token is refused (a stolen one is useless without
+  the key); with ``"required"``, so is a token that is not bound at all.
+
+The replay check fails closed: when ``SESSION_CACHE`` does not answer within
+``SESSION_CACHE_TIMEOUT``, the request is answered 503 (the client may retry), and for a
+moment after a failure the cache is not asked at all. A proof whose ``jti`` cannot be
+recorded is never accepted.
+
+A websocket is one HTTP request (its upgrade): the proof is checked when it connects, and the
+socket's later checks of its credentials hold it to the same token and key (the proof is
+not checked again: it was for the upgrade). A legacy session's requests are HTTP requests,
+each with its own proof.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import struct
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from rest_framework import exceptions
+
+from ..bound_tokens import token_checksum
+from ..conf import EndpointSettings, mcp_settings
+from ..keyring import b64decode, b64encode, derive_key, keyring
+from ..protected_resource import canonical_resource
+from ..protocol.jsonrpc import Unavailable
+
+logger = logging.getLogger("mcp_django")
+
+TYP = "dpop+jwt"
+# A proof is a few hundred bytes (an RSA key's a little over a kilobyte): anything much
+# longer is refused before it is parsed.
+MAX_PROOF_BYTES = 8 * 1024
+MAX_JTI_CHARS = 256
+# After the replay cache failed, it is left alone this long (requests are answered 503 at once).
+RETRY_SECONDS = 0.25
+
+INVALID_PROOF = "invalid_dpop_proof"
+USE_NONCE = "use_dpop_nonce"
+INVALID_TOKEN = "invalid_token"
+
+
+class ProofRefused(Exception):
+    """A proof (or its absence) the request cannot pass with: the RFC's ``error`` and why."""
+
+    def __init__(self, error: str, description: str, nonce: str | None = None) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+        self.nonce = nonce
+
+
+# -- the Authorization header ------------------------------------------------------------------
+
+
+def credentials(header: str) -> tuple[str | None, str]:
+    """``("bearer" | "dpop", token)`` from an ``Authorization`` value; ``(None, "")`` for another scheme."""
+    scheme, _, value = header.partition(" ")
+    scheme = scheme.lower()
+    if scheme not in ("bearer", "dpop"):
+        return None, ""
+    return scheme, value.strip()
+
+
+def mode(request: Any) -> str:
+    """The ``DPOP`` setting of the endpoint ``request`` (Django's) reached."""
+    return str(mcp_settings.for_request(request).DPOP)
+
+
+# -- URLs ---------------------------------------------------------------------------------------
+
+# A websocket's upgrade is the http(s) request it began as (the URL a token's audience names).
+_UPGRADED = {"ws": "http", "wss": "https"}
+
+
+def normalized_url(url: Any) -> str | None:
+    """``url`` as ``htu`` is compared (RFC 9449 section 4.3, RFC 3986 section 6.2.2 and 6.2.3):
+    no query or fragment, then the canonical form resources have (scheme and host lower-case,
+    the default port dropped: :func:`~mcp_django.protected_resource.canonical_resource`), the
+    empty path written ``/``. None when it is no http(s) URL."""
+    if not isinstance(url, str):
+        return None
+    base = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, sep, rest = base.partition("://")
+    found = canonical_resource(f"{_UPGRADED.get(scheme.lower(), scheme)}://{rest}" if sep else base)
+    if found is None:
+        return None
+    return found if "/" in found.split("://", 1)[1] else found + "/"
+
+
+def request_url(request: Any) -> str | None:
+    """The URL the client sent ``request`` (Django's) to, as the project's other absolute URLs are
+    built (``build_absolute_uri``: the proxy headers Django is told to trust count)."""
+    from django.core.exceptions import DisallowedHost
+
+    try:
+        return normalized_url(request.build_absolute_uri(request.path))
+    except DisallowedHost:
+        return None  # a forwarded host ALLOWED_HOSTS does not name: no URL a proof may sign
+
+
+# -- nonces ---------------------------------------------------------------------------------------
+
+
+def _nonce_keys() -> list[bytes]:
+    # From the key ring (REQUEST_STATE_KEY or SECRET_KEY): every instance makes and checks the
+    # same nonces without sharing any state; a rotated-out key still verifies.
+    return [derive_key(key.mac_key, b"mcp-django dpop nonce v1") for key in keyring().keys]
+
+
+def _nonce_for(period: int, key: bytes) -> str:
+    stamp = struct.pack(">Q", period)
+    return b64encode(stamp + hmac.new(key, stamp, hashlib.sha256).digest()[:16])
+
+
+def new_nonce(now: float | None = None) -> str:
+    """A nonce good for this period of ``DPOP_NONCE_SECONDS`` and the next."""
+    seconds = mcp_settings.DPOP_NONCE_SECONDS
+    return _nonce_for(int((now or time.time()) // seconds), _nonce_keys()[0])
+
+
+def nonce_valid(nonce: Any, now: float | None = None) -> bool:
+    seconds = mcp_settings.DPOP_NONCE_SECONDS
+    if not isinstance(nonce, str) or len(nonce) > 64:
+        return False
+    try:
+        (period,) = struct.unpack(">Q", b64decode(nonce)[:8])
+    except Exception:
+        return False
+    current = int((now or time.time()) // seconds)
+    if period not in (current, current - 1):
+        return False
+    return any(hmac.compare_digest(_nonce_for(period, key), nonce) for key in _nonce_keys())
+
+
+# -- the replay cache -------------------------------------------------------------------------------
+
+_executor: ThreadPoolExecutor | None = None
+_down_until = 0.0
+
+
+def _replay_key(jkt: str, jti: str) -> str:
+    # A jti is unique per key (section 11.1); hashed, so any text makes a valid cache key.
+    return "mcp_django:dpop:jti:" + hashlib.sha256(f"{jkt}\0{jti}".encode()).hexdigest()
+
+
+def first_use(jkt: str, jti: str) -> bool:
+    """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay).
+
+    Raises :class:`Unavailable` when the shared cache does not answer within
+    ``SESSION_CACHE_TIMEOUT``, or failed a moment ago: a proof is not accepted unrecorded.
+    """
+    global _executor, _down_until
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    cache = caches[mcp_settings.SESSION_CACHE]
+    # Remembered while a proof with this jti could still pass the iat check, and a second more.
+    timeout = int(2 * mcp_settings.DPOP_PROOF_WINDOW) + 1
+    key = _replay_key(jkt, jti)
+    if isinstance(cache, LocMemCache):
+        return bool(cache.add(key, 1, timeout))  # this process's memory: nothing to wait for
+    if time.monotonic() < _down_until:
+        raise Unavailable("the DPoP replay cache")
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
+    future = _executor.submit(cache.add, key, 1, timeout)
+    try:
+        return bool(future.result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT))
+    except Exception as exc:
+        first = time.monotonic() >= _down_until + RETRY_SECONDS
+        _down_until = time.monotonic() + RETRY_SECONDS
+        if first:
+            reason = "no answer in time" if isinstance(exc, FutureTimeout) else f"{type(exc).__name__}: {exc}"
+            logger.warning("the DPoP replay cache (SESSION_CACHE) failed (%s): DPoP requests are answered 503", reason)
+        raise Unavailable("the DPoP replay cache") from None
+
+
+# -- the proof ---------------------------------------------------------------------------------------
+
+
+def thumbprint(jwk: Any) -> str:
+    """The RFC 7638 SHA-256 thumbprint of a jwcrypto key (what ``cnf.jkt`` holds)."""
+    return str(jwk.thumbprint())
+
+
+def token_hash(token: str) -> str:
+    """``ath``: the base64url SHA-256 of the access token's text."""
+    return b64encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
+
+
+def header_proof(request: Any) -> str:
+    proof = request.META.get("HTTP_DPOP")
+    if not proof:
+        raise ProofRefused(INVALID_PROOF, "A DPoP-bound token needs a DPoP proof in the DPoP header.")
+    # Django joins repeated headers with commas; a compact JWS has none (section 4.3, check 1).
+    if "," in proof or len(proof) > MAX_PROOF_BYTES:
+        raise ProofRefused(INVALID_PROOF, "Send exactly one DPoP proof.")
+    return str(proof).strip()
+
+
+def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: str | None = None) -> str:
+    """Check ``proof`` for ``request`` (Django's) as RFC 9449 section 4.3 says; its key's thumbprint.
+
+    ``access_token``: the token it comes with (its hash must be ``ath``); ``jkt``: the
+    thumbprint the token is bound to. Raises :class:`ProofRefused`, or :class:`Unavailable`
+    when its ``jti`` cannot be recorded.
+    """
+    from jwcrypto.common import JWException
+    from jwcrypto.jwk import JWK
+    from jwcrypto.jws import JWS
+
+    settings: EndpointSettings = mcp_settings.for_request(request)
+    algorithms = list(settings.DPOP_ALGORITHMS)
+    jws = JWS()
+    try:
+        if proof.count(".") != 2:
+            raise ValueError("not a compact JWS")
+        jws.deserialize(proof)
+        header = jws.jose_header
+        if header.get("typ") != TYP:
+            raise ProofRefused(INVALID_PROOF, f'The DPoP proof\'s typ must be "{TYP}".')
+        alg = header.get("alg")
+        if alg not in algorithms:
+            raise ProofRefused(INVALID_PROOF, f"The DPoP proof's alg must be one of {', '.join(algorithms)}.")
+        public = header.get("jwk")
+        if not isinstance(public, dict):
+            raise ProofRefused(INVALID_PROOF, "The DPoP proof's header has no jwk.")
+        key = JWK(**public)
+        if key.has_private or key.get("kty") not in ("EC", "RSA", "OKP"):
+            raise ProofRefused(INVALID_PROOF, "The DPoP proof's jwk must be an asymmetric public key.")
+        jws.allowed_algs = [alg]
+        jws.verify(key, alg=alg)
+        claims = json.loads(jws.payload)
+    except ProofRefused:
+        raise
+    except (JWException, ValueError, TypeError, KeyError, AttributeError, UnicodeError):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof is not a JWT signed by its jwk.") from None
+    if not isinstance(claims, dict):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof's payload is not a JSON object.")
+    jti, htm, htu, iat = claims.get("jti"), claims.get("htm"), claims.get("htu"), claims.get("iat")
+    if not isinstance(jti, str) or not jti or len(jti) > MAX_JTI_CHARS:
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof needs a jti.")
+    if htm != request.method:
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof's htm is not this request's method.")
+    if normalized_url(htu) is None or normalized_url(htu) != request_url(request):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof's htu is not this request's URL.")
+    if mcp_settings.DPOP_NONCE_SECONDS and not nonce_valid(claims.get("nonce")):
+        raise ProofRefused(USE_NONCE, "This server requires a nonce it issued in the DPoP proof.", nonce=new_nonce())
+    if isinstance(iat, bool) or not isinstance(iat, (int, float)):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof needs an iat.")
+    if abs(time.time() - iat) > settings.DPOP_PROOF_WINDOW:
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof's iat is too far from the server's clock.")
+    if access_token is not None and not hmac.compare_digest(str(claims.get("ath", "")), token_hash(access_token)):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
+    found = thumbprint(key)
+    if jkt is not None and not hmac.compare_digest(found, jkt):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof is not signed by the key the access token is bound to.")
+    if not first_use(found, jti):
+        raise ProofRefused(INVALID_PROOF, "The DPoP proof was used before.")
+    return found
+
+
+# -- what an authentication class asks ---------------------------------------------------------------
+
+
+def _refuse(drf_request: Any, error: str, description: str, nonce: str | None = None) -> None:
+    # Read by the endpoint's challenge (mcp_django.protected_resource.challenge).
+    drf_request.oauth2_error = {"error": error, "error_description": description, "scheme": "DPoP"}
+    if nonce:
+        drf_request.oauth2_error["headers"] = [("dpop-nonce", nonce)]
+    raise exceptions.AuthenticationFailed(description)
+
+
+def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -> None:
+    """Whether a token found valid may be used as it came: raises DRF's ``AuthenticationFailed``
+    (with the RFC's error on ``drf_request``) when not.
+
+    ``request``: Django's; ``scheme``: ``"bearer"`` or ``"dpop"`` (:func:`credentials`);
+    ``token``: its text; ``jkt``: the thumbprint it is bound to ("" for a bearer token).
+    """
+    setting = mode(request)
+    if scheme == "bearer":
+        if jkt:
+            # Section 7.2: a bound token is never good as a bearer token (that is the point).
+            _refuse(drf_request, INVALID_TOKEN, "This access token is DPoP-bound: send it as DPoP, with a proof.")
+        if setting == "required":
+            _refuse(drf_request, INVALID_TOKEN, "This endpoint accepts only DPoP-bound access tokens.")
+        return
+    if not jkt:
+        _refuse(drf_request, INVALID_TOKEN, "This access token is not DPoP-bound: send it as a Bearer token.")
+    # A websocket's connection (mcp_django.auth.Connection) holds (the token's checksum, its
+    # key's thumbprint) from its upgrade on.
+    connection = getattr(request, "mcp_connection", None)
+    held = (token_checksum(token), jkt)
+    if connection is not None and getattr(connection, "dpop_binding", None) == held:
+        return  # checked at the connection's upgrade; the same token and key since
+    try:
+        verify(request, header_proof(request), access_token=token, jkt=jkt)
+    except ProofRefused as exc:
+        _refuse(drf_request, exc.error, exc.description, exc.nonce)
+    if connection is not None:
+        connection.dpop_binding = held
+
+
+def as_bearer(request: Any, token: str) -> Any:
+    """A shallow copy of Django's ``request`` whose ``Authorization`` names ``token`` as a Bearer
+    token: what django-oauth-toolkit's validation reads (it knows no other scheme)."""
+    import copy
+
+    clone = copy.copy(request)
+    clone.META = {**request.META, "HTTP_AUTHORIZATION": f"Bearer {token}"}
+    return clone

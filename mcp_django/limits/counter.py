@@ -1,0 +1,146 @@
+"""Counting in the shared cache: fixed windows and open-at-once counters, each call bounded.
+
+A rate's count lives under one key per window (``...:<window number>``): the first call of a
+window adds it with the window's length as its timeout, every call increments it atomically
+(Django's ``cache.incr``, Redis's ``INCR``), so instances sharing the cache share the count and
+no call reads, changes and writes back a history (DRF's ``SimpleRateThrottle`` does, and two
+instances racing lose calls). A window's count is exact; across the edge of two windows a
+caller may get up to twice the rate in one period's time (docs/limits.md).
+
+The cache is reached as the session cache is (:mod:`mcp_django.protocol.legacy`): off the event
+loop, in a thread of its own, for at most ``LIMITS["CACHE_TIMEOUT"]`` seconds, and behind a
+breaker of its own (:mod:`mcp_django.breaker`): once the cache is found away, calls do not wait
+for it again until its probe gets an answer. What then happens to the call is the stage's
+choice (``LIMITS["WHEN_CACHE_DOWN"]``); here it is :class:`CacheDown`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.signals import setting_changed
+
+from ..breaker import Breaker, is_outage
+from ..conf import mcp_settings
+from ..protocol.jsonrpc import Unavailable
+
+logger = logging.getLogger("mcp_django")
+
+T = TypeVar("T")
+
+PREFIX = "mcp_django:limit"
+
+
+class CacheDown(Exception):
+    """The limits cache failed, did not answer in time, or is known to be away."""
+
+
+def limits_cache() -> Any:
+    return caches[mcp_settings.LIMITS["CACHE"]]
+
+
+async def bounded(work: Callable[[Any], T]) -> T:
+    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be."""
+    cache = limits_cache()
+    if isinstance(cache, LocMemCache):
+        return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
+    return await in_thread(functools.partial(work, cache))
+
+
+async def in_thread(work: Callable[[], T]) -> T:
+    """``work()`` (cache calls of its own: a DRF throttle's), in a thread of its own, bounded
+    and behind the breaker as :func:`bounded` is; :class:`CacheDown` when it cannot be."""
+    try:
+        breaker.check()  # refuses at once while the cache is known to be away (and probes it)
+    except Unavailable:
+        raise CacheDown from None
+
+    def guarded() -> T:
+        # Calls queued behind threads stuck on a hung cache would each wait it out again.
+        if breaker.open:
+            raise CacheDown
+        try:
+            return work()
+        except Exception as exc:
+            if is_outage(exc):
+                breaker.failed(exc)
+            raise
+
+    loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.wait_for(loop.run_in_executor(None, guarded), mcp_settings.LIMITS["CACHE_TIMEOUT"])
+    except CacheDown:
+        raise
+    except Exception as exc:
+        if is_outage(exc):
+            breaker.failed(exc)  # one line per outage
+        else:
+            logger.warning("the limits cache failed (%s): %s", type(exc).__name__, exc)
+        raise CacheDown from None
+
+
+def hit(cache: Any, windows: Sequence[tuple[str, int]]) -> list[int]:
+    """Count one call in each ``(key, seconds)`` window; each window's count after it."""
+    counts = []
+    for key, seconds in windows:
+        try:
+            count = cache.incr(key)
+        except ValueError:  # the window's first call (Django's incr refuses a missing key)
+            # A second past the window's end, so a clock a little behind does not find it gone.
+            count = 1 if cache.add(key, 1, seconds + 1) else cache.incr(key)
+        counts.append(int(count))
+    return counts
+
+
+def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
+    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken.
+
+    ``lifetime`` bounds how long a count outlives a process that died holding it: each
+    taking sets the key's timeout anew, so the count goes only when nothing was taken for that long.
+    """
+    try:
+        count = cache.incr(key)
+    except ValueError:
+        count = 1 if cache.add(key, 1, lifetime) else cache.incr(key)
+    if count > cap:
+        _release(cache, key)
+        return False
+    cache.touch(key, lifetime)
+    return True
+
+
+def release(cache: Any, key: str) -> None:
+    """One of what ``key`` counts is over."""
+    _release(cache, key)
+
+
+def _release(cache: Any, key: str) -> None:
+    try:
+        if cache.decr(key) < 0:
+            cache.delete(key)  # an expired count taken again meanwhile: never below nothing
+    except ValueError:
+        pass  # expired: nothing left to take back
+
+
+async def _probe() -> None:
+    await asyncio.wait_for(
+        asyncio.get_running_loop().run_in_executor(None, limits_cache().get, f"{PREFIX}:probe"),
+        mcp_settings.LIMITS["CACHE_TIMEOUT"],
+    )
+
+
+breaker = Breaker("the limits cache", _probe)
+
+
+def _cache_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("CACHES", "MCP_DJANGO"):
+        breaker.reset()  # another cache: what was known of the old one says nothing
+
+
+setting_changed.connect(_cache_changed)

@@ -1,0 +1,285 @@
+"""The limits stage of the pipeline: ``limit(call_next, call)``, and what a refused call is answered.
+
+It sits after authentication (the principal is known) and outside the audit stage, for the
+methods that run a handler (tools/call, prompts/get, resources/read): a refused call never
+reaches the handler, the dispatcher or the audit stage's ``call_finished``; it is on record as
+its own row (kind ``limited``, sent as ``signals.call_limited``), committed before the answer.
+``tasks/get`` and the other methods are never counted: a task counts once, as the tools/call
+that creates it.
+
+With nothing configured (no ``LIMITS`` rates or caps, no handler's ``throttle=`` on the
+endpoint) the stage hands the call on without a frame of its own and without a cache round trip.
+
+What it checks (all the rates of a call in one hop to the shared cache's thread):
+
+- DRF throttle classes (``LIMITS["CLASSES"]``), after the rates, in a bounded thread;
+- the rates of ``LIMITS["RATES"]``: each ``user``, each ``token``, each user on each ``tool``,
+  the whole ``endpoint``; and a handler's own ``throttle=`` (scope ``handler``, per user);
+- ``LIMITS["MAX_OPEN_TASKS"]``: a tools/call that would create a task, against the caller's
+  unfinished tasks (the task table: every instance sees the same rows);
+- ``LIMITS["MAX_OPEN_ASKS"]``: on legacy sessions, each server-to-client request the handler
+  sends is counted while open (``Call.ask_guard``, which the live engine enters per request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.signals import setting_changed
+
+from .. import signals
+from ..asks.call import Call
+from ..asks.invoke import run_in_thread
+from ..conf import mcp_settings
+from ..handlers import Handler
+from ..protocol.jsonrpc import MCPError, Unavailable
+from ..protocol.revisions import Era
+from ..tasks.methods import requested as task_requested
+from . import counter
+from .rates import Rate, parse
+
+# The code a principal's other bound (ASK_THREADS_PER_PRINCIPAL) already answers: one family.
+LIMIT_EXCEEDED = -32005
+# What a cap's refusal tells the client to wait: there is no window's end, only "one finishes".
+CAP_RETRY_AFTER = 1
+_SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+Next = Callable[[Call], Awaitable[dict[str, Any]]]
+
+
+class Limited(MCPError):
+    """A call refused by a limit: HTTP 429 with ``Retry-After`` where HTTP carries the answer,
+    and ``data.retryAfter`` (whole seconds) in the JSON-RPC error wherever it goes."""
+
+    def __init__(self, message: str, retry_after: int, limit: str, value: str) -> None:
+        super().__init__(
+            LIMIT_EXCEEDED,
+            message,
+            {"retryAfter": retry_after, "limit": limit, "value": value},
+            http_status=429,
+            headers=[("retry-after", str(retry_after))],
+        )
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``LIMITS`` as the stage reads it, made once per settings."""
+
+    rates: tuple[tuple[str, Rate], ...]
+    max_open_asks: int | None
+    max_open_tasks: int | None
+    fail_open: bool
+    classes: tuple[type, ...]
+    # Nothing set: the stage hands every call on (a field, not a property: read per call).
+    idle: bool
+
+
+_plan: Plan | None = None
+
+
+def plan() -> Plan:
+    global _plan
+    found = _plan
+    if found is None:
+        settings = mcp_settings.LIMITS
+        rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
+        asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
+        idle = not rates and not classes and asks is None and tasks is None
+        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
+    return found
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    global _plan
+    if setting == "MCP_DJANGO":
+        _plan = None
+
+
+setting_changed.connect(_settings_changed)
+
+
+def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
+    """The stage: ``functools.partial(limit, call_next)`` in the pipeline's chains of the methods that run a handler."""
+    found = _plan or plan()
+    if found.idle and not call.registry.throttled:
+        return call_next(call)  # nothing to count: no frame of its own, no cache
+    return _limited(call_next, call, found)
+
+
+# Where the pipeline puts it (pipeline.applies): the methods that run a handler.
+limit.methods = frozenset(_SENDER)  # type: ignore[attr-defined]
+
+
+async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
+    handler = _handler(call)
+    who = _who(call)
+    windows: list[tuple[str, Rate, str]] = []  # (scope, rate, what is counted)
+    for scope, rate in found.rates:
+        if scope == "user":
+            windows.append((scope, rate, who))
+        elif scope == "token":
+            token = _token(call)
+            if token is not None:
+                windows.append((scope, rate, token))
+        elif scope == "tool":
+            if handler is not None:
+                windows.append((scope, rate, f"{who}\0{handler.primitive}\0{handler.name}"))
+        else:  # endpoint
+            windows.append((scope, rate, call.endpoint.name if call.endpoint is not None else "default"))
+    if handler is not None and handler.throttle is not None:
+        windows.append(("handler", _rate(handler.throttle), f"{who}\0{handler.primitive}\0{handler.name}"))
+    if windows:
+        await _count(call, windows, found)
+    if found.classes:
+        await _ask_classes(call, handler, found)
+    if found.max_open_tasks is not None and handler is not None and _creates_task(call, handler):
+        await _check_open_tasks(call, found.max_open_tasks)
+    if found.max_open_asks is not None and call.era == Era.LEGACY:
+        call.ask_guard = functools.partial(_open_ask, call, found.max_open_asks, who, found.fail_open)
+    return await call_next(call)
+
+
+async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) -> None:
+    now = time.time()
+    keyed = []
+    for scope, rate, what in windows:
+        window = int(now // rate.seconds)
+        keyed.append((f"{counter.PREFIX}:{scope}:{rate.seconds}:{_digest(what)}:{window}", rate.seconds))
+    try:
+        counts = await counter.bounded(functools.partial(counter.hit, windows=keyed))
+    except counter.CacheDown:
+        if found.fail_open:
+            return  # the documented choice: served uncounted while the cache is away
+        raise Unavailable("the limits cache") from None
+    for (scope, rate, _what), count in zip(windows, counts, strict=True):
+        if count > rate.calls:
+            ends = (int(now // rate.seconds) + 1) * rate.seconds
+            await refuse(call, scope, rate.text, max(1, math.ceil(ends - now)))
+
+
+async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None:
+    """DRF's throttle classes, as a DRF view asks them (the handler stands for the view)."""
+
+    def first_refusal() -> tuple[str, float | None] | None:
+        from rest_framework.request import Request
+
+        request = Request(call.request)
+        request.user, request.auth = call.principal.user, call.principal.auth
+        for cls in found.classes:
+            throttle = cls()
+            if not throttle.allow_request(request, handler):
+                return cls.__name__, throttle.wait()
+        return None
+
+    try:
+        refused = await counter.in_thread(first_refusal)
+    except counter.CacheDown:
+        if found.fail_open:
+            return
+        raise Unavailable("the limits cache") from None
+    if refused is not None:
+        name, wait = refused
+        await refuse(call, "class", name, max(1, math.ceil(wait or 1)))
+
+
+def _creates_task(call: Call, handler: Handler) -> bool:
+    return call.method == "tools/call" and getattr(handler, "task", None) is not None and task_requested(call)
+
+
+async def _check_open_tasks(call: Call, cap: int) -> None:
+    from ..tasks.models import TERMINAL, MCPTask  # deferred: the models load with the app registry
+
+    label = call.principal.label
+
+    def unfinished() -> int:
+        return MCPTask.objects.filter(principal=label).exclude(status__in=TERMINAL).count()
+
+    if await run_in_thread(unfinished) >= cap:
+        await refuse(call, "tasks", f"{cap} open", CAP_RETRY_AFTER)
+
+
+@contextlib.asynccontextmanager
+async def _open_ask(call: Call, cap: int, who: str, fail_open: bool) -> AsyncIterator[None]:
+    """One legacy server-to-client request of the call, counted while it is open."""
+    key = f"{counter.PREFIX}:asks:{_digest(who)}"
+    # A count outlives a process that died holding it by at most this.
+    lifetime = mcp_settings.ASK_TIMEOUT + 60
+    try:
+        taken = await counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime))
+    except counter.CacheDown:
+        if not fail_open:
+            raise Unavailable("the limits cache") from None
+        taken = None  # uncounted, so nothing to give back
+    if taken is False:
+        await refuse(call, "asks", f"{cap} open", CAP_RETRY_AFTER)
+    try:
+        yield
+    finally:
+        if taken:
+            with contextlib.suppress(counter.CacheDown):
+                await counter.bounded(lambda cache: counter.release(cache, key))
+
+
+async def refuse(call: Call, limit: str, value: str, retry_after: int) -> None:
+    """Put the refusal on record (committed before the answer, as every refusal), then raise it."""
+    event = call.event("limited", reason=f"{limit} {value}"[:48], outcome="limited")
+    await signals.call_limited.asend(_SENDER.get(call.method, "tool"), event=event)
+    raise Limited(f"{_SAYS[limit]} ({value}); try again in {retry_after} s", retry_after, limit, value)
+
+
+_SAYS = {
+    "user": "too many calls from this user",
+    "token": "too many calls with this credential",
+    "tool": "too many calls of this handler by this user",
+    "endpoint": "too many calls to this endpoint",
+    "handler": "too many calls of this handler by this user",
+    "class": "too many calls (a throttle class)",
+    "tasks": "too many unfinished tasks",
+    "asks": "too many requests to this client waiting for an answer",
+}
+
+
+# A handler's throttle= as a Rate (checked when the handler was made).
+_rate = functools.lru_cache(maxsize=256)(parse)
+
+
+def _handler(call: Call) -> Handler | None:
+    registry = call.registry
+    target = call.target
+    if call.method == "tools/call":
+        return registry.tools.get(target)
+    if call.method == "prompts/get":
+        return registry.prompts.get(target)
+    found = registry.find_resource(target) if target else None
+    return found[0] if found is not None else None
+
+
+def _who(call: Call) -> str:
+    """The caller as counted: its principal, or an anonymous caller's address."""
+    principal = call.principal
+    if principal.is_anonymous:
+        return f"anonymous@{call.client_address or '?'}"
+    return principal.label
+
+
+def _token(call: Call) -> str | None:
+    """The credential the call came with, by its kind and identity (None: a session, no credential)."""
+    auth = call.principal.auth
+    if auth is None:
+        return None
+    cls = type(auth)
+    return f"{cls.__module__}.{cls.__qualname__}\0{getattr(auth, 'pk', None) or auth}"
+
+
+def _digest(what: str) -> str:
+    # Keys hold no label, address or secret (a DRF token's key is its primary key), and keep
+    # whatever a client chose (a tool name) within a cache key's characters and length.
+    return hashlib.blake2b(what.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()

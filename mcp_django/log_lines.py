@@ -1,0 +1,35 @@
+"""Log lines that say what happened in one line, for records nobody needs a traceback of.
+
+Django's handler logs each request with a ``Host`` outside ``ALLOWED_HOSTS`` on
+``django.security.DisallowedHost`` at ERROR with the exception's whole traceback: a
+scanner sending a bad ``Host`` fills the log with tracebacks that all say the same. The
+endpoint's own paths (the ASGI route, the WSGI view, websockets) log one line on that
+logger themselves (:func:`host_refused`); :class:`OneLine` in ``LOGGING`` makes Django's
+own record one line too (docs/deployment.md):
+
+    "filters": {"one_line": {"()": "mcp_django.log_lines.OneLine"}},
+    "loggers": {"django.security.DisallowedHost": {"filters": ["one_line"]}},
+"""
+
+from __future__ import annotations
+
+import logging
+
+# Django's logger for the refusal, so one LOGGING entry (a level, a handler, silence) governs both.
+disallowed_host = logging.getLogger("django.security.DisallowedHost")
+
+
+class OneLine(logging.Filter):
+    """Keeps a record's message and drops its traceback (``exc_info``, ``stack_info``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        record.stack_info = None
+        return True
+
+
+def host_refused(host: str) -> None:
+    """One line for a request refused for its ``Host``, as Django words it, at its level."""
+    shown = host if len(host) <= 100 else host[:100] + "..."
+    disallowed_host.error("Invalid HTTP_HOST header: %r. It is not in ALLOWED_HOSTS.", shown)

@@ -1,0 +1,241 @@
+"""Task workers you can see, and the sweep they run.
+
+Each ``manage.py mcp_worker`` process keeps a row of :class:`~.models.MCPWorker` fresh (its
+heartbeat, every third of a lease) and, on the same beat, sweeps: runs whose lease ended are
+lost (:func:`.lost.run_lost`: started again or failed), running tasks whose TTL ended are
+asked to stop, and tasks that wait (queued or for input) past their TTL are cancelled. So a
+lost run is found when no client polls, by any worker of the deployment. A worker is alive
+while its row was seen within a lease; readers: ``manage.py mcp_tasks status``, the admin's
+task list, the system check W032 and a new task's ``statusMessage``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, connection
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from . import store
+from .lost import TTL_ENDED, lost_before_claim, run_lost
+from .models import MCPTask, MCPWorker, Status
+
+logger = logging.getLogger("mcp_django.tasks")
+
+# The most rows one sweep handles of each kind: a backlog is worked off over a few beats.
+SWEEP_BATCH = 100
+
+
+def beat_seconds() -> float:
+    """How often a worker says it is alive (and sweeps): a third of a lease, at most 10 s."""
+    return max(min(mcp_settings.TASK_LEASE_SECONDS / 3, 10.0), 0.1)
+
+
+def alive_within() -> timedelta:
+    """A worker not seen for this long is taken for gone: a lease, at least three beats."""
+    return timedelta(seconds=max(mcp_settings.TASK_LEASE_SECONDS, 3 * beat_seconds()))
+
+
+def alive(now: Any = None) -> list[MCPWorker]:
+    """The workers seen alive lately, newest first."""
+    since = (now or timezone.now()) - alive_within()
+    return list(MCPWorker.objects.filter(seen__gte=since))
+
+
+def queue() -> dict[str, int]:
+    """How many tasks wait for a worker (``queued``), run (``running``) or wait for input."""
+    counts = MCPTask.objects.filter(status__in=(Status.WORKING, Status.INPUT_REQUIRED)).aggregate(
+        queued=Count("pk", filter=Q(status=Status.WORKING, lease_until__isnull=True)),
+        running=Count("pk", filter=Q(status=Status.WORKING, lease_until__isnull=False)),
+        input_required=Count("pk", filter=Q(status=Status.INPUT_REQUIRED)),
+    )
+    return {key: int(value or 0) for key, value in counts.items()}
+
+
+def needs_worker() -> bool:
+    """Whether the task backend's jobs are run by ``mcp_worker``, which reports itself alive:
+    django-tasks-db's database backend. Other backends' workers (RQ's ``rqworker``) report
+    nothing here, so nothing is said of them; ImmediateBackend runs the job in its request."""
+    from .framework import backend
+
+    try:
+        found = backend(mcp_settings.TASK_BACKEND)
+    except Exception:  # no such backend: E030 says so
+        return False
+    return type(found).__module__.split(".")[0] == "django_tasks_db"
+
+
+# A process asks the database at most this often whether a worker is alive (new tasks' message).
+_NOTICE_FRESH = 1.0
+_notice: tuple[float, str] = (float("-inf"), "")
+_notice_lock = threading.Lock()
+
+
+def no_worker_notice() -> str:
+    """A new task's ``statusMessage`` when no worker was seen alive lately, else ``""``."""
+    global _notice
+    now = time.monotonic()
+    if now - _notice[0] < _NOTICE_FRESH:
+        return _notice[1]
+    message = ""
+    if needs_worker():
+        try:
+            if not MCPWorker.objects.filter(seen__gte=timezone.now() - alive_within()).exists():
+                message = (
+                    "queued, but no task worker has been seen alive lately (manage.py mcp_worker): "
+                    "it runs when one starts"
+                )
+        except DatabaseError:  # the table not made yet: no verdict
+            message = ""
+    with _notice_lock:
+        _notice = (now, message)
+    return message
+
+
+def sweep(now: Any = None) -> dict[str, int]:
+    """One sweep: lost runs started again or failed, tasks past their TTL stopped or cancelled."""
+    from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
+
+    now = now or timezone.now()
+    done = {"retried": 0, "failed": 0, "cancelled": 0, "asked_to_stop": 0}
+    working = MCPTask.objects.filter(status=Status.WORKING)
+    lapsed = list(working.filter(lease_until__lt=now).values_list("pk", flat=True)[:SWEEP_BATCH])
+    for task_id in lapsed:
+        found = run_lost(task_id, store.SILENT, enqueue=enqueue)
+        if found is not None:
+            done[found] += 1
+    # Running past its TTL: asked to stop as tasks/cancel asks (its run settles it as cancelled).
+    done["asked_to_stop"] = working.filter(lease_until__isnull=False, expires__lte=now, cancel_requested=False).update(
+        cancel_requested=True, updated=now
+    )
+    # Waiting past its TTL (queued, or for input): nothing runs it, so it is cancelled here.
+    waiting = MCPTask.objects.filter(
+        Q(status=Status.WORKING, lease_until__isnull=True) | Q(status=Status.INPUT_REQUIRED), expires__lte=now
+    )
+    for task_id in waiting.values_list("pk", flat=True)[:SWEEP_BATCH]:
+        if store.finish(task_id, Status.CANCELLED, message=TTL_ENDED):
+            done["cancelled"] += 1
+    # Started by the backend, never claimed (a worker killed in between): asked of the backend.
+    since = now - timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
+    quiet = working.filter(lease_until__isnull=True, updated__lt=since).exclude(job_id="")
+    quiet = quiet.filter(Q(run_checked__isnull=True) | Q(run_checked__lt=since))
+    for row in quiet.only("pk", "job_id", "updated", "run_checked")[:SWEEP_BATCH]:
+        if lost_before_claim(row, now):
+            found = run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
+            if found is not None:
+                done[found] += 1
+    return done
+
+
+def logged_sweep(now: Any = None) -> None:
+    """:func:`sweep`, and a log line when it did something."""
+    found = sweep(now)
+    if any(found.values()):
+        logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
+
+
+class Outage:
+    """One log line when a service (the database) goes away and one when it is back, not one per try."""
+
+    def __init__(self, what: str, service: str = "the database") -> None:
+        self.what = what
+        self.service = service
+        self.since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            logger.warning("%s cannot reach %s (%s): trying again until it answers", self.what, self.service, reason)
+
+    def over(self) -> None:
+        if self.since is not None:
+            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
+            self.since = None
+
+
+def sweep_forever(every: float) -> None:
+    """Sweep every ``every`` seconds until the process is stopped, through database outages."""
+    outage = Outage("the task sweep")
+    while True:
+        try:
+            logged_sweep()
+            outage.over()
+        except DatabaseError as exc:
+            outage.failed(exc)
+            close_old_connections()
+        time.sleep(every)
+
+
+class Pulse(threading.Thread):
+    """The worker's heartbeat and sweep, in a thread (and database connection) of its own."""
+
+    def __init__(self, worker_id: str, backend: str) -> None:
+        super().__init__(name="mcp-worker-pulse", daemon=True)
+        self.worker_id = worker_id
+        self.backend = backend
+        self.stopped = threading.Event()
+        self.outage = Outage("the task worker's heartbeat")
+        self.started_at = timezone.now()
+        self.runs = 0  # counted by the worker (a plain int: one writer)
+
+    def beat(self) -> None:
+        now = timezone.now()
+        MCPWorker.objects.update_or_create(
+            pk=self.worker_id,
+            defaults={"seen": now, "tasks_run": self.runs},
+            create_defaults={
+                "seen": now,
+                "tasks_run": self.runs,
+                "started": self.started_at,
+                "host": socket.gethostname()[:200],
+                "pid": os.getpid(),
+                "backend": self.backend[:64],
+            },
+        )
+        logged_sweep(now)
+
+    def run(self) -> None:
+        try:
+            while True:
+                try:
+                    self.beat()
+                    self.outage.over()
+                except DatabaseError as exc:
+                    self.outage.failed(exc)
+                    close_old_connections()  # a connection the outage broke: a fresh one next beat
+                except Exception:
+                    logger.exception("the task worker's heartbeat failed")
+                if self.stopped.wait(beat_seconds()):
+                    break
+            try:
+                MCPWorker.objects.filter(pk=self.worker_id).delete()  # stopped cleanly: no longer alive
+            except DatabaseError:
+                pass  # its row ages out instead
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(10)
+
+
+__all__ = [
+    "Outage",
+    "Pulse",
+    "alive",
+    "alive_within",
+    "beat_seconds",
+    "no_worker_notice",
+    "queue",
+    "sweep",
+    "sweep_forever",
+]
