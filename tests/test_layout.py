@@ -189,6 +189,14 @@ NOT_YET_UNWIRED = {
     ("mcp_django.protocol.dispatch", "mcp_django.tasks.methods"),
     ("mcp_django.inprocess.client", "mcp_django.tasks.runner"),
     ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),
+    # The task workers' commands (Django finds commands in mcp_django's app only).
+    ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.models"),
+    ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.workers"),
+    ("mcp_django.management.commands.mcp_tasks", "mcp_django.tasks.workers"),
+    # The limits' cap on a user's unfinished tasks (LIMITS["MAX_OPEN_TASKS"]) reads the tasks
+    # extension's opt-in and rows; the limits stage is one of the pipeline's own.
+    ("mcp_django.limits.stage", "mcp_django.tasks.methods"),
+    ("mcp_django.limits.stage", "mcp_django.tasks.models"),
     # The engines' span hooks (a legacy ask's span, a replayed round's attributes).
     ("mcp_django.asks.live", "mcp_django.tracing"),
     ("mcp_django.asks.boundary", "mcp_django.tracing"),
