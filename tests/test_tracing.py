@@ -99,11 +99,11 @@ def _texts(exporter: InMemorySpanExporter) -> str:
 
 def test_the_pipeline_is_traced_when_the_package_is_there() -> None:
     assert tracing.ENABLED
-    # A stage of the default MCP_DJANGO["PIPELINE"], in every era's chains (inside the result
-    # and database lifecycle stages).
+    # A stage of the default MCP_DJANGO["PIPELINE"], in every era's chains (inside the result,
+    # database lifecycle and limits stages).
     chains = Pipeline(Registry()).chains
     assert tracing.trace in mcp_settings.PIPELINE
-    assert chains[Era.MODERN]["tools/call"].args[0].args[0].func is tracing.trace  # type: ignore[attr-defined]
+    assert chains[Era.MODERN]["tools/call"].args[0].args[0].args[0].func is tracing.trace  # type: ignore[attr-defined]
     assert chains[Era.LEGACY]["initialize"].func is tracing.trace  # type: ignore[attr-defined]
 
 
