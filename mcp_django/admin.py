@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
+from . import extensions
 from . import handler_report as report
 from .handlers import PRIMITIVES
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
@@ -393,6 +394,8 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 "refusals": sum(d.refusals for d in series),
             },
             chart=report.chart(series),
+            # The extensions' sections of this page (mcp_django.extensions.add_handler_panel).
+            panels=[html for panel in extensions.registered.handler_panels if (html := panel(handler))],
             links={
                 "all": query,
                 "calls": f"{query}&kind=calls",

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import contextlib
+
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -10,8 +13,12 @@ class MCPDjangoConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import audit, auth_cache, checks  # noqa: F401 - checks registers the system checks
+        from . import audit, auth_cache, checks, extensions  # noqa: F401 - checks registers the system checks
         from .conf import mcp_settings
+
+        # The protocol extensions plug in first: the handlers' modules may use what they add.
+        with contextlib.suppress(ImproperlyConfigured):  # a bad entry: system check E022
+            extensions.load(mcp_settings.EXTENSIONS)
 
         # Like admin.py: every installed app's mcp.py registers its handlers.
         autodiscover_modules(mcp_settings.HANDLER_MODULE)

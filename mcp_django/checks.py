@@ -26,11 +26,23 @@ Ids are stable (projects silence them by id):
 
 W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
 - W020 this process lost audit rows (a full queue, or rows the database refused)
-- E030, W030, W031 the task backend of tools that run as MCP tasks, W032 (deploy) no task worker alive (mcp_django/tasks/checks.py)
+- E020 a PIPELINE entry that cannot be imported, or is no function of (call, call_next)
+- E021 an EXCEPTION_HANDLER that cannot be imported, or is no function of (exc, call)
+- E022 an EXTENSIONS entry that is no module with a register() function
+- E030, W030, W031 the task backend of tools that run as MCP tasks, W032 (deploy) no task worker
+  alive (mcp_django/tasks/checks.py, registered by the tasks extension)
 - E050, E051, W050 rate limits and caps (mcp_django/limits/checks.py)
 - W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
 
-Skills (docs/skills.md), each naming the SKILL.md or folder:
+MCP Apps (docs/apps.md; mcp_django/mcp_ui/checks.py, registered by the extension), each naming
+the view and its template:
+
+- ui.E001 a view whose template does not render (missing, a syntax error, a static file it inlines
+  that no finder has)
+- ui.E002 a view that loads from an origin it does not declare, or from a relative URL
+
+Skills (docs/skills.md; mcp_django/skills/checks.py, registered by the skills extension), each
+naming the SKILL.md or folder:
 
 - skills.E001 a SKILL.md without YAML frontmatter, or with frontmatter that is not a mapping
 - skills.E002 frontmatter without a valid name or description, or with a value JSON cannot carry
@@ -363,19 +375,5 @@ def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     ]
 
 
-@register()
-def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """What a scan of the skill folders left out or warns about (mcp_django.skills.*)."""
-    if "SKILLS_DIRS" in dict(mcp_settings.problems()):
-        return []  # check_settings reports it
-    from .skills.library import scan
-
-    return [
-        (Error if problem.error else Warning)(problem.message, hint=problem.hint, id=problem.id)
-        for problem in scan().problems
-    ]
-
-
 from .limits import checks as limit_checks  # noqa: E402, F401 - registers the limits' checks
-from .tasks import checks as task_checks  # noqa: E402, F401 - registers the MCP tasks' checks
 from .tokens import checks as token_checks  # noqa: E402, F401 - registers the MCP tokens' checks

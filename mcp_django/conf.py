@@ -16,6 +16,7 @@ Django reports that ``MCP_DJANGO`` changed. Nothing is written back into setting
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from collections.abc import Callable
@@ -51,6 +52,18 @@ class InvalidAudit(InvalidSetting):
 
 class InvalidEndpoints(InvalidSetting):
     check_id = "mcp_django.E013"
+
+
+class InvalidPipeline(InvalidSetting):
+    check_id = "mcp_django.E020"
+
+
+class InvalidExceptionHandler(InvalidSetting):
+    check_id = "mcp_django.E021"
+
+
+class InvalidExtensions(InvalidSetting):
+    check_id = "mcp_django.E022"
 
 
 class InvalidLimits(InvalidSetting):
@@ -168,6 +181,62 @@ def classes(value: Any) -> list[type]:
             out.append(import_string(item))
         except ImportError as exc:
             raise UnimportableClass(f"names {item!r}, which cannot be imported: {exc}") from None
+    return out
+
+
+def _function(item: Any, takes: str, error: type[InvalidSetting]) -> Callable[..., Any]:
+    """A dotted path (or the callable itself) to a function called with two arguments."""
+    found = item
+    if isinstance(item, str):
+        try:
+            found = import_string(item)
+        except ImportError as exc:
+            raise error(f"names {item!r}, which cannot be imported: {exc}") from None
+    if not callable(found):
+        raise error(f"must name callables taking {takes}, not {_described(item)}")
+    try:
+        inspect.signature(found).bind(None, None)
+    except TypeError:
+        raise error(f"names {item!r}, which does not take {takes}") from None
+    except ValueError:
+        pass  # no signature to read (a builtin): called as it is
+    return found
+
+
+def stages(value: Any) -> list[Callable[..., Any]]:
+    """``PIPELINE``: dotted paths of stages ``stage(call, call_next)``, outermost first; the two
+    are passed by name (mcp_django.pipeline.link)."""
+    found = []
+    for item in _sequence(value, "dotted paths of pipeline stages"):
+        stage = _function(item, "(call, call_next)", InvalidPipeline)
+        try:
+            names = set(inspect.signature(stage).parameters)
+        except ValueError:
+            names = {"call", "call_next"}
+        if not {"call", "call_next"} <= names:
+            raise InvalidPipeline(f"names {item!r}, whose arguments are not named call and call_next")
+        found.append(stage)
+    return found
+
+
+def exception_handler(value: Any) -> Callable[..., Any]:
+    """``EXCEPTION_HANDLER``: the dotted path of ``handler(exc, call)``."""
+    return _function(value, "(exc, call)", InvalidExceptionHandler)
+
+
+def extension_modules(value: Any) -> list[str]:
+    """``EXTENSIONS``: dotted paths of modules with a ``register()`` (mcp_django.extensions)."""
+    out = []
+    for item in _sequence(value, "dotted paths of extension modules"):
+        if not isinstance(item, str):
+            raise InvalidExtensions(f"must list dotted paths of modules, not {_described(item)}")
+        try:
+            register = import_string(f"{item}.register")
+        except ImportError as exc:
+            raise InvalidExtensions(f"names {item!r}, which is no module with a register() function: {exc}") from None
+        if not callable(register):
+            raise InvalidExtensions(f"names {item!r}, whose register is not a function")
+        out.append(item)
     return out
 
 
@@ -590,6 +659,17 @@ SETTINGS: dict[str, Setting] = {
     # gc.freeze(): its full passes, which a server under load runs every few hundred
     # requests, then walk only what requests made, not the whole process.
     "GC_FREEZE": Setting(True, boolean),
+    # The stages every call goes through, outermost first (docs/pipeline.md): dotted paths of
+    # functions stage(call, call_next), sync or async, as Django's MIDDLEWARE lists middleware.
+    "PIPELINE": Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages),
+    # The function that turns a call's error into its answer (docs/pipeline.md), as DRF's
+    # EXCEPTION_HANDLER: handler(exc, call) -> (HTTP status, JSON-RPC error response, headers).
+    "EXCEPTION_HANDLER": Setting("mcp_django.pipeline.exception_handler", exception_handler),
+    # The protocol extensions served (docs/extensions.md): modules whose register() plugs them
+    # in on mcp_django.extensions' points. Leave one out and it is not there at all.
+    "EXTENSIONS": Setting(
+        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
+    ),
     # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
     "LIMITS": Setting({}, limits),
     # Several endpoints in one project (docs/endpoints.md): endpoint name (a Registry's) ->
@@ -667,6 +747,9 @@ class MCPSettings:
     AUDIT: dict[str, Any]
     AUDIT_ROUNDS: bool | None
     GC_FREEZE: bool
+    PIPELINE: list[Callable[..., Any]]
+    EXCEPTION_HANDLER: Callable[..., Any]
+    EXTENSIONS: list[str]
     LIMITS: dict[str, Any]
     ENDPOINTS: dict[str, dict[str, Any]]
 

@@ -93,6 +93,9 @@ class Handler:
     # The database alias whose transaction wraps each attempt of a sync handler
     # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
     atomic: str | None = None
+    # Keyword options an extension lets the decorator take (mcp_django.extensions.add_tool_option),
+    # by name: an MCP Apps view's template, say.
+    options: dict[str, Any] = field(default_factory=dict)
     # Its own rate per user ("10/min"; mcp_django.limits, docs/limits.md), checked here.
     throttle: str | None = None
 

@@ -1,28 +1,33 @@
-"""The per-call path: what happens to one request, in order, in one file.
+"""The per-call path: what happens to one request, in order, in one file (docs/pipeline.md).
 
-Shaped like Django's middleware: a stage is built once around the rest of the path
-(``functools.partial(stage, next)``) and called per request; it acts before and after
-``await next(...)``, or answers without it. Every transport (``transports/http.py``,
-``legacy_http.py``, ``websocket.py``, ``stdio.py``) only reads what arrived, builds the
-:class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
+Shaped like Django's middleware: a stage ``stage(call, call_next)`` is built once around the
+rest of the path (``functools.partial(stage, call_next=...)``) for each era and method it
+applies to, and called per request; it acts before and after ``await call_next(call)``, or
+answers without it. Every transport (``transports/http.py``, ``legacy_http.py``,
+``websocket.py``, ``stdio.py``, the test client through ASGI) only reads what arrived, builds
+the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
 
     stage                 where                                   module
-    check headers         2026-07-28 (headers: HTTP only)         check_request; protocol/revisions.py
-    authenticate          every request                           Pipeline.authenticate; auth.py, auth_cache.py
-    --- the transport builds the Call (Call.modern or Call.in_session): its era picks the chains below ---
-    tracing               with OpenTelemetry                      Pipeline.handle; tracing.py
+    --- the transport: Host, Origin, body; 2026-07-28's headers (check_request); the principal
+        (Pipeline.authenticate); a legacy session found (initialize opens one in the chain) ---
     result                2026-07-28: resultType and serverInfo   complete_result
+    result _meta          the extensions'                         result_meta; extensions.py
     database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
     limits                tools/call, prompts/get, resources/read limits/stage.py (docs/limits.md)
-    audit                 tools/call, prompts/get, resources/read audit; signals.py -> audit.py
-    method + authorize    every method                            protocol/dispatch.py (finds the handler,
-                                                                  checks scopes and permissions, reads arguments)
-    --- a handler runs (Dispatcher.run_handler: the handler stages of the call's era and method) ---
-    tasks                 2026-07-28 tools/call                   run_as_task; tasks/methods.py
+    MCP_DJANGO["PIPELINE"], by default:
+      tracing             with OpenTelemetry                      tracing.trace
+      audit               tools/call, prompts/get, resources/read audit; signals.py -> audit.py
+    caching hints         2026-07-28 lists and reads              cache_hints
+    method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
+                                                                  or an extension's (extensions.py)
+    --- a handler runs (Pipeline.handler_chains: the handler stages of the call's era and method) ---
+    an extension's        the tasks extension: 2026-07-28         tasks/methods.py (run_as_task,
+                          tools/call                              extensions.add_handler_stage)
     handler errors        every handler                           handler_errors
     request state         2026-07-28                              asks/boundary.py
     engine                replay (2026-07-28) or live (legacy)    asks/replay.py, asks/live.py
-    exception handler     every error -> JSON-RPC error + status  exception_handler, refusal
+    exception handler     every error -> JSON-RPC error + status  MCP_DJANGO["EXCEPTION_HANDLER"]
+                                                                  (exception_handler), refusal
 
 Authorization sits inside the audit stage, not before it: a call refused for its
 handler (unknown, forbidden, lacking a scope) is logged like any failed call. The
@@ -33,18 +38,22 @@ in the order they always had: the header checks cost nothing and need no databas
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
+from asgiref.sync import async_to_sync, sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 from django.db import DataError, InterfaceError, OperationalError
 
-from . import content, lifecycle, signals, tracing
+from . import content, extensions, lifecycle, signals
 from .asks import boundary, live, replay
 from .asks.call import Call
-from .asks.errors import StartTask
 from .asks.invoke import run_in_thread
 from .asks.replay import Outcome
 from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
@@ -53,34 +62,40 @@ from .conf import mcp_settings
 from .handlers import Handler
 from .limits import stage as limits
 from .protocol import jsonrpc
-from .protocol.dispatch import MODERN_METHODS, Dispatcher, refused_value
+from .protocol.dispatch import CACHE_HINTED, Dispatcher, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
+    RESOURCE_NOT_FOUND_LEGACY,
     MCPError,
+    ResourceNotFound,
     Unavailable,
 )
 from .protocol.legacy import server_info
 from .protocol.revisions import (
     META_SERVER_INFO,
+    MODERN_METHODS,
+    MODERN_VERSIONS,
     Era,
     RequestMeta,
     check_headers,
     check_param_headers,
-    check_version,
     read_meta,
+    unsupported_version,
 )
 from .registry import Registry
 from .request_state import StateRefused
-from .tasks import methods as tasks
 
 logger = logging.getLogger("mcp_django")
 
 # (HTTP status, JSON-RPC response, extra headers): what a transport renders.
 Answer = tuple[int, dict[str, Any], list[tuple[str, str]] | None]
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
+# A call stage: stage(call, call_next) (by name, either order), awaiting call_next(call) or
+# answering without it.
+Stage = Callable[..., Awaitable[dict[str, Any]]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
@@ -96,7 +111,8 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     meta = read_meta(params)
     if headers is not None:
         check_headers(headers, method, params, meta)
-    check_version(meta)
+    if meta.version not in MODERN_VERSIONS:  # after the headers: a mismatch is reported first
+        raise unsupported_version(meta.version)
     if headers is not None and method == "tools/call":
         name = params.get("name")
         tool = registry.tools.get(name) if isinstance(name, str) else None
@@ -106,11 +122,15 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     return meta
 
 
-# -- call stages (outermost first): each is ``stage(next, call)`` ------------------------
+# -- call stages: each takes ``call`` and ``call_next`` (``link`` binds them) -----------------
+#
+# A stage may say which calls it applies to, by attributes: ``eras`` (a set of Era) and
+# ``methods`` (a set of method names); without them it applies to every call. A chain is
+# built once per era and method, of the stages that apply: a call pays only for its own.
 
 
-async def complete_result(next: Next, call: Call) -> dict[str, Any]:
-    result = await next(call)
+async def complete_result(call_next: Next, call: Call) -> dict[str, Any]:
+    result = await call_next(call)
     result.setdefault("resultType", "complete")
     # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
     meta = result.get("_meta")
@@ -118,13 +138,48 @@ async def complete_result(next: Next, call: Call) -> dict[str, Any]:
     return result
 
 
-async def database_lifecycle(next: Next, call: Call) -> dict[str, Any]:
+complete_result.eras = frozenset({Era.MODERN})  # type: ignore[attr-defined]
+
+
+async def cache_hints(call_next: Next, call: Call) -> dict[str, Any]:
+    """2026-07-28's caching hints on lists and reads (not on a round's ``input_required``)."""
+    result = await call_next(call)
+    if "resultType" not in result:
+        result["ttlMs"] = mcp_settings.LIST_TTL_MS
+        result["cacheScope"] = mcp_settings.CACHE_SCOPE
+    return result
+
+
+def _hinted(era: Era, method: str) -> bool:
+    if era != Era.MODERN:
+        return False
+    extension = extensions.registered.methods.get(method)
+    return method in CACHE_HINTED if extension is None else extension.cache_hints
+
+
+cache_hints.applies_to = _hinted  # type: ignore[attr-defined]
+
+
+async def result_meta(call_next: Next, call: Call) -> dict[str, Any]:
+    """The ``_meta`` extensions add to results (:func:`mcp_django.extensions.add_result_meta`)."""
+    result = await call_next(call)
+    for add in extensions.result_meta_for(call.method):
+        found = add(call, result)
+        if found:
+            result["_meta"] = {**(result.get("_meta") or {}), **found}
+    return result
+
+
+result_meta.applies_to = lambda era, method: bool(extensions.result_meta_for(method))  # type: ignore[attr-defined]
+
+
+async def database_lifecycle(call_next: Next, call: Call) -> dict[str, Any]:
     """Database connections as Django's handler manages them (see :mod:`mcp_django.lifecycle`),
     for the methods that run a handler's async code (the others run sync code only in the
     worker pool, which does it after every job)."""
     entered = lifecycle.enter()
     try:
-        return await next(call)
+        return await call_next(call)
     finally:
         cleanup = lifecycle.leave(entered)
         if cleanup is not None:
@@ -134,10 +189,11 @@ async def database_lifecycle(next: Next, call: Call) -> dict[str, Any]:
 # The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
 FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
 RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
+database_lifecycle.methods = RUNS_HANDLERS  # type: ignore[attr-defined]
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
 
-async def audit(next: Next, call: Call) -> dict[str, Any]:
+async def audit(call_next: Next, call: Call) -> dict[str, Any]:
     """Run an ask-capable method and send ``call_finished`` with its outcome.
 
     Rounds, refused states and missing capabilities are sent by the engine as
@@ -146,7 +202,7 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
     """
     sender = _SENDER[call.method]
     try:
-        result = await next(call)
+        result = await call_next(call)
     except asyncio.CancelledError:
         await _send_finished(call, sender, "cancelled", "")
         raise
@@ -164,6 +220,9 @@ async def audit(next: Next, call: Call) -> dict[str, Any]:
         else:
             await _send_finished(call, sender, "completed", "")
     return result
+
+
+audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
 
 
 def _send_finished(call: Call, sender: str, outcome: str, reason: str, error: str = "") -> Awaitable[Any]:
@@ -184,39 +243,60 @@ def _error_text(result: dict[str, Any]) -> str:
     return " ".join(texts)[:500]
 
 
-# (name, stage, whether it applies to an era's method), outermost first; the method itself
-# (the dispatcher's) is innermost. A chain is built once per era and method, of the stages
-# that apply: a call pays only for its own.
-CALL_STAGES: tuple[tuple[str, Callable[..., Awaitable[dict[str, Any]]], Callable[[Era, str], bool]], ...] = (
-    ("result", complete_result, lambda era, method: era == Era.MODERN),
-    ("database lifecycle", database_lifecycle, lambda era, method: method in RUNS_HANDLERS),
-    ("limits", limits.limit, lambda era, method: method in FINISH_SIGNALLED),
-    ("audit", audit, lambda era, method: method in FINISH_SIGNALLED),
-)
+# The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
+# every result of 2026-07-28 is complete_result's, whatever a stage returned; the database
+# lifecycle wraps the project's stages as Django's request signals wrap its middleware (their
+# async ORM work gets the call's database thread, and the audit's receivers still run in the
+# call's scope); the rate limits (mcp_django.limits) inside it, so that a refused call reaches
+# none of the project's stages and a project's PIPELINE never has to name them; then the
+# project's stages, in their order; then the caching hints, innermost, around the method (the
+# dispatcher's).
+OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle, limits.limit)
+INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
+
+
+def applies(stage: Any, era: Era, method: str) -> bool:
+    """Whether a stage is in the chain of an era's method (its ``eras`` and ``methods``, or
+    its ``applies_to(era, method)``)."""
+    applies_to = getattr(stage, "applies_to", None)
+    if applies_to is not None:
+        return bool(applies_to(era, method))
+    eras = getattr(stage, "eras", None)
+    methods = getattr(stage, "methods", None)
+    return (eras is None or era in eras) and (methods is None or method in methods)
+
+
+def link(stage: Any, call_next: Next) -> Next:
+    """``stage`` bound to the rest of the chain. A stage takes ``call`` and ``call_next`` by
+    name, in either order; with ``call_next`` first (as mcp-django's own stages are written) it
+    is bound positionally: a partial bound by keyword costs about 0.2 µs more per stage and call."""
+    if next(iter(inspect.signature(stage).parameters), None) == "call_next":
+        return partial(stage, call_next)
+    return partial(stage, call_next=call_next)
+
+
+def adapted(stage: Stage) -> Stage:
+    """A stage as the chain awaits it: a sync one (a plain function, as a sync Django
+    middleware) runs in a worker thread, and calls the rest of the chain from there."""
+    if asyncio.iscoroutinefunction(stage) or getattr(stage, "async_capable", False):
+        return stage
+
+    async def in_thread(call_next: Next, call: Call) -> dict[str, Any]:
+        async def rest(call: Call) -> dict[str, Any]:
+            return await call_next(call)
+
+        # asgiref's pair, as Django adapts a sync middleware: the rest of the chain runs
+        # back on this loop while the stage's thread waits for it.
+        run: Any = sync_to_async(stage, thread_sensitive=False)
+        result: dict[str, Any] = await run(call=call, call_next=async_to_sync(rest))
+        return result
+
+    in_thread.eras = getattr(stage, "eras", None)  # type: ignore[attr-defined]
+    in_thread.methods = getattr(stage, "methods", None)  # type: ignore[attr-defined]
+    return in_thread
 
 
 # -- handler stages: ``stage(next, handler, arguments, call)`` -----------------------------
-
-
-def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The tasks extension: a tools/call the client asked to run as a task becomes one,
-    at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
-    if handler.task is None or not tasks.runs_as_task(call, handler):
-        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _as_task(next, handler, arguments, call)
-
-
-async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
-    if not handler.input_first:
-        return Outcome(result=await tasks.create(call, handler, registry=call.registry))
-    # The asks before ctx.start_task() are this request's own rounds.
-    call.may_start_task = True
-    try:
-        return await next(handler, arguments, call)
-    except StartTask as start:
-        return Outcome(
-            result=await tasks.create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
-        )
 
 
 async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
@@ -245,20 +325,15 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
         raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
 
-def request_state(next: replay.Engine, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """2026-07-28's request-state boundary (:mod:`mcp_django.asks.boundary`) around the replay engine."""
-    return boundary.request_state(handler, arguments, call, next)
+# 2026-07-28's request-state boundary (mcp_django.asks.boundary) around the replay engine.
+request_state = boundary.request_state
 
 
-# The handler stages of each era, outermost first, and the engine innermost. The tasks
-# stage applies to tools/call only (the extension's single entry).
-HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]], Callable[[str], bool]], ...]] = {
-    Era.MODERN: (
-        ("tasks", run_as_task, lambda method: method == "tools/call"),
-        ("handler errors", handler_errors, lambda method: True),
-        ("request state", request_state, lambda method: True),
-    ),
-    Era.LEGACY: (("handler errors", handler_errors, lambda method: True),),
+# The handler stages of each era, outermost first, and the engine innermost; the extensions'
+# (mcp_django.extensions.add_handler_stage: the tasks extension's) come before them.
+HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]]], ...]] = {
+    Era.MODERN: (("handler errors", handler_errors), ("request state", request_state)),
+    Era.LEGACY: (("handler errors", handler_errors),),
 }
 ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
@@ -266,27 +341,35 @@ ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run,
 # -- the exception handler: every error mapped to its answer, here only ------------------
 
 
-def exception_handler(exc: Exception, request_id: Any, era: Era, method: str) -> Answer:
-    """A request's error as its answer: a 2026-07-28 error carries its HTTP status and headers;
-    on a legacy session it is a JSON-RPC error in a 200 (or on the session's stream or socket)."""
+def exception_handler(exc: Exception, call: Call) -> Answer:
+    """A call's error as its answer (the default ``MCP_DJANGO["EXCEPTION_HANDLER"]``): a
+    2026-07-28 error carries its HTTP status and headers; on a legacy session it is a
+    JSON-RPC error in a 200 (or on the session's stream or socket).
+
+    A project's handler may call this one and adjust what it returns, as DRF's do.
+    """
     if isinstance(exc, MCPError):
-        if era == Era.MODERN:
-            return exc.http_status, jsonrpc.error_response(request_id, exc), exc.headers
-        return 200, jsonrpc.error_response(request_id, exc), None
+        if call.era == Era.MODERN:
+            return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
+        if isinstance(exc, ResourceNotFound):
+            # The legacy revisions' own code for it (2026-07-28 has -32602).
+            exc = MCPError(RESOURCE_NOT_FOUND_LEGACY, exc.message, exc.data)
+        return 200, jsonrpc.error_response(call.request_id, exc), None
     # A bug must still answer the request: a legacy stream would otherwise never
     # end, and a 2026-07-28 client would get a bare 500.
-    logger.error("%s failed", method, exc_info=exc)
-    return 200, jsonrpc.error_response(request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
+    logger.error("%s failed", call.method, exc_info=exc)
+    return 200, jsonrpc.error_response(call.request_id, MCPError(INTERNAL_ERROR, "Internal error")), None
 
 
 async def answer(handle: Next, call: Call, finished: Callable[[], None] | None = None) -> Answer:
-    """The call's answer: its result, or its error mapped by :func:`exception_handler`.
+    """The call's answer: its result, or its error mapped by ``MCP_DJANGO["EXCEPTION_HANDLER"]``.
     ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it); ``finished``, if
     given, is called as the call ends (whichever way), in the call's own last step."""
     try:
         result = await handle(call)
     except Exception as exc:
-        return exception_handler(exc, call.request_id, call.era, call.method)
+        answered: Answer = mcp_settings.EXCEPTION_HANDLER(exc, call)
+        return answered
     finally:
         if finished is not None:
             finished()
@@ -319,30 +402,33 @@ def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None
 
 
 class Pipeline:
-    """The per-call path of one registry: its chains, by era and method, built once."""
+    """The per-call path of one registry: its chains, by era and method, built once (and
+    again when the settings change)."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.dispatcher = Dispatcher(registry, self.run_handler)
         self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
+        self.dispatcher = Dispatcher(registry, self.handler_chains)
+        self.build()
+        _pipelines.add(self)
+
+    def build(self) -> None:
+        stages = [*OUTER_STAGES, *map(adapted, mcp_settings.PIPELINE), *INNER_STAGES]
         self.chains: dict[Era, dict[str, Next]] = {}
         for era in Era:
             chains: dict[str, Next] = {}
-            for method, run in self.dispatcher.methods.items():
-                if era == Era.MODERN and method not in MODERN_METHODS:
-                    continue
+            for method, run in self.dispatcher.methods_of(era).items():
                 chain: Next = run
-                for _name, stage, applies in reversed(CALL_STAGES):
-                    if applies(era, method):
-                        chain = partial(stage, chain)
+                for stage in reversed(stages):
+                    if applies(stage, era, method):
+                        chain = link(stage, chain)
                 chains[method] = chain
             self.chains[era] = chains
             handler_chains: dict[str, HandlerNext] = {}
             for method in FINISH_SIGNALLED:
                 engine: Any = ENGINES[era]
-                for _name, stage, applies in reversed(HANDLER_STAGES[era]):
-                    if applies(method):
-                        engine = partial(stage, engine)
+                for stage in reversed([*extensions.handler_stages(era, method), *dict(HANDLER_STAGES[era]).values()]):
+                    engine = partial(stage, engine)
                 handler_chains[method] = engine
             self.handler_chains[era] = handler_chains
 
@@ -396,9 +482,8 @@ class Pipeline:
             raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
         return principal
 
-    @tracing.traced
     def handle(self, call: Call) -> Awaitable[dict[str, Any]]:
-        """The result of one call, or the error its stages raised (one span per call, traced)."""
+        """The result of one call, or the error its stages raised."""
         # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
         call.endpoint = self.registry.settings
         call.registry = self.registry
@@ -407,10 +492,40 @@ class Pipeline:
             return _not_found(call)
         return chain(call)
 
-    def run_handler(self, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-        """A handler's run for a method (the handler stages and the engine of the call's era)."""
-        return self.handler_chains[call.era][call.method](handler, arguments, call)
+    async def notified(self, call: Call) -> None:
+        """A notification (``call.request_id`` None) through its chain, like a call's; nothing
+        answers it, so an error is only logged (an unknown one is ignored). An outage raises:
+        HTTP answers it 503."""
+        try:
+            await self.handle(call)
+        except Unavailable:
+            raise
+        except MCPError as exc:
+            if exc.code != METHOD_NOT_FOUND:
+                logger.warning("%s: %s", call.method, exc.message)
+        except Exception:
+            logger.exception("%s failed", call.method)
 
 
 async def _not_found(call: Call) -> dict[str, Any]:
     raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+
+
+# Every pipeline, to build again when MCP_DJANGO changes (its PIPELINE, override_settings in tests).
+_pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+
+
+def _rebuild(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_DJANGO":
+        try:
+            extensions.load(mcp_settings.EXTENSIONS)
+        except ImproperlyConfigured:
+            pass  # a bad entry (system check E022): the extensions stay as they were
+        for pipeline in list(_pipelines):
+            try:
+                pipeline.build()
+            except ImproperlyConfigured:
+                pass  # a bad entry (system check E020): the chains stay as they were
+
+
+setting_changed.connect(_rebuild)

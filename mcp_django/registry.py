@@ -361,6 +361,7 @@ class Registry:
         input_first: bool = False,
         throttle: str | None = None,
         retries: int | None = None,
+        **options: Any,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
     def tool(
@@ -387,6 +388,7 @@ class Registry:
         input_first: bool = False,
         throttle: str | None = None,
         retries: int | None = None,
+        **options: Any,
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
@@ -407,6 +409,7 @@ class Registry:
         starts again (default ``MCP_DJANGO["TASK_RETRIES"]``).
         ``throttle="10/min"``: the most calls of this tool each user may make per period
         (docs/limits.md); prompts and resources take it too.
+        Other keywords are the listed extensions' options (``app=``: an MCP Apps view, docs/apps.md).
         The function is returned unchanged (its signature intact for type checkers).
         """
         if callable(name):  # @mcp.tool, without parentheses
@@ -422,6 +425,13 @@ class Registry:
             owner=f"tool {name!r}" if name else "a tool",
         )
         declared_icons = checked_icons(icons, f"tool {name!r}" if name else "a tool")
+        extra: dict[str, Any] = {}
+        if options:
+            # Deferred: the extensions' module reaches auth's models, and importing the registry
+            # must not need Django's apps ready (the options are checked when a tool registers).
+            from .extensions import tool_options
+
+            extra = tool_options(options, f"tool {name!r}" if name else "a tool")
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -455,6 +465,7 @@ class Registry:
                     input_first=input_first,
                     throttle=throttle,
                     retries=retries,
+                    options=extra,
                 )
             )
             return func

@@ -15,7 +15,6 @@ Without the package nothing here imports it, and the call path checks only :data
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,8 @@ from .protocol.jsonrpc import MCPError
 from .request_state import StateRefused
 
 try:
-    from opentelemetry import propagate, trace
+    from opentelemetry import propagate
+    from opentelemetry import trace as trace_api
 except ImportError:  # the package is optional: tracing is off
     ENABLED = False
 else:
@@ -49,13 +49,13 @@ _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
 # Methods whose target names a handler (the others have none).
 _TARGETED = frozenset({"tools/call", "prompts/get", "resources/read"})
 
-Handle = Callable[[Any, "Call"], Awaitable[dict[str, Any]]]
+Next = Callable[["Call"], Awaitable[dict[str, Any]]]
 
 
 def _tracer() -> Any:
     # Asked each time (cheap: a proxy until a provider is set), so a provider set after
     # import, as tests and late-configured projects do, still receives the spans.
-    return trace.get_tracer(TRACER_NAME)
+    return trace_api.get_tracer(TRACER_NAME)
 
 
 def _configured() -> bool:
@@ -65,12 +65,14 @@ def _configured() -> bool:
     request that reading the ``traceparent`` header would build, so a process that merely
     has the API installed (the ``mcp`` SDK brings it) pays one type check per call.
     """
-    if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None:
+    if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace_api, "_TRACER_PROVIDER", _UNKNOWN) is None:
         # No provider set, and none to load. get_tracer_provider() would say the same after
         # looking the variable up in os.environ (a KeyError raised and caught, on every call):
         # about 3 µs, a tenth of an async call's own time in a process that merely has the API.
         return False
-    return not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    return not isinstance(
+        trace_api.get_tracer_provider(), (trace_api.ProxyTracerProvider, trace_api.NoOpTracerProvider)
+    )
 
 
 def carrier(call: Call) -> dict[str, str]:
@@ -90,7 +92,7 @@ def carrier(call: Call) -> dict[str, str]:
     return {key: value for key, name in _META_HEADERS.items() if isinstance(value := headers.get(name), str)}
 
 
-def _target(dispatcher: Any, call: Call) -> str:
+def _target(call: Call) -> str:
     """The registered name of the call's handler, or "" (none, or none by that name).
 
     Only a registered name is used, never what the client sent: a span's name stays one of
@@ -100,7 +102,7 @@ def _target(dispatcher: Any, call: Call) -> str:
     method = call.method
     if method not in _TARGETED or not (target := call.target):
         return ""
-    registry = dispatcher.registry
+    registry = call.registry
     if method == "tools/call":
         return target if target in registry.tools else ""
     if method == "prompts/get":
@@ -112,28 +114,26 @@ def _target(dispatcher: Any, call: Call) -> str:
     return str(getattr(handler, "uri_template", None) or getattr(handler, "uri", None) or handler.name)
 
 
-def traced(handle: Handle) -> Handle:
-    """Decorate :meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`: one span per call.
+def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
+    """The pipeline's tracing stage (in ``MCP_DJANGO["PIPELINE"]`` by default): one span per call.
 
-    Without OpenTelemetry it returns ``handle`` itself: an untraced call runs no extra code.
+    Until a tracer provider is set, the call's own awaitable, with no coroutine of this stage.
     """
-    if not ENABLED:
-        return handle
-
-    @functools.wraps(handle)
-    def handle_traced(dispatcher: Any, call: Call) -> Awaitable[dict[str, Any]]:
-        if not _configured():
-            # The call's own awaitable: no coroutine of this wrapper around an untraced call.
-            return handle(dispatcher, call)
-        return _handle_in_span(handle, dispatcher, call)
-
-    return handle_traced
+    if not _configured():
+        return call_next(call)
+    return _handle_in_span(call, call_next)
 
 
-async def _handle_in_span(handle: Handle, dispatcher: Any, call: Call) -> dict[str, Any]:
+trace.async_capable = True  # type: ignore[attr-defined]
+if not ENABLED:
+    # Without OpenTelemetry the stage applies to no method: no chain holds it.
+    trace.methods = frozenset()  # type: ignore[attr-defined]
+
+
+async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
     """One call in its server span (tracing is configured)."""
     parent = propagate.extract(carrier(call))
-    target = _target(dispatcher, call)
+    target = _target(call)
     attributes: dict[str, Any] = {
         "mcp.method.name": call.method,
         "mcp.protocol.version": call.version,
@@ -148,14 +148,14 @@ async def _handle_in_span(handle: Handle, dispatcher: Any, call: Call) -> dict[s
     with _tracer().start_as_current_span(
         name,
         context=parent,
-        kind=trace.SpanKind.SERVER,
+        kind=trace_api.SpanKind.SERVER,
         attributes=attributes,
         # The exception's message may quote what the client sent: the outcome says enough.
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
         try:
-            result = await handle(dispatcher, call)
+            result = await call_next(call)
         except BaseException as exc:
             _failed(span, exc)
             raise
@@ -189,7 +189,7 @@ def _failed(span: Any, exc: BaseException) -> None:
         span.set_attribute("rpc.jsonrpc.error_code", exc.code)
     else:
         span.set_attribute("error.type", type(exc).__qualname__)
-    span.set_status(trace.Status(trace.StatusCode.ERROR))
+    span.set_status(trace_api.Status(trace_api.StatusCode.ERROR))
 
 
 # -- hooks of the engines (called only when ENABLED) ---------------------------------------
@@ -199,14 +199,14 @@ def replay_round(answered: int) -> None:
     """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
     if not _configured():
         return  # no span to annotate (the current one is the API's no-op)
-    trace.get_current_span().set_attribute("mcp_django.round", answered)
+    trace_api.get_current_span().set_attribute("mcp_django.round", answered)
 
 
 def input_required(round_no: int, asks: Mapping[str, str]) -> None:
     """The attempt ended with asks pending: the round it opens, and what each key asks for."""
     if not _configured():
         return
-    trace.get_current_span().add_event(
+    trace_api.get_current_span().add_event(
         "mcp_django.input_required",
         {
             "mcp_django.round": round_no,
@@ -220,7 +220,7 @@ def start_ask(method: str, key: str) -> Any:
     """A legacy ask sent to the client: a child span of the call until it is answered."""
     return _tracer().start_span(
         f"mcp_django.ask {method}",
-        kind=trace.SpanKind.CLIENT,
+        kind=trace_api.SpanKind.CLIENT,
         attributes={"mcp.method.name": method, "mcp_django.ask.key": key},
     )
 
@@ -228,7 +228,7 @@ def start_ask(method: str, key: str) -> Any:
 def end_ask(span: Any, outcome: str) -> None:
     span.set_attribute("mcp_django.outcome", outcome)
     if outcome in ("error", "timeout"):
-        span.set_status(trace.Status(trace.StatusCode.ERROR))
+        span.set_status(trace_api.Status(trace_api.StatusCode.ERROR))
     span.end()
 
 
@@ -237,7 +237,7 @@ def with_trace(params: dict[str, Any], span: Any) -> dict[str, Any]:
     client's work on it (a dialog, a model run) can join the trace."""
     meta = params.get("_meta")
     carried = dict(meta) if isinstance(meta, Mapping) else {}
-    propagate.inject(carried, context=trace.set_span_in_context(span))
+    propagate.inject(carried, context=trace_api.set_span_in_context(span))
     return {**params, "_meta": carried}
 
 
@@ -248,7 +248,7 @@ def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:
     """
     return _tracer().start_as_current_span(
         f"mcp_django.task {tool}",
-        kind=trace.SpanKind.CONSUMER,
+        kind=trace_api.SpanKind.CONSUMER,
         attributes={
             "mcp.method.name": "tools/call",
             "mcp_django.handler": tool,
@@ -264,4 +264,4 @@ def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:
 def task_outcome(span: Any, status: str) -> None:
     span.set_attribute("mcp_django.outcome", status)
     if status == "failed":
-        span.set_status(trace.Status(trace.StatusCode.ERROR))
+        span.set_status(trace_api.Status(trace_api.StatusCode.ERROR))

@@ -20,7 +20,11 @@ it. The only changes made to the README's commands:
 
 Then it checks what the README promises: the client was asked and the tool
 completed (the user's first name changed in the database), the admin's static
-files are served, and ``manage.py check`` is clean.
+files are served, and ``manage.py check`` is clean. And that an MCP Apps view
+(docs/apps.md) is served in that project as in the demo: a template of the
+project's app with its static CSS and the ext-apps view script inlined, read by
+the test client as a host would read it (``VIEW_*`` below; tests/test_mcp_apps.py
+serves the same view from the demo).
 """
 
 from __future__ import annotations
@@ -45,6 +49,38 @@ DIST_NAME = "django-mcp-endpoint"
 CHECKOUT_VARIABLE = "MCP_DJANGO_CHECKOUT"
 SECTION = "## Use it in your project"
 FILE_HEADER = re.compile(r"# (?P<path>[\w./-]+): (?P<how>the whole file|a new file|add at the end)\b")
+
+
+# An MCP Apps view in the README's project, and the page it must be, byte for byte.
+VIEW_TEMPLATE = (
+    '{% load mcp_ui %}<!DOCTYPE html><html><head>{% mcp_app_inline "notes/card.css" %}</head>'
+    "<body><main>A note</main>{% mcp_app_script %}</body></html>"
+)
+VIEW_CSS = "main { font: 14px system-ui; }\n"
+VIEW_SCRIPT = ROOT / "mcp_django" / "static" / "mcp_django" / "mcp_ui" / "ext-apps-2.0.4.js"
+VIEW_READ = """
+from django.test.utils import setup_test_environment
+setup_test_environment()  # as a test run: the in-process client's host, testserver, allowed
+from django.contrib.auth.models import User
+from mcp_django import mcp
+from mcp_django.testing import MCPClient
+@mcp.tool(app="notes/card.html")
+def note_card() -> dict:
+    return {"title": "A note"}
+page = MCPClient(user=User.objects.get(username="admin"), apps=True).read_view("note_card")
+entry = page.contents[0]
+assert (entry["uri"], entry["mimeType"]) == ("ui://notes/card.html", "text/html;profile=mcp-app"), entry
+assert entry["_meta"] == {"ui": {"csp": {}, "prefersBorder": True}}, entry["_meta"]
+open("view.html", "w").write(page.text)
+"""
+
+
+def expected_view() -> str:
+    """The page ``VIEW_TEMPLATE`` renders to: its CSS and the view script inlined as they are."""
+    return (
+        f"<!DOCTYPE html><html><head><style>{VIEW_CSS}</style></head><body><main>A note</main>"
+        f"<script>{VIEW_SCRIPT.read_text()}</script></body></html>"
+    )
 
 
 def readme_steps(readme: str) -> list[tuple[str, str]]:
@@ -259,6 +295,14 @@ def main() -> int:
             if css.status != 200:
                 raise SystemExit(f"the admin's CSS: {css.status}")
         run.sh("python manage.py check --fail-level WARNING")
+        # An MCP Apps view, from the project's app, read in process as a host reads it.
+        (run.cwd / "notes" / "templates" / "notes").mkdir(parents=True)
+        (run.cwd / "notes" / "templates" / "notes" / "card.html").write_text(VIEW_TEMPLATE)
+        (run.cwd / "notes" / "static" / "notes").mkdir(parents=True)
+        (run.cwd / "notes" / "static" / "notes" / "card.css").write_text(VIEW_CSS)
+        run.sh("python manage.py shell -c " + shlex.quote(VIEW_READ))
+        if (run.cwd / "view.html").read_text() != expected_view():
+            raise SystemExit("the MCP Apps view is not the page the demo serves (site/view.html)")
         server_log = run.server_log.read_text(errors="replace")
         sys.stdout.write(server_log)
         if "Application startup complete." not in server_log or "lifespan" in server_log.lower():

@@ -36,6 +36,7 @@ SERVER_TESTS = {
     "test_limits_redis.py",
     "test_admin_layout_browser.py",
     "test_mcp_tokens_browser.py",
+    "test_mcp_apps_browser.py",
     "test_auth_faults.py",
     "test_oauth_mcp1.py",
     "test_tasks_worker.py",

@@ -172,3 +172,47 @@ def test_the_layout_checks_see_what_they_look_for() -> None:
     assert "mcp_django.asks.context" in deferred
     type_only = {target for target, _name, _line in _imports("mcp_django.protected_resource")}
     assert "mcp_django.registry" not in type_only
+
+
+# The extensions plugged in on the public points (mcp_django.extensions, MCP_DJANGO["PIPELINE"]):
+# no module outside an extension's own package imports it (deferred imports count), so a
+# project can leave it out. The edges left are listed, each to unwire (docs/layout.md).
+PLUG_INS = ("mcp_django.skills", "mcp_django.tasks", "mcp_django.tracing", "mcp_django.mcp_ui")
+# Edges that stay: Django finds a template tag library only in an installed app's templatetags.
+BY_DESIGN = {("mcp_django.templatetags.mcp_ui", "mcp_django.mcp_ui.templatetags")}
+NOT_YET_UNWIRED = {
+    # The tasks extension's model and admin live in mcp_django's app (its migrations);
+    # subscriptions/listen's taskIds are the core's still; the test client runs a task's job.
+    ("mcp_django.models", "mcp_django.tasks.models"),
+    ("mcp_django.migrations.0003_tasks", "mcp_django.tasks.models"),
+    ("mcp_django.admin", "mcp_django.tasks.admin"),
+    ("mcp_django.protocol.dispatch", "mcp_django.tasks.methods"),
+    ("mcp_django.inprocess.client", "mcp_django.tasks.runner"),
+    ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),
+    # The task workers' commands (Django finds commands in mcp_django's app only).
+    ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.models"),
+    ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.workers"),
+    ("mcp_django.management.commands.mcp_tasks", "mcp_django.tasks.workers"),
+    # The limits' cap on a user's unfinished tasks (LIMITS["MAX_OPEN_TASKS"]) reads the tasks
+    # extension's opt-in and rows; the limits stage is one of the pipeline's own.
+    ("mcp_django.limits.stage", "mcp_django.tasks.methods"),
+    ("mcp_django.limits.stage", "mcp_django.tasks.models"),
+    # The engines' span hooks (a legacy ask's span, a replayed round's attributes).
+    ("mcp_django.asks.live", "mcp_django.tracing"),
+    ("mcp_django.asks.boundary", "mcp_django.tracing"),
+}
+
+
+def test_the_core_imports_no_extension() -> None:
+    edges = {
+        (module, target)
+        for module, targets in _graph().items()
+        for target in targets
+        for plug_in in PLUG_INS
+        if _within(target, plug_in) and not _within(module, plug_in)
+    }
+    # Within the extensions, one may use another's public module (the task runner's span).
+    edges = {(m, t) for m, t in edges if not any(_within(m, p) for p in PLUG_INS)} - BY_DESIGN
+    assert not any(_within(t, "mcp_django.skills") for _m, t in edges), "skills is a plug-in: import it from nowhere"
+    assert edges <= NOT_YET_UNWIRED, sorted(edges - NOT_YET_UNWIRED)
+    assert edges == NOT_YET_UNWIRED, f"unwired since: {sorted(NOT_YET_UNWIRED - edges)}; take them off the list"

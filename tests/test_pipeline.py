@@ -14,25 +14,35 @@ from pathlib import Path
 from typing import Any
 
 import mcp_django
-from mcp_django import pipeline
+from mcp_django import pipeline, tracing
 from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
+from mcp_django.conf import SETTINGS
 from mcp_django.limits import stage as limits
+from mcp_django.mcp_ui import methods as apps_methods
 from mcp_django.pipeline import Pipeline, exception_handler, refusal
-from mcp_django.protocol.dispatch import MODERN_METHODS
-from mcp_django.protocol.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MCPError, Unavailable
+from mcp_django.protocol.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND_LEGACY,
+    MCPError,
+    ResourceNotFound,
+    Unavailable,
+)
 from mcp_django.protocol.revisions import (
     META_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_VERSION,
+    MODERN_METHODS,
     ClientCapabilities,
     Era,
     read_meta,
 )
 from mcp_django.registry import Registry
 from mcp_django.signals import Event
+from mcp_django.tasks import methods as task_methods
 from mcp_django.transports.asgi import MCPApplication
 from mcp_django.transports.http_io import HttpIn, HttpOut
 from mcp_django.transports.legacy_http import endpoint_for
@@ -41,27 +51,26 @@ PACKAGE = Path(mcp_django.__file__).parent
 
 
 def _chain(run: Any) -> list[Any]:
-    """The functions a chain built of ``partial(stage, next)`` runs, outermost first."""
+    """The functions a chain built of ``partial(stage, next)`` (handler stages, and call stages
+    that take ``call_next`` first) or ``partial(stage, call_next=next)`` runs, outermost first."""
     functions = []
     while isinstance(run, partial):
         functions.append(run.func)
-        run = run.args[0]
+        run = run.keywords["call_next"] if "call_next" in run.keywords else run.args[0]
     return [*functions, run]
 
 
 def test_the_stages_in_their_order() -> None:
-    assert [name for name, _stage, _applies in pipeline.CALL_STAGES] == [
-        "result",
-        "database lifecycle",
-        "limits",
-        "audit",
-    ]
-    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.MODERN]] == [
-        "tasks",
-        "handler errors",
-        "request state",
-    ]
-    assert [name for name, _stage, _applies in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
+    assert pipeline.OUTER_STAGES == (
+        pipeline.complete_result,
+        pipeline.result_meta,
+        pipeline.database_lifecycle,
+        limits.limit,
+    )
+    assert pipeline.INNER_STAGES == (pipeline.cache_hints,)
+    assert SETTINGS["PIPELINE"].default == ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"]
+    assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.MODERN]] == ["handler errors", "request state"]
+    assert [name for name, _stage in pipeline.HANDLER_STAGES[Era.LEGACY]] == ["handler errors"]
     assert pipeline.ENGINES == {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
@@ -69,39 +78,87 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     built = Pipeline(Registry())
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]
-    calls = [pipeline.complete_result, pipeline.database_lifecycle, limits.limit, pipeline.audit, methods.call_tool]
+    traced = [tracing.trace] if tracing.ENABLED else []
+    calls = [
+        pipeline.complete_result,
+        pipeline.database_lifecycle,
+        limits.limit,
+        *traced,
+        pipeline.audit,
+        methods.call_tool,
+    ]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
-    assert _chain(modern["tools/list"]) == [pipeline.complete_result, methods.list_tools]
-    assert _chain(legacy["tools/list"]) == [methods.list_tools]
+    assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_tools]
+    assert _chain(legacy["tools/list"]) == [*traced, methods.list_tools]
     assert _chain(modern["completion/complete"]) == [
         pipeline.complete_result,
         pipeline.database_lifecycle,
+        *traced,
         methods.complete,
     ]
+    # The handshake and the session's methods are legacy chains only, traced like the rest.
+    assert _chain(legacy["initialize"]) == [*traced, methods.initialize]
+    assert "initialize" not in modern and "ping" not in modern
     # A method 2026-07-28 does not have is in no modern chain (-32601).
-    assert set(modern) == MODERN_METHODS & set(legacy) and set(legacy) == set(methods.methods)
+    assert set(modern) == MODERN_METHODS and set(legacy) == set(methods.methods_of(Era.LEGACY))
+    # The tasks extension attaches to 2026-07-28 only: on a legacy revision its methods are
+    # there only to say so (-32601 naming the extension, tests/test_tasks.py).
+    assert "tasks/get" in legacy and _chain(legacy["tasks/get"])[:-1] == traced
+    # The extensions' methods are there too (mcp_django.extensions), each with its era's stages.
+    assert _chain(modern["skills/list"]) == [
+        pipeline.complete_result,
+        *traced,
+        pipeline.cache_hints,
+        methods.methods_of(Era.MODERN)["skills/list"],
+    ]
+    assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
     handlers = built.handler_chains
+    # The extensions' stages (mcp_django.extensions.add_handler_stage) are outermost, in the
+    # order EXTENSIONS lists them: the tasks extension's, then MCP Apps' text fallback.
     assert _chain(handlers[Era.MODERN]["tools/call"]) == [
-        pipeline.run_as_task,
+        task_methods.run_as_task,
+        apps_methods.text_fallback,
         pipeline.handler_errors,
         pipeline.request_state,
         replay.run,
     ]
+    assert _chain(handlers[Era.LEGACY]["tools/call"]) == [apps_methods.text_fallback, pipeline.handler_errors, live.run]
     assert _chain(handlers[Era.MODERN]["prompts/get"]) == [pipeline.handler_errors, pipeline.request_state, replay.run]
     assert _chain(handlers[Era.LEGACY]["resources/read"]) == [pipeline.handler_errors, live.run]
 
 
+def _call(era: Era, method: str = "tools/call", request_id: Any = 7) -> Call:
+    return Call(
+        method=method,
+        params={},
+        request_id=request_id,
+        version="2026-07-28" if era == Era.MODERN else "2025-11-25",
+        era=era,
+        transport="http",
+        capabilities=ClientCapabilities(),
+        principal=ANONYMOUS,
+    )
+
+
 def test_the_exception_handler_maps_every_error() -> None:
     refused = MCPError(INVALID_PARAMS, "no", http_status=403, headers=[("www-authenticate", "Bearer")])
-    assert exception_handler(refused, 7, Era.MODERN, "tools/call") == (
+    assert exception_handler(refused, _call(Era.MODERN)) == (
         403,
         {"jsonrpc": "2.0", "id": 7, "error": {"code": INVALID_PARAMS, "message": "no"}},
         [("www-authenticate", "Bearer")],
     )
     # A legacy session's error is a JSON-RPC error in a 200 (or on its stream).
-    assert exception_handler(refused, 7, Era.LEGACY, "tools/call")[::2] == (200, None)
-    status, payload, headers = exception_handler(RuntimeError("a bug"), 7, Era.MODERN, "tools/call")
+    assert exception_handler(refused, _call(Era.LEGACY))[::2] == (200, None)
+    # A resource not found: -32602 on 2026-07-28, the legacy revisions' own -32002 on theirs.
+    missing = ResourceNotFound("file:///x")
+    assert exception_handler(missing, _call(Era.MODERN))[1]["error"]["code"] == INVALID_PARAMS
+    assert exception_handler(missing, _call(Era.LEGACY))[1]["error"] == {
+        "code": RESOURCE_NOT_FOUND_LEGACY,
+        "message": "Resource not found: file:///x",
+        "data": {"uri": "file:///x"},
+    }
+    status, payload, headers = exception_handler(RuntimeError("a bug"), _call(Era.MODERN))
     assert (status, payload["error"], headers) == (200, {"code": INTERNAL_ERROR, "message": "Internal error"}, None)
     assert refusal(None, Unavailable("the database"))[0] == 503
     status, payload, headers = refusal(1, AuthenticationFailed("who?", challenge='Bearer realm="mcp"'))
@@ -307,3 +364,22 @@ def test_the_engines_per_call_objects_keep_the_order_their_builders_pass() -> No
     assert fields(replay.Outcome)[0].name == "value"
     parameters = list(inspect.signature(replay.ReplayBackend.__init__).parameters)
     assert parameters == ["self", "call", "known", "asked", "responses"]
+
+
+def test_a_notifications_malformed_params_are_read_as_none() -> None:
+    # A notification is never refused (nothing answers it): its chain (tracing, a project's
+    # stages) must still find an object in call.params.
+    record = type("Record", (), {"version": "2025-11-25", "capabilities": ClientCapabilities(), "client_info": None})
+    message = {"jsonrpc": "2.0", "method": "notifications/initialized", "params": 1.5}
+    call = Call.in_session(
+        message,
+        record,
+        transport="websocket",
+        principal=ANONYMOUS,
+        client_address=None,
+        request_factory=None,
+        log_level=None,
+        session=None,
+        control=None,
+    )
+    assert (call.params, call.request_id, call.log_level) == ({}, None, "debug")

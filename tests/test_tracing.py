@@ -21,7 +21,10 @@ from rest_framework.authtoken.models import Token
 
 import tests.tracing_tools as tools
 from mcp_django import tracing
+from mcp_django.conf import mcp_settings
 from mcp_django.pipeline import Pipeline
+from mcp_django.protocol.revisions import Era
+from mcp_django.registry import Registry
 from mcp_django.testing import JSONRPCError, MCPClient
 from tests.conftest import Raw, sdk_client
 
@@ -96,7 +99,24 @@ def _texts(exporter: InMemorySpanExporter) -> str:
 
 def test_the_pipeline_is_traced_when_the_package_is_there() -> None:
     assert tracing.ENABLED
-    assert Pipeline.handle.__wrapped__ is not None  # type: ignore[attr-defined]
+    # A stage of the default MCP_DJANGO["PIPELINE"], in every era's chains (inside the result,
+    # database lifecycle and limits stages).
+    chains = Pipeline(Registry()).chains
+    assert tracing.trace in mcp_settings.PIPELINE
+    assert chains[Era.MODERN]["tools/call"].args[0].args[0].args[0].func is tracing.trace  # type: ignore[attr-defined]
+    assert chains[Era.LEGACY]["initialize"].func is tracing.trace  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db
+def test_the_handshake_and_the_session_methods_are_traced(spans: InMemorySpanExporter) -> None:
+    """initialize, ping and logging/setLevel go through the pipeline: each is a span."""
+    client = MCPClient(revision="2025-11-25")
+    client.request("ping")
+    client.request("logging/setLevel", {"level": "error"})
+    for method in ("initialize", "ping", "logging/setLevel"):
+        (span,) = _calls(spans, method)
+        assert span.attributes["mcp_django.era"] == "legacy"  # type: ignore[index]
+        assert span.attributes["mcp_django.outcome"] == "completed"  # type: ignore[index]
 
 
 @pytest.mark.django_db
@@ -267,9 +287,11 @@ def test_without_opentelemetry_nothing_is_imported() -> None:
         django.setup()
         from mcp_django import tracing
         from mcp_django.pipeline import Pipeline
+        from mcp_django.registry import Registry
         import mcp_django.asks.live, mcp_django.asks.replay, mcp_django.tasks.runner
         loaded = [name for name, module in sys.modules.items() if name.startswith("opentelemetry") and module]
-        print(json.dumps({"enabled": tracing.ENABLED, "wrapped": hasattr(Pipeline.handle, "__wrapped__"),
+        chain = Pipeline(Registry()).chains["modern"]["tools/list"]
+        print(json.dumps({"enabled": tracing.ENABLED, "wrapped": "trace" in repr(chain),
                           "loaded": loaded}))
         """
     )
@@ -325,8 +347,7 @@ def test_with_no_provider_an_untraced_call_is_the_pipelines_own_awaitable() -> N
 
         os.environ = Watched(os.environ)
         awaitable = object()
-        handle = tracing.traced(lambda dispatcher, call: awaitable)
-        assert handle(None, None) is awaitable
+        assert tracing.trace(lambda call: awaitable, None) is awaitable
         tracing.replay_round(1)
         print("untraced")
         """

@@ -28,8 +28,9 @@ class RoundCapExceeded(StateRefused):
         self.args = (self.message,)
 
 
-async def request_state(handler: Handler, arguments: dict[str, Any], call: Call, engine: Engine) -> Outcome:
-    """Run ``engine`` with the rounds the request's state carries; seal the next round's."""
+async def request_state(engine: Engine, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
+    """Run ``engine`` with the rounds the request's state carries; seal the next round's (a
+    handler stage of 2026-07-28's chains: :mod:`mcp_django.pipeline`)."""
     params = call.params
     responses = params.get("inputResponses", {})
     if not isinstance(responses, dict):

@@ -12,9 +12,10 @@ from typing import Any
 
 from ..auth import Principal
 from ..conf import EndpointSettings
-from ..protocol.revisions import ClientCapabilities, Era, RequestMeta
+from ..protocol.revisions import LATEST_LEGACY, ClientCapabilities, Era, RequestMeta
 from ..signals import Event
 
+_NO_CAPABILITIES = ClientCapabilities()
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -52,6 +53,9 @@ class Call:
     # The HTTP request as the transport received it (mcp_django.transports.http_io.HttpIn), when
     # one did: what names the URL it reached without Django's request (see request_state.audience_for).
     http: Any = field(default=None, repr=False)
+    # A legacy call's control of its session (mcp_django.protocol.legacy.SessionControl): what
+    # initialize, logging/setLevel and resources/(un)subscribe change, kept by the transport.
+    control: Any = field(default=None, repr=False)
     # Entered around each server-to-client request of a legacy call (the live engine's asks),
     # when a pipeline stage set one: an async context manager factory that may refuse the ask
     # (mcp_django.limits counts a principal's open asks with it).
@@ -71,30 +75,21 @@ class Call:
         http: Any = None,
     ) -> Call:
         """A 2026-07-28 request: everything about the client comes from this request's ``_meta``."""
-        # Every field positional, in their order (tests/test_pipeline.py holds it): by
-        # keyword, matching each name cost a third more instructions than the rest.
         return cls(
-            message["method"],
-            message.get("params") or {},
-            message["id"],
-            meta.version,
-            Era.MODERN,
-            transport,
-            meta.capabilities,
-            principal,
-            meta.client_info,
-            client_address,
-            notify,
-            meta.log_level,
-            request_factory,
-            None,  # session
-            time.perf_counter(),  # started
-            None,  # task_id
-            False,  # may_start_task
-            None,  # cancelled
-            None,  # endpoint
-            None,  # registry
-            http,
+            method=message["method"],
+            params=message.get("params") or {},
+            request_id=message["id"],
+            version=meta.version,
+            era=Era.MODERN,
+            transport=transport,
+            capabilities=meta.capabilities,
+            principal=principal,
+            client_info=meta.client_info,
+            client_address=client_address,
+            notify=notify,
+            log_level=meta.log_level,
+            request_factory=request_factory,
+            http=http,
         )
 
     @classmethod
@@ -109,24 +104,31 @@ class Call:
         request_factory: Callable[[], Any] | None,
         log_level: str | None,
         session: Any,
+        control: Any,
         notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> Call:
-        """A legacy request: the client's version and capabilities are the session's (``record``)."""
+        """A legacy request: the client's version and capabilities are the session's (``record``;
+        None before ``initialize`` opened it: the latest legacy revision's, and none). Until
+        ``logging/setLevel`` says otherwise, a session hears every log message."""
+        params = message.get("params")
         return cls(
             method=message["method"],
-            params=message.get("params") or {},
-            request_id=message["id"],
-            version=record.version,
+            # A request's are an object or absent (jsonrpc.classify); a notification's malformed
+            # ones are read as none, as a notification is never refused.
+            params=params if isinstance(params, dict) else {},
+            request_id=message.get("id"),  # a notification has none
+            version=LATEST_LEGACY if record is None else record.version,
             era=Era.LEGACY,
             transport=transport,
-            capabilities=record.capabilities,
+            capabilities=_NO_CAPABILITIES if record is None else record.capabilities,
             principal=principal,
-            client_info=record.client_info,
+            client_info=None if record is None else record.client_info,
             client_address=client_address,
             notify=notify,
-            log_level=log_level,
+            log_level=log_level or LOG_LEVELS[0],
             request_factory=request_factory,
             session=session,
+            control=control,
         )
 
     @cached_property
@@ -190,7 +192,7 @@ class Call:
         threshold = self.log_level
         if threshold is None:
             # 2026-07-28: no logLevel in _meta means the client wants no log messages.
-            return self.era == Era.LEGACY
+            return False
         try:
             return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
         except ValueError:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from ..protocol.jsonrpc import notification
-from ..protocol.revisions import ClientCapabilities, Era
+from ..protocol.revisions import ClientCapabilities
 from . import questions
 from .asking import Asking, current_context
 from .call import Call
@@ -216,7 +216,7 @@ class Context:
         (``notifications/elicitation/complete``, 2025-11-25.) Under 2026-07-28 there is
         no stream to send it on, and the retry itself tells the client: nothing is sent.
         """
-        if self.call.era == Era.LEGACY and self.call.notify is not None:
+        if self.call.session is not None and self.call.notify is not None:  # a legacy session's stream
             self._emit(notification("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
         return self._done()
 

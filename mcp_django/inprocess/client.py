@@ -165,6 +165,10 @@ def _header_value(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
 
 
+# The MCP Apps extension as a host declares it (the client's own words: no import of mcp_django.mcp_ui).
+APPS_EXTENSION = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+
 class MCPClient:
     """Talk MCP to the project, in process. See docs/testing.md.
 
@@ -187,6 +191,7 @@ class MCPClient:
         app: Any = None,
         path: str = "/mcp",
         tasks: bool = False,
+        apps: bool = False,
         run_tasks: bool = True,
         task_timeout: float = 30.0,
     ) -> None:
@@ -204,6 +209,10 @@ class MCPClient:
             # The per-request opt-in to MCP tasks (docs/tasks.md): a task tool answers with a
             # task, which call_tool drives to its end (answers by tasks/update, polls tasks/get).
             self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), TASKS_EXTENSION: {}}
+        if apps:
+            # A host that renders MCP Apps views (docs/apps.md): tools/list then says which tool has
+            # a view, and app-only tools are listed and callable, as for a view calling them.
+            self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), **APPS_EXTENSION}
         # Run the task's queued runs here, in the test's thread, whatever the TASKS backend
         # (no worker needed); False: leave them to a worker and only poll.
         self.run_tasks = run_tasks
@@ -259,6 +268,21 @@ class MCPClient:
 
     def read_resource(self, uri: str, *, answer: Answerer = None) -> Result:
         return self._sync(self._call, "resources/read", {"uri": uri}, answer)
+
+    def read_view(self, tool: str) -> Result:
+        """The MCP Apps view of ``tool`` (docs/apps.md): the ``ui://`` resource its listed
+        ``_meta.ui.resourceUri`` names, read with ``resources/read``; ``.text`` is the page's
+        HTML, ``.contents[0]["_meta"]["ui"]`` its CSP and permissions. Needs ``apps=True``:
+        a client that does not declare the extension is told of no view (``LookupError``)."""
+        listed = {t["name"]: t for t in self.list_tools()}
+        if tool not in listed:
+            raise LookupError(f"no tool {tool!r} in this client's tools/list")
+        uri = ((listed[tool].get("_meta") or {}).get("ui") or {}).get("resourceUri")
+        if not uri:
+            raise LookupError(
+                f"tool {tool!r} has no view for this client (MCPClient(apps=True) declares the extension)"
+            )
+        return self.read_resource(uri)
 
     def list_tools(self) -> list[dict[str, Any]]:
         """Every tool this client may see: the ``tools`` of ``tools/list``, each a dict as on the wire."""

@@ -1,4 +1,4 @@
-"""The limits stage of the pipeline: ``limit(next, call)``, and what a refused call is answered.
+"""The limits stage of the pipeline: ``limit(call_next, call)``, and what a refused call is answered.
 
 It sits after authentication (the principal is known) and outside the audit stage, for the
 methods that run a handler (tools/call, prompts/get, resources/read): a refused call never
@@ -106,15 +106,19 @@ def _settings_changed(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_settings_changed)
 
 
-def limit(next: Next, call: Call) -> Awaitable[dict[str, Any]]:
-    """The stage: ``functools.partial(limit, next)`` in the pipeline's chains of the methods that run a handler."""
+def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
+    """The stage: ``functools.partial(limit, call_next)`` in the pipeline's chains of the methods that run a handler."""
     found = _plan or plan()
     if found.idle and not call.registry.throttled:
-        return next(call)  # nothing to count: no frame of its own, no cache
-    return _limited(next, call, found)
+        return call_next(call)  # nothing to count: no frame of its own, no cache
+    return _limited(call_next, call, found)
 
 
-async def _limited(next: Next, call: Call, found: Plan) -> dict[str, Any]:
+# Where the pipeline puts it (pipeline.applies): the methods that run a handler.
+limit.methods = frozenset(_SENDER)  # type: ignore[attr-defined]
+
+
+async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
     handler = _handler(call)
     who = _who(call)
     windows: list[tuple[str, Rate, str]] = []  # (scope, rate, what is counted)
@@ -140,7 +144,7 @@ async def _limited(next: Next, call: Call, found: Plan) -> dict[str, Any]:
         await _check_open_tasks(call, found.max_open_tasks)
     if found.max_open_asks is not None and call.era == Era.LEGACY:
         call.ask_guard = functools.partial(_open_ask, call, found.max_open_asks, who, found.fail_open)
-    return await next(call)
+    return await call_next(call)
 
 
 async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) -> None:

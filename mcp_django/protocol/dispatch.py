@@ -9,55 +9,52 @@ from typing import Any
 
 from django.db import DataError, InterfaceError, OperationalError
 
-from .. import content, resource_updates, schema
+from .. import content, extensions, resource_updates, schema
 from ..asks import replay
-from ..asks.call import Call
+from ..asks.call import LOG_LEVELS, Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
-from ..protected_resource import challenge, operation_scopes
+from ..permissions import admitted, allowed, anonymous_allowed, drf_request, permitted, require_scopes
 from ..registry import Registry
-from ..skills import methods as skills
 from ..tasks import methods as tasks
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    RESOURCE_NOT_FOUND_LEGACY,
     InvalidParams,
     MCPError,
+    ResourceNotFound,
     Unavailable,
     notification,
     storable,
 )
-from .legacy import server_capabilities, server_info, too_many_subscriptions
-from .revisions import ALL_VERSIONS, META_SERVER_INFO, Era
+from .legacy import initialize_result, server_capabilities, server_info, too_many_subscriptions
+from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
 
-# Runs a handler for a method: the handler stages and the engine of the call's era
-# (mcp_django.pipeline.Pipeline.run_handler).
+# Runs a handler for a method: the handler stages and the engine of the call's era, by era and
+# method (mcp_django.pipeline.Pipeline.handler_chains).
 RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
-MODERN_METHODS = frozenset(
+# Methods only the legacy revisions have: the handshake and the session's own (2026-07-28
+# answers them -32601). ``initialize`` and the session's settings act through the call's
+# session control (Call.control, which each transport provides: protocol.legacy.SessionControl).
+LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
+
+# Results that carry 2026-07-28's caching hints (ttlMs, cacheScope: mcp_django.pipeline.cache_hints).
+CACHE_HINTED = frozenset(
     {
         "server/discover",
         "tools/list",
-        "tools/call",
         "prompts/list",
-        "prompts/get",
         "resources/list",
         "resources/templates/list",
         "resources/read",
-        "completion/complete",
-        "subscriptions/listen",
-        *skills.METHODS,
-        # The tasks extension (SEP-2663); tasks/result and tasks/list do not exist (-32601).
-        "tasks/get",
-        "tasks/update",
-        "tasks/cancel",
+        "skills/list",
+        "skills/get",
     }
 )
 
@@ -69,9 +66,9 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 class Dispatcher:
     """What each method does; a stage of the pipeline (mcp_django.pipeline), the innermost one."""
 
-    def __init__(self, registry: Registry, run_handler: RunHandler) -> None:
+    def __init__(self, registry: Registry, handler_chains: dict[Era, dict[str, RunHandler]]) -> None:
         self.registry = registry
-        self.run_handler = run_handler
+        self.handler_chains = handler_chains
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
             "tools/list": self.list_tools,
@@ -83,31 +80,29 @@ class Dispatcher:
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
             "subscriptions/listen": self.listen,
-            "skills/list": self.list_skills,
-            "skills/get": self.get_skill,
-            "resources/directory/read": self.read_directory,
-            "tasks/get": self.get_task,
-            "tasks/update": self.update_task,
-            "tasks/cancel": self.cancel_task,
+            "initialize": self.initialize,
+            "ping": self.ping,
+            "logging/setLevel": self.set_log_level,
+            "resources/subscribe": self.subscribe,
+            "resources/unsubscribe": self.subscribe,
+            "notifications/cancelled": self.cancelled,
+            "notifications/initialized": self.ping,
         }
+
+    def methods_of(self, era: Era) -> dict[str, Callable[[Call], Awaitable[dict[str, Any]]]]:
+        """The methods a call of ``era`` may name: the core's, and the extensions' (mcp_django.extensions)."""
+        found = {name: run for name, run in self.methods.items() if era == Era.LEGACY or name in MODERN_METHODS}
+        for name, method in extensions.registered.methods.items():
+            if era in method.eras:
+                found[name] = method.run
+        return found
 
     # -- helpers ------------------------------------------------------------------------
 
-    @staticmethod
-    def _cache_hints(call: Call, result: dict[str, Any]) -> dict[str, Any]:
-        if call.era == Era.MODERN:
-            result["ttlMs"] = mcp_settings.LIST_TTL_MS
-            result["cacheScope"] = mcp_settings.CACHE_SCOPE
-        return result
-
-    @staticmethod
-    def _anonymous_allowed(handler: Handler, call: Call) -> bool:
-        if not call.principal.is_anonymous:
-            return True
-        return handler.allow_anonymous is not False
-
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
-        handlers = [h for h in handlers if self._anonymous_allowed(h, call)]
+        handlers = [h for h in handlers if anonymous_allowed(h, call)]
+        if extensions.registered.handler_filters:
+            handlers = extensions.filtered(call, handlers)
         # A credential limited to some handlers (an MCP token) does not see the others.
         limit = getattr(call.principal.auth, "mcp_allows_handler", None)
         if limit is not None:
@@ -117,34 +112,16 @@ class Dispatcher:
         request = call.request
 
         def check() -> list[Handler]:
-            return [h for h in handlers if not h.guarded or h.has_permission(call.principal.user, _drf(request, call))]
+            return [
+                h
+                for h in handlers
+                if not h.guarded or h.has_permission(call.principal.user, drf_request(request, call))
+            ]
 
         try:
             return await run_in_thread(check)
         except (OperationalError, InterfaceError):
             # Permission checks read the database: while it refuses, the list is a 503, not an internal error.
-            raise Unavailable("the database") from None
-
-    async def _allowed(self, call: Call, handler: Handler) -> bool:
-        return self._admitted(call, handler) and (not handler.guarded or await self._permitted(call, handler))
-
-    def _admitted(self, call: Call, handler: Handler) -> bool:
-        """The checks that need no thread: anonymous callers, then the credential's scopes (403).
-
-        A handler without permissions is then allowed with no coroutine of its own (every call
-        of a plain tool); a guarded one goes on to :meth:`_permitted`.
-        """
-        if not self._anonymous_allowed(handler, call):
-            return False
-        _require_scopes(call, handler)
-        return True
-
-    async def _permitted(self, call: Call, handler: Handler) -> bool:
-        """A guarded handler's permission checks (they may query the database: in a worker thread)."""
-        request = call.request
-        try:
-            return await run_in_thread(lambda: handler.has_permission(call.principal.user, _drf(request, call)))
-        except (OperationalError, InterfaceError):
             raise Unavailable("the database") from None
 
     def require_scopes(self, call: Call) -> None:
@@ -164,7 +141,7 @@ class Dispatcher:
             found = self.registry.find_resource(params["uri"])
             handler = found[0] if found else None
         if handler is not None:
-            _require_scopes(call, handler)
+            require_scopes(call, handler)
 
     # -- methods ------------------------------------------------------------------------
 
@@ -176,7 +153,7 @@ class Dispatcher:
         }
         if mcp_settings.INSTRUCTIONS:
             result["instructions"] = mcp_settings.INSTRUCTIONS
-        return self._cache_hints(call, result)
+        return result
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         if self.registry.tools.waiting:
@@ -185,30 +162,37 @@ class Dispatcher:
             await run_in_thread(self.registry.tools.resolve)
         tools = await self._visible(call, list(self.registry.tools.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"tools": [t.descriptor(icons) for t in tools]})
+        return {"tools": _described(call, tools, [t.descriptor(icons) for t in tools])}
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
         prompts = await self._visible(call, list(self.registry.prompts.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"prompts": [p.descriptor(icons) for p in prompts]})
+        return {"prompts": _described(call, prompts, [p.descriptor(icons) for p in prompts])}
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
         resources = await self._visible(call, list(self.registry.resources.values()))
         icons = _icons(call)
-        listed = [r.descriptor(icons) for r in resources] + await skills.resources()
-        return self._cache_hints(call, {"resources": listed})
+        listed = _described(call, resources, [r.descriptor(icons) for r in resources])
+        for extension in extensions.registered.resources:
+            listed += await extension.listed()
+        return {"resources": listed}
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
         templates = await self._visible(call, list(self.registry.templates.values()))
         icons = _icons(call)
-        return self._cache_hints(call, {"resourceTemplates": [t.descriptor(icons) for t in templates]})
+        return {"resourceTemplates": _described(call, templates, [t.descriptor(icons) for t in templates])}
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string")
         tool = self.registry.tools.get(name)
-        if tool is None or not self._admitted(call, tool) or (tool.guarded and not await self._permitted(call, tool)):
+        if (
+            tool is None
+            or not admitted(call, tool)
+            or not extensions.admits(call, tool)
+            or (tool.guarded and not await permitted(call, tool))
+        ):
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = call.params.get("arguments")
         if arguments is None:
@@ -222,7 +206,7 @@ class Dispatcher:
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         # A task instead (the tasks extension), or a failure as a tool error: handler stages.
-        outcome = await self.run_handler(tool, arguments, call)
+        outcome = await self.handler_chains[call.era]["tools/call"](tool, arguments, call)
         if outcome.result is not None:
             return outcome.result
         try:
@@ -231,19 +215,10 @@ class Dispatcher:
             logger.error("tool %s returned a value with no JSON form: %s", name, exc)
             return content.error_result(f"Error executing tool {name}: {exc}")
 
-    async def get_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.get(call, self.registry, lambda tool: self._allowed(call, tool))
-
-    async def update_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.update(call, self.registry, lambda tool: self._allowed(call, tool))
-
-    async def cancel_task(self, call: Call) -> dict[str, Any]:
-        return await tasks.cancel(call, self.registry, lambda tool: self._allowed(call, tool))
-
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         prompt = self.registry.prompts.get(name) if isinstance(name, str) else None
-        if prompt is None or not await self._allowed(call, prompt):
+        if prompt is None or not extensions.admits(call, prompt) or not await allowed(call, prompt):
             raise InvalidParams(f"Unknown prompt: {name}")
         arguments = call.params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -259,7 +234,7 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self.run_handler(prompt, arguments, call)
+        outcome = await self.handler_chains[call.era]["prompts/get"](prompt, arguments, call)
         if outcome.result is not None:
             return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -274,20 +249,21 @@ class Dispatcher:
         # A template's variables come from it, and handlers look them up.
         storable(uri, "params.uri")
         found = self.registry.find_resource(uri)
-        if found is None and (skill_file := await skills.read(uri)) is not None:
-            return self._cache_hints(call, {"contents": [skill_file]})
-        if found is None or not await self._allowed(call, found[0]):
-            code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-            raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+        if found is None:
+            for extension in extensions.registered.resources:
+                entry = await extension.read(uri)
+                if entry is not None:
+                    return {"contents": [entry]}
+        if found is None or not extensions.admits(call, found[0]) or not await allowed(call, found[0]):
+            raise ResourceNotFound(uri)
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
             try:
                 # The URI's variables are strings: read as the declared types (an int id, a date...).
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-                raise MCPError(code, f"Resource not found: {uri} ({exc})", {"uri": uri}) from None
-        outcome = await self.run_handler(handler, variables, call)
+                raise ResourceNotFound(uri, f" ({exc})") from None
+        outcome = await self.handler_chains[call.era]["resources/read"](handler, variables, call)
         if outcome.result is not None:
             return outcome.result
         mime = getattr(handler, "mime_type", None)
@@ -296,18 +272,40 @@ class Dispatcher:
             contents = value
         else:
             contents = [content.resource_contents(uri, value, mime)]
-        return self._cache_hints(call, {"contents": contents})
+        return {"contents": contents}
 
-    # -- the skills extension (mcp_django.skills): only where it is declared --------------
+    # -- the legacy revisions' handshake and session methods ------------------------------
 
-    async def list_skills(self, call: Call) -> dict[str, Any]:
-        return self._cache_hints(call, await skills.list_skills(await _skills_params(call)))
+    async def initialize(self, call: Call) -> dict[str, Any]:
+        """The handshake: the transport's session control opens the session (a socket's, or a
+        sealed Mcp-Session-Id) and this says what the server is."""
+        record = await call.control.open(call)
+        return initialize_result(record, lambda: call.request, self.registry.settings)
 
-    async def get_skill(self, call: Call) -> dict[str, Any]:
-        return self._cache_hints(call, await skills.get_skill(await _skills_params(call)))
+    async def ping(self, call: Call) -> dict[str, Any]:
+        return {}
 
-    async def read_directory(self, call: Call) -> dict[str, Any]:
-        return await skills.read_directory(await _skills_params(call))
+    async def set_log_level(self, call: Call) -> dict[str, Any]:
+        level = call.params.get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"level must be one of {', '.join(LOG_LEVELS)}")
+        await call.control.set_log_level(level)
+        return {}
+
+    async def subscribe(self, call: Call) -> dict[str, Any]:
+        """resources/subscribe and resources/unsubscribe. Any URI is accepted, listed or not: a
+        template's instances and resources a project announces need not be listed."""
+        uri = call.params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams("params.uri must be a string")
+        await call.control.subscribe(uri, call.method == "resources/subscribe")
+        return {}
+
+    async def cancelled(self, call: Call) -> dict[str, Any]:
+        """notifications/cancelled: the session's call of that id is cancelled, wherever it runs."""
+        if "requestId" in call.params:
+            await call.control.cancel(call.params["requestId"])
+        return {}
 
     async def listen(self, call: Call) -> dict[str, Any]:
         """subscriptions/listen: a stream of list-changed notifications the client opted in to."""
@@ -349,7 +347,7 @@ class Dispatcher:
         async def push_task(task_id: str) -> None:
             # Read again for this listener: only its principal's task, with the tool's permissions.
             async with in_order:
-                task = await tasks.pushed(call, self.registry, lambda tool: self._allowed(call, tool), task_id)
+                task = await tasks.pushed(call, self.registry, lambda tool: allowed(call, tool), task_id)
             if task is not None:
                 notify(notification("notifications/tasks", {**task, "_meta": tag}))
 
@@ -410,7 +408,7 @@ class Dispatcher:
             handler = self.registry.prompts.get(prompt_name)
             # A prompt the caller may not get has no completions either: the same
             # answer as for one that does not exist, as prompts/get gives.
-            if handler is None or not await self._allowed(call, handler):
+            if handler is None or not await allowed(call, handler):
                 raise InvalidParams(f"Unknown prompt: {prompt_name}")
         elif ref_type == "ref/resource":
             uri = ref.get("uri")
@@ -421,9 +419,8 @@ class Dispatcher:
             if handler is None:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
-            if handler is None or not await self._allowed(call, handler):
-                code = RESOURCE_NOT_FOUND_LEGACY if call.era == Era.LEGACY else InvalidParams("").code
-                raise MCPError(code, f"Resource not found: {uri}", {"uri": uri})
+            if handler is None or not await allowed(call, handler):
+                raise ResourceNotFound(uri)
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
         completions = getattr(handler, "completions", None) or {}
@@ -462,6 +459,13 @@ class Dispatcher:
         except Exception:
             logger.exception("completion of %s %s failed", handler.primitive, handler.name)
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
+
+
+def _described(call: Call, handlers: list[Any], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta); none: as built.
+    if not extensions.registered.descriptor_meta:
+        return descriptors
+    return extensions.described(call, handlers, descriptors)
 
 
 def refused_value(primitive: str, name: str, exc: DataError) -> InvalidParams:
@@ -513,45 +517,3 @@ def _values(out: Any) -> list[str]:
         if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
             break
     return values
-
-
-async def _skills_params(call: Call) -> dict[str, Any]:
-    if not await skills.served():
-        raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-    return call.params
-
-
-def _require_scopes(call: Call, handler: Handler) -> None:
-    limit = getattr(call.principal.auth, "mcp_allows_handler", None)
-    if limit is not None and not limit(handler):
-        # Refused like a missing scope (403), but no other credential of the same kind helps.
-        raise MCPError(
-            INVALID_REQUEST,
-            f"forbidden: this credential may not use the {handler.primitive} {handler.name}",
-            http_status=403,
-        )
-    if handler.scopes_granted(call.principal.auth):
-        return
-    # The caller may know the handler exists (its scopes are in the metadata): it may step up.
-    # The challenge names every scope the call needs, the endpoint's too.
-    needed = operation_scopes(handler.scopes, call.endpoint)
-    scope = " ".join(needed)
-    request = call.request
-    raise MCPError(
-        INVALID_REQUEST,
-        f"insufficient_scope: this needs an access token with the scopes {scope}",
-        {"requiredScopes": needed},
-        http_status=403,
-        headers=None
-        if request is None
-        else [("www-authenticate", challenge(request, "insufficient_scope", scope=scope))],
-    )
-
-
-def _drf(request: Any, call: Call) -> Any:
-    from rest_framework.request import Request
-
-    drf = Request(request)
-    drf.user = call.principal.user
-    drf.auth = call.principal.auth
-    return drf

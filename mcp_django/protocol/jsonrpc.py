@@ -101,6 +101,14 @@ class InvalidParams(MCPError):
         super().__init__(INVALID_PARAMS, message, data)
 
 
+class ResourceNotFound(InvalidParams):
+    """No resource at the URI (or none the caller may read): -32602, and on the legacy
+    revisions their own -32002 (the exception handler maps it by the call's era)."""
+
+    def __init__(self, uri: str, detail: str = "") -> None:
+        super().__init__(f"Resource not found: {uri}{detail}", {"uri": uri})
+
+
 def storable(value: str, what: str) -> str:
     """``value``, a client's string that goes on to a query; -32602 if it holds a NUL.
 

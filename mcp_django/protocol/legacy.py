@@ -38,21 +38,18 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.core.signals import setting_changed
 
-from .. import __version__
-from ..asks.call import LOG_LEVELS
+from .. import __version__, extensions
 from ..breaker import Breaker, is_outage
 from ..conf import EndpointSettings, mcp_settings
 from ..icons import IconBase, icon_base, revision_has_icons
 from ..keyring import b64decode, b64encode, keyring
-from ..skills import methods as skills
-from ..tasks import EXTENSION as TASKS_EXTENSION
-from .jsonrpc import INVALID_PARAMS, InvalidParams, MCPError, Unavailable, dumps, loads
+from .jsonrpc import InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
 logger = logging.getLogger("mcp_django")
@@ -89,18 +86,9 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     }
     if era == Era.LEGACY:
         caps["logging"] = {}
-    extensions = skills.extensions()
-    if era == Era.MODERN:
-        extensions[TASKS_EXTENSION] = {}  # the tasks extension attaches to 2026-07-28 only
-    if extensions:
-        caps["extensions"] = extensions
-    return caps
+    return extensions.capabilities(era, caps)
 
 
-# Methods that exist only on the legacy revisions (2026-07-28 answers them -32601).
-LIFECYCLE_METHODS = frozenset(
-    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-)
 _TOKEN_PREFIX = "s1"
 # Tokens longer than this are refused before any decoding (a header, after all).
 _MAX_TOKEN = 8192
@@ -200,33 +188,21 @@ def initialize_result(
     return result
 
 
-# Called with (uri, True) for resources/subscribe and (uri, False) for resources/unsubscribe.
-Subscribe = Callable[[str, bool], Awaitable[None]]
+class SessionControl(Protocol):
+    """What a legacy call may change of its session, the transport's to keep (a socket's
+    state, or the session cache): the dispatcher's ``initialize``, ``logging/setLevel``,
+    ``resources/(un)subscribe`` and ``notifications/cancelled`` act through it (``Call.control``)."""
 
+    async def open(self, call: Any) -> SessionRecord:
+        """The session ``initialize`` opens (-32602 for malformed params, -32600 if open already)."""
 
-async def lifecycle(
-    method: str, params: Any, set_log_level: Callable[[str], Awaitable[None]], subscribe: Subscribe
-) -> dict[str, Any]:
-    """ping, logging/setLevel, resources/(un)subscribe. ``initialize`` is the transport's."""
-    if method == "ping":
-        return {}
-    if not isinstance(params, dict):
-        raise InvalidParams(f"{method} needs params")
-    if method == "logging/setLevel":
-        level = params.get("level")
-        if level not in LOG_LEVELS:
-            raise MCPError(INVALID_PARAMS, f"level must be one of {', '.join(LOG_LEVELS)}")
-        await set_log_level(level)
-        return {}
-    if method in ("resources/subscribe", "resources/unsubscribe"):
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise InvalidParams("params.uri must be a string")
-        # Any URI is accepted, listed or not: a template's instances and resources a
-        # project announces (Registry.resource_updated) need not be listed.
-        await subscribe(uri, method == "resources/subscribe")
-        return {}
-    raise MCPError(INVALID_PARAMS, f"{method} is the transport's to answer")
+    async def set_log_level(self, level: str) -> None: ...
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        """(uri, True) for resources/subscribe, (uri, False) for resources/unsubscribe."""
+
+    async def cancel(self, request_id: Any) -> None:
+        """notifications/cancelled: cancel the session's call ``request_id``, if it still runs."""
 
 
 # -- sealed session ids --------------------------------------------------------------------

@@ -34,6 +34,48 @@ class Era(StrEnum):
     LEGACY = "legacy"
 
 
+# The methods of 2026-07-28 (the core's; extensions add theirs: mcp_django.extensions).
+MODERN_METHODS: set[str] = {
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+    "subscriptions/listen",
+}
+
+
+def era_of(message: Any, headers: dict[str, str] | None = None) -> Era:
+    """The era of a message, for every transport: the one rule.
+
+    Over HTTP (``headers`` given) a session id or a legacy ``MCP-Protocol-Version`` says
+    legacy, and a request without either is 2026-07-28's unless it is the handshake, a reply,
+    or a method of the legacy revisions without ``_meta``. On a socket or a pipe (no headers)
+    the carrier is a session: a request is 2026-07-28's only when its ``_meta`` names a version.
+    """
+    if headers is not None:
+        if "mcp-session-id" in headers:
+            return Era.LEGACY
+        version = headers.get("mcp-protocol-version")
+        if version is not None:
+            return Era.LEGACY if version in LEGACY_VERSIONS else Era.MODERN
+    if not isinstance(message, dict):
+        return Era.MODERN if headers is not None else Era.LEGACY
+    params = message.get("params")
+    if headers is None:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        return Era.MODERN if isinstance(meta, dict) and META_VERSION in meta else Era.LEGACY
+    if message.get("method") == "initialize" or ("method" not in message and "id" in message):
+        return Era.LEGACY
+    if isinstance(params, dict) and "_meta" not in params and message.get("method") not in MODERN_METHODS:
+        return Era.LEGACY
+    return Era.MODERN
+
+
 # Methods whose params name a target, and the header that must repeat it.
 NAMED_METHODS = {
     "tools/call": "name",
@@ -85,7 +127,7 @@ class RequestMeta(NamedTuple):
 def read_meta(params: dict[str, Any]) -> RequestMeta:
     """The 2026-07-28 per-request fields, present and well-formed (-32602).
 
-    The version is checked afterwards by :func:`check_version`, after the
+    The version is checked afterwards (:func:`unsupported_version`), after the
     transport has compared its headers with it: a mismatch is reported first.
     """
     meta = params.get("_meta")
@@ -107,13 +149,12 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
     )
 
 
-def check_version(meta: RequestMeta) -> None:
-    if meta.version not in MODERN_VERSIONS:
-        raise MCPError(
-            UNSUPPORTED_VERSION,
-            f"unsupported protocol version {meta.version!r}",
-            {"supported": list(MODERN_VERSIONS), "requested": meta.version},
-        )
+def unsupported_version(version: str) -> MCPError:
+    return MCPError(
+        UNSUPPORTED_VERSION,
+        f"unsupported protocol version {version!r}",
+        {"supported": list(MODERN_VERSIONS), "requested": version},
+    )
 
 
 def decode_header_value(value: str) -> str:

@@ -1,9 +1,11 @@
-"""The skills extension's part of each method: ``skills/list``, ``skills/get``,
-``resources/directory/read``, and skill files in ``resources/list`` and ``resources/read``.
+"""The skills extension on the core's public points (:mod:`mcp_django.extensions`): the
+methods ``skills/list``, ``skills/get`` and ``resources/directory/read``, the extension
+declared while a skill is served, and skill files in ``resources/list`` and ``resources/read``.
 
-The dispatcher calls these; each takes the request's params and returns the result's
-fields (the dispatcher adds the caching hints and what every result carries). Scans and
-file reads are blocking file work, so they run in the worker pool.
+Each method takes the request's params and returns the result's fields (the pipeline adds
+the caching hints and what every result carries). Scans and file reads are blocking file
+work, so they run in the worker pool. Left out of ``MCP_DJANGO["EXTENSIONS"]``, none of it is
+served.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from .. import extensions
+from ..asks.call import Call
 from ..asks.invoke import run_in_thread
-from ..protocol.jsonrpc import InvalidParams
+from ..protocol.jsonrpc import METHOD_NOT_FOUND, InvalidParams, MCPError
 from . import library as lib
 
 EXTENSION = "io.modelcontextprotocol/skills"
@@ -40,17 +44,36 @@ def _no_cursor(params: dict[str, Any]) -> None:
         raise InvalidParams("params.cursor is not a cursor this server gave")
 
 
-def extensions() -> dict[str, Any]:
-    """``capabilities.extensions``: the skills extension when at least one skill is served.
+def register() -> None:
+    """Plug the extension in (``MCP_DJANGO["EXTENSIONS"]`` lists ``mcp_django.skills.methods``)."""
+    from . import checks  # noqa: F401 - registers the skills' system checks
+
+    extensions.add_method("skills/list", _served(list_skills), cache_hints=True)
+    extensions.add_method("skills/get", _served(get_skill), cache_hints=True)
+    extensions.add_method("resources/directory/read", _served(read_directory))
+    extensions.declare_extension(EXTENSION, declared)
+    extensions.add_resources(resources, read)
+
+
+def declared() -> dict[str, Any] | None:
+    """The extension's settings while at least one skill is served (else not declared).
 
     Read on the loop: after a process's first scan it is an attribute read (with DEBUG on,
     a scan of the skill folders, which development can afford).
     """
-    return {EXTENSION: {"directoryRead": True}} if lib.library().skills else {}
+    return {"directoryRead": True} if lib.library().skills else None
 
 
-async def served() -> bool:
-    return bool((await _library()).skills)
+def _served(method: Any) -> Any:
+    """The method, where a skill is served: elsewhere it does not exist (-32601)."""
+
+    async def run(call: Call) -> dict[str, Any]:
+        if not (await _library()).skills:
+            raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
+        result: dict[str, Any] = await method(call.params)
+        return result
+
+    return run
 
 
 async def list_skills(params: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""System checks for MCP tasks (registered by ``mcp_django.checks``).
+"""System checks for MCP tasks (registered by the extension: :func:`mcp_django.tasks.methods.register`).
 
 - E030 a tool runs as a task but ``MCP_DJANGO["TASK_BACKEND"]`` names no backend of ``TASKS``
 - W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
@@ -24,6 +24,8 @@ from ..registry import endpoints
 
 def _task_tools() -> str:
     """The tools that run as tasks, named for a message ("" when there are none)."""
+    if "mcp_django.tasks.methods" not in mcp_settings.EXTENSIONS:
+        return ""  # not served
     tools: list[str] = []
     for registry in endpoints():
         # A view registered by dotted path that cannot be built is E015's; the rest count.

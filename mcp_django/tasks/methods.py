@@ -1,5 +1,6 @@
 """The tasks extension's side of dispatch: a tools/call becoming a task, and the
-``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663)."""
+``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663), plugged in on the
+core's public points (:func:`register`, listed in ``MCP_DJANGO["EXTENSIONS"]``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError
 
+from .. import extensions
 from ..asks.call import Call
+from ..asks.errors import StartTask
 from ..asks.invoke import run_in_thread
+from ..asks.replay import Outcome
 from ..auth import Principal
 from ..handlers import Handler, Tool
 from ..lifecycle import database_down
@@ -27,6 +31,50 @@ from ..registry import Registry, registry_named
 from . import EXTENSION, lost, store, workers
 
 Allowed = Callable[[Handler], Awaitable[bool]]
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
+
+
+def register() -> None:
+    """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
+    from . import checks  # noqa: F401 - registers the tasks' system checks
+
+    # The tasks extension attaches to 2026-07-28 only: the legacy revisions run every tool
+    # synchronously (the task stage is in 2026-07-28's chain only), and their tasks/* is a
+    # -32601 that says which revision has it (not_on_legacy), not the dispatcher's bare one.
+    for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
+        extensions.add_method(name, _run(method))
+    extensions.declare_extension(EXTENSION, eras={Era.MODERN})
+    extensions.add_handler_stage(run_as_task, methods={"tools/call"}, eras={Era.MODERN})
+
+
+def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]]) -> extensions.Run:
+    def run(call: Call) -> Awaitable[dict[str, Any]]:
+        return method(call, call.registry, lambda tool: extensions.allowed(call, tool))
+
+    return run
+
+
+def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """The extension's handler stage: a tools/call the client asked to run as a task becomes
+    one, at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
+    if handler.task is None or not runs_as_task(call, handler):
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _as_task(next, handler, arguments, call)
+
+
+async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
+    if not handler.input_first:
+        return Outcome(result=await create(call, handler, registry=call.registry))
+    # The asks before ctx.start_task() are this request's own rounds.
+    call.may_start_task = True
+    try:
+        return await next(handler, arguments, call)
+    except StartTask as start:
+        return Outcome(
+            result=await create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
+        )
+
+
 T = TypeVar("T")
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -45,9 +93,8 @@ async def stored(work: Callable[[], T]) -> T:
 
 
 def requested(call: Call) -> bool:
-    """Whether this request's client opted in to tasks (per request, in ``_meta``; 2026-07-28 only)."""
-    if call.era != Era.MODERN:
-        return False
+    """Whether this request's client opted in to tasks (per request, in ``_meta``; the methods
+    that ask are 2026-07-28's only)."""
     extensions = call.capabilities.raw.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
 
@@ -62,8 +109,8 @@ def missing_capability(what: str) -> MCPError:
 
 def runs_as_task(call: Call, tool: Tool) -> bool:
     """Whether this tools/call becomes a task (or -32021 when the tool requires one and the
-    client did not opt in). Legacy revisions run every tool synchronously, as before."""
-    if tool.task is None or call.era != Era.MODERN:
+    client did not opt in). Asked by the task stage, which is in 2026-07-28's chain only."""
+    if tool.task is None:
         return False
     if requested(call):
         return True

@@ -34,11 +34,6 @@ logger = logging.getLogger("mcp_django")
 Scope = dict[str, Any]
 
 
-def _client(scope: Scope) -> str | None:
-    client = scope.get("client")
-    return client[0] if client else None
-
-
 class MCPApplication:
     """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, with Channels, websockets."""
 
@@ -90,7 +85,7 @@ class MCPApplication:
             scope["method"],
             headers,
             body,
-            _client(scope),
+            client[0] if (client := scope.get("client")) else None,
             request_factory,
             "http",  # transport
             True,  # can_stream

@@ -23,9 +23,8 @@ from ..conf import mcp_settings
 from ..log_lines import host_refused
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
-from ..protocol.dispatch import MODERN_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
-from ..protocol.revisions import LEGACY_VERSIONS
+from ..protocol.revisions import Era, era_of
 from ..registry import Registry
 from .greeting import not_mcp
 from .http_io import JSON, SSE, HttpIn, HttpOut, json_out, sse_message
@@ -116,21 +115,6 @@ def accepts(headers: dict[str, str], media_type: str) -> bool:
     return media_type in accept or "*/*" in accept
 
 
-def is_legacy(headers: dict[str, str], message: Any) -> bool:
-    """Era routing on one endpoint: sessions and handshake versions are legacy."""
-    if "mcp-session-id" in headers:
-        return True
-    version = headers.get("mcp-protocol-version")
-    if version is not None:
-        return version in LEGACY_VERSIONS
-    if not isinstance(message, dict):
-        return False
-    if message.get("method") == "initialize" or ("method" not in message and "id" in message):
-        return True
-    params = message.get("params")
-    return isinstance(params, dict) and "_meta" not in params and message.get("method") not in MODERN_METHODS
-
-
 class LegacyHandler:
     """Interface of the legacy session transport (2025-11-25 and earlier)."""
 
@@ -178,7 +162,7 @@ class HttpEndpoint:
         except MCPError as exc:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
-        if is_legacy(req.headers, message):
+        if era_of(message, req.headers) == Era.LEGACY:
             if self.legacy is None:
                 return refused(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:
@@ -336,7 +320,7 @@ class Response:
         task = self.task
         if task.done() and not self.events:
             # Finished eagerly, without waiting on anything: the common case.
-            return rendered(task.result())
+            return json_out(*task.result())
         wake = self.wake = self.loop.create_future()
         if self.events:
             wake.set_result(None)  # sent before there was a wake to set
@@ -360,7 +344,7 @@ class Response:
             task.cancel()
             return HttpOut(499)
         if task.done() and not self.events:
-            return rendered(task.result())
+            return json_out(*task.result())
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=self.stream())
 

@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,12 +37,13 @@ from typing import Any
 
 from ..asks.call import Call
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Principal, may_carry_credentials
+from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
-from ..pipeline import Answer, Pipeline, answer, exception_handler, result_answer
+from ..pipeline import Pipeline, answer, result_answer
 from ..protocol import jsonrpc, legacy
+from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
-from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
+from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import Listeners, listeners
 from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
@@ -309,9 +309,33 @@ def parse_event_id(value: str) -> tuple[str, int, str] | None:
     return key, int(number), channel
 
 
-def session_error(request_id: Any, exc: MCPError) -> Answer:
-    """A session's request that failed: a JSON-RPC error in a 200, as the pipeline maps a legacy call's."""
-    return exception_handler(exc, request_id, Era.LEGACY, "")
+class HttpSession:
+    """The control of a legacy HTTP session (:class:`~mcp_django.protocol.legacy.SessionControl`):
+    its sealed id, and what changes during it in the session cache."""
+
+    __slots__ = ("endpoint", "record")
+
+    def __init__(self, endpoint: str, record: legacy.SessionRecord | None = None) -> None:
+        self.endpoint = endpoint
+        self.record = record
+
+    async def open(self, call: Call) -> legacy.SessionRecord:
+        if self.record is not None:
+            raise MCPError(INVALID_REQUEST, "the session is already initialized")
+        self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
+        return self.record
+
+    async def set_log_level(self, level: str) -> None:
+        assert self.record is not None
+        await legacy.set_session_log_level(self.record, level)
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        assert self.record is not None
+        await legacy.set_subscribed(self.record, uri, on)
+
+    async def cancel(self, request_id: Any) -> None:
+        assert self.record is not None
+        await (await relay()).cancel(self.record.sid, request_id)
 
 
 class TrackedCall:
@@ -355,9 +379,9 @@ class LegacyHttp(LegacyHandler):
     def __init__(self, endpoint: HttpEndpoint) -> None:
         self.endpoint = endpoint
 
-    async def _principal(self, req: HttpIn) -> Principal:
-        request = req.request_factory() if may_carry_credentials(req.headers, self.endpoint.registry.settings) else None
-        return await self.endpoint.pipeline.authenticate(req, request)
+    def _principal(self, req: HttpIn) -> Awaitable[Principal]:
+        # Django's request is built only if the credentials are not in the principal cache.
+        return self.endpoint.pipeline.authenticate(req, req.request_factory)
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None
@@ -413,22 +437,19 @@ class LegacyHttp(LegacyHandler):
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         if shape == "request" and message["method"] == "initialize":
-            try:
-                record = await legacy.open_record(message.get("params"), principal.digest, self.endpoint.registry.name)
-            except Unavailable:
-                raise
-            except MCPError as exc:
-                return rendered(session_error(request_id, exc))
-            status, payload, _ = result_answer(
-                request_id, legacy.initialize_result(record, req.request_factory, self.endpoint.registry.settings)
-            )
-            return rendered((status, payload, [("mcp-session-id", legacy.seal_session(record))]))
+            # The handshake opens a session (whatever Mcp-Session-Id the request carries).
+            control = HttpSession(self.endpoint.registry.name)
+            out = await self.direct(self._call(req, message, None, None, principal, control))
+            if control.record is not None:
+                out.headers.append(("mcp-session-id", legacy.seal_session(control.record)))
+            return out
         found = await self._session(req, principal, request_id if shape == "request" else None)
         if isinstance(found, HttpOut):
             return found
         record, level = found
         if shape == "notification":
-            await self.notification(record, message)
+            control = HttpSession(self.endpoint.registry.name, record)
+            await self.endpoint.pipeline.notified(self._call(req, message, record, level, principal, control))
             return HttpOut(202)
         if shape == "response":
             hub = await relay()
@@ -438,13 +459,6 @@ class LegacyHttp(LegacyHandler):
                 )
             return HttpOut(202)
         return await self.request(req, message, record, level, principal, disconnected)
-
-    async def notification(self, record: legacy.SessionRecord, message: dict[str, Any]) -> None:
-        if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:
-                await (await relay()).cancel(record.sid, params["requestId"])
-        # notifications/initialized, roots/list_changed, ...: nothing to do.
 
     async def request(
         self,
@@ -456,31 +470,13 @@ class LegacyHttp(LegacyHandler):
         disconnected: Awaitable[Any] | None,
     ) -> HttpOut:
         request_id = message["id"]
-        method: str = message["method"]
-        params = message.get("params") or {}
-        if method == "initialize":
-            return rendered(session_error(request_id, MCPError(INVALID_REQUEST, "the session is already initialized")))
-        if method in legacy.LIFECYCLE_METHODS:
-            set_level = functools.partial(legacy.set_session_log_level, record)
-            subscribe = functools.partial(legacy.set_subscribed, record)
-            try:
-                result = await legacy.lifecycle(method, params, set_level, subscribe)
-            except Unavailable:
-                raise
-            except MCPError as exc:
-                return rendered(session_error(request_id, exc))
-            return rendered(result_answer(request_id, result))
+        control = HttpSession(self.endpoint.registry.name, record)
+        if message["method"] in LEGACY_METHODS:
+            # The session's own methods are answered at once, in JSON.
+            return await self.direct(self._call(req, message, record, level, principal, control))
         hub = await relay()
-        call = Call.in_session(
-            message,
-            record,
-            transport=req.transport,
-            principal=principal,
-            client_address=req.client_address,
-            request_factory=req.request_factory,
-            log_level=level,
-            session=LiveSession(record, HttpReplies(hub, record.sid, record.principal)),
-        )
+        call = self._call(req, message, record, level, principal, control)
+        call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
         pipeline = self.endpoint.pipeline
         try:
             pipeline.dispatcher.require_scopes(call)
@@ -500,6 +496,37 @@ class LegacyHttp(LegacyHandler):
         stream.task = asyncio.ensure_future(tracked.serve(call))
         headers = [("content-type", SSE), ("cache-control", "no-cache")]
         return HttpOut(200, headers, events=stream.follow(0, prime=prime))
+
+    def _call(
+        self,
+        req: HttpIn,
+        message: dict[str, Any],
+        record: legacy.SessionRecord | None,
+        level: str | None,
+        principal: Principal,
+        control: HttpSession,
+    ) -> Call:
+        return Call.in_session(
+            message,
+            record,
+            transport=req.transport,
+            principal=principal,
+            client_address=req.client_address,
+            request_factory=req.request_factory,
+            log_level=level,
+            session=None,
+            control=control,
+        )
+
+    async def direct(self, call: Call) -> HttpOut:
+        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
+        try:
+            result = await self.endpoint.pipeline.handle(call)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            return rendered(mcp_settings.EXCEPTION_HANDLER(exc, call))
+        return rendered(result_answer(call.request_id, result))
 
     async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
         if req.method not in ("DELETE", "GET"):

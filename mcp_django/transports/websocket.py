@@ -47,14 +47,15 @@ from django.core.handlers.asgi import ASGIRequest
 
 from .. import registry as registry_module
 from ..asks.call import Call
+from ..asks.invoke import start_task
 from ..asks.live import LiveSession
-from ..auth import AuthenticationFailed, Connection, Principal, may_carry_credentials
+from ..auth import AuthenticationFailed, Connection, Principal
 from ..conf import mcp_settings
 from ..keyring import b64decode
-from ..pipeline import check_request, exception_handler, refusal
+from ..pipeline import answer, check_request, refusal
 from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
-from ..protocol.revisions import META_VERSION, Era
+from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
 from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
@@ -171,10 +172,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         try:
-            request = (
-                self.request_factory() if may_carry_credentials(headers, self.endpoint.registry.settings) else None
-            )
-            self.principal = await self.endpoint.pipeline.authenticate(self.req, request)
+            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
         except AuthenticationFailed as exc:
             # The 401 (or 403) and challenge HTTP gives, so a client can find the
             # authorization server; where the server cannot say so, the upgrade is answered 403.
@@ -226,6 +224,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.log_level: str | None = None
         self.replies = SocketReplies()
         self.calls: dict[str, asyncio.Task[Any]] = {}
+        self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
         self.writer = None
@@ -344,7 +343,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if shape == "response":
             self.replies.deliver(message)
         elif shape == "notification":
-            self.notification(message)
+            # The socket is the session: a notification is the session's, whatever its _meta.
+            notified = start_task(self.endpoint.pipeline.notified(self._in_session(message, self.principal)))
+            if not notified.done():
+                self.notifying.add(notified)  # a task nobody references may be collected
+                notified.add_done_callback(self.notifying.discard)
         elif shape == "request":
             key = jsonrpc.dumps(message["id"]).decode()
             if key in self.calls:
@@ -357,88 +360,79 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
             self.refuse(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, text))
 
-    def refuse(self, request_id: Any, exc: MCPError) -> None:
+    def refuse(self, request_id: Any, exc: Exception) -> None:
         self.emit(refusal(request_id, exc)[1])
-
-    def notification(self, message: dict[str, Any]) -> None:
-        if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            if isinstance(params, dict) and "requestId" in params:
-                task = self.calls.get(jsonrpc.dumps(params["requestId"]).decode())
-                if task is not None:
-                    task.cancel()
 
     async def _serve(self, message: dict[str, Any]) -> None:
         # Cancelled by the client, or the socket closed: no response (the spec says not to
         # send one), so a CancelledError goes through.
-        request_id = message["id"]
         try:
-            result = await self._result(message)
+            call = await self._call(message)
         except Exception as exc:
             # On a socket the status has nowhere to go: the JSON-RPC error is the answer.
-            self.emit(exception_handler(exc, request_id, Era.LEGACY, f"websocket request {message['method']}")[1])
+            self.refuse(message["id"], exc)
             if isinstance(exc, CredentialsRevoked) and not self.closing:
                 self.closing = True
                 self.outbox.put_nowait(_CLOSE)  # after the error answer
-        else:
-            self.emit(jsonrpc.response(request_id, result))
+            return
+        self.emit((await answer(self.endpoint.pipeline.handle, call))[1])
 
-    async def _result(self, message: dict[str, Any]) -> dict[str, Any]:
-        method: str = message["method"]
-        params = message.get("params") or {}
-        meta = params.get("_meta")
+    async def _call(self, message: dict[str, Any]) -> Call:
+        """The request as a call: the socket's credentials checked again, its era decided."""
         if self.revoked:
             raise CredentialsRevoked()
-        await self._recheck()
-        if isinstance(meta, dict) and META_VERSION in meta:
-            return await self._modern(message, method, params)
-        assert self.principal is not None  # set when the socket connected
-        if method == "initialize":
-            if self.record is not None:
-                raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
-            self.record = legacy.read_initialize(params, self.principal.digest, self.endpoint.registry.name)
-            # initialize declares listChanged: the socket hears this worker's list changes.
-            self.loop = asyncio.get_running_loop()
-            self.endpoint.registry.subscribe(self.list_changed)
-            self.listening = True
-            return legacy.initialize_result(self.record, self.request_factory, self.endpoint.registry.settings)
-        if method == "ping":
-            return {}
-        if self.record is None:
+        principal = await self._recheck()
+        if era_of(message) == Era.MODERN:
+            # Each message stands alone, as on HTTP (without the headers).
+            meta = check_request(message, None, self.endpoint.registry)
+            return Call.modern(
+                message,
+                meta,
+                transport=self.transport,
+                principal=principal,
+                client_address=self.req.client_address,
+                request_factory=self.request_factory,
+                notify=self.emit,
+            )
+        if self.record is None and message["method"] not in ("initialize", "ping"):
             raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
-        if method in legacy.LIFECYCLE_METHODS:
+        return self._in_session(message, principal)
 
-            async def set_level(level: str) -> None:
-                self.log_level = level
-
-            return await legacy.lifecycle(method, params, set_level, self.subscribe)
-        call = Call.in_session(
+    def _in_session(self, message: dict[str, Any], principal: Principal | None) -> Call:
+        record = self.record
+        assert principal is not None  # set when the socket connected
+        return Call.in_session(
             message,
-            self.record,
+            record,
             transport=self.transport,
-            principal=self.principal,
+            principal=principal,
             client_address=self.req.client_address,
             request_factory=self.request_factory,
             log_level=self.log_level,
-            session=LiveSession(self.record, self.replies),
+            session=None if record is None else LiveSession(record, self.replies),
+            control=self,
             notify=self.emit,
         )
-        return await self.endpoint.pipeline.handle(call)
 
-    async def _modern(self, message: dict[str, Any], method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """2026-07-28 on the socket: each message stands alone, as on HTTP (without the headers)."""
-        meta = check_request(message, None, self.endpoint.registry)
-        assert self.principal is not None
-        call = Call.modern(
-            message,
-            meta,
-            transport=self.transport,
-            principal=self.principal,
-            client_address=self.req.client_address,
-            request_factory=self.request_factory,
-            notify=self.emit,
-        )
-        return await self.endpoint.pipeline.handle(call)
+    # -- the socket's session (mcp_django.protocol.legacy.SessionControl) -------------------
+
+    async def open(self, call: Call) -> legacy.SessionRecord:
+        if self.record is not None:
+            raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
+        self.record = legacy.read_initialize(call.params, call.principal.digest, self.endpoint.registry.name)
+        # initialize declares listChanged: the socket hears this worker's list changes.
+        self.loop = asyncio.get_running_loop()
+        self.endpoint.registry.subscribe(self.list_changed)
+        self.listening = True
+        return self.record
+
+    async def set_log_level(self, level: str) -> None:
+        self.log_level = level
+
+    async def cancel(self, request_id: Any) -> None:
+        task = self.calls.get(jsonrpc.dumps(request_id).decode())
+        if task is not None:
+            task.cancel()
 
 
 def websocket_application(registry: Any) -> Any:

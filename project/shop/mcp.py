@@ -6,7 +6,7 @@ import json
 
 from rest_framework.permissions import IsAuthenticated
 
-from mcp_django import Context, SyncContext, ToolError, mcp
+from mcp_django import Context, SyncContext, ToolError, ToolResult, mcp
 from mcp_django.completion import from_queryset
 
 from . import staff  # noqa: F401 - the staff endpoint's tools (/staff/mcp), registered with these
@@ -107,3 +107,44 @@ def refund_order(ctx: SyncContext, order_id: int) -> str:
     order.status = Order.Status.CANCELLED
     order.save(update_fields=["status"])  # after the last ask: runs once
     return f"Refunded {order.total}."
+
+
+# -- an MCP Apps view (docs/apps.md): the order with its lines, and a button to order it again --
+
+
+def _order_data(order: Order) -> dict[str, object]:
+    line = {
+        "product": order.product.name,
+        "sku": order.product.sku,
+        "quantity": order.quantity,
+        "price": str(order.product.price),
+        "total": str(order.total),
+    }
+    return {
+        "id": order.pk,
+        "status": order.status,
+        "shipping": order.shipping,
+        "note": order.note,
+        "lines": [line],
+        "total": str(order.total),
+    }
+
+
+@mcp.tool(app="shop/order_view.html", permission_classes=[IsAuthenticated], read_only=True, title="Show an order")
+def show_order(ctx: SyncContext, order_id: int) -> ToolResult:
+    """One of your orders with its lines; a client that renders MCP Apps shows it with a re-order button."""
+    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user)
+    text = f"Order #{order.pk} ({order.get_status_display()}): {order.quantity} x {order.product.name}, {order.total}."
+    return ToolResult(content=[text], structured=_order_data(order))
+
+
+@mcp.tool(visibility=["app"], permission_classes=[IsAuthenticated], title="Order again")
+def reorder(ctx: SyncContext, order_id: int) -> ToolResult:
+    """Place a new order with the same lines as one of yours (the order view's button). It asks first."""
+    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user)
+    if not ctx.confirm(f"Order {order.quantity} x {order.product.name} again, for {order.total}?", key="reorder"):
+        return ToolResult(content=["Not ordered again."], structured={"reordered": None})
+    again = Order.objects.create(
+        owner=ctx.user, product=order.product, quantity=order.quantity, shipping=order.shipping, note=order.note
+    )  # after the last ask: runs once
+    return ToolResult(content=[f"Ordered again as #{again.pk}."], structured={"reordered": _order_data(again)})

@@ -1,0 +1,267 @@
+"""The public points an extension of the protocol plugs into (docs/extensions.md).
+
+An extension (``mcp_django.skills``, ``mcp_django.tasks``, a project's own) is a module with a
+``register()`` function, listed in ``MCP_DJANGO["EXTENSIONS"]``: mcp-django calls each one's
+once when Django is ready (and again after the setting changes), and the extension adds, from
+there:
+
+- methods (:func:`add_method`): ``method(call) -> result``, for the eras it names;
+- what the server declares (:func:`declare_extension`, :func:`declare_capabilities`): in
+  2026-07-28's ``server/discover`` and the legacy ``initialize`` alike, in each era's shape;
+- resources of its own (:func:`add_resources`): listed by ``resources/list`` after the
+  registry's, read by ``resources/read`` when no handler has the URI;
+- ``_meta`` on results (:func:`add_result_meta`);
+- a stage around a handler's run (:func:`add_handler_stage`): the tasks extension's, which
+  turns a ``tools/call`` into a task;
+- keyword options of ``@mcp.tool`` (:func:`add_tool_option`), kept in ``Tool.options``;
+- which handlers a call may see and use (:func:`add_handler_filter`) and ``_meta`` on their
+  listed descriptors (:func:`add_descriptor_meta`), decided per call;
+- what the client declared of an extension (:func:`client_extension`);
+- a section of the admin's page of a handler (:func:`add_handler_panel`).
+
+A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
+imports no extension: one left out of the setting is simply absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from django.utils.module_loading import import_string
+
+from . import permissions
+from .protocol.revisions import MODERN_METHODS, Era
+
+if TYPE_CHECKING:
+    from .asks.call import Call
+    from .handlers import Handler
+
+__all__ = [
+    "ALL_ERAS",
+    "add_descriptor_meta",
+    "add_handler_filter",
+    "add_handler_panel",
+    "add_handler_stage",
+    "add_method",
+    "add_resources",
+    "add_result_meta",
+    "add_tool_option",
+    "allowed",
+    "client_extension",
+    "declare_capabilities",
+    "declare_extension",
+]
+
+ALL_ERAS = frozenset(Era)
+
+Run = Callable[["Call"], Awaitable[dict[str, Any]]]
+ResultMeta = Callable[["Call", dict[str, Any]], Mapping[str, Any] | None]
+HandlerFilter = Callable[["Call", "Handler"], bool]
+DescriptorMeta = Callable[["Call", "Handler"], Mapping[str, Any] | None]
+# check(value, owner) -> the value kept (raise TypeError or ImproperlyConfigured to refuse it).
+OptionCheck = Callable[[Any, str], Any]
+
+
+class Method(NamedTuple):
+    run: Run
+    eras: frozenset[Era]
+    # Whether a 2026-07-28 result carries the caching hints (ttlMs, cacheScope), as lists do.
+    cache_hints: bool
+
+
+class Resources(NamedTuple):
+    listed: Callable[[], Awaitable[list[dict[str, Any]]]]
+    read: Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class _Registered:
+    """What the listed extensions registered (made anew by :func:`load`)."""
+
+    def __init__(self) -> None:
+        self.methods: dict[str, Method] = {}
+        self.capabilities: list[tuple[Callable[[Era], Mapping[str, Any] | None], frozenset[Era]]] = []
+        self.resources: list[Resources] = []
+        self.result_meta: list[tuple[ResultMeta, frozenset[str] | None]] = []
+        self.handler_stages: list[tuple[Callable[..., Awaitable[Any]], frozenset[Era], frozenset[str]]] = []
+        self.tool_options: dict[str, OptionCheck | None] = {}
+        self.handler_filters: list[HandlerFilter] = []
+        self.descriptor_meta: list[DescriptorMeta] = []
+        self.handler_panels: list[Callable[[Handler], str | None]] = []
+
+
+registered = _Registered()
+_CORE_MODERN_METHODS = frozenset(MODERN_METHODS)
+
+
+def add_method(name: str, run: Run, *, eras: Iterable[Era] = ALL_ERAS, cache_hints: bool = False) -> None:
+    """Serve ``name``: ``await run(call)`` is its result (raise an ``MCPError`` to refuse).
+
+    ``eras``: the revisions that have it (a 2026-07-28 method is also a valid ``Mcp-Method``);
+    ``cache_hints``: its 2026-07-28 result carries ``ttlMs`` and ``cacheScope``.
+    """
+    registered.methods[name] = Method(run, frozenset(eras), cache_hints)
+    if Era.MODERN in eras:
+        MODERN_METHODS.add(name)
+
+
+def declare_extension(
+    name: str,
+    settings: Mapping[str, Any] | Callable[[], Mapping[str, Any] | None] | None = None,
+    *,
+    eras: Iterable[Era] = ALL_ERAS,
+) -> None:
+    """Declare ``capabilities.extensions[name]`` (SEP-2133), with ``settings`` (``{}`` by default),
+    or a function giving them when capabilities are said (None: not declared this time)."""
+
+    def declare(era: Era) -> Mapping[str, Any] | None:
+        found = settings() if callable(settings) else settings or {}
+        return None if found is None else {"extensions": {name: dict(found)}}
+
+    registered.capabilities.append((declare, frozenset(eras)))
+
+
+def declare_capabilities(declare: Callable[[Era], Mapping[str, Any] | None]) -> None:
+    """``declare(era)`` gives capabilities merged into the server's for that era (each
+    revision's shape is the era's: a legacy ``initialize``'s or 2026-07-28's ``server/discover``)."""
+    registered.capabilities.append((declare, ALL_ERAS))
+
+
+def add_resources(
+    listed: Callable[[], Awaitable[list[dict[str, Any]]]], read: Callable[[str], Awaitable[dict[str, Any] | None]]
+) -> None:
+    """Resources of the extension's own: ``await listed()`` adds descriptors to
+    ``resources/list``; ``await read(uri)`` gives a ``contents`` entry for a URI no handler
+    has, or None when the URI is not the extension's."""
+    registered.resources.append(Resources(listed, read))
+
+
+def add_result_meta(add: ResultMeta, *, methods: Iterable[str] | None = None) -> None:
+    """``add(call, result)`` gives keys merged into the result's ``_meta`` (None: nothing), for
+    ``methods`` (every method by default)."""
+    registered.result_meta.append((add, None if methods is None else frozenset(methods)))
+
+
+def add_handler_stage(
+    stage: Callable[..., Awaitable[Any]], *, methods: Iterable[str], eras: Iterable[Era] = ALL_ERAS
+) -> None:
+    """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
+    ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
+    :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
+    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state)."""
+    registered.handler_stages.append((stage, frozenset(eras), frozenset(methods)))
+
+
+def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
+    """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options``
+    (absent when not given). ``check(value, owner)`` returns the value to keep, or raises
+    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration.
+    A keyword no listed extension takes is a ``TypeError``, as for any unknown argument."""
+    registered.tool_options[name] = check
+
+
+def add_handler_filter(check: HandlerFilter) -> None:
+    """``check(call, handler)`` False: for this call the handler is as one the principal may
+    not use (left out of its listing, unknown when called). Called for every listed handler:
+    keep it cheap and free of I/O."""
+    registered.handler_filters.append(check)
+
+
+def add_descriptor_meta(add: DescriptorMeta) -> None:
+    """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's
+    listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``),
+    or None. Called for every listed handler: keep it cheap and free of I/O."""
+    registered.descriptor_meta.append(add)
+
+
+def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
+    """``panel(handler)`` gives an HTML section (a ``SafeString``: escape what it shows) for the
+    admin's page of the handler, or None; it runs in the admin's request, so it may read files
+    and render templates."""
+    registered.handler_panels.append(panel)
+
+
+def client_extension(call: Call, name: str) -> dict[str, Any] | None:
+    """The settings the call's client declared for extension ``name`` (``capabilities.extensions``:
+    the request's ``_meta`` on 2026-07-28, the session's ``initialize`` before), or None."""
+    declared = call.capabilities.raw.get("extensions")
+    found = declared.get(name) if isinstance(declared, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
+    """Whether the call's principal may use ``handler``: the dispatcher's own checks
+    (anonymous callers, the credential's scopes, the handler's permissions)."""
+    return permissions.allowed(call, handler)
+
+
+# -- what the core reads --------------------------------------------------------------------
+
+
+def capabilities(era: Era, caps: dict[str, Any]) -> dict[str, Any]:
+    """``caps`` (the core's) with what the extensions declare for ``era``."""
+    for declare, eras in registered.capabilities:
+        if era not in eras:
+            continue
+        for key, value in (declare(era) or {}).items():
+            if isinstance(value, Mapping) and isinstance(caps.get(key), dict):
+                caps[key] = {**caps[key], **value}
+            else:
+                caps[key] = dict(value) if isinstance(value, Mapping) else value
+    return caps
+
+
+def handler_stages(era: Era, method: str) -> list[Callable[..., Awaitable[Any]]]:
+    return [stage for stage, eras, methods in registered.handler_stages if era in eras and method in methods]
+
+
+def tool_options(options: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """``options`` given to ``@mcp.tool``, checked by the extensions that take them."""
+    kept = {}
+    for name, value in options.items():
+        if name not in registered.tool_options:
+            raise TypeError(
+                f"{owner}: unexpected keyword argument {name!r} (no extension in MCP_DJANGO['EXTENSIONS'] takes it)"
+            )
+        check = registered.tool_options[name]
+        kept[name] = value if check is None else check(value, owner)
+    return kept
+
+
+def filtered(call: Call, handlers: list[Handler]) -> list[Handler]:
+    """``handlers`` less those an extension's filter hides from ``call``."""
+    for check in registered.handler_filters:
+        handlers = [h for h in handlers if check(call, h)]
+    return handlers
+
+
+def admits(call: Call, handler: Handler) -> bool:
+    # A loop, not all() over a generator: this runs on every tools/call.
+    for check in registered.handler_filters:
+        if not check(call, handler):
+            return False
+    return True
+
+
+def described(call: Call, handlers: list[Handler], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The listed ``descriptors`` (one per handler) with the extensions' ``_meta`` for ``call``."""
+    for add in registered.descriptor_meta:
+        for handler, descriptor in zip(handlers, descriptors, strict=True):
+            extra = add(call, handler)
+            if extra:
+                # A copy: the handler's own meta dict is shared by every listing.
+                descriptor["_meta"] = {**descriptor.get("_meta", {}), **extra}
+    return descriptors
+
+
+def result_meta_for(method: str) -> list[ResultMeta]:
+    return [add for add, methods in registered.result_meta if methods is None or method in methods]
+
+
+def load(paths: Iterable[str]) -> None:
+    """Register the extensions ``paths`` name (``MCP_DJANGO["EXTENSIONS"]``), afresh."""
+    global registered
+    MODERN_METHODS.intersection_update(_CORE_MODERN_METHODS)
+    registered = _Registered()
+    for path in paths:
+        import_string(f"{path}.register")()

@@ -1,0 +1,136 @@
+"""The MCP Apps extension on the core's public points (:mod:`mcp_django.extensions`).
+
+- ``@mcp.tool(app=..., visibility=[...])``: the tool options (:mod:`.views`);
+- ``tools/list``: a tool's ``_meta.ui`` (its view's URI, its visibility) for a client that
+  declared the extension; an app-only tool (``visibility=["app"]``) is hidden from a client that
+  did not, since no view of its can call it, and the spec keeps such tools from the model;
+- ``tools/call``: for a client that did not declare it, a text block saying the view was not
+  shown (the spec's text-only fallback); the data stays in ``structuredContent``;
+- ``resources/list`` and ``resources/read``: the views, ``text/html;profile=mcp-app`` with
+  their ``_meta.ui`` (CSP, permissions, border);
+- capabilities: ``extensions["io.modelcontextprotocol/ui"]`` in both eras while a view is
+  registered;
+- the admin's page of a tool: its view, rendered in a sandboxed frame (:mod:`.panel`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.template import TemplateDoesNotExist, TemplateSyntaxError
+
+from .. import content, extensions
+from ..asks.call import Call
+from ..asks.invoke import run_in_thread
+from ..asks.replay import Outcome
+from ..handlers import Handler
+from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
+from . import render
+from .panel import view_panel
+from .views import EXTENSION, MIME_TYPE, View, app_option, views, visibility_option
+
+logger = logging.getLogger("mcp_django.mcp_ui")
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
+
+
+def register() -> None:
+    """Plug the extension in (``MCP_DJANGO["EXTENSIONS"]`` lists ``mcp_django.mcp_ui.methods``)."""
+    from . import checks  # noqa: F401 - registers the views' system checks
+
+    extensions.add_tool_option("app", app_option)
+    extensions.add_tool_option("visibility", visibility_option)
+    extensions.add_handler_filter(callable_by)
+    extensions.add_descriptor_meta(tool_meta)
+    extensions.add_handler_stage(text_fallback, methods={"tools/call"})
+    extensions.declare_extension(EXTENSION, declared)
+    extensions.add_resources(listed, read)
+    extensions.add_handler_panel(view_panel)
+
+
+def renders(call: Call) -> bool:
+    """Whether the call's client renders views: it declared the extension with its MIME type."""
+    settings = extensions.client_extension(call, EXTENSION)
+    if settings is None:
+        return False
+    mime_types = settings.get("mimeTypes")
+    return isinstance(mime_types, list) and MIME_TYPE in mime_types
+
+
+def declared() -> dict[str, Any] | None:
+    """The server's settings of the extension, while a view is registered (else not declared)."""
+    return {"mimeTypes": [MIME_TYPE]} if views else None
+
+
+def callable_by(call: Call, handler: Handler) -> bool:
+    """An app-only tool is there only for a client that renders views (the view calls it)."""
+    visibility = handler.options.get("visibility")
+    return visibility is None or "model" in visibility or renders(call)
+
+
+def tool_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
+    """A listed tool's ``_meta.ui``, for a client that renders views."""
+    options = handler.options
+    if not options:
+        return None
+    view: View | None = options.get("app")
+    visibility = options.get("visibility")
+    if (view is None and visibility is None) or not renders(call):
+        return None
+    ui: dict[str, Any] = {}
+    if view is not None:
+        ui["resourceUri"] = view.uri
+    if visibility is not None:
+        ui["visibility"] = list(visibility)
+    return {"ui": ui}
+
+
+def fallback_text(view: View) -> str:
+    return (
+        f"This result has an interactive view ({view.uri}, MCP Apps) that was not shown: the client did not "
+        f"declare the {EXTENSION} extension. The data is above, and in structuredContent."
+    )
+
+
+def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
+    """The extension's handler stage: a tool with a view, called by a client that does not
+    render views, says so in its answer."""
+    view: View | None = handler.options.get("app") if handler.options else None
+    if view is None or renders(call):
+        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
+    return _with_fallback(next, handler, arguments, call, view)
+
+
+async def _with_fallback(
+    next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call, view: View
+) -> Outcome:
+    outcome = await next(handler, arguments, call)
+    if outcome.result is not None:
+        return outcome  # input_required, or a task: not the tool's answer yet
+    try:
+        result = content.tool_result(outcome.value)
+    except TypeError:
+        return outcome  # no JSON form: the dispatcher's tool error says so
+    if not result.get("isError"):
+        result["content"] = [*result["content"], {"type": "text", "text": fallback_text(view)}]
+    return Outcome(result=result)
+
+
+async def listed() -> list[dict[str, Any]]:
+    """Every view, for ``resources/list`` (a host may read them before any tool is called)."""
+    return [view.descriptor() for view in views.values()]
+
+
+async def read(uri: str) -> dict[str, Any] | None:
+    """A view's ``resources/read`` contents entry, or None when ``uri`` is no view."""
+    view = views.get(uri)
+    if view is None:
+        return None
+    try:
+        html = await run_in_thread(render.render, view)
+    except (TemplateDoesNotExist, TemplateSyntaxError, render.StaticFileMissing, ValueError) as exc:
+        # A view that cannot render is the project's mistake (mcp_django.ui.E001 says so at startup).
+        logger.error("view %s (template %s) cannot be rendered: %s", uri, view.template, exc)
+        raise MCPError(INTERNAL_ERROR, f"view {uri} cannot be rendered") from None
+    return {"uri": uri, "mimeType": MIME_TYPE, "text": html, "_meta": {"ui": view.ui_meta()}}

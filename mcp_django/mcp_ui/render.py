@@ -1,0 +1,67 @@
+"""A view's HTML: its template rendered by the project's template engine, with the static
+files it names inlined (the ``mcp_ui`` template tags), so the page loads nothing.
+
+Hosts render a view in a sandboxed iframe whose Content Security Policy allows inline
+scripts and styles and, unless the view declares origins, nothing else: a ``<script src>``
+or ``<link href>`` to the project's static URL would be blocked, so they are read through
+``django.contrib.staticfiles``' finders and written into the page.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+from django.contrib.staticfiles import finders
+from django.template.loader import render_to_string
+
+from .views import View
+
+SCRIPT = "mcp_django/mcp_ui/ext-apps-2.0.4.js"
+_CLOSING = {"script": re.compile(r"</(script)", re.IGNORECASE), "style": re.compile(r"</(style)", re.IGNORECASE)}
+
+
+class StaticFileMissing(LookupError):
+    """A static file a view inlines that no staticfiles finder has."""
+
+
+def render(view: View) -> str:
+    """The view's page (blocking: templates and static files are files)."""
+    return render_to_string(view.template, {"view": view})
+
+
+def static_text(path: str) -> str:
+    """The text of the static file ``path`` (as ``{% static %}`` names it), found by the finders."""
+    found = finders.find(path)
+    if not found:
+        raise StaticFileMissing(f"no static file {path!r} (django.contrib.staticfiles' finders found none)")
+    absolute = found if isinstance(found, str) else found[0]
+    stat = os.stat(absolute)
+    return _read(absolute, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read(absolute: str, mtime_ns: int, size: int) -> str:
+    # Keyed by the file's time and size too: an edited file is read again (runserver, DEBUG).
+    with open(absolute, encoding="utf-8") as file:
+        return file.read()
+
+
+def element(tag: str, text: str, attributes: str = "") -> str:
+    """``<tag>text</tag>`` with any ``</tag`` inside escaped, so the text cannot end the element
+    (``<\\/`` means the same in JavaScript strings and CSS)."""
+    inner = _CLOSING[tag].sub(r"<\\/\1", text)
+    return f"<{tag}{attributes}>{inner}</{tag}>"
+
+
+def inline(path: str) -> str:
+    """A static file as an element of the page: a stylesheet, a script or a module."""
+    kind = path.rsplit(".", 1)[-1].lower()
+    if kind == "css":
+        return element("style", static_text(path))
+    if kind == "js":
+        return element("script", static_text(path))
+    if kind == "mjs":
+        return element("script", static_text(path), ' type="module"')
+    raise ValueError(f"mcp_app_inline inlines .css, .js and .mjs files, not {path!r}")

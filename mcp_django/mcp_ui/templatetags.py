@@ -1,0 +1,28 @@
+"""The template tags of a view's template (``{% load mcp_ui %}``; docs/apps.md).
+
+- ``{% mcp_app_script %}``: the ext-apps view script (``@modelcontextprotocol/ext-apps``'s
+  ``App``, shipped in mcp-django's static files), defining the global ``McpApps``;
+- ``{% mcp_app_inline "shop/order_view.css" %}``: a static file of the project, inlined.
+
+Django finds a tag library only in an installed app's ``templatetags`` package:
+``mcp_django/templatetags/mcp_ui.py`` is this module under that name.
+"""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.safestring import SafeString, mark_safe
+
+from . import render
+
+register = template.Library()
+
+
+@register.simple_tag
+def mcp_app_script() -> SafeString:
+    return mark_safe(render.inline(render.SCRIPT))  # a static file, its closing tags escaped
+
+
+@register.simple_tag
+def mcp_app_inline(path: str) -> SafeString:
+    return mark_safe(render.inline(path))  # a static file, its closing tags escaped

@@ -1,0 +1,87 @@
+"""Whether a call's principal may use a handler: anonymous callers, the credential's limits
+and scopes (403 ``insufficient_scope``), then the handler's own permissions.
+
+The dispatcher asks for every handler it finds; an extension asks through
+:func:`mcp_django.extensions.allowed` (the tasks extension, for a task's tool).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import InterfaceError, OperationalError
+
+from .asks.invoke import run_in_thread
+from .protected_resource import challenge, operation_scopes
+from .protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable
+
+if TYPE_CHECKING:
+    from .asks.call import Call
+    from .handlers import Handler
+
+
+def anonymous_allowed(handler: Handler, call: Call) -> bool:
+    if not call.principal.is_anonymous:
+        return True
+    return handler.allow_anonymous is not False
+
+
+async def allowed(call: Call, handler: Handler) -> bool:
+    return admitted(call, handler) and (not handler.guarded or await permitted(call, handler))
+
+
+def admitted(call: Call, handler: Handler) -> bool:
+    """The checks that need no thread: anonymous callers, then the credential's scopes (403).
+
+    A handler without permissions is then allowed with no coroutine of its own (every call
+    of a plain tool); a guarded one goes on to :func:`permitted`.
+    """
+    if call.principal.is_anonymous and handler.allow_anonymous is False:
+        return False
+    require_scopes(call, handler)
+    return True
+
+
+async def permitted(call: Call, handler: Handler) -> bool:
+    """A guarded handler's permission checks (they may query the database: in a worker thread)."""
+    request = call.request
+    try:
+        return await run_in_thread(lambda: handler.has_permission(call.principal.user, drf_request(request, call)))
+    except (OperationalError, InterfaceError):
+        raise Unavailable("the database") from None
+
+
+def require_scopes(call: Call, handler: Handler) -> None:
+    limit = getattr(call.principal.auth, "mcp_allows_handler", None)
+    if limit is not None and not limit(handler):
+        # Refused like a missing scope (403), but no other credential of the same kind helps.
+        raise MCPError(
+            INVALID_REQUEST,
+            f"forbidden: this credential may not use the {handler.primitive} {handler.name}",
+            http_status=403,
+        )
+    if handler.scopes_granted(call.principal.auth):
+        return
+    # The caller may know the handler exists (its scopes are in the metadata): it may step up.
+    # The challenge names every scope the call needs, the endpoint's too.
+    needed = operation_scopes(handler.scopes, call.endpoint)
+    scope = " ".join(needed)
+    request = call.request
+    raise MCPError(
+        INVALID_REQUEST,
+        f"insufficient_scope: this needs an access token with the scopes {scope}",
+        {"requiredScopes": needed},
+        http_status=403,
+        headers=None
+        if request is None
+        else [("www-authenticate", challenge(request, "insufficient_scope", scope=scope))],
+    )
+
+
+def drf_request(request: Any, call: Call) -> Any:
+    from rest_framework.request import Request
+
+    drf = Request(request)
+    drf.user = call.principal.user
+    drf.auth = call.principal.auth
+    return drf
