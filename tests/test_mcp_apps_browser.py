@@ -87,7 +87,7 @@ def test_the_order_view_in_a_host_reorders_after_a_confirm(live_url: str, host: 
             errors: list[str] = []
             page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
             page.goto(f"{host}/apps_host.html?{query}")
-            page.wait_for_selector("body[data-state=shown]", timeout=30_000)
+            page.wait_for_selector("body[data-state=shown]", timeout=60_000)
 
             # The host saw the app-only tool with its visibility, and keeps it from the model.
             listed = {tool["name"]: tool["meta"] for tool in page.evaluate("window.listed")}
@@ -99,18 +99,18 @@ def test_the_order_view_in_a_host_reorders_after_a_confirm(live_url: str, host: 
             assert frame_element.get_attribute("sandbox") == "allow-scripts"
 
             view = page.frame_locator("iframe#view")
-            view.locator("h1", has_text=f"Order #{order.pk}").wait_for(timeout=15_000)
+            view.locator("h1", has_text=f"Order #{order.pk}").wait_for(timeout=45_000)
             cells = view.locator("tbody tr td").all_inner_texts()
             assert cells == ["Mug", "MUG-01", "2", "7.50", "15.00"]
             assert view.locator("[data-field=status]").inner_text().lower() == "paid"
 
             view.locator("#reorder").click()
-            page.wait_for_selector("dialog#confirm[open]", timeout=15_000)
+            page.wait_for_selector("dialog#confirm[open]", timeout=45_000)
             assert page.inner_text("dialog#confirm p") == "Order 2 x Mug again, for 15.00?"
             page.screenshot(path=str(ARTIFACTS / "mcp-apps-confirm.png"))
             page.click("#confirm-yes")
             outcome = view.locator("#outcome")
-            outcome.filter(has_text="Ordered again as #").wait_for(timeout=15_000)
+            outcome.filter(has_text="Ordered again as #").wait_for(timeout=45_000)
             page.screenshot(path=str(ARTIFACTS / "mcp-apps-order-view.png"))
             reordered = int(outcome.get_attribute("data-reordered") or 0)
             log = page.inner_text("#log")
@@ -144,7 +144,7 @@ def test_the_admin_shows_a_tools_view_in_a_sandboxed_frame(transactional_db: Non
             assert frame.get_attribute("sandbox") == "allow-scripts"
             # The view's own page, its inlined CSS applied, waiting for a host's tool result.
             waiting = page.frame_locator("iframe#mcp-ui-frame").locator("p.waiting")
-            waiting.wait_for(timeout=15_000)
+            waiting.wait_for(timeout=45_000)
             assert waiting.inner_text() == "Loading the order…"
             assert waiting.evaluate("e => getComputedStyle(e).color") == "rgb(102, 102, 102)"
             page.locator("#mcp-ui-view").screenshot(path=str(ARTIFACTS / "mcp-apps-admin-view.png"))
