@@ -548,11 +548,12 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes.
 
     A replica of the fields' own preparation, kept because it is measured to pay
-    (bench/instructions.py, SQLite, per call): merging h-hygiene, which replaced it with the
-    fields' ``get_db_prep_save``, raised the async tool's other threads (nearly all the audit
-    writer) from 187,377 to 239,378 instructions, +52,001 or 8.5 % of the call's 609,061 (about
-    45 more Python calls a row: the datetime's is_aware/make_naive/utcoffset chain, the JSON
-    encoder for ``{}``, the UUID built from its number). The field's own preparation walks a
+    (``bench/instructions.py --calls 100 --warm-up 50``, SQLite, per call): merging h-hygiene,
+    which replaced it with the fields' ``get_db_prep_save``, raised the async tool's other
+    threads (nearly all the audit writer) from 154,151 (the merge before) and 172,297 (the base)
+    to 239,378 instructions, +67,000 to +85,000 or 11-14 % of the call's 609,061; with it back,
+    179,163 (about 45 Python calls a row fewer: the datetime's is_aware/make_naive/utcoffset
+    chain, the JSON encoder for ``{}``, the UUID built from its number). The field's own preparation walks a
     chain of checks (expressions, lazy strings, naive times, strings to parse) before the
     backend's adaptation. For the values the writer
     makes (an aware datetime, a dict, a UUID) each check passes the value through
