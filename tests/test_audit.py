@@ -688,8 +688,8 @@ def test_a_row_the_writer_makes_is_row_fors_values_in_the_statements_order() -> 
 
 
 def test_the_writers_rows_are_stored_byte_for_byte_as_the_orms() -> None:
-    """The writer's own statement, with only the dates, the JSON and the UUID prepared (by their
-    fields), stores each column as the ORM's ``create`` does: the same text, the same types."""
+    """The writer's own statement, with only the dates, the JSON and the UUID prepared (by _preparer,
+    the fields' own shortcut), stores each column as the ORM's ``create`` does: the same text, the same types."""
     import datetime
 
     from django.db import connection
