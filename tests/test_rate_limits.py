@@ -19,7 +19,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.throttling import UserRateThrottle
 
-from mcp_django import mcp
+from mcp_django import audit, mcp
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.registry import Registry
 from mcp_django.tasks.models import MCPTask
@@ -295,5 +295,8 @@ async def test_open_asks_are_capped_per_user(live_url: str) -> None:
             assert len(client.server_requests) == 2  # the third ask never went out
             assert not any(future.done() for future in waiting)
             never.set()
+    # The live server's audit writer commits its batch first: SQLite's shared in-memory
+    # database locks the table to readers while that batch is written.
+    await asyncio.to_thread(audit.flush)
     rows = await asyncio.to_thread(limited_rows)
     assert [r.reason for r in rows] == ["asks 2 open"]
