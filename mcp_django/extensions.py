@@ -59,6 +59,9 @@ Run = Callable[["Call"], Awaitable[dict[str, Any]]]
 ResultMeta = Callable[["Call", dict[str, Any]], Mapping[str, Any] | None]
 HandlerFilter = Callable[["Call", "Handler"], bool]
 DescriptorMeta = Callable[["Call", "Handler"], Mapping[str, Any] | None]
+# applies(handler): whether a handler stage or filter concerns that handler at all (asked once per
+# handler, when its chain is built): a plain tool's calls then cross none of an extension's code.
+Applies = Callable[["Handler"], bool] | None
 # check(value, owner) -> the value kept (raise TypeError or ImproperlyConfigured to refuse it).
 OptionCheck = Callable[[Any, str], Any]
 
@@ -83,9 +86,9 @@ class _Registered:
         self.capabilities: list[tuple[Callable[[Era], Mapping[str, Any] | None], frozenset[Era]]] = []
         self.resources: list[Resources] = []
         self.result_meta: list[tuple[ResultMeta, frozenset[str] | None]] = []
-        self.handler_stages: list[tuple[Callable[..., Awaitable[Any]], frozenset[Era], frozenset[str]]] = []
+        self.handler_stages: list[tuple[Callable[..., Awaitable[Any]], frozenset[Era], frozenset[str], Applies]] = []
         self.tool_options: dict[str, OptionCheck | None] = {}
-        self.handler_filters: list[HandlerFilter] = []
+        self.handler_filters: list[tuple[HandlerFilter, Applies]] = []
         self.descriptor_meta: list[DescriptorMeta] = []
         self.handler_panels: list[Callable[[Handler], str | None]] = []
 
@@ -143,13 +146,18 @@ def add_result_meta(add: ResultMeta, *, methods: Iterable[str] | None = None) ->
 
 
 def add_handler_stage(
-    stage: Callable[..., Awaitable[Any]], *, methods: Iterable[str], eras: Iterable[Era] = ALL_ERAS
+    stage: Callable[..., Awaitable[Any]],
+    *,
+    methods: Iterable[str],
+    eras: Iterable[Era] = ALL_ERAS,
+    applies: Applies = None,
 ) -> None:
     """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
     ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
     :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
-    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state)."""
-    registered.handler_stages.append((stage, frozenset(eras), frozenset(methods)))
+    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state).
+    ``applies(handler)``, if given, leaves the stage out of the chains of handlers it is False for."""
+    registered.handler_stages.append((stage, frozenset(eras), frozenset(methods), applies))
 
 
 def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
@@ -160,11 +168,11 @@ def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
     registered.tool_options[name] = check
 
 
-def add_handler_filter(check: HandlerFilter) -> None:
+def add_handler_filter(check: HandlerFilter, *, applies: Applies = None) -> None:
     """``check(call, handler)`` False: for this call the handler is as one the principal may
     not use (left out of its listing, unknown when called). Called for every listed handler:
-    keep it cheap and free of I/O."""
-    registered.handler_filters.append(check)
+    keep it cheap and free of I/O. ``applies(handler)`` False: never asked about that handler."""
+    registered.handler_filters.append((check, applies))
 
 
 def add_descriptor_meta(add: DescriptorMeta) -> None:
@@ -211,8 +219,17 @@ def capabilities(era: Era, caps: dict[str, Any]) -> dict[str, Any]:
     return caps
 
 
-def handler_stages(era: Era, method: str) -> list[Callable[..., Awaitable[Any]]]:
-    return [stage for stage, eras, methods in registered.handler_stages if era in eras and method in methods]
+def handler_stages(era: Era, method: str, handler: Handler) -> list[Callable[..., Awaitable[Any]]]:
+    return [
+        stage
+        for stage, eras, methods, applies in registered.handler_stages
+        if era in eras and method in methods and (applies is None or applies(handler))
+    ]
+
+
+def handler_filters(handler: Handler) -> tuple[HandlerFilter, ...]:
+    """The filters that concern ``handler`` (see :func:`add_handler_filter`)."""
+    return tuple(check for check, applies in registered.handler_filters if applies is None or applies(handler))
 
 
 def tool_options(options: Mapping[str, Any], owner: str) -> dict[str, Any]:
@@ -228,19 +245,6 @@ def tool_options(options: Mapping[str, Any], owner: str) -> dict[str, Any]:
     return kept
 
 
-def filtered(call: Call, handlers: list[Handler]) -> list[Handler]:
-    """``handlers`` less those an extension's filter hides from ``call``."""
-    for check in registered.handler_filters:
-        handlers = [h for h in handlers if check(call, h)]
-    return handlers
-
-
-def admits(call: Call, handler: Handler) -> bool:
-    # A loop, not all() over a generator: this runs on every tools/call.
-    for check in registered.handler_filters:
-        if not check(call, handler):
-            return False
-    return True
 
 
 def described(call: Call, handlers: list[Handler], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:

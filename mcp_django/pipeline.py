@@ -338,6 +338,27 @@ HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]]], .
 ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
+class PerHandler(dict[Handler, Any]):
+    """What is built for each handler on its first call (its chain, its filters), kept."""
+
+    def __init__(self, build: Callable[[Handler], Any]) -> None:
+        super().__init__()
+        self.build = build
+
+    def __missing__(self, handler: Handler) -> Any:
+        built = self[handler] = self.build(handler)
+        return built
+
+
+def _handler_chain(era: Era, method: str, handler: Handler) -> HandlerNext:
+    """The stages around ``handler``'s run for ``era``'s ``method``: the extensions' that concern
+    it, the core's, and the era's engine innermost."""
+    chain: Any = ENGINES[era]
+    for stage in reversed([*extensions.handler_stages(era, method, handler), *dict(HANDLER_STAGES[era]).values()]):
+        chain = partial(stage, chain)
+    return chain  # type: ignore[no-any-return]
+
+
 # -- the exception handler: every error mapped to its answer, here only ------------------
 
 
@@ -407,8 +428,10 @@ class Pipeline:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.handler_chains: dict[Era, dict[str, HandlerNext]] = {}
-        self.dispatcher = Dispatcher(registry, self.handler_chains)
+        self.handler_chains: dict[Era, dict[str, PerHandler]] = {}
+        # The extensions' filters that concern each handler (extensions.add_handler_filter).
+        self.handler_filters = PerHandler(extensions.handler_filters)
+        self.dispatcher = Dispatcher(registry, self.handler_chains, self.handler_filters)
         self.build()
         _pipelines.add(self)
 
@@ -424,13 +447,10 @@ class Pipeline:
                         chain = link(stage, chain)
                 chains[method] = chain
             self.chains[era] = chains
-            handler_chains: dict[str, HandlerNext] = {}
-            for method in FINISH_SIGNALLED:
-                engine: Any = ENGINES[era]
-                for stage in reversed([*extensions.handler_stages(era, method), *dict(HANDLER_STAGES[era]).values()]):
-                    engine = partial(stage, engine)
-                handler_chains[method] = engine
-            self.handler_chains[era] = handler_chains
+            self.handler_chains[era] = {
+                method: PerHandler(partial(_handler_chain, era, method)) for method in FINISH_SIGNALLED
+            }
+        self.handler_filters.clear()
 
     async def authenticate(self, req: Any, request: Any) -> Principal:
         """The caller (:class:`~mcp_django.auth.Principal`); raises :class:`AuthenticationFailed` (401)
@@ -513,6 +533,12 @@ async def _not_found(call: Call) -> dict[str, Any]:
 
 # Every pipeline, to build again when MCP_DJANGO changes (its PIPELINE, override_settings in tests).
 _pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
+
+
+def rebuild_all() -> None:
+    """Build every pipeline's chains again (a stage's ``applies_to`` changed its answer)."""
+    for pipeline in list(_pipelines):
+        pipeline.build()
 
 
 def _rebuild(*, setting: str, **kwargs: Any) -> None:

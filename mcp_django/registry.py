@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 import re
 import threading
+import sys
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, MutableMapping, Sequence, ValuesView
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -244,6 +245,9 @@ class Registry:
     project-wide settings and is audited as the default endpoint.
     """
 
+    # Whether any registry has a handler with throttle= (the limits stage joins the chains then).
+    any_throttled: ClassVar[bool] = False
+
     def __init__(self, name: str | None = None) -> None:
         if name is not None:
             problem = endpoint_name_problem(name)
@@ -323,12 +327,23 @@ class Registry:
             self.duplicates.append((item.primitive, key, item.source))
             return
         table[key] = item
-        self.throttled = self.throttled or item.throttle is not None
+        self._note_throttle(item)
         if self._listeners:
             self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
+    def _note_throttle(self, item: Handler) -> None:
+        if item.throttle is None:
+            return
+        self.throttled = True
+        if not Registry.any_throttled:
+            # The first throttle= anywhere: the chains built without the limits stage get it.
+            Registry.any_throttled = True
+            pipeline = sys.modules.get("mcp_django.pipeline")
+            if pipeline is not None:
+                pipeline.rebuild_all()
+
     def add_tool(self, tool: Tool) -> Tool:
-        self.throttled = self.throttled or tool.throttle is not None
+        self._note_throttle(tool)
         if self.tools.add(tool) and self._listeners:
             self.changed("tools")
         return tool

@@ -119,7 +119,8 @@ def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
 
     Until a tracer provider is set, the call's own awaitable, with no coroutine of this stage.
     """
-    if not _configured():
+    # _configured()'s first test inline: a process with no provider set crosses no other function.
+    if (not _PROVIDER_FROM_ENVIRONMENT and getattr(trace_api, "_TRACER_PROVIDER", _UNKNOWN) is None) or not _configured():
         return call_next(call)
     return _handle_in_span(call, call_next)
 
@@ -154,11 +155,14 @@ async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
+        call.span = span
         try:
             result = await call_next(call)
         except BaseException as exc:
             _failed(span, exc)
             raise
+        finally:
+            call.span = None
         _finished(span, result)
         return result
 
@@ -195,18 +199,14 @@ def _failed(span: Any, exc: BaseException) -> None:
 # -- hooks of the engines (called only when ENABLED) ---------------------------------------
 
 
-def replay_round(answered: int) -> None:
+def replay_round(span: Any, answered: int) -> None:
     """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
-    if not _configured():
-        return  # no span to annotate (the current one is the API's no-op)
-    trace_api.get_current_span().set_attribute("mcp_django.round", answered)
+    span.set_attribute("mcp_django.round", answered)
 
 
-def input_required(round_no: int, asks: Mapping[str, str]) -> None:
+def input_required(span: Any, round_no: int, asks: Mapping[str, str]) -> None:
     """The attempt ended with asks pending: the round it opens, and what each key asks for."""
-    if not _configured():
-        return
-    trace_api.get_current_span().add_event(
+    span.add_event(
         "mcp_django.input_required",
         {
             "mcp_django.round": round_no,

@@ -114,19 +114,38 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
     ]
     assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
     handlers = built.handler_chains
+
+    class Tool:  # what the extensions' applies= read of a handler
+        def __init__(self, task: str | None, options: dict[str, Any]) -> None:
+            self.task, self.options = task, options
+
+    both, plain = Tool("optional", {"app": "view"}), Tool(None, {})
     # The extensions' stages (mcp_django.extensions.add_handler_stage) are outermost, in the
-    # order EXTENSIONS lists them: the tasks extension's, then MCP Apps' text fallback.
-    assert _chain(handlers[Era.MODERN]["tools/call"]) == [
+    # order EXTENSIONS lists them: the tasks extension's, then MCP Apps' text fallback; each
+    # only in the chains of the handlers it concerns (applies=), so a plain tool crosses neither.
+    assert _chain(handlers[Era.MODERN]["tools/call"][both]) == [
         task_methods.run_as_task,
         apps_methods.text_fallback,
         pipeline.handler_errors,
         pipeline.request_state,
         replay.run,
     ]
-    assert _chain(handlers[Era.LEGACY]["tools/call"]) == [apps_methods.text_fallback, pipeline.handler_errors, live.run]
-    assert _chain(handlers[Era.MODERN]["prompts/get"]) == [pipeline.handler_errors, pipeline.request_state, replay.run]
-    assert _chain(handlers[Era.LEGACY]["resources/read"]) == [pipeline.handler_errors, live.run]
-
+    assert _chain(handlers[Era.MODERN]["tools/call"][plain]) == [
+        pipeline.handler_errors,
+        pipeline.request_state,
+        replay.run,
+    ]
+    assert _chain(handlers[Era.LEGACY]["tools/call"][both]) == [
+        apps_methods.text_fallback,
+        pipeline.handler_errors,
+        live.run,
+    ]
+    assert _chain(handlers[Era.MODERN]["prompts/get"][plain]) == [
+        pipeline.handler_errors,
+        pipeline.request_state,
+        replay.run,
+    ]
+    assert _chain(handlers[Era.LEGACY]["resources/read"][plain]) == [pipeline.handler_errors, live.run]
 
 def _call(era: Era, method: str = "tools/call", request_id: Any = 7) -> Call:
     return Call(

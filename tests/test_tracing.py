@@ -348,7 +348,6 @@ def test_with_no_provider_an_untraced_call_is_the_pipelines_own_awaitable() -> N
         os.environ = Watched(os.environ)
         awaitable = object()
         assert tracing.trace(lambda call: awaitable, None) is awaitable
-        tracing.replay_round(1)
         print("untraced")
         """
     )

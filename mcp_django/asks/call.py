@@ -60,6 +60,8 @@ class Call:
     # when a pipeline stage set one: an async context manager factory that may refuse the ask
     # (mcp_django.limits counts a principal's open asks with it).
     ask_guard: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, repr=False)
+    # The call's OpenTelemetry span, while the tracing stage holds one (the engines annotate it).
+    span: Any = field(default=None, repr=False)
 
     @classmethod
     def modern(

@@ -41,6 +41,7 @@ from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import MCPError, Unavailable
 from ..protocol.revisions import Era
+from ..registry import Registry
 from ..tasks.methods import requested as task_requested
 from . import counter
 from .rates import Rate, parse
@@ -114,8 +115,14 @@ def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     return _limited(call_next, call, found)
 
 
-# Where the pipeline puts it (pipeline.applies): the methods that run a handler.
-limit.methods = frozenset(_SENDER)  # type: ignore[attr-defined]
+def _applies(era: Era, method: str) -> bool:
+    """Where the pipeline puts it (pipeline.applies): the methods that run a handler, once there
+    is something to count (LIMITS set, or a handler with throttle=: registering the first one
+    builds the chains again). A project without limits crosses none of this module's code."""
+    return method in _SENDER and (not plan().idle or Registry.any_throttled)
+
+
+limit.applies_to = _applies  # type: ignore[attr-defined]
 
 
 async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:

@@ -41,9 +41,9 @@ def register() -> None:
 
     extensions.add_tool_option("app", app_option)
     extensions.add_tool_option("visibility", visibility_option)
-    extensions.add_handler_filter(callable_by)
+    extensions.add_handler_filter(callable_by, applies=lambda handler: "visibility" in handler.options)
     extensions.add_descriptor_meta(tool_meta)
-    extensions.add_handler_stage(text_fallback, methods={"tools/call"})
+    extensions.add_handler_stage(text_fallback, methods={"tools/call"}, applies=lambda tool: "app" in tool.options)
     extensions.declare_extension(EXTENSION, declared)
     extensions.add_resources(listed, read)
     extensions.add_handler_panel(view_panel)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -66,9 +66,15 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 class Dispatcher:
     """What each method does; a stage of the pipeline (mcp_django.pipeline), the innermost one."""
 
-    def __init__(self, registry: Registry, handler_chains: dict[Era, dict[str, RunHandler]]) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        handler_chains: dict[Era, dict[str, Mapping[Handler, RunHandler]]],
+        handler_filters: Mapping[Handler, tuple[Callable[[Call, Handler], bool], ...]],
+    ) -> None:
         self.registry = registry
         self.handler_chains = handler_chains
+        self.handler_filters = handler_filters
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
             "tools/list": self.list_tools,
@@ -99,10 +105,14 @@ class Dispatcher:
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _admits(self, call: Call, handler: Handler) -> bool:
+        """Whether no extension's filter hides ``handler`` from ``call``."""
+        return all(check(call, handler) for check in self.handler_filters[handler])
+
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
         handlers = [h for h in handlers if anonymous_allowed(h, call)]
         if extensions.registered.handler_filters:
-            handlers = extensions.filtered(call, handlers)
+            handlers = [h for h in handlers if self._admits(call, h)]
         # A credential limited to some handlers (an MCP token) does not see the others.
         limit = getattr(call.principal.auth, "mcp_allows_handler", None)
         if limit is not None:
@@ -190,7 +200,7 @@ class Dispatcher:
         if (
             tool is None
             or not admitted(call, tool)
-            or not extensions.admits(call, tool)
+            or (self.handler_filters[tool] and not self._admits(call, tool))
             or (tool.guarded and not await permitted(call, tool))
         ):
             raise InvalidParams(f"Unknown tool: {name}")
@@ -206,7 +216,7 @@ class Dispatcher:
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         # A task instead (the tasks extension), or a failure as a tool error: handler stages.
-        outcome = await self.handler_chains[call.era]["tools/call"](tool, arguments, call)
+        outcome = await self.handler_chains[call.era]["tools/call"][tool](tool, arguments, call)
         if outcome.result is not None:
             return outcome.result
         try:
@@ -218,7 +228,7 @@ class Dispatcher:
     async def get_prompt(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
         prompt = self.registry.prompts.get(name) if isinstance(name, str) else None
-        if prompt is None or not extensions.admits(call, prompt) or not await allowed(call, prompt):
+        if prompt is None or not self._admits(call, prompt) or not await allowed(call, prompt):
             raise InvalidParams(f"Unknown prompt: {name}")
         arguments = call.params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
@@ -234,7 +244,7 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self.handler_chains[call.era]["prompts/get"](prompt, arguments, call)
+        outcome = await self.handler_chains[call.era]["prompts/get"][prompt](prompt, arguments, call)
         if outcome.result is not None:
             return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -254,7 +264,7 @@ class Dispatcher:
                 entry = await extension.read(uri)
                 if entry is not None:
                     return {"contents": [entry]}
-        if found is None or not extensions.admits(call, found[0]) or not await allowed(call, found[0]):
+        if found is None or not self._admits(call, found[0]) or not await allowed(call, found[0]):
             raise ResourceNotFound(uri)
         handler, variables = found
         if isinstance(handler, ResourceTemplate):
@@ -263,7 +273,7 @@ class Dispatcher:
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise ResourceNotFound(uri, f" ({exc})") from None
-        outcome = await self.handler_chains[call.era]["resources/read"](handler, variables, call)
+        outcome = await self.handler_chains[call.era]["resources/read"][handler](handler, variables, call)
         if outcome.result is not None:
             return outcome.result
         mime = getattr(handler, "mime_type", None)

@@ -44,7 +44,9 @@ def register() -> None:
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         extensions.add_method(name, _run(method))
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
-    extensions.add_handler_stage(run_as_task, methods={"tools/call"}, eras={Era.MODERN})
+    extensions.add_handler_stage(
+        run_as_task, methods={"tools/call"}, eras={Era.MODERN}, applies=lambda tool: tool.task is not None
+    )
 
 
 def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]]) -> extensions.Run:
@@ -57,7 +59,7 @@ def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]])
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
     """The extension's handler stage: a tools/call the client asked to run as a task becomes
     one, at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
-    if handler.task is None or not runs_as_task(call, handler):
+    if not runs_as_task(call, handler):
         return next(handler, arguments, call)  # not a stage of this call: no frame of its own
     return _as_task(next, handler, arguments, call)
 
