@@ -26,6 +26,8 @@ class MCPDjangoConfig(AppConfig):
         audit.connect()
         from django.db.backends.signals import connection_created
 
-        from .asks.guard import on_connection_created
+        from .asks.guard import configure, on_connection_created
+
+        configure()
 
         connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")

@@ -325,6 +325,7 @@ class Writer:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="mcp-django-audit", daemon=True)
+                self._thread.mcp_unwatched = True  # type: ignore[attr-defined]  # its SQL is never a handler's: no replay guard
                 self._thread.start()
 
     def flush(self, timeout: float = 10.0) -> bool:

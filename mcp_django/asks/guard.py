@@ -21,6 +21,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -120,7 +121,9 @@ def _library(filename: str) -> bool:
     return filename.startswith(_LIBRARY_DIRS) and "site-packages" not in filename
 
 
+# The attempt's recorder (an async handler's coroutine is set on it as it starts: where its writes come from).
 _recording: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_django_replay_guard", default=None)
+current = _recording
 
 
 def _watch(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
@@ -137,29 +140,28 @@ def install() -> None:
             connection.execute_wrappers.append(_watch)
 
 
-# bool(settings.DEBUG), read once: every attempt asks, and each read of ``settings``
-# goes through LazySettings' Python-level __getattribute__.
-_debug: bool | None = None
+# MCP_DJANGO["REPLAY_GUARD"], or DEBUG when it is not given: read when Django is ready
+# (apps.py) and again whenever either changes, so that an attempt reads one module global.
+on = False
+
+
+def configure() -> None:
+    global on
+    value = mcp_settings.REPLAY_GUARD
+    on = bool(settings.DEBUG) if value is None else value
 
 
 def server_guard() -> bool:
     """``MCP_DJANGO["REPLAY_GUARD"]``, or ``DEBUG`` when it is not given."""
-    global _debug
-    value = mcp_settings.REPLAY_GUARD
-    if value is not None:
-        return value
-    if _debug is None:
-        _debug = bool(settings.DEBUG)
-    return _debug
+    return on
 
 
-def _forget_debug(*, setting: str, **kwargs: Any) -> None:
-    global _debug
-    if setting == "DEBUG":
-        _debug = None
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("DEBUG", "MCP_DJANGO"):
+        configure()
 
 
-setting_changed.connect(_forget_debug)
+setting_changed.connect(_settings_changed)
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -170,16 +172,17 @@ def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     outlive a settings change (an in-memory SQLite one is never reopened). Outside
     a guarded attempt the watcher costs a query one context-variable lookup.
     """
-    if _watch not in connection.execute_wrappers:
+    if _watch not in connection.execute_wrappers and not getattr(threading.current_thread(), "mcp_unwatched", False):
         connection.execute_wrappers.append(_watch)
 
 
 def start(handler: Any) -> tuple[Recorder, contextvars.Token[Any]] | None:
-    """A recorder for this attempt, when anyone listens; ``None`` costs the attempt nothing more."""
+    """A recorder for this attempt, when anyone listens (the engine asks only when :data:`on`
+    or a harness observes); ``None`` costs the attempt nothing more."""
     if handler.atomic:
         return None  # its ended attempts are rolled back: nothing to repeat
     watching = observer.get()
-    if not ((watching is not None and watching.guarding) or server_guard()):
+    if not ((watching is not None and watching.guarding) or on):
         return None
     recorder = Recorder(handler)
     return recorder, _recording.set(recorder)
@@ -193,13 +196,6 @@ def recording() -> bool:
     return _recording.get() is not None
 
 
-def watch_coroutine(coro: Any) -> None:
-    """An async handler's coroutine, before it starts: where its writes come from."""
-    recorder = _recording.get()
-    if recorder is not None:
-        recorder.coro = coro
-
-
 async def report(recorders: list[Recorder], call: Any) -> None:
     """Attempts that ended with input_required: their writes will be made again next round."""
     writes = [write for recorder in recorders for write in recorder.writes]
@@ -208,7 +204,7 @@ async def report(recorders: list[Recorder], call: Any) -> None:
     watching = observer.get()
     if watching is not None and watching.guarding:
         watching.unsafe(writes)
-    if not server_guard():
+    if not on:
         return
     for write in writes:
         logger.warning(

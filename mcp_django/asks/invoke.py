@@ -257,7 +257,9 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
     try:
         if handler.is_async:
             coro = handler.func(**kwargs)
-            guard.watch_coroutine(coro)
+            recorder = guard.current.get()
+            if recorder is not None:
+                recorder.coro = coro
             return await coro
         ctx.loop = asyncio.get_running_loop()
         # getattr: completers come here too, as a bare stand-in for a handler.

@@ -24,6 +24,7 @@ from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import MCPError
+from ..signals import observer
 from . import guard
 from .asking import scoped
 from .call import Call
@@ -430,7 +431,7 @@ async def _attempt_once(
     backend = backend_class(call, known, asked, responses)
     ctx = make_context(handler, call, backend, state)
     done = Attempted(backend, ctx)
-    watch = guard.start(handler)
+    watch = guard.start(handler) if guard.on or observer.get() is not None else None
     if watch is not None:
         backend.recorder = watch[0]
     try:
