@@ -296,8 +296,10 @@ class Writer:
         close: bool = False,
     ) -> bool:
         """Queue a row; False when it was dropped because too many are waiting."""
-        self._ensure_thread()
-        if row is not None and self.waiting() >= mcp_settings.AUDIT["QUEUE_SIZE"]:
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            self._ensure_thread()
+        if row is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
             self._overflow()
             if done is not None:
                 done()  # nobody waits for a row that will never be written
@@ -398,18 +400,19 @@ class Writer:
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
         # Events queued by record(): their rows are made here, off the request path, their
         # event ids all at once.
-        ids = iter(_event_numbers(sum(type(item.row) is tuple for item in batch)))
+        events = [item.row for item in batch if type(item.row) is tuple]
+        ids = _event_numbers(len(events))
         # Each event's time as timezone.now() would have made it then (aware UTC, or naive
         # local time without USE_TZ), the setting read once a batch, not on each call's path.
         zone = datetime.UTC if settings.USE_TZ else None
-        rows: list[_Row] = []
+        rows: list[_Row] = [
+            _values_for(event, kind, datetime.datetime.fromtimestamp(stamp, zone), number)
+            for (event, kind, stamp), number in zip(events, ids, strict=True)
+        ]
+        rows += [item.row for item in batch if item.row is not None and type(item.row) is not tuple]
+        close = False
         for item in batch:
-            if type(item.row) is tuple:
-                event, kind, stamp = item.row
-                created = datetime.datetime.fromtimestamp(stamp, zone)
-                rows.append(_values_for(event, kind, created, next(ids)))
-            elif item.row is not None:
-                rows.append(item.row)
+            close = close or item.close
         if self._kept:
             rows, self._kept = self._kept + rows, []
         self._busy_since, self._busy_rows = time.monotonic(), len(rows)
@@ -419,7 +422,7 @@ class Writer:
         finally:
             self._busy_since = None
             try:
-                if any(item.close for item in batch) or self.breaker.open:
+                if close or self.breaker.down_since is not None:
                     connections.close_all()
                 else:
                     close_old_connections()
@@ -431,7 +434,7 @@ class Writer:
                     item.done()
 
     def _insert_all(self, rows: list[_Row], retry_now: bool) -> None:
-        if not self.breaker.admit() and not retry_now:
+        if self.breaker.down_since is not None and not self.breaker.admit() and not retry_now:
             self._kept = rows  # not yet: the database was unreachable a moment ago
             return
         size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
@@ -445,7 +448,8 @@ class Writer:
             except Exception:
                 logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
                 self.rejected += len(rows[start : start + size])
-        self.breaker.closed()
+        if self.breaker.down_since is not None:
+            self.breaker.closed()
 
 
 def _insert(rows: list[_Row]) -> int:
@@ -818,7 +822,7 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
 
 async def _write(event: signals.Event, kind: str) -> None:
     if mcp_settings.AUDIT["ASYNC_WRITES"] and not inline.get():
-        record(event, kind)
+        writer.put((event, kind, time.time()))  # record(), without its frame: every call's path
     else:
         await record_now(event, kind, wait=_SYNC_COMMIT_WAIT)
 
@@ -829,7 +833,8 @@ async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> 
 
 
 async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("CALLS"):
+    audit = mcp_settings.AUDIT
+    if audit["ENABLED"] and audit["CALLS"]:  # _enabled("CALLS"), inline: every call's path
         outcome = event.outcome or event.kind
         if outcome == Kind.CANCELLED and _refusing.get() == _request_of(event):
             _refusing.set(None)
