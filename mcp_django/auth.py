@@ -13,7 +13,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from . import protected_resource
-from .conf import EndpointSettings, mcp_settings
+from .conf import DERIVED, EndpointSettings, mcp_settings
 from .keyring import keyring, principal_digests, principal_matches
 
 __all__ = ["ANONYMOUS", "AuthenticationFailed", "Principal", "SessionAuthentication"]
@@ -42,6 +42,8 @@ class Principal:
             self.label = "anonymous"
         else:
             self.label = f"{user._meta.label_lower}:{user.pk}"
+        # An attribute, not a property: read by every call's checks.
+        self.is_anonymous = self.label == "anonymous"
 
     @classmethod
     def remembered(cls, user: Any, auth: Any, label: str) -> Principal:
@@ -51,11 +53,8 @@ class Principal:
         principal.user = user
         principal.auth = auth
         principal.label = label
+        principal.is_anonymous = label == "anonymous"
         return principal
-
-    @property
-    def is_anonymous(self) -> bool:
-        return self.label == "anonymous"
 
     @property
     def binding(self) -> str:
@@ -224,6 +223,10 @@ def refuse_anonymous(django_request: Any, endpoint: EndpointSettings | None = No
         "Authentication credentials were not provided.",
         challenge=challenge_for(django_request, Request(django_request)),
     )
+
+
+# endpoint.reads_only_headers: header_bound_only(endpoint), kept with the endpoint's settings.
+DERIVED["reads_only_headers"] = header_bound_only
 
 
 def may_carry_credentials(headers: dict[str, str], endpoint: EndpointSettings | None = None) -> bool:

@@ -808,6 +808,11 @@ class MCPSettings:
             view.reload()
 
 
+# Values worked out from an endpoint's settings (name -> derive(endpoint)), kept like its settings
+# until they change: what the request path would otherwise work out per call.
+DERIVED: dict[str, Callable[[EndpointSettings], Any]] = {}
+
+
 class EndpointSettings:
     """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the
     ``ENDPOINT_KEYS``, the project-wide ones otherwise (and for every other setting).
@@ -822,7 +827,11 @@ class EndpointSettings:
 
     def __getattr__(self, key: str) -> Any:
         if key not in ENDPOINT_KEYS:
-            return getattr(mcp_settings, key)
+            derive = DERIVED.get(key)
+            if derive is None:
+                return getattr(mcp_settings, key)
+            value = self.__dict__[key] = derive(self)
+            return value
         overrides = mcp_settings.ENDPOINTS.get(self.name, {})
         value = overrides[key] if key in overrides else getattr(mcp_settings, key)
         self.__dict__[key] = value

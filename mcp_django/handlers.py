@@ -98,9 +98,13 @@ class Handler:
     options: dict[str, Any] = field(default_factory=dict)
     # Its own rate per user ("10/min"; mcp_django.limits, docs/limits.md), checked here.
     throttle: str | None = None
+    # Whether it has checks of its own beyond anonymous callers (permissions, classes, scopes):
+    # a field, not a property, as every call reads it.
+    guarded: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.is_async = inspect.iscoroutinefunction(self.func)
+        self.guarded = bool(self.permissions or self.permission_classes or self.scopes)
         if self.throttle is not None:
             from .limits.rates import parse  # deferred: DRF's throttling loads with the first throttle=
 
@@ -118,9 +122,6 @@ class Handler:
         if not self.source:
             self.source = dotted_name(self.func)
 
-    @property
-    def guarded(self) -> bool:
-        return bool(self.permissions or self.permission_classes or self.scopes)
 
     def scopes_granted(self, auth: Any) -> bool:
         """Whether the credential ``auth`` (DRF's ``request.auth``) carries this handler's scopes.

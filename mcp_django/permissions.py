@@ -36,9 +36,11 @@ def admitted(call: Call, handler: Handler) -> bool:
     A handler without permissions is then allowed with no coroutine of its own (every call
     of a plain tool); a guarded one goes on to :func:`permitted`.
     """
-    if call.principal.is_anonymous and handler.allow_anonymous is False:
-        return False
-    require_scopes(call, handler)
+    principal = call.principal
+    if principal.is_anonymous:
+        return handler.allow_anonymous is not False  # no credential: no scopes, no limits
+    if handler.scopes or getattr(principal.auth, "mcp_allows_handler", None) is not None:
+        require_scopes(call, handler)
     return True
 
 

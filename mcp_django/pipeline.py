@@ -56,7 +56,7 @@ from .asks import boundary, live, replay
 from .asks.call import Call
 from .asks.invoke import run_in_thread
 from .asks.replay import Outcome
-from .auth import ANONYMOUS, AuthenticationFailed, Principal, may_carry_credentials, refuse_anonymous
+from .auth import ANONYMOUS, AuthenticationFailed, Principal, refuse_anonymous
 from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
@@ -462,7 +462,7 @@ class Pipeline:
         """
         endpoint = self.registry.settings  # its authentication classes and anonymous policy
         headers = req.headers
-        if "authorization" not in headers and "cookie" not in headers and not may_carry_credentials(headers, endpoint):
+        if "authorization" not in headers and "cookie" not in headers and endpoint.reads_only_headers:
             principal = ANONYMOUS
         else:
             key = principal_cache.key(headers, f"{endpoint.name} {req.scheme} {req.endpoint}", endpoint)

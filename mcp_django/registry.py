@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import inspect
 import re
-import threading
 import sys
+import threading
 from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, MutableMapping, Sequence, ValuesView
 from typing import Any, ClassVar, ParamSpec, TypeVar, overload
 

@@ -74,7 +74,26 @@ def test_the_stages_in_their_order() -> None:
     assert pipeline.ENGINES == {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
-def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method() -> None:
+def test_the_limits_stage_joins_the_chains_once_there_is_something_to_count(monkeypatch: Any) -> None:
+    """No LIMITS and no throttle= anywhere: no chain holds the stage (a call crosses none of
+    mcp_django.limits); the first handler registered with throttle= builds the chains again."""
+    monkeypatch.setattr(Registry, "any_throttled", False)
+    registry = Registry()
+    built = Pipeline(registry)
+    assert limits.limit not in _chain(built.chains[Era.MODERN]["tools/call"])
+
+    def slow(text: str) -> str:
+        return text
+
+    registry.tool(throttle="5/min")(slow)
+    assert Registry.any_throttled
+    assert limits.limit in _chain(built.chains[Era.MODERN]["tools/call"])
+    assert limits.limit in _chain(built.chains[Era.LEGACY]["prompts/get"])
+    assert limits.limit not in _chain(built.chains[Era.MODERN]["tools/list"])
+
+
+def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatch: Any) -> None:
+    monkeypatch.setattr(Registry, "any_throttled", True)  # the limits stage is in (see above)
     built = Pipeline(Registry())
     methods = built.dispatcher
     modern, legacy = built.chains[Era.MODERN], built.chains[Era.LEGACY]

@@ -44,11 +44,11 @@ class ViewTool(Tool):
 
     operation: Operation | None = None
 
-    @property
-    def guarded(self) -> bool:
-        # DRF views always are: their permission classes (the project default included)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # DRF views always are guarded: their permission classes (the project default included)
         # decide who sees them in tools/list.
-        return bool(self.operation and self.operation.drf) or super().guarded
+        self.guarded = self.guarded or bool(self.operation and self.operation.drf)
 
     def has_permission(self, user: Any, request: Any) -> bool:
         """The view's permission classes for this action, plus the tool's own ``permissions``.
