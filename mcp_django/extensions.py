@@ -245,8 +245,6 @@ def tool_options(options: Mapping[str, Any], owner: str) -> dict[str, Any]:
     return kept
 
 
-
-
 def described(call: Call, handlers: list[Handler], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The listed ``descriptors`` (one per handler) with the extensions' ``_meta`` for ``call``."""
     for add in registered.descriptor_meta:

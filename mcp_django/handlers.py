@@ -122,7 +122,6 @@ class Handler:
         if not self.source:
             self.source = dotted_name(self.func)
 
-
     def scopes_granted(self, auth: Any) -> bool:
         """Whether the credential ``auth`` (DRF's ``request.auth``) carries this handler's scopes.
 

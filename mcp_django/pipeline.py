@@ -129,12 +129,21 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
 # built once per era and method, of the stages that apply: a call pays only for its own.
 
 
+# server_info()'s short form, made once per settings (every 2026-07-28 result carries it; never
+# changed in place by anyone: it is shared by every result until MCP_DJANGO changes).
+_server_info: dict[str, Any] | None = None
+
+
 async def complete_result(call_next: Next, call: Call) -> dict[str, Any]:
+    global _server_info
     result = await call_next(call)
     result.setdefault("resultType", "complete")
     # Without a handshake, every result identifies the server (a SHOULD of 2026-07-28).
+    info = _server_info
+    if info is None:
+        info = _server_info = server_info()
     meta = result.get("_meta")
-    result["_meta"] = {META_SERVER_INFO: server_info(), **meta} if meta else {META_SERVER_INFO: server_info()}
+    result["_meta"] = {META_SERVER_INFO: info, **meta} if meta else {META_SERVER_INFO: info}
     return result
 
 
@@ -542,7 +551,9 @@ def rebuild_all() -> None:
 
 
 def _rebuild(*, setting: str, **kwargs: Any) -> None:
+    global _server_info
     if setting == "MCP_DJANGO":
+        _server_info = None
         try:
             extensions.load(mcp_settings.EXTENSIONS)
         except ImproperlyConfigured:

@@ -120,7 +120,9 @@ def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     Until a tracer provider is set, the call's own awaitable, with no coroutine of this stage.
     """
     # _configured()'s first test inline: a process with no provider set crosses no other function.
-    if (not _PROVIDER_FROM_ENVIRONMENT and getattr(trace_api, "_TRACER_PROVIDER", _UNKNOWN) is None) or not _configured():
+    if (
+        not _PROVIDER_FROM_ENVIRONMENT and getattr(trace_api, "_TRACER_PROVIDER", _UNKNOWN) is None
+    ) or not _configured():
         return call_next(call)
     return _handle_in_span(call, call_next)
 

@@ -166,6 +166,7 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
     ]
     assert _chain(handlers[Era.LEGACY]["resources/read"][plain]) == [pipeline.handler_errors, live.run]
 
+
 def _call(era: Era, method: str = "tools/call", request_id: Any = 7) -> Call:
     return Call(
         method=method,

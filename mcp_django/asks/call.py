@@ -170,12 +170,13 @@ class Call:
         """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
         (by default the call's start) until now."""
         started = self.started if since is None else since
+        target = self.params.get("uri" if self.method == "resources/read" else "name")  # self.target, inline
         return Event(
             kind=kind,
             era=self.era,
             transport=self.transport,
             method=self.method,
-            target=self.target,
+            target=target if isinstance(target, str) else "",
             principal=self.principal,
             request_id=self.request_id,
             client_address=self.client_address,

@@ -28,8 +28,9 @@ from ..signals import observer
 from . import guard
 from .asking import scoped
 from .call import Call
+from .context import AsyncContext, SyncContext
 from .errors import InputRequired, MissingCapability, escaped
-from .invoke import invoke, make_context, start_task
+from .invoke import invoke, start_task
 from .questions import Ask, ContentInvalid
 
 
@@ -429,7 +430,7 @@ async def _attempt_once(
     backend_class: type[ReplayBackend] = ReplayBackend,
 ) -> Attempted:
     backend = backend_class(call, known, asked, responses)
-    ctx = make_context(handler, call, backend, state)
+    ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend, state)
     done = Attempted(backend, ctx)
     watch = guard.start(handler) if guard.on or observer.get() is not None else None
     if watch is not None:
