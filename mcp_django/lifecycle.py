@@ -70,14 +70,12 @@ host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar(
 
 
 class CallScope:
-    """One call's use of the database threads: which one it has, if any."""
+    """One call's use of the database threads: which one it has, if any. Its defaults are the
+    class's (no ``__init__``: every call that runs a handler makes one)."""
 
-    __slots__ = ("executor", "index", "left")
-
-    def __init__(self) -> None:
-        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self.index = 0
-        self.left = False  # the call has ended (a task it started may still run)
+    executor: concurrent.futures.ThreadPoolExecutor | None = None
+    index = 0
+    left = False  # the call has ended (a task it started may still run)
 
 
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)

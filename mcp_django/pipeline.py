@@ -226,8 +226,8 @@ async def audit(call_next: Next, call: Call) -> dict[str, Any]:
     if result.get("resultType") not in ("input_required", "task"):
         if result.get("isError"):
             await _send_finished(call, sender, "failed", "tool error", _error_text(result))
-        else:
-            await _send_finished(call, sender, "completed", "")
+        else:  # _send_finished, inline: nearly every call ends here
+            await signals.call_finished.asend(sender, event=call.event("completed", outcome="completed"))
     return result
 
 

@@ -307,7 +307,10 @@ async def _attempt_async(
     handler: Handler, arguments: dict[str, Any], ctx: Any, backend: ReplayBackend
 ) -> tuple[bool, Any]:
     """Run an async handler once; (True, value) when it finished, (False, None) when asks are pending."""
-    main = scoped(invoke(handler, handler.kwargs(arguments, ctx), ctx))
+    kwargs = dict(arguments)  # handler.kwargs(arguments, ctx), inline: every async call's path
+    if handler.context_param:
+        kwargs[handler.context_param] = ctx
+    main = scoped(invoke(handler, kwargs, ctx))
     # Python 3.12+ runs the first step inside start_task(): an unanswered ask there, before
     # the handler started any task, ends the attempt at once (ReplayBackend.resolve).
     backend.first_step = main

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 try:
     import orjson
 
-    def dumps(value: Any) -> bytes:
-        return orjson.dumps(value)
-
-    def loads(data: bytes | str) -> Any:
-        return orjson.loads(data)
+    # orjson's own functions, not wrappers: every message crosses both.
+    dumps: Callable[[Any], bytes] = orjson.dumps
+    loads: Callable[[bytes | str], Any] = orjson.loads
 
     def canonical(value: Any) -> bytes:
         """Stable bytes for hashing: sorted keys, no spaces."""

@@ -103,7 +103,8 @@ class MCPApplication:
                 out = refused(None, MCPError(INTERNAL_ERROR, "Internal error", http_status=500))
             await _send(out, send, disconnected)
         finally:
-            disconnected.close()
+            if disconnected.task is not None:  # watched (most calls end before anyone looks)
+                disconnected.close()
 
 
 def freeze_startup_objects() -> None:

@@ -213,7 +213,8 @@ class HttpEndpoint:
             request_factory=req.django_request,
             http=req,
         )
-        can_stream = req.can_stream and accepts(req.headers, SSE)
+        accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
+        can_stream = req.can_stream and (SSE in accept or "*/*" in accept)
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
 
 
@@ -248,12 +249,12 @@ class Disconnect:
 
     def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self._receive = receive
-        self._task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
 
     def future(self) -> asyncio.Future[None]:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._watch())
-        return self._task
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._watch())
+        return self.task
 
     async def _watch(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
@@ -264,8 +265,8 @@ class Disconnect:
         return asyncio.shield(self.future()).__await__()
 
     def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
 
 # A call still running after this many seconds starts watching for a disconnect.
