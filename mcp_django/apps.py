@@ -24,10 +24,6 @@ class MCPDjangoConfig(AppConfig):
         autodiscover_modules(mcp_settings.HANDLER_MODULE)
         auth_cache.connect()
         audit.connect()
-        from django.db.backends.signals import connection_created
+        from .asks.guard import configure
 
-        from .asks.guard import configure, on_connection_created
-
-        configure()
-
-        connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")
+        configure()  # the replay guard: on by DEBUG or REPLAY_GUARD, watching connections then

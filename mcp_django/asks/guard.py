@@ -29,6 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import connections
+from django.db.backends.signals import connection_created
 
 from ..conf import mcp_settings
 from ..signals import observer
@@ -134,7 +135,9 @@ def _watch(execute: Any, sql: str, params: Any, many: bool, context: dict[str, A
 
 
 def install() -> None:
-    """Put the watcher on every database alias of this thread (once each)."""
+    """Put the watcher on every database alias of this thread (once each), and on every
+    connection opened from now on."""
+    watch_new_connections()
     for connection in connections.all():
         if _watch not in connection.execute_wrappers:
             connection.execute_wrappers.append(_watch)
@@ -149,6 +152,17 @@ def configure() -> None:
     global on
     value = mcp_settings.REPLAY_GUARD
     on = bool(settings.DEBUG) if value is None else value
+    if on:
+        watch_new_connections()
+
+
+def watch_new_connections() -> None:
+    """From now on, every database connection opened gets the watcher (:func:`on_connection_created`).
+
+    Only once anyone may guard (the server's guard is on, or a test harness guards): until
+    then no connection carries the watcher, and a query pays nothing for it.
+    """
+    connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")
 
 
 def server_guard() -> bool:
