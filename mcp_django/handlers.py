@@ -192,6 +192,15 @@ class Tool(Handler):
         if self.parameters is None:
             self.parameters = schemas.SchemaArguments(self.input_schema, self.accepts, owner=f"tool {self.name!r}")
 
+    @functools.cached_property
+    def mirrors_headers(self) -> bool:
+        """Whether an argument is mirrored into an ``Mcp-Param-*`` header (``x-mcp-header``):
+        read by every 2026-07-28 HTTP call, worked out once."""
+        properties = self.input_schema.get("properties")
+        return isinstance(properties, dict) and any(
+            isinstance(prop, dict) and "x-mcp-header" in prop for prop in properties.values()
+        )
+
     def descriptor(self, icons: IconBase | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
         if self.title:

@@ -117,7 +117,7 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
         name = params.get("name")
         tool = registry.tools.get(name) if isinstance(name, str) else None
         arguments = params.get("arguments")
-        if tool is not None and isinstance(arguments, dict):
+        if tool is not None and tool.mirrors_headers and isinstance(arguments, dict):
             check_param_headers(headers, tool.input_schema, arguments)
     return meta
 

@@ -277,9 +277,10 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return resource.rstrip("/")
     if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
-    from .auth_cache import url_header_values
+    from .auth_cache import url_headers
 
-    key = (endpoint.name, http.scheme, http.endpoint, *url_header_values(http.headers))
+    headers = http.headers  # url_header_values(), inline: a round's path
+    key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
     found = _audiences.get(key)
     if found is None:
         found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept

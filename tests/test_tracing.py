@@ -103,7 +103,10 @@ def test_the_pipeline_is_traced_when_the_package_is_there() -> None:
     # database lifecycle and limits stages).
     chains = Pipeline(Registry()).chains
     assert tracing.trace in mcp_settings.PIPELINE
-    assert chains[Era.MODERN]["tools/call"].args[0].args[0].args[0].func is tracing.trace  # type: ignore[attr-defined]
+    chain = chains[Era.MODERN]["tools/call"]
+    while chain.func is not tracing.trace:  # type: ignore[attr-defined]
+        chain = chain.args[0]  # type: ignore[attr-defined]
+    assert chain.func is tracing.trace  # type: ignore[attr-defined]
     assert chains[Era.LEGACY]["initialize"].func is tracing.trace  # type: ignore[attr-defined]
 
 

@@ -36,6 +36,7 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
+    named_by = "uri" if call.method == "resources/read" else "name"  # the param call.target reads
     # The params' digest, the endpoint's audience, the call's target and the principal's digests
     # bind the state; each is found once for checking and sealing (the audience may need Django's
     # request built), and only for a state to check or to seal: a plain call needs none of them.
@@ -49,8 +50,8 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
         prior = Prior({}, None, {}, 0, responses)
     else:
         digest = params_digest(params)
-        bound_to = _audience(call)
-        target = call.target
+        bound_to = audience_for(lambda: call.request, call.endpoint, call.http)
+        target = found if isinstance(found := params.get(named_by), str) else ""  # call.target, inline
         try:
             digests = call.principal.digests
             claims = unseal(token, call.method, target, digests, digest, bound_to)
@@ -79,15 +80,15 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     new_state = seal(
         Claims(
             method=call.method,
-            target=target if target is not None else call.target,
+            target=target if target is not None else (found if isinstance(found := params.get(named_by), str) else ""),
             # The signing key's digest (Principal.digest), of those the state was checked against.
-            principal=digests[0] if digests is not None else call.principal.digest,
+            principal=(digests if digests is not None else call.principal.digests)[0],
             digest=digest or params_digest(params),
             round=round_no,
             answers=outcome.answers,
             asked=asked,
             state=outcome.state,
-            audience=bound_to if bound_to is not None else _audience(call),
+            audience=bound_to if bound_to is not None else audience_for(lambda: call.request, call.endpoint, call.http),
         )
     )
     if len(new_state) > mcp_settings.MAX_REQUEST_STATE_BYTES:
@@ -99,12 +100,6 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
         tracing.input_required(call.span, round_no, asks)
     outcome.result = {"resultType": "input_required", "inputRequests": requests, "requestState": new_state}
     return outcome
-
-
-def _audience(call: Call) -> str:
-    """The audience a state of this call is bound to, without building Django's request where
-    it need not be (:func:`~mcp_django.request_state.audience_for`)."""
-    return audience_for(lambda: call.request, call.endpoint, call.http)
 
 
 async def refused(call: Call, sender: str, reason: str) -> None:

@@ -71,7 +71,7 @@ class Ask:
         return f"{self.type}-{self.digest[:12]}"
 
     def wire(self) -> dict[str, Any]:
-        return {"method": self.method, "params": self.sent_params()}
+        return {"method": self.method, "params": self.params if self.retry is None else self.sent_params()}
 
     def sent_params(self) -> dict[str, Any]:
         """The params as sent: when asked again, the message says what was wrong with the last answer."""

@@ -407,7 +407,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
         replayed.append(backend.recorder)
     if replayed:
         await guard.report(replayed, call)
-    return Outcome(pending=backend.pending, answers=backend.carried_answers(), state=dict(done.ctx.state))
+    # backend.carried_answers(), inline: every round's path.
+    return Outcome(pending=backend.pending, answers={**backend.known, **backend.used}, state=dict(done.ctx.state))
 
 
 @dataclass(slots=True)
