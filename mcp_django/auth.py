@@ -8,6 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.core.signals import setting_changed
 from rest_framework import authentication
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -166,6 +167,31 @@ def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
             all(isinstance(cls, type) and reads_only_headers(cls) for cls in classes),
         )
     return found[1]
+
+
+_url_header_names: tuple[str, ...] | None = None
+
+
+def url_headers() -> tuple[str, ...]:
+    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
+    global _url_header_names
+    if _url_header_names is None:
+        names = ["host", "x-forwarded-host", "x-forwarded-port"]
+        proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+        if proxy_ssl:
+            meta_name = str(proxy_ssl[0])
+            names.append(meta_name.removeprefix("HTTP_").lower().replace("_", "-"))
+        _url_header_names = tuple(names)
+    return _url_header_names
+
+
+def _forget_url_headers(*, setting: str, **kwargs: Any) -> None:
+    global _url_header_names
+    if setting == "SECURE_PROXY_SSL_HEADER":
+        _url_header_names = None
+
+
+setting_changed.connect(_forget_url_headers, dispatch_uid="mcp_django.auth.url_headers")
 
 
 class Connection:

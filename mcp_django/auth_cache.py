@@ -59,7 +59,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils import timezone
 
-from .auth import Principal, header_bound_only
+from .auth import Principal, header_bound_only, url_headers
 from .breaker import Breaker
 from .conf import EndpointSettings, mcp_settings
 
@@ -217,22 +217,6 @@ def shared() -> _Shared:
     if _shared is None or _shared.alias != mcp_settings.SESSION_CACHE:
         _shared = _Shared()
     return _shared
-
-
-_url_header_names: tuple[str, ...] | None = None
-
-
-def url_headers() -> tuple[str, ...]:
-    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
-    global _url_header_names
-    if _url_header_names is None:
-        names = ["host", "x-forwarded-host", "x-forwarded-port"]
-        proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-        if proxy_ssl:
-            meta_name = str(proxy_ssl[0])
-            names.append(meta_name.removeprefix("HTTP_").lower().replace("_", "-"))
-        _url_header_names = tuple(names)
-    return _url_header_names
 
 
 def url_header_values(headers: dict[str, str]) -> list[str]:
@@ -532,8 +516,7 @@ _URL_SETTINGS = ("SECURE_PROXY_SSL_HEADER", "USE_X_FORWARDED_HOST", "USE_X_FORWA
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    global _shared, _url_header_names
+    global _shared
     if setting in ("MCP_DJANGO", "CACHES", "SESSION_ENGINE", "SESSION_COOKIE_NAME", "AUTH_USER_MODEL", *_URL_SETTINGS):
         _shared = None
-        _url_header_names = None
         principal_cache.clear()

@@ -115,7 +115,8 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
         raise unsupported_version(meta.version)
     if headers is not None and method == "tools/call":
         name = params.get("name")
-        tool = registry.tools.get(name) if isinstance(name, str) else None
+        tools = registry.tools
+        tool = (tools.ready.get(name) or tools.get(name)) if isinstance(name, str) else None
         arguments = params.get("arguments")
         if tool is not None and tool.mirrors_headers and isinstance(arguments, dict):
             check_param_headers(headers, tool.input_schema, arguments)

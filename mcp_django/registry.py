@@ -71,7 +71,8 @@ class ToolTable(MutableMapping[str, Tool]):
     """
 
     def __init__(self, duplicates: list[tuple[str, str, str]]) -> None:
-        self._tools: dict[str, Tool] = {}
+        # The tools built so far, by name: a call's lookup reads it directly (a plain dict get).
+        self.ready: dict[str, Tool] = {}
         # Registration order of each tool: (n, 0) for a tool, (n, i) for a view's i-th tool.
         self._order: dict[str, tuple[int, int]] = {}
         self._waiting: list[tuple[int, ViewReference]] = []
@@ -94,7 +95,7 @@ class ToolTable(MutableMapping[str, Tool]):
         return DeferredTools(self, reference)
 
     def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool] | None = None) -> bool:
-        tools = self._tools if tools is None else tools
+        tools = self.ready if tools is None else tools
         existing = tools.get(tool.name)
         if existing is None:
             self._order[tool.name] = order
@@ -122,7 +123,7 @@ class ToolTable(MutableMapping[str, Tool]):
             failures: list[ImproperlyConfigured] = []
             still: list[tuple[int, ViewReference]] = []
             # Built aside and swapped in whole: a listing iterating the table meanwhile is not disturbed.
-            table = dict(self._tools)
+            table = dict(self.ready)
             for number, reference in self._waiting:
                 try:
                     made = reference.build()
@@ -134,7 +135,7 @@ class ToolTable(MutableMapping[str, Tool]):
                 for index, tool in enumerate(made, 1):
                     self._place(tool, (number, index), table)
             # Listing order is registration order, however late the views were built.
-            self._tools = {name: table[name] for name in sorted(table, key=self._order.__getitem__)}
+            self.ready = {name: table[name] for name in sorted(table, key=self._order.__getitem__)}
             self._waiting = still
         if failures and strict:
             raise failures[0]
@@ -143,7 +144,7 @@ class ToolTable(MutableMapping[str, Tool]):
     @property
     def built(self) -> dict[str, Tool]:
         """The tools there now, without building waiting views (for the system checks)."""
-        return self._tools
+        return self.ready
 
     # -- the mapping ----------------------------------------------------------------------
 
@@ -154,10 +155,10 @@ class ToolTable(MutableMapping[str, Tool]):
     def get(self, name: str, /, default: Tool | R) -> Tool | R: ...
 
     def get(self, name: str, /, default: Any = None) -> Any:
-        tool = self._tools.get(name)
+        tool = self.ready.get(name)
         if tool is None and self._waiting:
             self.resolve()
-            tool = self._tools.get(name)
+            tool = self.ready.get(name)
         return default if tool is None else tool
 
     def __getitem__(self, name: str) -> Tool:
@@ -174,37 +175,37 @@ class ToolTable(MutableMapping[str, Tool]):
             if name not in self._order:
                 self._count += 1
                 self._order[name] = (self._count, 0)
-            self._tools[name] = tool
+            self.ready[name] = tool
 
     def __delitem__(self, name: str) -> None:
         self.resolve()
         with self._lock:
-            del self._tools[name]
+            del self.ready[name]
             del self._order[name]
 
     def __iter__(self) -> Iterator[str]:
         self.resolve()
-        return iter(self._tools)
+        return iter(self.ready)
 
     def __len__(self) -> int:
         self.resolve()
-        return len(self._tools)
+        return len(self.ready)
 
     def keys(self) -> KeysView[str]:
         self.resolve()
-        return self._tools.keys()
+        return self.ready.keys()
 
     def values(self) -> ValuesView[Tool]:
         self.resolve()
-        return self._tools.values()
+        return self.ready.values()
 
     def items(self) -> ItemsView[str, Tool]:
         self.resolve()
-        return self._tools.items()
+        return self.ready.items()
 
     def __repr__(self) -> str:
         waiting = f", waiting for {[ref.path for _, ref in self._waiting]}" if self._waiting else ""
-        return f"<ToolTable {list(self._tools)}{waiting}>"
+        return f"<ToolTable {list(self.ready)}{waiting}>"
 
 
 class DeferredTools(Sequence[Tool]):

@@ -277,7 +277,7 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return resource.rstrip("/")
     if endpoint is None or http is None or not http.headers.get("host"):
         return audience(request(), endpoint)
-    from .auth_cache import url_headers
+    from .auth import url_headers
 
     headers = http.headers  # url_header_values(), inline: a round's path
     key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
