@@ -69,7 +69,7 @@ class Dispatcher:
     def __init__(
         self,
         registry: Registry,
-        handler_chains: dict[Era, dict[str, Mapping[Handler, RunHandler]]],
+        handler_chains: Mapping[Era, Mapping[str, Mapping[Handler, RunHandler]]],
         handler_filters: Mapping[Handler, tuple[Callable[[Call, Handler], bool], ...]],
     ) -> None:
         self.registry = registry

@@ -45,7 +45,10 @@ def register() -> None:
         extensions.add_method(name, _run(method))
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
     extensions.add_handler_stage(
-        run_as_task, methods={"tools/call"}, eras={Era.MODERN}, applies=lambda tool: tool.task is not None
+        run_as_task,
+        methods={"tools/call"},
+        eras={Era.MODERN},
+        applies=lambda tool: getattr(tool, "task", None) is not None,
     )
 
 
