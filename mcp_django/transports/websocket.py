@@ -57,7 +57,6 @@ from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
-from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
 from .legacy_http import endpoint_for
 
@@ -165,7 +164,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         headers = self._start()
         # Browsers send cookies with a websocket upgrade from any page: the Origin
         # check is what stops cross-site socket hijacking.
-        if not host_allowed(headers) or not origin_allowed(headers, self.req.scheme):
+        try:
+            self.endpoint.pipeline.admit(headers, self.req.scheme)
+        except MCPError:
             await self.close()
             return
         if SUBPROTOCOL not in self.scope.get("subprotocols", []):
