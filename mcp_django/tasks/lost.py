@@ -1,12 +1,9 @@
 """Runs lost to their infrastructure: started again from the beginning, or failed.
 
 A run is lost when its worker was killed or frozen past its lease, or lost its database
-connection where it could not wait for it. The handler's own error is never a lost run:
-it settles the task (``completed`` with ``isError``, or ``failed``) with its real reason.
-A lost run starts again, as the replay rule already requires handlers to allow, up to the
-tool's ``retries`` (``@mcp.tool(task=..., retries=N)``, default ``TASK_RETRIES``); after
-those the task fails, saying how many runs it lost. Found by the workers' sweep
-(:mod:`.workers`), by a poll, or by the run itself.
+connection (never for the handler's own error, which settles the task). It starts again, as
+the replay rule lets it, up to the tool's ``retries`` (default ``TASK_RETRIES``); then the task
+fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself.
 """
 
 from __future__ import annotations
@@ -47,13 +44,10 @@ def run_lost(
 ) -> str | None:
     """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
 
-    ``run``: the lost run's number (the row's ``runs`` when it claimed), when the run itself
-    says so; otherwise (a sweep, a poll) only a run whose lease is over counts, or, with
-    ``unclaimed``, one the backend started and that never claimed the task. Returns
-    ``"retried"``, ``"failed"``, ``"cancelled"``, or None when there was nothing to do (the
-    task moved on meanwhile). The new run is handed to ``enqueue(task_id)`` (the runner's) once
-    the change is committed, and every ``subscriptions/listen`` stream that named the task
-    hears of it.
+    ``run``: the lost run's number, when the run itself says so; otherwise (a sweep, a poll)
+    only a run whose lease is over counts, or, with ``unclaimed``, one that never claimed the
+    task. Returns ``"retried"``, ``"failed"``, ``"cancelled"``, or None when the task moved on
+    meanwhile. The new run goes to ``enqueue(task_id)`` once the change is committed.
     """
     now = timezone.now()
     with transaction.atomic():
@@ -74,7 +68,7 @@ def run_lost(
         if retry:
             row.retried += 1
             row.lease_until = None
-            row.status_message = (f"running again from the start: {reason} (retry {row.retried} of {limit})")[:500]
+            row.status_message = f"running again from the start: {reason} (retry {row.retried} of {limit})"[:500]
             row.updated = now
             row.save(update_fields=["retried", "lease_until", "status_message", "updated"])
             store.announce_on_commit(row.pk)
@@ -92,11 +86,9 @@ def run_lost(
 
 
 def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
-    """A poll's look at a ``working`` task: a run whose worker's lease ran out, or that the
-    backend started a lease ago and that never claimed the task, is started again or failed
-    here (as the workers' sweep does when no client polls), so a poll never shows a dead
-    worker's task as ``working`` for ever. Returns whether it tried (the row is to be read
-    again)."""
+    """A poll's look at a ``working`` task: a lost run (its lease ran out, or it never claimed
+    the task) is started again or failed here, as the sweep does, so a poll never shows a dead
+    worker's task ``working`` for ever. Returns whether it tried (the row is to be read again)."""
     if row.status != Status.WORKING:
         return False
     now = timezone.now()
@@ -104,22 +96,19 @@ def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
         if row.lease_until >= now:
             return False
         run_lost(row.pk, store.SILENT, enqueue=enqueue)
-        return True
-    if not lost_before_claim(row, now):
+    elif lost_before_claim(row, now):
+        run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
+    else:
         return False
-    run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
     return True
 
 
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it.
 
-    A run claims the task (takes its lease) first thing; a worker killed between the backend
-    marking its job running and that claim leaves a task with no lease to run out. Without a
-    lease a task is either waiting in the queue or lost that way, and only the backend can
-    tell which. It is asked once the task has waited a whole lease since its last change, and
-    then at most once a lease (``run_checked``): a poll of a task that runs, was just
-    enqueued or was checked a moment ago reads nothing more than its row.
+    A worker killed between the backend starting its job and the claim leaves no lease to run
+    out: only the backend can tell such a task from a queued one. It is asked once the task
+    waited a lease since its last change, then at most once a lease (``run_checked``).
     """
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     since = now - lease
@@ -136,10 +125,8 @@ def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
             return False
         result = tasks.get_result(row.job_id)
     except Exception as exc:
-        # A job the backend no longer has (a Redis restarted without persistence forgot RQ's
-        # queue; a result pruned before its run settled the task): nothing will run it, so
-        # the run is lost. Matched by name: a backend on the django_tasks backport (RQ's)
-        # raises that package's class, not django.tasks'. Anything else: no verdict now.
+        # A job the backend no longer has (a Redis without persistence forgot RQ's queue): the
+        # run is lost. Matched by name: the django_tasks backport (RQ's) raises its own class.
         if type(exc).__name__ == "TaskResultDoesNotExist":
             return True
         logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)

@@ -1,10 +1,9 @@
 """Running an MCP task: the job Django's task framework runs, one attempt per run.
 
-A run claims the task (a lease its heartbeat keeps pushing forward), runs the tool's
-handler from the start with every answer the task has so far (the replay engine of
-``mcp_django.asks.replay``, the same one a request's rounds use), and stores what the
-attempt came to: a result, an error, new asks (``input_required``) or a cancel. Answers
-arrive by ``tasks/update``, which enqueues the next run.
+A run claims the task (a lease its heartbeat keeps pushing forward), replays the tool's handler
+from the start with every answer so far (:mod:`mcp_django.asks.replay`) and stores what that
+came to: a result, an error, new asks (``input_required``) or a cancel. ``tasks/update``
+enqueues the next run.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from ..protocol.revisions import ClientCapabilities, Era
 from . import lookup, lost, store
 from .framework import task
 from .models import MCPTask, Status
+from .workers import Outage, cause
 
 logger = logging.getLogger("mcp_django.tasks")
 
@@ -66,14 +66,11 @@ class TaskBackend(replay.ReplayBackend):
 
 
 class Heartbeat(threading.Thread):
-    """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
-    database connection), so a handler busy on the loop or in a thread is never in its way.
-    The run's TTL ending asks the handler to stop as a cancel does.
+    """Keeps the run's lease alive, reads the cancel flag and writes the handler's progress, in
+    a thread and database connection of its own. The run's TTL ending asks the handler to stop.
 
-    Under a host (``lifecycle.host_thread``: a test's client) the task's row lives in the
-    host's transaction, which no other connection may read (SQLite locks the table, other
-    databases do not show the row): each beat is then the host's work, run in its thread
-    while it waits, as the run's other database work is.
+    Under a host (``lifecycle.host_thread``: a test's client) the row lives in the host's
+    transaction, which no other connection may read: each beat is then run in the host's thread.
     """
 
     def __init__(self, task_id: str, host: HostThread | None = None, run: int = 0, expires: Any = None) -> None:
@@ -84,12 +81,11 @@ class Heartbeat(threading.Thread):
         self.expires = expires
         self.expired = False
         self.lost = False
-        self.failing = False
+        self.outage = Outage(f"the heartbeat of MCP task {task_id[:8]}")
         self.cancel = threading.Event()
         self.stopped = threading.Event()
         self.renewed = timezone.now()
-        # The handler's last progress report, as the task's statusMessage; the next beat
-        # writes it (the handler never waits for the database to say how far it got).
+        # The handler's last progress report, which the next beat writes as the statusMessage.
         self.progress = ""
         self.written = ""
 
@@ -117,10 +113,8 @@ class Heartbeat(threading.Thread):
                     store.announce_on_commit(self.task_id)  # pushed to the task's listeners
                 self.written = progress
             if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
-                # Only while this run has the task and its lease: once the lease lapsed
-                # (this worker was frozen or cut off that long) the run is taken for lost
-                # and may already run again elsewhere, so this one stops, as if cancelled,
-                # and stores nothing: no task runs twice at once.
+                # Only while this run holds the lease: once it lapsed, the run was taken for lost
+                # and may run again elsewhere, so this one stops and stores nothing.
                 kept = rows.filter(status=Status.WORKING, runs=self.run_number, lease_until__gte=now).update(
                     lease_until=now + timedelta(seconds=lease)
                 )
@@ -128,23 +122,12 @@ class Heartbeat(threading.Thread):
                 if not kept and rows.exists():  # (a test's uncommitted row is not seen here)
                     self.lost = True
                     self.cancel.set()
-            if self.failing:
-                self.failing = False
-                logger.warning("the heartbeat of MCP task %s reaches the database again", self.task_id[:8])
+            self.outage.over()
         except Exception as exc:
-            # The database is away for a moment: tried again next beat (the lease is long
-            # enough to survive a few missed ones); said once, not every quarter second.
-            if not self.failing:
-                self.failing = True
-                logger.warning(
-                    "the heartbeat of MCP task %s missed a beat (%s: %s)",
-                    self.task_id[:8],
-                    type(exc).__name__,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "",
-                )
+            # The database away for a moment: tried again next beat (a lease outlasts a few).
+            self.outage.failed(exc)
             if self.host is None:
-                # A connection the database dropped (a restart) is replaced next beat.
-                connection.close_if_unusable_or_obsolete()
+                connection.close_if_unusable_or_obsolete()  # one a restart dropped: replaced next beat
 
     def run(self) -> None:
         if self.host is not None:
@@ -186,8 +169,6 @@ class Outcome:
     asked: dict[str, str] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
-    # The handler's database connection failing under it: the run is lost, not settled.
-    cause: BaseException | None = None
 
 
 def _error(exc: MCPError) -> dict[str, Any]:
@@ -273,7 +254,7 @@ async def _attempt(
         task_id=row.id,
         cancelled=cancelled,
         notify=notify,
-        endpoint=registry.settings if registry is not None else None,
+        endpoint=registry.settings,
     )
     backend, ctx, finished, value, error = await replay.attempt(
         tool, arguments, call, known=dict(row.answers), state=dict(row.state), backend_class=TaskBackend
@@ -293,8 +274,8 @@ async def _attempt(
         return Outcome(Status.FAILED, error=_error(error))
     if isinstance(error, content.ToolError):
         return Outcome(Status.COMPLETED, result=content.error_result(str(error)))
-    if _lost_to_database(error):
-        return Outcome(Status.FAILED, cause=error)
+    if isinstance(error, (OperationalError, InterfaceError)):
+        raise error  # the handler's connection failed under it: the run is lost (arun), not settled
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         if not isinstance(error, Exception):
             raise error
@@ -343,10 +324,8 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
         row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
             return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
-        if row.cancel_requested:
-            cancelled = True
-        else:
-            cancelled = False
+        cancelled = row.cancel_requested
+        if not cancelled:
             row.status = Status.INPUT_REQUIRED
             row.status_message = "waiting for the client's input"
             row.input_requests = outcome.input_requests
@@ -366,11 +345,8 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
 
 
 def enqueue(task_id: str) -> None:
-    """Hand the task's next run to Django's task framework (``MCP_DJANGO["TASK_BACKEND"]``).
-
-    Called once the task's row is committed, so a worker never looks for a missing row.
-    A backend that cannot take the job leaves the task ``failed``, with the reason.
-    """
+    """Hand the task's next run to ``MCP_DJANGO["TASK_BACKEND"]``, once its row is committed.
+    A backend that cannot take the job leaves the task ``failed``, with the reason."""
     try:
         result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
     except Exception as exc:
@@ -381,61 +357,42 @@ def enqueue(task_id: str) -> None:
     MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
-# How long a run's claim or settle keeps trying while the database is away (seconds), and
-# its longest wait between tries. Past it the run gives up: its lease runs out, and the sweep
-# starts it again (or fails it) once the database answers.
+# How long a run's claim or settle keeps trying while the database is away (seconds), and its
+# longest wait between tries. Past it the run gives up: its lease runs out, and the sweep starts
+# it again (or fails it) once the database answers.
 OUTAGE_PATIENCE = 300.0
 OUTAGE_LONGEST_WAIT = 2.0
 
 
 def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
-    """``job()`` (a claim, a settle), tried again with back-off while the database is away.
-
-    A connection an outage or a restart broke is closed before the next try, as Django
-    closes one around each request (``close_old_connections``). One log line per outage.
-    """
+    """``job()`` (a claim, a settle), tried again with back-off while the database is away, its
+    broken connection closed before each try (as Django does around a request)."""
     deadline = time.monotonic() + OUTAGE_PATIENCE
     wait = 0.05
-    said = False
+    outage = Outage(f"MCP task {task_id[:8]} ({what})")
     while True:
         try:
             result = job()
+            outage.over()
+            return result
         except (OperationalError, InterfaceError) as exc:
             if connection.in_atomic_block or time.monotonic() + wait > deadline:
                 raise  # a test's transaction (nothing to reconnect), or patience spent
-            if not said:
-                said = True
-                logger.warning(
-                    "MCP task %s could not %s: the database is away (%s); trying again until it answers",
-                    task_id[:8],
-                    what,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
-                )
+            outage.failed(exc)
             close_old_connections()
             time.sleep(wait)
             wait = min(wait * 2, OUTAGE_LONGEST_WAIT)
-            continue
-        if said:
-            logger.warning("MCP task %s could %s again", task_id[:8], what)
-        return result
-
-
-def _lost_to_database(error: BaseException | None) -> bool:
-    """Whether the handler ended on its database connection failing (an outage or a restart
-    under it): the infrastructure's failure, not the handler's, so the run starts again."""
-    return isinstance(error, (OperationalError, InterfaceError))
 
 
 async def arun(task_id: str) -> None:
     """One run of the task ``task_id``: claim it, one attempt, store what it came to.
 
-    The database work runs in Django's thread-sensitive thread (``sync_to_async``), the
-    attempt on this loop: an in-process test's client awaits this directly, so a sync
-    handler and the claim both run in the test's thread, in its transaction. The claim and
+    The database work runs in Django's thread-sensitive thread (an in-process test's client
+    awaits this, so it runs in the test's transaction), the attempt on this loop. The claim and
     the settle wait out a database outage; a handler cut off by one runs again
-    (:func:`.lost.run_lost`); a run whose TTL ended settles as cancelled, never completed.
+    (:func:`.lost.run_lost`); a run whose TTL ended settles as cancelled.
     """
-    claimed = await sync_to_async(_through_outages)("claim its run", task_id, lambda: _claim(task_id))
+    claimed = await sync_to_async(_through_outages)("claiming its run", task_id, lambda: _claim(task_id))
     if claimed is None:
         return
     row, principal = claimed
@@ -457,14 +414,14 @@ async def arun(task_id: str) -> None:
         return
     if beat.expired:
         outcome = Outcome(Status.CANCELLED, message=lost.TTL_ENDED)
-    elif cut_off is not None or _lost_to_database(outcome.cause):
-        reason = f"its database connection failed ({str(cut_off or outcome.cause).strip().splitlines()[0][:120]})"
+    elif cut_off is not None:
+        reason = f"its database connection failed ({cause(cut_off)[:120]})"
         await sync_to_async(_through_outages)(
-            "start it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
+            "starting it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
         return
     await sync_to_async(_through_outages)(
-        "store its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancelled(), row.runs)
+        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancelled(), row.runs)
     )
 
 

@@ -1,12 +1,8 @@
 """Task workers you can see, and the sweep they run.
 
-Each ``manage.py mcp_worker`` process keeps a row of :class:`~.models.MCPWorker` fresh (its
-heartbeat, every third of a lease) and, on the same beat, sweeps: runs whose lease ended are
-lost (:func:`.lost.run_lost`: started again or failed), running tasks whose TTL ended are
-asked to stop, and tasks that wait (queued or for input) past their TTL are cancelled. So a
-lost run is found when no client polls, by any worker of the deployment. A worker is alive
-while its row was seen within a lease; readers: ``manage.py mcp_tasks status``, the admin's
-task list, the system check W032 and a new task's ``statusMessage``.
+Each ``manage.py mcp_worker`` keeps its :class:`~.models.MCPWorker` row fresh (every third of a
+lease) and, on the same beat, sweeps (:func:`sweep`), so a lost run is found when no client
+polls. A worker is alive while its row was seen within a lease.
 """
 
 from __future__ import annotations
@@ -76,7 +72,6 @@ def needs_worker() -> bool:
 # A process asks the database at most this often whether a worker is alive (new tasks' message).
 _NOTICE_FRESH = 1.0
 _notice: tuple[float, str] = (float("-inf"), "")
-_notice_lock = threading.Lock()
 
 
 def no_worker_notice() -> str:
@@ -94,14 +89,14 @@ def no_worker_notice() -> str:
                     "it runs when one starts"
                 )
         except DatabaseError:  # the table not made yet: no verdict
-            message = ""
-    with _notice_lock:
-        _notice = (now, message)
+            pass
+    _notice = (now, message)
     return message
 
 
 def sweep(now: Any = None) -> dict[str, int]:
-    """One sweep: lost runs started again or failed, tasks past their TTL stopped or cancelled."""
+    """One sweep: lost runs (:func:`.lost.run_lost`) started again or failed, running tasks past
+    their TTL asked to stop, waiting ones (queued or for input) cancelled."""
     from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
 
     now = now or timezone.now()
@@ -142,6 +137,12 @@ def logged_sweep(now: Any = None) -> None:
         logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
 
 
+def cause(exc: BaseException) -> str:
+    """An error's first line, for a log line (its class when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 class Outage:
     """One log line when a service (the database) goes away and one when it is back, not one per try."""
 
@@ -153,8 +154,9 @@ class Outage:
     def failed(self, exc: BaseException) -> None:
         if self.since is None:
             self.since = time.monotonic()
-            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            logger.warning("%s cannot reach %s (%s): trying again until it answers", self.what, self.service, reason)
+            logger.warning(
+                "%s cannot reach %s (%s): trying again until it answers", self.what, self.service, cause(exc)
+            )
 
     def over(self) -> None:
         if self.since is not None:
