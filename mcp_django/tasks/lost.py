@@ -3,12 +3,14 @@
 A run is lost when its worker was killed or frozen past its lease, or lost its database
 connection (never for the handler's own error, which settles the task). It starts again, as
 the replay rule lets it, up to the tool's ``retries`` (default ``TASK_RETRIES``); then the task
-fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself.
+fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself; an
+outage of the database under any of them is logged by :class:`Outage`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -135,4 +137,31 @@ def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     return result.status == TaskResultStatus.RUNNING and started is not None and started < since
 
 
-__all__ = ["TTL_ENDED", "lost_before_claim", "polled", "retries_of", "run_lost"]
+def cause(exc: BaseException) -> str:
+    """An error's first line, for a log line (its class when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+class Outage:
+    """One log line when a service (the database) goes away and one when it is back, not one per try."""
+
+    def __init__(self, what: str, service: str = "the database") -> None:
+        self.what = what
+        self.service = service
+        self.since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            logger.warning(
+                "%s cannot reach %s (%s): trying again until it answers", self.what, self.service, cause(exc)
+            )
+
+    def over(self) -> None:
+        if self.since is not None:
+            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
+            self.since = None
+
+
+__all__ = ["TTL_ENDED", "Outage", "cause", "lost_before_claim", "polled", "retries_of", "run_lost"]

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from rq import Worker as RQWorker  # type: ignore[import-not-found,unused-ignore]
 
-from .workers import Outage
+from .lost import Outage
 
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 

@@ -34,8 +34,8 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lookup, lost, store
 from .framework import task
+from .lost import Outage, cause
 from .models import MCPTask, Status
-from .workers import Outage, cause
 
 logger = logging.getLogger("mcp_django.tasks")
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from . import store
-from .lost import TTL_ENDED, lost_before_claim, run_lost
+from .lost import TTL_ENDED, Outage, lost_before_claim, run_lost
 from .models import MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -135,33 +135,6 @@ def logged_sweep(now: Any = None) -> None:
     found = sweep(now)
     if any(found.values()):
         logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
-
-
-def cause(exc: BaseException) -> str:
-    """An error's first line, for a log line (its class when it says nothing)."""
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
-
-
-class Outage:
-    """One log line when a service (the database) goes away and one when it is back, not one per try."""
-
-    def __init__(self, what: str, service: str = "the database") -> None:
-        self.what = what
-        self.service = service
-        self.since: float | None = None
-
-    def failed(self, exc: BaseException) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-            logger.warning(
-                "%s cannot reach %s (%s): trying again until it answers", self.what, self.service, cause(exc)
-            )
-
-    def over(self) -> None:
-        if self.since is not None:
-            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
-            self.since = None
 
 
 def sweep_forever(every: float) -> None:
