@@ -5,10 +5,9 @@
   inside the request that creates the task, which then waits for all of it
 - W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
 - W032 (``manage.py check --deploy --database default``) a tool runs as a task on the database
-  backend and no task worker (``manage.py mcp_worker``) was seen alive lately. A deployment
-  check, so not among those ``migrate``, ``runserver`` and the test runner run (a worker is
-  started after those; a database being migrated has none yet); and, as Django's checks that
-  query do, only when the command names the databases it may query.
+  backend and no task worker (``manage.py mcp_worker``) was seen alive lately: a deployment
+  check (``migrate`` and ``runserver`` come before any worker) that queries, so only when the
+  command names the databases it may query
 """
 
 from __future__ import annotations
@@ -35,9 +34,7 @@ def _task_tools() -> str:
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
 
-# Tags.database: like Django's checks that query, run only when the command names databases
-# (Django 5.2 runs it anyway, with databases=None, as its own database checks are: they return
-# nothing then; Django 6 leaves them out).
+# Tags.database: run only when the command names databases (Django 5.2 calls it with None).
 @register(Tags.database, deploy=True)
 def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()

@@ -27,6 +27,3 @@ def endpoint(name: str) -> Registry | None:
                 logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
         found = registry_named(name)
     return found
-
-
-__all__ = ["endpoint"]

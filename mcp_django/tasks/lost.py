@@ -162,6 +162,3 @@ class Outage:
         if self.since is not None:
             logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
             self.since = None
-
-
-__all__ = ["TTL_ENDED", "Outage", "cause", "lost_before_claim", "polled", "retries_of", "run_lost"]

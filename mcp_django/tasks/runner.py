@@ -47,22 +47,11 @@ CANCEL_POLL = 0.25
 class TaskBackend(replay.ReplayBackend):
     """The replay backend of a task's attempt: every ask first checks the cancel flag."""
 
-    def _check(self) -> None:
+    def _lookup(self, asks: Sequence[Ask], record: bool = True) -> tuple[list[Any], bool]:
         cancelled = self.call.cancelled
         if cancelled is not None and cancelled():
             raise TaskCancelled()
-
-    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
-        self._check()
-        return super().resolve_blocking(asks)
-
-    async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
-        self._check()
-        return await super().resolve(asks)
-
-    async def resolve_one(self, ask: Ask) -> Any:
-        self._check()
-        return await super().resolve_one(ask)
+        return super()._lookup(asks, record)
 
 
 class Heartbeat(threading.Thread):

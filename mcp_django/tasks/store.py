@@ -439,6 +439,3 @@ def purge(now: Any = None) -> int:
     """Delete the tasks whose TTL is over; returns how many."""
     deleted, _ = MCPTask.objects.filter(expires__lte=now or timezone.now()).delete()
     return deleted
-
-
-__all__ = ["NOT_FOUND", "TERMINAL", "cancel", "create", "detailed", "envelope", "find", "purge", "update"]

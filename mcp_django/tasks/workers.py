@@ -7,6 +7,7 @@ polls. A worker is alive while its row was seen within a lease.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -191,26 +192,11 @@ class Pulse(threading.Thread):
                     logger.exception("the task worker's heartbeat failed")
                 if self.stopped.wait(beat_seconds()):
                     break
-            try:
+            with contextlib.suppress(DatabaseError):  # else its row ages out
                 MCPWorker.objects.filter(pk=self.worker_id).delete()  # stopped cleanly: no longer alive
-            except DatabaseError:
-                pass  # its row ages out instead
         finally:
             connection.close()
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(10)
-
-
-__all__ = [
-    "Outage",
-    "Pulse",
-    "alive",
-    "alive_within",
-    "beat_seconds",
-    "no_worker_notice",
-    "queue",
-    "sweep",
-    "sweep_forever",
-]
