@@ -60,6 +60,7 @@ async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = Fal
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             result = await asyncio.wait_for(operation(), mcp_settings.CHANNEL_LAYER_TIMEOUT)
+            break
         except Exception as exc:
             if _is_connection_error(exc) and attempt < _ATTEMPTS:
                 continue  # a pooled connection that died with an earlier outage: the next one is fresh
@@ -68,10 +69,9 @@ async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = Fal
                     layer_breaker.failed(exc)
                 raise Unavailable("the channel layer") from exc
             raise
-        if probe:
-            layer_breaker.closed()
-        return result
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+    if probe:
+        layer_breaker.closed()
+    return result
 
 
 async def _probe_layer() -> None:
@@ -95,10 +95,8 @@ class WorkerChannel:
     def __init__(self) -> None:
         layer = get_channel_layer()
         if is_shared(layer) and any(worker.layer is layer for worker in _workers.values()):
-            # A layer instance receives on one event loop only (channels-redis refuses a
-            # second): another loop of this process (a test client's beside a server's)
-            # reads through an instance of its own. The in-memory layer must stay shared:
-            # its instances do not see each other's channels.
+            # A layer instance receives on one event loop only: another loop of this process (a
+            # test client's) gets its own. (In-memory instances do not see each other: shared.)
             layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         self.layer: Any = layer
         self.channel = ""

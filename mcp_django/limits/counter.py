@@ -37,13 +37,9 @@ class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
 
 
-def limits_cache() -> Any:
-    return caches[mcp_settings.LIMITS["CACHE"]]
-
-
 async def bounded(work: Callable[[Any], T]) -> T:
     """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be."""
-    cache = limits_cache()
+    cache = caches[mcp_settings.LIMITS["CACHE"]]
     if isinstance(cache, LocMemCache):
         return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
     return await in_thread(functools.partial(work, cache))
@@ -119,7 +115,7 @@ def release(cache: Any, key: str) -> None:
 
 async def _probe() -> None:
     await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(None, limits_cache().get, f"{PREFIX}:probe"),
+        asyncio.get_running_loop().run_in_executor(None, caches[mcp_settings.LIMITS["CACHE"]].get, f"{PREFIX}:probe"),
         mcp_settings.LIMITS["CACHE_TIMEOUT"],
     )
 

@@ -184,9 +184,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
         pool = super().pool
-        if pool is None:
-            return None
-        return GuardedPool(pool, prober(self.alias, self._probe))
+        return None if pool is None else GuardedPool(pool, prober(self.alias, self._probe))
 
     def _probe(self) -> None:
         params = self.get_connection_params()

@@ -78,7 +78,7 @@ def run_lost(
     if retry:
         return "retried"
     if row.cancel_requested or expired:
-        message = "cancelled by the client" if row.cancel_requested else TTL_ENDED
+        message = store.BY_CLIENT if row.cancel_requested else TTL_ENDED
         return (
             "cancelled" if store.finish(task_id, Status.CANCELLED, message=message, only_if=(Status.WORKING,)) else None
         )

@@ -167,6 +167,10 @@ def _error(exc: MCPError) -> dict[str, Any]:
     return out
 
 
+def _failed(message: str) -> Outcome:
+    return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+
+
 def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
     """Take the task for this run, or None when there is nothing to run (finished,
     waiting for input, cancelled, or already running elsewhere)."""
@@ -179,16 +183,15 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
             return None  # a second enqueue of the same run: the first one has it
         if row.expires is not None and row.expires <= now:
             return None
-        cancel = row.cancel_requested
-        principal = None if cancel else store.principal_of(row)
-        if not cancel and principal is not None:
+        principal = None if row.cancel_requested else store.principal_of(row)
+        if principal is not None:
             row.lease_until = now + timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
             row.runs += 1
             if not row.retried:
                 row.status_message = ""  # "no worker seen" said while it waited: one runs it now
             row.save(update_fields=["lease_until", "runs", "status_message"])
-    if cancel:
-        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+    if row.cancel_requested:
+        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
         return None
     if principal is None:
         error = {"code": INTERNAL_ERROR, "message": "the task's user no longer exists or changed credentials"}
@@ -220,14 +223,13 @@ async def _attempt(
 ) -> Outcome:
     registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
-        message = (
+        return _failed(
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
             "(define its Registry at module level, in a module the worker imports: see docs/tasks.md)"
         )
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
     tool = registry.tools.get(row.tool)
     if tool is None:
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
+        return _failed(f"Unknown tool: {row.tool}")
     arguments = tool.parameters.convert(dict(row.arguments))
     call = Call(
         method="tools/call",
@@ -253,7 +255,7 @@ async def _attempt(
     if isinstance(error, TaskCancelled) or (
         isinstance(error, BaseExceptionGroup) and error.subgroup(TaskCancelled) is not None
     ):
-        return Outcome(Status.CANCELLED, message="cancelled by the client")
+        return Outcome(Status.CANCELLED, message=store.BY_CLIENT)
     if backend.error is not None:
         return Outcome(Status.FAILED, error=_error(backend.error))
     lacking = escaped(error)
@@ -276,13 +278,10 @@ async def _attempt(
         except TypeError as exc:
             return Outcome(Status.COMPLETED, result=content.error_result(f"Error executing tool {row.tool}: {exc}"))
     reused = [key for key in backend.pending if key in row.keys]
-    if reused:
-        # SEP-2663: a key names one request over the task's whole life.
-        message = f"the handler asked a different question under the key {reused[0]!r}, already used by this task"
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    if reused:  # SEP-2663: a key names one request over the task's whole life
+        return _failed(f"the handler asked a different question under the key {reused[0]!r}, already used by this task")
     if row.rounds + 1 > mcp_settings.MAX_INPUT_ROUNDS:
-        message = f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input"
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+        return _failed(f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input")
     return Outcome(
         Status.INPUT_REQUIRED,
         input_requests={key: ask.wire() for key, ask in backend.pending.items()},
@@ -296,7 +295,7 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
     """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
     this run was taken for lost and another one has it)."""
     if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
-        outcome = Outcome(Status.CANCELLED, message="cancelled by the client")
+        outcome = Outcome(Status.CANCELLED, message=store.BY_CLIENT)
     if outcome.status != Status.INPUT_REQUIRED:
         store.finish(
             task_id,
@@ -328,7 +327,7 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
             row.save()
             store.announce_on_commit(row.pk)
     if cancelled:
-        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
     else:
         store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
 
@@ -395,7 +394,7 @@ async def arun(task_id: str) -> None:
         outcome = Outcome(Status.FAILED)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
-        outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
+        outcome = _failed(f"the task failed: {exc}")
     finally:
         await sync_to_async(beat.stop, thread_sensitive=False)()
     if beat.lost:

@@ -29,6 +29,7 @@ NOT_FOUND = "Failed to retrieve task: Task not found"
 WORKER_LOST = "the worker running this task stopped before it finished"
 SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
 UNCLAIMED = "its worker stopped as the run began"
+BY_CLIENT = "cancelled by the client"
 
 _AUDIT_KINDS = {
     Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
@@ -78,7 +79,7 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
-def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
+def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "") -> None:
     """The audit log's row for a change of a task's status (queued; never blocks)."""
     settings = mcp_settings.AUDIT
     if not settings["ENABLED"]:
@@ -91,7 +92,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         kind=kind,
         era=Era.MODERN,
         transport="task",
-        method=method or "tools/call",
+        method="tools/call",
         target=row.tool,
         principal=principal,
         request_id=row.id[:12],
@@ -432,7 +433,7 @@ def cancel(task_id: str, principal: Principal, registry: str) -> None:
             row.updated = timezone.now()
             row.save(update_fields=["cancel_requested", "updated"])
             return
-    finish(task_id, Status.CANCELLED, message="cancelled by the client")
+    finish(task_id, Status.CANCELLED, message=BY_CLIENT)
 
 
 def purge(now: Any = None) -> int:

@@ -1,22 +1,18 @@
 """The cross-worker reply channel of legacy Streamable HTTP.
 
-A handler's server-to-client request goes out on the SSE stream of the POST that called it, held
-by one worker; the client's reply is a separate POST that a load balancer may hand to any worker.
-So every request id we send names the waiting worker's channel (``mcp-django:<n>:<channel>``,
-:mod:`mcp_django.worker_channel`), and whichever worker receives the reply forwards it there. The
-holder accepts it only for the session and principal the request was sent under.
+A handler's request to the client goes out on the SSE stream of the POST that called it, held by
+one worker; the client's reply may reach any worker. So every request id names the waiting
+worker's channel (``mcp-django:<n>:<channel>``), where the reply is forwarded and accepted only
+for the session and principal the request was sent under.
 
-The forwarder answers its client 202 only once the holder acknowledges the reply, else 503; the
-two must agree, or a client is told its reply failed while the ask went on with it. So with no
-acknowledgment at once the forwarder asks the holder (``mcp.reply.lost``), and whichever of the
-reply and the question reaches the holder first decides: delivered (202), or lost, the ask failed
-and the late reply refused (503). A holder answering neither is gone (503). When the layer goes
-away after it took the reply, the reply waits in the holder's channel: 202. A client told 503
-may answer again: an ask takes one reply.
+The forwarder answers its client 202 once the holder acknowledges the reply, else 503, and the
+two must agree. Without a prompt acknowledgment the forwarder asks the holder (``mcp.reply.lost``);
+whichever of the reply and the question arrives first decides: delivered (202), or lost, the ask
+failed and the late reply refused (503). A holder answering neither is gone (503); when the layer
+goes away after it took the reply, the reply waits in the holder's channel (202).
 
-Cancellations not found locally go to the group every worker's channel joins (not needed on the
-in-memory layer: one process), and a stream resumed on a worker that does not hold it is
-forwarded by its holder (:meth:`Relay.follow_remote`).
+Cancellations not found locally go to the group every worker's channel joins, and a stream
+resumed on a worker that does not hold it is forwarded by its holder (:meth:`Relay.follow_remote`).
 """
 
 from __future__ import annotations
@@ -201,14 +197,6 @@ class Relay:
         self._outcomes[key] = (taken, now)
         return taken
 
-    def lost(self, request_id: str, sid: str, principal: str) -> None:
-        """The client's reply to ``request_id`` was sent but could not be forwarded here."""
-        waiter = self._waiter(request_id, sid, principal)
-        if waiter is not None:
-            waiter.future.set_exception(
-                MCPError(INTERNAL_ERROR, "the client's reply could not be forwarded to this server instance")
-            )
-
     def new_stream_key(self) -> str:
         return str(next(self._stream_keys))
 
@@ -315,13 +303,14 @@ class Relay:
     def _decide(self, message: dict[str, Any], *, taken: bool) -> None:
         """A forwarded reply (``taken``), or its forwarder's question whether it came: whichever
         arrives first decides, and the forwarder, told, answers its client 202 or 503."""
-        request_id, sid, principal = str(message["id"]), str(message["sid"]), str(message["p"])
         to, ack = str(message["to"]), str(message["ack"])
         decided = self._outcome((to, ack), taken)
-        if decided and taken:
-            self.deliver(request_id, dict(message["message"]), sid, principal)
-        elif not decided and not taken:
-            self.lost(request_id, sid, principal)
+        waiter = self._waiter(str(message["id"]), str(message["sid"]), str(message["p"])) if decided == taken else None
+        if waiter is not None and taken:
+            waiter.future.set_result(dict(message["message"]))
+        elif waiter is not None:
+            lost = "the client's reply could not be forwarded to this server instance"
+            waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
         verdict = {"type": "mcp.reply.ack", "ack": ack, "taken": decided}
         self.worker.keep_quietly(self.worker.send_quietly(to, verdict))
 
