@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -140,9 +141,6 @@ class WorkerChannel:
         self._tasks.append(task)
         task.add_done_callback(self._tasks.remove)
 
-    def keep_quietly(self, coroutine: Any) -> None:
-        self.keep(asyncio.ensure_future(coroutine))
-
     async def call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
         """:func:`layer_call` of ``operation(self.layer)``."""
         return await layer_call(lambda: operation(self.layer))
@@ -150,15 +148,17 @@ class WorkerChannel:
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         await self.call(lambda layer: layer.send(channel, message))
 
-    async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
-        """:meth:`send`, logging a failure instead of raising it; False when it failed."""
-        try:
-            await self.send(channel, message)
-        except Exception as exc:
-            if not layer_breaker.open:  # an outage is said once, by the breaker
-                logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
-            return False
-        return True
+    def post(self, channel: str, message: dict[str, Any]) -> None:
+        """:meth:`send` in the background, a failure logged instead of raised."""
+
+        async def send() -> None:
+            try:
+                await self.send(channel, message)
+            except Exception as exc:
+                if not layer_breaker.open:  # an outage is said once, by the breaker
+                    logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+
+        self.keep(asyncio.ensure_future(send()))
 
     async def _read(self) -> None:
         failing = False
@@ -216,15 +216,13 @@ class WorkerChannel:
                 await self.layer.group_discard(GROUP, self.channel)
 
 
+_WORKER_CHANNEL = re.compile(rf"(?:{PREFIX}|local)\.[\w.!-]*", re.ASCII)
+
+
 def is_worker_channel(channel: str) -> bool:
     """Whether ``channel`` can name a worker's channel: anything else (a client's made-up name) is
     refused before it reaches the layer, which would keep it (the in-memory layer, for ever) or raise."""
-    return (
-        channel.startswith((f"{PREFIX}.", "local."))
-        and len(channel) < 100
-        and channel.isascii()
-        and all(c.isalnum() or c in "-_.!" for c in channel)
-    )
+    return len(channel) < 100 and _WORKER_CHANNEL.fullmatch(channel) is not None
 
 
 _workers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerChannel] = weakref.WeakKeyDictionary()

@@ -67,11 +67,11 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()
     if not named:
         return []
-    from .framework import backend
+    from .framework import task_backends
 
     alias = mcp_settings.TASK_BACKEND
     try:
-        found = backend(alias)
+        found = task_backends[alias]
     except Exception as exc:
         return [
             Error(

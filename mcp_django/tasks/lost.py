@@ -118,11 +118,11 @@ def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
         return False
     if row.run_checked is not None and row.run_checked > since:
         return False
-    from .framework import TaskResultStatus, backend
+    from .framework import TaskResultStatus, task_backends
 
     MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
     try:
-        tasks = backend(mcp_settings.TASK_BACKEND)
+        tasks = task_backends[mcp_settings.TASK_BACKEND]
         if not tasks.supports_get_result:
             return False
         result = tasks.get_result(row.job_id)

@@ -61,10 +61,10 @@ def needs_worker() -> bool:
     """Whether the task backend's jobs are run by ``mcp_worker``, which reports itself alive:
     django-tasks-db's database backend. Other backends' workers (RQ's ``rqworker``) report
     nothing here, so nothing is said of them; ImmediateBackend runs the job in its request."""
-    from .framework import backend
+    from .framework import task_backends
 
     try:
-        found = backend(mcp_settings.TASK_BACKEND)
+        found = task_backends[mcp_settings.TASK_BACKEND]
     except Exception:  # no such backend: E030 says so
         return False
     return type(found).__module__.split(".")[0] == "django_tasks_db"

@@ -285,7 +285,7 @@ class Relay:
         stream = self.streams.get(str(message["key"]))
         if stream is None or stream.sid != message["sid"]:
             # Unknown, expired, or another session's: the same answer for all three.
-            self.worker.keep_quietly(self.worker.send_quietly(to, {"type": "mcp.events", "tap": tap, "found": False}))
+            self.worker.post(to, {"type": "mcp.events", "tap": tap, "found": False})
         else:
             task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
             self._forwards[(to, tap)] = task
@@ -312,7 +312,7 @@ class Relay:
             lost = "the client's reply could not be forwarded to this server instance"
             waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
         verdict = {"type": "mcp.reply.ack", "ack": ack, "taken": decided}
-        self.worker.keep_quietly(self.worker.send_quietly(to, verdict))
+        self.worker.post(to, verdict)
 
     def _on_ack(self, message: dict[str, Any]) -> None:
         acked = self._acks.get(str(message["ack"]))
