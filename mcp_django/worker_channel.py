@@ -50,12 +50,9 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 
 async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = False) -> T:
-    """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``.
-
-    :class:`Unavailable` at once while the layer is known to be away; a ``probe`` goes through
-    anyway and closes the breaker when it succeeds. Errors that say nothing of the layer (a
-    message it cannot encode, a full channel) are raised as they are, leaving the breaker alone.
-    """
+    """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``; :class:`Unavailable`
+    at once while the breaker is open (a ``probe`` goes through, and closes it). Errors that say
+    nothing of the layer (a full channel) are raised as they are, leaving the breaker alone."""
     if not probe:
         layer_breaker.check()
     for attempt in range(1, _ATTEMPTS + 1):

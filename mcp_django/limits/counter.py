@@ -13,6 +13,7 @@ stage decides (``LIMITS["WHEN_CACHE_DOWN"]``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -92,11 +93,8 @@ def hit(cache: Any, windows: Sequence[tuple[str, int]]) -> list[int]:
 
 
 def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
-    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken.
-
-    ``lifetime`` bounds how long a count outlives a process that died holding it: each
-    taking sets the key's timeout anew, so the count goes only when nothing was taken for that long.
-    """
+    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken. The count
+    outlives a process that died holding it by ``lifetime`` at most (each taking renews it)."""
     if _incr(cache, key, lifetime) > cap:
         release(cache, key)
         return False
@@ -106,11 +104,9 @@ def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
 
 def release(cache: Any, key: str) -> None:
     """One of what ``key`` counts is over."""
-    try:
+    with contextlib.suppress(ValueError):  # expired: nothing left to take back
         if cache.decr(key) < 0:
             cache.delete(key)  # an expired count taken again meanwhile: never below nothing
-    except ValueError:
-        pass  # expired: nothing left to take back
 
 
 async def _probe() -> None:

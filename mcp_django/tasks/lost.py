@@ -44,13 +44,10 @@ def run_lost(
     run: int | None = None,
     unclaimed: bool = False,
 ) -> str | None:
-    """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
-
-    ``run``: the lost run's number, when the run itself says so; otherwise (a sweep, a poll)
-    only a run whose lease is over counts, or, with ``unclaimed``, one that never claimed the
-    task. Returns ``"retried"``, ``"failed"``, ``"cancelled"``, or None when the task moved on
-    meanwhile. The new run goes to ``enqueue(task_id)`` once the change is committed.
-    """
+    """The task's run was lost (``reason``): run it again (``enqueue``), or fail it once its retries
+    are spent. ``run``: the lost run's number, when the run says so; else only a run whose lease is
+    over counts, or, ``unclaimed``, one that never claimed the task. ``"retried"``, ``"failed"``,
+    ``"cancelled"``, or None when the task moved on meanwhile."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
@@ -106,12 +103,9 @@ def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
 
 
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
-    """Whether the backend started the task's run over a lease ago and the run never claimed it.
-
-    A worker killed between the backend starting its job and the claim leaves no lease to run
-    out: only the backend can tell such a task from a queued one. It is asked once the task
-    waited a lease since its last change, then at most once a lease (``run_checked``).
-    """
+    """Whether the backend started the task's run over a lease ago and the run never claimed it (its
+    worker killed before the claim: no lease to run out). The backend is asked once the task waited
+    a lease since its last change, then at most once a lease (``run_checked``)."""
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     since = now - lease
     if not row.job_id or row.updated is None or row.updated > since:

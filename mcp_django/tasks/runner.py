@@ -55,12 +55,9 @@ class TaskBackend(replay.ReplayBackend):
 
 
 class Heartbeat(threading.Thread):
-    """Keeps the run's lease alive, reads the cancel flag and writes the handler's progress, in
-    a thread and database connection of its own. The run's TTL ending asks the handler to stop.
-
-    Under a host (``lifecycle.host_thread``: a test's client) the row lives in the host's
-    transaction, which no other connection may read: each beat is then run in the host's thread.
-    """
+    """Keeps the run's lease alive, reads the cancel flag (the TTL ending is one) and writes the
+    handler's progress, in a thread of its own; under a host (a test's client, whose transaction
+    holds the row), each beat runs in the host's thread."""
 
     def __init__(self, task_id: str, host: HostThread | None = None, run: int = 0, expires: Any = None) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
@@ -160,13 +157,6 @@ class Outcome:
     state: dict[str, str] = field(default_factory=dict)
 
 
-def _error(exc: MCPError) -> dict[str, Any]:
-    out: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.data is not None:
-        out["data"] = exc.data
-    return out
-
-
 def _failed(message: str) -> Outcome:
     return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
 
@@ -257,12 +247,12 @@ async def _attempt(
     ):
         return Outcome(Status.CANCELLED, message=store.BY_CLIENT)
     if backend.error is not None:
-        return Outcome(Status.FAILED, error=_error(backend.error))
+        return Outcome(Status.FAILED, error=backend.error.to_error())
     lacking = escaped(error)
     if lacking is not None:
-        return Outcome(Status.FAILED, error=_error(MissingCapability(backend.missing or lacking.capabilities)))
+        return Outcome(Status.FAILED, error=MissingCapability(backend.missing or lacking.capabilities).to_error())
     if isinstance(error, MCPError):
-        return Outcome(Status.FAILED, error=_error(error))
+        return Outcome(Status.FAILED, error=error.to_error())
     if isinstance(error, content.ToolError):
         return Outcome(Status.COMPLETED, result=content.error_result(str(error)))
     if isinstance(error, (OperationalError, InterfaceError)):
@@ -373,13 +363,9 @@ def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
 
 
 async def arun(task_id: str) -> None:
-    """One run of the task ``task_id``: claim it, one attempt, store what it came to.
-
-    The database work runs in Django's thread-sensitive thread (an in-process test's client
-    awaits this, so it runs in the test's transaction), the attempt on this loop. The claim and
-    the settle wait out a database outage; a handler cut off by one runs again
-    (:func:`.lost.run_lost`); a run whose TTL ended settles as cancelled.
-    """
+    """One run of the task ``task_id``: claim it, one attempt, store what it came to. The claim and
+    the settle wait out a database outage; a handler cut off by one runs again; a run whose TTL
+    ended settles as cancelled. (The database work runs in Django's thread-sensitive thread.)"""
     claimed = await sync_to_async(_through_outages)("claiming its run", task_id, lambda: _claim(task_id))
     if claimed is None:
         return

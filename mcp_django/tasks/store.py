@@ -189,13 +189,9 @@ def finish(
 
 
 def binding(principal: Principal) -> str:
-    """The keyed hash a task is bound to: the principal's id, join date and password hash, so a
-    password change or an account re-created under the same id no longer matches.
-
-    Keyed with ``SECRET_KEY``, not the request-state keyring whose key may be per process: a
-    task outlives a process. Kept on the principal (until the key changes): a request hashes
-    once, however many task reads it makes.
-    """
+    """The keyed hash a task is bound to: the principal's id, join date and password hash (a new
+    password or a re-created account no longer matches), keyed with ``SECRET_KEY`` (a task outlives
+    a process's request-state key). Kept on the principal: a request hashes once."""
     secret = settings.SECRET_KEY
     found = principal.__dict__.get("_task_binding")
     if found is None or found[0] is not secret:
@@ -288,14 +284,9 @@ class Polled:
 
 
 class _PollQuery:
-    """The poll's query, compiled once per thread and connection (the ORM builds its SQL afresh
-    on every call, which cost a poll more than the rest of it: bench/instructions.py ``taskget``).
-
-    Its rows go through the compiler's converters as the ORM's own would. When nothing observes
-    the connection's queries (no query log, no ``execute_wrapper`` but the replay guard's, which
-    looks for writes), it runs on the backend's DB-API cursor inside Django's error wrapping:
-    Django's cursor wrapper cost as much again as the query.
-    """
+    """The poll's query, compiled once per thread and connection (building the SQL cost a poll more
+    than the rest of it), its rows through the compiler's converters. Unless something observes the
+    connection's queries, it runs on the DB-API cursor (Django's wrapper cost as much as the query)."""
 
     def __init__(self, alias: str) -> None:
         self.connection = connections[alias]
@@ -397,11 +388,8 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
 def update(
     task_id: str, principal: Principal, registry: str, responses: dict[str, Any], enqueue: Callable[[str], None]
 ) -> None:
-    """``tasks/update``: take the answers to pending asks; once none is pending, run again.
-
-    Keys never asked, already answered or superseded are ignored (SEP-2663); a partial
-    answer keeps the task ``input_required`` with the keys still open.
-    """
+    """``tasks/update``: take the answers to pending asks (others are ignored, SEP-2663); once none
+    is pending, run again."""
     find(task_id, principal, registry)
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().get(pk=task_id)
