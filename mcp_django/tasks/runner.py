@@ -59,7 +59,7 @@ class Heartbeat(threading.Thread):
     handler's progress, in a thread of its own; under a host (a test's client, whose transaction
     holds the row), each beat runs in the host's thread."""
 
-    def __init__(self, task_id: str, host: HostThread | None = None, run: int = 0, expires: Any = None) -> None:
+    def __init__(self, task_id: str, host: HostThread | None, run: int, expires: Any) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
         self.task_id = task_id
         self.host = host
@@ -74,9 +74,6 @@ class Heartbeat(threading.Thread):
         # The handler's last progress report, which the next beat writes as the statusMessage.
         self.progress = ""
         self.written = ""
-
-    def cancelled(self) -> bool:
-        return self.cancel.is_set()
 
     def notified(self, message: dict[str, Any]) -> None:
         """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
@@ -374,7 +371,7 @@ async def arun(task_id: str) -> None:
     beat.start()
     cut_off: BaseException | None = None
     try:
-        outcome = await attempt(row, principal, beat.cancelled, beat.notified)
+        outcome = await attempt(row, principal, beat.cancel.is_set, beat.notified)
     except (OperationalError, InterfaceError) as exc:
         cut_off = exc
         outcome = Outcome(Status.FAILED)
@@ -395,7 +392,7 @@ async def arun(task_id: str) -> None:
         )
         return
     await sync_to_async(_through_outages)(
-        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancelled(), row.runs)
+        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancel.is_set(), row.runs)
     )
 
 
