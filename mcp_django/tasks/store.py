@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -215,72 +215,52 @@ def principal_of(row: MCPTask) -> Principal | None:
     return principal if _bound(row, principal) else None
 
 
-_POLLED = (
-    "id",
-    "tool",
-    "endpoint",
-    "status",
-    "status_message",
-    "result",
-    "error",
-    "input_requests",
-    "principal",
-    "principal_digest",
-    "created",
-    "updated",
-    "ttl_ms",
-    "expires",
-    "lease_until",
-    "job_id",
-    "run_checked",
-)
+class _Columns(NamedTuple):
+    """The columns a poll reads, in the model's order (the JSON ones as the database sent them)."""
+
+    id: str
+    tool: str
+    endpoint: str
+    status: str
+    status_message: str
+    raw_result: Any
+    raw_error: Any
+    raw_input_requests: Any
+    principal: str
+    principal_digest: str
+    created: Any
+    updated: Any
+    ttl_ms: int | None
+    expires: Any
+    lease_until: Any
+    job_id: str
+    run_checked: Any
+    decode: Callable[[int, Any], Any] | None = None
 
 
-# The JSON columns: a status answers with at most one of them (:func:`detailed`), so a poll
-# decodes each only when it is read.
-_READ_DECODED = ("result", "error", "input_requests")
+class Polled(_Columns):
+    """What a poll reads of a task, in one query (:func:`_polled`). Not a model instance, whose
+    ``Model.from_db`` cost a poll more than its query; :func:`envelope` and :func:`detailed` take
+    either. A status answers with at most one of the JSON columns, so each is decoded when it is
+    read (``decode``: the ORM's converters)."""
 
-
-class Polled:
-    """What a poll reads of a task: the columns of ``_POLLED``, read-only. Not a model instance
-    (``Model.from_db`` cost a poll more than its query); :func:`envelope` and :func:`detailed`
-    take either. ``decode``: the ORM's converters of the JSON columns, run when one is read."""
-
-    __slots__ = (*(name for name in _POLLED if name not in _READ_DECODED), "_json", "_decode")
-
-    def __init__(self, values: Any, decode: Callable[[int, Any], Any] | None = None) -> None:
-        # One unpacking in _POLLED's order: a setattr per column cost more than the rest.
-        (
-            self.id,
-            self.tool,
-            self.endpoint,
-            self.status,
-            self.status_message,
-            result,
-            error,
-            input_requests,
-            self.principal,
-            self.principal_digest,
-            self.created,
-            self.updated,
-            self.ttl_ms,
-            self.expires,
-            self.lease_until,
-            self.job_id,
-            self.run_checked,
-        ) = values
-        self._json = (result, error, input_requests)
-        self._decode = decode
+    __slots__ = ()
 
     def _read(self, index: int) -> Any:
-        value = self._json[index]
-        return value if self._decode is None else self._decode(index, value)
+        value = self[_FIRST_JSON + index]
+        return value if self.decode is None else self.decode(index, value)
 
     result = property(lambda self: self._read(0))
     error = property(lambda self: self._read(1))
     input_requests = property(lambda self: self._read(2))
     pk = property(lambda self: self.id)
     is_terminal = property(lambda self: self.status in TERMINAL)
+
+
+# The model's names of the columns, and of the JSON ones among them.
+_POLLED = tuple(name.removeprefix("raw_") for name in _Columns._fields[:-1])
+_READ_DECODED = ("result", "error", "input_requests")
+_FIRST_JSON = _POLLED.index("result")
 
 
 class _PollQuery:
@@ -323,7 +303,8 @@ class _PollQuery:
             for converter in converters:
                 value = converter(value, expression, connection)
             row[pos] = value
-        return Polled(row, self.decode if any(self.json) else None)
+        row.append(self.decode if any(self.json) else None)
+        return Polled._make(row)
 
     def rows(self, task_id: str) -> Any:
         """The rows for ``task_id``, or None when the query is not one this class can run."""
@@ -365,7 +346,7 @@ def _polled(task_id: str) -> Polled | None:
     rows = query.rows(task_id)
     if rows is None:  # a backend whose SQL is not this simple: the ORM's own way
         row = MCPTask.objects.using(alias).only(*_POLLED).filter(pk=task_id).first()
-        return None if row is None else Polled([getattr(row, name) for name in _POLLED])
+        return None if row is None else Polled(*(getattr(row, name) for name in _POLLED))
     return query.row(rows[0]) if rows else None
 
 
