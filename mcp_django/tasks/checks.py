@@ -47,11 +47,10 @@ def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs:
     if not workers.needs_worker():
         return []  # ImmediateBackend runs the task in its request (W030); no backend: E030
     try:
-        alive = workers.alive()
+        if workers.alive():
+            return []
     except DatabaseError:
         return []  # the table is not made yet, or the database is away: other checks say so
-    if alive:
-        return []
     return [
         Warning(
             f"tools run as MCP tasks ({named}) but no task worker was seen alive in the last "

@@ -1,15 +1,9 @@
-"""RQ's worker kept alive through an outage of its Redis, for MCP tasks on django-tasks-rq.
-
-RQ's own worker waits out a Redis that refuses while it looks for work, but quits on a Redis
-error anywhere else (its heartbeat while a job runs, reading the job's status afterwards). A
-task's state is in the database, so this worker says once that Redis is away, lets the job run
-on, and goes back to waiting for work::
+"""RQ's worker kept alive through an outage of its Redis, for MCP tasks on django-tasks-rq
+(docs/tasks.md). RQ's own quits on a Redis error outside its wait for work; a task's state is in
+the database, so this one says once that Redis is away and lets the job run on::
 
     python manage.py rqworker default --job-class django_tasks_rq.Job \\
         --worker-class mcp_django.tasks.rq.Worker
-
-A queue that a Redis without persistence forgot is recovered by the sweep (``manage.py
-mcp_tasks sweep --every 10``): docs/tasks.md.
 """
 
 from __future__ import annotations

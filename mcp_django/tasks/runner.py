@@ -278,7 +278,7 @@ async def _attempt(
     )
 
 
-def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None = None) -> None:
+def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int) -> None:
     """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
     this run was taken for lost and another one has it)."""
     if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
@@ -295,8 +295,7 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
         )
         return
     with transaction.atomic():
-        rows = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING)
-        row = (rows if run is None else rows.filter(runs=run)).first()
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING, runs=run).first()
         if row is None:
             return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
         cancelled = row.cancel_requested

@@ -305,14 +305,14 @@ class Relay:
         arrives first decides, and the forwarder, told, answers its client 202 or 503."""
         to, ack = str(message["to"]), str(message["ack"])
         decided = self._outcome((to, ack), taken)
-        waiter = self._waiter(str(message["id"]), str(message["sid"]), str(message["p"])) if decided == taken else None
-        if waiter is not None and taken:
-            waiter.future.set_result(dict(message["message"]))
-        elif waiter is not None:
-            lost = "the client's reply could not be forwarded to this server instance"
-            waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
-        verdict = {"type": "mcp.reply.ack", "ack": ack, "taken": decided}
-        self.worker.post(to, verdict)
+        if decided == taken:  # this message arrived first: the ask takes the reply, or fails
+            waiter = self._waiter(str(message["id"]), str(message["sid"]), str(message["p"]))
+            if waiter is not None and taken:
+                waiter.future.set_result(dict(message["message"]))
+            elif waiter is not None:
+                lost = "the client's reply could not be forwarded to this server instance"
+                waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
+        self.worker.post(to, {"type": "mcp.reply.ack", "ack": ack, "taken": decided})
 
     def _on_ack(self, message: dict[str, Any]) -> None:
         acked = self._acks.get(str(message["ack"]))
