@@ -37,12 +37,7 @@ def retries_of(row: MCPTask) -> int:
 
 
 def run_lost(
-    task_id: str,
-    reason: str,
-    *,
-    enqueue: Callable[[str], None],
-    run: int | None = None,
-    unclaimed: bool = False,
+    task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
 ) -> str | None:
     """The task's run was lost (``reason``): run it again (``enqueue``), or fail it once its retries
     are spent. ``run``: the lost run's number, when the run says so; else only a run whose lease is

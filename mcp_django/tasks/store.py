@@ -98,9 +98,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
         request_id=row.id[:12],
         version=row.version,
         round=row.rounds or None,
-        asks={key: request.get("method", "") for key, request in row.input_requests.items()}
-        if kind == Kind.TASK_INPUT_REQUIRED
-        else {},
+        asks={key: request.get("method", "") for key, request in row.input_requests.items()},  # only while it asks
         reason=reason[:48],
         endpoint=row.endpoint,
     )
