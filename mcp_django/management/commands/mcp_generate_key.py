@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...checks import MIN_KEY_BYTES
+from ...conf import MIN_KEY_BYTES
 
 
 class Command(BaseCommand):
