@@ -1,9 +1,8 @@
 """What the admin and ``manage.py mcp_handlers`` say about each registered handler.
 
-A handler's identity in URLs and the audit log is its primitive and address (a tool's
-or prompt's name, a resource's URI, a template's URI template). The audit log is
-read with grouped queries whose number does not grow with the number of
-handlers; rows for a template's URIs are matched to the template in Python.
+A handler is known by its primitive and address (a name, a URI or a URI template). The
+audit log is read with grouped queries whose number does not grow with the handlers';
+rows for a template's URIs are matched to the template in Python.
 """
 
 from __future__ import annotations
@@ -70,8 +69,7 @@ def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
 
 def audit_rows(handler: Handler, endpoint: str = "default") -> QuerySet[AuditEvent]:
     """This handler's rows (a template's still to be matched with ``owns``)."""
-    query = audit_query(handler, endpoint)
-    return AuditEvent.objects.filter(**query)
+    return AuditEvent.objects.filter(**audit_query(handler, endpoint))
 
 
 def owns(handler: Handler, target: str) -> bool:
@@ -154,16 +152,25 @@ def _drf_view_permissions(operation: Any) -> list[str]:
         return [_drf_label(p) for p in getattr(cls, "permission_classes", ())]
 
 
-def _test_label(test: Any) -> str | None:
-    qualname = getattr(test, "__qualname__", "")
-    if qualname.startswith("login_required."):
-        return "django.contrib.auth.decorators.login_required"
+_DECORATORS = "django.contrib.auth.decorators."
+
+
+def _auth_decorator_label(func: Any) -> str | None:
+    """Which of Django's auth decorators made ``func`` (its test or the decorator), by its qualname."""
+    qualname = getattr(func, "__qualname__", "")
+    if qualname == "login_required" or qualname.startswith("login_required."):
+        return _DECORATORS + "login_required"
     if qualname.startswith("permission_required."):
-        perms = _closure(test).get("perms") or ()
-        return f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})"
-    if qualname.startswith(("staff_member_required.", "user_passes_test.")):
-        return None
-    return f"django.contrib.auth.decorators.user_passes_test({_dotted(test)})"
+        perms = _closure(func).get("perms") or ()
+        return f"{_DECORATORS}permission_required({', '.join(map(str, perms))})"
+    return None
+
+
+def _test_label(test: Any) -> str | None:
+    label = _auth_decorator_label(test)
+    if label or getattr(test, "__qualname__", "").startswith(("staff_member_required.", "user_passes_test.")):
+        return label
+    return f"{_DECORATORS}user_passes_test({_dotted(test)})"
 
 
 def _closure(func: Any) -> dict[str, Any]:
@@ -196,12 +203,8 @@ def _decorator_guards(func: Any) -> list[str]:
             if label:
                 labels.append(label)
         for decorator in cells.get("decorators") or ():  # method_decorator(...)
-            name = getattr(decorator, "__qualname__", "")
-            if name == "login_required":
-                labels.append("django.contrib.auth.decorators.login_required")
-            elif name.startswith("permission_required."):
-                perms = _closure(decorator).get("perms") or ()
-                labels.append(f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})")
+            if label := _auth_decorator_label(decorator):
+                labels.append(label)
         func = getattr(func, "__wrapped__", None)
     return labels
 
@@ -312,15 +315,12 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
 def matches(rows: list[dict[str, Any]], q: str, primitive: str) -> list[dict[str, Any]]:
     """The handlers page's search (name, URI, title, description, source) and type filter."""
     q = q.strip().lower()
-    out = []
-    for row in rows:
-        if primitive and row["primitive"] != primitive:
-            continue
-        text = " ".join((row["address"], row["name"], row["title"], row["description"], row["source"])).lower()
-        if q and q not in text:
-            continue
-        out.append(row)
-    return out
+    return [
+        row
+        for row in rows
+        if (not primitive or row["primitive"] == primitive)
+        and q in " ".join(row[key] for key in ("address", "name", "title", "description", "source")).lower()
+    ]
 
 
 @dataclass
