@@ -313,4 +313,3 @@ def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 from .limits import checks as limit_checks  # noqa: E402, F401 - registers the limits' checks
-from .tokens import checks as token_checks  # noqa: E402, F401 - registers the MCP tokens' checks

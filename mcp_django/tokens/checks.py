@@ -1,4 +1,4 @@
-"""W040: ``MCPTokenAuthentication`` after a class that refuses every ``Bearer`` token it does not
+"""W040 (registered at startup, by ``mcp_django.apps``): ``MCPTokenAuthentication`` after a class that refuses every ``Bearer`` token it does not
 know (django-oauth-toolkit's, or a ``TokenAuthentication`` whose keyword is ``Bearer``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from django.core.checks import Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import TokenAuthentication
 
+from ..checks import own_settings, setting_name
 from .auth import MCPTokenAuthentication
 
 
@@ -26,8 +27,6 @@ def _takes_every_bearer(cls: Any) -> bool:
 
 @register()
 def check_token_class_order(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from ..checks import own_settings, setting_name
-
     warnings = []
     for registry in own_settings("AUTHENTICATION_CLASSES"):
         try:
