@@ -93,12 +93,15 @@ class Skill:
 
 @dataclass(frozen=True)
 class Problem:
-    """Something a scan left out or warns about, for the system checks."""
+    """Something a scan left out (an error, ``skills.E...``) or warns about, for the system checks."""
 
     id: str
     message: str
     hint: str
-    error: bool
+
+    @property
+    def error(self) -> bool:
+        return self.id.rpartition(".")[2].startswith("E")
 
 
 @dataclass
@@ -107,6 +110,9 @@ class Library:
     files: dict[str, SkillFile] = field(default_factory=dict)  # every served file, by URI
     directories: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # URI -> children by URI
     problems: list[Problem] = field(default_factory=list)
+
+    def report(self, check_id: str, message: str, hint: str) -> None:
+        self.problems.append(Problem(check_id, message, hint))
 
 
 def sources() -> list[tuple[str, Path]]:
@@ -124,13 +130,10 @@ def scan() -> Library:
     names: dict[str, list[str]] = {}
     for origin, folder in sources():
         if not folder.is_dir():
-            library.problems.append(
-                Problem(
-                    "mcp_django.skills.W003",
-                    f"MCP_DJANGO['SKILLS_DIRS'] names {folder}, which is not a directory: no skill is found there.",
-                    "Create it, or correct or remove the entry.",
-                    error=False,
-                )
+            library.report(
+                "mcp_django.skills.W003",
+                f"MCP_DJANGO['SKILLS_DIRS'] names {folder}, which is not a directory: no skill is found there.",
+                "Create it, or correct or remove the entry.",
             )
             continue
         for skill_dir in _skill_folders(folder):
@@ -138,14 +141,11 @@ def scan() -> Library:
             if skill is None:
                 continue
             if skill.uri in library.skills:
-                library.problems.append(
-                    Problem(
-                        "mcp_django.skills.W001",
-                        f"The skill {skill.uri} of {origin} is hidden by the one of {library.skills[skill.uri].origin}.",
-                        "Rename one of the folders; if the project means to replace an app's skill, "
-                        "silence mcp_django.skills.W001 (SILENCED_SYSTEM_CHECKS).",
-                        error=False,
-                    )
+                library.report(
+                    "mcp_django.skills.W001",
+                    f"The skill {skill.uri} of {origin} is hidden by the one of {library.skills[skill.uri].origin}.",
+                    "Rename one of the folders; if the project means to replace an app's skill, "
+                    "silence mcp_django.skills.W001 (SILENCED_SYSTEM_CHECKS).",
                 )
                 continue
             library.skills[skill.uri] = skill
@@ -153,14 +153,11 @@ def scan() -> Library:
             _add_files(library, skill)
     for name, uris in names.items():
         if len(uris) > 1:
-            library.problems.append(
-                Problem(
-                    "mcp_django.skills.W002",
-                    f"{len(uris)} skills are named {name!r}: {', '.join(uris)}. Clients tell them apart by "
-                    "their paths, but a model sees the names.",
-                    "Give each skill a name of its own (the folder's name and the frontmatter's name).",
-                    error=False,
-                )
+            library.report(
+                "mcp_django.skills.W002",
+                f"{len(uris)} skills are named {name!r}: {', '.join(uris)}. Clients tell them apart by "
+                "their paths, but a model sees the names.",
+                "Give each skill a name of its own (the folder's name and the frontmatter's name).",
             )
     library.skills = dict(sorted(library.skills.items()))
     return library
@@ -195,51 +192,39 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
     segments = skill_dir.relative_to(folder).parts
     manifest_path = skill_dir / SKILL_FILE
     if not segments:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E003",
-                f"{manifest_path} of {origin} is not in a skill's folder: it is not served.",
-                "Move it and its files into a folder named after the skill (<folder>/<name>/SKILL.md).",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E003",
+            f"{manifest_path} of {origin} is not in a skill's folder: it is not served.",
+            "Move it and its files into a folder named after the skill (<folder>/<name>/SKILL.md).",
         )
         return None
     manifest_uri = _uri((*segments, SKILL_FILE))
     try:
         frontmatter = parse(manifest_path.read_bytes())
     except ManifestError as exc:
-        library.problems.append(
-            Problem(
-                exc.check_id,
-                f"{manifest_path} {exc}: the skill {manifest_uri} is not served.",
-                "SKILL.md opens with '---', YAML fields with at least name and description, and '---' "
-                "(the Agent Skills specification).",
-                error=True,
-            )
+        library.report(
+            exc.check_id,
+            f"{manifest_path} {exc}: the skill {manifest_uri} is not served.",
+            "SKILL.md opens with '---', YAML fields with at least name and description, and '---' "
+            "(the Agent Skills specification).",
         )
         return None
     if frontmatter["name"] != segments[-1]:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E003",
-                f"{manifest_path} is named {frontmatter['name']!r} but its folder is {segments[-1]!r}: "
-                f"the skill {manifest_uri} is not served.",
-                "A skill's folder has the skill's name: rename one of them.",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E003",
+            f"{manifest_path} is named {frontmatter['name']!r} but its folder is {segments[-1]!r}: "
+            f"the skill {manifest_uri} is not served.",
+            "A skill's folder has the skill's name: rename one of them.",
         )
         return None
     metadata = frontmatter.get("metadata")
     reserved = sorted(k for k in metadata if k.startswith(RESERVED_PREFIX)) if isinstance(metadata, dict) else []
     if reserved:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.W005",
-                f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
-                f"and clients ignore: {', '.join(reserved)}.",
-                "Name them without that prefix (a prefix of your own, such as your domain reversed).",
-                error=False,
-            )
+        library.report(
+            "mcp_django.skills.W005",
+            f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
+            f"and clients ignore: {', '.join(reserved)}.",
+            "Name them without that prefix (a prefix of your own, such as your domain reversed).",
         )
     root = skill_dir.resolve()
     paths: list[tuple[tuple[str, ...], Path]] = []
@@ -247,26 +232,20 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
         for name in names:
             path = current / name
             if not path.resolve().is_relative_to(root):
-                library.problems.append(
-                    Problem(
-                        "mcp_django.skills.W004",
-                        f"{path} leads outside the skill's folder {skill_dir}: it is not served.",
-                        "Copy the file into the skill's folder instead of linking to it.",
-                        error=False,
-                    )
+                library.report(
+                    "mcp_django.skills.W004",
+                    f"{path} leads outside the skill's folder {skill_dir}: it is not served.",
+                    "Copy the file into the skill's folder instead of linking to it.",
                 )
                 continue
             paths.append(((*segments, *path.relative_to(skill_dir).parts), path))
     total = sum(path.stat().st_size for _, path in paths)
     if len(paths) > MAX_FILES or total > MAX_BYTES:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E004",
-                f"The skill {manifest_uri} of {origin} has {len(paths)} files of {total} bytes in all: "
-                f"more than the {MAX_FILES} files or {MAX_BYTES} bytes a skill may have. It is not served.",
-                "Split it into smaller skills, or move large files out of its folder.",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E004",
+            f"The skill {manifest_uri} of {origin} has {len(paths)} files of {total} bytes in all: "
+            f"more than the {MAX_FILES} files or {MAX_BYTES} bytes a skill may have. It is not served.",
+            "Split it into smaller skills, or move large files out of its folder.",
         )
         return None
     files: list[SkillFile] = []

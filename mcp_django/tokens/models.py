@@ -40,10 +40,6 @@ def split_token(token: str) -> tuple[str, str] | None:
     return (found[1], found[2]) if found else None
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
 class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
     def usable(self) -> MCPTokenQuerySet:
         now = timezone.now()
@@ -135,23 +131,19 @@ class MCPToken(models.Model):
     @property
     def mcp_credential_label(self) -> str:
         """How audit rows and logs name it: never the secret."""
-        return f"{self.name} ({self.prefix})"
+        return str(self)
 
     @property
     def scope_list(self) -> list[str]:
-        return _words(self.scopes)
+        return self.scopes.split()
 
     @property
     def handler_list(self) -> list[str]:
-        return _words(self.handlers)
+        return self.handlers.split()
 
     @property
     def is_expired(self) -> bool:
         return self.expires is not None and self.expires <= timezone.now()
-
-    @property
-    def is_usable(self) -> bool:
-        return self.revoked is None and not self.is_expired
 
     def revoke(self) -> None:
         if self.revoked is None:
@@ -162,9 +154,7 @@ class MCPToken(models.Model):
 
     def allow_scopes(self, scopes: Iterable[str]) -> bool:
         granted = self.scope_list
-        if not granted:
-            return True
-        return set(scopes) <= set(granted)
+        return not granted or set(scopes) <= set(granted)
 
     def mcp_allows_handler(self, handler: Any) -> bool:
         """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""
