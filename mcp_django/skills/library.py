@@ -1,16 +1,10 @@
-"""The skills this project serves, found the way Django finds templates and static files.
+"""The skills this project serves, found the way Django finds templates and static files:
+``<folder>/<skill-path>/SKILL.md`` and its files, in each folder of ``SKILLS_DIRS``, then each
+installed app's ``mcp_skills/``. The skill path's last segment is the skill's name.
 
-Each installed app's ``mcp_skills/`` folder and each folder of ``MCP_DJANGO["SKILLS_DIRS"]``
-(those first, as a project's own templates come before its apps') hold skill folders:
-``<folder>/<skill-path>/SKILL.md`` with the skill's other files beside it. The skill path
-may have organizing segments (``acme/billing/refunds``); its last one is the skill's name.
-A folder nested in a skill that holds its own SKILL.md is a skill too, and stays part of
-the one around it.
-
-A scan reads every file once: the SHA-256 digests and sizes ``skills/list`` publishes
-come from the bytes it read. No path is ever built from what a client sends: requests
-look URIs up in the scan's tables, so ``..`` or an encoded slash finds nothing.
-What the scan had to leave out is kept as ``problems``, which the system checks report.
+A scan reads every file once (the digests ``skills/list`` publishes are of those bytes).
+Requests look URIs up in the scan's tables: no path is built from what a client sends.
+What the scan left out is kept as ``problems``, which the system checks report.
 """
 
 from __future__ import annotations
@@ -185,8 +179,7 @@ def _uri(segments: tuple[str, ...]) -> str:
 
 
 def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill | None:
-    # PyYAML (about 1 MiB) is imported with the first SKILL.md read: a process that serves
-    # no skills method never reads one.
+    # PyYAML is imported with the first SKILL.md read.
     from .manifest import ManifestError, parse
 
     segments = skill_dir.relative_to(folder).parts
@@ -291,8 +284,7 @@ _lock = threading.Lock()
 
 
 def library() -> Library:
-    """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on
-    (a skill edited during development is served as it now is, like a template)."""
+    """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on."""
     global _cached
     if settings.DEBUG:
         return scan()
@@ -316,8 +308,8 @@ def forget() -> None:
 
 
 def read(uri: str) -> tuple[SkillFile, bytes] | None:
-    """A served file and its bytes as they are now; a file changed since the scan is scanned again,
-    so the bytes always match the digest a new ``skills/get`` gives."""
+    """A served file and its bytes as they are now (a file changed since the scan is scanned
+    again: the bytes always match the digest a new ``skills/get`` gives)."""
     file = library().files.get(uri)
     if file is None:
         return None

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import close_old_connections
 from django.db.models import Q
@@ -95,12 +95,10 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         parts = split_token(value)
         if parts is None:
             self._refuse(request, "The MCP token is invalid.")
-        assert parts is not None
         prefix, secret = parts
         token = MCPToken.objects.select_related("user").filter(prefix=prefix).first()
         if token is None or not token.secret_matches(secret):
             self._refuse(request, "The MCP token is invalid.")
-        assert token is not None
         if token.revoked is not None:
             self._refuse(request, "The MCP token was revoked.")
         if token.is_expired:
@@ -113,7 +111,7 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         return token.user, token
 
     @staticmethod
-    def _refuse(request: Any, description: str) -> None:
+    def _refuse(request: Any, description: str) -> NoReturn:
         # Read by the endpoint's Bearer challenge when it is an OAuth protected resource.
         request.oauth2_error = {"error": "invalid_token", "error_description": description}
         raise exceptions.AuthenticationFailed(description)

@@ -1,9 +1,6 @@
 """``manage.py mcp_stdio --user USERNAME``: serve MCP over stdin/stdout for a local client.
 
-Desktop assistants and editors launch this command and speak MCP on its pipes.
-There are no credentials on a pipe: whoever may start the command acts as the
-user it names, so it names one explicitly (or ``--anonymous``, when the project
-allows anonymous callers at all).
+A pipe has no credentials: whoever may start the command acts as the user it names.
 """
 
 from __future__ import annotations
