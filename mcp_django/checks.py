@@ -7,6 +7,8 @@ of an endpoint's settings and handlers run for every endpoint and name it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.apps import apps
@@ -22,18 +24,29 @@ from django.core.exceptions import ImproperlyConfigured
 from .conf import SETTINGS, mcp_settings
 
 
+def reads_settings(check: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """A check of settings' values, silent while one is invalid (check_settings reports it)."""
+
+    @functools.wraps(check)
+    def checked(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+        try:
+            return check(app_configs, **kwargs)
+        except ImproperlyConfigured:
+            return []
+
+    return checked
+
+
 @register(Tags.security, deploy=False)
+@reads_settings
 def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak.
 
     Checked without --deploy, since uvicorn runs no checks. An empty or short key is E017.
     """
-    try:
-        if mcp_settings.REQUEST_STATE_KEY or settings.DEBUG:
-            return []
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
-    secrets = [("SECRET_KEY", settings.SECRET_KEY)]
+    if mcp_settings.REQUEST_STATE_KEY or settings.DEBUG:
+        return []
+    secrets: list[tuple[str, str | bytes]] = [("SECRET_KEY", settings.SECRET_KEY)]
     secrets += [(f"SECRET_KEY_FALLBACKS[{i}]", v) for i, v in enumerate(settings.SECRET_KEY_FALLBACKS)]
     weak = [name for name, value in secrets if weak_secret_key(value)]
     if not weak:
@@ -81,13 +94,11 @@ def setting_name(registry: Any, key: str) -> str:
 
 
 @register(Tags.security)
+@reads_settings
 def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if settings.DEBUG:
         return []
-    try:
-        found = [registry for registry in own_settings("ALLOW_ANONYMOUS") if registry.settings.ALLOW_ANONYMOUS]
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    found = [registry for registry in own_settings("ALLOW_ANONYMOUS") if registry.settings.ALLOW_ANONYMOUS]
     return [
         Warning(
             f"{setting_name(registry, 'ALLOW_ANONYMOUS')} is on while DEBUG is off: anyone can call the MCP endpoint"
@@ -100,27 +111,24 @@ def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 @register()
+@reads_settings
 def check_endpoints(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W013 for settings of an endpoint that does not exist, E014 for two endpoints with one RESOURCE_URL."""
     from .registry import endpoints
 
-    try:
-        configured = mcp_settings.ENDPOINTS
-        named = {registry.name: registry for registry in endpoints()}
-        resources: dict[str, list[str]] = {}
-        for registry in named.values():
-            resource = registry.settings.RESOURCE_URL
-            if resource:
-                resources.setdefault(resource.rstrip("/"), []).append(registry.name)
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    named = {registry.name: registry for registry in endpoints()}
+    resources: dict[str, list[str]] = {}
+    for registry in named.values():
+        resource = registry.settings.RESOURCE_URL
+        if resource:
+            resources.setdefault(resource.rstrip("/"), []).append(registry.name)
     errors: list[Any] = [
         Warning(
             f"MCP_DJANGO['ENDPOINTS'] has settings for {name!r}, but no endpoint has that name: they apply nowhere.",
             hint=f"The endpoints are {', '.join(map(repr, named))}: an endpoint is Registry('NAME') in your code.",
             id="mcp_django.W013",
         )
-        for name in configured
+        for name in mcp_settings.ENDPOINTS
         if name not in named
     ]
     for resource, names in resources.items():
@@ -247,16 +255,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 @register()
+@reads_settings
 def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from .auth import token_model_missing
 
     errors = []
     for registry in own_settings("AUTHENTICATION_CLASSES"):
-        try:
-            classes = registry.settings.AUTHENTICATION_CLASSES
-        except ImproperlyConfigured:
-            return []  # check_settings reports it
-        if any(token_model_missing(cls) for cls in classes):
+        if any(token_model_missing(cls) for cls in registry.settings.AUTHENTICATION_CLASSES):
             where = setting_name(registry, "AUTHENTICATION_CLASSES")
             errors.append(
                 Error(
@@ -272,14 +277,12 @@ def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[A
 
 
 @register()
+@reads_settings
 def check_dpop(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E060: DPoP on (mcp_django.contrib.dpop) where jwcrypto, which checks the proofs, is missing."""
     import importlib.util
 
-    try:
-        on = [registry for registry in own_settings("DPOP") if registry.settings.DPOP != "off"]
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    on = [registry for registry in own_settings("DPOP") if registry.settings.DPOP != "off"]
     if not on or importlib.util.find_spec("jwcrypto") is not None:
         return []
     return [

@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import Warning, register
-from django.core.exceptions import ImproperlyConfigured
 from rest_framework.authentication import TokenAuthentication
 
-from ..checks import own_settings, setting_name
+from ..checks import own_settings, reads_settings, setting_name
 from .auth import MCPTokenAuthentication
 
 
@@ -26,13 +25,11 @@ def _takes_every_bearer(cls: Any) -> bool:
 
 
 @register()
+@reads_settings
 def check_token_class_order(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     warnings = []
     for registry in own_settings("AUTHENTICATION_CLASSES"):
-        try:
-            classes = list(registry.settings.AUTHENTICATION_CLASSES)
-        except ImproperlyConfigured:
-            return []  # check_settings reports it
+        classes = list(registry.settings.AUTHENTICATION_CLASSES)
         ours = [i for i, cls in enumerate(classes) if isinstance(cls, type) and issubclass(cls, MCPTokenAuthentication)]
         before = [cls for cls in classes[: ours[0]] if _takes_every_bearer(cls)] if ours else []
         if not before:
