@@ -1,9 +1,9 @@
 """The ``MCP_DJANGO`` settings dict, read through one object: ``mcp_settings.NAME``.
 
-Every setting is one line of ``SETTINGS``: its default and the coercer that checks and
-converts the project's value (or raises ``InvalidSetting`` saying what was expected). To
-add one, add its line there, a row to the table in docs/index.md, and read it as
-``mcp_settings.NAME``: the system checks then report a wrong value or a misspelt key.
+Every setting is one line of :class:`MCPSettings`: its default and the coercer that checks
+and converts the project's value (or raises ``InvalidSetting`` saying what was expected),
+whose return type is the setting's. To add one, add its line there and a row to the table
+in docs/index.md: the system checks then report a wrong value or a misspelt key.
 Values are read from ``django.conf.settings`` on first use and kept until Django reports
 that ``MCP_DJANGO`` changed.
 """
@@ -16,7 +16,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, TypeVar, overload
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -25,6 +25,8 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 __all__ = ["DEPRECATED", "mcp_settings"]
+
+T = TypeVar("T")
 
 
 class InvalidSetting(ValueError):
@@ -95,7 +97,7 @@ def text(value: Any) -> str:
     return value
 
 
-def optional(coerce: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def optional(coerce: Callable[[Any], T]) -> Callable[[Any], T | None]:
     """``coerce``, with None allowed too."""
     return lambda value: None if value is None else coerce(value)
 
@@ -311,7 +313,9 @@ def _keyed(value: Any, known: Any, check_id: str) -> dict[Any, Any]:
     return value
 
 
-def _sub_settings(defaults: dict[str, Any], coercers: dict[str, Callable[[Any], Any]], check_id: str) -> Any:
+def _sub_settings(
+    defaults: dict[str, Any], coercers: dict[str, Callable[[Any], Any]], check_id: str
+) -> Callable[[Any], dict[str, Any]]:
     """The coercer of a dict setting whose keys given override ``defaults`` one by one."""
 
     def coerce(value: Any) -> dict[str, Any]:
@@ -467,136 +471,23 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
 # -- the table ---------------------------------------------------------------------------
 
 
-class Setting(NamedTuple):
-    default: Any
-    coerce: Callable[[Any], Any]
+class Setting(Generic[T]):
+    """One setting: its default, and the coercer of the project's value (whose return type is
+    the setting's). Read on an :class:`MCPSettings`, coerced once and then kept on it."""
 
+    def __init__(self, default: Any, coerce: Callable[[Any], T]) -> None:
+        self.default = default
+        self.coerce = coerce
 
-SETTINGS: dict[str, Setting] = {
-    # Secret(s) the requestState keys derive from; a list rotates keys (the first seals, every
-    # one verifies). None: derived from SECRET_KEY and SECRET_KEY_FALLBACKS.
-    "REQUEST_STATE_KEY": Setting(None, secrets),
-    # Seal requestState with AES-256-GCM (unreadable) instead of signing it with HMAC-SHA256.
-    "ENCRYPT_REQUEST_STATE": Setting(False, boolean),
-    # Seconds a requestState stays valid after it is issued.
-    "REQUEST_STATE_LIFETIME": Setting(600, non_negative_int),
-    # A longer requestState is refused before anything decodes it.
-    "MAX_REQUEST_STATE_BYTES": Setting(64 * 1024, positive_int),
-    # The most input_required rounds one request may take.
-    "MAX_INPUT_ROUNDS": Setting(10, non_negative_int),
-    # The most seconds an attempt waits, once one branch of the handler is parked on an ask,
-    # for its other branches to ask too (sharing the round) or finish.
-    "ROUND_GATHER_TIMEOUT": Setting(2.0, seconds),
-    # Serve callers that present no credentials, as the anonymous principal.
-    "ALLOW_ANONYMOUS": Setting(False, boolean),
-    # DRF authentication classes (dotted paths), tried in order.
-    "AUTHENTICATION_CLASSES": Setting(
-        ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
-    ),
-    # Seconds an authenticated principal is remembered by its credentials (0: off); over 1,
-    # hits check the user's version in SESSION_CACHE. See mcp_django.auth_cache.
-    "AUTH_CACHE_SECONDS": Setting(1, seconds),
-    # The authorization servers whose access tokens the endpoint accepts, named in its
-    # protected-resource metadata (RFC 9728). Empty: not an OAuth protected resource.
-    "AUTHORIZATION_SERVERS": Setting([], urls),
-    # The endpoint's canonical URL, the audience tokens must be issued for (RFC 8707).
-    # None: derived from each request (scheme, Host and the endpoint's path).
-    "RESOURCE_URL": Setting(None, optional(text)),
-    # Scopes every OAuth access token must carry to use the endpoint at all, asked for in
-    # the 401's challenge (a handler's scopes=[...] add to them for that handler).
-    "REQUIRED_SCOPES": Setting([], strings),
-    # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
-    # scope a handler requires).
-    "SCOPES_SUPPORTED": Setting(None, optional(strings)),
-    # DPoP (RFC 9449): "off", "allowed" (bound tokens with their proofs, bearer tokens too)
-    # or "required" (only bound tokens). See mcp_django.contrib.dpop.
-    "DPOP": Setting("off", one_of("off", "allowed", "required")),
-    # The JWS algorithms a DPoP proof may use (asymmetric only), advertised in the metadata.
-    "DPOP_ALGORITHMS": Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms),
-    # Seconds a proof's iat may differ from the server's clock, either way; its jti is
-    # remembered in SESSION_CACHE for twice this, so a proof is never accepted twice.
-    "DPOP_PROOF_WINDOW": Setting(300, seconds),
-    # Seconds a server-issued DPoP nonce is good for (RFC 9449 section 8); 0: no nonce asked.
-    "DPOP_NONCE_SECONDS": Setting(0, non_negative_int),
-    # Seconds a request waits for the authentication classes before it is answered 503.
-    "AUTH_TIMEOUT": Setting(10, seconds),
-    # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
-    "ALLOWED_ORIGINS": Setting([], origins),
-    # The largest request body accepted, in bytes.
-    "MAX_REQUEST_BYTES": Setting(4 * 1024 * 1024, positive_int),
-    # Seconds a client has to send a request's body (slower ones are answered 408 and closed).
-    "REQUEST_READ_TIMEOUT": Setting(30, seconds),
-    # The name of the module discovered in each installed app.
-    "HANDLER_MODULE": Setting("mcp", text),
-    # Folders of skills searched before each installed app's mcp_skills/ (docs/skills.md).
-    "SKILLS_DIRS": Setting([], folders),
-    # What server/discover and initialize say.
-    "SERVER_NAME": Setting("mcp-django", text),
-    "SERVER_TITLE": Setting(None, optional(text)),
-    # In serverInfo for 2025-11-25 and later clients; icons as icons=[...] on handlers.
-    "SERVER_DESCRIPTION": Setting(None, optional(text)),
-    "SERVER_WEBSITE_URL": Setting(None, web_url),
-    "SERVER_ICONS": Setting((), icon_list),
-    "INSTRUCTIONS": Setting(None, optional(text)),
-    # Caching hints on list results and resources/read (2026-07-28).
-    "LIST_TTL_MS": Setting(0, non_negative_int),
-    "CACHE_SCOPE": Setting("private", one_of("private", "public")),
-    # Seconds a legacy server-to-client request waits for the client's reply.
-    "ASK_TIMEOUT": Setting(300, seconds),
-    # Threads for short sync work: authentication, permission checks, sync handlers.
-    "WORKER_THREADS": Setting(32, positive_int),
-    # Threads for the thread-sensitive sync code of async handlers (one per call).
-    "DB_THREADS": Setting(4, positive_int),
-    # How many sync handlers of one principal may wait at once on legacy asks (beyond: -32005).
-    "ASK_THREADS_PER_PRINCIPAL": Setting(16, positive_int),
-    # Seconds a legacy call's SSE stream may go unread before the call is cancelled.
-    "ABANDONED_STREAM_SECONDS": Setting(30, seconds),
-    # MCP tasks (docs/tasks.md): their ttlMs (None: unlimited), the pollIntervalMs clients
-    # are told, the TASKS backend alias, the seconds a silent worker's run is failed after,
-    # and how often a run lost to its infrastructure starts again (by default).
-    "TASK_TTL_MS": Setting(3_600_000, optional(positive_int)),
-    "TASK_POLL_INTERVAL_MS": Setting(1000, positive_int),
-    "TASK_BACKEND": Setting("default", text),
-    "TASK_LEASE_SECONDS": Setting(30, seconds),
-    "TASK_RETRIES": Setting(2, non_negative_int),
-    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
-    "SESSION_LIFETIME": Setting(86400, positive_int),
-    # The most resources one legacy session, websocket or listen stream may subscribe to.
-    "MAX_SUBSCRIPTIONS": Setting(100, non_negative_int),
-    # Seconds between SSE keepalive comments on a quiet legacy stream; 0: none.
-    "SSE_KEEPALIVE": Setting(15, seconds),
-    # Seconds a legacy standalone GET stream may stay eventless before it is closed; 0: no limit.
-    "STREAM_IDLE_TIMEOUT": Setting(600, seconds),
-    # Report database writes of an attempt that ended with input_required (they run again):
-    # a warning and an audit row. None: while DEBUG is on.
-    "REPLAY_GUARD": Setting(None, optional(boolean)),
-    # The Django cache that shares state between processes (legacy sessions, user versions,
-    # DPoP replays): a shared one (Redis) when several instances serve.
-    "SESSION_CACHE": Setting("default", text),
-    # Seconds a request waits for the session cache before it is answered 503.
-    "SESSION_CACHE_TIMEOUT": Setting(0.75, seconds),
-    # Seconds a request waits for one channel-layer operation before it is answered 503.
-    "CHANNEL_LAYER_TIMEOUT": Setting(0.75, seconds),
-    # Which audit rows mcp-django writes (AUDIT_DEFAULTS); signals are sent either way.
-    "AUDIT": Setting({}, audit),
-    # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
-    "AUDIT_ROUNDS": Setting(None, optional(boolean)),
-    # gc.freeze() at the ASGI lifespan's startup: the collector's full passes then walk only
-    # what requests made, not every module and class.
-    "GC_FREEZE": Setting(True, boolean),
-    # The stages stage(call, call_next) every call goes through, outermost first (docs/pipeline.md).
-    "PIPELINE": Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages),
-    # handler(exc, call) -> (HTTP status, JSON-RPC error response, headers), as DRF's.
-    "EXCEPTION_HANDLER": Setting("mcp_django.pipeline.exception_handler", exception_handler),
-    # The protocol extensions served: modules with a register() (docs/extensions.md).
-    "EXTENSIONS": Setting(
-        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
-    ),
-    # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
-    "LIMITS": Setting({}, limits),
-    # Endpoint name -> its own values of the ENDPOINT_KEYS settings (docs/endpoints.md).
-    "ENDPOINTS": Setting({}, endpoints),
-}
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Setting[T]: ...
+    @overload
+    def __get__(self, obj: MCPSettings, owner: type) -> T: ...
+    def __get__(self, obj: MCPSettings | None, owner: type) -> Setting[T] | T:
+        return self if obj is None else obj.coerced(self)
 
 
 def user_settings() -> dict[str, Any]:
@@ -610,75 +501,140 @@ DEPRECATED: dict[str, tuple[str, str]] = {"AUDIT_ROUNDS": ('MCP_DJANGO["AUDIT"][
 
 
 class MCPSettings:
-    """Typed access to ``settings.MCP_DJANGO`` merged over the defaults in ``SETTINGS``."""
+    """Typed access to ``settings.MCP_DJANGO`` merged over the defaults: one line per setting."""
 
-    # What each setting's coercer returns (tests/test_settings.py holds these names to SETTINGS'):
-    # annotations only, so every read still goes through __getattr__.
-    REQUEST_STATE_KEY: list[bytes] | None
-    ENCRYPT_REQUEST_STATE: bool
-    REQUEST_STATE_LIFETIME: int
-    MAX_REQUEST_STATE_BYTES: int
-    MAX_INPUT_ROUNDS: int
-    ROUND_GATHER_TIMEOUT: float
-    ALLOW_ANONYMOUS: bool
-    AUTHENTICATION_CLASSES: list[type]
-    AUTH_CACHE_SECONDS: float
-    AUTHORIZATION_SERVERS: list[str]
-    RESOURCE_URL: str | None
-    REQUIRED_SCOPES: list[str]
-    SCOPES_SUPPORTED: list[str] | None
-    DPOP: str
-    DPOP_ALGORITHMS: list[str]
-    DPOP_PROOF_WINDOW: float
-    DPOP_NONCE_SECONDS: int
-    AUTH_TIMEOUT: float
-    ALLOWED_ORIGINS: list[str]
-    MAX_REQUEST_BYTES: int
-    REQUEST_READ_TIMEOUT: float
-    HANDLER_MODULE: str
-    SKILLS_DIRS: list[Path]
-    SERVER_NAME: str
-    SERVER_TITLE: str | None
-    SERVER_DESCRIPTION: str | None
-    SERVER_WEBSITE_URL: str | None
-    SERVER_ICONS: tuple[Any, ...]
-    INSTRUCTIONS: str | None
-    LIST_TTL_MS: int
-    CACHE_SCOPE: str
-    ASK_TIMEOUT: float
-    WORKER_THREADS: int
-    DB_THREADS: int
-    ASK_THREADS_PER_PRINCIPAL: int
-    ABANDONED_STREAM_SECONDS: float
-    TASK_TTL_MS: int | None
-    TASK_POLL_INTERVAL_MS: int
-    TASK_BACKEND: str
-    TASK_LEASE_SECONDS: float
-    TASK_RETRIES: int
-    SESSION_LIFETIME: int
-    MAX_SUBSCRIPTIONS: int
-    SSE_KEEPALIVE: float
-    STREAM_IDLE_TIMEOUT: float
-    REPLAY_GUARD: bool | None
-    SESSION_CACHE: str
-    SESSION_CACHE_TIMEOUT: float
-    CHANNEL_LAYER_TIMEOUT: float
-    AUDIT: dict[str, Any]
-    AUDIT_ROUNDS: bool | None
-    GC_FREEZE: bool
-    PIPELINE: list[Callable[..., Any]]
-    EXCEPTION_HANDLER: Callable[..., Any]
-    EXTENSIONS: list[str]
-    LIMITS: dict[str, Any]
-    ENDPOINTS: dict[str, dict[str, Any]]
+    # Secret(s) the requestState keys derive from; a list rotates keys (the first seals, every
+    # one verifies). None: derived from SECRET_KEY and SECRET_KEY_FALLBACKS.
+    REQUEST_STATE_KEY = Setting(None, secrets)
+    # Seal requestState with AES-256-GCM (unreadable) instead of signing it with HMAC-SHA256.
+    ENCRYPT_REQUEST_STATE = Setting(False, boolean)
+    # Seconds a requestState stays valid after it is issued.
+    REQUEST_STATE_LIFETIME = Setting(600, non_negative_int)
+    # A longer requestState is refused before anything decodes it.
+    MAX_REQUEST_STATE_BYTES = Setting(64 * 1024, positive_int)
+    # The most input_required rounds one request may take.
+    MAX_INPUT_ROUNDS = Setting(10, non_negative_int)
+    # The most seconds an attempt waits, once one branch of the handler is parked on an ask,
+    # for its other branches to ask too (sharing the round) or finish.
+    ROUND_GATHER_TIMEOUT = Setting(2.0, seconds)
+    # Serve callers that present no credentials, as the anonymous principal.
+    ALLOW_ANONYMOUS = Setting(False, boolean)
+    # DRF authentication classes (dotted paths), tried in order.
+    AUTHENTICATION_CLASSES = Setting(
+        ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
+    )
+    # Seconds an authenticated principal is remembered by its credentials (0: off); over 1,
+    # hits check the user's version in SESSION_CACHE. See mcp_django.auth_cache.
+    AUTH_CACHE_SECONDS = Setting(1, seconds)
+    # The authorization servers whose access tokens the endpoint accepts, named in its
+    # protected-resource metadata (RFC 9728). Empty: not an OAuth protected resource.
+    AUTHORIZATION_SERVERS = Setting([], urls)
+    # The endpoint's canonical URL, the audience tokens must be issued for (RFC 8707).
+    # None: derived from each request (scheme, Host and the endpoint's path).
+    RESOURCE_URL = Setting(None, optional(text))
+    # Scopes every OAuth access token must carry to use the endpoint at all, asked for in
+    # the 401's challenge (a handler's scopes=[...] add to them for that handler).
+    REQUIRED_SCOPES = Setting([], strings)
+    # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
+    # scope a handler requires).
+    SCOPES_SUPPORTED = Setting(None, optional(strings))
+    # DPoP (RFC 9449): "off", "allowed" (bound tokens with their proofs, bearer tokens too)
+    # or "required" (only bound tokens). See mcp_django.contrib.dpop.
+    DPOP = Setting("off", one_of("off", "allowed", "required"))
+    # The JWS algorithms a DPoP proof may use (asymmetric only), advertised in the metadata.
+    DPOP_ALGORITHMS = Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms)
+    # Seconds a proof's iat may differ from the server's clock, either way; its jti is
+    # remembered in SESSION_CACHE for twice this, so a proof is never accepted twice.
+    DPOP_PROOF_WINDOW = Setting(300, seconds)
+    # Seconds a server-issued DPoP nonce is good for (RFC 9449 section 8); 0: no nonce asked.
+    DPOP_NONCE_SECONDS = Setting(0, non_negative_int)
+    # Seconds a request waits for the authentication classes before it is answered 503.
+    AUTH_TIMEOUT = Setting(10, seconds)
+    # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
+    ALLOWED_ORIGINS = Setting([], origins)
+    # The largest request body accepted, in bytes.
+    MAX_REQUEST_BYTES = Setting(4 * 1024 * 1024, positive_int)
+    # Seconds a client has to send a request's body (slower ones are answered 408 and closed).
+    REQUEST_READ_TIMEOUT = Setting(30, seconds)
+    # The name of the module discovered in each installed app.
+    HANDLER_MODULE = Setting("mcp", text)
+    # Folders of skills searched before each installed app's mcp_skills/ (docs/skills.md).
+    SKILLS_DIRS = Setting([], folders)
+    # What server/discover and initialize say.
+    SERVER_NAME = Setting("mcp-django", text)
+    SERVER_TITLE = Setting(None, optional(text))
+    # In serverInfo for 2025-11-25 and later clients; icons as icons=[...] on handlers.
+    SERVER_DESCRIPTION = Setting(None, optional(text))
+    SERVER_WEBSITE_URL = Setting(None, web_url)
+    SERVER_ICONS = Setting((), icon_list)
+    INSTRUCTIONS = Setting(None, optional(text))
+    # Caching hints on list results and resources/read (2026-07-28).
+    LIST_TTL_MS = Setting(0, non_negative_int)
+    CACHE_SCOPE = Setting("private", one_of("private", "public"))
+    # Seconds a legacy server-to-client request waits for the client's reply.
+    ASK_TIMEOUT = Setting(300, seconds)
+    # Threads for short sync work: authentication, permission checks, sync handlers.
+    WORKER_THREADS = Setting(32, positive_int)
+    # Threads for the thread-sensitive sync code of async handlers (one per call).
+    DB_THREADS = Setting(4, positive_int)
+    # How many sync handlers of one principal may wait at once on legacy asks (beyond: -32005).
+    ASK_THREADS_PER_PRINCIPAL = Setting(16, positive_int)
+    # Seconds a legacy call's SSE stream may go unread before the call is cancelled.
+    ABANDONED_STREAM_SECONDS = Setting(30, seconds)
+    # MCP tasks (docs/tasks.md): their ttlMs (None: unlimited), the pollIntervalMs clients
+    # are told, the TASKS backend alias, the seconds a silent worker's run is failed after,
+    # and how often a run lost to its infrastructure starts again (by default).
+    TASK_TTL_MS = Setting(3_600_000, optional(positive_int))
+    TASK_POLL_INTERVAL_MS = Setting(1000, positive_int)
+    TASK_BACKEND = Setting("default", text)
+    TASK_LEASE_SECONDS = Setting(30, seconds)
+    TASK_RETRIES = Setting(2, non_negative_int)
+    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
+    SESSION_LIFETIME = Setting(86400, positive_int)
+    # The most resources one legacy session, websocket or listen stream may subscribe to.
+    MAX_SUBSCRIPTIONS = Setting(100, non_negative_int)
+    # Seconds between SSE keepalive comments on a quiet legacy stream; 0: none.
+    SSE_KEEPALIVE = Setting(15, seconds)
+    # Seconds a legacy standalone GET stream may stay eventless before it is closed; 0: no limit.
+    STREAM_IDLE_TIMEOUT = Setting(600, seconds)
+    # Report database writes of an attempt that ended with input_required (they run again):
+    # a warning and an audit row. None: while DEBUG is on.
+    REPLAY_GUARD = Setting(None, optional(boolean))
+    # The Django cache that shares state between processes (legacy sessions, user versions,
+    # DPoP replays): a shared one (Redis) when several instances serve.
+    SESSION_CACHE = Setting("default", text)
+    # Seconds a request waits for the session cache before it is answered 503.
+    SESSION_CACHE_TIMEOUT = Setting(0.75, seconds)
+    # Seconds a request waits for one channel-layer operation before it is answered 503.
+    CHANNEL_LAYER_TIMEOUT = Setting(0.75, seconds)
+    # Which audit rows mcp-django writes (AUDIT_DEFAULTS); signals are sent either way.
+    AUDIT = Setting({}, audit)
+    # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
+    AUDIT_ROUNDS = Setting(None, optional(boolean))
+    # gc.freeze() at the ASGI lifespan's startup: the collector's full passes then walk only
+    # what requests made, not every module and class.
+    GC_FREEZE = Setting(True, boolean)
+    # The stages stage(call, call_next) every call goes through, outermost first (docs/pipeline.md).
+    PIPELINE = Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages)
+    # handler(exc, call) -> (HTTP status, JSON-RPC error response, headers), as DRF's.
+    EXCEPTION_HANDLER = Setting("mcp_django.pipeline.exception_handler", exception_handler)
+    # The protocol extensions served: modules with a register() (docs/extensions.md).
+    EXTENSIONS = Setting(
+        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
+    )
+    # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
+    LIMITS = Setting({}, limits)
+    # Endpoint name -> its own values of the ENDPOINT_KEYS settings (docs/endpoints.md).
+    ENDPOINTS = Setting({}, endpoints)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached when the attribute is not cached yet.
-        setting = SETTINGS.get(name)
-        if setting is None:
-            raise AttributeError(f"MCP_DJANGO has no setting {name!r}")
+        raise AttributeError(f"MCP_DJANGO has no setting {name!r}")
+
+    def coerced(self, setting: Setting[T]) -> T:
+        """``setting``'s value, coerced and kept as a plain attribute (the request path reads it)."""
+        name = setting.name
         try:
-            value = setting.coerce(user_settings().get(name, setting.default))
+            value: Any = setting.coerce(user_settings().get(name, setting.default))
         except InvalidSetting as exc:
             raise ImproperlyConfigured(f"MCP_DJANGO[{name!r}] {exc} (check id {exc.check_id}).") from None
         if name == "AUDIT" and self.AUDIT_ROUNDS is not None:
@@ -687,7 +643,7 @@ class MCPSettings:
             warnings.warn(
                 f'MCP_DJANGO["AUDIT_ROUNDS"] is deprecated and will be removed in {removal}: set {new} instead',
                 DeprecationWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
         self.__dict__[name] = value
         return value
@@ -726,6 +682,10 @@ class MCPSettings:
         for view in _endpoint_views.values():
             view.reload()
 
+
+SETTINGS: dict[str, Setting[Any]] = {
+    name: setting for name, setting in vars(MCPSettings).items() if isinstance(setting, Setting)
+}
 
 # Values worked out from an endpoint's settings (name -> derive(endpoint)), kept like its settings
 # until they change: what the request path would otherwise work out per call.
