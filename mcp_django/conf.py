@@ -514,8 +514,7 @@ class MCPSettings:
     MAX_REQUEST_STATE_BYTES = Setting(64 * 1024, positive_int)
     # The most input_required rounds one request may take.
     MAX_INPUT_ROUNDS = Setting(10, non_negative_int)
-    # The most seconds an attempt waits, once one branch of the handler is parked on an ask,
-    # for its other branches to ask too (sharing the round) or finish.
+    # Seconds an attempt with a branch parked on an ask waits for its other branches to ask too.
     ROUND_GATHER_TIMEOUT = Setting(2.0, seconds)
     # Serve callers that present no credentials, as the anonymous principal.
     ALLOW_ANONYMOUS = Setting(False, boolean)
@@ -529,14 +528,11 @@ class MCPSettings:
     # The authorization servers whose access tokens the endpoint accepts, named in its
     # protected-resource metadata (RFC 9728). Empty: not an OAuth protected resource.
     AUTHORIZATION_SERVERS = Setting([], urls)
-    # The endpoint's canonical URL, the audience tokens must be issued for (RFC 8707).
-    # None: derived from each request (scheme, Host and the endpoint's path).
+    # The endpoint's canonical URL, the tokens' audience (RFC 8707). None: from each request.
     RESOURCE_URL = Setting(None, optional(text))
-    # Scopes every OAuth access token must carry to use the endpoint at all, asked for in
-    # the 401's challenge (a handler's scopes=[...] add to them for that handler).
+    # Scopes every access token must carry to use the endpoint at all (a handler's add to them).
     REQUIRED_SCOPES = Setting([], strings)
-    # The scopes the protected-resource metadata lists (None: REQUIRED_SCOPES and every
-    # scope a handler requires).
+    # The scopes the metadata lists (None: REQUIRED_SCOPES and every scope a handler requires).
     SCOPES_SUPPORTED = Setting(None, optional(strings))
     # DPoP (RFC 9449): "off", "allowed" (bound tokens with their proofs, bearer tokens too)
     # or "required" (only bound tokens). See mcp_django.contrib.dpop.
@@ -597,8 +593,7 @@ class MCPSettings:
     SSE_KEEPALIVE = Setting(15, seconds)
     # Seconds a legacy standalone GET stream may stay eventless before it is closed; 0: no limit.
     STREAM_IDLE_TIMEOUT = Setting(600, seconds)
-    # Report database writes of an attempt that ended with input_required (they run again):
-    # a warning and an audit row. None: while DEBUG is on.
+    # Warn of (and audit) database writes of an attempt that ended with input_required. None: DEBUG.
     REPLAY_GUARD = Setting(None, optional(boolean))
     # The Django cache that shares state between processes (legacy sessions, user versions,
     # DPoP replays): a shared one (Redis) when several instances serve.
@@ -611,8 +606,7 @@ class MCPSettings:
     AUDIT = Setting({}, audit)
     # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
     AUDIT_ROUNDS = Setting(None, optional(boolean))
-    # gc.freeze() at the ASGI lifespan's startup: the collector's full passes then walk only
-    # what requests made, not every module and class.
+    # gc.freeze() at the ASGI lifespan's startup, so that full collections walk only what requests made.
     GC_FREEZE = Setting(True, boolean)
     # The stages stage(call, call_next) every call goes through, outermost first (docs/pipeline.md).
     PIPELINE = Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages)

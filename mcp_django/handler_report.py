@@ -26,8 +26,7 @@ from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
-# The key an ask gets without key=...: its type and a digest of the question
-# (mcp_django.asks.questions.Ask.default_key), "-2", "-3"... when repeated in one attempt.
+# The key an ask gets without key=... (mcp_django.asks.questions.Ask.default_key).
 _TYPES = "|".join(re.escape(ask_type) for ask_type in ASK_TYPES)
 _DERIVED_KEY = re.compile(rf"^(?P<ask_type>{_TYPES})-[0-9a-f]{{12}}(?:-\d+)?$")
 
@@ -104,10 +103,8 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
 
 
 def registered_object(handler: Handler) -> Any:
-    """What the project registered: the function, or for a view tool the view (its class when it has one).
-
-    A view tool's ``func`` is the adapter that calls the view, which tells a reader nothing.
-    """
+    """What the project registered: the function, or for a view tool the view (its class when it
+    has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
     if operation is None:
         return inspect.unwrap(handler.func)
@@ -187,11 +184,8 @@ def _closure(func: Any) -> dict[str, Any]:
 
 
 def _decorator_guards(func: Any) -> list[str]:
-    """Django's auth decorators on a view function (or a method, through ``method_decorator``).
-
-    They leave no mark but the closures of their wrappers (``user_passes_test``'s
-    ``test_func``), so these are read down the ``__wrapped__`` chain.
-    """
+    """Django's auth decorators on a view function or (``method_decorator``) method, read from
+    the closures of their wrappers down the ``__wrapped__`` chain: they leave no other mark."""
     labels: list[str] = []
     seen = 0
     while func is not None and seen < 20:
@@ -235,12 +229,8 @@ def _short(label: str) -> str:
 
 
 def permission_labels(handler: Handler) -> list[str]:
-    """Who may use the handler, as its code says: its own permission classes, and a view tool's view's.
-
-    A view tool is guarded by its view as well: DRF's permission classes for the action
-    (the project's default when the view names none), or Django's ``login_required``,
-    ``permission_required``, ``user_passes_test`` and their mixins.
-    """
+    """Who may use the handler, as its code says: its own permission classes, and a view tool's
+    view's (DRF's permission classes for the action, or Django's auth decorators and mixins)."""
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
     if operation is not None:
@@ -253,11 +243,8 @@ def permission_labels(handler: Handler) -> list[str]:
 
 
 def handler_rows(registry: Registry) -> list[dict[str, Any]]:
-    """One dict per handler: what it is, where it lives, what it asked and how often it ran.
-
-    Two grouped queries over the audit log serve the whole page, whatever the
-    number of handlers.
-    """
+    """One dict per handler: what it is, where it lives, what it asked and how often it ran
+    (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
     by_key: dict[tuple[str, str], Handler] = {}
     templates = [h for h in handlers if isinstance(h, ResourceTemplate)]

@@ -1,8 +1,7 @@
 """``Authorization: Bearer mcp_...``: the app's own MCP tokens (:class:`~mcp_django.tokens.models.MCPToken`).
 
-Put :class:`MCPTokenAuthentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` before
-``TokenAuthentication`` and the OAuth class: it answers only for tokens that start with
-``mcp_`` and leaves every other ``Authorization`` header to the classes after it.
+:class:`MCPTokenAuthentication` answers only for tokens that start with ``mcp_``: put it
+before ``TokenAuthentication`` and the OAuth class in ``AUTHENTICATION_CLASSES``.
 """
 
 from __future__ import annotations
@@ -72,16 +71,11 @@ def touch(token: MCPToken) -> None:
 
 
 class MCPTokenAuthentication(authentication.BaseAuthentication):
-    """An MCP token in ``Authorization: Bearer mcp_<id>_<secret>``.
+    """An MCP token in ``Authorization: Bearer mcp_<id>_<secret>``, refused (401) when unknown,
+    revoked, expired or its user inactive. It is the request's ``auth``: its scopes and handler
+    list restrict the handlers, and audit rows name it."""
 
-    Refused (401) when unknown, revoked, expired or its user inactive. The token is
-    the request's ``auth``: its scopes feed the handlers' scope checks, its handler list
-    hides and refuses every other handler, and audit rows name it (never its secret).
-    """
-
-    # Reads nothing but the Authorization header: the principal cache may key on it. Saving
-    # or deleting a token tells every process (mcp_django.auth_cache), and a cached token is
-    # never served past its expiry.
+    # Reads nothing but the Authorization header: the principal cache may key on it.
     mcp_reads_only_headers = True
     keyword = "Bearer"
 
