@@ -191,14 +191,14 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for problem in name_problems(registry)
     ]
-    for primitive, name, source in registry.duplicates:
-        errors.append(
-            Error(
-                f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
-                hint="Give one of them another name (name=... on its decorator).",
-                id="mcp_django.E006",
-            )
+    errors += [
+        Error(
+            f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
+            hint="Give one of them another name (name=... on its decorator).",
+            id="mcp_django.E006",
         )
+        for primitive, name, source in registry.duplicates
+    ]
     return errors + schema_problems(registry)
 
 
@@ -243,15 +243,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
         for key, guess in mcp_settings.unknown_keys()
     ]
-    for name, problem in mcp_settings.problems():
-        errors.append(
-            Error(
-                f"MCP_DJANGO[{name!r}] {problem}.",
-                hint=f"The default is {SETTINGS[name].default!r}; see the settings table in docs/index.md.",
-                id=problem.check_id,
-            )
+    return errors + [
+        Error(
+            f"MCP_DJANGO[{name!r}] {problem}.",
+            hint=f"The default is {SETTINGS[name].default!r}; see the settings table in docs/index.md.",
+            id=problem.check_id,
         )
-    return errors
+        for name, problem in mcp_settings.problems()
+    ]
 
 
 @register()

@@ -246,11 +246,8 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     """One dict per handler: what it is, where it lives, what it asked and how often it ran
     (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
-    by_key: dict[tuple[str, str], Handler] = {}
     templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
-    for handler in handlers:
-        if not isinstance(handler, ResourceTemplate):
-            by_key[(METHOD[handler.primitive], address(handler))] = handler
+    by_key = {(METHOD[h.primitive], address(h)): h for h in handlers if not isinstance(h, ResourceTemplate)}
 
     def owner(method: str, target: str) -> Handler | None:
         found = by_key.get((method, target))
