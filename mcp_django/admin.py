@@ -122,6 +122,11 @@ class ReadOnlyAdminMixin:
 _ROW_FIELDS: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
 
 
+def _stacked(first: Any, *under: Any) -> str:
+    """``first`` with each of ``under`` in small print on a line of its own below it."""
+    return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
+
+
 def _stamp(moment: Any) -> str:
     """One way to print an audit row's time, in the list and on its page: local, to the second."""
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
@@ -167,25 +172,19 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         detail = obj.reason or (obj.outcome if obj.outcome != obj.kind else "")
         kind = obj.get_kind_display()
         if obj.error:
-            return format_html(
-                '{}<br><small>{}</small><small class="mcp-error" title="{}">{}</small>',
-                kind,
-                detail,
-                obj.error,
-                obj.error,
-            )
-        return format_html("{}<br><small>{}</small>", kind, detail) if detail else kind
+            error = format_html('<small class="mcp-error" title="{}">{}</small>', obj.error, obj.error)
+            return format_html("{}{}", _stacked(kind, detail), error)
+        return _stacked(kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")
     def target_method(self, obj: AuditEvent) -> str:
-        return format_html("{}<br><small>{}</small>", obj.target or "—", obj.method)
+        return _stacked(obj.target or "—", obj.method)
 
     @admin.display(description=_("transport / revision"), ordering="transport")
     def via(self, obj: AuditEvent) -> str:
-        shown = format_html("{}<br><small>{}</small>", obj.transport, obj.version)
         if obj.endpoint and obj.endpoint != "default":  # another endpoint than the default names itself
-            return format_html("{}<br><small>@{}</small>", shown, obj.endpoint)
-        return shown
+            return _stacked(obj.transport, obj.version, f"@{obj.endpoint}")
+        return _stacked(obj.transport, obj.version)
 
     @admin.display(description=_("time"), ordering="created")
     def when_exact(self, obj: AuditEvent) -> str:
@@ -201,7 +200,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         else:
             name = obj.principal or "—"
         # The credential under the user, when it names itself (an MCP token: name and id).
-        return format_html("{}<br><small>{}</small>", name, obj.credential) if obj.credential else name
+        return _stacked(name, obj.credential) if obj.credential else name
 
     @admin.display(description=_("ms"), ordering="duration_ms")
     def duration(self, obj: AuditEvent) -> str:

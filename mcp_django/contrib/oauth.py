@@ -73,11 +73,9 @@ class OAuth2Authentication(ToolkitAuthentication):
         user, token = checked.user, checked.access_token
         resource = protected_resource.resource_url(django_request)
         if not token.resource or not resource_matches(resource, token.resource):
-            request.oauth2_error = {
-                "error": "invalid_token",
-                "error_description": "The access token was not issued for this resource.",
-            }
-            raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
+            description = "The access token was not issued for this resource."
+            request.oauth2_error = {"error": "invalid_token", "error_description": description}
+            raise exceptions.AuthenticationFailed(description)
         if user is None or not user.is_active:
             # A client-credentials token some servers issue for no user: nobody to act as here.
             raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")

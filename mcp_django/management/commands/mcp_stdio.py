@@ -6,6 +6,7 @@ A pipe has no credentials: whoever may start the command acts as the user it nam
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from typing import Any
@@ -49,9 +50,8 @@ class Command(BaseCommand):
         sys.stdout = sys.stderr
         protocol_in = sys.stdin.buffer
         try:
-            asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
-        except KeyboardInterrupt:
-            pass
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
         finally:
             protocol_out.close()
 
