@@ -55,11 +55,6 @@ def _did_you_mean(unknown: list[Any], known: Any) -> str:
     return f" ({'; '.join(guesses)})" if guesses else ""
 
 
-def _under(key: Any, exc: InvalidSetting, check_id: str) -> InvalidSetting:
-    """``exc`` said of the value at ``[key]`` of a dict setting."""
-    return InvalidSetting(f"[{key!r}]{'' if str(exc).startswith('[') else ' '}{exc}", check_id)
-
-
 # -- coercers ---------------------------------------------------------------------------
 
 
@@ -324,7 +319,8 @@ def _sub_settings(
             try:
                 out[key] = coercers[key](raw)
             except InvalidSetting as exc:
-                raise _under(key, exc, check_id) from None
+                sep = "" if str(exc).startswith("[") else " "  # ['RATES']['user']: a nested key
+                raise InvalidSetting(f"[{key!r}]{sep}{exc}", check_id) from None
         return out
 
     return coerce
