@@ -617,9 +617,6 @@ class MCPSettings:
     # Endpoint name -> its own values of the ENDPOINT_KEYS settings (docs/endpoints.md).
     ENDPOINTS = Setting({}, endpoints)
 
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"MCP_DJANGO has no setting {name!r}")
-
     def coerced(self, setting: Setting[T]) -> T:
         """``setting``'s value, coerced and kept as a plain attribute (the request path reads it)."""
         name = setting.name
