@@ -181,11 +181,6 @@ def first_use(jkt: str, jti: str) -> bool:
 # -- the proof ---------------------------------------------------------------------------------------
 
 
-def thumbprint(jwk: Any) -> str:
-    """The RFC 7638 SHA-256 thumbprint of a jwcrypto key (what ``cnf.jkt`` holds)."""
-    return str(jwk.thumbprint())
-
-
 def token_hash(token: str) -> str:
     """``ath``: the base64url SHA-256 of the access token's text."""
     return b64encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
@@ -254,7 +249,7 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's iat is too far from the server's clock.")
     if access_token is not None and not hmac.compare_digest(str(claims.get("ath", "")), token_hash(access_token)):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
-    found = thumbprint(key)
+    found = str(key.thumbprint())  # RFC 7638, SHA-256: what cnf.jkt holds
     if jkt is not None and not hmac.compare_digest(found, jkt):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof is not signed by the key the access token is bound to.")
     if not first_use(found, jti):
