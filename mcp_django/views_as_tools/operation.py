@@ -26,8 +26,6 @@ from .view_styles import DROPPED_HEADERS, view_class_of
 
 logger = logging.getLogger("mcp_django")
 
-# -- the operation one tool performs -------------------------------------------------------
-
 
 @dataclass(eq=False)
 class Operation:
@@ -45,10 +43,6 @@ class Operation:
     # "json" (DRF) or "form" (plain Django views read request.POST).
     body_format: str = "json"
     drf: bool = True
-    paginated: bool = False
-    wrap_list: bool = True
-
-    # -- the view function, built once ------------------------------------------------
 
     @cached_property
     def view_func(self) -> Any:
@@ -103,8 +97,6 @@ class Operation:
                 continue
         return "/", None
 
-    # -- building the request ---------------------------------------------------------
-
     def build_request(
         self, incoming: Any, user: Any, path: str, query: str = "", body: bytes = b"", content_type: str = ""
     ) -> HttpRequest:
@@ -137,29 +129,23 @@ class Operation:
             environ["CONTENT_TYPE"] = content_type
         request = WSGIRequest(environ)
         request.user = user
-        # The MCP endpoint has authenticated the caller already: the view's Request takes this
-        # user without running its authentication classes. DRF's public way to say so is
-        # force_authenticate (imported here: its module needs Django's settings). An
-        # authentication class passed through as_view() would do it only for a view given as a
-        # class that builds its authenticators from authentication_classes, not for an
-        # as_view() function or a view overriding get_authenticators().
+        # The MCP endpoint has authenticated the caller already: force_authenticate, DRF's public
+        # way to say so, works for every view (an authentication class passed through as_view()
+        # would not reach an as_view() function or a view overriding get_authenticators()).
         from rest_framework.test import force_authenticate
 
         force_authenticate(request, user=user)
         # The MCP endpoint refuses foreign origins and non-JSON bodies, which is what CSRF
-        # protection is for; an MCP client has no CSRF token to send. Django has no public
-        # way to exempt a request (csrf_exempt marks a view function, and a view decorated
-        # with csrf_protect checks anyway); this is the flag its own test client sets.
+        # protection is for; an MCP client has no token to send. Django's test client sets
+        # this flag too (there is no public way to exempt a request).
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
         session = getattr(incoming, "session", None)
         if session is not None:
             request.session = session
         return request
 
-    # -- one call ---------------------------------------------------------------------
-
     def split(self, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-        path = {k: _path_value(arguments[k]) for k in self.path_params if k in arguments}
+        path = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
         rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         if self.method in ("get", "delete"):
             return path, rest, {}
@@ -170,8 +156,7 @@ class Operation:
     def call(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
         path_kwargs, query, body = self.split(arguments)
         path, match = self.locate(path_kwargs)
-        raw = b""
-        content_type = ""
+        raw, content_type = b"", ""
         if self.method not in ("get", "delete"):
             if self.body_format == "form":
                 raw, content_type = _query_string(body).encode(), "application/x-www-form-urlencoded"
@@ -189,14 +174,14 @@ class Operation:
         except MCPError:
             raise  # an ask the client must answer differently (e.g. a missing capability)
         except Http404:
-            return _error(404, "Not found.")
+            return _error("Not found.")
         except PermissionDenied:
-            return _error(403, "Permission denied.")
+            return _error("Permission denied.")
         except (BadRequest, SuspiciousOperation):
-            return _error(400, "Bad request.")
+            return _error("Bad request.")
         except Exception:
             logger.exception("mcp_django: view %s failed", self.cls or self.view)
-            return _error(500, "The view failed with an internal error.")
+            return _error("The view failed with an internal error.")
         # InputRequired (an ask without an answer yet) is a BaseException: it passes every
         # handler above and DRF's own, ends this attempt, and rolls back its atomic block.
         return self.result(response)
@@ -205,41 +190,31 @@ class Operation:
         status = int(getattr(response, "status_code", 500))
         data, has_data = _response_data(response)
         if status >= 500:
-            return _error(status, f"The view failed (HTTP {status}).")
+            return _error(f"The view failed (HTTP {status}).")
         if 300 <= status < 400:
-            return _error(status, f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
+            return _error(f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
         if status >= 400:
             return _client_error(status, data if has_data else None)
         if not has_data or data in (None, ""):
             return ToolResult(content=[Text(f"Done (HTTP {status}).")])
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        structured = None
-        if isinstance(data, dict):
-            structured = data
-        elif isinstance(data, list) and self.wrap_list:
-            structured = {"results": data}
+        structured = {"results": data} if isinstance(data, list) else data if isinstance(data, dict) else None
         return ToolResult(content=[Text(text)], structured=structured)
 
 
-def _path_value(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _query_value(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return value
+def _text(value: Any) -> str:
+    """An argument as URL text: JSON's spelling for booleans and objects, ``str()`` for the rest."""
+    return json.dumps(value) if isinstance(value, (bool, dict)) else str(value)
 
 
 def _query_string(values: dict[str, Any]) -> str:
-    pairs: list[tuple[str, Any]] = []
-    for key, value in values.items():
-        if value is None:
-            continue
-        for item in value if isinstance(value, list) else [value]:
-            pairs.append((key, _query_value(item)))
+    """The arguments as a query string, a list's items each under its name, None left out."""
+    pairs = [
+        (key, _text(item))
+        for key, value in values.items()
+        if value is not None
+        for item in (value if isinstance(value, list) else [value])
+    ]
     return urlencode(pairs)
 
 
@@ -273,7 +248,7 @@ def _response_data(response: Any) -> tuple[Any, bool]:
     return text, True
 
 
-def _error(status: int, message: str, structured: dict[str, Any] | None = None) -> ToolResult:
+def _error(message: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[Text(message)], structured=structured, is_error=True)
 
 
@@ -282,7 +257,7 @@ def _client_error(status: int, data: Any) -> ToolResult:
     if status == 400:
         lines = _flatten_errors(data)
         message = "Invalid input: " + "; ".join(lines) if lines else "Invalid input."
-        return _error(status, message, {"status": status, "errors": data})
+        return _error(message, {"status": status, "errors": data})
     prefix = {
         401: "Not authenticated",
         403: "Permission denied",
@@ -293,7 +268,7 @@ def _client_error(status: int, data: Any) -> ToolResult:
     text = f"{prefix}: {detail}" if isinstance(detail, str) else prefix + "."
     if detail is None and isinstance(data, (dict, list)):
         text += " " + json.dumps(data, ensure_ascii=False)
-    return _error(status, text, {"status": status, "errors": data} if data is not None else {"status": status})
+    return _error(text, {"status": status, "errors": data} if data is not None else {"status": status})
 
 
 def _flatten_errors(data: Any, prefix: str = "") -> list[str]:

@@ -10,8 +10,6 @@ from .. import schema as schemas
 
 logger = logging.getLogger("mcp_django")
 
-# -- list parameters and list output ---------------------------------------------------------
-
 
 def query_parameters(view: Any, model: Any) -> dict[str, Any]:
     """The arguments a list action takes: filters, search, ordering and pagination, as the view has them."""
@@ -21,9 +19,7 @@ def query_parameters(view: Any, model: Any) -> dict[str, Any]:
     paginator = getattr(view, "paginator", None)
     if paginator is not None:
         for param in paginator.get_schema_operation_parameters(view):
-            schema = openapi_to_json_schema(param.get("schema", {}))
-            if param.get("description"):
-                schema["description"] = str(param["description"])
+            schema = _openapi_parameter(param)
             if schema.get("type") == "integer" and param["name"] != "offset":
                 schema["minimum"] = 1
             elif param["name"] == "offset":
@@ -68,18 +64,18 @@ def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, An
             schema["description"] += f" One of: {', '.join(names)}."
         return {backend.ordering_param: schema}
     # Any other backend that describes itself for OpenAPI describes itself here too.
-    out: dict[str, Any] = {}
     try:
         params = backend.get_schema_operation_parameters(view)
     except Exception:
-        return out
-    for param in params or ():
-        if param.get("in") == "query" and param.get("name"):
-            schema = openapi_to_json_schema(param.get("schema", {}))
-            if param.get("description"):
-                schema["description"] = str(param["description"])
-            out[param["name"]] = schema
-    return out
+        return {}
+    return {p["name"]: _openapi_parameter(p) for p in params or () if p.get("in") == "query" and p.get("name")}
+
+
+def _openapi_parameter(param: dict[str, Any]) -> dict[str, Any]:
+    schema = openapi_to_json_schema(param.get("schema", {}))
+    if param.get("description"):
+        schema["description"] = str(param["description"])
+    return schema
 
 
 def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
@@ -92,10 +88,7 @@ def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
         return {}
     if filterset_class is None:
         return {}
-    out: dict[str, Any] = {}
-    for name, f in filterset_class.base_filters.items():
-        out.update(filter_schema(name, f))
-    return out
+    return {k: v for name, f in filterset_class.base_filters.items() for k, v in filter_schema(name, f).items()}
 
 
 def filter_schema(name: str, f: Any) -> dict[str, Any]:
@@ -125,7 +118,7 @@ def filter_schema(name: str, f: Any) -> dict[str, Any]:
         schema = {"type": "boolean"}
     elif isinstance(f, df.NumberFilter):
         schema = {"type": "number"}
-    elif isinstance(f, df.IsoDateTimeFilter) or isinstance(f, df.DateTimeFilter):
+    elif isinstance(f, (df.IsoDateTimeFilter, df.DateTimeFilter)):
         schema = {"type": "string", "format": "date-time"}
     elif isinstance(f, df.DateFilter):
         schema = {"type": "string", "format": "date"}
