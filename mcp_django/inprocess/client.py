@@ -1,10 +1,5 @@
-"""The in-process MCP client: real requests through the project's ASGI application.
-
-Every request goes through the same application, transport, authentication,
-permission checks, sealing, dispatcher and audit code as in production; only
-the socket is missing. Sync work runs in the test's thread (see
-:mod:`mcp_django.inprocess.threads`), so a ``django.test.TestCase``'s data and
-transaction are what the handlers see.
+"""The in-process MCP client: real requests through the project's ASGI application, only the socket
+missing. Sync work runs in the test's thread (:mod:`.threads`), so handlers see the test's data.
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import contextlib
 import itertools
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -33,7 +28,7 @@ from ..protocol.revisions import (
 )
 from . import threads
 from .answers import Answerer, InputRequest, NoAnswer, answer_for
-from .exchange import Exchange, Response, http_scope
+from .exchange import Response, exchange, http_scope
 from .observe import Observer
 
 if TYPE_CHECKING:
@@ -90,7 +85,7 @@ class Round:
     @property
     def inputRequests(self) -> dict[str, Any]:  # noqa: N802 (the protocol's spelling)
         """The round's ``inputRequests`` as they came over the wire."""
-        return {key: request.wire() for key, request in self.input_requests.items()}
+        return {key: {"method": r.method, "params": r.params} for key, r in self.input_requests.items()}
 
     @property
     def keys(self) -> list[str]:
@@ -394,14 +389,10 @@ class MCPClient:
             message, _ = await self._modern_post(auth, method, params)
         return _result_of(message)
 
-    @contextlib.asynccontextmanager
-    async def _exchange(self, headers: dict[str, str], body: bytes, method: str = "POST") -> AsyncIterator[Response]:
-        """One HTTP request to the application and its response; the client goes away at the end."""
-        exchange = Exchange(self.app, http_scope(method, self.path, headers), body)
-        try:
-            yield await exchange.start()
-        finally:
-            await exchange.close()
+    def _exchange(
+        self, headers: dict[str, str], body: bytes, method: str = "POST"
+    ) -> contextlib.AbstractAsyncContextManager[Response]:
+        return exchange(self.app, http_scope(method, self.path, headers), body)
 
     async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> Round:
         """A new round of input: the test's answers to the server's ``inputRequests``."""

@@ -1,9 +1,5 @@
-"""What the test client learns from the server side while it drives a call.
-
-The engines tell the :data:`mcp_django.signals.observer` of the current
-context about every attempt (a handler run), replay-unsafe writes and legacy
-asks' keys (an :class:`mcp_django.signals.Observer`); the test client sets one
-for each call it drives.
+"""What the test client learns from the server side while it drives a call: the engines tell the
+:data:`mcp_django.signals.observer` it sets of every attempt, replay-unsafe write and legacy ask's key.
 """
 
 from __future__ import annotations
