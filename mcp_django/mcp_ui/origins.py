@@ -1,9 +1,6 @@
-"""What a rendered view loads from outside itself, by the CSP list that must allow it.
-
-The check (``mcp_django.ui.E002``) compares it with what the view declares: a host builds the
-iframe's Content Security Policy from the declaration alone, so an undeclared load fails in
-the user's browser, silently. Read from the page's markup, its CSS ``url()``/``@import``, and
-string literals passed to ``fetch``, ``WebSocket`` and ``EventSource`` in inline scripts.
+"""What a rendered view loads from outside itself (markup, CSS ``url()``/``@import``, literal URLs
+given to ``fetch``/``WebSocket``/``EventSource``), by the CSP list that must allow it: a host's
+policy is built from the view's declaration alone, so check E002 reports an undeclared load.
 """
 
 from __future__ import annotations

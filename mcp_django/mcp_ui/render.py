@@ -1,10 +1,5 @@
-"""A view's HTML: its template rendered by the project's template engine, with the static
-files it names inlined (the ``mcp_ui`` template tags), so the page loads nothing.
-
-Hosts render a view in a sandboxed iframe whose Content Security Policy allows inline
-scripts and styles and, unless the view declares origins, nothing else: a ``<script src>``
-or ``<link href>`` to the project's static URL would be blocked, so they are read through
-``django.contrib.staticfiles``' finders and written into the page.
+"""A view's HTML: its template rendered, with the static files it names inlined (the ``mcp_ui``
+template tags), since a host's sandboxed frame would block a ``<script src>`` to the project's site.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The views MCP Apps serves: each a ``ui://`` resource rendered from a Django template.
-
-A tool names its view with ``@mcp.tool(app="shop/order_view.html")`` (a template, or a
-:class:`View` registered with :func:`view` that several tools share) and says who may call it
-with ``visibility=["app"]``; :mod:`mcp_django.mcp_ui.methods` takes both keywords.
+"""The views MCP Apps serves, each a ``ui://`` resource rendered from a Django template, and the
+tool options naming them (``app="shop/order_view.html"``) and who may call a tool (``visibility=``).
 """
 
 from __future__ import annotations
@@ -97,12 +94,10 @@ def view(
 ) -> View:
     """Register the view rendered from ``template`` (``ui://<template>`` unless ``uri``).
 
-    ``connect``, ``resources``, ``frames``, ``base_uri``: the origins the page may fetch from,
-    load scripts, styles, images and fonts from, frame, and use as its base (the spec's CSP
-    ``connectDomains``, ``resourceDomains``, ``frameDomains``, ``baseUriDomains``); none by
-    default, so a view inlines what it needs. ``permissions``: of ``camera``, ``microphone``,
-    ``geolocation``, ``clipboard_write``. Registering the same template again with the same
-    settings gives the same view; with others, ``ImproperlyConfigured``.
+    ``connect``, ``resources``, ``frames``, ``base_uri``: the origins the page may fetch from, load
+    from, frame and use as its base (none by default); ``permissions``: of ``camera``,
+    ``microphone``, ``geolocation``, ``clipboard_write``. The same template registered again must
+    have the same settings.
     """
     if not isinstance(template, str) or not template:
         raise ImproperlyConfigured(f"view(): the template must be a template name, not {template!r}")

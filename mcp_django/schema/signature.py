@@ -32,12 +32,8 @@ class ArgumentsInvalid(ValueError):
 
 
 def resolved_hints(func: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """The annotations of ``func`` that resolve, and the text of those that do not (by name).
-
-    Each one is resolved on its own: an unresolvable annotation on a parameter
-    that is not an argument (``ctx`` imported only for type checking, the
-    return value) does not keep the others from being read.
-    """
+    """The annotations of ``func`` that resolve, and the text of those that do not (by name): one
+    that cannot (``ctx``'s type imported only for type checking) does not keep the others from being read."""
     try:
         return get_type_hints(func, include_extras=True), {}
     except Exception:
@@ -136,10 +132,7 @@ class Parameters:
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
         """The handler's keyword arguments, in their declared types; raises :class:`ArgumentsInvalid`.
-
-        ``strict=False`` also reads numbers, booleans and the like from strings
-        (prompt arguments and URI template variables are always strings).
-        """
+        ``strict=False`` also reads numbers, booleans... from strings (prompt arguments, URI variables)."""
         if self.checked is not None:
             errors = validator_for(self.checked).errors(arguments)
             if errors:
@@ -193,11 +186,8 @@ class SchemaArguments:
 
 
 def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
-    """The ``outputSchema`` a return annotation implies: an object type's schema, else None.
-
-    Only object types are inferred: ``structuredContent`` is an object, and a
-    tool returning text has no structure to promise.
-    """
+    """The ``outputSchema`` a return annotation implies: an object type's schema (``structuredContent``
+    is an object), else None."""
     hints, _ = resolved_hints(func)
     tp = hints.get("return")
     while typing.get_origin(tp) is Annotated:

@@ -90,10 +90,8 @@ def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
 def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None:
     """Walks a type and the fields of its classes: records enum orders and field descriptions.
 
-    msgspec reads a dataclass's or TypedDict's own annotations, and of their
-    ``Annotated`` extras it knows only ``msgspec.Meta``: a description given as
-    text is added to the schema here, and a constraint it would silently drop
-    is refused.
+    Of a class field's ``Annotated`` extras msgspec knows only ``msgspec.Meta``: a description
+    given as text is recorded here, and a constraint it would silently drop is refused.
     """
     if id(tp) in seen:
         return
@@ -363,10 +361,8 @@ def _self_contained(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def inline(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
-    """Replace each ``$ref`` by a copy of its target; a recursive one stays a ``$ref`` into ``$defs``.
-
-    Clients (and elicitation forms above all) handle flat schemas best.
-    """
+    """Each ``$ref`` replaced by a copy of its target (clients, elicitation forms above all, handle
+    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``."""
     kept: dict[str, Any] = {}
     for component in components.values():
         docs = _FIELD_DOCS.get(component.get("title", "")) if isinstance(component, dict) else None

@@ -51,9 +51,8 @@ class ViewTool(Tool):
     def has_permission(self, user: Any, request: Any) -> bool:
         """The view's permission classes for this action, plus the tool's own ``permissions``.
 
-        Sync and run once per tool inside the single thread hop of ``tools/list``.
-        Throttles are not consulted here (a listing must not use up the caller's rate),
-        and object permissions cannot be: the view applies both when it is called.
+        Throttles (a listing must not use up the caller's rate) and object permissions are left
+        to the view's call.
         """
         if not self.scopes_granted(getattr(request, "auth", None)):
             return False
