@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 # Elements whose attribute loads something, and the CSP list that must allow it.
@@ -32,11 +33,11 @@ _CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)|@import\s+["']([^"']+)""", re
 _CONNECT = re.compile(r"""\b(?:fetch|WebSocket|EventSource)\(\s*["'`]([^"'`]+)""")
 
 
-class Load:
+class Load(NamedTuple):
     """One URL the page loads, and the CSP list (``resourceDomains``...) that must allow it."""
 
-    def __init__(self, url: str, kind: str) -> None:
-        self.url, self.kind = url, kind
+    url: str
+    kind: str
 
     @property
     def origin(self) -> str | None:

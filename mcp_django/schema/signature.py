@@ -77,13 +77,9 @@ class Parameters:
             if name in skip or param.kind is param.VAR_POSITIONAL:
                 continue
             where = f"{self.owner}: parameter {name!r}"
-            if name in unresolved:
-                raise SchemaError(
-                    f"{where}: the annotation {unresolved[name]!r} could not be resolved (define or import it first)"
-                )
             default, field_doc = _default(param.default)
-            annotation = hints.get(name, Any)
-            prepared = prepare(annotation, where)
+            # An annotation that did not resolve is its text, which prepare() refuses, naming it.
+            prepared = prepare(hints[name] if name in hints else unresolved.get(name, Any), where)
             try:
                 json_schema(prepared.type)  # a type msgspec cannot handle fails here, named
             except SchemaError as exc:
