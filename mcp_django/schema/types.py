@@ -191,10 +191,10 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
     """A msgspec constraint for one Annotated extra: text, a dict of JSON Schema keywords, a Field, a Meta."""
     if isinstance(extra, msgspec.Meta):
         return extra
+    kwargs: dict[str, Any] = {}
     if isinstance(extra, str):
-        return msgspec.Meta(description=extra)
-    if isinstance(extra, dict):
-        kwargs: dict[str, Any] = {}
+        kwargs["description"] = extra
+    elif isinstance(extra, dict):
         rest: dict[str, Any] = {}
         for key, value in extra.items():
             if key in _META_KEYWORDS and _META_KEYWORDS[key] not in kwargs:
@@ -205,26 +205,21 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
                     state.needs_validator = True
         if rest:
             kwargs["extra_json_schema"] = rest
-        try:
-            return msgspec.Meta(**kwargs)
-        except (TypeError, ValueError) as exc:
-            raise SchemaError(f"{where}: {exc}") from None
-    kwargs = {}
-    documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
-    if isinstance(documentation, str):
-        kwargs["description"] = documentation
-    for attr in ("description", "title"):
-        value = getattr(extra, attr, None)
-        if isinstance(value, str):
-            kwargs[attr] = value
-    constraints = [extra, *getattr(extra, "metadata", ())]
-    for item in constraints:
-        for attr in _CONSTRAINT_ATTRS:
-            value = getattr(item, attr, None)
-            if value is not None and not callable(value):
-                kwargs.setdefault(attr, getattr(value, "pattern", value))
-    if not kwargs:
-        return None
+    else:
+        documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
+        if isinstance(documentation, str):
+            kwargs["description"] = documentation
+        for attr in ("description", "title"):
+            value = getattr(extra, attr, None)
+            if isinstance(value, str):
+                kwargs[attr] = value
+        for item in [extra, *getattr(extra, "metadata", ())]:
+            for attr in _CONSTRAINT_ATTRS:
+                value = getattr(item, attr, None)
+                if value is not None and not callable(value):
+                    kwargs.setdefault(attr, getattr(value, "pattern", value))
+        if not kwargs:
+            return None
     try:
         return msgspec.Meta(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -319,8 +314,8 @@ def dec_hook(tp: Any, value: Any) -> Any:
 
 
 def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("For further")]
-    return "; ".join(lines)
+    lines = (line.strip() for line in text.splitlines())
+    return "; ".join(line for line in lines if line and not line.startswith("For further"))
 
 
 def enc_hook(value: Any) -> Any:

@@ -109,26 +109,23 @@ def filter_schema(name: str, f: Any) -> dict[str, Any]:
         return {f"{name}_min": described({"type": "number"}), f"{name}_max": described({"type": "number"})}
     if isinstance(f, df.BaseCSVFilter):
         return {name: described({"type": "string"}, f"{f.label or name} (comma-separated values)")}
-    schema: dict[str, Any]
     if isinstance(f, (df.MultipleChoiceFilter, df.ModelMultipleChoiceFilter)):
-        schema = {"type": "array", "items": _choice_schema(f)}
-    elif isinstance(f, (df.ChoiceFilter, df.ModelChoiceFilter)):
-        schema = _choice_schema(f)
-    elif isinstance(f, df.BooleanFilter):
-        schema = {"type": "boolean"}
-    elif isinstance(f, df.NumberFilter):
-        schema = {"type": "number"}
-    elif isinstance(f, (df.IsoDateTimeFilter, df.DateTimeFilter)):
-        schema = {"type": "string", "format": "date-time"}
-    elif isinstance(f, df.DateFilter):
-        schema = {"type": "string", "format": "date"}
-    elif isinstance(f, df.TimeFilter):
-        schema = {"type": "string", "format": "time"}
-    elif isinstance(f, df.UUIDFilter):
-        schema = {"type": "string", "format": "uuid"}
-    else:
-        schema = {"type": "string"}
-    return {name: described(schema)}
+        return {name: described({"type": "array", "items": _choice_schema(f)})}
+    if isinstance(f, (df.ChoiceFilter, df.ModelChoiceFilter)):
+        return {name: described(_choice_schema(f))}
+    typed = (t for cls, t in _FILTER_TYPES if isinstance(f, getattr(df, cls)))
+    return {name: described({"type": "string", **next(typed, {})})}
+
+
+# The filters of one JSON type (IsoDateTimeFilter is a DateTimeFilter); any other takes a string.
+_FILTER_TYPES = (
+    ("BooleanFilter", {"type": "boolean"}),
+    ("NumberFilter", {"type": "number"}),
+    ("DateTimeFilter", {"format": "date-time"}),
+    ("DateFilter", {"format": "date"}),
+    ("TimeFilter", {"format": "time"}),
+    ("UUIDFilter", {"format": "uuid"}),
+)
 
 
 def _choice_schema(f: Any) -> dict[str, Any]:

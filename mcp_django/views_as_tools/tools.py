@@ -177,37 +177,28 @@ class _Spec:
         )
 
 
+@dataclass
 class _Builder:
     """Derives names, schemas and operations from a view class."""
 
-    def __init__(
-        self,
-        view: Any,
-        cls: Any,
-        initkwargs: dict[str, Any],
-        basename: str | None,
-        names: Mapping[str, str],
-        descriptions: Mapping[str, str],
-        input_schemas: Mapping[str, Any],
-    ) -> None:
-        self.view = view
-        self.cls = cls
-        self.initkwargs = initkwargs
-        self.names = names
-        self.descriptions = descriptions
-        self.input_schemas = input_schemas
-        self.model = self._model()
-        self.named = bool(basename)
-        if basename:
-            self.prefix = basename
-        elif self.model is not None and is_viewset(cls):
-            self.prefix = slug(str(self.model._meta.verbose_name_plural))
-        elif cls is not None:
-            self.prefix = snake_name(cls.__name__)
-        else:
-            self.prefix = getattr(view, "__name__", "view")
+    view: Any
+    cls: Any
+    initkwargs: dict[str, Any]
+    basename: str | None
+    names: Mapping[str, str]
+    descriptions: Mapping[str, str]
+    input_schemas: Mapping[str, Any]
 
-    # -- shared helpers ----------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self.model = self._model()
+        if self.basename:
+            self.prefix = self.basename
+        elif self.model is not None and is_viewset(self.cls):
+            self.prefix = slug(str(self.model._meta.verbose_name_plural))
+        elif self.cls is not None:
+            self.prefix = snake_name(self.cls.__name__)
+        else:
+            self.prefix = getattr(self.view, "__name__", "view")
 
     def _model(self) -> Any:
         if self.cls is None:
@@ -283,8 +274,6 @@ class _Builder:
             if vars(klass).get("__doc__"):
                 return schemas.first_paragraph(vars(klass)["__doc__"])
         return ""
-
-    # -- viewsets -----------------------------------------------------------------------
 
     def viewset_specs(self, actions: Iterable[str] | None) -> list[_Spec]:
         extra = {a.__name__: a for a in self.cls.get_extra_actions()}
@@ -381,8 +370,6 @@ class _Builder:
         text = doc or f"{action.replace('_', ' ').capitalize()}."
         return self._spec(key, f"{self.prefix}_{key}", text, op, _object(properties, required))
 
-    # -- APIViews, generic views and plain Django views ---------------------------------
-
     def apiview_specs(
         self, methods: Iterable[str] | None, path_params: tuple[str, ...], input_schema: dict[str, Any] | None
     ) -> list[_Spec]:
@@ -390,7 +377,7 @@ class _Builder:
 
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         generic = issubclass(self.cls, generics.GenericAPIView)
-        if generic and not self.named:
+        if generic and not self.basename:
             # Each tool's name ends with its action: the class name need not say it again.
             self.prefix = generic_prefix(self.cls.__name__)
         specs = []
