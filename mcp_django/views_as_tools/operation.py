@@ -79,9 +79,8 @@ class Operation:
         if self.actions_map is not None:
             actions = getattr(callback, "actions", None) or {}
             return getattr(callback, "cls", None) is self.cls and actions.get(self.method) == self.action
-        target = view_class_of(callback)
         if isinstance(self.view, type):
-            return target is self.cls
+            return view_class_of(callback) is self.cls
         return callback is self.view
 
     def locate(self, kwargs: dict[str, str]) -> tuple[str, Any]:
@@ -89,11 +88,8 @@ class Operation:
         for name in self._routes:
             try:
                 path = reverse(name, kwargs=kwargs or None)
-            except NoReverseMatch:
-                continue
-            try:
                 return path, resolve(path)
-            except Resolver404:
+            except (NoReverseMatch, Resolver404):
                 continue
         return "/", None
 
@@ -188,14 +184,14 @@ class Operation:
 
     def result(self, response: Any) -> ToolResult:
         status = int(getattr(response, "status_code", 500))
-        data, has_data = _response_data(response)
+        data = _response_data(response)
         if status >= 500:
             return _error(f"The view failed (HTTP {status}).")
         if 300 <= status < 400:
             return _error(f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
         if status >= 400:
-            return _client_error(status, data if has_data else None)
-        if not has_data or data in (None, ""):
+            return _client_error(status, data)
+        if data in (None, ""):
             return ToolResult(content=[Text(f"Done (HTTP {status}).")])
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
         structured = {"results": data} if isinstance(data, list) else data if isinstance(data, dict) else None
@@ -218,15 +214,13 @@ def _query_string(values: dict[str, Any]) -> str:
     return urlencode(pairs)
 
 
-def _response_data(response: Any) -> tuple[Any, bool]:
-    """The response's payload as plain JSON values (or text), and whether it has one."""
+def _response_data(response: Any) -> Any:
+    """The response's payload as plain JSON values (or text); None when it has none."""
     if hasattr(response, "data") and hasattr(response, "accepted_renderer"):
         from rest_framework.utils.encoders import JSONEncoder
 
-        if response.data is None:
-            return None, False
         # DRF's encoder: what the REST endpoint would put on the wire (decimals, dates, lazy text).
-        return json.loads(json.dumps(response.data, cls=JSONEncoder)), True
+        return None if response.data is None else json.loads(json.dumps(response.data, cls=JSONEncoder))
     if hasattr(response, "render") and callable(response.render) and not getattr(response, "is_rendered", True):
         response.render()
     if getattr(response, "streaming", False):
@@ -234,18 +228,17 @@ def _response_data(response: Any) -> tuple[Any, bool]:
     else:
         body = getattr(response, "content", b"")
     if not body:
-        return None, False
+        return None
     content_type = response.get("Content-Type", "") if hasattr(response, "get") else ""
-    charset = getattr(response, "charset", None) or "utf-8"
-    text = body.decode(charset, errors="replace")
+    text = body.decode(getattr(response, "charset", None) or "utf-8", errors="replace")
     if "json" in content_type:
         try:
-            return json.loads(text), True
+            return json.loads(text)
         except ValueError:
-            return text, True
+            return text
     if "html" in content_type:
         text = re.sub(r"\s+", " ", strip_tags(text)).strip()
-    return text, True
+    return text
 
 
 def _error(message: str, structured: dict[str, Any] | None = None) -> ToolResult:
