@@ -100,6 +100,10 @@ def _defaults(schema: dict[str, Any] | None) -> dict[str, Any]:
     return {name: prop["default"] for name, prop in props.items() if isinstance(prop, dict) and "default" in prop}
 
 
+# A sampling answer given as text: the model's reply.
+_SAMPLED = {"role": "assistant", "model": "mcp-django-test", "stopReason": "endTurn"}
+
+
 def to_result(request: InputRequest, value: Any) -> Answer:
     """The wire answer for what the test's ``answer`` returned."""
     if isinstance(value, Answer):
@@ -116,14 +120,7 @@ def to_result(request: InputRequest, value: Any) -> Answer:
             return accept(dict(value))
     elif ask_type == "sample":
         if isinstance(value, str):
-            return Answer(
-                {
-                    "role": "assistant",
-                    "content": {"type": "text", "text": value},
-                    "model": "mcp-django-test",
-                    "stopReason": "endTurn",
-                }
-            )
+            return Answer({**_SAMPLED, "content": {"type": "text", "text": value}})
         if isinstance(value, Mapping):
             return Answer(dict(value))
     elif ask_type == "roots" and isinstance(value, (list, tuple)):

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 EXTENSION = "io.modelcontextprotocol/ui"
 MIME_TYPE = "text/html;profile=mcp-app"
-CSP_KEYS = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
+
 CSP_ARGUMENTS = {
     "connect": "connectDomains",
     "resources": "resourceDomains",
@@ -45,7 +45,7 @@ class View:
 
     def ui_meta(self) -> dict[str, Any]:
         """The resource's ``_meta.ui``: its CSP, permissions and presentation."""
-        ui: dict[str, Any] = {"csp": {key: list(self.csp[key]) for key in CSP_KEYS if self.csp.get(key)}}
+        ui: dict[str, Any] = {"csp": {key: list(self.csp[key]) for key in CSP_ARGUMENTS.values() if self.csp.get(key)}}
         if self.permissions:
             ui["permissions"] = {PERMISSIONS[p]: {} for p in self.permissions}
         if self.prefers_border is not None:
@@ -69,9 +69,7 @@ class View:
 views: dict[str, View] = {}
 
 
-def _origins(value: Iterable[str] | None, argument: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
+def _origins(value: Iterable[str], argument: str) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
         raise ImproperlyConfigured(f"view(): {argument}= must be a list of origins, not {value!r}")
     return tuple(value)
@@ -139,7 +137,7 @@ def app_option(value: Any, owner: str) -> View:
 
 def visibility_option(value: Any, owner: str) -> tuple[str, ...]:
     """``@mcp.tool(visibility=[...])``: who may call the tool, of ``"model"`` and ``"app"``."""
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+    if not isinstance(value, (list, tuple)) or not value:
         raise TypeError(f"{owner}: visibility= must be a non-empty list of 'model' and 'app', not {value!r}")
     if any(v not in VISIBILITIES for v in value):
         raise TypeError(f"{owner}: visibility= takes 'model' and 'app' only, not {value!r}")
