@@ -29,7 +29,6 @@ from ..protocol.revisions import (
 from . import threads
 from .answers import Answerer, InputRequest, NoAnswer, answer_for
 from .exchange import Response, exchange, http_scope
-from .observe import Observer
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -72,6 +71,31 @@ class ReplayUnsafeWrite(AssertionError):
 
 class ReplayGuardWarning(UserWarning):
     """``replay_guard="warn"``: the same finding as :class:`ReplayUnsafeWrite`, as a warning."""
+
+
+@dataclass
+class Observer:
+    """What the client learns from the server side of a call it drives (a :class:`signals.Observer`)."""
+
+    # "error", "warn" or "off": what the client does with replay-unsafe writes.
+    replay_guard: str = "error"
+    runs: int = 0
+    unsafe_writes: list[Write] = field(default_factory=list)
+    # Legacy revisions: each server-to-client request's ask key, by its JSON-RPC id (the wire has none).
+    ask_keys: dict[Any, str] = field(default_factory=dict)
+
+    @property
+    def guarding(self) -> bool:
+        return self.replay_guard != "off"
+
+    def ran(self, handler: Any) -> None:
+        self.runs += 1
+
+    def unsafe(self, writes: list[Write]) -> None:
+        self.unsafe_writes.extend(writes)
+
+    def asking(self, request_id: Any, key: str) -> None:
+        self.ask_keys[request_id] = key
 
 
 @dataclass
@@ -176,12 +200,8 @@ def _awaitable(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
 
 
 class MCPClient:
-    """Talk MCP to the project, in process. See docs/testing.md.
-
-    ``user``: log in as this user (a session, or a DRF token when only token
-    authentication is configured); ``token``: send ``Authorization: Token ...``;
-    neither: anonymous. ``revision``: "2026-07-28" (input_required rounds) or a
-    legacy revision (a session, with real server-to-client requests).
+    """Talk MCP to the project, in process (docs/testing.md): as ``user`` (logged in by session or
+    DRF token), with ``token``, or anonymously; on ``revision`` 2026-07-28 or a legacy one.
     """
 
     def __init__(
@@ -272,10 +292,8 @@ class MCPClient:
         return self._sync(self._call, "resources/read", {"uri": uri}, answer)
 
     def read_view(self, tool: str) -> Result:
-        """The MCP Apps view of ``tool`` (docs/apps.md): the ``ui://`` resource its listed
-        ``_meta.ui.resourceUri`` names, read with ``resources/read``; ``.text`` is the page's
-        HTML, ``.contents[0]["_meta"]["ui"]`` its CSP and permissions. Needs ``apps=True``:
-        a client that does not declare the extension is told of no view (``LookupError``)."""
+        """The MCP Apps view of ``tool`` (docs/apps.md), read from the ``ui://`` resource its listing
+        names; ``LookupError`` for a client without ``apps=True``, which is told of no view."""
         listed = {t["name"]: t for t in self.list_tools()}
         if tool not in listed:
             raise LookupError(f"no tool {tool!r} in this client's tools/list")
