@@ -55,9 +55,7 @@ def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
             "needs protocol 2025-11-25",
             {"protocolVersion": version, "unsupported": sorted(unsupported)},
         )
-    out = {k: v for k, v in schema.items() if k in ("type", "properties", "required")}
-    out["properties"] = fitted
-    return out
+    return {k: fitted if k == "properties" else v for k, v in schema.items() if k in ("type", "properties", "required")}
 
 
 def _fit_property(prop: Any) -> dict[str, Any]:

@@ -18,19 +18,15 @@ def query_parameters(view: Any, model: Any) -> dict[str, Any]:
         out.update(_backend_parameters(backend_cls, view, model))
     paginator = getattr(view, "paginator", None)
     if paginator is not None:
+        max_size = getattr(paginator, "max_page_size", None) or getattr(paginator, "max_limit", None)
+        sizes = (getattr(paginator, "page_size_query_param", None), getattr(paginator, "limit_query_param", None))
         for param in paginator.get_schema_operation_parameters(view):
-            schema = _openapi_parameter(param)
-            if schema.get("type") == "integer" and param["name"] != "offset":
-                schema["minimum"] = 1
-            elif param["name"] == "offset":
-                schema["minimum"] = 0
-            max_size = getattr(paginator, "max_page_size", None) or getattr(paginator, "max_limit", None)
-            if max_size and param["name"] in (
-                getattr(paginator, "page_size_query_param", None),
-                getattr(paginator, "limit_query_param", None),
-            ):
+            name = param["name"]
+            schema = out[name] = _openapi_parameter(param)
+            if name == "offset" or schema.get("type") == "integer":
+                schema["minimum"] = 0 if name == "offset" else 1
+            if max_size and name in sizes:
                 schema["maximum"] = max_size
-            out[param["name"]] = schema
     return out
 
 
@@ -132,8 +128,7 @@ def _choice_schema(f: Any) -> dict[str, Any]:
     import django_filters as df
 
     if isinstance(f, (df.ModelChoiceFilter, df.ModelMultipleChoiceFilter)):
-        queryset = f.queryset
-        model = getattr(queryset, "model", None)
+        model = getattr(f.queryset, "model", None)
         internal = model._meta.pk.get_internal_type() if model is not None else ""
         return {"type": "integer"} if "Integer" in internal or internal.endswith("AutoField") else {"type": "string"}
     choices = f.extra.get("choices")
