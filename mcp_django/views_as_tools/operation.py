@@ -194,8 +194,9 @@ class Operation:
         if data in (None, ""):
             return ToolResult(content=[Text(f"Done (HTTP {status}).")])
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        structured = {"results": data} if isinstance(data, list) else data if isinstance(data, dict) else None
-        return ToolResult(content=[Text(text)], structured=structured)
+        if isinstance(data, list):
+            data = {"results": data}  # structured content is an object
+        return ToolResult(content=[Text(text)], structured=data if isinstance(data, dict) else None)
 
 
 def _text(value: Any) -> str:
