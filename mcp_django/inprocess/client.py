@@ -27,7 +27,7 @@ from ..protocol.revisions import (
     MODERN_VERSIONS,
 )
 from . import threads
-from .answers import Answerer, InputRequest, NoAnswer, answer_for
+from .answers import Answer, Answerer, InputRequest, NoAnswer, answer_for
 from .exchange import Response, exchange, http_scope
 
 if TYPE_CHECKING:
@@ -412,8 +412,8 @@ class MCPClient:
     ) -> contextlib.AbstractAsyncContextManager[Response]:
         return exchange(self.app, http_scope(method, self.path, headers), body)
 
-    async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> Round:
-        """A new round of input: the test's answers to the server's ``inputRequests``."""
+    async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> dict[str, Answer]:
+        """A new round of input: the test's answer to each of the server's requests (by key)."""
         if len(rounds) >= self.max_input_rounds:
             raise InputRoundsExceeded(self.max_input_rounds, rounds)
         requests = {
@@ -422,12 +422,13 @@ class MCPClient:
         }
         this_round = Round(len(rounds) + 1, requests)
         rounds.append(this_round)
+        answers: dict[str, Answer] = {}
         for key, request in requests.items():
-            reply = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
-            if reply.result is None:
+            given = answers[key] = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+            if given.result is None and not self.legacy:
                 raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
-            this_round.responses[key] = reply.result
-        return this_round
+            this_round.responses[key] = given.result if given.error is None else given.error
+        return answers
 
     # -- 2026-07-28 ------------------------------------------------------------------
 
@@ -481,8 +482,8 @@ class MCPClient:
                 return await self._drive_task(auth, result, answer, rounds, notifications)
             if result.get("resultType") != "input_required":
                 return Result(method, result, rounds, notifications=notifications)
-            this_round = await self._answer(result.get("inputRequests") or {}, answer, rounds)
-            retry = {**params, "inputResponses": this_round.responses}
+            await self._answer(result.get("inputRequests") or {}, answer, rounds)
+            retry = {**params, "inputResponses": rounds[-1].responses}
             if "requestState" in result:
                 retry["requestState"] = result["requestState"]
 
@@ -515,8 +516,8 @@ class MCPClient:
                 failure.task_id, failure.task_states = task_id, states  # type: ignore[attr-defined]
                 raise failure
             if status == "input_required":
-                this_round = await self._answer(task.get("inputRequests") or {}, answer, rounds)
-                update = {"taskId": task_id, "inputResponses": this_round.responses}
+                await self._answer(task.get("inputRequests") or {}, answer, rounds)
+                update = {"taskId": task_id, "inputResponses": rounds[-1].responses}
                 _result_of((await self._modern_post(auth, "tasks/update", update))[0])
                 continue
             if self.run_tasks:
@@ -603,20 +604,14 @@ class MCPClient:
         if message["method"] == "ping":
             reply["result"] = {}
         else:
-            if len(rounds) >= self.max_input_rounds:
-                raise InputRoundsExceeded(self.max_input_rounds, rounds)
             # The ask's key, as the server told this client (2026-07-28 sends it; here the wire has none).
             watching = signals.observer.get()
             key = watching.ask_keys.get(server_id, str(server_id)) if isinstance(watching, Observer) else str(server_id)
-            request = InputRequest(key, message["method"], dict(message.get("params") or {}))
-            this_round = Round(len(rounds) + 1, {key: request})
-            rounds.append(this_round)
-            given = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+            given = (await self._answer({key: message}, answer, rounds))[key]
             if given.error is not None:
                 reply["error"] = given.error
             else:
                 reply["result"] = given.result
-            this_round.responses = {key: reply.get("result", reply.get("error"))}
         async with self._legacy_exchange(auth, reply) as response:
             if response.status != 202:
                 raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")
