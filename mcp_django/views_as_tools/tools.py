@@ -219,7 +219,8 @@ class _Builder:
         return view
 
     def _operation(self, method: str, **fields: Any) -> Operation:
-        return Operation(view=self.view, cls=self.cls, method=method, **{"initkwargs": self.initkwargs, **fields})
+        fields.setdefault("initkwargs", self.initkwargs)
+        return Operation(view=self.view, cls=self.cls, method=method, **fields)
 
     def _spec(
         self,
