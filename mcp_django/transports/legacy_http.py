@@ -275,7 +275,7 @@ class _SessionUpdates:
         self.uris: asyncio.Queue[str] = asyncio.Queue()
         updates.watch(self.uris.put_nowait)
         # One task per relay, stopped with it: updates reach each stream in announcement order.
-        hub.keep(asyncio.ensure_future(self._deliver()))
+        hub.worker.keep(asyncio.ensure_future(self._deliver()))
 
     async def _deliver(self) -> None:
         while True:
