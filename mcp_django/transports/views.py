@@ -1,8 +1,5 @@
-"""A plain Django view for the endpoint, for WSGI stacks (``include("mcp_django.urls")``).
-
-2026-07-28 needs no held connection, so JSON answers over WSGI serve it fully.
-Streaming (progress notifications) and legacy sessions need the ASGI route.
-"""
+"""The endpoint as a plain Django view, for WSGI stacks (``include("mcp_django.urls")``):
+JSON answers serve 2026-07-28 fully; streaming and legacy sessions need the ASGI route."""
 
 from __future__ import annotations
 
@@ -26,8 +23,7 @@ def _headers(request: HttpRequest) -> dict[str, str] | None:
     """The request's headers, its ``Host`` as Django reads it; None for one ALLOWED_HOSTS refuses."""
     headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
     try:
-        # Django's CommonMiddleware, where installed, has asked already (log_lines.OneLine
-        # makes its line one line); without it, the refusal is the endpoint's 403.
+        # CommonMiddleware, where installed, has refused it already; without it, this is the 403.
         headers["host"] = request.get_host()
     except DisallowedHost:
         host_refused(request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", ""))
