@@ -1,31 +1,15 @@
-"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, lifecycle methods,
-and what the server says about itself (its name, version and capabilities by era, which
-2026-07-28's ``server/discover`` says too).
+"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, and what the server
+says about itself (also in 2026-07-28's ``server/discover``).
 
-A legacy client opens a session with ``initialize`` and keeps the capabilities it
-declared there for the whole session. Whatever the transport, the methods that
-exist only on these revisions are answered here; the rest go to the dispatcher.
+A session id *is* its record, so every worker can read it without a table: a token signed
+with the ``requestState`` key ring (:mod:`mcp_django.keyring`) carrying the negotiated
+version, the client's capabilities and info, and a keyed hash of its principal. What
+changes during a session lives in the session cache, under an epoch the id carries: a
+cache that lost its state (a restarted Redis) ends every session opened before.
 
-Session ids must work on every worker process without a database table, so the
-id *is* the session record: a signed token (HMAC-SHA256 with a key derived from
-``REQUEST_STATE_KEY``, on the ring ``requestState`` uses: :mod:`mcp_django.keyring`)
-that carries the negotiated version, the client's capabilities and info, and a
-keyed hash of the principal that created it. What changes during a session
-(ended or not, the log level, the resources it subscribed to, its current GET
-stream) lives in Django's cache, which is Redis when several processes serve.
-
-That cache may lose everything (Redis restarted without persistence, flushed): an
-ended session would then work again, and its subscriptions would be silently
-gone. So the cache holds an epoch (a random value written once, without expiry)
-and every session id carries the epoch it was opened under: a session whose epoch
-is no longer the cache's is over (404, and the client initializes anew).
-
-Every cache call runs off the event loop in a thread of its own (Django's async
-cache methods run them one at a time in a single thread: one slow Redis would
-serialise every request) and is bounded by ``SESSION_CACHE_TIMEOUT``; a failure
-or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503). A cache
-found away opens a circuit breaker (:mod:`mcp_django.breaker`): until it answers
-again, the requests that need it are refused at once, not each after a timeout.
+Each cache call runs in a thread of its own, bounded by ``SESSION_CACHE_TIMEOUT``; a
+failure is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503), and a circuit breaker
+(:mod:`mcp_django.breaker`) refuses at once while the cache is away.
 """
 
 from __future__ import annotations
@@ -59,8 +43,7 @@ logger = logging.getLogger("mcp_django")
 
 
 def server_info(version: str | None = None, icons: IconBase | None = None) -> dict[str, Any]:
-    """The server's Implementation; at ``version`` 2025-11-25 or later, with its description,
-    website and icons (the handshake and server/discover; other results carry the short form)."""
+    """The server's Implementation; from 2025-11-25 on, with description, website and icons."""
     info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
     if mcp_settings.SERVER_TITLE:
         info["title"] = mcp_settings.SERVER_TITLE
@@ -96,15 +79,6 @@ _MAX_TOKEN = 8192
 _MAX_CLIENT_INFO = 1024
 
 
-def session_lifetime() -> int:
-    """Seconds a session lives (``MCP_DJANGO["SESSION_LIFETIME"]``, a day by default).
-
-    Bounded because an ended session is remembered in the cache only this long:
-    past it, the token itself has expired, so it can never come back to life.
-    """
-    return mcp_settings.SESSION_LIFETIME
-
-
 def session_cache() -> Any:
     """The cache that shares session state between processes (``MCP_DJANGO["SESSION_CACHE"]``)."""
     from django.core.cache import caches
@@ -112,10 +86,8 @@ def session_cache() -> Any:
     return caches[mcp_settings.SESSION_CACHE]
 
 
-# The first revision whose clients expect the empty-data priming event on SSE streams
-# and a server closing a stream early (SEP-1699). Older clients parse every event's
-# data as JSON and do not reconnect after an early close, so they get neither (the
-# official TypeScript server gates both on the same version).
+# The first revision whose clients expect SSE priming events and early closes (SEP-1699):
+# older ones parse every event's data and do not reconnect (the TypeScript server agrees).
 PRIMING_SINCE = "2025-11-25"
 
 
@@ -167,7 +139,8 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
         capabilities=ClientCapabilities(caps),
         client_info=info if isinstance(info, dict) else None,
         principal=principal,
-        expires_at=int(time.time()) + session_lifetime(),
+        # Bounded: an ended session is remembered in the cache only this long.
+        expires_at=int(time.time()) + mcp_settings.SESSION_LIFETIME,
         endpoint=endpoint,
     )
 
@@ -175,8 +148,7 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
 def initialize_result(
     record: SessionRecord, request: Callable[[], Any] | None = None, endpoint: EndpointSettings | None = None
 ) -> dict[str, Any]:
-    """``request`` builds the Django request, when an icon's URL needs its host; ``endpoint``:
-    the settings of the endpoint answering (its RESOURCE_URL)."""
+    """``request`` builds the Django request (for icon URLs); ``endpoint``: the answering endpoint's settings."""
     resource = (endpoint or mcp_settings).RESOURCE_URL
     result: dict[str, Any] = {
         "protocolVersion": record.version,
@@ -189,20 +161,15 @@ def initialize_result(
 
 
 class SessionControl(Protocol):
-    """What a legacy call may change of its session, the transport's to keep (a socket's
-    state, or the session cache): the dispatcher's ``initialize``, ``logging/setLevel``,
-    ``resources/(un)subscribe`` and ``notifications/cancelled`` act through it (``Call.control``)."""
+    """What a legacy call may change of its session (``Call.control``), kept by the transport."""
 
-    async def open(self, call: Any) -> SessionRecord:
-        """The session ``initialize`` opens (-32602 for malformed params, -32600 if open already)."""
+    async def open(self, call: Any) -> SessionRecord: ...  # -32602 malformed, -32600 open already
 
     async def set_log_level(self, level: str) -> None: ...
 
-    async def subscribe(self, uri: str, on: bool) -> None:
-        """(uri, True) for resources/subscribe, (uri, False) for resources/unsubscribe."""
+    async def subscribe(self, uri: str, on: bool) -> None: ...
 
-    async def cancel(self, request_id: Any) -> None:
-        """notifications/cancelled: cancel the session's call ``request_id``, if it still runs."""
+    async def cancel(self, request_id: Any) -> None: ...
 
 
 # -- sealed session ids --------------------------------------------------------------------
@@ -223,7 +190,7 @@ def seal_session(record: SessionRecord) -> str:
                 "p": record.principal,
                 "exp": record.expires_at,
                 "e": record.epoch,
-                # Only another endpoint than the default names itself: the default's ids are as before.
+                # Only another endpoint than the default names itself (the default's ids are unchanged).
                 **({"n": record.endpoint} if record.endpoint != "default" else {}),
             }
         )
