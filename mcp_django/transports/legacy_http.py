@@ -117,57 +117,47 @@ class LegacyStream:
         if self.followers == 0 and not self.finished and self.on_abandoned is not None:
             self.on_abandoned()
 
-    def _done(self, sent: int, cuts: int) -> bool:
-        return (self.finished and sent >= len(self.events)) or self.cuts != cuts
+    async def _batches(self, sent: int, cuts: int, keepalive: float | None) -> AsyncIterator[tuple[list[bytes], bool]]:
+        """(events after ``sent``, whether they are the last) as they come, until the call
+        finishes or :meth:`close` bumps ``cuts``; ``([], False)`` after ``keepalive`` quiet seconds."""
+        while True:
+            # Cleared before the events are read, never after an await: an event pushed
+            # while the consumer is away sets it again, and the wait returns at once.
+            self.changed.clear()
+            batch = self.events[sent:]
+            sent += len(batch)
+            done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
+            if batch or done:
+                yield batch, done
+            if done:
+                return
+            try:
+                await asyncio.wait_for(self.changed.wait(), keepalive)
+            except TimeoutError:
+                yield [], False  # a quiet call (a user thinking): keep the connection alive
 
     async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
-        cuts = self.cuts
+        batches = self._batches(after, self.cuts, mcp_settings.SSE_KEEPALIVE or None)
         self._attach()
         try:
             if prime:
                 yield sse_event(b"", event_id=self.event_id(0), retry_ms=RETRY_MS)
-            sent = after
-            while True:
-                while sent < len(self.events):
-                    sent += 1
-                    yield self.events[sent - 1]
-                if self._done(sent, cuts):
-                    return
-                self.changed.clear()
-                try:
-                    await asyncio.wait_for(self.changed.wait(), mcp_settings.SSE_KEEPALIVE or None)
-                except TimeoutError:
-                    # A call waiting (on a user's answer to an ask, say): proxies must not cut it.
-                    yield KEEPALIVE
+            async for batch, done in batches:
+                for event in batch:
+                    yield event
+                if not batch and not done:
+                    yield KEEPALIVE  # proxies must not cut a waiting call
         finally:
             self._detach()
 
     async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
-        cuts = self.cuts
-        sent = after
+        batches = self._batches(after, self.cuts, RESUME_KEEPALIVE_SECONDS)
         self._attach()
-
-        def send(**message: Any) -> Awaitable[None]:
-            return hub.worker.send(to, {"type": "mcp.events", "tap": tap, **message})
-
         try:
-            await send(found=True)
-            while True:
-                # Cleared before the events are read, never after an await: an event pushed
-                # during a send sets it again, and the wait returns at once.
-                self.changed.clear()
-                batch = self.events[sent:]
-                sent += len(batch)
-                done = self._done(sent, cuts)
-                if batch or done:
-                    await send(events=batch, end=done)
-                if done:
-                    return
-                try:
-                    await asyncio.wait_for(self.changed.wait(), RESUME_KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    await send(events=[], end=False)  # a quiet call: the follower is told we are here
+            await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
+            async for batch, done in batches:
+                await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
         except Unavailable:
             # The layer is away (said once, by its breaker): the follower gives up on its own.
             logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
