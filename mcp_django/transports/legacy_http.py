@@ -27,7 +27,7 @@ from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
-from ..resource_updates import Listeners, listeners
+from ..resource_updates import listeners
 from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
@@ -229,37 +229,30 @@ class SessionStream:
                 self.hub.session_streams.pop(self.sid, None)
 
 
-class _SessionUpdates:
-    """Per relay: resource updates in, ``notifications/resources/updated`` out to the
-    standalone streams whose session subscribed, in the order they were announced."""
-
-    def __init__(self, hub: Relay, updates: Listeners) -> None:
-        self.hub = hub
-        self.uris: asyncio.Queue[str] = asyncio.Queue()
-        updates.watch(self.uris.put_nowait)
-        hub.keep(asyncio.ensure_future(self._deliver()))
-
-    async def _deliver(self) -> None:
-        while True:
-            uri = await self.uris.get()
-            streams = {(s.sid, s.token): s for ss in self.hub.session_streams.values() for s in ss}
-            if not streams:
-                continue
-            try:
-                chosen = await legacy.subscribers(streams, uri)  # one cache round trip for all
-            except Exception as exc:
-                # Unavailable (said once by its breaker) or a cache error: one line.
-                logger.warning("could not read subscriptions for %s (%s)", uri, exc)
-                continue
-            for key in chosen:
-                streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
-
-
-async def _updates_for(hub: Relay) -> _SessionUpdates:
+async def _updates_for(hub: Relay) -> None:
+    """Start, once per relay, the delivery of resource updates to its standalone streams."""
     updates = await listeners()
     if hub.session_updates is None:
-        hub.session_updates = _SessionUpdates(hub, updates)
-    return hub.session_updates
+        hub.session_updates = uris = asyncio.Queue[str]()
+        updates.watch(uris.put_nowait)
+        hub.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
+
+
+async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
+    """``notifications/resources/updated`` to the streams whose session subscribed, in announcement order."""
+    while True:
+        uri = await uris.get()
+        streams = {(s.sid, s.token): s for ss in hub.session_streams.values() for s in ss}
+        if not streams:
+            continue
+        try:
+            chosen = await legacy.subscribers(streams, uri)  # one cache round trip for all
+        except Exception as exc:
+            # Unavailable (said once by its breaker) or a cache error: one line.
+            logger.warning("could not read subscriptions for %s (%s)", uri, exc)
+            continue
+        for key in chosen:
+            streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
 
 
 def parse_event_id(value: str) -> tuple[str, int, str] | None:
