@@ -78,24 +78,14 @@ class LiveSession:
         if method == "elicitation/create" and isinstance(version, str):
             # Rewritten for older revisions, or refused before anything is sent.
             params = fit_elicitation(params, version)
+        notify = call.notify
         async with call.ask_guard() if call.ask_guard is not None else contextlib.nullcontext():
-            return await self._request(call.notify, method, params, timeout, key)
-
-    async def _request(
-        self,
-        notify: Callable[[dict[str, Any]], None],
-        method: str,
-        params: dict[str, Any],
-        timeout: float,
-        key: str | None,
-    ) -> Any:
-        request_id, reply = self.replies.open()
-        watching = observer.get()
-        if watching is not None and key is not None:
-            watching.asking(request_id, key)
-        try:
-            notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            request_id, reply = self.replies.open()
+            watching = observer.get()
+            if watching is not None and key is not None:
+                watching.asking(request_id, key)
             try:
+                notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
                 message = await asyncio.wait_for(reply, timeout)
             except TimeoutError:
                 notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
@@ -106,8 +96,8 @@ class LiveSession:
                     notification("notifications/cancelled", {"requestId": request_id, "reason": "request cancelled"})
                 )
                 raise
-        finally:
-            self.replies.close(request_id)
+            finally:
+                self.replies.close(request_id)
         error = message.get("error")
         if error is not None:
             if not isinstance(error, dict) or not isinstance(error.get("code"), int):

@@ -118,9 +118,10 @@ class SessionRecord:
 
 
 async def open_record(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
-    """:func:`read_initialize`, under the session cache's current epoch."""
+    """:func:`read_initialize`, under the session cache's epoch (written by the first process needing one)."""
     record = read_initialize(params, principal, endpoint)
-    return dataclasses.replace(record, epoch=await current_epoch())
+    epoch = await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None)
+    return dataclasses.replace(record, epoch=str(epoch))
 
 
 def read_initialize(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
@@ -302,11 +303,6 @@ def _cache_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_cache_changed)
-
-
-async def current_epoch() -> str:
-    """The session cache's epoch, written by the first process that needs one."""
-    return str(await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None))
 
 
 async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
