@@ -222,22 +222,20 @@ class PrincipalCache:
         if entry is None:
             return None
         expires, user, auth, vkey, version, label = entry
-        if expires < time.monotonic():
-            self._entries.pop(key, None)
-            return None
-        store = shared()
-        if store.local:
-            current = store.get(vkey)
-        elif store.breaker.open:
-            current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
-        else:
-            from .asks.invoke import run_in_thread
+        if expires >= time.monotonic():
+            store = shared()
+            if store.local:
+                current = store.get(vkey)
+            elif store.breaker.open:
+                current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
+            else:
+                from .asks.invoke import run_in_thread
 
-            current = await run_in_thread(store.get, vkey)
-        if current is None or current != version:
-            self._entries.pop(key, None)
-            return None
-        return Principal.remembered(_fresh_copy(user), auth, label)
+                current = await run_in_thread(store.get, vkey)
+            if current == version:  # never None: remember() stores no entry without a version
+                return Principal.remembered(_fresh_copy(user), auth, label)
+        self._entries.pop(key, None)
+        return None
 
     async def after_pending(self, key: bytes) -> Principal | None:
         """What an authentication of ``key`` already under way (on this loop, started within
@@ -246,13 +244,12 @@ class PrincipalCache:
         An entry expires for every connection at once: the requests meanwhile wait for one
         authentication instead of each paying a thread hop and a query.
         """
-        found = self._pending.get(key)
-        if found is None:
-            return None
-        future, started = found
-        if future.get_loop() is not asyncio.get_running_loop():
-            return None
-        if time.monotonic() - started >= mcp_settings.AUTH_CACHE_SECONDS:
+        future, started = self._pending.get(key, (None, 0.0))
+        if (
+            future is None
+            or future.get_loop() is not asyncio.get_running_loop()
+            or time.monotonic() - started >= mcp_settings.AUTH_CACHE_SECONDS
+        ):
             return None
         # Shielded: a waiter cancelled (its client gone) must not end the wait of the others.
         await asyncio.shield(future)

@@ -314,12 +314,10 @@ async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
     return ended, found.get(_key(sid, "level"))
 
 
-async def set_session_log_level(record: SessionRecord, level: str) -> None:
-    await _cached("set", _key(record.sid, "level"), level, timeout=_remaining(record))
-
-
-async def end_session(record: SessionRecord) -> None:
-    await _cached("set", _key(record.sid, "ended"), True, timeout=_remaining(record))
+async def set_state(record: SessionRecord, what: str, value: Any) -> None:
+    """Keep the session's ``level``, ``ended``, or ``get`` (its current standalone GET stream:
+    a message goes to one stream only) until the session expires."""
+    await _cached("set", _key(record.sid, what), value, timeout=_remaining(record))
 
 
 def _uri_key(sid: str, uri: str) -> str:
@@ -353,11 +351,6 @@ async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
         await _cached("delete", key)
         await _cached("decr", count)
         raise too_many_subscriptions()
-
-
-async def set_get_stream(record: SessionRecord, token: str) -> None:
-    """Name the session's current standalone GET stream: a message goes to one stream only."""
-    await _cached("set", _key(record.sid, "get"), token, timeout=_remaining(record))
 
 
 async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple[str, str]]:

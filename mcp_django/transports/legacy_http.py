@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..asks.call import Call
@@ -263,15 +264,13 @@ def parse_event_id(value: str) -> tuple[str, int, str] | None:
     return key, int(number), channel
 
 
+@dataclass(slots=True)
 class HttpSession:
     """A legacy HTTP session's :class:`~mcp_django.protocol.legacy.SessionControl`: its
     sealed record, and what changes during it in the session cache."""
 
-    __slots__ = ("endpoint", "record")
-
-    def __init__(self, endpoint: str, record: legacy.SessionRecord | None = None) -> None:
-        self.endpoint = endpoint
-        self.record = record
+    endpoint: str
+    record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
         if self.record is not None:
@@ -281,7 +280,7 @@ class HttpSession:
 
     async def set_log_level(self, level: str) -> None:
         assert self.record is not None
-        await legacy.set_session_log_level(self.record, level)
+        await legacy.set_state(self.record, "level", level)
 
     async def subscribe(self, uri: str, on: bool) -> None:
         assert self.record is not None
@@ -493,7 +492,7 @@ class LegacyHttp(LegacyHandler):
             return await self.resume(record, last_event)
         if req.method == "GET":
             return await self.session_stream(record)
-        await legacy.end_session(record)
+        await legacy.set_state(record, "ended", True)
         await (await relay()).cancel(record.sid)
         return HttpOut(200, [("content-type", JSON)], b"")
 
@@ -518,7 +517,7 @@ class LegacyHttp(LegacyHandler):
     async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
         """GET without Last-Event-ID: the session's standalone stream."""
         stream = SessionStream(await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.registry)
-        await legacy.set_get_stream(record, stream.token)
+        await legacy.set_state(record, "get", stream.token)
         return _sse(stream.events())
 
 
