@@ -291,17 +291,15 @@ class HttpSession:
         await (await relay()).cancel(self.record.sid, request_id)
 
 
+@dataclass(slots=True)
 class TrackedCall:
     """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
     any worker, and a stream nobody reads any more (and nobody resumed) cancels it."""
 
-    __slots__ = ("hub", "pipeline", "sid", "stream")
-
-    def __init__(self, pipeline: Pipeline, hub: Relay, sid: str) -> None:
-        self.pipeline = pipeline
-        self.hub = hub
-        self.sid = sid
-        self.stream: LegacyStream | None = None
+    pipeline: Pipeline
+    hub: Relay
+    sid: str
+    stream: LegacyStream | None = None
 
     async def handle(self, call: Call) -> dict[str, Any]:
         """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""

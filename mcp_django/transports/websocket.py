@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -38,8 +37,6 @@ from ..resource_updates import Listeners, listeners
 from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, scope_url
 from .legacy_http import endpoint_for
-
-logger = logging.getLogger("mcp_django")
 
 SUBPROTOCOL = "mcp"
 # A subprotocol carrying the Authorization header for clients that cannot send one.
@@ -146,10 +143,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.scope = scope
         headers = self._start()
         # Browsers send cookies with an upgrade from any page: Origin stops cross-site hijacking.
-        if not host_allowed(headers) or not origin_allowed(headers, self.req.scheme):
-            await self.close()
-            return
-        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
+        if (
+            not host_allowed(headers)
+            or not origin_allowed(headers, self.req.scheme)
+            or SUBPROTOCOL not in self.scope.get("subprotocols", [])
+        ):
             await self.close()
             return
         try:
