@@ -35,7 +35,7 @@ from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailab
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
 from .http import host_allowed, origin_allowed
-from .http_io import HttpIn, asgi_headers, scope_url
+from .http_io import HttpIn, asgi_headers, json_out, scope_url
 from .legacy_http import endpoint_for
 
 SUBPROTOCOL = "mcp"
@@ -172,18 +172,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         server offers the ASGI denial extension (uvicorn, Daphne); False where it does not."""
         if "websocket.http.response" not in self.scope.get("extensions", {}):
             return False
-        status, payload, headers = refusal(None, exc, extra)
-        await self.base_send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers or ()),
-                ],
-            }
-        )
-        await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        out = json_out(*refusal(None, exc, extra))
+        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in out.headers]
+        await self.base_send({"type": "websocket.http.response.start", "status": out.status, "headers": headers})
+        await self.base_send({"type": "websocket.http.response.body", "body": out.body})
         return True
 
     def _start(self) -> dict[str, str]:
