@@ -160,18 +160,13 @@ def url_header_values(headers: dict[str, str]) -> list[str]:
 def _fresh_copy(user: Any) -> Any:
     """A copy of a cached user without its permission caches, as a fresh request would load it:
     what ``copy.copy`` does for a model, without the pickle protocol's costly round trip."""
-    data = user.__dict__.copy()
-    for attr in _PER_REQUEST_ATTRS:
-        data.pop(attr, None)
+    data = {name: value for name, value in user.__dict__.items() if name not in _PER_REQUEST_ATTRS}
     old_state = data.get("_state")
     if old_state is not None:
-        state = object.__new__(type(old_state))
-        state_data = old_state.__dict__.copy()
-        state_data.pop("peers", None)
-        if "fields_cache" in state_data:
-            state_data["fields_cache"] = state_data["fields_cache"].copy()
-        state.__dict__.update(state_data)
-        data["_state"] = state
+        state = data["_state"] = object.__new__(type(old_state))
+        state.__dict__.update({name: value for name, value in old_state.__dict__.items() if name != "peers"})
+        if "fields_cache" in state.__dict__:
+            state.__dict__["fields_cache"] = state.__dict__["fields_cache"].copy()
     new = object.__new__(type(user))
     new.__dict__.update(data)
     return new
