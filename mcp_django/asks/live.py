@@ -212,15 +212,10 @@ class LiveBackend:
         finally:
             if span is not None:
                 tracing.end_ask(span, outcome)
-            await self._finished(key, ask, outcome, asked_at)
-
-    async def _finished(self, key: str, ask: Ask, outcome: str, asked_at: float) -> None:
-        if not signals.ask_finished.has_listeners(self.primitive):
-            return
-        # The row's duration is the ask's: from sending the request to its outcome.
-        event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
-        # Shielded: an ask cut short by cancellation is still reported.
-        await asyncio.shield(signals.ask_finished.asend(self.primitive, event=event))
+            if signals.ask_finished.has_listeners(self.primitive):
+                # The row's duration is the ask's; shielded: an ask cut short by cancellation is still reported.
+                event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
+                await asyncio.shield(signals.ask_finished.asend(self.primitive, event=event))
 
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
