@@ -96,11 +96,6 @@ def primes(record: SessionRecord) -> bool:
     return record.version >= PRIMING_SINCE
 
 
-def negotiate(requested: Any) -> str:
-    """The client's version when we speak it, else our latest legacy one (the client may then leave)."""
-    return requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
-
-
 @dataclass(frozen=True)
 class SessionRecord:
     """What a legacy session fixed at ``initialize``."""
@@ -136,7 +131,8 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
         raise InvalidParams("params.capabilities must be an object")
     info = params.get("clientInfo")
     return SessionRecord(
-        version=negotiate(requested),
+        # The client's version when we speak it, else our latest (the client may then leave).
+        version=requested if requested in LEGACY_VERSIONS else LATEST_LEGACY,
         capabilities=ClientCapabilities(caps),
         client_info=info if isinstance(info, dict) else None,
         principal=principal,
@@ -228,13 +224,8 @@ def open_session(token: str) -> SessionRecord | None:
         )
     except (ValueError, KeyError, TypeError):
         return None
-    if (
-        record.version not in LEGACY_VERSIONS
-        or not isinstance(record.expires_at, int)
-        or time.time() >= record.expires_at
-    ):
-        return None
-    return record
+    valid = record.version in LEGACY_VERSIONS and isinstance(record.expires_at, int) and time.time() < record.expires_at
+    return record if valid else None
 
 
 # -- what changes during a session: the shared store ----------------------------------------

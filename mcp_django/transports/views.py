@@ -3,8 +3,6 @@ JSON answers serve 2026-07-28 fully; streaming and legacy sessions need the ASGI
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -15,7 +13,7 @@ from ..log_lines import host_refused
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .http import refused
-from .http_io import HttpIn
+from .http_io import HttpIn, HttpOut
 from .legacy_http import endpoint_for
 
 
@@ -58,11 +56,8 @@ async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> Ht
     return _response(await endpoint.handle(req))
 
 
-def _response(out: Any) -> HttpResponse:
-    response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)
-    for name, value in out.headers:
-        response[name] = value
-    return response
+def _response(out: HttpOut) -> HttpResponse:
+    return HttpResponse(out.body, status=out.status if out.status != 499 else 400, headers=dict(out.headers))
 
 
 # How mcp_django.protected_resource knows a URLconf route to this view as an endpoint's.
