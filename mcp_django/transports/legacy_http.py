@@ -102,21 +102,16 @@ class LegacyStream:
     def _detach(self) -> None:
         self.followers -= 1
         if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+            # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
+            # sync handler waiting in one gets AskAborted, and its thread is freed).
             self._abandon = asyncio.get_running_loop().call_later(
-                mcp_settings.ABANDONED_STREAM_SECONDS, self._abandoned
+                mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
             )
 
     def _keep(self) -> None:
         if self._abandon is not None:
             self._abandon.cancel()
             self._abandon = None
-
-    def _abandoned(self) -> None:
-        # Nobody resumed in time: cancelling the call withdraws its asks (a sync handler
-        # waiting in one gets AskAborted, and its thread is freed).
-        self._abandon = None
-        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
-            self.on_abandoned()
 
     async def _batches(self, sent: int, cuts: int, keepalive: float | None) -> AsyncIterator[tuple[list[bytes], bool]]:
         """(events after ``sent``, whether they are the last) as they come, until the call
