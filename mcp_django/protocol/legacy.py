@@ -238,10 +238,6 @@ def _key(sid: str, what: str) -> str:
 _EPOCH = "mcp_django:sessions:epoch"
 
 
-class _Refused(Exception):
-    """The breaker opened while a call waited for a thread: it does not go to the cache."""
-
-
 async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     """``cache.<method>(*args, **kwargs)``, bounded; :class:`Unavailable` when it fails."""
     from django.core.cache.backends.locmem import LocMemCache
@@ -255,7 +251,7 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     def guarded() -> Any:
         # Calls queued behind threads stuck on a hung Redis would each wait it out again.
         if cache_breaker.open:
-            raise _Refused
+            raise Unavailable("the session store")
         try:
             return call()
         except Exception as exc:
@@ -267,8 +263,8 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.wait_for(
             asyncio.get_running_loop().run_in_executor(None, guarded), mcp_settings.SESSION_CACHE_TIMEOUT
         )
-    except _Refused:
-        raise Unavailable("the session store") from None
+    except Unavailable:
+        raise
     except Exception as exc:
         if is_outage(exc):
             cache_breaker.failed(exc)  # says so once per outage
