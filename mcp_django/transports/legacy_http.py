@@ -493,19 +493,20 @@ class LegacyHttp(LegacyHandler):
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
         hub = await relay()
         parsed = parse_event_id(last_event)
-        stream = None
-        if parsed is not None and parsed[2] != hub.channel:
-            # Held by another worker: it forwards the rest through the channel layer.
-            events = await hub.follow_remote(parsed[2], parsed[0], parsed[1], record.sid)
-            if events is not None:
-                return _sse(events)
-        elif parsed is not None:
-            stream = hub.streams.get(parsed[0])
-        if parsed is None or stream is None or stream.sid != record.sid:
-            # Unknown, expired, another session's, or its worker is gone: the client's SDK
-            # reports the stream lost; the call itself is unaffected.
-            return _refused(404, "no stream to resume from this event id")
-        return _sse(stream.follow(parsed[1], prime=False))
+        if parsed is not None:
+            key, after, channel = parsed
+            if channel != hub.channel:
+                # Held by another worker: it forwards the rest through the channel layer.
+                events = await hub.follow_remote(channel, key, after, record.sid)
+                if events is not None:
+                    return _sse(events)
+            else:
+                stream = hub.streams.get(key)
+                if stream is not None and stream.sid == record.sid:
+                    return _sse(stream.follow(after, prime=False))
+        # Unknown, expired, another session's, or its worker is gone: the client's SDK
+        # reports the stream lost; the call itself is unaffected.
+        return _refused(404, "no stream to resume from this event id")
 
     async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
         """GET without Last-Event-ID: the session's standalone stream."""
