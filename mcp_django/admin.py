@@ -8,6 +8,7 @@ and the handlers are code.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 from urllib.parse import urlencode
 
@@ -83,11 +84,8 @@ class LimitFilter(admin.SimpleListFilter):
 
 
 class ActiveValueFilter(admin.SimpleListFilter):
-    """A filter on a column with unboundedly many values (a tool name, a principal).
-
-    It lists no values (the search box finds them); it shows only when a link
-    (the handlers page's counts, say) has set one, so that it can be seen and cleared.
-    """
+    """A filter on a column with unboundedly many values (a tool name, a principal): it lists
+    only the value a link (the handlers page's counts) set, so that it can be seen and cleared."""
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         value = self.value()
@@ -109,7 +107,7 @@ class PrincipalFilter(ActiveValueFilter):
 
 
 class ReadOnlyAdminMixin:
-    """Nobody adds, changes or deletes from the admin, superusers included: the log is a record."""
+    """Nobody adds, changes or deletes from the admin, superusers included."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -124,40 +122,25 @@ class ReadOnlyAdminMixin:
 _ROW_FIELDS: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
 
 
+def _stacked(first: Any, *under: Any) -> str:
+    """``first`` with each of ``under`` in small print on a line of its own below it."""
+    return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
+
+
 def _stamp(moment: Any) -> str:
     """One way to print an audit row's time, in the list and on its page: local, to the second."""
     return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _username_lookup() -> str:
-    return f"user__{get_user_model().USERNAME_FIELD}"
-
-
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    # Seven columns, the ones an operator reads first first, so that at 1280 px all of them
-    # fit beside the app list and the filters: the method sits under its target and the
-    # protocol revision under its transport (each still a filter). Below 1024 px the
-    # stylesheet moves the filters under the list and keeps the first four columns.
-    list_display = (
-        "when",
-        "what",
-        "target_method",
-        "who",
-        "via",
-        "round",
-        "duration",
-    )
+    # Seven columns, so that at 1280 px all fit beside the filters: the method sits under its
+    # target and the protocol revision under its transport (each still a filter).
+    list_display = ("when", "what", "target_method", "who", "via", "round", "duration")
     list_filter = (
         KindFilter,
         LimitFilter,
-        "reason",
-        "outcome",
-        "version",
-        "era",
-        "transport",
-        "method",
-        "endpoint",
+        *("reason", "outcome", "version", "era", "transport", "method", "endpoint"),
         TargetFilter,
         PrincipalFilter,
     )
@@ -174,16 +157,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         css = {"all": ["mcp_django/admin.css"]}
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
-        return (
-            "target",
-            "principal",
-            _username_lookup(),
-            "credential",
-            "request_id",
-            "client_address",
-            "reason",
-            "error",
-        )
+        username = f"user__{get_user_model().USERNAME_FIELD}"
+        return ("target", "principal", username, "credential", "request_id", "client_address", "reason", "error")
 
     @admin.display(description=_("time"), ordering="created")
     def when(self, obj: AuditEvent) -> str:
@@ -193,33 +168,23 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     @admin.display(description=_("kind"), ordering="kind")
     def what(self, obj: AuditEvent) -> str:
-        # The kind with its reason or outcome under it, in one column; a failed call's error
-        # message under that (two lines at most, by the stylesheet; whole on hover and on the
-        # row's page).
+        # The kind, its reason or outcome under it, and a failed call's error (whole on hover).
         detail = obj.reason or (obj.outcome if obj.outcome != obj.kind else "")
         kind = obj.get_kind_display()
         if obj.error:
-            return format_html(
-                '{}<br><small>{}</small><small class="mcp-error" title="{}">{}</small>',
-                kind,
-                detail,
-                obj.error,
-                obj.error,
-            )
-        return format_html("{}<br><small>{}</small>", kind, detail) if detail else kind
+            error = format_html('<small class="mcp-error" title="{}">{}</small>', obj.error, obj.error)
+            return format_html("{}{}", _stacked(kind, detail), error)
+        return _stacked(kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")
     def target_method(self, obj: AuditEvent) -> str:
-        return format_html("{}<br><small>{}</small>", obj.target or "—", obj.method)
+        return _stacked(obj.target or "—", obj.method)
 
     @admin.display(description=_("transport / revision"), ordering="transport")
     def via(self, obj: AuditEvent) -> str:
-        if obj.endpoint and obj.endpoint != "default":
-            # Another endpoint than the default names itself (docs/endpoints.md).
-            return format_html(
-                "{}<br><small>{}</small><br><small>@{}</small>", obj.transport, obj.version, obj.endpoint
-            )
-        return format_html("{}<br><small>{}</small>", obj.transport, obj.version)
+        if obj.endpoint and obj.endpoint != "default":  # another endpoint than the default names itself
+            return _stacked(obj.transport, obj.version, f"@{obj.endpoint}")
+        return _stacked(obj.transport, obj.version)
 
     @admin.display(description=_("time"), ordering="created")
     def when_exact(self, obj: AuditEvent) -> str:
@@ -235,7 +200,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         else:
             name = obj.principal or "—"
         # The credential under the user, when it names itself (an MCP token: name and id).
-        return format_html("{}<br><small>{}</small>", name, obj.credential) if obj.credential else name
+        return _stacked(name, obj.credential) if obj.credential else name
 
     @admin.display(description=_("ms"), ordering="duration_ms")
     def duration(self, obj: AuditEvent) -> str:
@@ -278,8 +243,7 @@ def _view_allowed(request: HttpRequest) -> bool:
 class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The "Registered handlers" page and a page per handler, with what the audit log says.
 
-    The proxy model only puts the entry on the admin index: its URLs are these two
-    pages, not the audit rows the proxy's table holds.
+    The proxy model only puts the entry on the admin index: its URLs are these two pages.
     """
 
     registry: Registry | None = None  # None: mcp_django.mcp
@@ -339,22 +303,22 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 f"{self.admin_site.name}:mcp_django_registeredhandler_handler", args=[row["primitive"], row["address"]]
             )
             row["url"] = url if row["endpoint"] == "default" else f"{url}?{urlencode({'endpoint': row['endpoint']})}"
-        shown = report.matches(rows, q, primitive)
-        primitives: list[tuple[str, Any, int]] = [("", _("all"), len(rows))]
-        primitives += [(p, p, n) for p in PRIMITIVES if (n := sum(1 for r in rows if r["primitive"] == p))]
+        counts = Counter(row["primitive"] for row in rows)
+        primitives = [("", _("all"), len(rows)), *((p, p, counts[p]) for p in PRIMITIVES if counts[p])]
+
+        def query(**changes: str) -> str:
+            return urlencode({"q": q, "type": primitive, "endpoint": endpoint, **changes})
+
         context.update(
-            handlers=shown,
+            handlers=report.matches(rows, q, primitive),
             total=len(rows),
             q=q,
             primitive=primitive,
-            primitives=[
-                {"value": v, "label": label, "count": n, "query": urlencode({"q": q, "type": v, "endpoint": endpoint})}
-                for v, label, n in primitives
-            ],
+            primitives=[{"value": v, "label": label, "count": n, "query": query(type=v)} for v, label, n in primitives],
             # Shown when there is more than one endpoint: each row says whose it is.
             endpoint=endpoint,
             endpoints=[
-                {"value": v, "label": v or _("all"), "query": urlencode({"q": q, "type": primitive, "endpoint": v})}
+                {"value": v, "label": v or _("all"), "query": query(endpoint=v)}
                 for v in ["", *(r.name for r in registries)]
             ]
             if len(registries) > 1
@@ -388,11 +352,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             endpoint=name,
             several_endpoints=len(self._registries()) > 1,
             series=series,
-            totals={
-                "calls": sum(d.calls for d in series),
-                "rounds": sum(d.rounds for d in series),
-                "refusals": sum(d.refusals for d in series),
-            },
+            totals={key: sum(getattr(day, key) for day in series) for key in ("calls", "rounds", "refusals")},
             chart=report.chart(series),
             # The extensions' sections of this page (mcp_django.extensions.add_handler_panel).
             panels=[html for panel in extensions.registered.handler_panels if (html := panel(handler))],

@@ -255,13 +255,6 @@ def refuse_anonymous(django_request: Any, endpoint: EndpointSettings | None = No
 DERIVED["reads_only_headers"] = header_bound_only
 
 
-def may_carry_credentials(headers: dict[str, str], endpoint: EndpointSettings | None = None) -> bool:
-    """False only when no class of the endpoint could find credentials: then no thread hop is needed."""
-    if "authorization" in headers or "cookie" in headers:
-        return True
-    return not header_bound_only(endpoint)
-
-
 def token_model_missing(cls: type) -> bool:
     """DRF's TokenAuthentication (or a subclass on its Token model) without its app installed."""
     from django.apps import apps

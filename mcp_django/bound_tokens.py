@@ -1,11 +1,8 @@
-"""Access tokens bound to a client's key (DPoP, RFC 9449), for tokens whose own row has no room for it.
+"""django-oauth-toolkit access tokens bound to a client's key (DPoP, RFC 9449).
 
-django-oauth-toolkit's access tokens are opaque and its model has no confirmation claim, so
-an authorization server in this project that issues a DPoP-bound token records the key's
-thumbprint (``cnf.jkt``) here, under the token's SHA-256 (the checksum the toolkit finds
-tokens by), and the resource server (:class:`mcp_django.contrib.oauth.OAuth2Authentication`)
-reads it there. A token with no row is a bearer token. The app's own MCP tokens carry their
-thumbprint on their row (``MCPToken.jkt``).
+The toolkit's model has no confirmation claim, so an authorization server in this project
+records the key's thumbprint (``cnf.jkt``) here, under the token's SHA-256, and
+:class:`mcp_django.contrib.oauth.OAuth2Authentication` reads it. No row: a bearer token.
 """
 
 from __future__ import annotations

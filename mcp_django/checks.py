@@ -1,62 +1,14 @@
 """System checks: misconfiguration is reported at ``manage.py check`` and at startup.
 
-Ids are stable (projects silence them by id):
-
-- W001 no REQUEST_STATE_KEY while DEBUG is off, and a weak SECRET_KEY (or fallback) the keys derive from
-- E017 a REQUEST_STATE_KEY that is empty or shorter than 32 bytes (or an empty list); refused
-  at use too. Until issue 29 a short key was the warning W002 and an empty one was taken as unset
-- W003 anonymous access allowed while DEBUG is off
-- W004 daphne installed without ASGI_APPLICATION (runserver cannot start);
-  until 0.1 this was E004, raised for Channels, which never needed it
-- E005 a tool name clients refuse (over 64 characters, or other characters)
-- E006 a tool, prompt or resource name registered twice
-- E007 an authentication class that cannot be imported
-- E008 an AUDIT setting that is not a dict, has unknown keys or wrong values
-- E009 an unknown key in MCP_DJANGO (with the nearest known name)
-- E010 a setting of the wrong type or out of range
-- E011 an ALLOWED_ORIGINS entry that is not an origin (no scheme, a path)
-- E012 TokenAuthentication without rest_framework.authtoken installed
-- E013 an ENDPOINTS setting that is not a dict of endpoint name -> dict of the settings an endpoint sets
-- E014 two endpoints with one RESOURCE_URL (each one's states and tokens would be accepted at the other)
-- E015 a view registered by dotted path (``register_view("app.views.V")``) that cannot be imported or made into tools
-- E016 a tool's ``input_schema=`` that is not a valid JSON schema (registration refuses only what is
-  not a JSON object; the schema is compiled here and at its first call)
-- E060 an endpoint whose DPOP setting is on without jwcrypto installed (its proofs cannot be checked)
-- W013 an ENDPOINTS entry naming no endpoint (no Registry of that name): its settings apply nowhere
-
-W003, E005, E006, E012, E015, E016 and W040 are checked for every endpoint (docs/endpoints.md), and name it.
-- W020 this process lost audit rows (a full queue, or rows the database refused)
-- E020 a PIPELINE entry that cannot be imported, or is no function of (call, call_next)
-- E021 an EXCEPTION_HANDLER that cannot be imported, or is no function of (exc, call)
-- E022 an EXTENSIONS entry that is no module with a register() function
-- E030, W030, W031 the task backend of tools that run as MCP tasks, W032 (deploy) no task worker
-  alive (mcp_django/tasks/checks.py, registered by the tasks extension)
-- E050, E051, W050 rate limits and caps (mcp_django/limits/checks.py)
-- W040 MCPTokenAuthentication after a class that refuses every Bearer token (mcp_django/tokens/checks.py)
-
-MCP Apps (docs/apps.md; mcp_django/mcp_ui/checks.py, registered by the extension), each naming
-the view and its template:
-
-- ui.E001 a view whose template does not render (missing, a syntax error, a static file it inlines
-  that no finder has)
-- ui.E002 a view that loads from an origin it does not declare, or from a relative URL
-
-Skills (docs/skills.md; mcp_django/skills/checks.py, registered by the skills extension), each
-naming the SKILL.md or folder:
-
-- skills.E001 a SKILL.md without YAML frontmatter, or with frontmatter that is not a mapping
-- skills.E002 frontmatter without a valid name or description, or with a value JSON cannot carry
-- skills.E003 a skill whose folder is not named as its frontmatter says (or a SKILL.md with no folder)
-- skills.E004 a skill over SEP-2640's limits (512 files, 16 MiB)
-- skills.W001 a skill path found twice: the first found is served
-- skills.W002 two skills with one name at different paths
-- skills.W003 a SKILLS_DIRS entry that is not a directory
-- skills.W004 a file (a symlink) that leads outside its skill's folder
-- skills.W005 frontmatter metadata keys under the reserved io.modelcontextprotocol/ prefix
+Ids are stable (projects silence them by id); docs/audit.md lists them, and each feature's
+page its own (endpoints, limits, pipeline, extensions, tasks, skills, MCP Apps). The checks
+of an endpoint's settings and handlers run for every endpoint and name it.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.apps import apps
@@ -69,46 +21,47 @@ from django.core.checks.security.base import (
 )
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import MIN_KEY_BYTES, SETTINGS, mcp_settings
+from .conf import SETTINGS, mcp_settings
 
-__all__ = ["MIN_KEY_BYTES"]
+
+def reads_settings(check: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
+    """A check of settings' values, silent while one is invalid (check_settings reports it)."""
+
+    @functools.wraps(check)
+    def checked(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+        try:
+            return check(app_configs, **kwargs)
+        except ImproperlyConfigured:
+            return []
+
+    return checked
 
 
 @register(Tags.security, deploy=False)
+@reads_settings
 def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    try:
-        keys = mcp_settings.REQUEST_STATE_KEY
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
-    if not keys:
-        # The keys derive from SECRET_KEY, which every process of the project shares: that
-        # is sound as long as SECRET_KEY is a real secret, the bar Django's own deploy check
-        # (security.W009) sets. Checked here without --deploy, since uvicorn runs no checks.
-        if settings.DEBUG:
-            return []
-        weak = [
-            name
-            for name, value in [
-                ("SECRET_KEY", settings.SECRET_KEY),
-                *((f"SECRET_KEY_FALLBACKS[{i}]", v) for i, v in enumerate(settings.SECRET_KEY_FALLBACKS)),
-            ]
-            if weak_secret_key(value)
-        ]
-        if not weak:
-            return []
-        return [
-            Warning(
-                "MCP_DJANGO['REQUEST_STATE_KEY'] is not set, so requestState and legacy sessions are sealed "
-                f"with keys derived from a weak {' and a weak '.join(weak)} (shorter than {SECRET_KEY_MIN_LENGTH} "
-                f"characters, fewer than {SECRET_KEY_MIN_UNIQUE_CHARACTERS} distinct ones, or Django's "
-                f"'{SECRET_KEY_INSECURE_PREFIX}' placeholder): anyone who guesses it can forge them.",
-                hint="Give SECRET_KEY a long random value (django.core.management.utils.get_random_secret_key()), "
-                "or set REQUEST_STATE_KEY to a secret of 32 bytes or more (python manage.py mcp_generate_key).",
-                id="mcp_django.W001",
-            )
-        ]
-    # An empty or short key never gets here: the setting refuses it (E017, by check_settings).
-    return []
+    """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak.
+
+    Checked without --deploy, since uvicorn runs no checks. An empty or short key is E017.
+    """
+    if mcp_settings.REQUEST_STATE_KEY or settings.DEBUG:
+        return []
+    secrets: list[tuple[str, str | bytes]] = [("SECRET_KEY", settings.SECRET_KEY)]
+    secrets += [(f"SECRET_KEY_FALLBACKS[{i}]", v) for i, v in enumerate(settings.SECRET_KEY_FALLBACKS)]
+    weak = [name for name, value in secrets if weak_secret_key(value)]
+    if not weak:
+        return []
+    return [
+        Warning(
+            "MCP_DJANGO['REQUEST_STATE_KEY'] is not set, so requestState and legacy sessions are sealed "
+            f"with keys derived from a weak {' and a weak '.join(weak)} (shorter than {SECRET_KEY_MIN_LENGTH} "
+            f"characters, fewer than {SECRET_KEY_MIN_UNIQUE_CHARACTERS} distinct ones, or Django's "
+            f"'{SECRET_KEY_INSECURE_PREFIX}' placeholder): anyone who guesses it can forge them.",
+            hint="Give SECRET_KEY a long random value (django.core.management.utils.get_random_secret_key()), "
+            "or set REQUEST_STATE_KEY to a secret of 32 bytes or more (python manage.py mcp_generate_key).",
+            id="mcp_django.W001",
+        )
+    ]
 
 
 def weak_secret_key(value: str | bytes) -> bool:
@@ -126,7 +79,7 @@ def _where(registry: Any) -> str:
     return "" if registry.name == "default" else f" (endpoint {registry.name!r})"
 
 
-def _own(key: str) -> list[Any]:
+def own_settings(key: str) -> list[Any]:
     """The endpoints whose ``key`` is their own to check: the default, and those that set it
     (the others read the default's value, reported once)."""
     from .registry import endpoints
@@ -134,23 +87,21 @@ def _own(key: str) -> list[Any]:
     return [r for r in endpoints() if r.name == "default" or r.settings.overrides(key)]
 
 
-def _setting(registry: Any, key: str) -> str:
+def setting_name(registry: Any, key: str) -> str:
     if registry.settings.overrides(key):
         return f"MCP_DJANGO['ENDPOINTS'][{registry.name!r}][{key!r}]"
     return f"MCP_DJANGO[{key!r}]" + _where(registry)
 
 
 @register(Tags.security)
+@reads_settings
 def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if settings.DEBUG:
         return []
-    try:
-        found = [registry for registry in _own("ALLOW_ANONYMOUS") if registry.settings.ALLOW_ANONYMOUS]
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    found = [registry for registry in own_settings("ALLOW_ANONYMOUS") if registry.settings.ALLOW_ANONYMOUS]
     return [
         Warning(
-            f"{_setting(registry, 'ALLOW_ANONYMOUS')} is on while DEBUG is off: anyone can call the MCP endpoint"
+            f"{setting_name(registry, 'ALLOW_ANONYMOUS')} is on while DEBUG is off: anyone can call the MCP endpoint"
             f"{'' if registry.name == 'default' else ' ' + repr(registry.name)}.",
             hint="Turn it off, or restrict each handler with permissions=... or allow_anonymous=False.",
             id="mcp_django.W003",
@@ -160,27 +111,24 @@ def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 @register()
+@reads_settings
 def check_endpoints(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W013 for settings of an endpoint that does not exist, E014 for two endpoints with one RESOURCE_URL."""
     from .registry import endpoints
 
-    try:
-        configured = mcp_settings.ENDPOINTS
-        named = {registry.name: registry for registry in endpoints()}
-        resources: dict[str, list[str]] = {}
-        for registry in named.values():
-            resource = registry.settings.RESOURCE_URL
-            if resource:
-                resources.setdefault(resource.rstrip("/"), []).append(registry.name)
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    named = {registry.name: registry for registry in endpoints()}
+    resources: dict[str, list[str]] = {}
+    for registry in named.values():
+        resource = registry.settings.RESOURCE_URL
+        if resource:
+            resources.setdefault(resource.rstrip("/"), []).append(registry.name)
     errors: list[Any] = [
         Warning(
             f"MCP_DJANGO['ENDPOINTS'] has settings for {name!r}, but no endpoint has that name: they apply nowhere.",
             hint=f"The endpoints are {', '.join(map(repr, named))}: an endpoint is Registry('NAME') in your code.",
             id="mcp_django.W013",
         )
-        for name in configured
+        for name in mcp_settings.ENDPOINTS
         if name not in named
     ]
     for resource, names in resources.items():
@@ -243,14 +191,14 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for problem in name_problems(registry)
     ]
-    for primitive, name, source in registry.duplicates:
-        errors.append(
-            Error(
-                f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
-                hint="Give one of them another name (name=... on its decorator).",
-                id="mcp_django.E006",
-            )
+    errors += [
+        Error(
+            f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
+            hint="Give one of them another name (name=... on its decorator).",
+            id="mcp_django.E006",
         )
+        for primitive, name, source in registry.duplicates
+    ]
     return errors + schema_problems(registry)
 
 
@@ -295,32 +243,25 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
         for key, guess in mcp_settings.unknown_keys()
     ]
-    for name, problem in mcp_settings.problems():
-        errors.append(
-            Error(
-                f"MCP_DJANGO[{name!r}] {problem}.",
-                hint=f"The default is {SETTINGS[name].default!r}; see the settings table in docs/index.md.",
-                id=problem.check_id,
-            )
+    return errors + [
+        Error(
+            f"MCP_DJANGO[{name!r}] {problem}.",
+            hint=f"The default is {SETTINGS[name].default!r}; see the settings table in docs/index.md.",
+            id=problem.check_id,
         )
-    return errors
-
-
-TOKEN_AUTHENTICATION = "rest_framework.authentication.TokenAuthentication"
+        for name, problem in mcp_settings.problems()
+    ]
 
 
 @register()
+@reads_settings
 def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from .auth import token_model_missing
 
     errors = []
-    for registry in _own("AUTHENTICATION_CLASSES"):
-        try:
-            classes = registry.settings.AUTHENTICATION_CLASSES
-        except ImproperlyConfigured:
-            return []  # check_settings reports it
-        if any(token_model_missing(cls) for cls in classes):
-            where = _setting(registry, "AUTHENTICATION_CLASSES")
+    for registry in own_settings("AUTHENTICATION_CLASSES"):
+        if any(token_model_missing(cls) for cls in registry.settings.AUTHENTICATION_CLASSES):
+            where = setting_name(registry, "AUTHENTICATION_CLASSES")
             errors.append(
                 Error(
                     f"{where} uses DRF's TokenAuthentication, but "
@@ -335,19 +276,17 @@ def check_token_authentication(app_configs: Any = None, **kwargs: Any) -> list[A
 
 
 @register()
+@reads_settings
 def check_dpop(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E060: DPoP on (mcp_django.contrib.dpop) where jwcrypto, which checks the proofs, is missing."""
     import importlib.util
 
-    try:
-        on = [registry for registry in _own("DPOP") if registry.settings.DPOP != "off"]
-    except ImproperlyConfigured:
-        return []  # check_settings reports it
+    on = [registry for registry in own_settings("DPOP") if registry.settings.DPOP != "off"]
     if not on or importlib.util.find_spec("jwcrypto") is not None:
         return []
     return [
         Error(
-            f"{_setting(registry, 'DPOP')} is {registry.settings.DPOP!r}, but jwcrypto is not installed: "
+            f"{setting_name(registry, 'DPOP')} is {registry.settings.DPOP!r}, but jwcrypto is not installed: "
             "no DPoP proof can be checked, and every request with a DPoP-bound token would fail.",
             hint='pip install "django-mcp-endpoint[dpop]" (jwcrypto), or set it to "off".',
             id="mcp_django.E060",
@@ -376,4 +315,3 @@ def check_audit_losses(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 from .limits import checks as limit_checks  # noqa: E402, F401 - registers the limits' checks
-from .tokens import checks as token_checks  # noqa: E402, F401 - registers the MCP tokens' checks

@@ -1,17 +1,8 @@
-"""Completers for ``completions={...}``: from a model field's choices, a queryset, or a list.
+"""Completers for ``completions={...}`` on prompts and resource templates (docs/index.md):
+a function ``completer(value)`` or ``completer(value, ctx)``, or a model field, a list of
+values or ``from_queryset(queryset, "field")``, which :func:`completer` turns into one.
 
-``completions`` on a prompt or a resource template maps an argument to a completer:
-a function ``completer(value)`` (or ``completer(value, ctx)``) returning the values,
-or one of the things :func:`completer` turns into one at registration:
-
-- a model field (``Order.status`` or ``Order._meta.get_field("status")``): its
-  choices' values when it has choices, otherwise the distinct values the table holds;
-- a list or tuple of strings: those that start with what the user typed;
-- ``from_queryset(queryset, "field")``: that field's distinct values in the queryset
-  (or in ``queryset(ctx)`` when given a function of the caller's context).
-
-Matching is by prefix, case-insensitive (``istartswith`` in the database), sorted; a
-result carries at most 100 values, and says ``hasMore`` when there were more.
+Matching is by prefix, case-insensitive, sorted; a result carries at most 100 values.
 """
 
 from __future__ import annotations
@@ -25,10 +16,9 @@ from django.db.models import Field, Model, QuerySet
 if TYPE_CHECKING:
     from .asks.context import SyncContext
 
-# One past the 100 values a result may carry, so that the answer can say there are more.
 __all__ = ["Completer", "from_choices", "from_field", "from_queryset"]
 
-
+# One past the 100 values a result may carry, so that the answer can say there are more.
 LIMIT = 101
 Completer = Callable[..., Any]
 

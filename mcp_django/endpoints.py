@@ -1,10 +1,7 @@
-"""The project's MCP endpoints: each registry made with a name, and the paths routes serve them at.
+"""The project's MCP endpoints by name, and the paths ASGI routes serve them at.
 
-A table, nothing more, low in the layers so that what answers for an endpoint without
-serving it (the protected-resource metadata, the checks, the task runner, the admin)
-can find one by its name or its path without importing the registry or a transport.
-:class:`mcp_django.registry.Registry` adds itself here when it is given a name;
-:func:`mcp_django.routing.mcp_urlpatterns` adds the paths.
+Low in the layers, so that the metadata, checks, task runner and admin find an endpoint
+without importing the registry or a transport.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What the admin and ``manage.py mcp_handlers`` say about each registered handler.
 
-A handler's identity in URLs and the audit log is its primitive and address (a tool's
-or prompt's name, a resource's URI, a template's URI template). The audit log is
-read with grouped queries whose number does not grow with the number of
-handlers; rows for a template's URIs are matched to the template in Python.
+A handler is known by its primitive and address (a name, a URI or a URI template). The
+audit log is read with grouped queries whose number does not grow with the handlers';
+rows for a template's URIs are matched to the template in Python.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
 METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "template": "resources/read"}
-# The key an ask gets without key=...: its type and a digest of the question
-# (mcp_django.asks.questions.Ask.default_key), "-2", "-3"... when repeated in one attempt.
+# The key an ask gets without key=... (mcp_django.asks.questions.Ask.default_key).
 _TYPES = "|".join(re.escape(ask_type) for ask_type in ASK_TYPES)
 _DERIVED_KEY = re.compile(rf"^(?P<ask_type>{_TYPES})-[0-9a-f]{{12}}(?:-\d+)?$")
 
@@ -70,8 +68,7 @@ def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
 
 def audit_rows(handler: Handler, endpoint: str = "default") -> QuerySet[AuditEvent]:
     """This handler's rows (a template's still to be matched with ``owns``)."""
-    query = audit_query(handler, endpoint)
-    return AuditEvent.objects.filter(**query)
+    return AuditEvent.objects.filter(**audit_query(handler, endpoint))
 
 
 def owns(handler: Handler, target: str) -> bool:
@@ -106,10 +103,8 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
 
 
 def registered_object(handler: Handler) -> Any:
-    """What the project registered: the function, or for a view tool the view (its class when it has one).
-
-    A view tool's ``func`` is the adapter that calls the view, which tells a reader nothing.
-    """
+    """What the project registered: the function, or for a view tool the view (its class when it
+    has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
     if operation is None:
         return inspect.unwrap(handler.func)
@@ -154,16 +149,25 @@ def _drf_view_permissions(operation: Any) -> list[str]:
         return [_drf_label(p) for p in getattr(cls, "permission_classes", ())]
 
 
-def _test_label(test: Any) -> str | None:
-    qualname = getattr(test, "__qualname__", "")
-    if qualname.startswith("login_required."):
-        return "django.contrib.auth.decorators.login_required"
+_DECORATORS = "django.contrib.auth.decorators."
+
+
+def _auth_decorator_label(func: Any) -> str | None:
+    """Which of Django's auth decorators made ``func`` (its test or the decorator), by its qualname."""
+    qualname = getattr(func, "__qualname__", "")
+    if qualname == "login_required" or qualname.startswith("login_required."):
+        return _DECORATORS + "login_required"
     if qualname.startswith("permission_required."):
-        perms = _closure(test).get("perms") or ()
-        return f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})"
-    if qualname.startswith(("staff_member_required.", "user_passes_test.")):
-        return None
-    return f"django.contrib.auth.decorators.user_passes_test({_dotted(test)})"
+        perms = _closure(func).get("perms") or ()
+        return f"{_DECORATORS}permission_required({', '.join(map(str, perms))})"
+    return None
+
+
+def _test_label(test: Any) -> str | None:
+    label = _auth_decorator_label(test)
+    if label or getattr(test, "__qualname__", "").startswith(("staff_member_required.", "user_passes_test.")):
+        return label
+    return f"{_DECORATORS}user_passes_test({_dotted(test)})"
 
 
 def _closure(func: Any) -> dict[str, Any]:
@@ -180,11 +184,8 @@ def _closure(func: Any) -> dict[str, Any]:
 
 
 def _decorator_guards(func: Any) -> list[str]:
-    """Django's auth decorators on a view function (or a method, through ``method_decorator``).
-
-    They leave no mark but the closures of their wrappers (``user_passes_test``'s
-    ``test_func``), so these are read down the ``__wrapped__`` chain.
-    """
+    """Django's auth decorators on a view function or (``method_decorator``) method, read from
+    the closures of their wrappers down the ``__wrapped__`` chain: they leave no other mark."""
     labels: list[str] = []
     seen = 0
     while func is not None and seen < 20:
@@ -196,12 +197,8 @@ def _decorator_guards(func: Any) -> list[str]:
             if label:
                 labels.append(label)
         for decorator in cells.get("decorators") or ():  # method_decorator(...)
-            name = getattr(decorator, "__qualname__", "")
-            if name == "login_required":
-                labels.append("django.contrib.auth.decorators.login_required")
-            elif name.startswith("permission_required."):
-                perms = _closure(decorator).get("perms") or ()
-                labels.append(f"django.contrib.auth.decorators.permission_required({', '.join(map(str, perms))})")
+            if label := _auth_decorator_label(decorator):
+                labels.append(label)
         func = getattr(func, "__wrapped__", None)
     return labels
 
@@ -232,12 +229,8 @@ def _short(label: str) -> str:
 
 
 def permission_labels(handler: Handler) -> list[str]:
-    """Who may use the handler, as its code says: its own permission classes, and a view tool's view's.
-
-    A view tool is guarded by its view as well: DRF's permission classes for the action
-    (the project's default when the view names none), or Django's ``login_required``,
-    ``permission_required``, ``user_passes_test`` and their mixins.
-    """
+    """Who may use the handler, as its code says: its own permission classes, and a view tool's
+    view's (DRF's permission classes for the action, or Django's auth decorators and mixins)."""
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
     if operation is not None:
@@ -250,17 +243,11 @@ def permission_labels(handler: Handler) -> list[str]:
 
 
 def handler_rows(registry: Registry) -> list[dict[str, Any]]:
-    """One dict per handler: what it is, where it lives, what it asked and how often it ran.
-
-    Two grouped queries over the audit log serve the whole page, whatever the
-    number of handlers.
-    """
+    """One dict per handler: what it is, where it lives, what it asked and how often it ran
+    (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
-    by_key: dict[tuple[str, str], Handler] = {}
     templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
-    for handler in handlers:
-        if not isinstance(handler, ResourceTemplate):
-            by_key[(METHOD[handler.primitive], address(handler))] = handler
+    by_key = {(METHOD[h.primitive], address(h)): h for h in handlers if not isinstance(h, ResourceTemplate)}
 
     def owner(method: str, target: str) -> Handler | None:
         found = by_key.get((method, target))
@@ -312,15 +299,12 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
 def matches(rows: list[dict[str, Any]], q: str, primitive: str) -> list[dict[str, Any]]:
     """The handlers page's search (name, URI, title, description, source) and type filter."""
     q = q.strip().lower()
-    out = []
-    for row in rows:
-        if primitive and row["primitive"] != primitive:
-            continue
-        text = " ".join((row["address"], row["name"], row["title"], row["description"], row["source"])).lower()
-        if q and q not in text:
-            continue
-        out.append(row)
-    return out
+    return [
+        row
+        for row in rows
+        if (not primitive or row["primitive"] == primitive)
+        and q in " ".join(row[key] for key in ("address", "name", "title", "description", "source")).lower()
+    ]
 
 
 @dataclass

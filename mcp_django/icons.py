@@ -1,12 +1,8 @@
 """Icons for the server, tools, prompts, resources and templates (MCP 2025-11-25 and later).
 
-An icon is declared once, at registration (``icons=[...]`` on a decorator, or
-``MCP_DJANGO["SERVER_ICONS"]``): a static file's path, an absolute URL, or an
-:class:`Icon` with its MIME type, sizes and theme. Checking and MIME-type guessing
-happen there; a static path becomes a URL through the staticfiles storage on first
-use (not at import: ``collectstatic`` imports the handlers before the manifest
-exists), and that URL is kept. A listing then only joins a relative URL to the
-endpoint's origin, since the specification wants a URI a client can fetch.
+Declared at registration (a static file's path, an absolute URL, or an :class:`Icon`) and
+checked there; a static path becomes a URL on first use (``collectstatic`` imports the
+handlers before the manifest exists), and a listing joins a relative one to the origin.
 """
 
 from __future__ import annotations
@@ -22,11 +18,9 @@ from urllib.parse import urljoin, urlsplit
 from django.core.exceptions import DisallowedHost, ImproperlyConfigured
 from django.core.signals import setting_changed
 
-# The first revision whose Implementation, Tool, Prompt, Resource and ResourceTemplate carry icons
-# (and whose Implementation carries websiteUrl and description). Revisions are dates: they sort as text.
 __all__ = ["Icon"]
 
-
+# The first revision with icons (and serverInfo's websiteUrl and description); dates sort as text.
 FIRST_REVISION = "2025-11-25"
 THEMES = ("light", "dark")
 _SCHEMES = ("http", "https", "data")
@@ -132,11 +126,8 @@ def _origin_of(url: str | None) -> str | None:
 
 
 class IconBase:
-    """How one answer resolves its icons' URLs: against RESOURCE_URL's origin, else the request's.
-
-    The request is built only when an icon's URL is relative; without one (stdio)
-    such an icon is left out rather than sent as a URI no client can fetch.
-    """
+    """How one answer resolves its icons' URLs: against RESOURCE_URL's origin, else the request's
+    (built only for a relative URL; without one, as on stdio, such an icon is left out)."""
 
     def __init__(self, request: Callable[[], Any] | None, resource_url: str | None = None) -> None:
         self._request = request
@@ -181,8 +172,5 @@ def _resolved(declared: tuple[Icon, ...], origin: str | None) -> tuple[dict[str,
 
 
 def icon_base(version: str, request: Callable[[], Any] | None, resource_url: str | None) -> IconBase | None:
-    """The resolver for an answer at ``version``, or None when that revision has no icons.
-
-    ``resource_url``: MCP_DJANGO["RESOURCE_URL"], the endpoint's canonical URL, whose origin wins.
-    """
+    """The resolver for an answer at ``version`` (None: that revision has no icons)."""
     return IconBase(request, resource_url) if revision_has_icons(version) else None

@@ -1,11 +1,7 @@
-"""Log lines that say what happened in one line, for records nobody needs a traceback of.
+"""One-line log records for a refused ``Host``, which Django logs with a whole traceback.
 
-Django's handler logs each request with a ``Host`` outside ``ALLOWED_HOSTS`` on
-``django.security.DisallowedHost`` at ERROR with the exception's whole traceback: a
-scanner sending a bad ``Host`` fills the log with tracebacks that all say the same. The
-endpoint's own paths (the ASGI route, the WSGI view, websockets) log one line on that
-logger themselves (:func:`host_refused`); :class:`OneLine` in ``LOGGING`` makes Django's
-own record one line too (docs/deployment.md):
+The endpoint logs one line itself (:func:`host_refused`); :class:`OneLine` in ``LOGGING``
+makes Django's own record one line too (docs/deployment.md):
 
     "filters": {"one_line": {"()": "mcp_django.log_lines.OneLine"}},
     "loggers": {"django.security.DisallowedHost": {"filters": ["one_line"]}},

@@ -1,9 +1,7 @@
 """The audit log: one row per round, outcome, refusal and legacy ask.
 
-A row says *that* something happened to whom, never *what* was said: no state
-contents, answers, arguments or secrets are stored. The user foreign key is set
-to NULL when the user is deleted, while ``principal`` keeps the label the
-engine saw, so the trail survives the account.
+A row says *that* something happened to whom, never *what* was said (no state, answers,
+arguments or secrets). ``principal`` keeps the caller's label when its user is deleted.
 """
 
 from __future__ import annotations
@@ -47,15 +45,13 @@ REFUSAL_KINDS = (Kind.STATE_REFUSED, Kind.MISSING_CAPABILITY)
 
 
 class AuditEvent(models.Model):
-    # Indexes: only those a query of the log uses (Meta.indexes says which; docs/audit.md,
-    # "Indexes"). Each one more is paid on every insert, and the writer inserts every call.
-    # created: the default ordering, date_hierarchy and mcp_audit_purge's created < cutoff.
+    # Indexes: only those a query of the log uses (docs/audit.md, "Indexes"): each is paid on
+    # every insert. created's: the ordering, date_hierarchy and mcp_audit_purge.
     created = models.DateTimeField(_("time"), default=timezone.now, db_index=True)
     kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices)
     # The refusal reason (mcp_django.request_state.Reason), the missing capability, or why a call failed.
     reason = models.CharField(_("reason"), max_length=48, blank=True)
-    # A failed call's error message as the client got it (a JSON-RPC error's message, a tool's
-    # error result's text), cut to 500 characters: what went wrong, never what was asked or answered.
+    # A failed call's error message as the client got it, cut to 500 characters.
     error = models.CharField(_("error"), max_length=500, blank=True)
     # A legacy ask's outcome: answered, declined, cancelled, error, timeout, disconnect.
     outcome = models.CharField(_("outcome"), max_length=16, blank=True)
@@ -72,7 +68,6 @@ class AuditEvent(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
-        # Its index (a ForeignKey's default) stays: deleting a user finds its rows by it.
     )
     principal = models.CharField(_("principal"), max_length=150, blank=True)
     # The credential the principal was found by, when it has a name (an MCP token's name and id).
@@ -83,12 +78,10 @@ class AuditEvent(models.Model):
     asks = models.JSONField(_("input requests"), default=dict, blank=True)
     client_address = models.CharField(_("client address"), max_length=64, blank=True)
     duration_ms = models.FloatField(_("duration (ms)"), null=True, blank=True)
-    # The endpoint that served the call (its Registry's name; docs/endpoints.md). Rows from
-    # before there were several endpoints are the default one's.
+    # The endpoint that served the call (its Registry's name; docs/endpoints.md).
     endpoint = models.CharField(_("endpoint"), max_length=64, default="default")
-    # Given once, when the event's row is made: a batch the writer retries after its COMMIT
-    # landed but the reply was lost (the database went away) inserts nothing twice.
-    # Null for rows from before it existed, and for rows made outside the writer.
+    # Given when the event's row is made, so that a batch the writer retries after a lost
+    # COMMIT reply inserts nothing twice (null for rows made outside the writer).
     event_id = models.UUIDField(_("event id"), null=True, blank=True, unique=True, editable=False)
 
     class Meta:
@@ -96,8 +89,7 @@ class AuditEvent(models.Model):
         verbose_name_plural = _("audit events")
         ordering = ["-created", "-id"]
         indexes = [
-            # The handler pages (counts per (method, target, kind), a handler's rows and the
-            # changelist's links to them) and the method filter: method leads.
+            # The handler pages' counts and links, and the method filter.
             models.Index(fields=["method", "target", "kind"], name="mcp_audit_handler_idx"),
             # The changelist's commonest view: one kind (or the refusals, the calls), newest first.
             models.Index(fields=["kind", "-created"], name="mcp_audit_kind_created_idx"),
@@ -122,12 +114,8 @@ class AuditEvent(models.Model):
 
 
 class RegisteredHandler(AuditEvent):
-    """No table of its own: gives the admin a "Registered handlers" entry on its index.
-
-    The admin lists models, not views; a proxy is the least surprising way to put
-    the handler page next to the audit log without asking projects to edit their
-    admin templates or use a custom ``AdminSite``.
-    """
+    """No table of its own: a proxy that gives the admin's index a "Registered handlers" entry
+    (the admin lists models, not views) without a custom ``AdminSite``."""
 
     class Meta:
         proxy = True

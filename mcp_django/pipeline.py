@@ -47,9 +47,11 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.db import DataError, InterfaceError, OperationalError
+from django.http.request import split_domain_port, validate_host
 
 from . import content, extensions, lifecycle, signals
 from .asks import boundary, live, replay
@@ -61,6 +63,7 @@ from .auth_cache import authenticate_and_remember, principal_cache
 from .conf import mcp_settings
 from .handlers import Handler
 from .limits import stage as limits
+from .log_lines import host_refused
 from .protocol import jsonrpc
 from .protocol.dispatch import CACHE_HINTED, Dispatcher, refused_value
 from .protocol.jsonrpc import (
@@ -100,6 +103,101 @@ HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
 # -- request stages: before the call exists ---------------------------------------------
+#
+# In their order, every transport running each once (Pipeline.admit, check_request, then
+# Pipeline.authenticate): Host and Origin (HTTP requests of both eras, a websocket's upgrade);
+# 2026-07-28's protocol headers (HTTP) or _meta (every transport); the principal (a legacy
+# session's requests after its session is found). The header checks cost nothing and need no
+# database, so they come first.
+
+
+_host_verdicts: dict[str, bool] = {}
+
+
+def host_allowed(headers: dict[str, str]) -> bool:
+    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding).
+
+    Verdicts are remembered per Host value (a client sends the same one every
+    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change. A refusal
+    is logged in one line on Django's ``django.security.DisallowedHost`` logger, as Django
+    logs it (without the traceback: :mod:`mcp_django.log_lines`).
+    """
+    host = headers.get("host", "")
+    verdict = _host_verdicts.get(host)
+    if verdict is None:
+        domain, _port = split_domain_port(host)
+        allowed = settings.ALLOWED_HOSTS
+        if settings.DEBUG and not allowed:
+            allowed = [".localhost", "127.0.0.1", "[::1]"]
+        verdict = bool(domain) and validate_host(domain, allowed)
+        if len(_host_verdicts) < 1024:
+            _host_verdicts[host] = verdict
+    if not verdict:
+        host_refused(host)
+    return verdict
+
+
+def _forget_hosts(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("ALLOWED_HOSTS", "DEBUG"):
+        _host_verdicts.clear()
+
+
+setting_changed.connect(_forget_hosts)
+
+
+def request_scheme(scheme: str, headers: dict[str, str]) -> str:
+    """``http`` or ``https``, as Django's ``request.scheme`` names it (``SECURE_PROXY_SSL_HEADER``)."""
+    proxy_ssl = settings.SECURE_PROXY_SSL_HEADER
+    if proxy_ssl:
+        header, secure_value = proxy_ssl
+        value = headers.get(header.removeprefix("HTTP_").lower().replace("_", "-"))
+        if value is not None:
+            return "https" if value.split(",", 1)[0].strip() == secure_value else "http"
+    return scheme
+
+
+def same_origin(headers: dict[str, str], scheme: str) -> bool:
+    """A browser page served by this site: the Origin names this request's scheme and host.
+
+    As Django's CSRF check compares them: scheme included (``ftp://`` or ``http://`` at an
+    ``https`` endpoint is another origin), ASCII case aside.
+    """
+    origin = headers.get("origin")
+    host = headers.get("host")
+    return origin is not None and bool(host) and origin.lower() == f"{request_scheme(scheme, headers)}://{host}".lower()
+
+
+def origin_allowed(headers: dict[str, str], scheme: str = "http") -> bool:
+    """No Origin (not a browser), this site's own, or one of ``ALLOWED_ORIGINS``.
+
+    ``scheme`` is the request's transport scheme (http or https).
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    allowed = mcp_settings.ALLOWED_ORIGINS
+    if "*" in allowed or origin in allowed:
+        return True
+    return same_origin(headers, scheme)
+
+
+def cors_headers(headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
+    """What a browser on another allowed origin is told it may send and read."""
+    origin = headers.get("origin")
+    if origin is None or same_origin(headers, scheme):
+        return []
+    return [
+        ("access-control-allow-origin", origin),
+        ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
+        (
+            "access-control-allow-headers",
+            "content-type, accept, authorization, dpop, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, "
+            "last-event-id",
+        ),
+        # A browser client reads the challenge and the DPoP nonce (RFC 9449 section 8) too.
+        ("access-control-expose-headers", "mcp-session-id, www-authenticate, dpop-nonce"),
+        ("vary", "origin"),
+    ]
 
 
 def check_request(message: dict[str, Any], headers: dict[str, str] | None, registry: Registry) -> RequestMeta:
@@ -461,6 +559,19 @@ class Pipeline:
                 method: PerHandler(partial(_handler_chain, era, method)) for method in FINISH_SIGNALLED
             }
         self.handler_filters.clear()
+
+    def admit(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
+        """The first request stage: ``Host`` (Django's ALLOWED_HOSTS) and ``Origin`` (this site's,
+        or ``ALLOWED_ORIGINS``); raises a 403 :class:`MCPError`. Returns the CORS headers a
+        browser on another allowed origin gets (none for a client that is not a browser)."""
+        if not host_allowed(headers):
+            raise MCPError(INVALID_REQUEST, "Host not allowed", http_status=403)
+        # Most MCP clients are not browsers: no Origin, nothing to check and no CORS headers.
+        if "origin" not in headers:
+            return []
+        if not origin_allowed(headers, scheme):
+            raise MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403)
+        return cors_headers(headers, scheme)
 
     async def authenticate(self, req: Any, request: Any) -> Principal:
         """The caller (:class:`~mcp_django.auth.Principal`); raises :class:`AuthenticationFailed` (401)

@@ -1,17 +1,8 @@
-"""The endpoint as an OAuth 2.1 protected resource, as MCP authorization describes it.
+"""The endpoint as an OAuth 2.1 protected resource, as MCP authorization describes it: its
+RFC 9728 metadata, and the ``WWW-Authenticate`` challenges that point clients there.
 
-- ``/.well-known/oauth-protected-resource`` (RFC 9728, and its path-suffixed form
-  for ``/mcp``) names the authorization servers whose tokens the endpoint accepts
-  (``MCP_DJANGO["AUTHORIZATION_SERVERS"]``) and the scopes it knows;
-- a ``401`` carries a ``Bearer`` challenge whose ``resource_metadata`` points there,
-  and a token without a scope a handler requires gets ``403 insufficient_scope``
-  naming the scopes, so a client can step up;
-- a handler's ``scopes=[...]`` restrict OAuth access tokens and MCP tokens created
-  with scopes (:mod:`mcp_django.tokens`): a session cookie or a DRF token is the
-  user's own credential and carries all of the user's authority, as in DRF.
-
-Which tokens are valid (issuer, audience, expiry, revocation) is the job of the
-configured authentication class, e.g. :class:`mcp_django.contrib.oauth.OAuth2Authentication`.
+Which tokens are valid is the job of the authentication class
+(:class:`mcp_django.contrib.oauth.OAuth2Authentication`).
 """
 
 from __future__ import annotations
@@ -33,18 +24,10 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 DEFAULT_PATH = "/mcp"
 
 
-def add_endpoint_path(path: str, registry: Registry | None = None) -> None:
-    """Record that an ASGI route serves ``registry``'s endpoint at ``path`` (its metadata may be asked for)."""
-    endpoints.add_path(path, registry)
-
-
 def endpoint_at(path: str) -> Registry | None:
     """The registry of the MCP endpoint served at ``path``: an ASGI route's, the URLconf's
-    view's, or the one whose RESOURCE_URL names that path; None for any other path.
-
-    Metadata is served only for those: a resource indicator for ``/admin`` or any other
-    path would tell a client that path is a resource these authorization servers guard.
-    """
+    view's, or the one whose RESOURCE_URL names that path; None for any other path (whose
+    metadata would tell a client it is a resource these authorization servers guard)."""
     path = "/" + path.strip("/")
     routed, registry = endpoints.routed_at(path)
     if routed:
@@ -58,16 +41,10 @@ def endpoint_at(path: str) -> Registry | None:
             match = resolve(url)
         except Resolver404:
             continue
-        # The endpoint's view (mcp_django.transports.views.mcp_view, which says so), from
-        # mcp_django.urls or a project's own route to it with another endpoint's registry.
+        # The endpoint's view (mcp_django.transports.views.mcp_view), with its registry.
         if getattr(match.func, "mcp_endpoint_view", False):
             return match.kwargs.get("registry") or endpoints.named(endpoints.DEFAULT)
     return None
-
-
-def is_endpoint_path(path: str) -> bool:
-    """Whether an MCP endpoint is served at ``path`` (see :func:`endpoint_at`)."""
-    return endpoint_at(path) is not None
 
 
 def _origin(request: HttpRequest) -> str:
@@ -79,13 +56,11 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 @lru_cache(maxsize=256)
 def canonical_resource(uri: str) -> str | None:
-    """``uri`` in the canonical form of a resource identifier (RFC 8707, RFC 9728, MCP
-    authorization), or None when it cannot name an HTTP resource.
+    """``uri`` as a canonical resource identifier (RFC 8707), or None when it names no HTTP resource.
 
-    Scheme and host lower-case, the scheme's default port dropped, an empty path and ``/``
-    the same (RFC 3986 section 6.2.3: the origin, written without the slash); every other
-    path and any query kept as written, so ``/mcp/`` and ``/mcp`` are two resources. A
-    fragment or userinfo makes it no resource identifier at all (RFC 8707 section 2).
+    Scheme and host lower-case, the default port dropped, the path ``/`` written as none
+    (RFC 3986 section 6.2.3); other paths and a query kept as written (``/mcp/`` is not
+    ``/mcp``). A fragment or userinfo makes it none (RFC 8707 section 2).
     """
     if not isinstance(uri, str) or "#" in uri:
         return None
@@ -107,14 +82,9 @@ def canonical_resource(uri: str) -> str | None:
 
 
 def resource_url(request: HttpRequest, path: str | None = None, endpoint: EndpointSettings | None = None) -> str:
-    """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host).
-
-    What the metadata advertises, what a state is sealed for, and the one resource an
-    access token must have been issued for (:func:`canonical_resource`: never with a
-    trailing slash, so the endpoint served at ``/mcp/`` too is the resource ``…/mcp``).
-
-    ``endpoint``: its settings (by default, those of the endpoint ``request`` reached).
-    """
+    """The canonical URL of the endpoint ``request`` reached (or of ``path`` on its host), with
+    ``endpoint``'s settings: what the metadata advertises, what a state is sealed for and
+    the resource an access token must be issued for. Never with a trailing slash."""
     resource = (endpoint or mcp_settings.for_request(request)).RESOURCE_URL
     if resource:
         resource = resource.rstrip("/")
@@ -136,14 +106,9 @@ def _quote(value: str) -> str:
 
 
 def operation_scopes(handler_scopes: Any = (), endpoint: EndpointSettings | None = None) -> list[str]:
-    """Every scope an operation needs: the endpoint's ``REQUIRED_SCOPES``, then its handler's.
-
-    What a 403 ``insufficient_scope`` names. Clients that ask for exactly the challenged
-    scopes (``mcp`` 1.x for Python) would otherwise trade the endpoint's scope for the
-    handler's, and be refused for good; the specification asks clients to add the
-    challenge to the scopes they hold, and servers to name what the operation needs
-    (RFC 6750 section 3.1), not what the token was granted.
-    """
+    """Every scope an operation needs, what a 403 ``insufficient_scope`` names: the endpoint's
+    ``REQUIRED_SCOPES``, then its handler's (a client asking for exactly the challenged scopes
+    would otherwise trade the endpoint's for the handler's, RFC 6750 section 3.1)."""
     scopes = list((endpoint or mcp_settings.endpoint("default")).REQUIRED_SCOPES)
     scopes += [scope for scope in handler_scopes if scope not in scopes]
     return scopes
@@ -160,18 +125,14 @@ def challenge(
 ) -> str:
     """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
 
-    ``Bearer``, and where the endpoint takes DPoP-bound tokens (its ``DPOP`` setting) a
-    ``DPoP`` challenge naming the proof algorithms (RFC 9449 section 7.1): after the
-    ``Bearer`` one when both are accepted, alone when DPoP is required. ``scheme`` says which
-    the error is for (by default DPoP where it is required, Bearer otherwise); ``metadata``
-    False leaves ``resource_metadata`` out (an endpoint that is no OAuth protected resource).
+    ``Bearer``, and where the endpoint's ``DPOP`` setting takes bound tokens a ``DPoP``
+    challenge naming the proof algorithms (RFC 9449 section 7.1), alone when DPoP is required.
+    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out.
     """
     endpoint = mcp_settings.for_request(request)
     scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
     dpop = endpoint.DPOP
-    # Where the endpoint takes no DPoP, its one challenge carries the error (a bound token
-    # sent as a bearer token is refused there too). Otherwise the error is for the scheme the
-    # request used (a DPoP-bound token lacking a scope), or the one the endpoint requires.
+    # The error goes with the scheme the request used, else the one the endpoint requires.
     if scheme is None and request.META.get("HTTP_AUTHORIZATION", "")[:5].lower() == "dpop ":
         scheme = "DPoP"
     erring = "bearer" if dpop == "off" else (scheme or ("DPoP" if dpop == "required" else "Bearer")).lower()
@@ -200,13 +161,8 @@ def enabled(endpoint: EndpointSettings | None = None) -> bool:
 
 
 def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry | None = None) -> JsonResponse:
-    """RFC 9728 protected-resource metadata, at the root and the path-suffixed location.
-
-    The path names the endpoint (``/.well-known/oauth-protected-resource/staff/mcp``: the
-    one served at ``/staff/mcp``), its settings say what the document holds, and its
-    handlers' scopes are listed unless ``SCOPES_SUPPORTED`` says otherwise. At the root,
-    ``registry`` (given by the URLconf; the default endpoint without one) is the endpoint.
-    """
+    """RFC 9728 protected-resource metadata, at the root (of ``registry``'s endpoint, the
+    default one's without) and the path-suffixed location (of the endpoint served at that path)."""
     path = "/" + resource_path.strip("/") if resource_path else None
     if path is not None:
         found = endpoint_at(path)

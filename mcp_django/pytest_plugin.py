@@ -1,14 +1,9 @@
-"""pytest plugin (registered as the ``pytest11`` entry point ``mcp_django.pytest_plugin``).
-
-Fixtures:
-
-- ``mcp_client``: an anonymous :class:`mcp_django.testing.MCPClient` (2026-07-28).
-  Call it for another one: ``mcp_client(user=alice, revision="2025-11-25")``.
-  Legacy sessions it opened are ended after the test.
-"""
+"""pytest plugin (the ``pytest11`` entry point): the ``mcp_client`` fixture, an anonymous
+:class:`mcp_django.testing.MCPClient`; call it for another (``mcp_client(user=alice)``)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,10 +35,8 @@ class _ClientFactory:
 
     def close(self) -> None:
         for client in self._clients:
-            try:
+            with contextlib.suppress(Exception):  # the test database may be gone already
                 client.close()
-            except Exception:
-                pass  # the test database may be gone already; the session expires anyway
 
 
 @pytest.fixture

@@ -1,20 +1,11 @@
-"""Resource updates: a changed resource told to every worker's listeners.
+"""Resource updates and task status changes, told to every worker's listeners.
 
-:meth:`Registry.resource_updated <mcp_django.registry.Registry.resource_updated>`
-announces a URI; the listeners are whatever holds a client that may have
-subscribed to it (a legacy session's GET stream, a websocket, a 2026-07-28
-``subscriptions/listen`` stream), each checking what its client subscribed to
-before it sends ``notifications/resources/updated``.
-
-An update reaches the listeners of every event loop: in one process directly,
-across processes through the Channels layer, sent to the group every worker's
-channel joins (:mod:`mcp_django.worker_channel`), whose reader hands it to the
-listeners of its loop.
-
-The same bus carries task status changes (the tasks extension's optional
-``notifications/tasks``): :func:`announce_task_soon` names a task whose status
-changed, and each ``subscriptions/listen`` stream whose ``taskIds`` name it reads
-the task again and sends it.
+:meth:`Registry.resource_updated <mcp_django.registry.Registry.resource_updated>` announces
+a URI, :func:`announce_task_soon` a task whose status changed. Whatever holds a client that
+may have subscribed (a legacy session's GET stream, a websocket, a ``subscriptions/listen``
+stream) listens on its event loop and checks what its client subscribed to. Across
+processes an update goes through the Channels layer, to the group every worker's channel
+joins (:mod:`mcp_django.worker_channel`).
 """
 
 from __future__ import annotations
@@ -33,52 +24,40 @@ from .worker_channel import GROUP, is_shared, layer_breaker, layer_call, served_
 
 logger = logging.getLogger("mcp_django")
 
-# The worker-channel message carrying one update.
+# The worker-channel messages: a resource updated (its "uri"), a task's status changed (its "task").
 UPDATED = "mcp.updated"
-# The worker-channel message naming a task whose status changed.
 TASK_CHANGED = "mcp.task"
+_KEY = {UPDATED: "uri", TASK_CHANGED: "task"}
 
 Listener = Callable[[str], None]
 
 
 class Listeners:
-    """One per event loop: called there with the URI of every update announced anywhere."""
+    """One per event loop: called there with the URI of every update announced anywhere
+    (``watch``), or the id of every task whose status changed (``watch_tasks``)."""
 
     def __init__(self) -> None:
-        self._listeners: set[Listener] = set()
-        self._task_listeners: set[Listener] = set()
+        self._watching: dict[str, set[Listener]] = {UPDATED: set(), TASK_CHANGED: set()}
 
     def watch(self, listener: Listener) -> None:
-        self._listeners.add(listener)
+        self._watching[UPDATED].add(listener)
 
     def unwatch(self, listener: Listener) -> None:
-        self._listeners.discard(listener)
-
-    def updated(self, uri: str) -> None:
-        for listener in list(self._listeners):
-            try:
-                listener(uri)
-            except Exception:
-                logger.exception("a resource update listener failed")
-
-    def heard(self, message: dict[str, Any]) -> None:
-        self.updated(str(message["uri"]))
+        self._watching[UPDATED].discard(listener)
 
     def watch_tasks(self, listener: Listener) -> None:
-        self._task_listeners.add(listener)
+        self._watching[TASK_CHANGED].add(listener)
 
     def unwatch_tasks(self, listener: Listener) -> None:
-        self._task_listeners.discard(listener)
+        self._watching[TASK_CHANGED].discard(listener)
 
-    def task_changed(self, task_id: str) -> None:
-        for listener in list(self._task_listeners):
+    def heard(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        for listener in list(self._watching[kind]):
             try:
-                listener(task_id)
+                listener(str(message[_KEY[kind]]))
             except Exception:
-                logger.exception("a task status listener failed")
-
-    def heard_task(self, message: dict[str, Any]) -> None:
-        self.task_changed(str(message["task"]))
+                logger.exception("a %s listener failed", "task status" if kind == TASK_CHANGED else "resource update")
 
 
 _listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Listeners] = weakref.WeakKeyDictionary()
@@ -87,10 +66,8 @@ _listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Listeners] = we
 async def listeners() -> Listeners:
     """This event loop's listeners, which hear the updates announced on any worker.
 
-    The worker's channel is started (and has joined the workers' group) when this
-    returns: an update announced after a listener is added here is never missed.
-    Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` when the channel layer
-    cannot be reached.
+    The worker's channel has joined the workers' group when this returns, so no later update
+    is missed. Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` without a channel layer.
     """
     worker = await worker_channel()
     loop = asyncio.get_running_loop()
@@ -98,52 +75,35 @@ async def listeners() -> Listeners:
     if found is None:
         found = _listeners[loop] = Listeners()
         worker.on(UPDATED, found.heard)
-        worker.on(TASK_CHANGED, found.heard_task)
+        worker.on(TASK_CHANGED, found.heard)
     return found
 
 
 async def announce(uri: str) -> None:
-    """Tell every worker's listeners that the resource at ``uri`` changed.
-
-    Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` when the channel layer
-    is away (at once while it is known to be).
-    """
+    """Tell every worker's listeners that the resource at ``uri`` changed (or raise ``Unavailable``)."""
     await _send({"type": UPDATED, "uri": uri})
-
-
-async def announce_task(task_id: str) -> None:
-    """Tell every worker's listeners that the status of task ``task_id`` changed."""
-    await _send({"type": TASK_CHANGED, "task": task_id})
-
-
-def _deliver(found: Listeners, message: dict[str, Any]) -> None:
-    if message["type"] == TASK_CHANGED:
-        found.heard_task(message)
-    else:
-        found.heard(message)
 
 
 async def _send(message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if is_shared(layer):
-        # Every worker, this one included, hears it from the group (its channel's reader).
-        # Bounded, and refused at once while the layer is known to be away: a handler
-        # announcing updates never waits on a hung Redis (Unavailable).
+        # Every worker, this one included, hears it from the group; bounded, so that a handler
+        # announcing updates never waits on a hung Redis.
         await layer_call(lambda: layer.group_send(GROUP, message))
         return
     # One process: its loops' listeners are all there are.
     for loop, found in list(_listeners.items()):
         if not loop.is_closed():
-            loop.call_soon_threadsafe(_deliver, found, message)
+            loop.call_soon_threadsafe(found.heard, message)
 
 
 _announcing: set[asyncio.Future[Any]] = set()
 
 
-async def _announce_logged(uri: str, task: bool = False) -> None:
-    what = f"task {uri}" if task else uri
+async def _announce_logged(message: dict[str, Any]) -> None:
+    what = message["uri"] if message["type"] == UPDATED else f"task {message['task']}"
     try:
-        await (announce_task(uri) if task else announce(uri))
+        await _send(message)
     except Unavailable:
         if not layer_breaker.open:  # an outage is said once, by the breaker
             logger.warning("could not announce an update of %s (the channel layer did not answer)", what)
@@ -153,31 +113,29 @@ async def _announce_logged(uri: str, task: bool = False) -> None:
 
 def announce_soon(uri: str) -> None:
     """:func:`announce` from any code, sync or async, on any thread; returns without waiting."""
-    _soon(uri, False)
+    _soon({"type": UPDATED, "uri": uri})
 
 
 def announce_task_soon(task_id: str) -> None:
-    """:func:`announce_task` from any code, sync or async, on any thread; returns without waiting."""
-    _soon(task_id, True)
+    """Tell every worker's listeners that task ``task_id``'s status changed, as :func:`announce_soon`."""
+    _soon({"type": TASK_CHANGED, "task": task_id})
 
 
-def _soon(key: str, task: bool) -> None:
+def _soon(message: dict[str, Any]) -> None:
     try:
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
     if loop is not None:
-        created = loop.create_task(_announce_logged(key, task))
+        created = loop.create_task(_announce_logged(message))
         _announcing.add(created)  # a task nobody references may be collected before it runs
         created.add_done_callback(_announcing.discard)
         return
-    # A sync caller: a worker thread of a served loop (a sync handler), or none at all
-    # (a management command, a task worker, a WSGI view). Prefer the served loop: its
-    # layer is connected.
+    # A sync caller: on a served loop's worker thread, that loop (its layer is connected).
     served = served_loop()
     if served is not None:
-        future = asyncio.run_coroutine_threadsafe(_announce_logged(key, task), served)
+        future = asyncio.run_coroutine_threadsafe(_announce_logged(message), served)
         _announcing.add(future)  # type: ignore[arg-type]
         future.add_done_callback(_announcing.discard)
         return
-    async_to_sync(_announce_logged)(key, task)
+    async_to_sync(_announce_logged)(message)

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.urls import path, re_path
 
+from .endpoints import add_path
 from .registry import Registry
 from .transports.asgi import MCPApplication, freeze_startup_objects, lifespan
 
@@ -29,21 +30,18 @@ def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry 
     with that endpoint's settings (docs/endpoints.md); ``app``: the application to mount
     (ASGI middleware around one, say), the default endpoint's by default.
     """
-    from .protected_resource import add_endpoint_path
-
     if app is None:
         app = application if registry is None else _application_for(registry)
     prefix = prefix.strip("/")
-    add_endpoint_path(prefix, registry or getattr(app, "registry", None))
+    add_path(prefix, registry or getattr(app, "registry", None))
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]
 
 
+# One application per endpoint, for its HTTP and its websocket routes alike.
 _applications: dict[Registry, MCPApplication] = {}
 
 
 def _application_for(registry: Registry) -> MCPApplication:
-    # One application per endpoint, for its HTTP and its websocket routes alike.
-    found = _applications.get(registry)
-    if found is None:
-        found = _applications[registry] = MCPApplication(registry)
-    return found
+    if registry not in _applications:
+        _applications[registry] = MCPApplication(registry)
+    return _applications[registry]

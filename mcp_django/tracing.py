@@ -157,14 +157,14 @@ async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
-        call.span = span
+        call.trace = CallTrace(span)
         try:
             result = await call_next(call)
         except BaseException as exc:
             _failed(span, exc)
             raise
         finally:
-            call.span = None
+            call.trace = None
         _finished(span, result)
         return result
 
@@ -201,46 +201,51 @@ def _failed(span: Any, exc: BaseException) -> None:
 # -- hooks of the engines (called only when ENABLED) ---------------------------------------
 
 
-def replay_round(span: Any, answered: int) -> None:
-    """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
-    span.set_attribute("mcp_django.round", answered)
+class CallTrace:
+    """What the engines tell of a traced call (``call.trace``, set by :func:`trace`): the core
+    calls these methods without importing this module."""
 
+    __slots__ = ("span",)
 
-def input_required(span: Any, round_no: int, asks: Mapping[str, str]) -> None:
-    """The attempt ended with asks pending: the round it opens, and what each key asks for."""
-    span.add_event(
-        "mcp_django.input_required",
-        {
-            "mcp_django.round": round_no,
-            "mcp_django.ask.keys": list(asks),
-            "mcp_django.ask.methods": list(asks.values()),
-        },
-    )
+    def __init__(self, span: Any) -> None:
+        self.span = span
 
+    def replay_round(self, answered: int) -> None:
+        """A 2026-07-28 request's attempt: which round of input it carries the answers of (0: none)."""
+        self.span.set_attribute("mcp_django.round", answered)
 
-def start_ask(method: str, key: str) -> Any:
-    """A legacy ask sent to the client: a child span of the call until it is answered."""
-    return _tracer().start_span(
-        f"mcp_django.ask {method}",
-        kind=trace_api.SpanKind.CLIENT,
-        attributes={"mcp.method.name": method, "mcp_django.ask.key": key},
-    )
+    def input_required(self, round_no: int, asks: Mapping[str, str]) -> None:
+        """The attempt ended with asks pending: the round it opens, and what each key asks for."""
+        self.span.add_event(
+            "mcp_django.input_required",
+            {
+                "mcp_django.round": round_no,
+                "mcp_django.ask.keys": list(asks),
+                "mcp_django.ask.methods": list(asks.values()),
+            },
+        )
 
+    def ask_started(self, method: str, key: str) -> Any:
+        """A legacy ask sent to the client: a child span of the call until it is answered."""
+        return _tracer().start_span(
+            f"mcp_django.ask {method}",
+            kind=trace_api.SpanKind.CLIENT,
+            attributes={"mcp.method.name": method, "mcp_django.ask.key": key},
+        )
 
-def end_ask(span: Any, outcome: str) -> None:
-    span.set_attribute("mcp_django.outcome", outcome)
-    if outcome in ("error", "timeout"):
-        span.set_status(trace_api.Status(trace_api.StatusCode.ERROR))
-    span.end()
+    def ask_params(self, ask_span: Any, params: dict[str, Any]) -> dict[str, Any]:
+        """An ask's params with its span's context in ``_meta`` (as SEP-414 spells it), so the
+        client's work on it (a dialog, a model run) can join the trace."""
+        meta = params.get("_meta")
+        carried = dict(meta) if isinstance(meta, Mapping) else {}
+        propagate.inject(carried, context=trace_api.set_span_in_context(ask_span))
+        return {**params, "_meta": carried}
 
-
-def with_trace(params: dict[str, Any], span: Any) -> dict[str, Any]:
-    """An ask's params with the ask span's context in ``_meta`` (as SEP-414 spells it), so the
-    client's work on it (a dialog, a model run) can join the trace."""
-    meta = params.get("_meta")
-    carried = dict(meta) if isinstance(meta, Mapping) else {}
-    propagate.inject(carried, context=trace_api.set_span_in_context(span))
-    return {**params, "_meta": carried}
+    def ask_ended(self, ask_span: Any, outcome: str) -> None:
+        ask_span.set_attribute("mcp_django.outcome", outcome)
+        if outcome in ("error", "timeout"):
+            ask_span.set_status(trace_api.Status(trace_api.StatusCode.ERROR))
+        ask_span.end()
 
 
 def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:

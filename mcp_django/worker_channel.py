@@ -1,23 +1,14 @@
 """This worker's channel on the Channels layer: how worker processes tell each other things.
 
-One per event loop. Its name (``mcp-django.<...>``) is where other workers send
-this one messages; its reader hands each message to the handler registered for
-its ``type`` (:meth:`WorkerChannel.on`). Every worker's channel also joins one
-group (:data:`GROUP`), for what all of them must hear: resource updates
-(:mod:`mcp_django.resource_updates`) and cancellations of legacy calls
-(:mod:`mcp_django.transports.relay`, which routes its replies and resumed
-streams through the same channel).
-
-Without a layer configured, the channel is a name local to this process and
-nothing is read; with the in-memory layer, every worker is this process.
+One per event loop. Other workers send to its name (``mcp-django.<...>``); its reader hands each
+message to the handler registered for its ``type`` (:meth:`WorkerChannel.on`). Every worker's
+channel also joins :data:`GROUP`, for what all must hear: resource updates and cancellations of
+legacy calls. Without a layer the channel is a name local to this process; with the in-memory
+layer, every worker is this process.
 
 Every operation on the layer goes through :func:`layer_call`: bounded by
-``MCP_DJANGO["CHANNEL_LAYER_TIMEOUT"]``, retried on a connection that died while Redis was away
-(channels-redis keeps its pooled connections, and redis-py's pools built from a
-``hosts`` entry do not retry: each connection that sat in the pool through an
-outage failed its next command once, so replies kept failing for seconds after
-Redis returned), and refused at once while the layer is known to be away (a
-circuit breaker, :mod:`mcp_django.breaker`, closed by the first probe that reaches it).
+``CHANNEL_LAYER_TIMEOUT``, retried on a pooled connection that died while Redis was away (each
+fails its next command once), and refused at once while the layer's breaker is open.
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -41,16 +33,12 @@ logger = logging.getLogger("mcp_django")
 PREFIX = "mcp-django"
 # Every worker's channel is in it.
 GROUP = "mcp-django.workers"
-# Group membership expires in the layer (channels-redis: a day by default), and is
-# lost with Redis's memory when it restarts. It is renewed as soon as the channel
-# reads again after a failure, and this often anyway (one cheap write): a restart
-# the reader did not notice costs at most this long.
+# Group membership expires in the layer and is lost when Redis restarts: renewed when the reader
+# reads again after a failure, and this often anyway (a restart it did not notice costs this long).
 _GROUP_RENEW_SECONDS = 30
-# A reader whose layer failed reads again this often (one line in the log per outage):
-# short, so that replies cross instances again as soon as Redis is back.
+# A reader whose layer failed reads again this often, so replies cross again as soon as Redis is back.
 _READ_RETRY_SECONDS = 0.25
-# Attempts of one operation failing with a connection error: each dead pooled
-# connection fails once (and is reconnected), and a pool may hold several.
+# Attempts of an operation failing with a connection error: each dead pooled connection fails once.
 _ATTEMPTS = 3
 
 Handler = Callable[[dict[str, Any]], None]
@@ -62,20 +50,15 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 
 async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = False) -> T:
-    """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``
-    (a send or a group change takes milliseconds on a healthy Redis, none on a hung one).
-
-    Raises :class:`Unavailable` at once while the layer is known to be away; a
-    ``probe`` (the reader checking whether Redis is back) goes through anyway and
-    closes the breaker when it succeeds. Errors that say nothing of the layer (a
-    message it cannot encode, a full channel) are raised as they are, and leave the
-    breaker alone.
-    """
+    """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``; :class:`Unavailable`
+    at once while the breaker is open (a ``probe`` goes through, and closes it). Errors that say
+    nothing of the layer (a full channel) are raised as they are, leaving the breaker alone."""
     if not probe:
         layer_breaker.check()
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             result = await asyncio.wait_for(operation(), mcp_settings.CHANNEL_LAYER_TIMEOUT)
+            break
         except Exception as exc:
             if _is_connection_error(exc) and attempt < _ATTEMPTS:
                 continue  # a pooled connection that died with an earlier outage: the next one is fresh
@@ -84,10 +67,9 @@ async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = Fal
                     layer_breaker.failed(exc)
                 raise Unavailable("the channel layer") from exc
             raise
-        if probe:
-            layer_breaker.closed()
-        return result
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+    if probe:
+        layer_breaker.closed()
+    return result
 
 
 async def _probe_layer() -> None:
@@ -111,10 +93,8 @@ class WorkerChannel:
     def __init__(self) -> None:
         layer = get_channel_layer()
         if is_shared(layer) and any(worker.layer is layer for worker in _workers.values()):
-            # A layer instance receives on one event loop only (channels-redis refuses a
-            # second): another loop of this process (a test client's beside a server's)
-            # reads through an instance of its own. The in-memory layer must stay shared:
-            # its instances do not see each other's channels.
+            # A layer instance receives on one event loop only: another loop of this process (a
+            # test client's) gets its own. (In-memory instances do not see each other: shared.)
             layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         self.layer: Any = layer
         self.channel = ""
@@ -125,7 +105,6 @@ class WorkerChannel:
 
     @property
     def shared(self) -> bool:
-        """True when other processes may hold streams (a layer other than the in-memory one)."""
         return is_shared(self.layer)
 
     def on(self, message_type: str, handler: Handler) -> None:
@@ -144,8 +123,7 @@ class WorkerChannel:
                     self.channel = await self.layer.new_channel(prefix=f"{PREFIX}.")
                     self._tasks.append(asyncio.ensure_future(self._read()))
                     if self.shared:
-                        # Joined before anyone is served: a resource update announced
-                        # after a client subscribed here must not miss this worker.
+                        # Joined before anyone is served: no update announced later may miss it.
                         joined = await self._join_once()
                         self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
                 self._ready.set_result(None)
@@ -160,29 +138,26 @@ class WorkerChannel:
         self._tasks.append(task)
         task.add_done_callback(self._tasks.remove)
 
-    def keep_quietly(self, coroutine: Any) -> None:
-        self.keep(asyncio.ensure_future(coroutine))
-
     async def call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
         """:func:`layer_call` of ``operation(self.layer)``."""
         return await layer_call(lambda: operation(self.layer))
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        """Send ``message`` to ``channel`` (:func:`layer_call`: bounded, retried on a dead connection)."""
         await self.call(lambda layer: layer.send(channel, message))
 
-    async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
-        """:meth:`send`, logging a failure instead of raising it; False when it failed."""
-        try:
-            await self.send(channel, message)
-        except Exception as exc:
-            if not layer_breaker.open:  # an outage is said once, by the breaker
-                logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
-            return False
-        return True
+    def post(self, channel: str, message: dict[str, Any]) -> None:
+        """:meth:`send` in the background, a failure logged instead of raised."""
+
+        async def send() -> None:
+            try:
+                await self.send(channel, message)
+            except Exception as exc:
+                if not layer_breaker.open:  # an outage is said once, by the breaker
+                    logger.warning("could not send %s to %s (%s)", message.get("type"), channel, type(exc).__name__)
+
+        self.keep(asyncio.ensure_future(send()))
 
     async def _read(self) -> None:
-        assert self.layer is not None
         failing = False
         while True:
             try:
@@ -191,13 +166,10 @@ class WorkerChannel:
                 raise
             except Exception as exc:
                 if _idle_timeout(exc):
-                    # The client's socket timeout ended an idle blocking read: nothing
-                    # was lost, read again (docs/deployment.md: socket_timeout above 5 s).
-                    continue
-                if not failing:
-                    # Once per outage, one line: while Redis is down this repeats every retry.
+                    continue  # redis-py's socket timeout ended an idle read: nothing was lost
+                if not failing:  # one line per outage
                     if is_outage(exc):
-                        layer_breaker.failed(exc)  # which says so (and again when the layer is back)
+                        layer_breaker.failed(exc)  # which logs it, and the layer's return
                     else:
                         logger.warning("the reply channel failed (%s: %s); retrying", type(exc).__name__, exc)
                 failing = True
@@ -223,14 +195,11 @@ class WorkerChannel:
         return True
 
     async def _join(self, *, renew_first: bool) -> None:
-        assert self.layer is not None
         if renew_first:
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
         while True:
-            if not await self._join_once(quiet=True, probe=True):
-                await asyncio.sleep(1)
-                continue
-            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+            joined = await self._join_once(quiet=True, probe=True)
+            await asyncio.sleep(_GROUP_RENEW_SECONDS if joined else 1)
 
     async def stop(self) -> None:
         tasks = list(self._tasks)
@@ -244,16 +213,13 @@ class WorkerChannel:
                 await self.layer.group_discard(GROUP, self.channel)
 
 
+_WORKER_CHANNEL = re.compile(rf"(?:{PREFIX}|local)\.[\w.!-]*", re.ASCII)
+
+
 def is_worker_channel(channel: str) -> bool:
-    """Whether ``channel`` can name a worker's channel. A message naming anything else
-    (made up by a client) is refused before it reaches the layer, which would otherwise
-    keep it (the in-memory layer, for ever) or raise."""
-    return (
-        channel.startswith((f"{PREFIX}.", "local."))
-        and len(channel) < 100
-        and channel.isascii()
-        and all(c.isalnum() or c in "-_.!" for c in channel)
-    )
+    """Whether ``channel`` can name a worker's channel: anything else (a client's made-up name) is
+    refused before it reaches the layer, which would keep it (the in-memory layer, for ever) or raise."""
+    return len(channel) < 100 and _WORKER_CHANNEL.fullmatch(channel) is not None
 
 
 _workers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerChannel] = weakref.WeakKeyDictionary()
@@ -265,10 +231,7 @@ def _idle_timeout(exc: BaseException) -> bool:
 
 
 async def worker_channel() -> WorkerChannel:
-    """This event loop's channel, started on first use.
-
-    Raises :class:`Unavailable` when the channel layer cannot be reached.
-    """
+    """This event loop's channel, started on first use; :class:`Unavailable` when the layer cannot be reached."""
     loop = asyncio.get_running_loop()
     found = _workers.get(loop)
     if found is None:

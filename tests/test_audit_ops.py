@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_django import audit, checks
+from mcp_django import audit, checks, conf
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.registry import Registry, mcp
 
@@ -116,8 +116,8 @@ def test_mcp_audit_purge_needs_days() -> None:
 
 def test_mcp_generate_key() -> None:
     first, second = run("mcp_generate_key").strip(), run("mcp_generate_key").strip()
-    assert first != second and len(first.encode()) >= checks.MIN_KEY_BYTES
-    assert len(run("mcp_generate_key", "--bytes", "8").strip()) >= checks.MIN_KEY_BYTES  # never below the minimum
+    assert first != second and len(first.encode()) >= conf.MIN_KEY_BYTES
+    assert len(run("mcp_generate_key", "--bytes", "8").strip()) >= conf.MIN_KEY_BYTES  # never below the minimum
     with override_settings(DEBUG=False, MCP_DJANGO=mcp_with(REQUEST_STATE_KEY=first)):
         assert checks.check_request_state_key() == []
 

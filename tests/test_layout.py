@@ -197,9 +197,6 @@ NOT_YET_UNWIRED = {
     # extension's opt-in and rows; the limits stage is one of the pipeline's own.
     ("mcp_django.limits.stage", "mcp_django.tasks.methods"),
     ("mcp_django.limits.stage", "mcp_django.tasks.models"),
-    # The engines' span hooks (a legacy ask's span, a replayed round's attributes).
-    ("mcp_django.asks.live", "mcp_django.tracing"),
-    ("mcp_django.asks.boundary", "mcp_django.tracing"),
 }
 
 

@@ -13,6 +13,7 @@ protocol, without Redis and its timing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -73,18 +74,15 @@ class FakeWorker:
     async def send(self, channel: str, message: dict[str, Any]) -> None:
         await self.network.send(channel, message)
 
-    async def send_quietly(self, channel: str, message: dict[str, Any]) -> bool:
-        try:
-            await self.send(channel, message)
-        except Exception:
-            return False
-        return True
+    def post(self, channel: str, message: dict[str, Any]) -> None:
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                await self.send(channel, message)
+
+        self.keep(asyncio.ensure_future(send()))
 
     def keep(self, task: asyncio.Future[Any]) -> None:
         self.tasks.add(task)
-
-    def keep_quietly(self, coroutine: Any) -> None:
-        self.keep(asyncio.ensure_future(coroutine))
 
 
 @pytest.fixture(autouse=True)

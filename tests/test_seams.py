@@ -67,7 +67,7 @@ def test_the_scan_sees_each_way_of_naming_the_client() -> None:
         "from .inprocess import threads",
         "from . import inprocess",
         "from .inprocess.client import MCPClient",
-        "import mcp_django.inprocess.observe",
+        "import mcp_django.inprocess.answers",
         "from mcp_django import inprocess",
         "def f():\n    from .inprocess import threads",
         "if TYPE_CHECKING:\n    from .inprocess.client import MCPClient",

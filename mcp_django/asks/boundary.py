@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import signals, tracing
+from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError
@@ -59,8 +59,8 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
             await refused(call, handler.primitive, refusal.reason)
             raise
         prior = Prior(claims.answers, claims.asked, dict(claims.state), claims.round, responses)
-    if call.span is not None:
-        tracing.replay_round(call.span, prior.round)
+    if call.trace is not None:
+        call.trace.replay_round(prior.round)
     outcome = await engine(handler, arguments, call, prior)
     if not outcome.pending:
         return outcome
@@ -96,8 +96,8 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     # Sent whatever AUDIT says: the setting decides mcp-django's own rows, not other sinks.
     event = call.event("round", round=round_no, asks=asks)
     await signals.round_started.asend(handler.primitive, event=event)
-    if call.span is not None:
-        tracing.input_required(call.span, round_no, asks)
+    if call.trace is not None:
+        call.trace.input_required(round_no, asks)
     outcome.result = {"resultType": "input_required", "inputRequests": requests, "requestState": new_state}
     return outcome
 

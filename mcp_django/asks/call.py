@@ -60,8 +60,10 @@ class Call:
     # when a pipeline stage set one: an async context manager factory that may refuse the ask
     # (mcp_django.limits counts a principal's open asks with it).
     ask_guard: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, repr=False)
-    # The call's OpenTelemetry span, while the tracing stage holds one (the engines annotate it).
-    span: Any = field(default=None, repr=False)
+    # While a stage traces the call (mcp_django.tracing), what the engines tell of it: an object
+    # (mcp_django.tracing.CallTrace): ``replay_round``, ``input_required``, ``ask_started``,
+    # ``ask_params``, ``ask_ended``. None otherwise.
+    trace: Any = field(default=None, repr=False)
 
     @classmethod
     def modern(

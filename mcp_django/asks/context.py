@@ -363,13 +363,3 @@ def get_context(request: HttpRequest | Request | None = None) -> Context | None:
         if found is not None:
             return found
     return _current.get()
-
-
-def bind(ctx: Context) -> contextvars.Token[Context | None]:
-    """Make ``ctx`` the context of the code running now (what :func:`get_context` finds)."""
-    return _current.set(ctx)
-
-
-def unbind(token: contextvars.Token[Context | None]) -> None:
-    """Undo the :func:`bind` that returned ``token``."""
-    _current.reset(token)

@@ -165,11 +165,6 @@ def watch_new_connections() -> None:
     connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")
 
 
-def server_guard() -> bool:
-    """``MCP_DJANGO["REPLAY_GUARD"]``, or ``DEBUG`` when it is not given."""
-    return on
-
-
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     if setting in ("DEBUG", "MCP_DJANGO"):
         configure()

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .. import signals, tracing
+from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.elicitation import fit_elicitation
@@ -187,10 +187,11 @@ class LiveBackend:
         outcome = "error"
         asked_at = time.perf_counter()
         # The wait for the client is a child span of the call (the ask itself is not recorded).
-        span = tracing.start_ask(ask.method, key) if tracing.ENABLED else None
+        trace = self.call.trace
+        span = trace.ask_started(ask.method, key) if trace is not None else None
         try:
             for tries in itertools.count(1):
-                params = ask.sent_params() if span is None else tracing.with_trace(ask.sent_params(), span)
+                params = ask.sent_params() if span is None else trace.ask_params(span, ask.sent_params())
                 raw = await self.call.session.request(self.call, ask.method, params, key=key)
                 try:
                     value = ask.parse(key, raw)
@@ -211,7 +212,7 @@ class LiveBackend:
             raise
         finally:
             if span is not None:
-                tracing.end_ask(span, outcome)
+                trace.ask_ended(span, outcome)
             if signals.ask_finished.has_listeners(self.primitive):
                 # The row's duration is the ask's; shielded: an ask cut short by cancellation is still reported.
                 event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)

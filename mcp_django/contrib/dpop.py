@@ -1,33 +1,15 @@
 """DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
 
-An endpoint's ``DPOP`` setting is ``"off"`` (the default), ``"allowed"`` or ``"required"``.
-The authentication classes of OAuth access tokens
-(:class:`~mcp_django.contrib.oauth.OAuth2Authentication`) and of the app's MCP tokens
-(:class:`~mcp_django.tokens.auth.MCPTokenAuthentication`) call :func:`enforce` once they
-have found the token valid; it decides with the token's binding (the thumbprint of the
-client's key, ``cnf.jkt``: :class:`~mcp_django.bound_tokens.BoundAccessToken` for the
-toolkit's tokens, ``MCPToken.jkt`` for MCP tokens):
+An endpoint's ``DPOP`` setting is ``"off"``, ``"allowed"`` or ``"required"``. The authentication
+classes of OAuth access tokens and of MCP tokens call :func:`enforce` once they have found a
+token valid, with the token's binding (its key's thumbprint, ``cnf.jkt``): a bound token must
+come as ``Authorization: DPoP <token>`` with one proof by that key, checked as section 4.3
+says (:func:`verify`); a bound token sent as a bearer token is refused, and with
+``"required"`` so is an unbound one.
 
-- a bound token must come as ``Authorization: DPoP <token>`` with one ``DPoP`` header, a
-  proof (a JWT) signed by the bound key, checked as section 4.3 says: ``typ``
-  ``dpop+jwt``; an asymmetric ``alg`` of ``DPOP_ALGORITHMS``; a public ``jwk`` whose
-  RFC 7638 thumbprint is the token's; ``htm`` and ``htu`` the request's method and URL
-  (the URL as Django builds it, so ``SECURE_PROXY_SSL_HEADER`` and ``USE_X_FORWARDED_HOST``
-  count, normalised, without query or fragment); ``iat`` within ``DPOP_PROOF_WINDOW``;
-  ``ath`` the token's hash; a ``nonce`` this server issued when ``DPOP_NONCE_SECONDS``
-  asks for one; and a ``jti`` never accepted before, on any instance (the shared cache);
-- a bound token presented as a bearer token is refused (a stolen one is useless without
-  the key); with ``"required"``, so is a token that is not bound at all.
-
-The replay check fails closed: when ``SESSION_CACHE`` does not answer within
-``SESSION_CACHE_TIMEOUT``, the request is answered 503 (the client may retry), and for a
-moment after a failure the cache is not asked at all. A proof whose ``jti`` cannot be
-recorded is never accepted.
-
-A websocket is one HTTP request (its upgrade): the proof is checked when it connects, and the
-socket's later checks of its credentials hold it to the same token and key (the proof is
-not checked again: it was for the upgrade). A legacy session's requests are HTTP requests,
-each with its own proof.
+The replay check fails closed: a proof whose ``jti`` the shared cache cannot record in time
+is answered 503. A websocket's proof is checked at its upgrade; its later checks hold it to
+the same token and key.
 """
 
 from __future__ import annotations
@@ -53,8 +35,7 @@ from ..protocol.jsonrpc import Unavailable
 logger = logging.getLogger("mcp_django")
 
 TYP = "dpop+jwt"
-# A proof is a few hundred bytes (an RSA key's a little over a kilobyte): anything much
-# longer is refused before it is parsed.
+# A proof is a few hundred bytes (with an RSA key a little over a kilobyte).
 MAX_PROOF_BYTES = 8 * 1024
 MAX_JTI_CHARS = 256
 # After the replay cache failed, it is left alone this long (requests are answered 503 at once).
@@ -99,10 +80,8 @@ _UPGRADED = {"ws": "http", "wss": "https"}
 
 
 def normalized_url(url: Any) -> str | None:
-    """``url`` as ``htu`` is compared (RFC 9449 section 4.3, RFC 3986 section 6.2.2 and 6.2.3):
-    no query or fragment, then the canonical form resources have (scheme and host lower-case,
-    the default port dropped: :func:`~mcp_django.protected_resource.canonical_resource`), the
-    empty path written ``/``. None when it is no http(s) URL."""
+    """``url`` as ``htu`` is compared (RFC 9449 section 4.3): without query or fragment, in
+    canonical form, the empty path written ``/``. None when it is no http(s) URL."""
     if not isinstance(url, str):
         return None
     base = url.split("#", 1)[0].split("?", 1)[0]
@@ -114,8 +93,7 @@ def normalized_url(url: Any) -> str | None:
 
 
 def request_url(request: Any) -> str | None:
-    """The URL the client sent ``request`` (Django's) to, as the project's other absolute URLs are
-    built (``build_absolute_uri``: the proxy headers Django is told to trust count)."""
+    """The URL the client sent ``request`` (Django's) to, as ``build_absolute_uri`` builds it."""
     from django.core.exceptions import DisallowedHost
 
     try:
@@ -128,8 +106,7 @@ def request_url(request: Any) -> str | None:
 
 
 def _nonce_keys() -> list[bytes]:
-    # From the key ring (REQUEST_STATE_KEY or SECRET_KEY): every instance makes and checks the
-    # same nonces without sharing any state; a rotated-out key still verifies.
+    # From the key ring: every instance makes and checks the same nonces without shared state.
     return [derive_key(key.mac_key, b"mcp-django dpop nonce v1") for key in keyring().keys]
 
 
@@ -173,7 +150,7 @@ def first_use(jkt: str, jti: str) -> bool:
     """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay).
 
     Raises :class:`Unavailable` when the shared cache does not answer within
-    ``SESSION_CACHE_TIMEOUT``, or failed a moment ago: a proof is not accepted unrecorded.
+    ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
     """
     global _executor, _down_until
     from django.core.cache import caches
@@ -204,11 +181,6 @@ def first_use(jkt: str, jti: str) -> bool:
 # -- the proof ---------------------------------------------------------------------------------------
 
 
-def thumbprint(jwk: Any) -> str:
-    """The RFC 7638 SHA-256 thumbprint of a jwcrypto key (what ``cnf.jkt`` holds)."""
-    return str(jwk.thumbprint())
-
-
 def token_hash(token: str) -> str:
     """``ath``: the base64url SHA-256 of the access token's text."""
     return b64encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
@@ -227,9 +199,8 @@ def header_proof(request: Any) -> str:
 def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: str | None = None) -> str:
     """Check ``proof`` for ``request`` (Django's) as RFC 9449 section 4.3 says; its key's thumbprint.
 
-    ``access_token``: the token it comes with (its hash must be ``ath``); ``jkt``: the
-    thumbprint the token is bound to. Raises :class:`ProofRefused`, or :class:`Unavailable`
-    when its ``jti`` cannot be recorded.
+    ``access_token``: the token whose hash must be ``ath``; ``jkt``: the thumbprint it is bound
+    to. Raises :class:`ProofRefused`, or :class:`Unavailable` (the ``jti`` cannot be recorded).
     """
     from jwcrypto.common import JWException
     from jwcrypto.jwk import JWK
@@ -278,7 +249,7 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's iat is too far from the server's clock.")
     if access_token is not None and not hmac.compare_digest(str(claims.get("ath", "")), token_hash(access_token)):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
-    found = thumbprint(key)
+    found = str(key.thumbprint())  # RFC 7638, SHA-256: what cnf.jkt holds
     if jkt is not None and not hmac.compare_digest(found, jkt):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof is not signed by the key the access token is bound to.")
     if not first_use(found, jti):
@@ -298,12 +269,9 @@ def _refuse(drf_request: Any, error: str, description: str, nonce: str | None = 
 
 
 def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -> None:
-    """Whether a token found valid may be used as it came: raises DRF's ``AuthenticationFailed``
-    (with the RFC's error on ``drf_request``) when not.
-
-    ``request``: Django's; ``scheme``: ``"bearer"`` or ``"dpop"`` (:func:`credentials`);
-    ``token``: its text; ``jkt``: the thumbprint it is bound to ("" for a bearer token).
-    """
+    """Raise DRF's ``AuthenticationFailed`` (the RFC's error on ``drf_request``) unless a token
+    found valid may be used as it came: ``scheme`` (:func:`credentials`) with ``jkt``, the
+    thumbprint it is bound to ("" for a bearer token). ``request``: Django's."""
     setting = mode(request)
     if scheme == "bearer":
         if jkt:
@@ -314,8 +282,7 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
         return
     if not jkt:
         _refuse(drf_request, INVALID_TOKEN, "This access token is not DPoP-bound: send it as a Bearer token.")
-    # A websocket's connection (mcp_django.auth.Connection) holds (the token's checksum, its
-    # key's thumbprint) from its upgrade on.
+    # A websocket's connection holds (the token's checksum, its key's thumbprint) from its upgrade on.
     connection = getattr(request, "mcp_connection", None)
     held = (token_checksum(token), jkt)
     if connection is not None and getattr(connection, "dpop_binding", None) == held:

@@ -1,24 +1,13 @@
 """OAuth 2.1 access tokens from django-oauth-toolkit, checked the way MCP authorization requires.
 
-Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name
-the authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is
-accepted only when django-oauth-toolkit finds it valid (known, not expired, not
-revoked, its application usable) and it was issued for this endpoint: one of its RFC 8707
-resource indicators is the endpoint's resource URL, the one its protected-resource metadata
-advertises, compared in canonical form (:func:`~mcp_django.protected_resource.canonical_resource`).
-The match is exact: django-oauth-toolkit's default validator takes a resource as a URL
-prefix, so a token issued for the whole origin (``https://shop.example/``) or for
-``/mcp/`` would work here, and at every other endpoint on the origin. A token issued
-without a resource indicator is refused, because MCP servers must accept only tokens
-meant for them (a token for another service must not be replayable here).
-
-An authorization server run by the same project should validate the same way: set
-``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]`` to
-:func:`resource_matches` (the demo project does).
-
-A token bound to a key (DPoP, RFC 9449: :class:`~mcp_django.bound_tokens.BoundAccessToken`)
-is accepted only as ``Authorization: DPoP <token>`` with a proof by that key, where the
-endpoint's ``DPOP`` setting allows it (:mod:`mcp_django.contrib.dpop`).
+Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name the
+authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is accepted only when
+the toolkit finds it valid and one of its RFC 8707 resource indicators is exactly this
+endpoint's resource URL: the toolkit's default validator takes a resource as a URL prefix, and
+a token without a resource indicator could be meant for another service. An authorization
+server in the same project should validate the same way
+(``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]``: :func:`resource_matches`).
+A DPoP-bound token needs its proof (:mod:`mcp_django.contrib.dpop`).
 """
 
 from __future__ import annotations
@@ -43,13 +32,9 @@ __all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_
 
 
 def resource_matches(request_uri: str, audiences: list[str]) -> bool:
-    """Whether a token issued for the resources ``audiences`` may be used at ``request_uri``.
-
-    Exactly one of them, in canonical form, is the resource the request reached (its
-    path's trailing slash dropped, as an endpoint's resource URL has none). The signature of
-    django-oauth-toolkit's ``RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR``; unlike its default,
-    a resource is never a prefix of others.
-    """
+    """Whether a token issued for the resources ``audiences`` may be used at ``request_uri``: one
+    of them, in canonical form, is the resource the request reached (its trailing slash dropped).
+    A ``RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR`` for django-oauth-toolkit."""
     wanted = protected_resource.canonical_resource(request_uri.split("?", 1)[0])
     if wanted is None:
         return False
@@ -65,17 +50,14 @@ class OAuth2Authentication(ToolkitAuthentication):
     """``Authorization: Bearer TOKEN`` (or ``DPoP TOKEN`` with its proof), for tokens
     django-oauth-toolkit issued for this endpoint."""
 
-    # Reads nothing but the Authorization header (and the DPoP proof, which the principal
-    # cache never keys on: mcp_django.auth_cache), so mcp-django's principal cache may key on
-    # it; a cached token is never used past its expiry, and its revocation is heard.
+    # Reads nothing but the Authorization header (and the DPoP proof): the principal cache
+    # (mcp_django.auth_cache) may key on it.
     mcp_reads_only_headers = True
     www_authenticate_realm = "mcp"
 
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
-        # The toolkit reads the body's form fields too: hand it Django's request, whose
-        # POST is empty for a JSON body (DRF's would refuse to parse one without parsers).
-        # DRF has no public accessor for the HttpRequest its Request wraps (its own
-        # SessionAuthentication reads request._request too).
+        # The toolkit reads the body's form fields too: hand it Django's request, whose POST
+        # is empty for a JSON body (DRF's own SessionAuthentication reads _request too).
         django_request = getattr(request, "_request", request)
         scheme, text = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
         if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
@@ -91,11 +73,9 @@ class OAuth2Authentication(ToolkitAuthentication):
         user, token = checked.user, checked.access_token
         resource = protected_resource.resource_url(django_request)
         if not token.resource or not resource_matches(resource, token.resource):
-            request.oauth2_error = {
-                "error": "invalid_token",
-                "error_description": "The access token was not issued for this resource.",
-            }
-            raise exceptions.AuthenticationFailed("The access token was not issued for this resource.")
+            description = "The access token was not issued for this resource."
+            request.oauth2_error = {"error": "invalid_token", "error_description": description}
+            raise exceptions.AuthenticationFailed(description)
         if user is None or not user.is_active:
             # A client-credentials token some servers issue for no user: nobody to act as here.
             raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")
@@ -142,15 +122,9 @@ def holds_nul(request: HttpRequest) -> bool:
 
 @sync_and_async_middleware
 def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
-    """Middleware: a request whose parameters hold a NUL is ``400 invalid_request``.
-
-    django-oauth-toolkit looks a client's ``client_id``, ``code``, ``token`` and registration
-    fields up as they came, and PostgreSQL's text refuses a NUL: a 500 and a traceback per
-    request (``/o/token/``, ``/o/revoke_token/``, ``/o/register/``). No OAuth parameter holds
-    one. The demo's MIDDLEWARE has it. It looks only at requests to the toolkit's URLs (a
-    tool's argument may hold a NUL, at the endpoint's WSGI view too), and reads the body only
-    of form and JSON requests.
-    """
+    """Middleware: a request to django-oauth-toolkit's URLs whose parameters hold a NUL is
+    ``400 invalid_request``, not a 500 (the toolkit looks parameters up as they came, and
+    PostgreSQL's text refuses a NUL). No OAuth parameter holds one."""
     prefix: list[str | None] = []
 
     def applies(request: HttpRequest) -> bool:

@@ -1,9 +1,8 @@
 """What the test client answers a server's input request with.
 
-A test's ``answer`` gets an :class:`InputRequest` and returns what a user (or
-the client's model) would: ``True``/``False`` for a confirm, a dict for a form,
-:func:`decline` / :func:`cancel`, a string for sampling, a list for roots. The
-return value is turned into the wire result here, the same for both eras.
+A test's ``answer`` gets an :class:`InputRequest` and returns what a user would: ``True``/``False``
+for a confirm, a dict for a form, :func:`decline`, a string for sampling, a list for roots...,
+made into the wire result here, the same for both eras.
 """
 
 from __future__ import annotations
@@ -56,8 +55,9 @@ class InputRequest:
     def url(self) -> str | None:
         return self.params.get("url")
 
-    def wire(self) -> dict[str, Any]:
-        return {"method": self.method, "params": self.params}
+    def __str__(self) -> str:
+        message = f", message {self.message!r}" if self.message else ""
+        return f"{self.method} (key {self.key!r}{message})"
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,10 @@ def _defaults(schema: dict[str, Any] | None) -> dict[str, Any]:
     return {name: prop["default"] for name, prop in props.items() if isinstance(prop, dict) and "default" in prop}
 
 
+# A sampling answer given as text: the model's reply.
+_SAMPLED = {"role": "assistant", "model": "mcp-django-test", "stopReason": "endTurn"}
+
+
 def to_result(request: InputRequest, value: Any) -> Answer:
     """The wire answer for what the test's ``answer`` returned."""
     if isinstance(value, Answer):
@@ -116,27 +120,13 @@ def to_result(request: InputRequest, value: Any) -> Answer:
             return accept(dict(value))
     elif ask_type == "sample":
         if isinstance(value, str):
-            return Answer(
-                {
-                    "role": "assistant",
-                    "content": {"type": "text", "text": value},
-                    "model": "mcp-django-test",
-                    "stopReason": "endTurn",
-                }
-            )
+            return Answer({**_SAMPLED, "content": {"type": "text", "text": value}})
         if isinstance(value, Mapping):
             return Answer(dict(value))
     elif ask_type == "roots" and isinstance(value, (list, tuple)):
         roots = [{"uri": r} if isinstance(r, str) else dict(r) for r in value]
         return Answer({"roots": roots})
-    raise TypeError(f"cannot answer {describe(request)} with {value!r}")
-
-
-def describe(request: InputRequest) -> str:
-    what = f"{request.method} (key {request.key!r}"
-    if request.message:
-        what += f", message {request.message!r}"
-    return what + ")"
+    raise TypeError(f"cannot answer {request} with {value!r}")
 
 
 Answerer = Callable[[InputRequest], Any] | Mapping[str, Any] | None
@@ -145,18 +135,18 @@ Answerer = Callable[[InputRequest], Any] | Mapping[str, Any] | None
 def answer_for(answer: Answerer, request: InputRequest) -> Answer:
     """Ask the test's ``answer`` (a callable, or a dict keyed by ask key or message)."""
     if answer is None:
-        raise NoAnswer(f"the server asked {describe(request)} and the test gave no answer= for it")
+        raise NoAnswer(f"the server asked {request} and the test gave no answer= for it")
     if isinstance(answer, Mapping):
         if request.key in answer:
             value = answer[request.key]
         elif request.message is not None and request.message in answer:
             value = answer[request.message]
         else:
-            raise NoAnswer(f"the server asked {describe(request)}, which the test's answers do not name")
+            raise NoAnswer(f"the server asked {request}, which the test's answers do not name")
         if callable(value):
             value = value(request)
     else:
         value = answer(request)
     if value is None:
-        raise NoAnswer(f"the test's answer returned None for {describe(request)}")
+        raise NoAnswer(f"the test's answer returned None for {request}")
     return to_result(request, value)

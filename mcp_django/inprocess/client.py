@@ -1,22 +1,18 @@
-"""The in-process MCP client: real requests through the project's ASGI application.
-
-Every request goes through the same application, transport, authentication,
-permission checks, sealing, dispatcher and audit code as in production; only
-the socket is missing. Sync work runs in the test's thread (see
-:mod:`mcp_django.inprocess.threads`), so a ``django.test.TestCase``'s data and
-transaction are what the handlers see.
+"""The in-process MCP client: real requests through the project's ASGI application, only the socket
+missing. Sync work runs in the test's thread (:mod:`.threads`), so handlers see the test's data.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -31,9 +27,8 @@ from ..protocol.revisions import (
     MODERN_VERSIONS,
 )
 from . import threads
-from .answers import Answerer, InputRequest, NoAnswer, answer_for
-from .exchange import Exchange, Response, http_scope
-from .observe import Observer
+from .answers import Answer, Answerer, InputRequest, NoAnswer, answer_for
+from .exchange import Response, exchange, http_scope
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -41,6 +36,7 @@ if TYPE_CHECKING:
     from ..asks.guard import Write
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # Methods whose Mcp-Name header repeats a params field (the name, the URI, the task id).
@@ -78,6 +74,31 @@ class ReplayGuardWarning(UserWarning):
 
 
 @dataclass
+class Observer:
+    """What the client learns from the server side of a call it drives (a :class:`signals.Observer`)."""
+
+    # "error", "warn" or "off": what the client does with replay-unsafe writes.
+    replay_guard: str = "error"
+    runs: int = 0
+    unsafe_writes: list[Write] = field(default_factory=list)
+    # Legacy revisions: each server-to-client request's ask key, by its JSON-RPC id (the wire has none).
+    ask_keys: dict[Any, str] = field(default_factory=dict)
+
+    @property
+    def guarding(self) -> bool:
+        return self.replay_guard != "off"
+
+    def ran(self, handler: Any) -> None:
+        self.runs += 1
+
+    def unsafe(self, writes: list[Write]) -> None:
+        self.unsafe_writes.extend(writes)
+
+    def asking(self, request_id: Any, key: str) -> None:
+        self.ask_keys[request_id] = key
+
+
+@dataclass
 class Round:
     """One round of input: what the server asked, and what the client answered."""
 
@@ -88,7 +109,7 @@ class Round:
     @property
     def inputRequests(self) -> dict[str, Any]:  # noqa: N802 (the protocol's spelling)
         """The round's ``inputRequests`` as they came over the wire."""
-        return {key: request.wire() for key, request in self.input_requests.items()}
+        return {key: {"method": r.method, "params": r.params} for key, r in self.input_requests.items()}
 
     @property
     def keys(self) -> list[str]:
@@ -169,13 +190,18 @@ def _header_value(value: str) -> str:
 APPS_EXTENSION = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
 
 
-class MCPClient:
-    """Talk MCP to the project, in process. See docs/testing.md.
+def _awaitable(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """The async twin of a sync method: the method, run in the thread-sensitive thread."""
 
-    ``user``: log in as this user (a session, or a DRF token when only token
-    authentication is configured); ``token``: send ``Authorization: Token ...``;
-    neither: anonymous. ``revision``: "2026-07-28" (input_required rounds) or a
-    legacy revision (a session, with real server-to-client requests).
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
+
+    return twin
+
+
+class MCPClient:
+    """Talk MCP to the project, in process (docs/testing.md): as ``user`` (logged in by session or
+    DRF token), with ``token``, or anonymously; on ``revision`` 2026-07-28 or a legacy one.
     """
 
     def __init__(
@@ -205,16 +231,12 @@ class MCPClient:
         self.max_input_rounds = max_input_rounds
         self.replay_guard = replay_guard
         self.capabilities = dict(DEFAULT_CAPABILITIES if capabilities is None else capabilities)
-        if tasks:
-            # The per-request opt-in to MCP tasks (docs/tasks.md): a task tool answers with a
-            # task, which call_tool drives to its end (answers by tasks/update, polls tasks/get).
-            self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), TASKS_EXTENSION: {}}
-        if apps:
-            # A host that renders MCP Apps views (docs/apps.md): tools/list then says which tool has
-            # a view, and app-only tools are listed and callable, as for a view calling them.
-            self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), **APPS_EXTENSION}
-        # Run the task's queued runs here, in the test's thread, whatever the TASKS backend
-        # (no worker needed); False: leave them to a worker and only poll.
+        # tasks: the opt-in to MCP tasks (docs/tasks.md), whose tasks call_tool drives to their end;
+        # apps: a host that renders MCP Apps views (docs/apps.md), which sees app-only tools.
+        extensions = {**({TASKS_EXTENSION: {}} if tasks else {}), **(APPS_EXTENSION if apps else {})}
+        if extensions:
+            self.capabilities["extensions"] = {**(self.capabilities.get("extensions") or {}), **extensions}
+        # True: run a task's queued runs in the test's thread, whatever the TASKS backend; False: only poll.
         self.run_tasks = run_tasks
         self.task_timeout = task_timeout
         self.extra_headers = dict(headers or {})
@@ -270,10 +292,8 @@ class MCPClient:
         return self._sync(self._call, "resources/read", {"uri": uri}, answer)
 
     def read_view(self, tool: str) -> Result:
-        """The MCP Apps view of ``tool`` (docs/apps.md): the ``ui://`` resource its listed
-        ``_meta.ui.resourceUri`` names, read with ``resources/read``; ``.text`` is the page's
-        HTML, ``.contents[0]["_meta"]["ui"]`` its CSP and permissions. Needs ``apps=True``:
-        a client that does not declare the extension is told of no view (``LookupError``)."""
+        """The MCP Apps view of ``tool`` (docs/apps.md), read from the ``ui://`` resource its listing
+        names; ``LookupError`` for a client without ``apps=True``, which is told of no view."""
         listed = {t["name"]: t for t in self.list_tools()}
         if tool not in listed:
             raise LookupError(f"no tool {tool!r} in this client's tools/list")
@@ -332,30 +352,13 @@ class MCPClient:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
         return self._sync(self._plain, method, dict(params or {}))
 
-    async def acall_tool(
-        self, name: str, arguments: Mapping[str, Any] | None = None, *, answer: Answerer = None
-    ) -> Result:
-        return await sync_to_async(self.call_tool, thread_sensitive=True)(name, arguments, answer=answer)
-
-    async def aget_prompt(
-        self, name: str, arguments: Mapping[str, str] | None = None, *, answer: Answerer = None
-    ) -> Result:
-        return await sync_to_async(self.get_prompt, thread_sensitive=True)(name, arguments, answer=answer)
-
-    async def aread_resource(self, uri: str, *, answer: Answerer = None) -> Result:
-        return await sync_to_async(self.read_resource, thread_sensitive=True)(uri, answer=answer)
-
-    async def alist_tools(self) -> list[dict[str, Any]]:
-        return await sync_to_async(self.list_tools, thread_sensitive=True)()
-
-    async def alist_prompts(self) -> list[dict[str, Any]]:
-        return await sync_to_async(self.list_prompts, thread_sensitive=True)()
-
-    async def alist_resources(self) -> list[dict[str, Any]]:
-        return await sync_to_async(self.list_resources, thread_sensitive=True)()
-
-    async def arequest(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return await sync_to_async(self.request, thread_sensitive=True)(method, params)
+    acall_tool = _awaitable(call_tool)
+    aget_prompt = _awaitable(get_prompt)
+    aread_resource = _awaitable(read_resource)
+    alist_tools = _awaitable(list_tools)
+    alist_prompts = _awaitable(list_prompts)
+    alist_resources = _awaitable(list_resources)
+    arequest = _awaitable(request)
 
     def close(self) -> None:
         """End a legacy session (DELETE); nothing to do under 2026-07-28."""
@@ -379,7 +382,9 @@ class MCPClient:
         watching = Observer(replay_guard=self.replay_guard)
         signals.observer.set(watching)
         if self.legacy:
-            result = await self._legacy_call(auth, method, params, answer)
+            rounds: list[Round] = []
+            response, notifications = await self._legacy_request(auth, method, params, answer, rounds)
+            result = Result(method, _result_of(response), rounds, notifications=notifications)
         else:
             result = await self._modern_call(auth, method, params, answer)
         result.runs = watching.runs
@@ -397,10 +402,33 @@ class MCPClient:
 
     async def _plain(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, Any]:
         if self.legacy:
-            message, _ = await self._legacy_request(auth, method, params, None, [], [])
+            message, _ = await self._legacy_request(auth, method, params, None, [])
         else:
             message, _ = await self._modern_post(auth, method, params)
         return _result_of(message)
+
+    def _exchange(
+        self, headers: dict[str, str], body: bytes, method: str = "POST"
+    ) -> contextlib.AbstractAsyncContextManager[Response]:
+        return exchange(self.app, http_scope(method, self.path, headers), body)
+
+    async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> dict[str, Answer]:
+        """A new round of input: the test's answer to each of the server's requests (by key)."""
+        if len(rounds) >= self.max_input_rounds:
+            raise InputRoundsExceeded(self.max_input_rounds, rounds)
+        requests = {
+            key: InputRequest(key, entry.get("method", ""), dict(entry.get("params") or {}))
+            for key, entry in entries.items()
+        }
+        this_round = Round(len(rounds) + 1, requests)
+        rounds.append(this_round)
+        answers: dict[str, Answer] = {}
+        for key, request in requests.items():
+            given = answers[key] = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+            if given.result is None and not self.legacy:
+                raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
+            this_round.responses[key] = given.result if given.error is None else given.error
+        return answers
 
     # -- 2026-07-28 ------------------------------------------------------------------
 
@@ -425,19 +453,14 @@ class MCPClient:
     async def _modern_post(
         self, auth: dict[str, str], method: str, params: dict[str, Any]
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        params = dict(params)
         meta = dict(params.get("_meta") or {})
         meta.setdefault(META_VERSION, self.revision)
         meta.setdefault(META_CAPABILITIES, self.capabilities)
         meta.setdefault(META_CLIENT_INFO, CLIENT_INFO)
-        params["_meta"] = meta
+        params = {**params, "_meta": meta}
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        exchange = Exchange(
-            self.app, http_scope("POST", self.path, self._modern_headers(auth, method, params)), orjson.dumps(body)
-        )
-        response = await exchange.start()
         notifications: list[dict[str, Any]] = []
-        try:
+        async with self._exchange(self._modern_headers(auth, method, params), orjson.dumps(body)) as response:
             if not response.is_stream:
                 return _with_status(await _json_or_raise(response), response.status), notifications
             async for message in response.events():
@@ -446,13 +469,11 @@ class MCPClient:
                 elif message.get("id") == body["id"]:
                     return _with_status(message, response.status), notifications
             raise AssertionError(f"the stream for {method} ended without a response")
-        finally:
-            await exchange.close()
 
     async def _modern_call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
         rounds: list[Round] = []
         notifications: list[dict[str, Any]] = []
-        retry = dict(params)
+        retry = params
         while True:
             message, notes = await self._modern_post(auth, method, retry)
             notifications.extend(notes)
@@ -461,23 +482,8 @@ class MCPClient:
                 return await self._drive_task(auth, result, answer, rounds, notifications)
             if result.get("resultType") != "input_required":
                 return Result(method, result, rounds, notifications=notifications)
-            if len(rounds) >= self.max_input_rounds:
-                raise InputRoundsExceeded(self.max_input_rounds, rounds)
-            requests = {
-                key: InputRequest(key, entry.get("method", ""), dict(entry.get("params") or {}))
-                for key, entry in (result.get("inputRequests") or {}).items()
-            }
-            this_round = Round(len(rounds) + 1, requests)
-            rounds.append(this_round)
-            responses: dict[str, Any] = {}
-            for key, request in requests.items():
-                reply = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
-                if reply.result is None:
-                    raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
-                responses[key] = reply.result
-            this_round.responses = responses
-            retry = dict(params)
-            retry["inputResponses"] = responses
+            await self._answer(result.get("inputRequests") or {}, answer, rounds)
+            retry = {**params, "inputResponses": rounds[-1].responses}
             if "requestState" in result:
                 retry["requestState"] = result["requestState"]
 
@@ -499,23 +505,10 @@ class MCPClient:
             status = task["status"]
             if status != states[-1]:
                 states.append(status)
-            if status == "completed":
+            if status in ("completed", "cancelled"):
+                raw = task["result"] if status == "completed" else {"content": []}
                 return Result(
-                    "tools/call",
-                    task["result"],
-                    rounds,
-                    notifications=notifications,
-                    task_id=task_id,
-                    task_states=states,
-                )
-            if status == "cancelled":
-                return Result(
-                    "tools/call",
-                    {"content": []},
-                    rounds,
-                    notifications=notifications,
-                    task_id=task_id,
-                    task_states=states,
+                    "tools/call", raw, rounds, notifications=notifications, task_id=task_id, task_states=states
                 )
             if status == "failed":
                 error = task.get("error") or {}
@@ -523,26 +516,9 @@ class MCPClient:
                 failure.task_id, failure.task_states = task_id, states  # type: ignore[attr-defined]
                 raise failure
             if status == "input_required":
-                if len(rounds) >= self.max_input_rounds:
-                    raise InputRoundsExceeded(self.max_input_rounds, rounds)
-                requests = {
-                    key: InputRequest(key, entry.get("method", ""), dict(entry.get("params") or {}))
-                    for key, entry in (task.get("inputRequests") or {}).items()
-                }
-                this_round = Round(len(rounds) + 1, requests)
-                rounds.append(this_round)
-                for key, request in requests.items():
-                    reply = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
-                    if reply.result is None:
-                        raise TypeError(f"an error answer is for legacy revisions only (input request {key!r})")
-                    this_round.responses[key] = reply.result
-                _result_of(
-                    (
-                        await self._modern_post(
-                            auth, "tasks/update", {"taskId": task_id, "inputResponses": this_round.responses}
-                        )
-                    )[0]
-                )
+                await self._answer(task.get("inputRequests") or {}, answer, rounds)
+                update = {"taskId": task_id, "inputResponses": rounds[-1].responses}
+                _result_of((await self._modern_post(auth, "tasks/update", update))[0])
                 continue
             if self.run_tasks:
                 from ..tasks.runner import arun
@@ -555,20 +531,19 @@ class MCPClient:
 
     # -- legacy revisions ----------------------------------------------------------------
 
-    def _legacy_headers(self, auth: dict[str, str], session: bool = True) -> dict[str, str]:
+    def _legacy_exchange(
+        self, auth: dict[str, str], message: dict[str, Any], *, session: bool = True
+    ) -> contextlib.AbstractAsyncContextManager[Response]:
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
         if session and self._session_id is not None:
             headers["mcp-session-id"] = self._session_id
             headers["mcp-protocol-version"] = self.revision
-        headers.update(self.extra_headers)
-        return headers
+        return self._exchange({**headers, **self.extra_headers}, orjson.dumps(message))
 
-    async def _legacy_post(self, auth: dict[str, str], body: dict[str, Any], *, session: bool = True) -> Exchange:
-        exchange = Exchange(
-            self.app, http_scope("POST", self.path, self._legacy_headers(auth, session)), orjson.dumps(body)
-        )
-        await exchange.start()
-        return exchange
+    async def _notify(self, auth: dict[str, str], method: str, params: dict[str, Any] | None = None) -> None:
+        note = {"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})}
+        async with self._legacy_exchange(auth, note):
+            pass  # answered at once (202)
 
     async def _initialize(self, auth: dict[str, str]) -> None:
         if self._session_id is not None:
@@ -579,37 +554,22 @@ class MCPClient:
             "method": "initialize",
             "params": {"protocolVersion": self.revision, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
         }
-        exchange = await self._legacy_post(auth, body, session=False)
-        try:
-            response = exchange.response
-            assert response is not None
-            message = await _json_or_raise(response)
-            _result_of(message)
+        async with self._legacy_exchange(auth, body, session=False) as response:
+            _result_of(await _json_or_raise(response))
             session = response.headers.get("mcp-session-id")
             if not session:
                 raise AssertionError("initialize was answered without an Mcp-Session-Id")
             self._session_id = session
-        finally:
-            await exchange.close()
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await (await self._legacy_post(auth, note)).close()
+        await self._notify(auth, "notifications/initialized")
 
     async def _legacy_request(
-        self,
-        auth: dict[str, str],
-        method: str,
-        params: dict[str, Any],
-        answer: Answerer,
-        rounds: list[Round],
-        notifications: list[dict[str, Any]],
+        self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer, rounds: list[Round]
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         await self._initialize(auth)
         request_id = next(self._ids)
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        exchange = await self._legacy_post(auth, body)
-        response = exchange.response
-        assert response is not None
-        try:
+        notifications: list[dict[str, Any]] = []
+        async with self._legacy_exchange(auth, body) as response:
             if not response.is_stream:
                 return _with_status(await _json_or_raise(response), response.status), notifications
             failed: Exception | None = None
@@ -625,7 +585,7 @@ class MCPClient:
                         # it, its cleanup served by this thread while the call is still open.
                         failed = exc
                         reason = "too many rounds of input" if isinstance(exc, InputRoundsExceeded) else "no answer"
-                        await self._cancel(auth, request_id, reason)
+                        await self._notify(auth, "notifications/cancelled", {"requestId": request_id, "reason": reason})
                 elif "method" in message:
                     notifications.append(message)
                 elif message.get("id") == request_id:
@@ -635,16 +595,6 @@ class MCPClient:
             if failed is not None:
                 raise failed
             raise AssertionError(f"the stream for {method} ended without a response")
-        finally:
-            await exchange.close()
-
-    async def _cancel(self, auth: dict[str, str], call_id: Any, reason: str) -> None:
-        cancel = {
-            "jsonrpc": "2.0",
-            "method": "notifications/cancelled",
-            "params": {"requestId": call_id, "reason": reason},
-        }
-        await (await self._legacy_post(auth, cancel)).close()
 
     async def _answer_server_request(
         self, auth: dict[str, str], message: dict[str, Any], answer: Answerer, rounds: list[Round]
@@ -654,40 +604,22 @@ class MCPClient:
         if message["method"] == "ping":
             reply["result"] = {}
         else:
-            if len(rounds) >= self.max_input_rounds:
-                raise InputRoundsExceeded(self.max_input_rounds, rounds)
             # The ask's key, as the server told this client (2026-07-28 sends it; here the wire has none).
             watching = signals.observer.get()
             key = watching.ask_keys.get(server_id, str(server_id)) if isinstance(watching, Observer) else str(server_id)
-            request = InputRequest(key, message["method"], dict(message.get("params") or {}))
-            this_round = Round(len(rounds) + 1, {key: request})
-            rounds.append(this_round)
-            given = await sync_to_async(answer_for, thread_sensitive=True)(answer, request)
+            given = (await self._answer({key: message}, answer, rounds))[key]
             if given.error is not None:
                 reply["error"] = given.error
             else:
                 reply["result"] = given.result
-            this_round.responses = {key: reply.get("result", reply.get("error"))}
-        exchange = await self._legacy_post(auth, reply)
-        try:
-            response = exchange.response
-            assert response is not None
+        async with self._legacy_exchange(auth, reply) as response:
             if response.status != 202:
                 raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")
-        finally:
-            await exchange.close()
-
-    async def _legacy_call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
-        rounds: list[Round] = []
-        notifications: list[dict[str, Any]] = []
-        message, _ = await self._legacy_request(auth, method, params, answer, rounds, notifications)
-        return Result(method, _result_of(message), rounds, notifications=notifications)
 
     async def _delete(self, auth: dict[str, str], session: str) -> None:
         headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision}
-        exchange = Exchange(self.app, http_scope("DELETE", self.path, headers), b"")
-        await exchange.start()
-        await exchange.close()
+        async with self._exchange(headers, b"", method="DELETE"):
+            pass
 
 
 async def _json_or_raise(response: Response) -> dict[str, Any]:

@@ -50,60 +50,51 @@ class Response:
                     yield orjson.loads(data)
 
 
-class Exchange:
-    """Drives one request through the application; close() disconnects the client."""
+@contextlib.asynccontextmanager
+async def exchange(app: Any, scope: dict[str, Any], body: bytes) -> AsyncIterator[Response]:
+    """One request through ``app``, its response as soon as it starts. When the block ends the
+    client goes away (what closing a stream means to the server), and the app is waited for."""
+    started: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+    chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
+    gone = asyncio.Event()
+    sent = False
 
-    def __init__(self, app: Any, scope: dict[str, Any], body: bytes) -> None:
-        self.app = app
-        self.scope = scope
-        self.body = body
-        self._sent_body = False
-        self._gone = asyncio.Event()
-        self._started: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
-        self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self.response: Response | None = None
-        self.task: asyncio.Task[None] | None = None
-
-    async def receive(self) -> dict[str, Any]:
-        if not self._sent_body:
-            self._sent_body = True
-            return {"type": "http.request", "body": self.body, "more_body": False}
-        await self._gone.wait()
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
-            self.response = Response(message["status"], list(message.get("headers", [])), self._chunks)
-            self._started.set_result(self.response)
+            started.set_result(Response(message["status"], list(message.get("headers", [])), chunks))
         elif message["type"] == "http.response.body":
-            body = message.get("body", b"")
-            if body:
-                self._chunks.put_nowait(body)
+            if message.get("body"):
+                chunks.put_nowait(message["body"])
             if not message.get("more_body", False):
-                self._chunks.put_nowait(None)
+                chunks.put_nowait(None)
 
-    async def start(self) -> Response:
-        self.task = asyncio.ensure_future(self._run())
-        return await self._started
-
-    async def _run(self) -> None:
+    async def run() -> None:
         try:
-            await self.app(self.scope, self.receive, self.send)
+            await app(scope, receive, send)
         except BaseException as exc:
-            if not self._started.done():
-                self._started.set_exception(exc)
+            if not started.done():
+                started.set_exception(exc)
             raise
         finally:
-            if not self._started.done():
-                self._started.set_exception(RuntimeError("the application sent no response"))
-            self._chunks.put_nowait(None)
+            if not started.done():
+                started.set_exception(RuntimeError("the application sent no response"))
+            chunks.put_nowait(None)
 
-    async def close(self) -> None:
-        """The client goes away (what closing a stream means to the server); waits for the app to end."""
-        self._gone.set()
-        if self.task is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(self.task), 10)
+    task = asyncio.ensure_future(run())
+    try:
+        yield await started
+    finally:
+        gone.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(task), 10)
 
 
 def http_scope(method: str, path: str, headers: dict[str, str], *, host: str = "testserver") -> dict[str, Any]:

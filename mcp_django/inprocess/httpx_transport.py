@@ -8,16 +8,13 @@ import httpx
 
 from . import threads
 from .client import default_app
-from .exchange import Exchange, http_scope
+from .exchange import exchange, http_scope
 
 
 class HttpxTransport(httpx.BaseTransport):
-    """An ``httpx`` transport for a sync ``httpx.Client``: each request through the ASGI app, in process.
+    """An ``httpx`` transport for a sync ``httpx.Client``: raw HTTP with the test client's threading.
 
-    Raw HTTP (status codes, headers, SSE bodies) with the test client's threading:
-    sync work in the calling (test's) thread. The response body is read whole, so
-    a stream must end on its own (a stream the client must close half-way needs a
-    real server).
+    The response body is read whole, so a stream must end on its own.
     """
 
     def __init__(self, app: Any = None) -> None:
@@ -39,16 +36,9 @@ class HttpxTransport(httpx.BaseTransport):
         host = request.headers.get("host") or request.url.netloc.decode("ascii") or "testserver"
         body = request.read()
 
-        async def exchange() -> tuple[int, dict[str, str], bytes]:
-            ex = Exchange(self.app, http_scope(request.method, path, headers, host=host), body)
-            response = await ex.start()
-            try:
+        async def send() -> tuple[int, dict[str, str], bytes]:
+            async with exchange(self.app, http_scope(request.method, path, headers, host=host), body) as response:
                 return response.status, response.headers, await response.body()
-            finally:
-                await ex.close()
 
-        status, out_headers, content = threads.run(exchange)
+        status, out_headers, content = threads.run(send)
         return httpx.Response(status, headers=out_headers, content=content, request=request)
-
-    def close(self) -> None:
-        pass

@@ -5,6 +5,5 @@
 - :mod:`.stage` is the pipeline stage (``limit(next, call)``) and the refusal clients see;
 - :mod:`.checks` the system checks.
 
-This module imports nothing: :mod:`mcp_django.conf` reads rates through :mod:`.rates`
-without loading the stage.
+Imports nothing, so :mod:`mcp_django.conf` reads rates without loading the stage.
 """

@@ -1,22 +1,19 @@
 """Counting in the shared cache: fixed windows and open-at-once counters, each call bounded.
 
-A rate's count lives under one key per window (``...:<window number>``): the first call of a
-window adds it with the window's length as its timeout, every call increments it atomically
-(Django's ``cache.incr``, Redis's ``INCR``), so instances sharing the cache share the count and
-no call reads, changes and writes back a history (DRF's ``SimpleRateThrottle`` does, and two
-instances racing lose calls). A window's count is exact; across the edge of two windows a
-caller may get up to twice the rate in one period's time (docs/limits.md).
+A rate's count lives under one key per window, incremented atomically (``cache.incr``, Redis's
+``INCR``), so instances sharing the cache share the count and none loses calls to a race (DRF's
+throttle reads and writes back a history). Across the edge of two windows a caller may get up to
+twice the rate in one period's time (docs/limits.md).
 
-The cache is reached as the session cache is (:mod:`mcp_django.protocol.legacy`): off the event
-loop, in a thread of its own, for at most ``LIMITS["CACHE_TIMEOUT"]`` seconds, and behind a
-breaker of its own (:mod:`mcp_django.breaker`): once the cache is found away, calls do not wait
-for it again until its probe gets an answer. What then happens to the call is the stage's
-choice (``LIMITS["WHEN_CACHE_DOWN"]``); here it is :class:`CacheDown`.
+The cache is reached off the event loop, for at most ``LIMITS["CACHE_TIMEOUT"]`` seconds, behind a
+breaker of its own (:mod:`mcp_django.breaker`); when it cannot be, :class:`CacheDown`, and the
+stage decides (``LIMITS["WHEN_CACHE_DOWN"]``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -41,13 +38,9 @@ class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
 
 
-def limits_cache() -> Any:
-    return caches[mcp_settings.LIMITS["CACHE"]]
-
-
 async def bounded(work: Callable[[Any], T]) -> T:
     """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be."""
-    cache = limits_cache()
+    cache = caches[mcp_settings.LIMITS["CACHE"]]
     if isinstance(cache, LocMemCache):
         return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
     return await in_thread(functools.partial(work, cache))
@@ -85,31 +78,25 @@ async def in_thread(work: Callable[[], T]) -> T:
         raise CacheDown from None
 
 
+def _incr(cache: Any, key: str, timeout: float) -> int:
+    """``cache.incr(key)``, the key first added (for ``timeout``) when missing: Django's incr refuses one."""
+    try:
+        return int(cache.incr(key))
+    except ValueError:
+        return 1 if cache.add(key, 1, timeout) else int(cache.incr(key))
+
+
 def hit(cache: Any, windows: Sequence[tuple[str, int]]) -> list[int]:
     """Count one call in each ``(key, seconds)`` window; each window's count after it."""
-    counts = []
-    for key, seconds in windows:
-        try:
-            count = cache.incr(key)
-        except ValueError:  # the window's first call (Django's incr refuses a missing key)
-            # A second past the window's end, so a clock a little behind does not find it gone.
-            count = 1 if cache.add(key, 1, seconds + 1) else cache.incr(key)
-        counts.append(int(count))
-    return counts
+    # A second past the window's end, so a clock a little behind does not find it gone.
+    return [_incr(cache, key, seconds + 1) for key, seconds in windows]
 
 
 def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
-    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken.
-
-    ``lifetime`` bounds how long a count outlives a process that died holding it: each
-    taking sets the key's timeout anew, so the count goes only when nothing was taken for that long.
-    """
-    try:
-        count = cache.incr(key)
-    except ValueError:
-        count = 1 if cache.add(key, 1, lifetime) else cache.incr(key)
-    if count > cap:
-        _release(cache, key)
+    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken. The count
+    outlives a process that died holding it by ``lifetime`` at most (each taking renews it)."""
+    if _incr(cache, key, lifetime) > cap:
+        release(cache, key)
         return False
     cache.touch(key, lifetime)
     return True
@@ -117,20 +104,14 @@ def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
 
 def release(cache: Any, key: str) -> None:
     """One of what ``key`` counts is over."""
-    _release(cache, key)
-
-
-def _release(cache: Any, key: str) -> None:
-    try:
+    with contextlib.suppress(ValueError):  # expired: nothing left to take back
         if cache.decr(key) < 0:
             cache.delete(key)  # an expired count taken again meanwhile: never below nothing
-    except ValueError:
-        pass  # expired: nothing left to take back
 
 
 async def _probe() -> None:
     await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(None, limits_cache().get, f"{PREFIX}:probe"),
+        asyncio.get_running_loop().run_in_executor(None, caches[mcp_settings.LIMITS["CACHE"]].get, f"{PREFIX}:probe"),
         mcp_settings.LIMITS["CACHE_TIMEOUT"],
     )
 

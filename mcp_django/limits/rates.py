@@ -1,9 +1,5 @@
-"""A rate as DRF writes one: ``"100/min"``, ``"5/s"``, ``"1000/day"``.
-
-The numbers come from DRF's own parser (``SimpleRateThrottle.parse_rate``); before it, the
-text is checked whole, because DRF reads only the period's first letter and would take
-``"10/month"`` for ten a minute.
-"""
+"""A rate as DRF writes one: ``"100/min"``, ``"5/s"``, ``"1000/day"``, read by DRF's parser
+once the text is checked whole (DRF reads only the period's first letter: ``"10/month"``)."""
 
 from __future__ import annotations
 
@@ -35,17 +31,11 @@ def parse(value: object) -> Rate:
             f"not {type(value).__name__} {value!r}"[:200]
         )
     text = value.strip()
-    calls, seconds = SimpleRateThrottle.parse_rate(_PARSER, text)
+    calls, seconds = _PARSER.parse_rate(text)
     if calls is None or seconds is None or calls < 1:
         raise ValueError(f"a rate allows at least one call per period, not {text!r}")
     return Rate(calls, seconds, text)
 
 
-class _Parser(SimpleRateThrottle):
-    """Only for ``parse_rate``, which reads nothing of the throttle it is called on."""
-
-    def __init__(self) -> None:  # SimpleRateThrottle's would look a rate up in DRF's settings
-        pass
-
-
-_PARSER = _Parser()
+# Only for parse_rate, which reads nothing of its throttle (whose __init__ would read DRF's settings).
+_PARSER = object.__new__(SimpleRateThrottle)

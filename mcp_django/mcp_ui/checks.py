@@ -1,10 +1,6 @@
-"""The MCP Apps views' system checks, registered when the extension is
-(:func:`mcp_django.mcp_ui.methods.register`):
-
-- ``mcp_django.ui.E001``: a view whose template does not render (missing, a syntax error, a
-  static file ``{% mcp_app_inline %}`` names that no finder has);
-- ``mcp_django.ui.E002``: a view that loads from an origin it does not declare (or from a
-  relative URL, which a sandboxed view cannot load).
+"""The MCP Apps views' system checks, registered with the extension: ``mcp_django.ui.E001``, a view
+that does not render; ``mcp_django.ui.E002``, a view that loads from an origin it does not declare
+(or from a relative URL, which a sandboxed view cannot load).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What a rendered view loads from outside itself, by the CSP list that must allow it.
-
-The check (``mcp_django.ui.E002``) compares it with what the view declares: a host builds the
-iframe's Content Security Policy from the declaration alone, so an undeclared load fails in
-the user's browser, silently. Read from the page's markup, its CSS ``url()``/``@import``, and
-string literals passed to ``fetch``, ``WebSocket`` and ``EventSource`` in inline scripts.
+"""What a rendered view loads from outside itself (markup, CSS ``url()``/``@import``, literal URLs
+given to ``fetch``/``WebSocket``/``EventSource``), by the CSP list that must allow it: a host's
+policy is built from the view's declaration alone, so check E002 reports an undeclared load.
 """
 
 from __future__ import annotations
@@ -11,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 # Elements whose attribute loads something, and the CSP list that must allow it.
@@ -35,11 +33,11 @@ _CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)|@import\s+["']([^"']+)""", re
 _CONNECT = re.compile(r"""\b(?:fetch|WebSocket|EventSource)\(\s*["'`]([^"'`]+)""")
 
 
-class Load:
+class Load(NamedTuple):
     """One URL the page loads, and the CSP list (``resourceDomains``...) that must allow it."""
 
-    def __init__(self, url: str, kind: str) -> None:
-        self.url, self.kind = url, kind
+    url: str
+    kind: str
 
     @property
     def origin(self) -> str | None:

@@ -1,7 +1,5 @@
-"""The MCP Apps section of the admin's page of a tool: its view, rendered in a sandboxed frame
-as a host would show it (``srcdoc``, ``sandbox="allow-scripts"``, the CSP its declaration
-allows), with its URI, template, CSP and visibility. With no host around it, the view shows
-what it shows before a tool's result arrives."""
+"""The MCP Apps section of the admin's page of a tool: its view in a sandboxed frame, as a host
+would show it before a result arrives, with its URI, template, CSP and visibility."""
 
 from __future__ import annotations
 

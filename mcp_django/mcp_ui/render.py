@@ -1,10 +1,5 @@
-"""A view's HTML: its template rendered by the project's template engine, with the static
-files it names inlined (the ``mcp_ui`` template tags), so the page loads nothing.
-
-Hosts render a view in a sandboxed iframe whose Content Security Policy allows inline
-scripts and styles and, unless the view declares origins, nothing else: a ``<script src>``
-or ``<link href>`` to the project's static URL would be blocked, so they are read through
-``django.contrib.staticfiles``' finders and written into the page.
+"""A view's HTML: its template rendered, with the static files it names inlined (the ``mcp_ui``
+template tags), since a host's sandboxed frame would block a ``<script src>`` to the project's site.
 """
 
 from __future__ import annotations
@@ -19,7 +14,8 @@ from django.template.loader import render_to_string
 from .views import View
 
 SCRIPT = "mcp_django/mcp_ui/ext-apps-2.0.4.js"
-_CLOSING = {"script": re.compile(r"</(script)", re.IGNORECASE), "style": re.compile(r"</(style)", re.IGNORECASE)}
+# The element each kind of static file is inlined as, and its attributes.
+_ELEMENTS = {"css": ("style", ""), "js": ("script", ""), "mjs": ("script", ' type="module"')}
 
 
 class StaticFileMissing(LookupError):
@@ -36,9 +32,8 @@ def static_text(path: str) -> str:
     found = finders.find(path)
     if not found:
         raise StaticFileMissing(f"no static file {path!r} (django.contrib.staticfiles' finders found none)")
-    absolute = found if isinstance(found, str) else found[0]
-    stat = os.stat(absolute)
-    return _read(absolute, stat.st_mtime_ns, stat.st_size)
+    stat = os.stat(found)
+    return _read(found, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=64)
@@ -48,20 +43,12 @@ def _read(absolute: str, mtime_ns: int, size: int) -> str:
         return file.read()
 
 
-def element(tag: str, text: str, attributes: str = "") -> str:
-    """``<tag>text</tag>`` with any ``</tag`` inside escaped, so the text cannot end the element
-    (``<\\/`` means the same in JavaScript strings and CSS)."""
-    inner = _CLOSING[tag].sub(r"<\\/\1", text)
-    return f"<{tag}{attributes}>{inner}</{tag}>"
-
-
 def inline(path: str) -> str:
-    """A static file as an element of the page: a stylesheet, a script or a module."""
+    """A static file as an element of the page (a stylesheet, a script or a module), any ``</tag``
+    inside escaped so the text cannot end the element (``<\\/`` means the same in JavaScript and CSS)."""
     kind = path.rsplit(".", 1)[-1].lower()
-    if kind == "css":
-        return element("style", static_text(path))
-    if kind == "js":
-        return element("script", static_text(path))
-    if kind == "mjs":
-        return element("script", static_text(path), ' type="module"')
-    raise ValueError(f"mcp_app_inline inlines .css, .js and .mjs files, not {path!r}")
+    if kind not in _ELEMENTS:
+        raise ValueError(f"mcp_app_inline inlines .css, .js and .mjs files, not {path!r}")
+    tag, attributes = _ELEMENTS[kind]
+    text = re.sub(f"</({tag})", r"<\\/\1", static_text(path), flags=re.IGNORECASE)
+    return f"<{tag}{attributes}>{text}</{tag}>"

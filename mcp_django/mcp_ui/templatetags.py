@@ -1,11 +1,6 @@
-"""The template tags of a view's template (``{% load mcp_ui %}``; docs/apps.md).
-
-- ``{% mcp_app_script %}``: the ext-apps view script (``@modelcontextprotocol/ext-apps``'s
-  ``App``, shipped in mcp-django's static files), defining the global ``McpApps``;
-- ``{% mcp_app_inline "shop/order_view.css" %}``: a static file of the project, inlined.
-
-Django finds a tag library only in an installed app's ``templatetags`` package:
-``mcp_django/templatetags/mcp_ui.py`` is this module under that name.
+"""The template tags of a view's template (``{% load mcp_ui %}``, docs/apps.md), found by Django
+as ``mcp_django/templatetags/mcp_ui.py``: ``{% mcp_app_script %}`` (the ext-apps script, the global
+``McpApps``) and ``{% mcp_app_inline "shop/order_view.css" %}`` (a static file, inlined).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The views MCP Apps serves: each a ``ui://`` resource rendered from a Django template.
-
-A tool names its view with ``@mcp.tool(app="shop/order_view.html")`` (a template, or a
-:class:`View` registered with :func:`view` that several tools share) and says who may call it
-with ``visibility=["app"]``; :mod:`mcp_django.mcp_ui.methods` takes both keywords.
+"""The views MCP Apps serves, each a ``ui://`` resource rendered from a Django template, and the
+tool options naming them (``app="shop/order_view.html"``) and who may call a tool (``visibility=``).
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 EXTENSION = "io.modelcontextprotocol/ui"
 MIME_TYPE = "text/html;profile=mcp-app"
-CSP_KEYS = ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains")
+
 CSP_ARGUMENTS = {
     "connect": "connectDomains",
     "resources": "resourceDomains",
@@ -48,7 +45,7 @@ class View:
 
     def ui_meta(self) -> dict[str, Any]:
         """The resource's ``_meta.ui``: its CSP, permissions and presentation."""
-        ui: dict[str, Any] = {"csp": {key: list(self.csp[key]) for key in CSP_KEYS if self.csp.get(key)}}
+        ui: dict[str, Any] = {"csp": {key: list(self.csp[key]) for key in CSP_ARGUMENTS.values() if self.csp.get(key)}}
         if self.permissions:
             ui["permissions"] = {PERMISSIONS[p]: {} for p in self.permissions}
         if self.prefers_border is not None:
@@ -72,9 +69,7 @@ class View:
 views: dict[str, View] = {}
 
 
-def _origins(value: Iterable[str] | None, argument: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
+def _origins(value: Iterable[str], argument: str) -> tuple[str, ...]:
     if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
         raise ImproperlyConfigured(f"view(): {argument}= must be a list of origins, not {value!r}")
     return tuple(value)
@@ -97,12 +92,10 @@ def view(
 ) -> View:
     """Register the view rendered from ``template`` (``ui://<template>`` unless ``uri``).
 
-    ``connect``, ``resources``, ``frames``, ``base_uri``: the origins the page may fetch from,
-    load scripts, styles, images and fonts from, frame, and use as its base (the spec's CSP
-    ``connectDomains``, ``resourceDomains``, ``frameDomains``, ``baseUriDomains``); none by
-    default, so a view inlines what it needs. ``permissions``: of ``camera``, ``microphone``,
-    ``geolocation``, ``clipboard_write``. Registering the same template again with the same
-    settings gives the same view; with others, ``ImproperlyConfigured``.
+    ``connect``, ``resources``, ``frames``, ``base_uri``: the origins the page may fetch from, load
+    from, frame and use as its base (none by default); ``permissions``: of ``camera``,
+    ``microphone``, ``geolocation``, ``clipboard_write``. The same template registered again must
+    have the same settings.
     """
     if not isinstance(template, str) or not template:
         raise ImproperlyConfigured(f"view(): the template must be a template name, not {template!r}")
@@ -144,7 +137,7 @@ def app_option(value: Any, owner: str) -> View:
 
 def visibility_option(value: Any, owner: str) -> tuple[str, ...]:
     """``@mcp.tool(visibility=[...])``: who may call the tool, of ``"model"`` and ``"app"``."""
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+    if not isinstance(value, (list, tuple)) or not value:
         raise TypeError(f"{owner}: visibility= must be a non-empty list of 'model' and 'app', not {value!r}")
     if any(v not in VISIBILITIES for v in value):
         raise TypeError(f"{owner}: visibility= takes 'model' and 'app' only, not {value!r}")

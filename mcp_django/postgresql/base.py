@@ -1,22 +1,16 @@
 """Django's PostgreSQL backend, answering at once while the database is away.
 
-``ENGINE = "mcp_django.postgresql"`` instead of ``"django.db.backends.postgresql"``; every
-option is Django's. What changes is how long a caller waits for a database that does not
-answer, kept by its breaker (:func:`mcp_django.breaker.database`):
+``ENGINE = "mcp_django.postgresql"``; every option is Django's. The database's breaker
+(:func:`mcp_django.breaker.database`) bounds how long a caller waits:
 
-- a connection that cannot be made opens it; while it is open, connecting, a pool checkout
-  and every wait on a connection fail at once, and a probe (:class:`Prober`, a new
-  connection in a thread of its own) every 0.25 s closes it when it connects;
-- a database that accepts connections and never answers (stopped with ``SIGSTOP``: neither
-  ``statement_timeout``, the server's, nor TCP keepalives, which its kernel answers, end a
-  wait on it): every wait of a psycopg 3 connection is watched, and one longer than
-  :data:`SLOW` asks the prober, which must connect within :data:`ANSWER_SECONDS`. When it
-  does not, the breaker opens and every wait ends with ``OperationalError`` (its connection
-  closed). A slow statement on a database that answers goes on (to ``statement_timeout``);
-- with Django's psycopg pool (``OPTIONS["pool"]``), whose reconnection attempts cannot tell
-  a busy pool from a database that is away, a caller waits for the pool in slices of
-  :data:`SLICE` and asks the prober after each (a "yes" is kept :data:`FRESH` seconds), up
-  to the pool's ``timeout`` while the database answers.
+- a connection that cannot be made opens it; while open, connecting, a pool checkout and every
+  wait on a connection fail at once, and a probe (:class:`Prober`) closes it when it connects;
+- a database that accepts connections and never answers (``SIGSTOP``: no timeout ends that
+  wait): every wait of a psycopg 3 connection longer than :data:`SLOW` asks the prober, whose
+  new connection must answer within :data:`ANSWER_SECONDS`, else the wait ends with
+  ``OperationalError``. A slow statement on a database that answers goes on;
+- with the psycopg pool, which cannot tell a busy pool from a database that is away, a caller
+  waits in slices of :data:`SLICE`, asking the prober after each, up to the pool's ``timeout``.
 """
 
 from __future__ import annotations
@@ -33,22 +27,20 @@ from django.db.backends.postgresql.psycopg_any import is_psycopg3
 
 from ..breaker import Breaker, database
 
-# How long a caller waits for the pool before asking the database itself (and again
-# between two askings).
+# How long a caller waits for the pool before asking whether the database answers.
 SLICE = 0.2
 # A wait on the database longer than this asks whether it answers at all.
 SLOW = 0.5
-# How long a new connection may take before the database counts as not answering
-# (a fork and an authentication: milliseconds on a live server).
+# How long a new connection may take before the database counts as not answering.
 ANSWER_SECONDS = 1.0
 # How long a probe's "the database answers" spares further probes.
 FRESH = 0.25
 
 
 class Prober:
-    """Whether a database answers: a new connection, made in a thread of its own (one at
-    a time), that must succeed within :data:`ANSWER_SECONDS`; its verdict opens or closes
-    the breaker. While the breaker is open, a probe every ``retry`` seconds at most."""
+    """Whether a database answers: a new connection, in a thread of its own (one at a time), that
+    must succeed within :data:`ANSWER_SECONDS`; its verdict opens or closes the breaker. While the
+    breaker is open, a probe every ``retry`` seconds at most."""
 
     def __init__(self, gate: Breaker, connect: Callable[[], None]) -> None:
         self.gate = gate
@@ -111,10 +103,7 @@ _probers: dict[str, Prober] = {}
 
 
 def prober(alias: str, connect: Callable[[], None]) -> Prober:
-    found = _probers.get(alias)
-    if found is None:
-        found = _probers.setdefault(alias, Prober(database(alias), connect))
-    return found
+    return _probers.get(alias) or _probers.setdefault(alias, Prober(database(alias), connect))
 
 
 def _watched_wait(
@@ -186,8 +175,7 @@ class GuardedPool:
             except PoolTimeout:
                 if left <= SLICE:
                     raise
-            # Not lent yet: every connection is busy, or the pool cannot connect. A
-            # database that answered a moment ago may have stopped since: ask again.
+            # Every connection busy, or the pool cannot connect: does the database still answer?
             if not self._gate.answers():
                 raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
 
@@ -196,9 +184,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
         pool = super().pool
-        if pool is None:
-            return None
-        return GuardedPool(pool, prober(self.alias, self._probe))
+        return None if pool is None else GuardedPool(pool, prober(self.alias, self._probe))
 
     def _probe(self) -> None:
         params = self.get_connection_params()
@@ -206,8 +192,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         self.Database.connect(**params).close()
 
     def _configure_connection(self, connection: Any) -> Any:
-        # Every new connection, the pool's too: its waits are watched from the first (psycopg 3's
-        # Connection.wait is where every operation waits for the server).
+        # Every new connection's waits, the pool's too (psycopg 3 waits for the server in Connection.wait).
         if is_psycopg3:
             gate = prober(self.alias, self._probe)
             connection.wait = functools.partial(_watched_wait, connection, gate, connection.wait)

@@ -1,14 +1,8 @@
 """Elicitation requests fitted to the revision a legacy session negotiated.
 
-``ctx.elicit`` builds a 2025-11-25 ``elicitation/create``: a ``mode`` field, and a
-form schema that may use that revision's additions (SEP-1034 defaults on every
-primitive, SEP-1330 titled enums with ``oneOf`` and multi-select arrays). A
-2025-06-18 client validates the request against its own, stricter schema and
-rejects it whole. So for sessions before 2025-11-25 the request is rewritten to
-what that revision allows: ``mode`` dropped, ``default`` kept only on booleans,
-a titled single-select turned into ``enum`` + ``enumNames``. What has no older
-form (a multi-select) is refused before anything is sent, with an error that
-names it.
+A 2025-06-18 client rejects a whole request that uses 2025-11-25's additions, so for it ``mode``
+is dropped, ``default`` kept only on booleans and a titled single-select (``oneOf``) said as
+``enum`` + ``enumNames``; what has no older form (a multi-select) is refused, named, before sending.
 """
 
 from __future__ import annotations
@@ -61,9 +55,7 @@ def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
             "needs protocol 2025-11-25",
             {"protocolVersion": version, "unsupported": sorted(unsupported)},
         )
-    out = {k: v for k, v in schema.items() if k in ("type", "properties", "required")}
-    out["properties"] = fitted
-    return out
+    return {k: fitted if k == "properties" else v for k, v in schema.items() if k in ("type", "properties", "required")}
 
 
 def _fit_property(prop: Any) -> dict[str, Any]:

@@ -1,11 +1,5 @@
-"""JSON schemas from Python, and values checked and converted against them.
-
-- :mod:`.types`: annotations as JSON schemas, JSON values converted into them (msgspec);
-- :mod:`.signature`: a handler's parameters (input schema + conversion) and its output schema;
-- :mod:`.validator`: Draft 2020-12 validation of schemas given as dicts (jsonschema-rs);
-- :mod:`.drf`: DRF serializers as schemas;
-- :mod:`.enums`: enum schemas from choices, however they come;
-- :mod:`.docstrings`: what docstrings say: a summary, parameter descriptions.
+"""JSON schemas from Python (annotations, signatures, DRF serializers, choices, docstrings), and
+values checked (schemas given as dicts: jsonschema-rs) and converted (annotations: msgspec) against them.
 """
 
 from __future__ import annotations

@@ -10,11 +10,6 @@ def is_json_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def choice_value(value: Any) -> Any:
-    """A choice as JSON data: a JSON scalar as it is, anything else (lazy text, a Decimal) as its text."""
-    return value if is_json_scalar(value) else str(value)
-
-
 def enum_type(values: list[Any]) -> str | None:
     """``"string"`` or ``"integer"`` when every value is one, else None (a boolean is not an integer)."""
     if all(isinstance(v, str) for v in values):
@@ -25,8 +20,8 @@ def enum_type(values: list[Any]) -> str | None:
 
 
 def enum_schema(choices: Iterable[Any]) -> dict[str, Any]:
-    """``{"enum": [...]}`` of ``choices`` as JSON data, with the ``type`` they share when they share one."""
-    values = [choice_value(c) for c in choices]
+    """``{"enum": [...]}`` of ``choices`` as JSON data (lazy text, a Decimal as text), with the type they share."""
+    values = [c if is_json_scalar(c) else str(c) for c in choices]
     schema: dict[str, Any] = {"enum": values}
     json_type = enum_type(values)
     if json_type is not None:

@@ -1,14 +1,8 @@
 """A handler's parameters: the input schema clients see, and arguments converted into the declared types.
 
-:class:`Parameters` is built once, when the handler is registered, from its
-signature: one msgspec Struct whose fields are the parameters, so validating
-and converting a call's arguments is one ``msgspec.convert``. An annotation
-that has no schema, or that cannot be resolved, raises ``ImproperlyConfigured``
-there and then, naming the handler and the parameter.
-
-:class:`SchemaArguments` serves a schema given verbatim (``input_schema=``):
-arguments are validated against it (Draft 2020-12) and passed on as sent. It is
-compiled at its first call or at ``manage.py check``, not at registration.
+:class:`Parameters` reads a signature at registration into one msgspec Struct, so checking and
+converting a call's arguments is one ``msgspec.convert``; an annotation with no schema fails
+there and then. :class:`SchemaArguments` checks arguments against a schema given verbatim.
 """
 
 from __future__ import annotations
@@ -25,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .docstrings import parameter_descriptions
 from .drf import is_serializer, serializer_schema
-from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable
+from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable, type_schema
 from .validator import Validator, shape_problem, validator_for
 
 
@@ -38,12 +32,8 @@ class ArgumentsInvalid(ValueError):
 
 
 def resolved_hints(func: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """The annotations of ``func`` that resolve, and the text of those that do not (by name).
-
-    Each one is resolved on its own: an unresolvable annotation on a parameter
-    that is not an argument (``ctx`` imported only for type checking, the
-    return value) does not keep the others from being read.
-    """
+    """The annotations of ``func`` that resolve, and the text of those that do not (by name): one
+    that cannot (``ctx``'s type imported only for type checking) does not keep the others from being read."""
     try:
         return get_type_hints(func, include_extras=True), {}
     except Exception:
@@ -80,7 +70,6 @@ class Parameters:
         defaults: dict[str, Any] = {}
         checked: list[str] = []
         self.takes_any = False
-        self.defaults: dict[str, Any] = {}
         for name, param in signature.parameters.items():
             if param.kind is param.VAR_KEYWORD:
                 self.takes_any = True
@@ -88,13 +77,9 @@ class Parameters:
             if name in skip or param.kind is param.VAR_POSITIONAL:
                 continue
             where = f"{self.owner}: parameter {name!r}"
-            if name in unresolved:
-                raise SchemaError(
-                    f"{where}: the annotation {unresolved[name]!r} could not be resolved (define or import it first)"
-                )
             default, field_doc = _default(param.default)
-            annotation = hints.get(name, Any)
-            prepared = prepare(annotation, where)
+            # An annotation that did not resolve is its text, which prepare() refuses, naming it.
+            prepared = prepare(hints[name] if name in hints else unresolved.get(name, Any), where)
             try:
                 json_schema(prepared.type)  # a type msgspec cannot handle fails here, named
             except SchemaError as exc:
@@ -110,7 +95,6 @@ class Parameters:
             else:
                 fields.append((name, typing.Union[tp, msgspec.UnsetType], msgspec.UNSET))  # noqa: UP007
                 defaults[name] = default
-                self.defaults[name] = default
         self.names = tuple(f[0] for f in fields)
         self.required = any(len(f) == 2 for f in fields)
         self.struct = msgspec.defstruct(
@@ -144,10 +128,7 @@ class Parameters:
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
         """The handler's keyword arguments, in their declared types; raises :class:`ArgumentsInvalid`.
-
-        ``strict=False`` also reads numbers, booleans and the like from strings
-        (prompt arguments and URI template variables are always strings).
-        """
+        ``strict=False`` also reads numbers, booleans... from strings (prompt arguments, URI variables)."""
         if self.checked is not None:
             errors = validator_for(self.checked).errors(arguments)
             if errors:
@@ -166,11 +147,10 @@ class Parameters:
 
 
 class SchemaArguments:
-    """Arguments checked against a schema given verbatim, passed on as sent.
+    """Arguments checked against a schema given verbatim (``input_schema=``), passed on as sent.
 
-    Registration refuses what is not a JSON object; the schema is compiled (and held against
-    its draft's meta-schema) by its first call or by ``manage.py check`` (E016), whichever
-    comes first, so that a process imports jsonschema-rs only when a schema is used.
+    The schema is compiled by its first call or by ``manage.py check`` (E016), so that a process
+    imports jsonschema-rs only when a schema is used; registration checks only its shape.
     """
 
     def __init__(self, schema: dict[str, Any], accepts: frozenset[str] | None = None, owner: str = "") -> None:
@@ -185,15 +165,12 @@ class SchemaArguments:
     @property
     def validator(self) -> Validator:
         """The compiled schema; raises ``ImproperlyConfigured`` when it is no valid schema."""
-        validator = self._validator
-        if validator is None:
+        if self._validator is None:
             try:
-                validator = Validator(self.schema)
+                self._validator = Validator(self.schema)
             except ImproperlyConfigured as exc:
                 raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
-            # Two threads may compile it at once: the same validator either way, one kept.
-            self._validator = validator
-        return validator
+        return self._validator
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
         problems = self.validator.errors(arguments)
@@ -205,11 +182,8 @@ class SchemaArguments:
 
 
 def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
-    """The ``outputSchema`` a return annotation implies: an object type's schema, else None.
-
-    Only object types are inferred: ``structuredContent`` is an object, and a
-    tool returning text has no structure to promise.
-    """
+    """The ``outputSchema`` a return annotation implies: an object type's schema (``structuredContent``
+    is an object), else None."""
     hints, _ = resolved_hints(func)
     tp = hints.get("return")
     while typing.get_origin(tp) is Annotated:
@@ -222,9 +196,4 @@ def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
     is_model = pydantic is not None and issubclass(tp, pydantic.BaseModel)
     if not (dataclasses.is_dataclass(tp) or is_typeddict(tp) or issubclass(tp, msgspec.Struct) or is_model):
         return None
-    where = f"{owner or getattr(func, '__qualname__', '?')}: return annotation"
-    prepared = prepare(tp, where)
-    try:
-        return json_schema(prepared.type)
-    except SchemaError as exc:
-        raise SchemaError(f"{where}: {exc}") from None
+    return type_schema(tp, f"{owner or getattr(func, '__qualname__', '?')}: return annotation")

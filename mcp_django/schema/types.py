@@ -1,13 +1,8 @@
 """Python annotations as JSON schemas, and JSON values converted into them (msgspec).
 
-One library both describes a type and converts a JSON value into it, so the
-schema a client sees and the check its arguments meet cannot drift apart.
-msgspec handles the standard types (str, int, float, bool, Decimal, UUID,
-date/datetime/time, Enum, Literal, list/tuple/set/dict, unions, dataclasses,
-TypedDicts, NamedTuples, msgspec Structs); Pydantic models and types, when
-Pydantic is installed, and DRF serializers come in through hooks. Anything
-else is refused with :class:`SchemaError` when the schema is built, so a
-handler never silently accepts anything.
+One library both describes a type and converts into it, so the schema a client sees and the
+check its arguments meet cannot drift apart. Pydantic and DRF types come in through hooks;
+anything else msgspec does not know is refused with :class:`SchemaError` when the schema is built.
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ import functools
 import sys
 import types
 import typing
+import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -52,7 +48,7 @@ _META_KEYWORDS = {
 # Constraint attributes of annotated-types objects (what pydantic.Field(ge=...) and friends carry).
 _CONSTRAINT_ATTRS = ("gt", "ge", "lt", "le", "multiple_of", "min_length", "max_length", "pattern")
 # Keywords that describe without constraining: safe to show whatever the converter does.
-_ANNOTATION_KEYWORDS = frozenset({"default", "deprecated", "readOnly", "writeOnly", "$comment", "format"})
+_ANNOTATION_KEYWORDS = frozenset({"default", "deprecated", "readOnly", "writeOnly", "$comment"})
 
 Email = Annotated[str, msgspec.Meta(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", extra_json_schema={"format": "email"})]
 """A string that must look like an email address; its schema carries ``format: email``."""
@@ -94,10 +90,8 @@ def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
 def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None:
     """Walks a type and the fields of its classes: records enum orders and field descriptions.
 
-    msgspec reads a dataclass's or TypedDict's own annotations, and of their
-    ``Annotated`` extras it knows only ``msgspec.Meta``: a description given as
-    text is added to the schema here, and a constraint it would silently drop
-    is refused.
+    Of a class field's ``Annotated`` extras msgspec knows only ``msgspec.Meta``: a description
+    given as text is recorded here, and a constraint it would silently drop is refused.
     """
     if id(tp) in seen:
         return
@@ -134,6 +128,7 @@ def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None
 
 # Field descriptions of classes (by the name msgspec titles their schema with).
 _FIELD_DOCS: dict[str, dict[str, str]] = {}
+_LABELS = ("description", "title")
 
 
 def _field_extras(hint: Any, where: str) -> str | None:
@@ -148,17 +143,13 @@ def _field_extras(hint: Any, where: str) -> str | None:
         meta = _meta(extra, where, Prepared(None))
         if meta is None:
             continue
-        if set(_meta_fields(meta)) - {"description", "title"}:
+        if any(getattr(meta, name) is not None for name in dir(meta) if name[0] != "_" and name not in _LABELS):
             raise SchemaError(
                 f"{where}: a constraint inside a dataclass or TypedDict must be written as msgspec.Meta(...) "
                 "to be enforced"
             )
         description = meta.description or description
     return description
-
-
-def _meta_fields(meta: msgspec.Meta) -> list[str]:
-    return [name for name in dir(meta) if not name.startswith("_") and getattr(meta, name, None) is not None]
 
 
 def _prepare(tp: Any, where: str, state: Prepared) -> Any:
@@ -200,40 +191,35 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
     """A msgspec constraint for one Annotated extra: text, a dict of JSON Schema keywords, a Field, a Meta."""
     if isinstance(extra, msgspec.Meta):
         return extra
+    kwargs: dict[str, Any] = {}
     if isinstance(extra, str):
-        return msgspec.Meta(description=extra)
-    if isinstance(extra, dict):
-        kwargs: dict[str, Any] = {}
+        kwargs["description"] = extra
+    elif isinstance(extra, dict):
         rest: dict[str, Any] = {}
         for key, value in extra.items():
             if key in _META_KEYWORDS and _META_KEYWORDS[key] not in kwargs:
                 kwargs[_META_KEYWORDS[key]] = value
             else:
                 rest[key] = value
-                if key not in _ANNOTATION_KEYWORDS or key == "format":
+                if key not in _ANNOTATION_KEYWORDS:
                     state.needs_validator = True
         if rest:
             kwargs["extra_json_schema"] = rest
-        try:
-            return msgspec.Meta(**kwargs)
-        except (TypeError, ValueError) as exc:
-            raise SchemaError(f"{where}: {exc}") from None
-    kwargs = {}
-    documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
-    if isinstance(documentation, str):
-        kwargs["description"] = documentation
-    for attr in ("description", "title"):
-        value = getattr(extra, attr, None)
-        if isinstance(value, str):
-            kwargs[attr] = value
-    constraints = [extra, *getattr(extra, "metadata", ())]
-    for item in constraints:
-        for attr in _CONSTRAINT_ATTRS:
-            value = getattr(item, attr, None)
-            if value is not None and not callable(value):
-                kwargs.setdefault(attr, getattr(value, "pattern", value))
-    if not kwargs:
-        return None
+    else:
+        documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
+        if isinstance(documentation, str):
+            kwargs["description"] = documentation
+        for attr in ("description", "title"):
+            value = getattr(extra, attr, None)
+            if isinstance(value, str):
+                kwargs[attr] = value
+        for item in [extra, *getattr(extra, "metadata", ())]:
+            for attr in _CONSTRAINT_ATTRS:
+                value = getattr(item, attr, None)
+                if value is not None and not callable(value):
+                    kwargs.setdefault(attr, getattr(value, "pattern", value))
+        if not kwargs:
+            return None
     try:
         return msgspec.Meta(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -244,21 +230,19 @@ def _name(tp: Any) -> str:
     return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', repr(tp))}"
 
 
+# Exactly these types, and subclasses of the families below.
+_NATIVE = frozenset(
+    {str, int, float, bool, bytes, bytearray, type(None), list, tuple, set, frozenset, dict}
+    | {decimal.Decimal, datetime.date, datetime.datetime, datetime.time, datetime.timedelta}
+)
+_NATIVE_FAMILIES = (enum.Enum, msgspec.Struct, uuid.UUID)
+
+
 def _native(tp: type) -> bool:
     """Whether msgspec describes and converts ``tp`` by itself."""
-    if tp in (str, int, float, bool, bytes, bytearray, type(None), list, tuple, set, frozenset, dict):
+    if tp in _NATIVE or issubclass(tp, _NATIVE_FAMILIES) or dataclasses.is_dataclass(tp) or is_typeddict(tp):
         return True
-    if tp in (decimal.Decimal, datetime.date, datetime.datetime, datetime.time, datetime.timedelta):
-        return True
-    if issubclass(tp, (enum.Enum, msgspec.Struct)) or dataclasses.is_dataclass(tp):
-        return True
-    import uuid
-
-    if issubclass(tp, uuid.UUID):
-        return True
-    if is_typeddict(tp) or (issubclass(tp, tuple) and hasattr(tp, "_fields")):
-        return True
-    return False
+    return issubclass(tp, tuple) and hasattr(tp, "_fields")  # a NamedTuple
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -330,8 +314,8 @@ def dec_hook(tp: Any, value: Any) -> Any:
 
 
 def _one_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("For further")]
-    return "; ".join(lines)
+    lines = (line.strip() for line in text.splitlines())
+    return "; ".join(line for line in lines if line and not line.startswith("For further"))
 
 
 def enc_hook(value: Any) -> Any:
@@ -341,8 +325,6 @@ def enc_hook(value: Any) -> Any:
     custom = _custom(cls)
     if custom is not None and custom.dump is not None:
         return custom.dump(value)
-    if isinstance(value, decimal.Decimal):  # pragma: no cover - msgspec encodes Decimal itself
-        return str(value)
     raise TypeError(f"cannot serialise a {type(value).__name__} as JSON")
 
 
@@ -353,8 +335,6 @@ def enc_hook(value: Any) -> Any:
 def _cached_schema(tp: Any) -> dict[str, Any]:
     try:
         (schema,), components = msgspec.json.schema_components((tp,), schema_hook=_schema_hook)
-    except SchemaError:
-        raise
     except (TypeError, ValueError) as exc:
         raise SchemaError(str(exc)) from None
     return tidy(inline(schema, components))
@@ -372,15 +352,12 @@ def json_schema(tp: Any) -> dict[str, Any]:
 
 def _self_contained(schema: dict[str, Any]) -> dict[str, Any]:
     """A schema made by another library, its own ``$defs`` inlined (it is embedded in ours)."""
-    defs = schema.pop("$defs", {})
-    return inline(schema, defs, prefix="#/$defs/")
+    return inline(schema, schema.pop("$defs", {}))
 
 
-def inline(schema: dict[str, Any], components: dict[str, Any], prefix: str = "#/$defs/") -> dict[str, Any]:
-    """Replace each ``$ref`` by a copy of its target; a recursive one stays a ``$ref`` into ``$defs``.
-
-    Clients (and elicitation forms above all) handle flat schemas best.
-    """
+def inline(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+    """Each ``$ref`` replaced by a copy of its target (clients, elicitation forms above all, handle
+    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``."""
     kept: dict[str, Any] = {}
     for component in components.values():
         docs = _FIELD_DOCS.get(component.get("title", "")) if isinstance(component, dict) else None
@@ -395,8 +372,8 @@ def inline(schema: dict[str, Any], components: dict[str, Any], prefix: str = "#/
         if not isinstance(node, dict):
             return node
         ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith(prefix):
-            name = ref[len(prefix) :]
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.removeprefix("#/$defs/")
             siblings = {k: walk(v, stack) for k, v in node.items() if k != "$ref"}
             if name in stack or name not in components:
                 if name in components and name not in kept:
@@ -482,10 +459,9 @@ def problem(exc: Exception) -> str:
         message, path = text, ""
     path = path.rstrip("`").removeprefix("$").removeprefix(".")
     for prefix, says in (
-        ("Object missing required field `", "required"),
-        ("Object contains unknown field `", "unexpected"),
+        ("Object missing required field `", "this field is required"),
+        ("Object contains unknown field `", "unexpected field"),
     ):
         if message.startswith(prefix):
-            name = message[len(prefix) :].rstrip("`")
-            return f"{path + '.' if path else ''}{name}: {'this field is required' if says == 'required' else 'unexpected field'}"
+            return f"{path + '.' if path else ''}{message.removeprefix(prefix).rstrip('`')}: {says}"
     return f"{path or 'value'}: {message}"

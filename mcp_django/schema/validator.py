@@ -1,9 +1,7 @@
-"""Validation against JSON schemas given as dicts: Draft 2020-12 by jsonschema-rs, compiled once per schema.
+"""Validation against JSON schemas given as dicts: Draft 2020-12 by jsonschema-rs, formats checked.
 
-Used for ``input_schema=`` dicts given verbatim, for elicitation answers to a
-dict schema, and for the keywords of ``Annotated[..., {...}]`` that the type
-converter cannot enforce itself. Formats (date, date-time, time, uuid, email,
-uri, ...) are checked, not merely annotated.
+For ``input_schema=`` dicts, elicitation answers to a dict schema, and the keywords of
+``Annotated[..., {...}]`` that the type converter cannot enforce. Each schema is compiled once.
 """
 
 from __future__ import annotations
@@ -15,10 +13,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..protocol.jsonrpc import canonical
 
-# Compiled validators by id(schema), with the schema itself to confirm the id was not reused;
-# and by content, for a schema written as a literal in a handler (a new dict on every call).
-# Only the dict a validator was compiled from is kept by id: a literal's later copies are found
-# by content, so they are not kept alive (each held its dict, up to 4096 of them, 3-4 MiB).
+# Compiled validators by id(schema), with the schema to confirm the id was not reused; and by
+# content, for a schema written as a literal in a handler (a new dict on every call, found by
+# content and not kept alive).
 _compiled: dict[int, tuple[dict[str, Any], Validator]] = {}
 _by_content: dict[bytes, Validator] = {}
 _MAX_COMPILED = 4096
@@ -33,8 +30,8 @@ class Validator:
     def __init__(self, schema: dict[str, Any]) -> None:
         if not isinstance(schema, dict):
             raise ImproperlyConfigured(f"a JSON schema must be an object, not {type(schema).__name__}")
-        # Imported with the first schema given as a dict (with its first compile, about 10 MiB
-        # of memory): a project whose schemas all come from types never loads it.
+        # Imported with the first schema given as a dict (about 10 MiB): a project whose schemas
+        # all come from types never loads it.
         import jsonschema_rs
 
         try:
@@ -45,9 +42,6 @@ class Validator:
         except (jsonschema_rs.ValidationError, ValueError) as exc:
             first = str(exc).split("\n", 1)[0]
             raise ImproperlyConfigured(f"not a valid JSON schema: {first}") from None
-
-    def is_valid(self, value: Any) -> bool:
-        return self._check.is_valid(value)
 
     def errors(self, value: Any) -> list[str]:
         if self._check.is_valid(value):
@@ -64,12 +58,7 @@ def where(path: Any) -> str:
 
 
 def shape_problem(schema: Any) -> str | None:
-    """Why ``schema`` cannot be a JSON schema without compiling it (not an object, not JSON), or None.
-
-    What a registration checks: compiling (the draft's meta-schema) imports jsonschema-rs,
-    about 10 MiB with its first compile, which a process that never calls the handler, or
-    is still starting, need not pay. The compile comes at the first use and at ``manage.py check``.
-    """
+    """Why ``schema`` cannot be a JSON schema (not an object, not JSON), or None; without compiling it."""
     if not isinstance(schema, dict):
         return f"a JSON schema must be an object, not {type(schema).__name__}"
     try:

@@ -1,16 +1,10 @@
-"""The skills this project serves, found the way Django finds templates and static files.
+"""The skills this project serves, found the way Django finds templates and static files:
+``<folder>/<skill-path>/SKILL.md`` and its files, in each folder of ``SKILLS_DIRS``, then each
+installed app's ``mcp_skills/``. The skill path's last segment is the skill's name.
 
-Each installed app's ``mcp_skills/`` folder and each folder of ``MCP_DJANGO["SKILLS_DIRS"]``
-(those first, as a project's own templates come before its apps') hold skill folders:
-``<folder>/<skill-path>/SKILL.md`` with the skill's other files beside it. The skill path
-may have organizing segments (``acme/billing/refunds``); its last one is the skill's name.
-A folder nested in a skill that holds its own SKILL.md is a skill too, and stays part of
-the one around it.
-
-A scan reads every file once: the SHA-256 digests and sizes ``skills/list`` publishes
-come from the bytes it read. No path is ever built from what a client sends: requests
-look URIs up in the scan's tables, so ``..`` or an encoded slash finds nothing.
-What the scan had to leave out is kept as ``problems``, which the system checks report.
+A scan reads every file once (the digests ``skills/list`` publishes are of those bytes).
+Requests look URIs up in the scan's tables: no path is built from what a client sends.
+What the scan left out is kept as ``problems``, which the system checks report.
 """
 
 from __future__ import annotations
@@ -93,12 +87,15 @@ class Skill:
 
 @dataclass(frozen=True)
 class Problem:
-    """Something a scan left out or warns about, for the system checks."""
+    """Something a scan left out (an error, ``skills.E...``) or warns about, for the system checks."""
 
     id: str
     message: str
     hint: str
-    error: bool
+
+    @property
+    def error(self) -> bool:
+        return self.id.rpartition(".")[2].startswith("E")
 
 
 @dataclass
@@ -107,6 +104,9 @@ class Library:
     files: dict[str, SkillFile] = field(default_factory=dict)  # every served file, by URI
     directories: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # URI -> children by URI
     problems: list[Problem] = field(default_factory=list)
+
+    def report(self, check_id: str, message: str, hint: str) -> None:
+        self.problems.append(Problem(check_id, message, hint))
 
 
 def sources() -> list[tuple[str, Path]]:
@@ -124,13 +124,10 @@ def scan() -> Library:
     names: dict[str, list[str]] = {}
     for origin, folder in sources():
         if not folder.is_dir():
-            library.problems.append(
-                Problem(
-                    "mcp_django.skills.W003",
-                    f"MCP_DJANGO['SKILLS_DIRS'] names {folder}, which is not a directory: no skill is found there.",
-                    "Create it, or correct or remove the entry.",
-                    error=False,
-                )
+            library.report(
+                "mcp_django.skills.W003",
+                f"MCP_DJANGO['SKILLS_DIRS'] names {folder}, which is not a directory: no skill is found there.",
+                "Create it, or correct or remove the entry.",
             )
             continue
         for skill_dir in _skill_folders(folder):
@@ -138,14 +135,11 @@ def scan() -> Library:
             if skill is None:
                 continue
             if skill.uri in library.skills:
-                library.problems.append(
-                    Problem(
-                        "mcp_django.skills.W001",
-                        f"The skill {skill.uri} of {origin} is hidden by the one of {library.skills[skill.uri].origin}.",
-                        "Rename one of the folders; if the project means to replace an app's skill, "
-                        "silence mcp_django.skills.W001 (SILENCED_SYSTEM_CHECKS).",
-                        error=False,
-                    )
+                library.report(
+                    "mcp_django.skills.W001",
+                    f"The skill {skill.uri} of {origin} is hidden by the one of {library.skills[skill.uri].origin}.",
+                    "Rename one of the folders; if the project means to replace an app's skill, "
+                    "silence mcp_django.skills.W001 (SILENCED_SYSTEM_CHECKS).",
                 )
                 continue
             library.skills[skill.uri] = skill
@@ -153,14 +147,11 @@ def scan() -> Library:
             _add_files(library, skill)
     for name, uris in names.items():
         if len(uris) > 1:
-            library.problems.append(
-                Problem(
-                    "mcp_django.skills.W002",
-                    f"{len(uris)} skills are named {name!r}: {', '.join(uris)}. Clients tell them apart by "
-                    "their paths, but a model sees the names.",
-                    "Give each skill a name of its own (the folder's name and the frontmatter's name).",
-                    error=False,
-                )
+            library.report(
+                "mcp_django.skills.W002",
+                f"{len(uris)} skills are named {name!r}: {', '.join(uris)}. Clients tell them apart by "
+                "their paths, but a model sees the names.",
+                "Give each skill a name of its own (the folder's name and the frontmatter's name).",
             )
     library.skills = dict(sorted(library.skills.items()))
     return library
@@ -188,58 +179,45 @@ def _uri(segments: tuple[str, ...]) -> str:
 
 
 def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill | None:
-    # PyYAML (about 1 MiB) is imported with the first SKILL.md read: a process that serves
-    # no skills method never reads one.
+    # PyYAML is imported with the first SKILL.md read.
     from .manifest import ManifestError, parse
 
     segments = skill_dir.relative_to(folder).parts
     manifest_path = skill_dir / SKILL_FILE
     if not segments:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E003",
-                f"{manifest_path} of {origin} is not in a skill's folder: it is not served.",
-                "Move it and its files into a folder named after the skill (<folder>/<name>/SKILL.md).",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E003",
+            f"{manifest_path} of {origin} is not in a skill's folder: it is not served.",
+            "Move it and its files into a folder named after the skill (<folder>/<name>/SKILL.md).",
         )
         return None
     manifest_uri = _uri((*segments, SKILL_FILE))
     try:
         frontmatter = parse(manifest_path.read_bytes())
     except ManifestError as exc:
-        library.problems.append(
-            Problem(
-                exc.check_id,
-                f"{manifest_path} {exc}: the skill {manifest_uri} is not served.",
-                "SKILL.md opens with '---', YAML fields with at least name and description, and '---' "
-                "(the Agent Skills specification).",
-                error=True,
-            )
+        library.report(
+            exc.check_id,
+            f"{manifest_path} {exc}: the skill {manifest_uri} is not served.",
+            "SKILL.md opens with '---', YAML fields with at least name and description, and '---' "
+            "(the Agent Skills specification).",
         )
         return None
     if frontmatter["name"] != segments[-1]:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E003",
-                f"{manifest_path} is named {frontmatter['name']!r} but its folder is {segments[-1]!r}: "
-                f"the skill {manifest_uri} is not served.",
-                "A skill's folder has the skill's name: rename one of them.",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E003",
+            f"{manifest_path} is named {frontmatter['name']!r} but its folder is {segments[-1]!r}: "
+            f"the skill {manifest_uri} is not served.",
+            "A skill's folder has the skill's name: rename one of them.",
         )
         return None
     metadata = frontmatter.get("metadata")
     reserved = sorted(k for k in metadata if k.startswith(RESERVED_PREFIX)) if isinstance(metadata, dict) else []
     if reserved:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.W005",
-                f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
-                f"and clients ignore: {', '.join(reserved)}.",
-                "Name them without that prefix (a prefix of your own, such as your domain reversed).",
-                error=False,
-            )
+        library.report(
+            "mcp_django.skills.W005",
+            f"{manifest_path} has metadata keys under {RESERVED_PREFIX!r}, which MCP extensions reserve "
+            f"and clients ignore: {', '.join(reserved)}.",
+            "Name them without that prefix (a prefix of your own, such as your domain reversed).",
         )
     root = skill_dir.resolve()
     paths: list[tuple[tuple[str, ...], Path]] = []
@@ -247,26 +225,20 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
         for name in names:
             path = current / name
             if not path.resolve().is_relative_to(root):
-                library.problems.append(
-                    Problem(
-                        "mcp_django.skills.W004",
-                        f"{path} leads outside the skill's folder {skill_dir}: it is not served.",
-                        "Copy the file into the skill's folder instead of linking to it.",
-                        error=False,
-                    )
+                library.report(
+                    "mcp_django.skills.W004",
+                    f"{path} leads outside the skill's folder {skill_dir}: it is not served.",
+                    "Copy the file into the skill's folder instead of linking to it.",
                 )
                 continue
             paths.append(((*segments, *path.relative_to(skill_dir).parts), path))
     total = sum(path.stat().st_size for _, path in paths)
     if len(paths) > MAX_FILES or total > MAX_BYTES:
-        library.problems.append(
-            Problem(
-                "mcp_django.skills.E004",
-                f"The skill {manifest_uri} of {origin} has {len(paths)} files of {total} bytes in all: "
-                f"more than the {MAX_FILES} files or {MAX_BYTES} bytes a skill may have. It is not served.",
-                "Split it into smaller skills, or move large files out of its folder.",
-                error=True,
-            )
+        library.report(
+            "mcp_django.skills.E004",
+            f"The skill {manifest_uri} of {origin} has {len(paths)} files of {total} bytes in all: "
+            f"more than the {MAX_FILES} files or {MAX_BYTES} bytes a skill may have. It is not served.",
+            "Split it into smaller skills, or move large files out of its folder.",
         )
         return None
     files: list[SkillFile] = []
@@ -312,8 +284,7 @@ _lock = threading.Lock()
 
 
 def library() -> Library:
-    """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on
-    (a skill edited during development is served as it now is, like a template)."""
+    """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on."""
     global _cached
     if settings.DEBUG:
         return scan()
@@ -337,8 +308,8 @@ def forget() -> None:
 
 
 def read(uri: str) -> tuple[SkillFile, bytes] | None:
-    """A served file and its bytes as they are now; a file changed since the scan is scanned again,
-    so the bytes always match the digest a new ``skills/get`` gives."""
+    """A served file and its bytes as they are now (a file changed since the scan is scanned
+    again: the bytes always match the digest a new ``skills/get`` gives)."""
     file = library().files.get(uri)
     if file is None:
         return None

@@ -1,10 +1,7 @@
 """A SKILL.md's YAML frontmatter, read as the Agent Skills specification defines it.
 
-The frontmatter is handed to clients verbatim as JSON (``skills/list``), and a host
-compares it field by field with what its own YAML parser reads from the file: so it
-is read with YAML 1.2's core schema, which today's parsers share, not PyYAML's YAML
-1.1 defaults (where ``on`` is True, ``010`` is 8 and ``2026-01-01`` a date that JSON
-cannot carry).
+Clients get it as JSON and compare it with what their own parser reads, so it is read with
+YAML 1.2's core schema, not PyYAML's YAML 1.1 defaults (``on`` True, ``010`` 8, dates).
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The skills extension on the core's public points (:mod:`mcp_django.extensions`): the
-methods ``skills/list``, ``skills/get`` and ``resources/directory/read``, the extension
-declared while a skill is served, and skill files in ``resources/list`` and ``resources/read``.
-
-Each method takes the request's params and returns the result's fields (the pipeline adds
-the caching hints and what every result carries). Scans and file reads are blocking file
-work, so they run in the worker pool. Left out of ``MCP_DJANGO["EXTENSIONS"]``, none of it is
-served.
+"""The skills extension on :mod:`mcp_django.extensions`' points: ``skills/list``, ``skills/get``,
+``resources/directory/read``, the extension declared while a skill is served, and skill files
+among the resources. Scans and file reads run in the worker pool.
 """
 
 from __future__ import annotations
@@ -20,7 +15,6 @@ from ..protocol.jsonrpc import METHOD_NOT_FOUND, InvalidParams, MCPError
 from . import library as lib
 
 EXTENSION = "io.modelcontextprotocol/skills"
-METHODS = ("skills/list", "skills/get", "resources/directory/read")
 
 
 async def _library() -> lib.Library:
@@ -56,11 +50,7 @@ def register() -> None:
 
 
 def declared() -> dict[str, Any] | None:
-    """The extension's settings while at least one skill is served (else not declared).
-
-    Read on the loop: after a process's first scan it is an attribute read (with DEBUG on,
-    a scan of the skill folders, which development can afford).
-    """
+    """The extension's settings while at least one skill is served (else not declared)."""
     return {"directoryRead": True} if lib.library().skills else None
 
 

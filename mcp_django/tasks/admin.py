@@ -3,6 +3,7 @@ filters and a cancel action. Registered from ``mcp_django.admin``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
@@ -19,8 +20,7 @@ from .models import TERMINAL, MCPTask, Status
 
 
 def _stamp(moment: Any) -> str:
-    """A time as the audit list prints it (local, 24 hours, to the second), not
-    DATETIME_FORMAT's "2:25 a.m."."""
+    """A time as the audit list prints it (local, 24 hours, to the second), not DATETIME_FORMAT's "2:25 a.m."."""
     return "-" if moment is None else timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -29,7 +29,17 @@ def _two_lines(moment: Any) -> str:
     return format_html("{}<br>{}", *_stamp(moment).split(" ")) if moment is not None else "-"
 
 
-# A task's page: every field, its times printed as the list prints them.
+def _time(name: str, verbose: Any, shown: Callable[[Any], str]) -> Any:
+    """A column or field of the admin: the row's time ``name``, printed by ``shown``."""
+
+    @admin.display(description=verbose, ordering=name)
+    def column(self: MCPTaskAdmin, obj: MCPTask) -> str:
+        return shown(getattr(obj, name))
+
+    return column
+
+
+# A task's page: every field, its times printed as the list prints them (``created_exact``, ...).
 _TIMES = {field.name: field.verbose_name for field in MCPTask._meta.fields if isinstance(field, models.DateTimeField)}
 _ROW_FIELDS = tuple(f"{field.name}_exact" if field.name in _TIMES else field.name for field in MCPTask._meta.fields)
 
@@ -76,13 +86,8 @@ class MCPTaskAdmin(admin.ModelAdmin):
             return obj.user.get_username()
         return obj.principal if obj.user_id is None else f"{obj.principal} ({_('deleted')})"
 
-    @admin.display(description=_("created"), ordering="created")
-    def created_at(self, obj: MCPTask) -> str:
-        return _two_lines(obj.created)
-
-    @admin.display(description=_("updated"), ordering="updated")
-    def updated_at(self, obj: MCPTask) -> str:
-        return _two_lines(obj.updated)
+    created_at = _time("created", _("created"), _two_lines)
+    updated_at = _time("updated", _("updated"), _two_lines)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -124,14 +129,5 @@ class MCPTaskAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context=context)
 
 
-def _exact(name: str, verbose: Any) -> Any:
-    @admin.display(description=verbose, ordering=name)
-    def exact(self: MCPTaskAdmin, obj: MCPTask) -> str:
-        return _stamp(getattr(obj, name))
-
-    return exact
-
-
-# created_exact, updated_exact, ...: a task's page prints each of its times as the list does.
 for _name, _verbose in _TIMES.items():
-    setattr(MCPTaskAdmin, f"{_name}_exact", _exact(_name, _verbose))
+    setattr(MCPTaskAdmin, f"{_name}_exact", _time(_name, _verbose, _stamp))

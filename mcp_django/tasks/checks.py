@@ -5,10 +5,9 @@
   inside the request that creates the task, which then waits for all of it
 - W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
 - W032 (``manage.py check --deploy --database default``) a tool runs as a task on the database
-  backend and no task worker (``manage.py mcp_worker``) was seen alive lately. A deployment
-  check, so not among those ``migrate``, ``runserver`` and the test runner run (a worker is
-  started after those; a database being migrated has none yet); and, as Django's checks that
-  query do, only when the command names the databases it may query.
+  backend and no task worker (``manage.py mcp_worker``) was seen alive lately: a deployment
+  check (``migrate`` and ``runserver`` come before any worker) that queries, so only when the
+  command names the databases it may query
 """
 
 from __future__ import annotations
@@ -35,9 +34,7 @@ def _task_tools() -> str:
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
 
-# Tags.database: like Django's checks that query, run only when the command names databases
-# (Django 5.2 runs it anyway, with databases=None, as its own database checks are: they return
-# nothing then; Django 6 leaves them out).
+# Tags.database: run only when the command names databases (Django 5.2 calls it with None).
 @register(Tags.database, deploy=True)
 def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()
@@ -50,11 +47,10 @@ def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs:
     if not workers.needs_worker():
         return []  # ImmediateBackend runs the task in its request (W030); no backend: E030
     try:
-        alive = workers.alive()
+        if workers.alive():
+            return []
     except DatabaseError:
         return []  # the table is not made yet, or the database is away: other checks say so
-    if alive:
-        return []
     return [
         Warning(
             f"tools run as MCP tasks ({named}) but no task worker was seen alive in the last "
@@ -70,11 +66,11 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()
     if not named:
         return []
-    from .framework import backend
+    from .framework import task_backends
 
     alias = mcp_settings.TASK_BACKEND
     try:
-        found = backend(alias)
+        found = task_backends[alias]
     except Exception as exc:
         return [
             Error(

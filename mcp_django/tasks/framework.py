@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from importlib.util import find_spec
-from typing import Any
 
 if find_spec("django.tasks") is not None:
     from django.tasks import TaskResultStatus, task, task_backends
@@ -19,10 +18,4 @@ else:  # pragma: no cover - Django 5.2 with the backport installed
         ImmediateBackend,
     )
 
-
-def backend(alias: str) -> Any:
-    """The configured backend ``alias`` of the ``TASKS`` setting."""
-    return task_backends[alias]
-
-
-__all__ = ["ImmediateBackend", "TaskResultStatus", "backend", "task", "task_backends"]
+__all__ = ["ImmediateBackend", "TaskResultStatus", "task", "task_backends"]

@@ -1,6 +1,5 @@
-"""The endpoint a task was made at, found from any process: a worker's too, which may not
-have imported the module that makes it yet. Below both the runner and the lost-run logic
-(:mod:`.lost` reads the tool's ``retries`` there), so neither imports the other for it."""
+"""The endpoint a task was made at, found from any process (the runner's, and :mod:`.lost`'s for
+the tool's ``retries``), a worker's too, which may not have imported the module that makes it."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ logger = logging.getLogger("mcp_django.tasks")
 
 
 def endpoint(name: str) -> Registry | None:
-    """The endpoint named ``name``, or None. A worker process may not have imported the module
-    that makes it yet: the URLconf, where endpoints are routed, is imported first."""
+    """The endpoint named ``name``, or None; the URLconf, where endpoints are routed, imported first."""
     found = registry_named(name)
     if found is None:
         from django.conf import settings
@@ -27,6 +25,3 @@ def endpoint(name: str) -> Registry | None:
                 logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
         found = registry_named(name)
     return found
-
-
-__all__ = ["endpoint"]

@@ -1,17 +1,16 @@
 """Runs lost to their infrastructure: started again from the beginning, or failed.
 
 A run is lost when its worker was killed or frozen past its lease, or lost its database
-connection where it could not wait for it. The handler's own error is never a lost run:
-it settles the task (``completed`` with ``isError``, or ``failed``) with its real reason.
-A lost run starts again, as the replay rule already requires handlers to allow, up to the
-tool's ``retries`` (``@mcp.tool(task=..., retries=N)``, default ``TASK_RETRIES``); after
-those the task fails, saying how many runs it lost. Found by the workers' sweep
-(:mod:`.workers`), by a poll, or by the run itself.
+connection (never for the handler's own error, which settles the task). It starts again, as
+the replay rule lets it, up to the tool's ``retries`` (default ``TASK_RETRIES``); then the task
+fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself; an
+outage of the database under any of them is logged by :class:`Outage`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -38,23 +37,12 @@ def retries_of(row: MCPTask) -> int:
 
 
 def run_lost(
-    task_id: str,
-    reason: str,
-    *,
-    enqueue: Callable[[str], None],
-    run: int | None = None,
-    unclaimed: bool = False,
+    task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
 ) -> str | None:
-    """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
-
-    ``run``: the lost run's number (the row's ``runs`` when it claimed), when the run itself
-    says so; otherwise (a sweep, a poll) only a run whose lease is over counts, or, with
-    ``unclaimed``, one the backend started and that never claimed the task. Returns
-    ``"retried"``, ``"failed"``, ``"cancelled"``, or None when there was nothing to do (the
-    task moved on meanwhile). The new run is handed to ``enqueue(task_id)`` (the runner's) once
-    the change is committed, and every ``subscriptions/listen`` stream that named the task
-    hears of it.
-    """
+    """The task's run was lost (``reason``): run it again (``enqueue``), or fail it once its retries
+    are spent. ``run``: the lost run's number, when the run says so; else only a run whose lease is
+    over counts, or, ``unclaimed``, one that never claimed the task. ``"retried"``, ``"failed"``,
+    ``"cancelled"``, or None when the task moved on meanwhile."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
@@ -74,7 +62,7 @@ def run_lost(
         if retry:
             row.retried += 1
             row.lease_until = None
-            row.status_message = (f"running again from the start: {reason} (retry {row.retried} of {limit})")[:500]
+            row.status_message = f"running again from the start: {reason} (retry {row.retried} of {limit})"[:500]
             row.updated = now
             row.save(update_fields=["retried", "lease_until", "status_message", "updated"])
             store.announce_on_commit(row.pk)
@@ -82,7 +70,7 @@ def run_lost(
     if retry:
         return "retried"
     if row.cancel_requested or expired:
-        message = "cancelled by the client" if row.cancel_requested else TTL_ENDED
+        message = store.BY_CLIENT if row.cancel_requested else TTL_ENDED
         return (
             "cancelled" if store.finish(task_id, Status.CANCELLED, message=message, only_if=(Status.WORKING,)) else None
         )
@@ -92,11 +80,9 @@ def run_lost(
 
 
 def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
-    """A poll's look at a ``working`` task: a run whose worker's lease ran out, or that the
-    backend started a lease ago and that never claimed the task, is started again or failed
-    here (as the workers' sweep does when no client polls), so a poll never shows a dead
-    worker's task as ``working`` for ever. Returns whether it tried (the row is to be read
-    again)."""
+    """A poll's look at a ``working`` task: a lost run (its lease ran out, or it never claimed
+    the task) is started again or failed here, as the sweep does, so a poll never shows a dead
+    worker's task ``working`` for ever. Returns whether it tried (the row is to be read again)."""
     if row.status != Status.WORKING:
         return False
     now = timezone.now()
@@ -104,42 +90,34 @@ def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
         if row.lease_until >= now:
             return False
         run_lost(row.pk, store.SILENT, enqueue=enqueue)
-        return True
-    if not lost_before_claim(row, now):
+    elif lost_before_claim(row, now):
+        run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
+    else:
         return False
-    run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
     return True
 
 
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
-    """Whether the backend started the task's run over a lease ago and the run never claimed it.
-
-    A run claims the task (takes its lease) first thing; a worker killed between the backend
-    marking its job running and that claim leaves a task with no lease to run out. Without a
-    lease a task is either waiting in the queue or lost that way, and only the backend can
-    tell which. It is asked once the task has waited a whole lease since its last change, and
-    then at most once a lease (``run_checked``): a poll of a task that runs, was just
-    enqueued or was checked a moment ago reads nothing more than its row.
-    """
+    """Whether the backend started the task's run over a lease ago and the run never claimed it (its
+    worker killed before the claim: no lease to run out). The backend is asked once the task waited
+    a lease since its last change, then at most once a lease (``run_checked``)."""
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     since = now - lease
     if not row.job_id or row.updated is None or row.updated > since:
         return False
     if row.run_checked is not None and row.run_checked > since:
         return False
-    from .framework import TaskResultStatus, backend
+    from .framework import TaskResultStatus, task_backends
 
     MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
     try:
-        tasks = backend(mcp_settings.TASK_BACKEND)
+        tasks = task_backends[mcp_settings.TASK_BACKEND]
         if not tasks.supports_get_result:
             return False
         result = tasks.get_result(row.job_id)
     except Exception as exc:
-        # A job the backend no longer has (a Redis restarted without persistence forgot RQ's
-        # queue; a result pruned before its run settled the task): nothing will run it, so
-        # the run is lost. Matched by name: a backend on the django_tasks backport (RQ's)
-        # raises that package's class, not django.tasks'. Anything else: no verdict now.
+        # A job the backend no longer has (a Redis without persistence forgot RQ's queue): the
+        # run is lost. Matched by name: the django_tasks backport (RQ's) raises its own class.
         if type(exc).__name__ == "TaskResultDoesNotExist":
             return True
         logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
@@ -148,4 +126,28 @@ def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     return result.status == TaskResultStatus.RUNNING and started is not None and started < since
 
 
-__all__ = ["TTL_ENDED", "lost_before_claim", "polled", "retries_of", "run_lost"]
+def cause(exc: BaseException) -> str:
+    """An error's first line, for a log line (its class when it says nothing)."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+class Outage:
+    """One log line when a service (the database) goes away and one when it is back, not one per try."""
+
+    def __init__(self, what: str, service: str = "the database") -> None:
+        self.what = what
+        self.service = service
+        self.since: float | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            logger.warning(
+                "%s cannot reach %s (%s): trying again until it answers", self.what, self.service, cause(exc)
+            )
+
+    def over(self) -> None:
+        if self.since is not None:
+            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
+            self.since = None

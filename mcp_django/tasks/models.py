@@ -1,10 +1,6 @@
-"""The MCP task row: one per task, the state the tasks extension's methods read and write.
-
-Django's task framework only runs the work (``django.tasks``: no cancel, no input, no
-status beyond its own); everything a client sees of a task lives here, so any instance
-behind a load balancer answers ``tasks/get``, ``tasks/update`` and ``tasks/cancel``.
-Arguments, answers and results are kept because the task needs them to run again (the
-replay rule) and to answer polls; they are deleted with the row when its TTL is over.
+"""The MCP task row: everything a client sees of a task, so any instance answers ``tasks/get``,
+``tasks/update`` and ``tasks/cancel`` (Django's task framework only runs the work). Arguments and
+answers are kept to run the task again (the replay rule); all goes with the row when its TTL ends.
 """
 
 from __future__ import annotations
@@ -66,8 +62,7 @@ class MCPTask(models.Model):
         related_name="+",
     )
     principal = models.CharField(_("principal"), max_length=150, blank=True, db_index=True)
-    # The principal's keyed hash (mcp_django.tasks.store.binding): a password change or
-    # an account re-created under the same id no longer matches.
+    # The principal's keyed hash (mcp_django.tasks.store.binding).
     principal_digest = models.CharField(max_length=100, blank=True, editable=False)
     created = models.DateTimeField(_("created"), db_index=True)
     updated = models.DateTimeField(_("last updated"))
@@ -76,17 +71,13 @@ class MCPTask(models.Model):
     cancel_requested = models.BooleanField(_("cancel requested"), default=False)
     rounds = models.PositiveIntegerField(_("input rounds"), default=0)
     runs = models.PositiveIntegerField(_("runs"), default=0)
-    # Set while a worker runs the task, pushed forward by its heartbeat: past it, the
-    # worker is taken for dead and the task fails (never "working" for ever).
+    # Set while a worker runs the task, pushed forward by its heartbeat: past it, the run is lost.
     lease_until = models.DateTimeField(_("worker lease until"), null=True, blank=True)
     # The id django.tasks gave the last enqueued run (for operators; the backend's own row).
     job_id = models.CharField(_("job id"), max_length=100, blank=True)
-    # When a poll last asked the backend about that run while nothing had claimed it (a
-    # worker killed between starting the job and the claim leaves no lease): at most once a
-    # lease, so polls of a task waiting in a long queue do not each ask.
+    # When the backend was last asked about an unclaimed run (mcp_django.tasks.lost.lost_before_claim).
     run_checked = models.DateTimeField(_("unclaimed run last checked"), null=True, blank=True, editable=False)
-    # Runs lost to the infrastructure (a worker killed, a connection lost) and started again:
-    # bounded by the tool's ``retries`` (docs/tasks.md).
+    # Lost runs started again (a worker killed, a connection lost), up to the tool's ``retries``.
     retried = models.PositiveIntegerField(_("runs retried"), default=0)
 
     class Meta:
@@ -104,10 +95,8 @@ class MCPTask(models.Model):
 
 
 class MCPWorker(models.Model):
-    """A task worker's heartbeat: written by ``manage.py mcp_worker`` every few seconds, read
-    by ``manage.py mcp_tasks status``, the admin's task list, the system check W032 and a
-    new task's ``statusMessage``. A worker that stopped cleanly deletes its row; a dead one's
-    row stays, ``seen`` too old to count."""
+    """A task worker's heartbeat, written by ``manage.py mcp_worker`` every few seconds. A worker
+    that stopped cleanly deletes its row; a dead one's stays, ``seen`` too old to count."""
 
     id = models.CharField(_("worker id"), max_length=64, primary_key=True)
     host = models.CharField(_("host"), max_length=200, blank=True)

@@ -1,10 +1,9 @@
 """Running an MCP task: the job Django's task framework runs, one attempt per run.
 
-A run claims the task (a lease its heartbeat keeps pushing forward), runs the tool's
-handler from the start with every answer the task has so far (the replay engine of
-``mcp_django.asks.replay``, the same one a request's rounds use), and stores what the
-attempt came to: a result, an error, new asks (``input_required``) or a cancel. Answers
-arrive by ``tasks/update``, which enqueues the next run.
+A run claims the task (a lease its heartbeat keeps pushing forward), replays the tool's handler
+from the start with every answer so far (:mod:`mcp_django.asks.replay`) and stores what that
+came to: a result, an error, new asks (``input_required``) or a cancel. ``tasks/update``
+enqueues the next run.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lookup, lost, store
 from .framework import task
+from .lost import Outage, cause
 from .models import MCPTask, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -47,36 +47,19 @@ CANCEL_POLL = 0.25
 class TaskBackend(replay.ReplayBackend):
     """The replay backend of a task's attempt: every ask first checks the cancel flag."""
 
-    def _check(self) -> None:
+    def _lookup(self, asks: Sequence[Ask], record: bool = True) -> tuple[list[Any], bool]:
         cancelled = self.call.cancelled
         if cancelled is not None and cancelled():
             raise TaskCancelled()
-
-    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]:
-        self._check()
-        return super().resolve_blocking(asks)
-
-    async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
-        self._check()
-        return await super().resolve(asks)
-
-    async def resolve_one(self, ask: Ask) -> Any:
-        self._check()
-        return await super().resolve_one(ask)
+        return super()._lookup(asks, record)
 
 
 class Heartbeat(threading.Thread):
-    """Keeps the run's lease alive and reads the cancel flag, in its own thread (and
-    database connection), so a handler busy on the loop or in a thread is never in its way.
-    The run's TTL ending asks the handler to stop as a cancel does.
+    """Keeps the run's lease alive, reads the cancel flag (the TTL ending is one) and writes the
+    handler's progress, in a thread of its own; under a host (a test's client, whose transaction
+    holds the row), each beat runs in the host's thread."""
 
-    Under a host (``lifecycle.host_thread``: a test's client) the task's row lives in the
-    host's transaction, which no other connection may read (SQLite locks the table, other
-    databases do not show the row): each beat is then the host's work, run in its thread
-    while it waits, as the run's other database work is.
-    """
-
-    def __init__(self, task_id: str, host: HostThread | None = None, run: int = 0, expires: Any = None) -> None:
+    def __init__(self, task_id: str, host: HostThread | None, run: int, expires: Any) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
         self.task_id = task_id
         self.host = host
@@ -84,17 +67,13 @@ class Heartbeat(threading.Thread):
         self.expires = expires
         self.expired = False
         self.lost = False
-        self.failing = False
+        self.outage = Outage(f"the heartbeat of MCP task {task_id[:8]}")
         self.cancel = threading.Event()
         self.stopped = threading.Event()
         self.renewed = timezone.now()
-        # The handler's last progress report, as the task's statusMessage; the next beat
-        # writes it (the handler never waits for the database to say how far it got).
+        # The handler's last progress report, which the next beat writes as the statusMessage.
         self.progress = ""
         self.written = ""
-
-    def cancelled(self) -> bool:
-        return self.cancel.is_set()
 
     def notified(self, message: dict[str, Any]) -> None:
         """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
@@ -117,10 +96,8 @@ class Heartbeat(threading.Thread):
                     store.announce_on_commit(self.task_id)  # pushed to the task's listeners
                 self.written = progress
             if (now - self.renewed).total_seconds() >= max(lease / 3, CANCEL_POLL):
-                # Only while this run has the task and its lease: once the lease lapsed
-                # (this worker was frozen or cut off that long) the run is taken for lost
-                # and may already run again elsewhere, so this one stops, as if cancelled,
-                # and stores nothing: no task runs twice at once.
+                # Only while this run holds the lease: once it lapsed, the run was taken for lost
+                # and may run again elsewhere, so this one stops and stores nothing.
                 kept = rows.filter(status=Status.WORKING, runs=self.run_number, lease_until__gte=now).update(
                     lease_until=now + timedelta(seconds=lease)
                 )
@@ -128,23 +105,12 @@ class Heartbeat(threading.Thread):
                 if not kept and rows.exists():  # (a test's uncommitted row is not seen here)
                     self.lost = True
                     self.cancel.set()
-            if self.failing:
-                self.failing = False
-                logger.warning("the heartbeat of MCP task %s reaches the database again", self.task_id[:8])
+            self.outage.over()
         except Exception as exc:
-            # The database is away for a moment: tried again next beat (the lease is long
-            # enough to survive a few missed ones); said once, not every quarter second.
-            if not self.failing:
-                self.failing = True
-                logger.warning(
-                    "the heartbeat of MCP task %s missed a beat (%s: %s)",
-                    self.task_id[:8],
-                    type(exc).__name__,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "",
-                )
+            # The database away for a moment: tried again next beat (a lease outlasts a few).
+            self.outage.failed(exc)
             if self.host is None:
-                # A connection the database dropped (a restart) is replaced next beat.
-                connection.close_if_unusable_or_obsolete()
+                connection.close_if_unusable_or_obsolete()  # one a restart dropped: replaced next beat
 
     def run(self) -> None:
         if self.host is not None:
@@ -186,15 +152,10 @@ class Outcome:
     asked: dict[str, str] = field(default_factory=dict)
     answers: dict[str, Any] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
-    # The handler's database connection failing under it: the run is lost, not settled.
-    cause: BaseException | None = None
 
 
-def _error(exc: MCPError) -> dict[str, Any]:
-    out: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.data is not None:
-        out["data"] = exc.data
-    return out
+def _failed(message: str) -> Outcome:
+    return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
 
 
 def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
@@ -209,16 +170,15 @@ def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
             return None  # a second enqueue of the same run: the first one has it
         if row.expires is not None and row.expires <= now:
             return None
-        cancel = row.cancel_requested
-        principal = None if cancel else store.principal_of(row)
-        if not cancel and principal is not None:
+        principal = None if row.cancel_requested else store.principal_of(row)
+        if principal is not None:
             row.lease_until = now + timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
             row.runs += 1
             if not row.retried:
                 row.status_message = ""  # "no worker seen" said while it waited: one runs it now
             row.save(update_fields=["lease_until", "runs", "status_message"])
-    if cancel:
-        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+    if row.cancel_requested:
+        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
         return None
     if principal is None:
         error = {"code": INTERNAL_ERROR, "message": "the task's user no longer exists or changed credentials"}
@@ -250,14 +210,13 @@ async def _attempt(
 ) -> Outcome:
     registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
-        message = (
+        return _failed(
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
             "(define its Registry at module level, in a module the worker imports: see docs/tasks.md)"
         )
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
     tool = registry.tools.get(row.tool)
     if tool is None:
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"Unknown tool: {row.tool}"})
+        return _failed(f"Unknown tool: {row.tool}")
     arguments = tool.parameters.convert(dict(row.arguments))
     call = Call(
         method="tools/call",
@@ -273,7 +232,7 @@ async def _attempt(
         task_id=row.id,
         cancelled=cancelled,
         notify=notify,
-        endpoint=registry.settings if registry is not None else None,
+        endpoint=registry.settings,
     )
     backend, ctx, finished, value, error = await replay.attempt(
         tool, arguments, call, known=dict(row.answers), state=dict(row.state), backend_class=TaskBackend
@@ -283,18 +242,18 @@ async def _attempt(
     if isinstance(error, TaskCancelled) or (
         isinstance(error, BaseExceptionGroup) and error.subgroup(TaskCancelled) is not None
     ):
-        return Outcome(Status.CANCELLED, message="cancelled by the client")
+        return Outcome(Status.CANCELLED, message=store.BY_CLIENT)
     if backend.error is not None:
-        return Outcome(Status.FAILED, error=_error(backend.error))
+        return Outcome(Status.FAILED, error=backend.error.to_error())
     lacking = escaped(error)
     if lacking is not None:
-        return Outcome(Status.FAILED, error=_error(MissingCapability(backend.missing or lacking.capabilities)))
+        return Outcome(Status.FAILED, error=MissingCapability(backend.missing or lacking.capabilities).to_error())
     if isinstance(error, MCPError):
-        return Outcome(Status.FAILED, error=_error(error))
+        return Outcome(Status.FAILED, error=error.to_error())
     if isinstance(error, content.ToolError):
         return Outcome(Status.COMPLETED, result=content.error_result(str(error)))
-    if _lost_to_database(error):
-        return Outcome(Status.FAILED, cause=error)
+    if isinstance(error, (OperationalError, InterfaceError)):
+        raise error  # the handler's connection failed under it: the run is lost (arun), not settled
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         if not isinstance(error, Exception):
             raise error
@@ -306,13 +265,10 @@ async def _attempt(
         except TypeError as exc:
             return Outcome(Status.COMPLETED, result=content.error_result(f"Error executing tool {row.tool}: {exc}"))
     reused = [key for key in backend.pending if key in row.keys]
-    if reused:
-        # SEP-2663: a key names one request over the task's whole life.
-        message = f"the handler asked a different question under the key {reused[0]!r}, already used by this task"
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+    if reused:  # SEP-2663: a key names one request over the task's whole life
+        return _failed(f"the handler asked a different question under the key {reused[0]!r}, already used by this task")
     if row.rounds + 1 > mcp_settings.MAX_INPUT_ROUNDS:
-        message = f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input"
-        return Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": message})
+        return _failed(f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input")
     return Outcome(
         Status.INPUT_REQUIRED,
         input_requests={key: ask.wire() for key, ask in backend.pending.items()},
@@ -322,11 +278,11 @@ async def _attempt(
     )
 
 
-def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None = None) -> None:
+def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int) -> None:
     """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
     this run was taken for lost and another one has it)."""
     if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
-        outcome = Outcome(Status.CANCELLED, message="cancelled by the client")
+        outcome = Outcome(Status.CANCELLED, message=store.BY_CLIENT)
     if outcome.status != Status.INPUT_REQUIRED:
         store.finish(
             task_id,
@@ -339,14 +295,11 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
         )
         return
     with transaction.atomic():
-        rows = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING)
-        row = (rows if run is None else rows.filter(runs=run)).first()
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING, runs=run).first()
         if row is None:
             return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
-        if row.cancel_requested:
-            cancelled = True
-        else:
-            cancelled = False
+        cancelled = row.cancel_requested
+        if not cancelled:
             row.status = Status.INPUT_REQUIRED
             row.status_message = "waiting for the client's input"
             row.input_requests = outcome.input_requests
@@ -360,17 +313,14 @@ def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int | None =
             row.save()
             store.announce_on_commit(row.pk)
     if cancelled:
-        store.finish(task_id, Status.CANCELLED, message="cancelled by the client")
+        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
     else:
         store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
 
 
 def enqueue(task_id: str) -> None:
-    """Hand the task's next run to Django's task framework (``MCP_DJANGO["TASK_BACKEND"]``).
-
-    Called once the task's row is committed, so a worker never looks for a missing row.
-    A backend that cannot take the job leaves the task ``failed``, with the reason.
-    """
+    """Hand the task's next run to ``MCP_DJANGO["TASK_BACKEND"]``, once its row is committed.
+    A backend that cannot take the job leaves the task ``failed``, with the reason."""
     try:
         result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
     except Exception as exc:
@@ -381,61 +331,38 @@ def enqueue(task_id: str) -> None:
     MCPTask.objects.filter(pk=task_id).update(job_id=str(getattr(result, "id", ""))[:100])
 
 
-# How long a run's claim or settle keeps trying while the database is away (seconds), and
-# its longest wait between tries. Past it the run gives up: its lease runs out, and the sweep
-# starts it again (or fails it) once the database answers.
+# How long a run's claim or settle keeps trying while the database is away (seconds), and its
+# longest wait between tries. Past it the run gives up: its lease runs out, and the sweep starts
+# it again (or fails it) once the database answers.
 OUTAGE_PATIENCE = 300.0
 OUTAGE_LONGEST_WAIT = 2.0
 
 
 def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
-    """``job()`` (a claim, a settle), tried again with back-off while the database is away.
-
-    A connection an outage or a restart broke is closed before the next try, as Django
-    closes one around each request (``close_old_connections``). One log line per outage.
-    """
+    """``job()`` (a claim, a settle), tried again with back-off while the database is away, its
+    broken connection closed before each try (as Django does around a request)."""
     deadline = time.monotonic() + OUTAGE_PATIENCE
     wait = 0.05
-    said = False
+    outage = Outage(f"MCP task {task_id[:8]} ({what})")
     while True:
         try:
             result = job()
+            outage.over()
+            return result
         except (OperationalError, InterfaceError) as exc:
             if connection.in_atomic_block or time.monotonic() + wait > deadline:
                 raise  # a test's transaction (nothing to reconnect), or patience spent
-            if not said:
-                said = True
-                logger.warning(
-                    "MCP task %s could not %s: the database is away (%s); trying again until it answers",
-                    task_id[:8],
-                    what,
-                    str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__,
-                )
+            outage.failed(exc)
             close_old_connections()
             time.sleep(wait)
             wait = min(wait * 2, OUTAGE_LONGEST_WAIT)
-            continue
-        if said:
-            logger.warning("MCP task %s could %s again", task_id[:8], what)
-        return result
-
-
-def _lost_to_database(error: BaseException | None) -> bool:
-    """Whether the handler ended on its database connection failing (an outage or a restart
-    under it): the infrastructure's failure, not the handler's, so the run starts again."""
-    return isinstance(error, (OperationalError, InterfaceError))
 
 
 async def arun(task_id: str) -> None:
-    """One run of the task ``task_id``: claim it, one attempt, store what it came to.
-
-    The database work runs in Django's thread-sensitive thread (``sync_to_async``), the
-    attempt on this loop: an in-process test's client awaits this directly, so a sync
-    handler and the claim both run in the test's thread, in its transaction. The claim and
-    the settle wait out a database outage; a handler cut off by one runs again
-    (:func:`.lost.run_lost`); a run whose TTL ended settles as cancelled, never completed.
-    """
-    claimed = await sync_to_async(_through_outages)("claim its run", task_id, lambda: _claim(task_id))
+    """One run of the task ``task_id``: claim it, one attempt, store what it came to. The claim and
+    the settle wait out a database outage; a handler cut off by one runs again; a run whose TTL
+    ended settles as cancelled. (The database work runs in Django's thread-sensitive thread.)"""
+    claimed = await sync_to_async(_through_outages)("claiming its run", task_id, lambda: _claim(task_id))
     if claimed is None:
         return
     row, principal = claimed
@@ -443,13 +370,13 @@ async def arun(task_id: str) -> None:
     beat.start()
     cut_off: BaseException | None = None
     try:
-        outcome = await attempt(row, principal, beat.cancelled, beat.notified)
+        outcome = await attempt(row, principal, beat.cancel.is_set, beat.notified)
     except (OperationalError, InterfaceError) as exc:
         cut_off = exc
         outcome = Outcome(Status.FAILED)
     except Exception as exc:
         logger.exception("MCP task %s failed", task_id[:8])
-        outcome = Outcome(Status.FAILED, error={"code": INTERNAL_ERROR, "message": f"the task failed: {exc}"})
+        outcome = _failed(f"the task failed: {exc}")
     finally:
         await sync_to_async(beat.stop, thread_sensitive=False)()
     if beat.lost:
@@ -457,14 +384,14 @@ async def arun(task_id: str) -> None:
         return
     if beat.expired:
         outcome = Outcome(Status.CANCELLED, message=lost.TTL_ENDED)
-    elif cut_off is not None or _lost_to_database(outcome.cause):
-        reason = f"its database connection failed ({str(cut_off or outcome.cause).strip().splitlines()[0][:120]})"
+    elif cut_off is not None:
+        reason = f"its database connection failed ({cause(cut_off)[:120]})"
         await sync_to_async(_through_outages)(
-            "start it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
+            "starting it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
         return
     await sync_to_async(_through_outages)(
-        "store its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancelled(), row.runs)
+        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancel.is_set(), row.runs)
     )
 
 

@@ -1,12 +1,12 @@
 """The task rows: creating, finding (for its principal only), answering and cancelling a task,
-and the wire shapes of SEP-2663. Sync: called in worker threads and in the task runner."""
+and the wire shapes of SEP-2663. Sync code, run in worker threads and by the task runner."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -29,6 +29,7 @@ NOT_FOUND = "Failed to retrieve task: Task not found"
 WORKER_LOST = "the worker running this task stopped before it finished"
 SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
 UNCLAIMED = "its worker stopped as the run began"
+BY_CLIENT = "cancelled by the client"
 
 _AUDIT_KINDS = {
     Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
@@ -78,34 +79,26 @@ def detailed(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
-def _recorded(row: MCPTask, principal: Principal | str) -> Principal | str:
-    """Who a task's audit row names: a worker or another caller knows the task's principal
-    only by its label, and the row must still point at its user (an unsaved instance of
-    the user model carries the key: no query)."""
-    if not isinstance(principal, str) or row.user_id is None:
-        return principal
-    return Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
-
-
-def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "", method: str = "") -> None:
+def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str = "") -> None:
     """The audit log's row for a change of a task's status (queued; never blocks)."""
     settings = mcp_settings.AUDIT
     if not settings["ENABLED"]:
         return
-    principal = _recorded(row, principal)
+    if isinstance(principal, str) and row.user_id is not None:
+        # Known by its label only (a worker's change): the row still points at the user, through
+        # an unsaved instance that carries the key (no query).
+        principal = Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
     event = Event(
         kind=kind,
         era=Era.MODERN,
         transport="task",
-        method=method or "tools/call",
+        method="tools/call",
         target=row.tool,
         principal=principal,
         request_id=row.id[:12],
         version=row.version,
         round=row.rounds or None,
-        asks={key: request.get("method", "") for key, request in row.input_requests.items()}
-        if kind == Kind.TASK_INPUT_REQUIRED
-        else {},
+        asks={key: request.get("method", "") for key, request in row.input_requests.items()},  # only while it asks
         reason=reason[:48],
         endpoint=row.endpoint,
     )
@@ -129,13 +122,9 @@ def create(
     state: dict[str, str] | None = None,
     notice: str = "",
 ) -> MCPTask:
-    """Store a new task and enqueue its first run once the row is committed.
-
-    ``enqueue(task_id)`` hands the first run to the task framework once the row is
-    committed. Returns after the commit (and the enqueue), so a ``tasks/get`` for the id finds
-    it from any instance: the durable create SEP-2663 asks for. A backend that cannot
-    take the job leaves the task ``failed``, with the reason, rather than ``working``.
-    ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
+    """Store a new task; ``enqueue(task_id)`` hands its first run to the task framework once
+    the row is committed. Returns after both, so any instance finds the task (SEP-2663's durable
+    create). ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
     """
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
@@ -176,8 +165,8 @@ def finish(
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
     run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status, unless it already left ``only_if`` (or, given ``run``,
-    that run no longer has it: it was taken for lost and started again)."""
+    """Move a task to a terminal status, unless it left ``only_if`` (or, given ``run``, that run
+    no longer has it: it was taken for lost and started again)."""
     with transaction.atomic():
         rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
         row = (rows if run is None else rows.filter(runs=run)).first()
@@ -198,136 +187,43 @@ def finish(
 
 
 def binding(principal: Principal) -> str:
-    """The keyed hash a task is bound to (see :func:`_binding`), kept on the principal: a
-    request's principal is hashed once, however many task reads the request makes."""
+    """The keyed hash a task is bound to: the principal's id, join date and password hash (a new
+    password or a re-created account no longer matches), keyed with ``SECRET_KEY`` (a task outlives
+    a process's request-state key). Kept on the principal: a request hashes once."""
     secret = settings.SECRET_KEY
     found = principal.__dict__.get("_task_binding")
-    if found is None or found[0] is not secret:  # computed anew when the key changes
-        found = (secret, _binding(principal))
-        principal.__dict__["_task_binding"] = found
+    if found is None or found[0] is not secret:
+        digest = salted_hmac("mcp_django.tasks.principal", principal.binding, algorithm="sha256").hexdigest()
+        found = principal.__dict__["_task_binding"] = (secret, digest)
     return found[1]
-
-
-def _binding(principal: Principal) -> str:
-    """The keyed hash a task is bound to: the principal's id, join date and password hash.
-
-    Keyed with ``SECRET_KEY`` rather than the request-state keyring, whose key may be
-    per process (unset ``REQUEST_STATE_KEY``): a task outlives a process and is read by
-    every instance and worker. A password change or an account re-created under the same
-    id no longer matches.
-    """
-    return salted_hmac("mcp_django.tasks.principal", principal.binding, algorithm="sha256").hexdigest()
 
 
 def _bound(row: MCPTask | Polled, principal: Principal) -> bool:
     return row.principal == principal.label and constant_time_compare(row.principal_digest, binding(principal))
 
 
-def _principal_user(row: MCPTask) -> Any:
-    if row.user_id is None:
-        return None
-    return get_user_model()._default_manager.filter(pk=row.user_id).first()
-
-
 def principal_of(row: MCPTask) -> Principal | None:
     """The principal the task runs as, or None when it no longer is the one that created it."""
-    user = _principal_user(row)
-    if row.user_id is not None and user is None:
-        return None
+    user = None
+    if row.user_id is not None:
+        user = get_user_model()._default_manager.filter(pk=row.user_id).first()
+        if user is None:
+            return None
     principal = Principal(user)
     return principal if _bound(row, principal) else None
 
 
-_POLLED = (
-    "id",
-    "tool",
-    "endpoint",
-    "status",
-    "status_message",
-    "result",
-    "error",
-    "input_requests",
-    "principal",
-    "principal_digest",
-    "created",
-    "updated",
-    "ttl_ms",
-    "expires",
-    "lease_until",
-    "job_id",
-    "run_checked",
-)
+class _Columns(NamedTuple):
+    """The columns a poll reads, in the model's order (the JSON ones as the database sent them)."""
 
-
-# The JSON columns. A task's status answers with at most one of them (:func:`detailed`), so a
-# poll decodes each only when it is read, not all three on every poll.
-_READ_DECODED = ("result", "error", "input_requests")
-
-
-class Polled:
-    """What a poll reads of a task: the columns of ``_POLLED``, read-only.
-
-    Not a model instance: ``Model.from_db`` for a row cost a poll more than its query.
-    :func:`envelope` and :func:`detailed` take either. The JSON columns keep what the
-    database sent until they are read (``decode``: the ORM's converters for them).
-    """
-
-    __slots__ = (*(name for name in _POLLED if name not in _READ_DECODED), "_json", "_decode")
-
-    def __init__(self, values: Any, decode: Callable[[int, Any], Any] | None = None) -> None:
-        # Unpacked in _POLLED's order, in one step: a setattr per column cost more than the rest.
-        (
-            self.id,
-            self.tool,
-            self.endpoint,
-            self.status,
-            self.status_message,
-            result,
-            error,
-            input_requests,
-            self.principal,
-            self.principal_digest,
-            self.created,
-            self.updated,
-            self.ttl_ms,
-            self.expires,
-            self.lease_until,
-            self.job_id,
-            self.run_checked,
-        ) = values
-        self._json = (result, error, input_requests)
-        self._decode = decode
-
-    def _read(self, index: int) -> Any:
-        value = self._json[index]
-        return value if self._decode is None else self._decode(index, value)
-
-    @property
-    def result(self) -> Any:
-        return self._read(0)
-
-    @property
-    def error(self) -> Any:
-        return self._read(1)
-
-    @property
-    def input_requests(self) -> Any:
-        return self._read(2)
-
-    @property
-    def pk(self) -> str:
-        return self.id
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    # Declared for the type checker; set in __init__.
     id: str
     tool: str
     endpoint: str
     status: str
     status_message: str
+    raw_result: Any
+    raw_error: Any
+    raw_input_requests: Any
     principal: str
     principal_digest: str
     created: Any
@@ -337,18 +233,38 @@ class Polled:
     lease_until: Any
     job_id: str
     run_checked: Any
+    decode: Callable[[int, Any], Any] | None = None
+
+
+class Polled(_Columns):
+    """What a poll reads of a task, in one query (:func:`_polled`). Not a model instance, whose
+    ``Model.from_db`` cost a poll more than its query; :func:`envelope` and :func:`detailed` take
+    either. A status answers with at most one of the JSON columns, so each is decoded when it is
+    read (``decode``: the ORM's converters)."""
+
+    __slots__ = ()
+
+    def _read(self, index: int) -> Any:
+        value = self[_FIRST_JSON + index]
+        return value if self.decode is None else self.decode(index, value)
+
+    result = property(lambda self: self._read(0))
+    error = property(lambda self: self._read(1))
+    input_requests = property(lambda self: self._read(2))
+    pk = property(lambda self: self.id)
+    is_terminal = property(lambda self: self.status in TERMINAL)
+
+
+# The model's names of the columns, and of the JSON ones among them.
+_POLLED = tuple(name.removeprefix("raw_") for name in _Columns._fields[:-1])
+_READ_DECODED = ("result", "error", "input_requests")
+_FIRST_JSON = _POLLED.index("result")
 
 
 class _PollQuery:
-    """The poll's query, compiled once per thread and database connection.
-
-    The ORM builds a query's SQL afresh on every call, which cost a poll more than all the
-    rest of it (bench/instructions.py ``taskget``). Its rows go through the compiler's
-    converters as the ORM's own would. When nothing observes the connection's queries (no
-    query log, as ``DEBUG`` keeps, and no ``execute_wrapper`` but the replay guard's, which
-    looks for writes), the statement runs on the DB-API cursor the backend makes, inside
-    Django's error wrapping: Django's cursor wrapper cost as much again as the query.
-    """
+    """The poll's query, compiled once per thread and connection (building the SQL cost a poll more
+    than the rest of it), its rows through the compiler's converters. Unless something observes the
+    connection's queries, it runs on the DB-API cursor (Django's wrapper cost as much as the query)."""
 
     def __init__(self, alias: str) -> None:
         self.connection = connections[alias]
@@ -360,14 +276,12 @@ class _PollQuery:
         self.json: list[Any] = []
         if list(params) == [""] and [column[0].target.attname for column in compiler.select] == list(_POLLED):
             self.sql = sql
-            fields = [column[0] for column in compiler.select[: compiler.col_count]]
-            converters = compiler.get_converters(fields)
-            # The other columns' converters run on every poll; a JSON column's when it is read.
+            converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
             self.eager = [(pos, *pair) for pos, pair in converters.items() if _POLLED[pos] not in _READ_DECODED]
             self.json = [converters.get(_POLLED.index(name)) for name in _READ_DECODED]
-            vendor = self.connection.vendor
-            # The DB-API's own placeholder: sqlite3 takes "?", the others Django supports "%s".
-            self.native = sql.replace("%s", "?") if vendor == "sqlite" and "%" not in sql.replace("%s", "") else None
+            # sqlite3's own placeholder is "?"; the other DB-APIs Django supports take "%s".
+            sqlite = self.connection.vendor == "sqlite" and "%" not in sql.replace("%s", "")
+            self.native = sql.replace("%s", "?") if sqlite else None
 
     def decode(self, index: int, value: Any) -> Any:
         """The value of the ``index``-th of ``_READ_DECODED`` as the ORM gives it."""
@@ -379,8 +293,7 @@ class _PollQuery:
         return value
 
     def row(self, values: Any) -> Polled:
-        """A row the DB-API returned, through the compiler's converters as the ORM's own would
-        (``SQLCompiler.apply_converters``), the JSON columns' when they are read."""
+        """A DB-API row through the compiler's converters (``SQLCompiler.apply_converters``)."""
         row = list(values)
         connection = self.connection
         for pos, converters, expression in self.eager:
@@ -388,9 +301,11 @@ class _PollQuery:
             for converter in converters:
                 value = converter(value, expression, connection)
             row[pos] = value
-        return Polled(row, self.decode if any(self.json) else None)
+        row.append(self.decode if any(self.json) else None)
+        return Polled._make(row)
 
     def rows(self, task_id: str) -> Any:
+        """The rows for ``task_id``, or None when the query is not one this class can run."""
         connection = self.connection
         if self.sql is None:
             return None
@@ -414,8 +329,7 @@ class _PollQuery:
                 cursor.close()
 
 
-# The replay guard's execute wrapper (mcp_django.asks.guard) looks for a replayed handler's
-# writes: a poll is neither, so the poll's fast path may pass it by.
+# The replay guard's execute wrapper looks for a replayed handler's writes: a poll may pass it by.
 _GUARD = "mcp_django.asks.guard"
 _compiled = threading.local()
 
@@ -430,17 +344,13 @@ def _polled(task_id: str) -> Polled | None:
     rows = query.rows(task_id)
     if rows is None:  # a backend whose SQL is not this simple: the ORM's own way
         row = MCPTask.objects.using(alias).only(*_POLLED).filter(pk=task_id).first()
-        return None if row is None else Polled([getattr(row, name) for name in _POLLED])
-    if not rows:
-        return None
-    return query.row(rows[0])
+        return None if row is None else Polled(*(getattr(row, name) for name in _POLLED))
+    return query.row(rows[0]) if rows else None
 
 
 def find(task_id: Any, principal: Principal, registry: str) -> Polled:
-    """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired,
-    foreign, or another endpoint's, alike). The row as stored: what answers ``tasks/get``
-    looks for a lost run in it (:func:`.lost.polled`) before it answers.
-    """
+    """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired, foreign,
+    or another endpoint's, alike). A lost run is looked for by the caller (:func:`.lost.polled`)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
     if "\x00" in task_id:
@@ -449,8 +359,7 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     row = _polled(task_id)
     if row is None or row.endpoint != registry or not _bound(row, principal):
         raise InvalidParams(NOT_FOUND)
-    now = timezone.now()
-    if row.expires is not None and row.expires <= now:
+    if row.expires is not None and row.expires <= timezone.now():
         raise InvalidParams(NOT_FOUND)
     return row
 
@@ -458,19 +367,13 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
 def update(
     task_id: str, principal: Principal, registry: str, responses: dict[str, Any], enqueue: Callable[[str], None]
 ) -> None:
-    """``tasks/update``: take the answers to pending asks; once none is pending, run again.
-
-    Keys never asked, already answered or superseded are ignored (SEP-2663); a partial
-    answer keeps the task ``input_required`` with the keys still open.
-    """
+    """``tasks/update``: take the answers to pending asks (others are ignored, SEP-2663); once none
+    is pending, run again."""
     find(task_id, principal, registry)
-    resume = False
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().get(pk=task_id)
-        if row.status != Status.INPUT_REQUIRED:
-            return
         taken = [key for key in responses if key in row.asked]
-        if not taken:
+        if row.status != Status.INPUT_REQUIRED or not taken:
             return
         for key in taken:
             row.answers[key] = {"q": row.asked.pop(key), "a": responses[key]}
@@ -478,12 +381,10 @@ def update(
         if not row.asked:
             row.status = Status.WORKING
             row.status_message = ""
-            resume = True
-        row.updated = timezone.now()
-        row.save()
-        if resume:
             announce_on_commit(row.pk)
             transaction.on_commit(lambda: enqueue(row.pk))
+        row.updated = timezone.now()
+        row.save()
 
 
 def cancel(task_id: str, principal: Principal, registry: str) -> None:
@@ -494,19 +395,15 @@ def cancel(task_id: str, principal: Principal, registry: str) -> None:
         row = MCPTask.objects.select_for_update().get(pk=task_id)
         if row.is_terminal:
             return
-        running = row.status == Status.WORKING and row.lease_until is not None
-        if running:
+        if row.status == Status.WORKING and row.lease_until is not None:
             row.cancel_requested = True
             row.updated = timezone.now()
             row.save(update_fields=["cancel_requested", "updated"])
             return
-    finish(task_id, Status.CANCELLED, message="cancelled by the client")
+    finish(task_id, Status.CANCELLED, message=BY_CLIENT)
 
 
 def purge(now: Any = None) -> int:
     """Delete the tasks whose TTL is over; returns how many."""
     deleted, _ = MCPTask.objects.filter(expires__lte=now or timezone.now()).delete()
     return deleted
-
-
-__all__ = ["NOT_FOUND", "TERMINAL", "cancel", "create", "detailed", "envelope", "find", "purge", "update"]

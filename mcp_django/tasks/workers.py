@@ -1,16 +1,13 @@
 """Task workers you can see, and the sweep they run.
 
-Each ``manage.py mcp_worker`` process keeps a row of :class:`~.models.MCPWorker` fresh (its
-heartbeat, every third of a lease) and, on the same beat, sweeps: runs whose lease ended are
-lost (:func:`.lost.run_lost`: started again or failed), running tasks whose TTL ended are
-asked to stop, and tasks that wait (queued or for input) past their TTL are cancelled. So a
-lost run is found when no client polls, by any worker of the deployment. A worker is alive
-while its row was seen within a lease; readers: ``manage.py mcp_tasks status``, the admin's
-task list, the system check W032 and a new task's ``statusMessage``.
+Each ``manage.py mcp_worker`` keeps its :class:`~.models.MCPWorker` row fresh (every third of a
+lease) and, on the same beat, sweeps (:func:`sweep`), so a lost run is found when no client
+polls. A worker is alive while its row was seen within a lease.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -25,7 +22,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from . import store
-from .lost import TTL_ENDED, lost_before_claim, run_lost
+from .lost import TTL_ENDED, Outage, lost_before_claim, run_lost
 from .models import MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -64,10 +61,10 @@ def needs_worker() -> bool:
     """Whether the task backend's jobs are run by ``mcp_worker``, which reports itself alive:
     django-tasks-db's database backend. Other backends' workers (RQ's ``rqworker``) report
     nothing here, so nothing is said of them; ImmediateBackend runs the job in its request."""
-    from .framework import backend
+    from .framework import task_backends
 
     try:
-        found = backend(mcp_settings.TASK_BACKEND)
+        found = task_backends[mcp_settings.TASK_BACKEND]
     except Exception:  # no such backend: E030 says so
         return False
     return type(found).__module__.split(".")[0] == "django_tasks_db"
@@ -76,7 +73,6 @@ def needs_worker() -> bool:
 # A process asks the database at most this often whether a worker is alive (new tasks' message).
 _NOTICE_FRESH = 1.0
 _notice: tuple[float, str] = (float("-inf"), "")
-_notice_lock = threading.Lock()
 
 
 def no_worker_notice() -> str:
@@ -94,14 +90,14 @@ def no_worker_notice() -> str:
                     "it runs when one starts"
                 )
         except DatabaseError:  # the table not made yet: no verdict
-            message = ""
-    with _notice_lock:
-        _notice = (now, message)
+            pass
+    _notice = (now, message)
     return message
 
 
 def sweep(now: Any = None) -> dict[str, int]:
-    """One sweep: lost runs started again or failed, tasks past their TTL stopped or cancelled."""
+    """One sweep: lost runs (:func:`.lost.run_lost`) started again or failed, running tasks past
+    their TTL asked to stop, waiting ones (queued or for input) cancelled."""
     from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
 
     now = now or timezone.now()
@@ -140,26 +136,6 @@ def logged_sweep(now: Any = None) -> None:
     found = sweep(now)
     if any(found.values()):
         logger.info("the task sweep: %s", ", ".join(f"{k} {v}" for k, v in found.items() if v))
-
-
-class Outage:
-    """One log line when a service (the database) goes away and one when it is back, not one per try."""
-
-    def __init__(self, what: str, service: str = "the database") -> None:
-        self.what = what
-        self.service = service
-        self.since: float | None = None
-
-    def failed(self, exc: BaseException) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-            logger.warning("%s cannot reach %s (%s): trying again until it answers", self.what, self.service, reason)
-
-    def over(self) -> None:
-        if self.since is not None:
-            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
-            self.since = None
 
 
 def sweep_forever(every: float) -> None:
@@ -216,26 +192,11 @@ class Pulse(threading.Thread):
                     logger.exception("the task worker's heartbeat failed")
                 if self.stopped.wait(beat_seconds()):
                     break
-            try:
+            with contextlib.suppress(DatabaseError):  # else its row ages out
                 MCPWorker.objects.filter(pk=self.worker_id).delete()  # stopped cleanly: no longer alive
-            except DatabaseError:
-                pass  # its row ages out instead
         finally:
             connection.close()
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(10)
-
-
-__all__ = [
-    "Outage",
-    "Pulse",
-    "alive",
-    "alive_within",
-    "beat_seconds",
-    "no_worker_notice",
-    "queue",
-    "sweep",
-    "sweep_forever",
-]

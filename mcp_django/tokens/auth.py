@@ -1,8 +1,7 @@
 """``Authorization: Bearer mcp_...``: the app's own MCP tokens (:class:`~mcp_django.tokens.models.MCPToken`).
 
-Put :class:`MCPTokenAuthentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` before
-``TokenAuthentication`` and the OAuth class: it answers only for tokens that start with
-``mcp_`` and leaves every other ``Authorization`` header to the classes after it.
+:class:`MCPTokenAuthentication` answers only for tokens that start with ``mcp_``: put it
+before ``TokenAuthentication`` and the OAuth class in ``AUTHENTICATION_CLASSES``.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 from django.db import close_old_connections
 from django.db.models import Q
@@ -72,16 +71,11 @@ def touch(token: MCPToken) -> None:
 
 
 class MCPTokenAuthentication(authentication.BaseAuthentication):
-    """An MCP token in ``Authorization: Bearer mcp_<id>_<secret>``.
+    """An MCP token in ``Authorization: Bearer mcp_<id>_<secret>``, refused (401) when unknown,
+    revoked, expired or its user inactive. It is the request's ``auth``: its scopes and handler
+    list restrict the handlers, and audit rows name it."""
 
-    Refused (401) when unknown, revoked, expired or its user inactive. The token is
-    the request's ``auth``: its scopes feed the handlers' scope checks, its handler list
-    hides and refuses every other handler, and audit rows name it (never its secret).
-    """
-
-    # Reads nothing but the Authorization header: the principal cache may key on it. Saving
-    # or deleting a token tells every process (mcp_django.auth_cache), and a cached token is
-    # never served past its expiry.
+    # Reads nothing but the Authorization header: the principal cache may key on it.
     mcp_reads_only_headers = True
     keyword = "Bearer"
 
@@ -95,12 +89,10 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         parts = split_token(value)
         if parts is None:
             self._refuse(request, "The MCP token is invalid.")
-        assert parts is not None
         prefix, secret = parts
         token = MCPToken.objects.select_related("user").filter(prefix=prefix).first()
         if token is None or not token.secret_matches(secret):
             self._refuse(request, "The MCP token is invalid.")
-        assert token is not None
         if token.revoked is not None:
             self._refuse(request, "The MCP token was revoked.")
         if token.is_expired:
@@ -113,7 +105,7 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         return token.user, token
 
     @staticmethod
-    def _refuse(request: Any, description: str) -> None:
+    def _refuse(request: Any, description: str) -> NoReturn:
         # Read by the endpoint's Bearer challenge when it is an OAuth protected resource.
         request.oauth2_error = {"error": "invalid_token", "error_description": description}
         raise exceptions.AuthenticationFailed(description)

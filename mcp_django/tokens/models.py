@@ -1,9 +1,7 @@
-"""An MCP token: one client's credential for one user, stored as a hash only.
+"""An MCP token, ``mcp_<prefix>_<secret>``: one client's credential for one user.
 
-A token reads ``mcp_<prefix>_<secret>``. The prefix is the row's public id (shown in
-lists, audit rows and logs); only the SHA-256 of the secret is stored. A fast hash is
-right here: the secret is 256 random bits, so there is nothing to guess, and a slow
-one would cost every request. The full token is shown once, when it is created.
+The prefix is the row's public id; only the SHA-256 of the secret is stored (a fast hash is
+right for 256 random bits, and a slow one would cost every request).
 """
 
 from __future__ import annotations
@@ -35,13 +33,8 @@ def split_token(token: str) -> tuple[str, str] | None:
     if not token.startswith(TOKEN_PREFIX):
         return None
     found = _SHAPE.fullmatch(token)
-    # Checked before any query: a NUL or other stray character (a websocket subprotocol can
-    # carry any byte) would make PostgreSQL refuse the lookup instead of finding nothing.
+    # Checked before any query: PostgreSQL refuses a lookup with a NUL instead of finding nothing.
     return (found[1], found[2]) if found else None
-
-
-def _words(text: str) -> list[str]:
-    return text.split()
 
 
 class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
@@ -67,11 +60,8 @@ class MCPTokenManager(models.Manager["MCPToken"]):
         expires: datetime | None = None,
         jkt: str = "",
     ) -> tuple[MCPToken, str]:
-        """A new token for ``user``, and its full text (the only time it exists outside the client).
-
-        ``jkt``: the RFC 7638 thumbprint of the client's public key, to bind the token to it
-        (DPoP, :mod:`mcp_django.contrib.dpop`): then it is good only with a proof by that key.
-        """
+        """A new token for ``user``, and its full text (shown this once). ``jkt``: the RFC 7638
+        thumbprint of the client's key, to bind the token to it (DPoP)."""
         token = self.model(
             user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires, jkt=jkt
         )
@@ -135,23 +125,19 @@ class MCPToken(models.Model):
     @property
     def mcp_credential_label(self) -> str:
         """How audit rows and logs name it: never the secret."""
-        return f"{self.name} ({self.prefix})"
+        return str(self)
 
     @property
     def scope_list(self) -> list[str]:
-        return _words(self.scopes)
+        return self.scopes.split()
 
     @property
     def handler_list(self) -> list[str]:
-        return _words(self.handlers)
+        return self.handlers.split()
 
     @property
     def is_expired(self) -> bool:
         return self.expires is not None and self.expires <= timezone.now()
-
-    @property
-    def is_usable(self) -> bool:
-        return self.revoked is None and not self.is_expired
 
     def revoke(self) -> None:
         if self.revoked is None:
@@ -162,9 +148,7 @@ class MCPToken(models.Model):
 
     def allow_scopes(self, scopes: Iterable[str]) -> bool:
         granted = self.scope_list
-        if not granted:
-            return True
-        return set(scopes) <= set(granted)
+        return not granted or set(scopes) <= set(granted)
 
     def mcp_allows_handler(self, handler: Any) -> bool:
         """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""

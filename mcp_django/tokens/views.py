@@ -1,8 +1,5 @@
-"""The user's own MCP tokens: a page a project includes (``include("mcp_django.tokens.urls")``).
-
-Signed-in users list their tokens, create one (its secret shown once, in the answer to
-the form, never stored or shown again) and revoke one. CSRF-protected Django forms.
-"""
+"""A page where signed-in users list, create (the secret shown once) and revoke their own MCP
+tokens; a project includes it with ``include("mcp_django.tokens.urls")``."""
 
 from __future__ import annotations
 

@@ -12,15 +12,9 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.http.request import split_domain_port, validate_host
-
 from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..auth import AuthenticationFailed
-from ..conf import mcp_settings
-from ..log_lines import host_refused
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
@@ -39,75 +33,6 @@ NO_LEGACY_HERE = MCPError(
     "Protocol 2025-11-25 and earlier sessions need the ASGI route: mcp_django.routing.mcp_urlpatterns() "
     "in asgi.py, served by uvicorn or daphne.",
 )
-
-_host_verdicts: dict[str, bool] = {}
-
-
-def host_allowed(headers: dict[str, str]) -> bool:
-    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding).
-
-    Verdicts are remembered per Host value (a client sends the same one every
-    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change. A refusal
-    is logged in one line on Django's ``django.security.DisallowedHost`` logger, as Django
-    logs it (without the traceback: :mod:`mcp_django.log_lines`).
-    """
-    host = headers.get("host", "")
-    verdict = _host_verdicts.get(host)
-    if verdict is None:
-        domain, _port = split_domain_port(host)
-        allowed = settings.ALLOWED_HOSTS
-        if settings.DEBUG and not allowed:
-            allowed = [".localhost", "127.0.0.1", "[::1]"]
-        verdict = bool(domain) and validate_host(domain, allowed)
-        if len(_host_verdicts) < 1024:
-            _host_verdicts[host] = verdict
-    if not verdict:
-        host_refused(host)
-    return verdict
-
-
-def _forget_hosts(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("ALLOWED_HOSTS", "DEBUG"):
-        _host_verdicts.clear()
-
-
-setting_changed.connect(_forget_hosts)
-
-
-def request_scheme(scheme: str, headers: dict[str, str]) -> str:
-    """``http`` or ``https``, as Django's ``request.scheme`` names it (``SECURE_PROXY_SSL_HEADER``)."""
-    proxy_ssl = settings.SECURE_PROXY_SSL_HEADER
-    if proxy_ssl:
-        header, secure_value = proxy_ssl
-        value = headers.get(header.removeprefix("HTTP_").lower().replace("_", "-"))
-        if value is not None:
-            return "https" if value.split(",", 1)[0].strip() == secure_value else "http"
-    return scheme
-
-
-def same_origin(headers: dict[str, str], scheme: str) -> bool:
-    """A browser page served by this site: the Origin names this request's scheme and host.
-
-    As Django's CSRF check compares them: scheme included (``ftp://`` or ``http://`` at an
-    ``https`` endpoint is another origin), ASCII case aside.
-    """
-    origin = headers.get("origin")
-    host = headers.get("host")
-    return origin is not None and bool(host) and origin.lower() == f"{request_scheme(scheme, headers)}://{host}".lower()
-
-
-def origin_allowed(headers: dict[str, str], scheme: str = "http") -> bool:
-    """No Origin (not a browser), this site's own, or one of ``ALLOWED_ORIGINS``.
-
-    ``scheme`` is the request's transport scheme (http or https).
-    """
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    allowed = mcp_settings.ALLOWED_ORIGINS
-    if "*" in allowed or origin in allowed:
-        return True
-    return same_origin(headers, scheme)
 
 
 def accepts(headers: dict[str, str], media_type: str) -> bool:
@@ -138,15 +63,10 @@ class HttpEndpoint:
         self.pipeline = Pipeline(registry)
 
     async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
-        headers = req.headers
-        if not host_allowed(headers):
-            return refused(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403))
-        cors: list[tuple[str, str]] = []
-        # Most MCP clients are not browsers: no Origin, nothing to check and no CORS headers.
-        if "origin" in headers:
-            if not origin_allowed(headers, req.scheme):
-                return refused(None, MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403))
-            cors = self._cors(headers, req.scheme)
+        try:
+            cors = self.pipeline.admit(req.headers, req.scheme)
+        except MCPError as exc:
+            return refused(None, exc)
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
@@ -172,23 +92,6 @@ class HttpEndpoint:
         if cors:
             out.headers.extend(cors)
         return out
-
-    def _cors(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
-        origin = headers.get("origin")
-        if origin is None or same_origin(headers, scheme):
-            return []
-        return [
-            ("access-control-allow-origin", origin),
-            ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
-            (
-                "access-control-allow-headers",
-                "content-type, accept, authorization, dpop, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, "
-                "last-event-id",
-            ),
-            # A browser client reads the challenge and the DPoP nonce (RFC 9449 section 8) too.
-            ("access-control-expose-headers", "mcp-session-id, www-authenticate, dpop-nonce"),
-            ("vary", "origin"),
-        ]
 
     async def modern(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
         shape = jsonrpc.classify(message)

@@ -231,7 +231,7 @@ async def _updates_for(hub: Relay) -> None:
     if hub.session_updates is None:
         hub.session_updates = uris = asyncio.Queue[str]()
         updates.watch(uris.put_nowait)
-        hub.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
+        hub.worker.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
 
 
 async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:

@@ -1,34 +1,18 @@
 """The cross-worker reply channel of legacy Streamable HTTP.
 
-A handler's server-to-client request goes out on the SSE stream of the POST that
-called it, held by one worker process; the client's reply arrives as a separate
-POST that a load balancer may hand to any worker. So every request id we send
-names the worker's channel (:mod:`mcp_django.worker_channel`) of the worker that
-waits for it (``mcp-django:<n>:<channel>``): whichever worker receives the reply
-forwards it there (or resolves it directly when the channel is its own). The
-waiting worker accepts it only for the session, and the principal, the request
-was sent under.
+A handler's request to the client goes out on the SSE stream of the POST that called it, held by
+one worker; the client's reply may reach any worker. So every request id names the waiting
+worker's channel (``mcp-django:<n>:<channel>``), where the reply is forwarded and accepted only
+for the session and principal the request was sent under.
 
-The forwarding worker answers its client 202 only once the holder acknowledges
-the reply, and 503 otherwise; the two must agree, or a client is told its reply
-failed while the ask went on with it. So a forwarder that hears no acknowledgment
-at once does not conclude by itself: it asks the holder (``mcp.reply.lost``), and the
-holder answers with what it did with that reply. Delivered (the acknowledgment was
-lost on the way): 202. Not received: the holder fails the ask and remembers the
-reply as lost, so that the reply arriving after all is not delivered either: 503.
-When the holder answers neither, it is gone: 503. When Redis goes away after it took
-the reply, the question cannot travel, and the reply waits in the holder's channel:
-202, within ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending. A client told 503 may
-answer again: an ask takes one reply, and a repeated one is answered 202 and ignored.
+The forwarder answers its client 202 once the holder acknowledges the reply, else 503, and the
+two must agree. Without a prompt acknowledgment the forwarder asks the holder (``mcp.reply.lost``);
+whichever of the reply and the question arrives first decides: delivered (202), or lost, the ask
+failed and the late reply refused (503). A holder answering neither is gone (503); when the layer
+goes away after it took the reply, the reply waits in the holder's channel (202).
 
-``notifications/cancelled`` and ``DELETE`` must reach calls held elsewhere too:
-a cancellation not found locally is sent to the group every worker's channel
-joins. The in-memory layer (one process) never needs that broadcast.
-
-Resuming a call's stream (``GET`` + ``Last-Event-ID``) on a worker that does not
-hold it travels the same way: event ids name the holder's channel, the resuming
-worker asks the holder for the events after that id, and the holder forwards
-them (and the result) as they come (:meth:`Relay.follow_remote`).
+Cancellations not found locally go to the group every worker's channel joins, and a stream
+resumed on a worker that does not hold it is forwarded by its holder (:meth:`Relay.follow_remote`).
 """
 
 from __future__ import annotations
@@ -48,24 +32,17 @@ from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, wo
 
 logger = logging.getLogger("mcp_django")
 
-# How long a worker forwarding a client's reply waits for the holder's acknowledgment
-# before it asks the holder what it did with the reply (a round trip through a live
-# layer takes milliseconds; asking early costs one message, and bounds the wait when
-# the layer goes away between the two: see Relay._verdict).
+# How long a forwarder waits for the holder's acknowledgment before it asks what became of the
+# reply (a live layer's round trip takes milliseconds), then how long for the answer.
 REPLY_ACK_PROMPT = 0.25
-# Then, how long it waits for the holder's answer (an acknowledgment, or the verdict:
-# a second chance for an acknowledgment lost on the way).
 REPLY_ACK_SECONDS = 3
 REPLY_VERDICT_SECONDS = 2
-# How long a holder remembers what it did with each forwarded reply, to answer
-# the forwarder's question (well above the forwarder's waits).
+# How long a holder remembers what became of each forwarded reply (above the forwarder's waits).
 _OUTCOME_SECONDS = 60
 # How long a resuming worker waits for the holder to say whether it has the stream.
 RESUME_WAIT_SECONDS = 5
-# A holder forwarding a quiet stream says so this often; a follower hearing nothing
-# for _RESUME_IDLE_SECONDS takes the holder for gone and ends its client's stream.
-# Short: when the holder dies, its follower's client learns it within _RESUME_IDLE_SECONDS
-# (its stream ends; resuming again is 404), at one small message per quiet stream every 5 s.
+# A holder forwarding a quiet stream says so this often; a follower that hears nothing for
+# _RESUME_IDLE_SECONDS takes the holder for gone and ends its client's stream.
 RESUME_KEEPALIVE_SECONDS = 5
 _RESUME_IDLE_SECONDS = 3 * RESUME_KEEPALIVE_SECONDS
 
@@ -88,12 +65,10 @@ class Relay:
     def __init__(self, worker: WorkerChannel) -> None:
         self.worker = worker
         self._ids = itertools.count(1)
-        # Replies forwarded from here, waiting for the holder's acknowledgment, by ack id:
-        # True when the holder took it, False when it says it never will.
+        # Replies forwarded from here, by ack id: whether the holder took it.
         self._acks: dict[str, asyncio.Future[bool]] = {}
         self._ack_ids = itertools.count(1)
-        # Replies forwarded here, by (forwarder's channel, ack id): whether each was
-        # taken (True) or declared lost (False), and when, oldest first.
+        # Replies forwarded here, by (forwarder's channel, ack id): taken or lost, and when, oldest first.
         self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
         self.waiters: dict[str, _Waiter] = {}
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
@@ -121,18 +96,6 @@ class Relay:
     def channel(self) -> str:
         return self.worker.channel
 
-    @property
-    def layer(self) -> Any:
-        return self.worker.layer
-
-    @property
-    def shared(self) -> bool:
-        """True when other processes may hold streams (a layer other than the in-memory one)."""
-        return self.worker.shared
-
-    def keep(self, task: asyncio.Future[Any]) -> None:
-        self.worker.keep(task)
-
     # -- our requests and their replies ----------------------------------------------------
 
     def open(self, sid: str, principal: str) -> tuple[str, asyncio.Future[dict[str, Any]]]:
@@ -146,11 +109,7 @@ class Relay:
 
     async def route_reply(self, message: dict[str, Any], sid: str, principal: str) -> bool:
         """Deliver a client's reply to whichever worker waits for it. False: not an id of ours.
-
-        Raises :class:`Unavailable` when the reply cannot reach the worker holding
-        the request (the layer is down, the message cannot travel, or that worker
-        is gone): the client is told, and a holder still there fails the ask at once.
-        """
+        :class:`Unavailable` when it cannot reach that worker (a holder still there fails the ask)."""
         request_id = message.get("id")
         if not isinstance(request_id, str):
             return False
@@ -164,7 +123,7 @@ class Relay:
         if channel == self.channel:
             self.deliver(request_id, message, sid, principal)
             return True
-        if not self.shared:
+        if not self.worker.shared:
             # One process: only its own relays (one per event loop) can hold the request.
             for hub in list(_relays.values()):
                 loop = hub.worker.loop
@@ -176,27 +135,17 @@ class Relay:
         ack = str(next(self._ack_ids))
         acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks[ack] = acked
-        forward = {
-            "type": "mcp.reply",
-            "id": request_id,
-            "sid": sid,
-            "p": principal,
-            "message": message,
-            "ack": ack,
-            "to": self.channel,
-        }
+        about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.channel}
         sent_at: float | None = None
         try:
             try:
-                await self.worker.send(channel, forward)
+                await self.worker.send(channel, {"type": "mcp.reply", "message": message, **about})
                 sent_at = asyncio.get_running_loop().time()
                 taken = await asyncio.wait_for(asyncio.shield(acked), min(REPLY_ACK_PROMPT, REPLY_ACK_SECONDS))
             except Exception as exc:
                 if sent_at is None:
                     logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
-                lost = {"type": "mcp.reply.lost", "id": request_id, "sid": sid, "p": principal}
-                lost.update(ack=ack, to=self.channel)
-                taken = await self._verdict(channel, lost, acked, sent_at)
+                taken = await self._verdict(channel, {"type": "mcp.reply.lost", **about}, acked, sent_at)
         finally:
             self._acks.pop(ack, None)
         if not taken:
@@ -206,14 +155,9 @@ class Relay:
     async def _verdict(
         self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
     ) -> bool:
-        """No acknowledgment yet: whether the holder took the reply, as it says when asked
-        (one that never received it fails the ask now and will not take it later).
-
-        When the layer cannot carry the question (refused, or no answer within
-        ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending), a reply it took waits in the
-        holder's channel and is read when the layer answers: taken; one it did not take:
-        failed. A client that answers again is harmless: an ask takes one reply.
-        """
+        """No acknowledgment yet: whether the holder took the reply, as it says when asked. When the
+        layer cannot carry the question within ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending, a
+        reply it took waits in the holder's channel: taken; one it did not take: failed."""
         loop = asyncio.get_running_loop()
         budget = None if sent_at is None else max(sent_at + mcp_settings.CHANNEL_LAYER_TIMEOUT - loop.time(), 0.05)
         try:
@@ -253,14 +197,6 @@ class Relay:
         self._outcomes[key] = (taken, now)
         return taken
 
-    def lost(self, request_id: str, sid: str, principal: str) -> None:
-        """The client's reply to ``request_id`` was sent but could not be forwarded here."""
-        waiter = self._waiter(request_id, sid, principal)
-        if waiter is not None:
-            waiter.future.set_exception(
-                MCPError(INTERNAL_ERROR, "the client's reply could not be forwarded to this server instance")
-            )
-
     def new_stream_key(self) -> str:
         return str(next(self._stream_keys))
 
@@ -276,10 +212,10 @@ class Relay:
 
     async def cancel(self, sid: str, request_id: Any = None) -> None:
         """Cancel one call of a session (``request_id``) or all of them (None), on every worker."""
-        if self._cancel_local(sid, None if request_id is None else call_key(sid, request_id)[1]):
+        rid = None if request_id is None else call_key(sid, request_id)[1]
+        if self._cancel_local(sid, rid):
             return
-        if self.shared:
-            rid = None if request_id is None else call_key(sid, request_id)[1]
+        if self.worker.shared:
             try:
                 await self.worker.call(
                     lambda layer: layer.group_send(GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid})
@@ -306,7 +242,7 @@ class Relay:
 
     async def follow_remote(self, channel: str, key: str, after: int, sid: str) -> AsyncIterator[bytes] | None:
         """The events after ``after`` of stream ``key`` held on ``channel``; None when it has no such stream."""
-        if not self.shared:
+        if not self.worker.shared:
             return None  # the in-memory layer ends at this process: nobody else holds streams
         tap = str(next(self._tap_ids))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -316,9 +252,7 @@ class Relay:
             await self.worker.send(channel, request)
             first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
         except Exception:
-            # The holder is gone (its channel unknown or full, or no answer): nothing to resume.
-            self._taps.pop(tap, None)
-            return None
+            first = {}  # the holder is gone (its channel unknown or full, or no answer)
         if not first.get("found"):
             self._taps.pop(tap, None)
             return None
@@ -351,7 +285,7 @@ class Relay:
         stream = self.streams.get(str(message["key"]))
         if stream is None or stream.sid != message["sid"]:
             # Unknown, expired, or another session's: the same answer for all three.
-            self.worker.keep_quietly(self.worker.send_quietly(to, {"type": "mcp.events", "tap": tap, "found": False}))
+            self.worker.post(to, {"type": "mcp.events", "tap": tap, "found": False})
         else:
             task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
             self._forwards[(to, tap)] = task
@@ -361,37 +295,29 @@ class Relay:
     # -- what the worker's channel reads for us ------------------------------------------------
 
     def _on_reply(self, message: dict[str, Any]) -> None:
-        request_id, sid, principal = str(message["id"]), str(message["sid"]), str(message["p"])
-        if "to" not in message:
-            self.deliver(request_id, dict(message["message"]), sid, principal)
-            return
-        to, ack = str(message["to"]), str(message["ack"])
-        taken = self._outcome((to, ack), True)
-        if taken:
-            self.deliver(request_id, dict(message["message"]), sid, principal)
-        # else: the forwarder asked first and was told the reply was lost; so it stays.
-        self._answer(to, ack, taken=taken)
+        self._decide(message, taken=True)
 
-    def _answer(self, to: str, ack: str, *, taken: bool) -> None:
-        # Received: the forwarding worker answers its client 202 (taken) or 503.
-        verdict = {"type": "mcp.reply.ack", "ack": ack, "taken": taken}
-        self.worker.keep_quietly(self.worker.send_quietly(to, verdict))
+    def _on_lost(self, message: dict[str, Any]) -> None:
+        self._decide(message, taken=False)
+
+    def _decide(self, message: dict[str, Any], *, taken: bool) -> None:
+        """A forwarded reply (``taken``), or its forwarder's question whether it came: whichever
+        arrives first decides, and the forwarder, told, answers its client 202 or 503."""
+        to, ack = str(message["to"]), str(message["ack"])
+        decided = self._outcome((to, ack), taken)
+        if decided == taken:  # this message arrived first: the ask takes the reply, or fails
+            waiter = self._waiter(str(message["id"]), str(message["sid"]), str(message["p"]))
+            if waiter is not None and taken:
+                waiter.future.set_result(dict(message["message"]))
+            elif waiter is not None:
+                lost = "the client's reply could not be forwarded to this server instance"
+                waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
+        self.worker.post(to, {"type": "mcp.reply.ack", "ack": ack, "taken": decided})
 
     def _on_ack(self, message: dict[str, Any]) -> None:
         acked = self._acks.get(str(message["ack"]))
         if acked is not None and not acked.done():
             acked.set_result(bool(message.get("taken", True)))
-
-    def _on_lost(self, message: dict[str, Any]) -> None:
-        request_id, sid, principal = str(message["id"]), str(message["sid"]), str(message["p"])
-        if "ack" not in message:
-            self.lost(request_id, sid, principal)
-            return
-        to, ack = str(message["to"]), str(message["ack"])
-        taken = self._outcome((to, ack), False)
-        if not taken:
-            self.lost(request_id, sid, principal)
-        self._answer(to, ack, taken=taken)
 
     def _on_cancel(self, message: dict[str, Any]) -> None:
         self._cancel_local(str(message["sid"]), message.get("rid"))
@@ -436,13 +362,13 @@ async def relay() -> Relay:
     return found
 
 
+@dataclass
 class HttpReplies:
     """:class:`~mcp_django.asks.live.Replies` for one legacy HTTP call: ids routed through the relay."""
 
-    def __init__(self, relay: Relay, sid: str, principal: str) -> None:
-        self.relay = relay
-        self.sid = sid
-        self.principal = principal
+    relay: Relay
+    sid: str
+    principal: str
 
     def open(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
         return self.relay.open(self.sid, self.principal)

@@ -34,7 +34,6 @@ from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
-from .http import host_allowed, origin_allowed
 from .http_io import HttpIn, asgi_headers, json_out, scope_url
 from .legacy_http import endpoint_for
 
@@ -143,11 +142,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.scope = scope
         headers = self._start()
         # Browsers send cookies with an upgrade from any page: Origin stops cross-site hijacking.
-        if (
-            not host_allowed(headers)
-            or not origin_allowed(headers, self.req.scheme)
-            or SUBPROTOCOL not in self.scope.get("subprotocols", [])
-        ):
+        try:
+            self.endpoint.pipeline.admit(headers, self.req.scheme)
+        except MCPError:
+            await self.close()
+            return
+        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
             await self.close()
             return
         try:

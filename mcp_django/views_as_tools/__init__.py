@@ -1,20 +1,8 @@
-"""Existing Django and DRF views served as MCP tools.
+"""Existing Django and DRF views served as MCP tools (``mcp.register_view``, docs/views.md).
 
-``mcp.register_view(OrderViewSet)`` turns each action of a viewset (or each
-HTTP method of an ``APIView``, a generic view, or a plain Django view) into a
-tool. A call runs the *real* view: a fresh ``HttpRequest`` is built for it
-(method, the view's own URL when it can be reversed, a query string for reads,
-a JSON body for writes), its user is the MCP principal, and the view is called
-through ``as_view()``. Nothing about the view class is patched, so its
-permission classes, throttles, filter backends, per-user querysets and
-pagination apply exactly as they do on its REST URL, which keeps working
-unchanged beside the tool.
-
-Why a new request rather than the MCP request itself: the view must see the
-method, path, query and body of the operation it serves, not a JSON-RPC POST
-to ``/mcp``. Authentication has already happened on the MCP endpoint, so the
-new request carries the principal through DRF's ``force_authenticate``, and no
-credentials are re-checked or copied.
+Each action of a viewset, or HTTP method of another view, becomes a tool whose call runs the real,
+unpatched view on a request of its own (its method, URL, query and body; the MCP principal as its
+user), so the view's permissions, throttles, filters and pagination apply as on its REST URL.
 """
 
 from .lazy import ViewReference

@@ -1,12 +1,8 @@
 """A view registered by its dotted path: imported, and its tools built, when they are first needed.
 
-``mcp.register_view("project.shop.views.OrderViewSet")`` keeps a process that never lists or
-calls those tools from importing the view's module, and with it DRF's serializers, filters and
-pagination (about 20 MiB in the demo, most of it what ``rest_framework.compat`` imports). What
-can be checked without importing the view is checked at registration: the path's shape, that its
-module exists, and the options' names. The rest (that the module defines the view, that the
-view makes the tools the options ask for) fails at ``manage.py check`` (E015), and at the first
-listing or call if the check was not run.
+A process that never lists or calls them need not import the view's module and DRF with it.
+Registration checks what it can without the import (the path, the module, the options' names);
+the rest fails at ``manage.py check`` (E015) or at the first listing or call.
 """
 
 from __future__ import annotations

@@ -26,8 +26,6 @@ from .view_styles import DROPPED_HEADERS, view_class_of
 
 logger = logging.getLogger("mcp_django")
 
-# -- the operation one tool performs -------------------------------------------------------
-
 
 @dataclass(eq=False)
 class Operation:
@@ -45,10 +43,6 @@ class Operation:
     # "json" (DRF) or "form" (plain Django views read request.POST).
     body_format: str = "json"
     drf: bool = True
-    paginated: bool = False
-    wrap_list: bool = True
-
-    # -- the view function, built once ------------------------------------------------
 
     @cached_property
     def view_func(self) -> Any:
@@ -85,9 +79,8 @@ class Operation:
         if self.actions_map is not None:
             actions = getattr(callback, "actions", None) or {}
             return getattr(callback, "cls", None) is self.cls and actions.get(self.method) == self.action
-        target = view_class_of(callback)
         if isinstance(self.view, type):
-            return target is self.cls
+            return view_class_of(callback) is self.cls
         return callback is self.view
 
     def locate(self, kwargs: dict[str, str]) -> tuple[str, Any]:
@@ -95,15 +88,10 @@ class Operation:
         for name in self._routes:
             try:
                 path = reverse(name, kwargs=kwargs or None)
-            except NoReverseMatch:
-                continue
-            try:
                 return path, resolve(path)
-            except Resolver404:
+            except (NoReverseMatch, Resolver404):
                 continue
         return "/", None
-
-    # -- building the request ---------------------------------------------------------
 
     def build_request(
         self, incoming: Any, user: Any, path: str, query: str = "", body: bytes = b"", content_type: str = ""
@@ -137,29 +125,23 @@ class Operation:
             environ["CONTENT_TYPE"] = content_type
         request = WSGIRequest(environ)
         request.user = user
-        # The MCP endpoint has authenticated the caller already: the view's Request takes this
-        # user without running its authentication classes. DRF's public way to say so is
-        # force_authenticate (imported here: its module needs Django's settings). An
-        # authentication class passed through as_view() would do it only for a view given as a
-        # class that builds its authenticators from authentication_classes, not for an
-        # as_view() function or a view overriding get_authenticators().
+        # The MCP endpoint has authenticated the caller already: force_authenticate, DRF's public
+        # way to say so, works for every view (an authentication class passed through as_view()
+        # would not reach an as_view() function or a view overriding get_authenticators()).
         from rest_framework.test import force_authenticate
 
         force_authenticate(request, user=user)
         # The MCP endpoint refuses foreign origins and non-JSON bodies, which is what CSRF
-        # protection is for; an MCP client has no CSRF token to send. Django has no public
-        # way to exempt a request (csrf_exempt marks a view function, and a view decorated
-        # with csrf_protect checks anyway); this is the flag its own test client sets.
+        # protection is for; an MCP client has no token to send. Django's test client sets
+        # this flag too (there is no public way to exempt a request).
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
         session = getattr(incoming, "session", None)
         if session is not None:
             request.session = session
         return request
 
-    # -- one call ---------------------------------------------------------------------
-
     def split(self, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-        path = {k: _path_value(arguments[k]) for k in self.path_params if k in arguments}
+        path = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
         rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         if self.method in ("get", "delete"):
             return path, rest, {}
@@ -170,8 +152,7 @@ class Operation:
     def call(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
         path_kwargs, query, body = self.split(arguments)
         path, match = self.locate(path_kwargs)
-        raw = b""
-        content_type = ""
+        raw, content_type = b"", ""
         if self.method not in ("get", "delete"):
             if self.body_format == "form":
                 raw, content_type = _query_string(body).encode(), "application/x-www-form-urlencoded"
@@ -189,69 +170,58 @@ class Operation:
         except MCPError:
             raise  # an ask the client must answer differently (e.g. a missing capability)
         except Http404:
-            return _error(404, "Not found.")
+            return _error("Not found.")
         except PermissionDenied:
-            return _error(403, "Permission denied.")
+            return _error("Permission denied.")
         except (BadRequest, SuspiciousOperation):
-            return _error(400, "Bad request.")
+            return _error("Bad request.")
         except Exception:
             logger.exception("mcp_django: view %s failed", self.cls or self.view)
-            return _error(500, "The view failed with an internal error.")
+            return _error("The view failed with an internal error.")
         # InputRequired (an ask without an answer yet) is a BaseException: it passes every
         # handler above and DRF's own, ends this attempt, and rolls back its atomic block.
         return self.result(response)
 
     def result(self, response: Any) -> ToolResult:
         status = int(getattr(response, "status_code", 500))
-        data, has_data = _response_data(response)
+        data = _response_data(response)
         if status >= 500:
-            return _error(status, f"The view failed (HTTP {status}).")
+            return _error(f"The view failed (HTTP {status}).")
         if 300 <= status < 400:
-            return _error(status, f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
+            return _error(f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
         if status >= 400:
-            return _client_error(status, data if has_data else None)
-        if not has_data or data in (None, ""):
+            return _client_error(status, data)
+        if data in (None, ""):
             return ToolResult(content=[Text(f"Done (HTTP {status}).")])
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        structured = None
-        if isinstance(data, dict):
-            structured = data
-        elif isinstance(data, list) and self.wrap_list:
-            structured = {"results": data}
-        return ToolResult(content=[Text(text)], structured=structured)
+        if isinstance(data, list):
+            data = {"results": data}  # structured content is an object
+        return ToolResult(content=[Text(text)], structured=data if isinstance(data, dict) else None)
 
 
-def _path_value(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _query_value(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return value
+def _text(value: Any) -> str:
+    """An argument as URL text: JSON's spelling for booleans and objects, ``str()`` for the rest."""
+    return json.dumps(value) if isinstance(value, (bool, dict)) else str(value)
 
 
 def _query_string(values: dict[str, Any]) -> str:
-    pairs: list[tuple[str, Any]] = []
-    for key, value in values.items():
-        if value is None:
-            continue
-        for item in value if isinstance(value, list) else [value]:
-            pairs.append((key, _query_value(item)))
+    """The arguments as a query string, a list's items each under its name, None left out."""
+    pairs = [
+        (key, _text(item))
+        for key, value in values.items()
+        if value is not None
+        for item in (value if isinstance(value, list) else [value])
+    ]
     return urlencode(pairs)
 
 
-def _response_data(response: Any) -> tuple[Any, bool]:
-    """The response's payload as plain JSON values (or text), and whether it has one."""
+def _response_data(response: Any) -> Any:
+    """The response's payload as plain JSON values (or text); None when it has none."""
     if hasattr(response, "data") and hasattr(response, "accepted_renderer"):
         from rest_framework.utils.encoders import JSONEncoder
 
-        if response.data is None:
-            return None, False
         # DRF's encoder: what the REST endpoint would put on the wire (decimals, dates, lazy text).
-        return json.loads(json.dumps(response.data, cls=JSONEncoder)), True
+        return None if response.data is None else json.loads(json.dumps(response.data, cls=JSONEncoder))
     if hasattr(response, "render") and callable(response.render) and not getattr(response, "is_rendered", True):
         response.render()
     if getattr(response, "streaming", False):
@@ -259,21 +229,20 @@ def _response_data(response: Any) -> tuple[Any, bool]:
     else:
         body = getattr(response, "content", b"")
     if not body:
-        return None, False
+        return None
     content_type = response.get("Content-Type", "") if hasattr(response, "get") else ""
-    charset = getattr(response, "charset", None) or "utf-8"
-    text = body.decode(charset, errors="replace")
+    text = body.decode(getattr(response, "charset", None) or "utf-8", errors="replace")
     if "json" in content_type:
         try:
-            return json.loads(text), True
+            return json.loads(text)
         except ValueError:
-            return text, True
+            return text
     if "html" in content_type:
         text = re.sub(r"\s+", " ", strip_tags(text)).strip()
-    return text, True
+    return text
 
 
-def _error(status: int, message: str, structured: dict[str, Any] | None = None) -> ToolResult:
+def _error(message: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[Text(message)], structured=structured, is_error=True)
 
 
@@ -282,7 +251,7 @@ def _client_error(status: int, data: Any) -> ToolResult:
     if status == 400:
         lines = _flatten_errors(data)
         message = "Invalid input: " + "; ".join(lines) if lines else "Invalid input."
-        return _error(status, message, {"status": status, "errors": data})
+        return _error(message, {"status": status, "errors": data})
     prefix = {
         401: "Not authenticated",
         403: "Permission denied",
@@ -293,7 +262,7 @@ def _client_error(status: int, data: Any) -> ToolResult:
     text = f"{prefix}: {detail}" if isinstance(detail, str) else prefix + "."
     if detail is None and isinstance(data, (dict, list)):
         text += " " + json.dumps(data, ensure_ascii=False)
-    return _error(status, text, {"status": status, "errors": data} if data is not None else {"status": status})
+    return _error(text, {"status": status, "errors": data} if data is not None else {"status": status})
 
 
 def _flatten_errors(data: Any, prefix: str = "") -> list[str]:

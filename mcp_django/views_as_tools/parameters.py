@@ -10,8 +10,6 @@ from .. import schema as schemas
 
 logger = logging.getLogger("mcp_django")
 
-# -- list parameters and list output ---------------------------------------------------------
-
 
 def query_parameters(view: Any, model: Any) -> dict[str, Any]:
     """The arguments a list action takes: filters, search, ordering and pagination, as the view has them."""
@@ -20,21 +18,15 @@ def query_parameters(view: Any, model: Any) -> dict[str, Any]:
         out.update(_backend_parameters(backend_cls, view, model))
     paginator = getattr(view, "paginator", None)
     if paginator is not None:
+        max_size = getattr(paginator, "max_page_size", None) or getattr(paginator, "max_limit", None)
+        sizes = (getattr(paginator, "page_size_query_param", None), getattr(paginator, "limit_query_param", None))
         for param in paginator.get_schema_operation_parameters(view):
-            schema = openapi_to_json_schema(param.get("schema", {}))
-            if param.get("description"):
-                schema["description"] = str(param["description"])
-            if schema.get("type") == "integer" and param["name"] != "offset":
-                schema["minimum"] = 1
-            elif param["name"] == "offset":
-                schema["minimum"] = 0
-            max_size = getattr(paginator, "max_page_size", None) or getattr(paginator, "max_limit", None)
-            if max_size and param["name"] in (
-                getattr(paginator, "page_size_query_param", None),
-                getattr(paginator, "limit_query_param", None),
-            ):
+            name = param["name"]
+            schema = out[name] = _openapi_parameter(param)
+            if name == "offset" or schema.get("type") == "integer":
+                schema["minimum"] = 0 if name == "offset" else 1
+            if max_size and name in sizes:
                 schema["maximum"] = max_size
-            out[param["name"]] = schema
     return out
 
 
@@ -68,18 +60,18 @@ def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, An
             schema["description"] += f" One of: {', '.join(names)}."
         return {backend.ordering_param: schema}
     # Any other backend that describes itself for OpenAPI describes itself here too.
-    out: dict[str, Any] = {}
     try:
         params = backend.get_schema_operation_parameters(view)
     except Exception:
-        return out
-    for param in params or ():
-        if param.get("in") == "query" and param.get("name"):
-            schema = openapi_to_json_schema(param.get("schema", {}))
-            if param.get("description"):
-                schema["description"] = str(param["description"])
-            out[param["name"]] = schema
-    return out
+        return {}
+    return {p["name"]: _openapi_parameter(p) for p in params or () if p.get("in") == "query" and p.get("name")}
+
+
+def _openapi_parameter(param: dict[str, Any]) -> dict[str, Any]:
+    schema = openapi_to_json_schema(param.get("schema", {}))
+    if param.get("description"):
+        schema["description"] = str(param["description"])
+    return schema
 
 
 def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
@@ -92,10 +84,7 @@ def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
         return {}
     if filterset_class is None:
         return {}
-    out: dict[str, Any] = {}
-    for name, f in filterset_class.base_filters.items():
-        out.update(filter_schema(name, f))
-    return out
+    return {k: v for name, f in filterset_class.base_filters.items() for k, v in filter_schema(name, f).items()}
 
 
 def filter_schema(name: str, f: Any) -> dict[str, Any]:
@@ -116,34 +105,30 @@ def filter_schema(name: str, f: Any) -> dict[str, Any]:
         return {f"{name}_min": described({"type": "number"}), f"{name}_max": described({"type": "number"})}
     if isinstance(f, df.BaseCSVFilter):
         return {name: described({"type": "string"}, f"{f.label or name} (comma-separated values)")}
-    schema: dict[str, Any]
     if isinstance(f, (df.MultipleChoiceFilter, df.ModelMultipleChoiceFilter)):
-        schema = {"type": "array", "items": _choice_schema(f)}
-    elif isinstance(f, (df.ChoiceFilter, df.ModelChoiceFilter)):
-        schema = _choice_schema(f)
-    elif isinstance(f, df.BooleanFilter):
-        schema = {"type": "boolean"}
-    elif isinstance(f, df.NumberFilter):
-        schema = {"type": "number"}
-    elif isinstance(f, df.IsoDateTimeFilter) or isinstance(f, df.DateTimeFilter):
-        schema = {"type": "string", "format": "date-time"}
-    elif isinstance(f, df.DateFilter):
-        schema = {"type": "string", "format": "date"}
-    elif isinstance(f, df.TimeFilter):
-        schema = {"type": "string", "format": "time"}
-    elif isinstance(f, df.UUIDFilter):
-        schema = {"type": "string", "format": "uuid"}
-    else:
-        schema = {"type": "string"}
-    return {name: described(schema)}
+        return {name: described({"type": "array", "items": _choice_schema(f)})}
+    if isinstance(f, (df.ChoiceFilter, df.ModelChoiceFilter)):
+        return {name: described(_choice_schema(f))}
+    typed = (t for cls, t in _FILTER_TYPES if isinstance(f, getattr(df, cls)))
+    return {name: described({"type": "string", **next(typed, {})})}
+
+
+# The filters of one JSON type (IsoDateTimeFilter is a DateTimeFilter); any other takes a string.
+_FILTER_TYPES = (
+    ("BooleanFilter", {"type": "boolean"}),
+    ("NumberFilter", {"type": "number"}),
+    ("DateTimeFilter", {"format": "date-time"}),
+    ("DateFilter", {"format": "date"}),
+    ("TimeFilter", {"format": "time"}),
+    ("UUIDFilter", {"format": "uuid"}),
+)
 
 
 def _choice_schema(f: Any) -> dict[str, Any]:
     import django_filters as df
 
     if isinstance(f, (df.ModelChoiceFilter, df.ModelMultipleChoiceFilter)):
-        queryset = f.queryset
-        model = getattr(queryset, "model", None)
+        model = getattr(f.queryset, "model", None)
         internal = model._meta.pk.get_internal_type() if model is not None else ""
         return {"type": "integer"} if "Integer" in internal or internal.endswith("AutoField") else {"type": "string"}
     choices = f.extra.get("choices")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from .view_styles import (
     HTTP_METHODS,
     STANDARD_ACTIONS,
     clip_name,
-    drf_api,
     generic_prefix,
     is_apiview,
     is_viewset,
@@ -34,8 +34,6 @@ from .view_styles import (
 )
 
 logger = logging.getLogger("mcp_django")
-
-# -- tools ---------------------------------------------------------------------------------
 
 
 @dataclass(eq=False)
@@ -53,9 +51,8 @@ class ViewTool(Tool):
     def has_permission(self, user: Any, request: Any) -> bool:
         """The view's permission classes for this action, plus the tool's own ``permissions``.
 
-        Sync and run once per tool inside the single thread hop of ``tools/list``.
-        Throttles are not consulted here (a listing must not use up the caller's rate),
-        and object permissions cannot be: the view applies both when it is called.
+        Throttles (a listing must not use up the caller's rate) and object permissions are left
+        to the view's call.
         """
         if not self.scopes_granted(getattr(request, "auth", None)):
             return False
@@ -128,20 +125,19 @@ def view_tools(
         specs = builder.plain_specs(methods, tuple(path_params), input_schema, body)
     if not specs:
         raise ImproperlyConfigured(f"register_view: {cls or view!r} has none of the requested actions or methods")
-    if name is not None:
-        if len(specs) != 1:
-            raise ImproperlyConfigured("register_view: name= names one tool; this view makes several, use names={...}")
-        specs[0].name = name
+    if len(specs) == 1:
+        only = specs[0]
+        only.name = only.name if name is None else name
+        only.description = only.description if description is None else description
+        only.output_schema = only.output_schema if output_schema is None else output_schema
+    elif name is not None:
+        raise ImproperlyConfigured("register_view: name= names one tool; this view makes several, use names={...}")
     tools = []
     for spec in specs:
         if len(spec.name) > TOOL_NAME_MAX:
             raise ImproperlyConfigured(
                 f"register_view: tool name {spec.name!r} is longer than {TOOL_NAME_MAX} characters"
             )
-        if description is not None and len(specs) == 1:
-            spec.description = description
-        if output_schema is not None and len(specs) == 1:
-            spec.output_schema = output_schema
         tools.append(spec.tool(common))
     return tools
 
@@ -181,37 +177,28 @@ class _Spec:
         )
 
 
+@dataclass
 class _Builder:
     """Derives names, schemas and operations from a view class."""
 
-    def __init__(
-        self,
-        view: Any,
-        cls: Any,
-        initkwargs: dict[str, Any],
-        basename: str | None,
-        names: Mapping[str, str],
-        descriptions: Mapping[str, str],
-        input_schemas: Mapping[str, Any],
-    ) -> None:
-        self.view = view
-        self.cls = cls
-        self.initkwargs = initkwargs
-        self.names = names
-        self.descriptions = descriptions
-        self.input_schemas = input_schemas
-        self.model = self._model()
-        self.named = bool(basename)
-        if basename:
-            self.prefix = basename
-        elif self.model is not None and is_viewset(cls):
-            self.prefix = slug(str(self.model._meta.verbose_name_plural))
-        elif cls is not None:
-            self.prefix = snake_name(cls.__name__)
-        else:
-            self.prefix = getattr(view, "__name__", "view")
+    view: Any
+    cls: Any
+    initkwargs: dict[str, Any]
+    basename: str | None
+    names: Mapping[str, str]
+    descriptions: Mapping[str, str]
+    input_schemas: Mapping[str, Any]
 
-    # -- shared helpers ----------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self.model = self._model()
+        if self.basename:
+            self.prefix = self.basename
+        elif self.model is not None and is_viewset(self.cls):
+            self.prefix = slug(str(self.model._meta.verbose_name_plural))
+        elif self.cls is not None:
+            self.prefix = snake_name(self.cls.__name__)
+        else:
+            self.prefix = getattr(self.view, "__name__", "view")
 
     def _model(self) -> Any:
         if self.cls is None:
@@ -222,31 +209,40 @@ class _Builder:
         serializer = self.initkwargs.get("serializer_class", getattr(self.cls, "serializer_class", None))
         return getattr(getattr(serializer, "Meta", None), "model", None)
 
-    def _instance(self, action: str | None, method: str, extra: Mapping[str, Any] | None = None) -> Any:
+    def _instance(self, action: str, method: str, extra: Mapping[str, Any] | None = None) -> Any:
         """A view instance with no request, for reading what depends on the action."""
         view = self.cls(**{**self.initkwargs, **(extra or {})})
         view.action = action
-        view.request = None
-        view.format_kwarg = None
+        view.request = view.format_kwarg = None
         view.args, view.kwargs = (), {}
-        view.action_map = {method: action} if action else {}
+        view.action_map = {method: action}
         return view
 
-    def _serializer(self, view: Any) -> Any:
-        try:
-            return view.get_serializer_class()
-        except Exception:  # get_serializer_class may read the request, which schema time has not got
-            return getattr(view, "serializer_class", None)
+    def _operation(self, method: str, **fields: Any) -> Operation:
+        fields.setdefault("initkwargs", self.initkwargs)
+        return Operation(view=self.view, cls=self.cls, method=method, **fields)
 
-    def _name(self, key: str, default: str) -> str:
-        return self.names.get(key) or clip_name(default)
+    def _spec(
+        self,
+        key: str,
+        name: str,
+        text: str,
+        op: Operation,
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any] | None = None,
+    ) -> _Spec:
+        return _Spec(
+            name=self.names.get(key) or clip_name(name),
+            description=self.descriptions.get(key, text),
+            operation=op,
+            input_schema=input_schema,
+            output_schema=output_schema,
+            source=f"{dotted_name(self.cls or self.view)}:{key}",
+        )
 
-    def _source(self, key: str) -> str:
-        return f"{dotted_name(self.cls or self.view)}:{key}"
-
-    def _lookup(self, view: Any) -> tuple[str, dict[str, Any]]:
+    def _lookup(self, view: Any) -> dict[str, Any]:
+        """The detail argument (the URL kwarg), typed after the model field it looks up."""
         lookup_field = getattr(view, "lookup_field", "pk")
-        kwarg = getattr(view, "lookup_url_kwarg", None) or lookup_field
         schema: dict[str, Any] = {"type": "string"}
         if self.model is not None:
             try:
@@ -260,12 +256,10 @@ class _Builder:
                 schema = {"type": "string", "format": "uuid"}
         noun = str(self.model._meta.verbose_name) if self.model is not None else "object"
         schema["description"] = f"The {noun}'s {lookup_field if lookup_field != 'pk' else 'id'}."
-        return kwarg, schema
+        return {getattr(view, "lookup_url_kwarg", None) or lookup_field: schema}
 
     def _custom_doc(self, attr: str) -> str:
         """The docstring of ``attr`` when the project's class defines it (DRF's mixins say nothing useful)."""
-        import inspect
-
         for klass in self.cls.__mro__:
             if attr in vars(klass):
                 if klass.__module__.startswith("rest_framework."):
@@ -275,16 +269,12 @@ class _Builder:
 
     def _class_doc(self) -> str:
         """The view class's own docstring (not one inherited from Django's or DRF's classes)."""
-        import inspect
-
         for klass in self.cls.__mro__:
             if klass.__module__.startswith(("rest_framework.", "django.")) or klass is object:
                 return ""
             if vars(klass).get("__doc__"):
-                return schemas.first_paragraph(inspect.cleandoc(vars(klass)["__doc__"]))
+                return schemas.first_paragraph(vars(klass)["__doc__"])
         return ""
-
-    # -- viewsets -----------------------------------------------------------------------
 
     def viewset_specs(self, actions: Iterable[str] | None) -> list[_Spec]:
         extra = {a.__name__: a for a in self.cls.get_extra_actions()}
@@ -296,36 +286,31 @@ class _Builder:
         specs = []
         for action in wanted:
             if action in STANDARD_ACTIONS:
-                specs.append(self._standard(action, STANDARD_ACTIONS[action], {STANDARD_ACTIONS[action]: action}))
+                method = STANDARD_ACTIONS[action]
+                specs.append(self._standard(action, method, {method: action}))
             else:
                 func = extra[action]
                 methods = [m for m in func.mapping if m in HTTP_METHODS]
                 for method in methods:
-                    key = action if len(methods) == 1 else f"{action}_{method}"
-                    specs.append(self._extra(func, key, method))
+                    specs.append(self._extra(func, action if len(methods) == 1 else f"{action}_{method}", method))
         return specs
 
     def _standard(self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None) -> _Spec:
+        """A model action (list, retrieve, create...) of a viewset or a generic view."""
+        key = key or action
         view = self._instance(action, method)
-        serializer = self._serializer(view)
-        detail = action in DETAIL_ACTIONS
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        output: dict[str, Any] | None = None
-        query: set[str] = set()
-        path_params: tuple[str, ...] = ()
-        paginated = False
-        override = self.input_schemas.get(key or action)
-        if detail:
-            kwarg, lookup = self._lookup(view)
-            properties[kwarg] = lookup
-            required.append(kwarg)
-            path_params = (kwarg,)
+        try:
+            serializer = view.get_serializer_class()
+        except Exception:  # get_serializer_class may read the request, which schema time has not got
+            serializer = getattr(view, "serializer_class", None)
+        properties = self._lookup(view) if action in DETAIL_ACTIONS else {}
+        path_params = tuple(properties)
+        required = list(properties)
+        output = query = None
+        override = self.input_schemas.get(key)
         if action == "list":
-            params = query_parameters(view, self.model)
-            properties.update(params)
-            query.update(params)
-            paginated = getattr(view, "paginator", None) is not None
+            query = query_parameters(view, self.model)
+            properties.update(query)
         elif override is not None:
             body = _schema_of(override)
             properties.update(body.get("properties", {}))
@@ -338,49 +323,29 @@ class _Builder:
         if serializer is not None and action != "destroy":
             item = schemas.serializer_schema(serializer, for_output=True)
             output = list_output_schema(view, item) if action == "list" else item
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if required:
-            schema["required"] = required
         noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
         plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
         text = self._custom_doc(action) or ACTION_TEXT[action].format(
             name=noun, a_name=with_article(noun), plural=plural, lookup=path_params[0] if path_params else "id"
         )
-        if action == "list" and query:
+        if query:
             text += " Filter, search, order and page with the optional arguments."
-        op = Operation(
-            view=self.view,
-            cls=self.cls,
-            method=method,
+        op = self._operation(
+            method,
             action=action,
             actions_map=mapping,
-            initkwargs=self.initkwargs,
-            detail=detail,
+            detail=bool(path_params),
             path_params=path_params,
-            query_params=frozenset(query),
-            paginated=paginated,
+            query_params=frozenset(query or ()),
         )
-        key = key or action
-        return _Spec(
-            name=self._name(key, f"{self.prefix}_{key}"),
-            description=self.descriptions.get(key, text),
-            operation=op,
-            input_schema=schema,
-            output_schema=output,
-            source=self._source(key),
-        )
+        return self._spec(key, f"{self.prefix}_{key}", text, op, _object(properties, required), output)
 
     def _extra(self, func: Any, key: str, method: str) -> _Spec:
+        """An ``@action`` of a viewset, for one of its HTTP methods."""
         action = func.__name__
-        view = self._instance(action, method, func.kwargs)
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        path_params: tuple[str, ...] = ()
-        if func.detail:
-            kwarg, lookup = self._lookup(view)
-            properties[kwarg] = lookup
-            required.append(kwarg)
-            path_params = (kwarg,)
+        properties = self._lookup(self._instance(action, method, func.kwargs)) if func.detail else {}
+        path_params = tuple(properties)
+        required = list(properties)
         # An @action's body is the serializer only when the action names one itself: the
         # viewset's default serializer describes its create/update, rarely a custom action.
         override = self.input_schemas.get(key, self.input_schemas.get(action))
@@ -393,14 +358,9 @@ class _Builder:
         if body:
             properties.update(body.get("properties", {}))
             required += body.get("required", [])
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if required:
-            schema["required"] = required
         doc = schemas.first_paragraph(func.kwargs.get("description") or func.__doc__)
-        op = Operation(
-            view=self.view,
-            cls=self.cls,
-            method=method,
+        op = self._operation(
+            method,
             action=action,
             actions_map={method: action},
             initkwargs={**self.initkwargs, **func.kwargs},
@@ -408,42 +368,54 @@ class _Builder:
             path_params=path_params,
             query_params=frozenset(properties) - set(path_params) if method == "get" else frozenset(),
         )
-        return _Spec(
-            name=self._name(key, f"{self.prefix}_{key}"),
-            description=self.descriptions.get(key, doc or f"{action.replace('_', ' ').capitalize()}."),
-            operation=op,
-            input_schema=schema,
-            output_schema=None,
-            source=self._source(key),
-        )
-
-    # -- APIViews and generic views -----------------------------------------------------
+        text = doc or f"{action.replace('_', ' ').capitalize()}."
+        return self._spec(key, f"{self.prefix}_{key}", text, op, _object(properties, required))
 
     def apiview_specs(
         self, methods: Iterable[str] | None, path_params: tuple[str, ...], input_schema: dict[str, Any] | None
     ) -> list[_Spec]:
-        drf = drf_api()
-        assert drf is not None
-        _views, _viewsets, generics, mixins = drf
+        from rest_framework import generics
+
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         generic = issubclass(self.cls, generics.GenericAPIView)
-        if generic and not self.named:
+        if generic and not self.basename:
             # Each tool's name ends with its action: the class name need not say it again.
             self.prefix = generic_prefix(self.cls.__name__)
         specs = []
         for method in wanted:
             if not hasattr(self.cls, method):
                 raise ImproperlyConfigured(f"register_view: {self.cls.__name__} does not handle {method.upper()}")
-            action = _generic_action(self.cls, method, mixins) if generic else None
+            action = _generic_action(self.cls, method) if generic else None
             if action is not None:
-                spec = self._standard(action, method, None, key=method if method in self.names else action)
-                spec.name = self._name(method, spec.name) if method in self.names else spec.name
-                specs.append(spec)
-                continue
-            specs.append(
-                self._method_spec(method, path_params, input_schema, drf=True, body="json", alone=len(wanted) == 1)
-            )
+                specs.append(self._standard(action, method, None, key=method if method in self.names else action))
+            else:
+                specs.append(self._method_spec(method, path_params, input_schema, drf=True, alone=len(wanted) == 1))
         return specs
+
+    def plain_specs(
+        self,
+        methods: Iterable[str] | None,
+        path_params: tuple[str, ...],
+        input_schema: dict[str, Any] | None,
+        body: str,
+    ) -> list[_Spec]:
+        if methods is not None:
+            wanted = [m.lower() for m in methods]
+        elif self.cls is not None:
+            wanted = [m for m in HTTP_METHODS if hasattr(self.cls, m)]
+        else:
+            wanted = ["get"]
+        if self.cls is None and not callable(self.view):
+            raise ImproperlyConfigured(f"register_view: {self.view!r} is not a view")
+        if input_schema is None and not self.input_schemas:
+            raise ImproperlyConfigured(
+                f"register_view: {self.prefix} is a plain Django view; pass input_schema= to say what it takes"
+            )
+        alone = len(wanted) == 1
+        return [
+            self._method_spec(m, path_params, input_schema, drf=False, body=body, alone=alone, single=alone)
+            for m in wanted
+        ]
 
     def _method_spec(
         self,
@@ -452,10 +424,11 @@ class _Builder:
         input_schema: dict[str, Any] | None,
         *,
         drf: bool,
-        body: str,
+        alone: bool,
+        body: str = "json",
         single: bool = False,
-        alone: bool = False,
     ) -> _Spec:
+        """One HTTP method of a view; ``single``: the view's only tool, named without its method."""
         override = self.input_schemas.get(method, input_schema)
         if override is None:
             serializer = getattr(self.cls, "serializer_class", None) if self.cls is not None else None
@@ -478,76 +451,46 @@ class _Builder:
             # The docstring of a view class with one handler says what it does better than a generated
             # sentence (with several, it would describe each tool as the whole view).
             doc = self._class_doc()
-        op = Operation(
-            view=self.view,
-            cls=self.cls,
-            method=method,
-            initkwargs=self.initkwargs,
+        op = self._operation(
+            method,
             path_params=path_params,
             query_params=frozenset(schema["properties"]) - set(path_params) if method == "get" else frozenset(),
             body_format=body,
             drf=drf,
         )
         name = self.prefix if single else f"{self.prefix}_{method}"
-        return _Spec(
-            name=self._name(method, name),
-            description=self.descriptions.get(method, doc or method_text(method, self.prefix)),
-            operation=op,
-            input_schema=schema,
-            output_schema=None,
-            source=self._source(method),
-        )
-
-    # -- plain Django views -------------------------------------------------------------
-
-    def plain_specs(
-        self,
-        methods: Iterable[str] | None,
-        path_params: tuple[str, ...],
-        input_schema: dict[str, Any] | None,
-        body: str,
-    ) -> list[_Spec]:
-        if methods is not None:
-            wanted = [m.lower() for m in methods]
-        elif self.cls is not None:
-            wanted = [m for m in HTTP_METHODS if hasattr(self.cls, m)]
-        else:
-            wanted = ["get"]
-        if self.cls is None and not callable(self.view):
-            raise ImproperlyConfigured(f"register_view: {self.view!r} is not a view")
-        if input_schema is None and not self.input_schemas:
-            raise ImproperlyConfigured(
-                f"register_view: {self.prefix} is a plain Django view; pass input_schema= to say what it takes"
-            )
-        return [
-            self._method_spec(
-                m, path_params, input_schema, drf=False, body=body, single=len(wanted) == 1, alone=len(wanted) == 1
-            )
-            for m in wanted
-        ]
+        return self._spec(method, name, doc or method_text(method, self.prefix), op, schema)
 
 
-def _generic_action(cls: Any, method: str, mixins: Any) -> str | None:
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+# The mixin of DRF's that makes a generic view perform each model action.
+_MIXINS = {
+    "list": "ListModelMixin",
+    "retrieve": "RetrieveModelMixin",
+    "create": "CreateModelMixin",
+    "update": "UpdateModelMixin",
+    "partial_update": "UpdateModelMixin",
+    "destroy": "DestroyModelMixin",
+}
+
+
+def _generic_action(cls: Any, method: str) -> str | None:
     """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
-    if method == "get":
-        if issubclass(cls, mixins.ListModelMixin):
-            return "list"
-        if issubclass(cls, mixins.RetrieveModelMixin):
-            return "retrieve"
-    table = {
-        "post": mixins.CreateModelMixin,
-        "put": mixins.UpdateModelMixin,
-        "patch": mixins.UpdateModelMixin,
-        "delete": mixins.DestroyModelMixin,
-    }
-    if method in table and issubclass(cls, table[method]):
-        return {"post": "create", "put": "update", "patch": "partial_update", "delete": "destroy"}[method]
+    from rest_framework import mixins
+
+    for action, mixin in _MIXINS.items():
+        if STANDARD_ACTIONS[action] == method and issubclass(cls, getattr(mixins, mixin)):
+            return action
     return None
 
 
 def _schema_of(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
-    if schemas.is_serializer(value):
-        return schemas.serializer_schema(value)
     return schemas.type_schema(value) or {"type": "object", "properties": {}}

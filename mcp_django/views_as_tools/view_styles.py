@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import logging
+import hashlib
 import re
 from typing import Any
 
 from django.utils.text import camel_case_to_spaces
 
 from ..handlers import TOOL_NAME_MAX
-
-logger = logging.getLogger("mcp_django")
 
 STANDARD_ACTIONS: dict[str, str] = {
     "list": "get",
@@ -66,25 +64,16 @@ def method_text(method: str, what: str) -> str:
     return f"{METHOD_VERBS.get(method, method.upper())} the {words}."
 
 
-# -- what sort of view -------------------------------------------------------------------
-
-
-def drf_api() -> Any:
-    try:
-        from rest_framework import generics, mixins, views, viewsets
-    except ImportError:  # pragma: no cover - DRF is a dependency; plain views need none of it
-        return None
-    return views, viewsets, generics, mixins
-
-
 def is_viewset(cls: Any) -> bool:
-    drf = drf_api()
-    return drf is not None and isinstance(cls, type) and issubclass(cls, drf[1].ViewSetMixin)
+    from rest_framework.viewsets import ViewSetMixin
+
+    return isinstance(cls, type) and issubclass(cls, ViewSetMixin)
 
 
 def is_apiview(cls: Any) -> bool:
-    drf = drf_api()
-    return drf is not None and isinstance(cls, type) and issubclass(cls, drf[0].APIView)
+    from rest_framework.views import APIView
+
+    return isinstance(cls, type) and issubclass(cls, APIView)
 
 
 def view_class_of(view: Any) -> Any:
@@ -118,7 +107,5 @@ def clip_name(name: str) -> str:
     """A derived name that fits the 64-character limit, kept unique by a hash of the full name."""
     if len(name) <= TOOL_NAME_MAX:
         return name
-    import hashlib
-
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[: TOOL_NAME_MAX - 9]}_{digest}"

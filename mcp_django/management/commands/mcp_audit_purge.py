@@ -37,10 +37,7 @@ class Command(BaseCommand):
         size = options["batch_size"]
         if size < 1:
             raise CommandError("--batch-size must be 1 or more.")
-        # Batches, each committed on its own: a purge of millions of rows never holds
-        # one long transaction (locks, WAL, replication lag) while the endpoint writes.
-        # The rows have no dependants and no delete signals: Django deletes each batch
-        # with one DELETE statement.
+        # Batches, each committed on its own: no long transaction while the endpoint writes.
         deleted = 0
         while True:
             ids = list(old.order_by("created", "id").values_list("id", flat=True)[:size])

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...checks import MIN_KEY_BYTES
+from ...conf import MIN_KEY_BYTES
 
 
 class Command(BaseCommand):
@@ -21,6 +21,5 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # token_urlsafe(n) encodes n random bytes as about 1.3 n ASCII characters, and the
-        # setting's string is used as bytes: the secret is longer than the minimum either way.
+        # n random bytes make about 1.3 n characters: longer than the minimum either way.
         self.stdout.write(secrets.token_urlsafe(max(MIN_KEY_BYTES, options["bytes"])))

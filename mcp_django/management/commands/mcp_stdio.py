@@ -1,14 +1,12 @@
 """``manage.py mcp_stdio --user USERNAME``: serve MCP over stdin/stdout for a local client.
 
-Desktop assistants and editors launch this command and speak MCP on its pipes.
-There are no credentials on a pipe: whoever may start the command acts as the
-user it names, so it names one explicitly (or ``--anonymous``, when the project
-allows anonymous callers at all).
+A pipe has no credentials: whoever may start the command acts as the user it names.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from typing import Any
@@ -52,9 +50,8 @@ class Command(BaseCommand):
         sys.stdout = sys.stderr
         protocol_in = sys.stdin.buffer
         try:
-            asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
-        except KeyboardInterrupt:
-            pass
+            with contextlib.suppress(KeyboardInterrupt):
+                asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
         finally:
             protocol_out.close()
 

@@ -1,10 +1,5 @@
-"""Run MCP tasks: django-tasks-db's worker, kept alive through database outages, with a heartbeat.
-
-``db_worker``'s fetch loop exits on the first connection the database refuses; this
-command runs the same loop (same options, same job handling) and, when the database is
-away, says so once, waits with back-off until it answers, and carries on. Next to it a
-thread reports the worker alive and sweeps lost runs (mcp_django.tasks.workers). See
-docs/tasks.md.
+"""Run MCP tasks: django-tasks-db's ``db_worker`` loop, which outlives database outages (waiting
+with back-off), beside a thread that reports the worker alive and sweeps lost runs.
 """
 
 from __future__ import annotations
