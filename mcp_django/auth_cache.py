@@ -1,45 +1,11 @@
-"""Principals found recently, and what makes processes forget them.
+"""Principals found recently, and what makes processes forget them (docs/index.md, "Authentication").
 
-Authentication costs a worker-thread hop and a query on every request; an MCP
-client sends the same token many times a second. A process keeps the user each
-credential found for ``AUTH_CACHE_SECONDS`` (0 turns the cache off), under a
-hash of everything the configured classes' verdict may depend on: the
-``Authorization`` header, the session cookie as Django parses it, and the URL
-the request reached (scheme, host and path, with the proxy headers Django reads
-for them), since an OAuth token is valid only at the resource it was issued for.
-
-Two modes, chosen by ``AUTH_CACHE_SECONDS``:
-
-- Up to 1 second (the default, 1): the cache is this process's alone and never
-  reads a shared store, so a request with a credential needs neither Redis nor
-  any other cache. A change heard through a signal in this process (below) is
-  seen on the next request; any other change (one made by another process, by
-  ``QuerySet.update()`` or by raw SQL) within the cache's seconds, at most 1 s.
-- Longer (an opt-in): each user has a version in the shared cache
-  (``MCP_DJANGO["SESSION_CACHE"]``), and a hit is served only while the shared
-  version is still the one it was found under (one cache get per hit, in a
-  worker thread), so a change heard through a signal in any process is seen on
-  every process's next request. A change no signal reports is seen only when
-  the entry expires, up to ``AUTH_CACHE_SECONDS`` later. When the shared cache
-  fails, its breaker (:mod:`mcp_django.breaker`) stops asking it but for one try
-  every few seconds (one log line when the outage begins, one when it ends):
-  requests authenticate anew meanwhile instead of each waiting for it.
-
-Whatever could make a credential find another user, or none, changes the
-version: saving or deleting the user (a password change, ``is_active=False``),
-saving or deleting a DRF token, an MCP token or an OAuth access token, ``user_logged_out``, a
-deleted database session (``flush()``), a change to the user's groups or
-permissions. Permissions themselves are looked up anew on every request: the
-cached user is a copy without Django's permission caches.
-
-An entry runs out for every connection at once: the requests with its key that
-arrive while one of them authenticates wait for that authentication
-(:meth:`PrincipalCache.after_pending`) instead of each paying a thread hop and a
-query of their own.
-
-A session cookie is cached only with session engines whose deletion is heard
-(``db``, ``cached_db``, ``signed_cookies``); with any other engine every
-request carrying a session cookie runs the authentication classes.
+A process remembers the user each credential found for ``AUTH_CACHE_SECONDS``, keyed by a
+hash of everything the classes' verdict may depend on (``Authorization``, the session cookie,
+the URL reached). An entry is served only while its user's version is unchanged; receivers
+bump the version on anything that could make a credential find another user, or none. Up to
+1 second the versions are this process's own; longer, they live in the shared cache (behind
+a breaker), so a change heard in any process holds everywhere on the next request.
 """
 
 from __future__ import annotations
@@ -48,10 +14,9 @@ import asyncio
 import contextlib
 import datetime
 import hashlib
-import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -65,22 +30,13 @@ from .conf import EndpointSettings, mcp_settings
 
 __all__ = ["principal_changed"]
 
-
-logger = logging.getLogger("mcp_django")
-
-# How long a user's version is kept in the shared cache. Losing it (expiry,
-# eviction) only makes the next request authenticate again: an entry is never
-# stored without a version, and a missing one matches none.
+# How long a user's version is kept in the shared cache: a lost one matches no entry.
 VERSION_TIMEOUT = 7 * 86400
 
 # Session engines whose deleted (logged-out, flushed) sessions send post_delete,
 # or that Django itself cannot revoke (signed cookies).
 _SIGNALLED_SESSION_ENGINES = frozenset(
-    {
-        "django.contrib.sessions.backends.db",
-        "django.contrib.sessions.backends.cached_db",
-        "django.contrib.sessions.backends.signed_cookies",
-    }
+    f"django.contrib.sessions.backends.{engine}" for engine in ("db", "cached_db", "signed_cookies")
 )
 
 # What Django's permission backends cache on a user object for one request.
@@ -99,9 +55,8 @@ def _new_version() -> int:
     return int.from_bytes(os.urandom(7), "big")
 
 
-# Up to this many seconds the cache is process-local (no shared versions, nothing read
-# from another service on a request): what Django's session auth promises, a change
-# made by any means holding from the next request, is kept within this bound.
+# Up to this many seconds the cache is process-local (nothing read from another service):
+# a change made by any means holds within this bound.
 LOCAL_ONLY_SECONDS = 1.0
 
 # How long a shared cache that failed is left alone before it is tried again.
@@ -109,13 +64,8 @@ BREAKER_SECONDS = 5.0
 
 
 class _Shared:
-    """Where the users' versions live: this process, or the shared cache (the opt-in longer cache).
-
-    With the default, short cache, or when the shared cache is local memory (which
-    other processes cannot see anyway), the versions are a plain dict of this
-    process: a hit is a dict lookup, with no cache key building, unpickling or
-    thread hop, and no other service is ever asked.
-    """
+    """Where the users' versions live: a dict of this process (the short cache, or a
+    local-memory shared cache, which other processes cannot see anyway), or the shared cache."""
 
     MAX_LOCAL = 100_000
 
@@ -134,34 +84,28 @@ class _Shared:
             meanwhile=f"cached principals are not served, and it is asked again every {BREAKER_SECONDS:g} s",
         )
 
-    # Sync: from a worker thread, or anywhere when local.
+    def _shared(self, use: Callable[[Any], Any], failed: Any) -> Any:
+        """``use(cache)`` on the shared cache (sync: from a worker thread); ``failed`` while it is away."""
+        try:
+            if not self.breaker.admit():
+                return failed
+            from django.core.cache import caches
 
-    def _cache(self) -> Any:
-        if not self.breaker.admit():
-            raise SharedCacheDown()
-        from django.core.cache import caches
-
-        return caches[self.alias]
-
-    def _failed(self, exc: Exception) -> None:
-        if self.breaker.failed(exc):
-            # A change made elsewhere during the outage may not have reached the versions:
-            # nothing remembered before it is trusted after it.
-            principal_cache.clear()
+            found = use(caches[self.alias])
+        except Exception as exc:
+            if self.breaker.failed(exc):
+                # A change made elsewhere during the outage may not have reached the versions:
+                # nothing remembered before it is trusted after it.
+                principal_cache.clear()
+            return failed
+        self.breaker.closed()
+        return found
 
     def get(self, key: str) -> Any:
         """The version of ``key``; None when it has none or the shared cache cannot say."""
         if self.local:
             return self.versions.get(key)
-        try:
-            found = self._cache().get(key)
-        except SharedCacheDown:
-            return None
-        except Exception as exc:
-            self._failed(exc)
-            return None
-        self.breaker.closed()
-        return found
+        return self._shared(lambda cache: cache.get(key), None)
 
     def create(self, key: str) -> Any:
         """The version of ``key``, made now if it has none (None: nothing can vouch for an entry)."""
@@ -169,32 +113,24 @@ class _Shared:
             if len(self.versions) >= self.MAX_LOCAL:
                 self.versions.clear()  # every entry then misses once: safe
             return self.versions.setdefault(key, _new_version())
-        try:
-            cache = self._cache()
+
+        def create(cache: Any) -> Any:
             cache.add(key, _new_version(), VERSION_TIMEOUT)
-            found = cache.get(key)
-        except SharedCacheDown:
-            return None
-        except Exception as exc:
-            self._failed(exc)
-            return None
-        self.breaker.closed()
-        return found
+            return cache.get(key)
+
+        return self._shared(create, None)
 
     def set(self, key: str, version: int) -> bool:
         """False when the shared cache could not be told (its readers must then be distrusted)."""
         if self.local:
             self.versions[key] = version
             return True
-        try:
-            self._cache().set(key, version, VERSION_TIMEOUT)
-        except SharedCacheDown:
-            return False
-        except Exception as exc:
-            self._failed(exc)
-            return False
-        self.breaker.closed()
-        return True
+
+        def store(cache: Any) -> bool:
+            cache.set(key, version, VERSION_TIMEOUT)
+            return True
+
+        return self._shared(store, False)
 
     def delete(self, key: str) -> None:
         if self.local:
@@ -203,10 +139,6 @@ class _Shared:
         from django.core.cache import caches
 
         caches[self.alias].delete(key)
-
-
-class SharedCacheDown(Exception):
-    """The breaker is open: the shared cache failed a moment ago."""
 
 
 _shared: _Shared | None = None
@@ -226,26 +158,15 @@ def url_header_values(headers: dict[str, str]) -> list[str]:
 
 
 def _fresh_copy(user: Any) -> Any:
-    """A copy of a cached user, as a fresh request would load it.
-
-    A handler that changes ``request.user`` must not change the next caller's, and
-    permissions are looked up anew (Django caches them on the user object). What
-    ``copy.copy`` does for a model (its ``__getstate__``: own ``_state`` and field
-    cache, no peers), without the pickle protocol's round trip, which costs more
-    than the rest of a cache hit.
-    """
-    data = user.__dict__.copy()
-    for attr in _PER_REQUEST_ATTRS:
-        data.pop(attr, None)
+    """A copy of a cached user without its permission caches, as a fresh request would load it:
+    what ``copy.copy`` does for a model, without the pickle protocol's costly round trip."""
+    data = {name: value for name, value in user.__dict__.items() if name not in _PER_REQUEST_ATTRS}
     old_state = data.get("_state")
     if old_state is not None:
-        state = object.__new__(type(old_state))
-        state_data = old_state.__dict__.copy()
-        state_data.pop("peers", None)
-        if "fields_cache" in state_data:
-            state_data["fields_cache"] = state_data["fields_cache"].copy()
-        state.__dict__.update(state_data)
-        data["_state"] = state
+        state = data["_state"] = object.__new__(type(old_state))
+        state.__dict__.update({name: value for name, value in old_state.__dict__.items() if name != "peers"})
+        if "fields_cache" in state.__dict__:
+            state.__dict__["fields_cache"] = state.__dict__["fields_cache"].copy()
     new = object.__new__(type(user))
     new.__dict__.update(data)
     return new
@@ -265,16 +186,9 @@ class PrincipalCache:
     def key(headers: dict[str, str], endpoint: str, settings_of: EndpointSettings | None = None) -> bytes | None:
         """The hash of what the classes' verdict may depend on, or None when there is no safe one.
 
-        ``endpoint`` names the URL the request reached as the transport saw it (scheme,
-        root path, path); the headers Django reads for the host and scheme are added
-        here. An OAuth token is valid at one resource URL only: keyed without it, one
-        use at the right address would open every other (another Host, another endpoint).
-
-        ``settings_of``: the endpoint's settings, whose classes say whether a key is safe.
-
-        ``headers["cookie"]`` is the string Django parses (see
-        :func:`mcp_django.transports.http_io.django_cookie`): the session id here is
-        the one ``request.COOKIES`` holds, wherever the client put it.
+        ``endpoint`` names the URL the request reached (an OAuth token is valid at one
+        resource only); ``settings_of``: the endpoint's settings, whose classes say whether
+        a key is safe. ``headers["cookie"]`` is the string Django parses.
         """
         if not header_bound_only(settings_of):
             return None  # a custom class may look at anything: no safe key
@@ -290,8 +204,7 @@ class PrincipalCache:
                 return None  # a deleted session would go unnoticed
         parts = [headers.get("authorization", ""), session, endpoint]
         parts += url_header_values(headers)
-        # The parts as one JSON array: no two different requests hash the same material
-        # (one C call, where length-prefixing each part in Python cost four times as much).
+        # As one JSON array: no two different requests hash the same material.
         try:
             material = orjson.dumps(parts)
         except orjson.JSONEncodeError:
@@ -304,41 +217,34 @@ class PrincipalCache:
         if entry is None:
             return None
         expires, user, auth, vkey, version, label = entry
-        if expires < time.monotonic():
-            self._entries.pop(key, None)
-            return None
-        store = shared()
-        if store.local:
-            current = store.get(vkey)
-        elif store.breaker.open:
-            current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
-        else:
-            from .asks.invoke import run_in_thread
+        if expires >= time.monotonic():
+            store = shared()
+            if store.local:
+                current = store.get(vkey)
+            elif store.breaker.open:
+                current = None  # the shared cache failed a moment ago: authenticate anew, without waiting on it
+            else:
+                from .asks.invoke import run_in_thread
 
-            current = await run_in_thread(store.get, vkey)
-        if current is None or current != version:
-            self._entries.pop(key, None)
-            return None
-        return Principal.remembered(_fresh_copy(user), auth, label)
+                current = await run_in_thread(store.get, vkey)
+            if current == version:  # never None: remember() stores no entry without a version
+                return Principal.remembered(_fresh_copy(user), auth, label)
+        self._entries.pop(key, None)
+        return None
 
     async def after_pending(self, key: bytes) -> Principal | None:
-        """What an authentication of ``key`` already under way finds, once it ends: None when
-        there is none (on this event loop), or when it found nothing to remember.
+        """What an authentication of ``key`` already under way (on this loop, started within
+        the cache's seconds) finds once it ends, through :meth:`get`; None without one.
 
-        An entry expires for every connection at once: without this, each request that came
-        in while the first one's authentication ran (a thread hop and a query) paid for one
-        of its own. The wait is for the same key, so for what a hit would serve, and the
-        answer still goes through :meth:`get` (the user's version). Only an authentication
-        started within the cache's seconds is waited for: what it read is no older than a
-        hit's may be.
+        An entry expires for every connection at once: the requests meanwhile wait for one
+        authentication instead of each paying a thread hop and a query.
         """
-        found = self._pending.get(key)
-        if found is None:
-            return None
-        future, started = found
-        if future.get_loop() is not asyncio.get_running_loop():
-            return None
-        if time.monotonic() - started >= mcp_settings.AUTH_CACHE_SECONDS:
+        future, started = self._pending.get(key, (None, 0.0))
+        if (
+            future is None
+            or future.get_loop() is not asyncio.get_running_loop()
+            or time.monotonic() - started >= mcp_settings.AUTH_CACHE_SECONDS
+        ):
             return None
         # Shielded: a waiter cancelled (its client gone) must not end the wait of the others.
         await asyncio.shield(future)
@@ -346,9 +252,8 @@ class PrincipalCache:
 
     @contextlib.contextmanager
     def leading(self, key: bytes | None) -> Iterator[None]:
-        """Around the authentication of ``key`` (on the event loop): requests with the same key
-        meanwhile wait for it (:meth:`after_pending`) instead of authenticating too. However
-        it ends (found, refused, failed, timed out, cancelled), they are woken."""
+        """Around the authentication of ``key``: requests with the same key meanwhile wait for it
+        (:meth:`after_pending`); however it ends, they are woken."""
         if key is None or mcp_settings.AUTH_CACHE_SECONDS <= 0:
             yield
             return
@@ -362,14 +267,10 @@ class PrincipalCache:
             future.set_result(None)
 
     def remember(self, key: bytes, principal: Principal) -> None:
-        """Sync, right after the classes found ``principal`` (in the same worker thread).
-
-        The version is read after authenticating: a change committed meanwhile has
-        bumped it already (receivers bump at the change and again at its commit).
-        """
+        """Sync, right after the classes found ``principal``. The version is read after
+        authenticating: a change committed meanwhile has bumped it already."""
         ttl = mcp_settings.AUTH_CACHE_SECONDS
-        # The entry's clock is read first: a thread paused between the two readings then
-        # shortens the entry instead of stretching it past the credential's expiry.
+        # Read first: a pause between the two readings shortens the entry, never stretches it.
         now = time.monotonic()
         expires = getattr(principal.auth, "expires", None)
         if isinstance(expires, datetime.datetime):
@@ -380,14 +281,12 @@ class PrincipalCache:
         vkey = version_key(principal.label)
         version = shared().create(vkey)
         if version is None:
-            # A cache that keeps nothing (DummyCache), or one that failed: nothing could
-            # tell this entry is stale.
-            return
+            return  # a cache that keeps nothing, or one that failed: nothing could tell it is stale
         if len(self._entries) >= self.MAX_ENTRIES:
             self._entries.clear()
         self._entries[key] = (now + ttl, principal.user, principal.auth, vkey, version, principal.label)
 
-    def clear(self, *args: Any, **kwargs: Any) -> None:
+    def clear(self) -> None:
         self._entries.clear()
 
 
@@ -408,13 +307,8 @@ def authenticate_and_remember(request: Any, key: bytes | None, endpoint: Endpoin
 
 
 def principal_changed(user: Any = None, *, label: str | None = None, using: str | None = None) -> None:
-    """Make every process authenticate ``user`` anew on its next request.
-
-    Sent by mcp-django's own receivers; call it from a custom authentication
-    class's revocation path (see :func:`mcp_django.auth.reads_only_headers`).
-    Inside a transaction the version changes now and again at commit, so no
-    process caches what it read before the commit.
-    """
+    """Make every process authenticate ``user`` anew on its next request (call it from a custom
+    authentication class's revocation path). In a transaction, again at commit."""
     if label is None:
         if user is None or user.pk is None:
             return
@@ -428,8 +322,7 @@ def principal_changed(user: Any = None, *, label: str | None = None, using: str 
 
 def _bump(label: str) -> None:
     if not shared().set(version_key(label), _new_version()):
-        # This process forgets every entry; other processes keep theirs until
-        # AUTH_CACHE_SECONDS pass (the breaker logged the outage once).
+        # This process forgets every entry; others keep theirs until AUTH_CACHE_SECONDS pass.
         principal_cache.clear()
 
 
@@ -442,12 +335,11 @@ def connect() -> None:
 
     user_model = get_user_model()
 
-    def user_saved(sender: Any, instance: Any, update_fields: Any = None, using: str | None = None, **kw: Any) -> None:
+    def user_changed(
+        sender: Any, instance: Any, update_fields: Any = None, using: str | None = None, **kw: Any
+    ) -> None:
         if update_fields is not None and set(update_fields) <= {"last_login"}:
             return  # every login saves last_login; it changes nothing a credential finds
-        principal_changed(instance, using=using)
-
-    def user_deleted(sender: Any, instance: Any, using: str | None = None, **kw: Any) -> None:
         principal_changed(instance, using=using)
 
     def relation_changed(
@@ -479,8 +371,12 @@ def connect() -> None:
             principal_changed(label=_label(user_model, user_model._meta.pk.to_python(pk)), using=using)
 
     uid = "mcp_django_principal_"
-    post_save.connect(user_saved, sender=user_model, weak=False, dispatch_uid=uid + "user_save")
-    post_delete.connect(user_deleted, sender=user_model, weak=False, dispatch_uid=uid + "user_delete")
+
+    def saved_or_deleted(model: Any, name: str, receiver: Callable[..., None]) -> None:
+        post_save.connect(receiver, sender=model, weak=False, dispatch_uid=f"{uid}{name}_save")
+        post_delete.connect(receiver, sender=model, weak=False, dispatch_uid=f"{uid}{name}_delete")
+
+    saved_or_deleted(user_model, "user", user_changed)
     for relation in ("groups", "user_permissions"):
         through = getattr(getattr(user_model, relation, None), "through", None)
         if through is not None:
@@ -489,22 +385,16 @@ def connect() -> None:
     if apps.is_installed("rest_framework.authtoken"):
         from rest_framework.authtoken.models import Token
 
-        post_save.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_save")
-        post_delete.connect(token_changed, sender=Token, weak=False, dispatch_uid=uid + "token_delete")
-    # The app's own MCP tokens (mcp_django.tokens): a revoked, re-scoped or deleted token holds
-    # from the next request. Only a changed user row or token reaches the cache this way;
-    # update() on last_used (the one write not sent) changes nothing a token is checked for.
+        saved_or_deleted(Token, "token", token_changed)
+    # The app's own MCP tokens: update() on last_used (not sent) changes nothing a token is checked for.
     from .tokens.models import MCPToken
 
-    post_save.connect(token_changed, sender=MCPToken, weak=False, dispatch_uid=uid + "mcp_token_save")
-    post_delete.connect(token_changed, sender=MCPToken, weak=False, dispatch_uid=uid + "mcp_token_delete")
+    saved_or_deleted(MCPToken, "mcp_token", token_changed)
     if apps.is_installed("oauth2_provider"):
         # django-oauth-toolkit deletes a revoked access token: its user is found anew.
         from oauth2_provider.models import get_access_token_model
 
-        access_token = get_access_token_model()
-        post_save.connect(token_changed, sender=access_token, weak=False, dispatch_uid=uid + "oauth_save")
-        post_delete.connect(token_changed, sender=access_token, weak=False, dispatch_uid=uid + "oauth_delete")
+        saved_or_deleted(get_access_token_model(), "oauth", token_changed)
     if apps.is_installed("django.contrib.sessions"):
         from django.contrib.sessions.models import Session
 

@@ -1,43 +1,17 @@
-"""The legacy round engine: an ask is a real request to the client, awaited.
+"""The legacy round engine: the handler runs once, and each ask is a real request to the client.
 
-On 2025-11-25 and earlier a handler runs once. Each ask sends a server-to-client
-JSON-RPC request (``elicitation/create``, ``sampling/createMessage``,
-``roots/list``) on the connection the call came in on (an SSE stream, a
-websocket) and waits for the client's reply, which the transport hands back by
-id. The answer goes through the same ``Ask.parse`` as under 2026-07-28, so a
-handler sees the same values in both eras.
-
-How the outcomes reach the handler:
-
-- accept / decline / cancel: the ``ElicitResult`` (``confirm`` is False unless accepted);
-- a JSON-RPC error reply: :class:`ClientError` (an ``MCPError`` with the client's code);
-- no reply within ``MCP_DJANGO["ASK_TIMEOUT"]`` seconds: :class:`AskTimeoutError`
-  (-32001); the client is told with ``notifications/cancelled``;
-- an ask the session's capabilities do not allow: :class:`MissingCapability`, raised
-  in the handler before anything is sent, as under 2026-07-28; the handler may catch
-  it and do without; uncaught, the request fails with -32021 and
-  ``data.requiredCapabilities`` naming every capability its asks lacked (the
-  official SDK refuses such asks on legacy sessions too);
-- the call is cancelled (client disconnect, ``notifications/cancelled``): the
-  handler task is cancelled; a sync handler blocked in an ask gets
-  :class:`AskAborted`, a ``BaseException`` its ``except Exception`` cannot swallow;
-  the client is told with ``notifications/cancelled`` for each request still open.
-
-An ``elicitation/create`` to a session older than 2025-11-25 is rewritten to what
-its revision allows (:mod:`mcp_django.protocol.elicitation`), or refused when it
-cannot be.
-
-Parallel asks (``asyncio.gather``, ``ctx.ask_all``) are parallel requests.
-Sync handlers wait in their worker thread, never on the event loop; while it
-waits, that thread does not count against the worker pool, and one principal may
-have at most ``MCP_DJANGO["ASK_THREADS_PER_PRINCIPAL"]`` of them (the next ask
-gets -32005 at once).
+The ask is sent on the call's connection (an SSE stream, a websocket) and its reply, handed
+back by the transport, goes through the same ``Ask.parse`` as under 2026-07-28. What a
+handler sees for each outcome (timeout, client error, cancellation) is in docs/legacy.md.
+Sync handlers wait in their worker thread, which leaves the worker pool meanwhile; one
+principal may have at most ``ASK_THREADS_PER_PRINCIPAL`` such threads (-32005 beyond).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import threading
 import time
@@ -72,7 +46,7 @@ class AskAborted(BaseException):  # a control-flow signal, like asyncio.Cancelle
 
 
 class Replies(Protocol):
-    """The transport's side of a session: ids for our requests, and the futures their replies resolve."""
+    """The transport's side: ids for our requests, and the futures their replies resolve."""
 
     def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]: ...
 
@@ -92,9 +66,7 @@ class LiveSession:
         self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None, key: str | None = None
     ) -> Any:
         """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`.
-
-        ``key``: the ask's key, told to the context's ``signals.observer`` (the wire has no place for it).
-        """
+        ``key`` is told to the context's ``signals.observer`` (the wire has no place for it)."""
         if call.notify is None:
             raise MCPError(
                 INTERNAL_ERROR,
@@ -104,41 +76,28 @@ class LiveSession:
         timeout = mcp_settings.ASK_TIMEOUT if timeout is None else timeout
         version = getattr(self.record, "version", None)
         if method == "elicitation/create" and isinstance(version, str):
-            # Refused (an MCPError naming what) before anything is sent, when the revision cannot say it.
+            # Rewritten for older revisions, or refused before anything is sent.
             params = fit_elicitation(params, version)
-        if call.ask_guard is not None:
-            async with call.ask_guard():
-                return await self._request(call.notify, method, params, timeout, key)
-        return await self._request(call.notify, method, params, timeout, key)
-
-    async def _request(
-        self,
-        notify: Callable[[dict[str, Any]], None],
-        method: str,
-        params: dict[str, Any],
-        timeout: float,
-        key: str | None,
-    ) -> Any:
-        request_id, reply = self.replies.open()
-        watching = observer.get()
-        if watching is not None and key is not None:
-            watching.asking(request_id, key)
-        try:
-            notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        notify = call.notify
+        async with call.ask_guard() if call.ask_guard is not None else contextlib.nullcontext():
+            request_id, reply = self.replies.open()
+            watching = observer.get()
+            if watching is not None and key is not None:
+                watching.asking(request_id, key)
             try:
+                notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
                 message = await asyncio.wait_for(reply, timeout)
             except TimeoutError:
                 notify(notification("notifications/cancelled", {"requestId": request_id, "reason": "timed out"}))
                 raise AskTimeoutError(method, timeout) from None
             except asyncio.CancelledError:
-                # The call was cancelled while the client still has our request open (a
-                # dialog, a model run): withdraw it, so the client can close it.
+                # The call ended while the client has our request open (a dialog): withdraw it.
                 notify(
                     notification("notifications/cancelled", {"requestId": request_id, "reason": "request cancelled"})
                 )
                 raise
-        finally:
-            self.replies.close(request_id)
+            finally:
+                self.replies.close(request_id)
         error = message.get("error")
         if error is not None:
             if not isinstance(error, dict) or not isinstance(error.get("code"), int):
@@ -198,10 +157,8 @@ class LiveBackend:
             try:
                 return wait_in_thread(future)
             except concurrent.futures.CancelledError:
-                # Cancelling the future only asks the loop to cancel the asks: let them finish
-                # (their audit rows) before the handler unwinds and its call ends, so none of
-                # their work outlives the call (under a host, its thread). Asks that
-                # had not started never will (a task cancelled first never runs its body).
+                # Cancelling only asks the loop to cancel the asks: let those that started finish
+                # (their audit rows) before the handler unwinds, so none outlives the call.
                 with lock:
                     aborted = True
                     was_started = started
@@ -240,8 +197,7 @@ class LiveBackend:
                     value = ask.parse(key, raw)
                     break
                 except ContentInvalid as exc:
-                    # A form filled in wrongly is sent again, saying what was wrong; a client
-                    # that keeps answering so fails the call after a few tries (-32602).
+                    # A form filled in wrongly is sent again, saying what was wrong (-32602 after a few).
                     if tries > MAX_REASKS:
                         raise
                     ask = ask.again(exc.problem)
@@ -257,15 +213,10 @@ class LiveBackend:
         finally:
             if span is not None:
                 trace.ask_ended(span, outcome)
-            await self._finished(key, ask, outcome, asked_at)
-
-    async def _finished(self, key: str, ask: Ask, outcome: str, asked_at: float) -> None:
-        if not signals.ask_finished.has_listeners(self.primitive):
-            return
-        # The row's duration is the ask's: from sending the request to its outcome.
-        event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
-        # Shielded: an ask cut short by cancellation is still reported.
-        await asyncio.shield(signals.ask_finished.asend(self.primitive, event=event))
+            if signals.ask_finished.has_listeners(self.primitive):
+                # The row's duration is the ask's; shielded: an ask cut short by cancellation is still reported.
+                event = self.call.event("ask", since=asked_at, asks={key: ask.method}, outcome=outcome)
+                await asyncio.shield(signals.ask_finished.asend(self.primitive, event=event))
 
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:

@@ -1,31 +1,15 @@
-"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, lifecycle methods,
-and what the server says about itself (its name, version and capabilities by era, which
-2026-07-28's ``server/discover`` says too).
+"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, and what the server
+says about itself (also in 2026-07-28's ``server/discover``).
 
-A legacy client opens a session with ``initialize`` and keeps the capabilities it
-declared there for the whole session. Whatever the transport, the methods that
-exist only on these revisions are answered here; the rest go to the dispatcher.
+A session id *is* its record, so every worker can read it without a table: a token signed
+with the ``requestState`` key ring (:mod:`mcp_django.keyring`) carrying the negotiated
+version, the client's capabilities and info, and a keyed hash of its principal. What
+changes during a session lives in the session cache, under an epoch the id carries: a
+cache that lost its state (a restarted Redis) ends every session opened before.
 
-Session ids must work on every worker process without a database table, so the
-id *is* the session record: a signed token (HMAC-SHA256 with a key derived from
-``REQUEST_STATE_KEY``, on the ring ``requestState`` uses: :mod:`mcp_django.keyring`)
-that carries the negotiated version, the client's capabilities and info, and a
-keyed hash of the principal that created it. What changes during a session
-(ended or not, the log level, the resources it subscribed to, its current GET
-stream) lives in Django's cache, which is Redis when several processes serve.
-
-That cache may lose everything (Redis restarted without persistence, flushed): an
-ended session would then work again, and its subscriptions would be silently
-gone. So the cache holds an epoch (a random value written once, without expiry)
-and every session id carries the epoch it was opened under: a session whose epoch
-is no longer the cache's is over (404, and the client initializes anew).
-
-Every cache call runs off the event loop in a thread of its own (Django's async
-cache methods run them one at a time in a single thread: one slow Redis would
-serialise every request) and is bounded by ``SESSION_CACHE_TIMEOUT``; a failure
-or a timeout is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503). A cache
-found away opens a circuit breaker (:mod:`mcp_django.breaker`): until it answers
-again, the requests that need it are refused at once, not each after a timeout.
+Each cache call runs in a thread of its own, bounded by ``SESSION_CACHE_TIMEOUT``; a
+failure is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503), and a circuit breaker
+(:mod:`mcp_django.breaker`) refuses at once while the cache is away.
 """
 
 from __future__ import annotations
@@ -59,8 +43,7 @@ logger = logging.getLogger("mcp_django")
 
 
 def server_info(version: str | None = None, icons: IconBase | None = None) -> dict[str, Any]:
-    """The server's Implementation; at ``version`` 2025-11-25 or later, with its description,
-    website and icons (the handshake and server/discover; other results carry the short form)."""
+    """The server's Implementation; from 2025-11-25 on, with description, website and icons."""
     info: dict[str, Any] = {"name": mcp_settings.SERVER_NAME, "version": __version__}
     if mcp_settings.SERVER_TITLE:
         info["title"] = mcp_settings.SERVER_TITLE
@@ -96,15 +79,6 @@ _MAX_TOKEN = 8192
 _MAX_CLIENT_INFO = 1024
 
 
-def session_lifetime() -> int:
-    """Seconds a session lives (``MCP_DJANGO["SESSION_LIFETIME"]``, a day by default).
-
-    Bounded because an ended session is remembered in the cache only this long:
-    past it, the token itself has expired, so it can never come back to life.
-    """
-    return mcp_settings.SESSION_LIFETIME
-
-
 def session_cache() -> Any:
     """The cache that shares session state between processes (``MCP_DJANGO["SESSION_CACHE"]``)."""
     from django.core.cache import caches
@@ -112,21 +86,14 @@ def session_cache() -> Any:
     return caches[mcp_settings.SESSION_CACHE]
 
 
-# The first revision whose clients expect the empty-data priming event on SSE streams
-# and a server closing a stream early (SEP-1699). Older clients parse every event's
-# data as JSON and do not reconnect after an early close, so they get neither (the
-# official TypeScript server gates both on the same version).
+# The first revision whose clients expect SSE priming events and early closes (SEP-1699):
+# older ones parse every event's data and do not reconnect (the TypeScript server agrees).
 PRIMING_SINCE = "2025-11-25"
 
 
 def primes(record: SessionRecord) -> bool:
     """Whether this session's SSE streams open with a priming event and may be closed early."""
     return record.version >= PRIMING_SINCE
-
-
-def negotiate(requested: Any) -> str:
-    """The client's version when we speak it, else our latest legacy one (the client may then leave)."""
-    return requested if requested in LEGACY_VERSIONS else LATEST_LEGACY
 
 
 @dataclass(frozen=True)
@@ -146,9 +113,10 @@ class SessionRecord:
 
 
 async def open_record(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
-    """:func:`read_initialize`, under the session cache's current epoch."""
+    """:func:`read_initialize`, under the session cache's epoch (written by the first process needing one)."""
     record = read_initialize(params, principal, endpoint)
-    return dataclasses.replace(record, epoch=await current_epoch())
+    epoch = await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None)
+    return dataclasses.replace(record, epoch=str(epoch))
 
 
 def read_initialize(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
@@ -163,11 +131,13 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
         raise InvalidParams("params.capabilities must be an object")
     info = params.get("clientInfo")
     return SessionRecord(
-        version=negotiate(requested),
+        # The client's version when we speak it, else our latest (the client may then leave).
+        version=requested if requested in LEGACY_VERSIONS else LATEST_LEGACY,
         capabilities=ClientCapabilities(caps),
         client_info=info if isinstance(info, dict) else None,
         principal=principal,
-        expires_at=int(time.time()) + session_lifetime(),
+        # Bounded: an ended session is remembered in the cache only this long.
+        expires_at=int(time.time()) + mcp_settings.SESSION_LIFETIME,
         endpoint=endpoint,
     )
 
@@ -175,8 +145,7 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
 def initialize_result(
     record: SessionRecord, request: Callable[[], Any] | None = None, endpoint: EndpointSettings | None = None
 ) -> dict[str, Any]:
-    """``request`` builds the Django request, when an icon's URL needs its host; ``endpoint``:
-    the settings of the endpoint answering (its RESOURCE_URL)."""
+    """``request`` builds the Django request (for icon URLs); ``endpoint``: the answering endpoint's settings."""
     resource = (endpoint or mcp_settings).RESOURCE_URL
     result: dict[str, Any] = {
         "protocolVersion": record.version,
@@ -189,20 +158,15 @@ def initialize_result(
 
 
 class SessionControl(Protocol):
-    """What a legacy call may change of its session, the transport's to keep (a socket's
-    state, or the session cache): the dispatcher's ``initialize``, ``logging/setLevel``,
-    ``resources/(un)subscribe`` and ``notifications/cancelled`` act through it (``Call.control``)."""
+    """What a legacy call may change of its session (``Call.control``), kept by the transport."""
 
-    async def open(self, call: Any) -> SessionRecord:
-        """The session ``initialize`` opens (-32602 for malformed params, -32600 if open already)."""
+    async def open(self, call: Any) -> SessionRecord: ...  # -32602 malformed, -32600 open already
 
     async def set_log_level(self, level: str) -> None: ...
 
-    async def subscribe(self, uri: str, on: bool) -> None:
-        """(uri, True) for resources/subscribe, (uri, False) for resources/unsubscribe."""
+    async def subscribe(self, uri: str, on: bool) -> None: ...
 
-    async def cancel(self, request_id: Any) -> None:
-        """notifications/cancelled: cancel the session's call ``request_id``, if it still runs."""
+    async def cancel(self, request_id: Any) -> None: ...
 
 
 # -- sealed session ids --------------------------------------------------------------------
@@ -223,7 +187,7 @@ def seal_session(record: SessionRecord) -> str:
                 "p": record.principal,
                 "exp": record.expires_at,
                 "e": record.epoch,
-                # Only another endpoint than the default names itself: the default's ids are as before.
+                # Only another endpoint than the default names itself (the default's ids are unchanged).
                 **({"n": record.endpoint} if record.endpoint != "default" else {}),
             }
         )
@@ -260,13 +224,8 @@ def open_session(token: str) -> SessionRecord | None:
         )
     except (ValueError, KeyError, TypeError):
         return None
-    if (
-        record.version not in LEGACY_VERSIONS
-        or not isinstance(record.expires_at, int)
-        or time.time() >= record.expires_at
-    ):
-        return None
-    return record
+    valid = record.version in LEGACY_VERSIONS and isinstance(record.expires_at, int) and time.time() < record.expires_at
+    return record if valid else None
 
 
 # -- what changes during a session: the shared store ----------------------------------------
@@ -277,10 +236,6 @@ def _key(sid: str, what: str) -> str:
 
 
 _EPOCH = "mcp_django:sessions:epoch"
-
-
-class _Refused(Exception):
-    """The breaker opened while a call waited for a thread: it does not go to the cache."""
 
 
 async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
@@ -296,7 +251,7 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     def guarded() -> Any:
         # Calls queued behind threads stuck on a hung Redis would each wait it out again.
         if cache_breaker.open:
-            raise _Refused
+            raise Unavailable("the session store")
         try:
             return call()
         except Exception as exc:
@@ -308,8 +263,8 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.wait_for(
             asyncio.get_running_loop().run_in_executor(None, guarded), mcp_settings.SESSION_CACHE_TIMEOUT
         )
-    except _Refused:
-        raise Unavailable("the session store") from None
+    except Unavailable:
+        raise
     except Exception as exc:
         if is_outage(exc):
             cache_breaker.failed(exc)  # says so once per outage
@@ -337,11 +292,6 @@ def _cache_changed(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_cache_changed)
 
 
-async def current_epoch() -> str:
-    """The session cache's epoch, written by the first process that needs one."""
-    return str(await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None))
-
-
 async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
     """(ended, log level) of a session, in one cache round trip. A session opened
     under another epoch than the cache's has ended: the cache lost its state."""
@@ -351,12 +301,10 @@ async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
     return ended, found.get(_key(sid, "level"))
 
 
-async def set_session_log_level(record: SessionRecord, level: str) -> None:
-    await _cached("set", _key(record.sid, "level"), level, timeout=_remaining(record))
-
-
-async def end_session(record: SessionRecord) -> None:
-    await _cached("set", _key(record.sid, "ended"), True, timeout=_remaining(record))
+async def set_state(record: SessionRecord, what: str, value: Any) -> None:
+    """Keep the session's ``level``, ``ended``, or ``get`` (its current standalone GET stream:
+    a message goes to one stream only) until the session expires."""
+    await _cached("set", _key(record.sid, what), value, timeout=_remaining(record))
 
 
 def _uri_key(sid: str, uri: str) -> str:
@@ -390,11 +338,6 @@ async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
         await _cached("delete", key)
         await _cached("decr", count)
         raise too_many_subscriptions()
-
-
-async def set_get_stream(record: SessionRecord, token: str) -> None:
-    """Name the session's current standalone GET stream: a message goes to one stream only."""
-    await _cached("set", _key(record.sid, "get"), token, timeout=_remaining(record))
 
 
 async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple[str, str]]:

@@ -1,9 +1,5 @@
-"""What the endpoint says to a request that is not MCP: a browser, or a GET without a session.
-
-2026-07-28 answers such a GET with 405 (there is no standalone stream without a
-legacy session), and clients rely on that; the body only explains, to a person
-who opened the URL or a developer reading a log, what the endpoint is.
-"""
+"""The 405 the endpoint answers a request that is not MCP (a browser, a GET without a session),
+which clients rely on; its body explains to a person what the endpoint is."""
 
 from __future__ import annotations
 

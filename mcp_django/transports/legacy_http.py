@@ -1,30 +1,12 @@
 """Streamable HTTP for the legacy revisions: sessions, SSE answers, replies by POST.
 
-- ``initialize`` mints ``Mcp-Session-Id`` (a signed record, see
-  :mod:`mcp_django.protocol.legacy`) bound to the principal that sent it; the same
-  id from anyone else is 403, an unknown, expired or ended one 404.
-- A call whose handler asks (or logs, or reports progress) is answered as
-  ``text/event-stream``: the server's requests, then the result. The client's
-  reply is a separate POST (202), routed to the worker holding the stream by
-  :mod:`mcp_django.transports.relay`.
-- Every event of a call's stream has an id, and the stream opens with a priming
-  event (an id, ``retry``, empty data): the server may close the stream before the
-  result (``ctx.close_sse_stream()``, SEP-1699) and the client resumes with
-  ``GET`` + ``Last-Event-ID``; the call goes on meanwhile. As the 2025-11-25
-  specification says, a dropped connection is not a cancellation by itself: the
-  client sends ``notifications/cancelled`` (or ``DELETE``) for that. But a stream
-  that no client reads and none resumes for ``ABANDONED_STREAM_SECONDS`` is given
-  up: the call is cancelled, so a sync handler waiting on an ask nobody will see
-  frees its thread. The resuming ``GET`` may reach any worker: event ids name the
-  holder's channel, and the holder forwards the rest through the relay.
-- A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream: it
-  carries ``notifications/resources/updated`` for the URIs the session subscribed
-  to (kept in the cache, so any worker may have taken the subscription). One
-  stream per session gets them: the latest opened. It also carries
-  ``notifications/{tools,prompts,resources}/list_changed`` when the worker's
-  registry changes (initialize declares ``listChanged``). Every server request still
-  belongs to a call and travels on that call's stream.
-- ``DELETE`` ends the session, cancels its calls and ends its GET stream on every worker.
+``initialize`` mints ``Mcp-Session-Id`` (a sealed record, :mod:`mcp_django.protocol.legacy`)
+bound to its principal. A call that asks, logs or reports progress is answered as an SSE
+stream whose events all have ids, so the client may resume it (``GET`` + ``Last-Event-ID``)
+on any worker; its replies come by POST, routed by :mod:`mcp_django.transports.relay`. A
+dropped stream is not a cancellation, but one nobody reads for ``ABANDONED_STREAM_SECONDS``
+cancels its call. A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream
+(resource updates it subscribed to, list changes); ``DELETE`` ends the session.
 """
 
 from __future__ import annotations
@@ -33,6 +15,7 @@ import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..asks.call import Call
@@ -45,7 +28,7 @@ from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
-from ..resource_updates import Listeners, listeners
+from ..resource_updates import listeners
 from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
@@ -59,27 +42,22 @@ RETRY_MS = 1000
 # How long a finished call's events stay available to a client resuming its stream.
 RESUME_SECONDS = 60
 
-
 KEEPALIVE = sse_comment("keepalive")
 
 
-async def _within(waiting: Awaitable[Any], seconds: float) -> bool:
-    """Await ``waiting`` for at most ``seconds`` (0: without a limit); False when it took longer."""
-    if not seconds:
-        await waiting
-        return True
-    try:
-        await asyncio.wait_for(waiting, seconds)
-    except TimeoutError:
-        return False
-    return True
+def _refused(status: int, text: str) -> HttpOut:
+    return refused(None, MCPError(INVALID_REQUEST, text, http_status=status))
+
+
+def _sse(events: AsyncIterator[bytes]) -> HttpOut:
+    return HttpOut(200, [("content-type", SSE), ("cache-control", "no-cache")], events=events)
 
 
 class LegacyStream:
-    """The events of one call's response, numbered, kept until a while after the call ends.
+    """The events of one call's response, numbered, kept a while after the call ends.
 
-    Event ids are ``<key>.<n>@<channel>``: the worker's channel says where the
-    events are, should the resuming ``GET`` reach another worker.
+    Event ids are ``<key>.<n>@<channel>``: the channel names the worker holding the
+    events, should the resuming ``GET`` reach another one.
     """
 
     def __init__(self, hub: Relay, sid: str) -> None:
@@ -92,8 +70,8 @@ class LegacyStream:
         # Bumped by close(): followers attached before it end their connection.
         self.cuts = 0
         self.task: asyncio.Future[Any] | None = None
-        # Clients reading the stream now (here, or forwarded to another worker). When
-        # none has for ABANDONED_STREAM_SECONDS, the call is given up (on_abandoned).
+        # Clients reading the stream now (here or through another worker); when none has
+        # for ABANDONED_STREAM_SECONDS, on_abandoned gives the call up.
         self.followers = 0
         self.on_abandoned: Callable[[], Any] | None = None
         self._abandon: asyncio.TimerHandle | None = None
@@ -103,8 +81,7 @@ class LegacyStream:
         return f"{self.key}.{n}@{self.hub.channel}"
 
     def push(self, message: dict[str, Any]) -> None:
-        n = len(self.events) + 1
-        self.events.append(sse_message(message, event_id=self.event_id(n)))
+        self.events.append(sse_message(message, event_id=self.event_id(len(self.events) + 1)))
         self.changed.set()
 
     def close(self) -> None:
@@ -125,8 +102,10 @@ class LegacyStream:
     def _detach(self) -> None:
         self.followers -= 1
         if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+            # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
+            # sync handler waiting in one gets AskAborted, and its thread is freed).
             self._abandon = asyncio.get_running_loop().call_later(
-                mcp_settings.ABANDONED_STREAM_SECONDS, self._abandoned
+                mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
             )
 
     def _keep(self) -> None:
@@ -134,59 +113,47 @@ class LegacyStream:
             self._abandon.cancel()
             self._abandon = None
 
-    def _abandoned(self) -> None:
-        # Nobody resumed in time: the client went away. Cancelling the call withdraws
-        # its asks, and a sync handler waiting in one gets AskAborted (its thread is freed).
-        self._abandon = None
-        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
-            self.on_abandoned()
+    async def _batches(self, sent: int, cuts: int, keepalive: float | None) -> AsyncIterator[tuple[list[bytes], bool]]:
+        """(events after ``sent``, whether they are the last) as they come, until the call
+        finishes or :meth:`close` bumps ``cuts``; ``([], False)`` after ``keepalive`` quiet seconds."""
+        while True:
+            # Cleared before the events are read, never after an await: an event pushed
+            # while the consumer is away sets it again, and the wait returns at once.
+            self.changed.clear()
+            batch = self.events[sent:]
+            sent += len(batch)
+            done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
+            if batch or done:
+                yield batch, done
+            if done:
+                return
+            try:
+                await asyncio.wait_for(self.changed.wait(), keepalive)
+            except TimeoutError:
+                yield [], False  # a quiet call (a user thinking): keep the connection alive
 
     async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
-        cuts = self.cuts
+        batches = self._batches(after, self.cuts, mcp_settings.SSE_KEEPALIVE or None)
         self._attach()
         try:
             if prime:
                 yield sse_event(b"", event_id=self.event_id(0), retry_ms=RETRY_MS)
-            sent = after
-            while True:
-                while sent < len(self.events):
-                    sent += 1
-                    yield self.events[sent - 1]
-                if (self.finished and sent >= len(self.events)) or self.cuts != cuts:
-                    return
-                self.changed.clear()
-                if not await _within(self.changed.wait(), mcp_settings.SSE_KEEPALIVE):
-                    # A call waiting (on a user's answer to an ask, say): proxies must not cut it.
-                    yield KEEPALIVE
+            async for batch, done in batches:
+                for event in batch:
+                    yield event
+                if not batch and not done:
+                    yield KEEPALIVE  # proxies must not cut a waiting call
         finally:
             self._detach()
 
     async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
-        cuts = self.cuts
-        sent = after
+        batches = self._batches(after, self.cuts, RESUME_KEEPALIVE_SECONDS)
         self._attach()
         try:
             await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
-            while True:
-                # Cleared before the events are read, never after an await: an event
-                # pushed while a send below is under way sets the flag again, so the
-                # wait returns at once instead of at the next keepalive.
-                self.changed.clear()
-                batch = self.events[sent:]
-                sent += len(batch)
-                done = (self.finished and sent >= len(self.events)) or self.cuts != cuts
-                if batch or done:
-                    await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
-                if done:
-                    return
-                try:
-                    await asyncio.wait_for(self.changed.wait(), RESUME_KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    # A quiet call (a user thinking): tell the follower we are still here.
-                    await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": [], "end": False})
-        except asyncio.CancelledError:
-            raise
+            async for batch, done in batches:
+                await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
         except Unavailable:
             # The layer is away (said once, by its breaker): the follower gives up on its own.
             logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
@@ -198,14 +165,13 @@ class LegacyStream:
 
 
 class SessionStream:
-    """A session's standalone GET stream: the resource updates it subscribed to."""
+    """A session's standalone GET stream: the resource updates it subscribed to, and the
+    registry's list changes (initialize declares ``listChanged``)."""
 
     def __init__(self, hub: Relay, sid: str, *, prime: bool = True, registry: Registry | None = None) -> None:
         self.hub = hub
         self.sid = sid
         self.prime = prime
-        # Its list changes go to this stream as notifications/*/list_changed
-        # (initialize declares listChanged for tools, prompts and resources).
         self.registry = registry
         # Names this stream in the cache: only the session's latest GET stream is told.
         self.token = f"{hub.channel}!{os.urandom(6).hex()}"
@@ -232,31 +198,24 @@ class SessionStream:
         if self.registry is not None:
             self.registry.subscribe(list_changed)
         try:
-            # No event id: nothing here is replayed (an update missed while away is
-            # a read away); the retry field paces the client's reconnection.
-            if self.prime:
-                yield sse_event(b"", retry_ms=RETRY_MS)
-            else:
-                # Older clients parse every event's data: a comment (ignored by every
-                # SSE parser) still tells the client and any proxy the stream is open.
-                yield sse_comment("stream open")
+            # No event id: nothing here is replayed; the retry field paces reconnection.
+            # Older clients parse every event's data, so they get a comment instead.
+            yield sse_event(b"", retry_ms=RETRY_MS) if self.prime else sse_comment("stream open")
             keepalive = mcp_settings.SSE_KEEPALIVE
             idle_limit = mcp_settings.STREAM_IDLE_TIMEOUT
-            loop_time = asyncio.get_running_loop().time
-            last = loop_time()
+            last = loop.time()
             while True:
-                wait = [t for t in (keepalive, idle_limit and last + idle_limit - loop_time()) if t]
+                wait = [t for t in (keepalive, idle_limit and last + idle_limit - loop.time()) if t]
                 try:
                     chunk = await asyncio.wait_for(self.queue.get(), min(wait) if wait else None)
                 except TimeoutError:
-                    if idle_limit and loop_time() - last >= idle_limit:
-                        # Idle for long: the stream ends, and a client still there reconnects (retry).
-                        return
+                    if idle_limit and loop.time() - last >= idle_limit:
+                        return  # idle for long: a client still there reconnects (retry)
                     yield KEEPALIVE
                     continue
                 if chunk is None:
                     return
-                last = loop_time()
+                last = loop.time()
                 yield chunk
         finally:
             if self.registry is not None:
@@ -266,39 +225,30 @@ class SessionStream:
                 self.hub.session_streams.pop(self.sid, None)
 
 
-class _SessionUpdates:
-    """Per relay: resource updates in, ``notifications/resources/updated`` out to the
-    standalone streams whose session subscribed, in the order they were announced."""
-
-    def __init__(self, hub: Relay, updates: Listeners) -> None:
-        self.hub = hub
-        self.uris: asyncio.Queue[str] = asyncio.Queue()
-        updates.watch(self.uris.put_nowait)
-        # One task per relay, stopped with it: updates reach each stream in announcement order.
-        hub.worker.keep(asyncio.ensure_future(self._deliver()))
-
-    async def _deliver(self) -> None:
-        while True:
-            uri = await self.uris.get()
-            streams = {(s.sid, s.token): s for ss in self.hub.session_streams.values() for s in ss}
-            if not streams:
-                continue
-            try:
-                # One cache round trip per update for all of this worker's GET streams.
-                chosen = await legacy.subscribers(streams, uri)
-            except Exception as exc:
-                # Unavailable (the store is away, said once by its breaker) or a cache error: one line.
-                logger.warning("could not read subscriptions for %s (%s)", uri, exc)
-                continue
-            for key in chosen:
-                streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
-
-
-async def _updates_for(hub: Relay) -> _SessionUpdates:
+async def _updates_for(hub: Relay) -> None:
+    """Start, once per relay, the delivery of resource updates to its standalone streams."""
     updates = await listeners()
     if hub.session_updates is None:
-        hub.session_updates = _SessionUpdates(hub, updates)
-    return hub.session_updates
+        hub.session_updates = uris = asyncio.Queue[str]()
+        updates.watch(uris.put_nowait)
+        hub.worker.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
+
+
+async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
+    """``notifications/resources/updated`` to the streams whose session subscribed, in announcement order."""
+    while True:
+        uri = await uris.get()
+        streams = {(s.sid, s.token): s for ss in hub.session_streams.values() for s in ss}
+        if not streams:
+            continue
+        try:
+            chosen = await legacy.subscribers(streams, uri)  # one cache round trip for all
+        except Exception as exc:
+            # Unavailable (said once by its breaker) or a cache error: one line.
+            logger.warning("could not read subscriptions for %s (%s)", uri, exc)
+            continue
+        for key in chosen:
+            streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
 
 
 def parse_event_id(value: str) -> tuple[str, int, str] | None:
@@ -309,15 +259,13 @@ def parse_event_id(value: str) -> tuple[str, int, str] | None:
     return key, int(number), channel
 
 
+@dataclass(slots=True)
 class HttpSession:
-    """The control of a legacy HTTP session (:class:`~mcp_django.protocol.legacy.SessionControl`):
-    its sealed id, and what changes during it in the session cache."""
+    """A legacy HTTP session's :class:`~mcp_django.protocol.legacy.SessionControl`: its
+    sealed record, and what changes during it in the session cache."""
 
-    __slots__ = ("endpoint", "record")
-
-    def __init__(self, endpoint: str, record: legacy.SessionRecord | None = None) -> None:
-        self.endpoint = endpoint
-        self.record = record
+    endpoint: str
+    record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
         if self.record is not None:
@@ -327,7 +275,7 @@ class HttpSession:
 
     async def set_log_level(self, level: str) -> None:
         assert self.record is not None
-        await legacy.set_session_log_level(self.record, level)
+        await legacy.set_state(self.record, "level", level)
 
     async def subscribe(self, uri: str, on: bool) -> None:
         assert self.record is not None
@@ -338,17 +286,15 @@ class HttpSession:
         await (await relay()).cancel(self.record.sid, request_id)
 
 
+@dataclass(slots=True)
 class TrackedCall:
     """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
     any worker, and a stream nobody reads any more (and nobody resumed) cancels it."""
 
-    __slots__ = ("hub", "pipeline", "sid", "stream")
-
-    def __init__(self, pipeline: Pipeline, hub: Relay, sid: str) -> None:
-        self.pipeline = pipeline
-        self.hub = hub
-        self.sid = sid
-        self.stream: LegacyStream | None = None
+    pipeline: Pipeline
+    hub: Relay
+    sid: str
+    stream: LegacyStream | None = None
 
     async def handle(self, call: Call) -> dict[str, Any]:
         """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""
@@ -361,15 +307,14 @@ class TrackedCall:
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if inner.cancelled() and current is not None and not current.cancelling():
-                # Cancelled for the client (notifications/cancelled, DELETE, or its
-                # stream abandoned), not by us.
+                # Cancelled for the client (notifications/cancelled, DELETE, an abandoned stream), not by us.
                 raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
             raise
         finally:
             self.hub.untrack(key)
 
     async def serve(self, call: Call) -> None:
-        """Answer on the call's stream (:attr:`stream`), whoever follows it."""
+        """Answer on the call's stream, whoever follows it."""
         assert self.stream is not None
         _status, payload, _headers = await answer(self.handle, call)
         self.stream.finish(payload)
@@ -389,18 +334,15 @@ class LegacyHttp(LegacyHandler):
         """The request's open session and its log level, or the HTTP answer refusing it."""
         token = req.headers.get("mcp-session-id")
         if token is None:
-            return refused(
-                None,
-                MCPError(INVALID_REQUEST, "Mcp-Session-Id header is required: send initialize first", http_status=400),
-            )
+            return _refused(400, "Mcp-Session-Id header is required: send initialize first")
         record = legacy.open_session(token)
-        if record is None or record.endpoint != self.endpoint.registry.name:  # another endpoint's: not ours
-            return refused(None, MCPError(INVALID_REQUEST, "Session not found", http_status=404))
+        if record is None or record.endpoint != self.endpoint.registry.name:
+            return _refused(404, "Session not found")
         if not principal.matches(record.principal):
-            return refused(None, MCPError(INVALID_REQUEST, "this session belongs to another user", http_status=403))
+            return _refused(403, "this session belongs to another user")
         version = req.headers.get("mcp-protocol-version")
-        # Any revision a session can speak is accepted, not only the one negotiated: the official
-        # SDK's server does the same, and clients (conformance's multiple-streams scenario) rely on it.
+        # Any revision a session can speak is accepted, not only the one negotiated (as the
+        # official SDK's server does; conformance's multiple-streams scenario relies on it).
         if version is not None and version not in LEGACY_VERSIONS:
             why = "has no sessions" if version in MODERN_VERSIONS else "is not supported"
             return refused(
@@ -414,14 +356,14 @@ class LegacyHttp(LegacyHandler):
             )
         ended, level = await legacy.session_status(record)
         if ended:
-            return refused(None, MCPError(INVALID_REQUEST, "Session not found (it has ended)", http_status=404))
+            return _refused(404, "Session not found (it has ended)")
         return record, level
 
     async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
         try:
             return await self._handle(req, message, disconnected)
         except Unavailable as exc:
-            # The session store, the channel layer or the database is down or hung: 503 now, never a 500.
+            # The session store, the channel layer or the database is down or hung: 503, never a 500.
             request_id = message.get("id") if jsonrpc.classify(message) == "request" else None
             return refused(request_id, exc)
 
@@ -429,7 +371,7 @@ class LegacyHttp(LegacyHandler):
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
-                return refused(None, MCPError(INVALID_REQUEST, "batches are not supported", http_status=400))
+                return _refused(400, "batches are not supported")
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
         try:
@@ -438,50 +380,43 @@ class LegacyHttp(LegacyHandler):
             return refused(request_id, exc)
         if shape == "request" and message["method"] == "initialize":
             # The handshake opens a session (whatever Mcp-Session-Id the request carries).
-            control = HttpSession(self.endpoint.registry.name)
-            out = await self.direct(self._call(req, message, None, None, principal, control))
-            if control.record is not None:
-                out.headers.append(("mcp-session-id", legacy.seal_session(control.record)))
+            call = self._call(req, message, principal)
+            out = await self.direct(call)
+            if call.control.record is not None:
+                out.headers.append(("mcp-session-id", legacy.seal_session(call.control.record)))
             return out
         found = await self._session(req, principal, request_id if shape == "request" else None)
         if isinstance(found, HttpOut):
             return found
         record, level = found
         if shape == "notification":
-            control = HttpSession(self.endpoint.registry.name, record)
-            await self.endpoint.pipeline.notified(self._call(req, message, record, level, principal, control))
+            await self.endpoint.pipeline.notified(self._call(req, message, principal, record, level))
             return HttpOut(202)
         if shape == "response":
-            hub = await relay()
-            if not await hub.route_reply(message, record.sid, record.principal):
-                return refused(
-                    None, MCPError(INVALID_REQUEST, "this response answers no request of this server", http_status=400)
-                )
+            if not await (await relay()).route_reply(message, record.sid, record.principal):
+                return _refused(400, "this response answers no request of this server")
             return HttpOut(202)
-        return await self.request(req, message, record, level, principal, disconnected)
+        return await self.request(req, message, principal, record, level, disconnected)
 
     async def request(
         self,
         req: HttpIn,
         message: dict[str, Any],
+        principal: Principal,
         record: legacy.SessionRecord,
         level: str | None,
-        principal: Principal,
         disconnected: Awaitable[Any] | None,
     ) -> HttpOut:
-        request_id = message["id"]
-        control = HttpSession(self.endpoint.registry.name, record)
+        call = self._call(req, message, principal, record, level)
         if message["method"] in LEGACY_METHODS:
-            # The session's own methods are answered at once, in JSON.
-            return await self.direct(self._call(req, message, record, level, principal, control))
+            return await self.direct(call)  # the session's own methods: answered at once, in JSON
         hub = await relay()
-        call = self._call(req, message, record, level, principal, control)
         call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
         pipeline = self.endpoint.pipeline
         try:
             pipeline.dispatcher.require_scopes(call)
         except MCPError as exc:
-            return refused(request_id, exc)  # an HTTP 403 the client can step up from
+            return refused(message["id"], exc)  # an HTTP 403 the client can step up from
         tracked = TrackedCall(pipeline, hub, record.sid)
         if not (req.can_stream and accepts(req.headers, SSE)):
             # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
@@ -494,17 +429,15 @@ class LegacyHttp(LegacyHandler):
             call.session.close_stream = stream.close
         # Not tied to this connection: the client may drop it and resume, the call goes on.
         stream.task = asyncio.ensure_future(tracked.serve(call))
-        headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        return HttpOut(200, headers, events=stream.follow(0, prime=prime))
+        return _sse(stream.follow(0, prime=prime))
 
     def _call(
         self,
         req: HttpIn,
         message: dict[str, Any],
-        record: legacy.SessionRecord | None,
-        level: str | None,
         principal: Principal,
-        control: HttpSession,
+        record: legacy.SessionRecord | None = None,
+        level: str | None = None,
     ) -> Call:
         return Call.in_session(
             message,
@@ -515,7 +448,7 @@ class LegacyHttp(LegacyHandler):
             request_factory=req.request_factory,
             log_level=level,
             session=None,
-            control=control,
+            control=HttpSession(self.endpoint.registry.name, record),
         )
 
     async def direct(self, call: Call) -> HttpOut:
@@ -552,7 +485,7 @@ class LegacyHttp(LegacyHandler):
             return await self.resume(record, last_event)
         if req.method == "GET":
             return await self.session_stream(record)
-        await legacy.end_session(record)
+        await legacy.set_state(record, "ended", True)
         await (await relay()).cancel(record.sid)
         return HttpOut(200, [("content-type", JSON)], b"")
 
@@ -560,35 +493,33 @@ class LegacyHttp(LegacyHandler):
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
         hub = await relay()
         parsed = parse_event_id(last_event)
-        headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        if parsed is not None and parsed[2] != hub.channel:
-            # Held by another worker: it forwards the rest through the channel layer.
-            events = await hub.follow_remote(parsed[2], parsed[0], parsed[1], record.sid)
-            if events is not None:
-                return HttpOut(200, headers, events=events)
-            stream = None
-        else:
-            stream = hub.streams.get(parsed[0]) if parsed is not None else None
-        if parsed is None or stream is None or stream.sid != record.sid:
-            # Unknown, expired, another session's, or its worker is gone: the client's
-            # SDK then reports the stream lost; the call itself is unaffected.
-            return refused(None, MCPError(INVALID_REQUEST, "no stream to resume from this event id", http_status=404))
-        return HttpOut(200, headers, events=stream.follow(parsed[1], prime=False))
+        if parsed is not None:
+            key, after, channel = parsed
+            if channel != hub.channel:
+                # Held by another worker: it forwards the rest through the channel layer.
+                events = await hub.follow_remote(channel, key, after, record.sid)
+                if events is not None:
+                    return _sse(events)
+            else:
+                stream = hub.streams.get(key)
+                if stream is not None and stream.sid == record.sid:
+                    return _sse(stream.follow(after, prime=False))
+        # Unknown, expired, another session's, or its worker is gone: the client's SDK
+        # reports the stream lost; the call itself is unaffected.
+        return _refused(404, "no stream to resume from this event id")
 
     async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
-        """GET without Last-Event-ID: the session's standalone stream (resource updates)."""
+        """GET without Last-Event-ID: the session's standalone stream."""
         stream = SessionStream(await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.registry)
-        await legacy.set_get_stream(record, stream.token)
-        headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        return HttpOut(200, headers, events=stream.events())
+        await legacy.set_state(record, "get", stream.token)
+        return _sse(stream.events())
 
 
 def endpoint_for(registry: Registry) -> HttpEndpoint:
-    """The registry's endpoint, serving both eras: 2026-07-28 and the legacy sessions built on it.
+    """The registry's endpoint, serving both eras, shared by every transport mounted on it.
 
-    One per registry, shared by every transport mounted on it (ASGI, websockets, the WSGI
-    view), and kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and
-    hand its endpoint to a new registry given the same address.
+    Kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and hand its
+    endpoint to a new registry given the same address.
     """
     endpoint = registry.endpoint
     if endpoint is None:

@@ -1,12 +1,7 @@
-"""MCP over stdin/stdout, for local clients that launch a command (``manage.py mcp_stdio``).
+"""MCP over stdin/stdout (``manage.py mcp_stdio``): one JSON-RPC message per line.
 
-The stdio transport of the specification: one JSON-RPC message per line, UTF-8,
-newline-delimited, nothing else on stdout. The process is the session, as a
-websocket is, so the websocket consumer's session logic serves it unchanged:
-the same dispatcher, permissions, audit, legacy asks as real server-to-client
-requests (the handler runs once) and 2026-07-28 requests with the replay rule.
-Only two things differ: the caller is fixed by whoever started the command
-(there are no credentials on a pipe), and frames are lines.
+The process is the session, as a socket is, so the websocket consumer serves it; only
+the caller (fixed by whoever started the command) and the framing (lines) differ.
 """
 
 from __future__ import annotations
@@ -40,9 +35,8 @@ class StdioConsumer(MCPWebsocketConsumer):
         return self.principal
 
     async def disconnect(self, code: int) -> None:
-        # stdin ended: calls still running may finish and answer (a client that pipes a
-        # script closes stdin right after its last request), but one that waits for an
-        # answer from the client can never get it now.
+        # stdin ended: calls still running may finish and answer (a piped script closes stdin
+        # right after its last request), unless one waits for an answer that cannot come now.
         while self.calls and not self.replies.waiting:
             await asyncio.wait(list(self.calls.values()), timeout=0.05)
         if self.writer is not None:

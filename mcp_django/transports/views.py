@@ -1,12 +1,7 @@
-"""A plain Django view for the endpoint, for WSGI stacks (``include("mcp_django.urls")``).
-
-2026-07-28 needs no held connection, so JSON answers over WSGI serve it fully.
-Streaming (progress notifications) and legacy sessions need the ASGI route.
-"""
+"""The endpoint as a plain Django view, for WSGI stacks (``include("mcp_django.urls")``):
+JSON answers serve 2026-07-28 fully; streaming and legacy sessions need the ASGI route."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
@@ -18,7 +13,7 @@ from ..log_lines import host_refused
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .http import refused
-from .http_io import HttpIn
+from .http_io import HttpIn, HttpOut
 from .legacy_http import endpoint_for
 
 
@@ -26,8 +21,7 @@ def _headers(request: HttpRequest) -> dict[str, str] | None:
     """The request's headers, its ``Host`` as Django reads it; None for one ALLOWED_HOSTS refuses."""
     headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
     try:
-        # Django's CommonMiddleware, where installed, has asked already (log_lines.OneLine
-        # makes its line one line); without it, the refusal is the endpoint's 403.
+        # CommonMiddleware, where installed, has refused it already; without it, this is the 403.
         headers["host"] = request.get_host()
     except DisallowedHost:
         host_refused(request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", ""))
@@ -62,11 +56,8 @@ async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> Ht
     return _response(await endpoint.handle(req))
 
 
-def _response(out: Any) -> HttpResponse:
-    response = HttpResponse(out.body, status=out.status if out.status != 499 else 400)
-    for name, value in out.headers:
-        response[name] = value
-    return response
+def _response(out: HttpOut) -> HttpResponse:
+    return HttpResponse(out.body, status=out.status if out.status != 499 else 400, headers=dict(out.headers))
 
 
 # How mcp_django.protected_resource knows a URLconf route to this view as an endpoint's.

@@ -1,35 +1,13 @@
 """MCP over websockets, through Channels, at the HTTP endpoint's path (``ws://HOST/mcp``).
 
-Not a transport of the specification: the de-facto shape of the SDKs that once
-shipped one. Subprotocol ``mcp``, one JSON-RPC message per text frame, and the
-socket is the session: ``initialize`` fixes the version and capabilities until
-it closes. The caller is authenticated on the upgrade request, by the same
-classes as HTTP (the session cookie, ``Authorization: Token KEY``), and its
-credentials are checked again before every request on the socket (a cache hit
-while nothing changed): a revoked token, a deactivated user, a logged-out
-session or a changed password ends the socket (close code 4401) after an error
-answer to that request.
-
-Browsers' ``WebSocket`` API (and the TypeScript SDK's transport, built on it)
-cannot set a header, only subprotocols. Such a client sends its ``Authorization``
-value as a second subprotocol, ``mcp.authorization.<base64url of the value>``
-(``mcp.authorization.`` + base64url of ``Bearer TOKEN``, unpadded); the upgrade is
-then authenticated as if it carried that header (same classes, same principal
-cache), and only ``mcp`` is selected, so the token is never echoed back. A query
-parameter would do the same but lands in access logs and proxies' logs (RFC 6750
-section 2.3 discourages it); a subprotocol is a header.
-
-A client may also speak 2026-07-28 on the socket: a request whose ``params._meta``
-names a protocol version is served statelessly, exactly as over HTTP
-(``input_required`` rounds, no server-to-client requests).
-
-``resources/subscribe`` on the socket's session makes the socket receive
-``notifications/resources/updated`` for that URI, announced on any worker
-(:func:`mcp_django.resource_updates.announce`); the subscriptions end with the socket.
-
-Every request runs in its own task, so the socket keeps reading while handlers
-wait for answers. Closing the socket cancels every call in flight; sync
-handlers blocked in an ask are released (:class:`~mcp_django.asks.live.AskAborted`).
+Not a transport of the specification but the SDKs' de-facto shape: subprotocol ``mcp``,
+one JSON-RPC message per text frame, and the socket is the session. The upgrade is
+authenticated by the same classes as HTTP, and the credentials are checked again before
+every request: once they no longer find the same user, the socket closes (4401) after an
+error answer. A browser, which cannot set headers, sends its ``Authorization`` value as a
+second subprotocol, ``mcp.authorization.<base64url of the value>`` (never echoed back).
+A request whose ``params._meta`` names a 2026-07-28 version is served statelessly, as over
+HTTP. Every request runs in its own task; closing the socket cancels them all.
 """
 
 from __future__ import annotations
@@ -38,7 +16,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -57,10 +34,8 @@ from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
-from .http_io import HttpIn, asgi_headers, scope_url
+from .http_io import HttpIn, asgi_headers, json_out, scope_url
 from .legacy_http import endpoint_for
-
-logger = logging.getLogger("mcp_django")
 
 SUBPROTOCOL = "mcp"
 # A subprotocol carrying the Authorization header for clients that cannot send one.
@@ -88,8 +63,7 @@ class SocketReplies:
 
     def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]:
         request_id = f"s{next(self._ids)}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.waiting[request_id] = future
+        future = self.waiting[request_id] = asyncio.get_running_loop().create_future()
         return request_id, future
 
     def close(self, request_id: str | int) -> None:
@@ -103,12 +77,8 @@ class SocketReplies:
 
 
 def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
-    """The scope with the ``Authorization`` header an auth subprotocol carries, or None when it is malformed.
-
-    The scope is returned unchanged when no subprotocol carries credentials. One
-    auth subprotocol at most, and never beside a real ``Authorization`` header:
-    which one should win is not ours to guess.
-    """
+    """The scope with the ``Authorization`` header an auth subprotocol carries (unchanged
+    without one), or None when it is malformed, repeated, or beside a real header."""
     offered = [p for p in scope.get("subprotocols", ()) if p.startswith(AUTH_SUBPROTOCOL)]
     if not offered:
         return scope
@@ -117,10 +87,7 @@ def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
     encoded = offered[0][len(AUTH_SUBPROTOCOL) :]
     if len(encoded) > _MAX_CREDENTIAL:
         return None
-    # Canonical spellings only, as for every token: padding cannot reach us anyway
-    # ("=" is not allowed in a subprotocol name, and browsers refuse to send one),
-    # and encoders (Node's "base64url", Python's urlsafe_b64encode) never set the
-    # unused bits the strict decoder refuses.
+    # Canonical spellings only, as for every token (encoders never pad nor set unused bits).
     try:
         value = b64decode(encoded).decode("ascii")
     except ValueError:  # UnicodeDecodeError included
@@ -134,8 +101,8 @@ def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class MCPWebsocketConsumer(AsyncWebsocketConsumer):
-    # The socket is the session: nothing needs to reach it through the channel layer,
-    # so it takes no channel (an alias that names no layer), and costs the layer nothing.
+    # The socket is the session: nothing reaches it through the channel layer, so it
+    # takes no channel (an alias that names no layer).
     channel_layer_alias = "mcp_django.websocket.no-layer"
     registry: Any = None
     scope: dict[str, Any]
@@ -143,14 +110,26 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     endpoint: Any
     request_factory: Callable[[], Any]
     req: HttpIn
-    principal: Principal | None
-    writer: asyncio.Task[Any] | None
-
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
 
     def __init__(self, **initkwargs: Any) -> None:
         super().__init__()
+        self.principal: Principal | None = None
+        self.record: legacy.SessionRecord | None = None
+        self.log_level: str | None = None
+        self.replies = SocketReplies()
+        self.calls: dict[str, asyncio.Task[Any]] = {}
+        self.notifying: set[asyncio.Task[Any]] = set()
+        # Frames to send; None ends the writer, _CLOSE closes the socket.
+        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.writer: asyncio.Task[Any] | None = None
+        # The URIs this socket subscribed to, and the listeners it joins at the first one.
+        self.subscriptions: set[str] = set()
+        self.updates: Listeners | None = None
+        self.listening = False
+        self.revoked = False
+        self.closing = False
         # as_asgi(registry=...) hands these over; Channels' base class would drop them.
         for key, value in initkwargs.items():
             setattr(self, key, value)
@@ -162,8 +141,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             return
         self.scope = scope
         headers = self._start()
-        # Browsers send cookies with a websocket upgrade from any page: the Origin
-        # check is what stops cross-site socket hijacking.
+        # Browsers send cookies with an upgrade from any page: Origin stops cross-site hijacking.
         try:
             self.endpoint.pipeline.admit(headers, self.req.scheme)
         except MCPError:
@@ -175,78 +153,43 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         try:
             self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
         except AuthenticationFailed as exc:
-            # The 401 (or 403) and challenge HTTP gives, so a client can find the
-            # authorization server; where the server cannot say so, the upgrade is answered 403.
+            # The 401 (or 403) and challenge HTTP gives where the server can say so; else 403.
             if not await self._deny(exc):
                 await self.close()
             return
         except Unavailable as exc:
-            await self._unavailable(exc)
+            # An outage is not bad credentials: a 503 where the server can say so, else an
+            # accepted socket closed at once with 1013 ("try again later").
+            if not await self._deny(exc, [("retry-after", "1")]):
+                await self.accept(subprotocol=SUBPROTOCOL)
+                await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
             return
         await self.accept(subprotocol=SUBPROTOCOL)
         self.writer = asyncio.ensure_future(self._write())
-
-    async def _unavailable(self, exc: Unavailable) -> None:
-        """The upgrade could not be served for an outage (the database): say so, not 403.
-
-        A 403 reads as bad credentials, and a client would not try again. Where the
-        server can answer the upgrade with an HTTP response (the ASGI denial
-        extension: uvicorn, Daphne), it is the 503 and JSON-RPC error HTTP gives;
-        elsewhere the socket is accepted and closed at once with 1013, "try again later".
-        """
-        if await self._deny(exc, [("retry-after", "1")]):
-            return
-        await self.accept(subprotocol=SUBPROTOCOL)
-        await self.close(code=CLOSE_TRY_AGAIN_LATER, reason=exc.message[:120])
 
     async def _deny(self, exc: Exception, extra: list[tuple[str, str]] | None = None) -> bool:
         """Answer the upgrade with the HTTP response a POST would get for ``exc``, where the
         server offers the ASGI denial extension (uvicorn, Daphne); False where it does not."""
         if "websocket.http.response" not in self.scope.get("extensions", {}):
             return False
-        status, payload, headers = refusal(None, exc, extra)
-        await self.base_send(
-            {
-                "type": "websocket.http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    *((name.encode("latin-1"), value.encode("latin-1")) for name, value in headers or ()),
-                ],
-            }
-        )
-        await self.base_send({"type": "websocket.http.response.body", "body": jsonrpc.dumps(payload)})
+        out = json_out(*refusal(None, exc, extra))
+        headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in out.headers]
+        await self.base_send({"type": "websocket.http.response.start", "status": out.status, "headers": headers})
+        await self.base_send({"type": "websocket.http.response.body", "body": out.body})
         return True
 
     def _start(self) -> dict[str, str]:
-        """The session's empty state, the endpoint and Django's request for the connection."""
-        self.principal = None
-        self.record: legacy.SessionRecord | None = None
-        self.log_level: str | None = None
-        self.replies = SocketReplies()
-        self.calls: dict[str, asyncio.Task[Any]] = {}
-        self.notifying: set[asyncio.Task[Any]] = set()
-        # Frames to send; None ends the writer, _CLOSE closes the socket.
-        self.outbox: asyncio.Queue[Any] = asyncio.Queue()
-        self.writer = None
-        # The URIs this socket's session subscribed to, and the listeners of this loop it
-        # joins to hear of updates (at the first subscription: most sockets never subscribe).
-        self.subscriptions: set[str] = set()
-        self.updates: Listeners | None = None
-        self.revoked = False
-        self.closing = False
+        """The endpoint and Django's request for the connection; returns the upgrade's headers."""
         headers = asgi_headers(self.scope)
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
         connection = Connection()
 
         def request_factory() -> Any:
-            # Django's request for the upgrade (auth classes and handlers read it like any request).
-            # The upgrade as the GET it is: http(s), as the URL a token's audience names.
+            # The upgrade as the GET it is, at the http(s) URL a token's audience names.
             scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
             request = ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
-            # The socket's later checks of its credentials are this connection's (a DPoP proof
-            # is checked at the upgrade and its binding held: mcp_django.contrib.dpop).
+            # Later checks of the credentials are this connection's (a DPoP binding is held).
             request.mcp_connection = connection  # type: ignore[attr-defined]
             return request
 
@@ -279,11 +222,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.outbox.put_nowait(message)
 
     async def _recheck(self) -> Principal:
-        """The socket's principal, authenticated again from the upgrade's credentials.
-
-        A cache hit while the user, its tokens and sessions are unchanged; anything
-        else than the same account (same binding: pk, date joined, password) ends the socket.
-        """
+        """The socket's principal, authenticated again (a cache hit while nothing changed);
+        anything but the same account (pk, date joined, password) revokes the socket."""
         assert self.principal is not None
         try:
             principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
@@ -299,37 +239,24 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if uri in self.subscriptions:
             self.emit(notification("notifications/resources/updated", {"uri": uri}))
 
-    async def subscribe(self, uri: str, on: bool) -> None:
-        if on:
-            if uri not in self.subscriptions and len(self.subscriptions) >= mcp_settings.MAX_SUBSCRIPTIONS:
-                raise legacy.too_many_subscriptions()
-            if self.updates is None:
-                self.updates = await listeners()
-                self.updates.watch(self.resource_updated)
-            self.subscriptions.add(uri)
-        else:
-            self.subscriptions.discard(uri)
-
     def list_changed(self, listing: str) -> None:
         # Lists may change on any thread (a sync handler registering a tool).
         self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "listening", False):
+        if self.listening:
             self.endpoint.registry.unsubscribe(self.list_changed)
-        updates = getattr(self, "updates", None)
-        if updates is not None:
-            updates.unwatch(self.resource_updated)
-        tasks = list(self.calls.values()) if hasattr(self, "calls") else []
+        if self.updates is not None:
+            self.updates.unwatch(self.resource_updated)
+        tasks = list(self.calls.values())
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        writer = getattr(self, "writer", None)
-        if writer is not None:
-            writer.cancel()
+        if self.writer is not None:
+            self.writer.cancel()
             with contextlib.suppress(BaseException):
-                await writer
+                await self.writer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:
@@ -354,8 +281,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             if key in self.calls:
                 self.refuse(message["id"], MCPError(INVALID_REQUEST, "this request id is in use"))
                 return
-            task = asyncio.ensure_future(self._serve(message))
-            self.calls[key] = task
+            task = self.calls[key] = asyncio.ensure_future(self._serve(message))
             task.add_done_callback(lambda _t: self.calls.pop(key, None))
         else:
             text = "batches are not supported" if isinstance(message, list) else "Invalid Request"
@@ -365,8 +291,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.emit(refusal(request_id, exc)[1])
 
     async def _serve(self, message: dict[str, Any]) -> None:
-        # Cancelled by the client, or the socket closed: no response (the spec says not to
-        # send one), so a CancelledError goes through.
+        # A call cancelled (by the client, or the socket closing) sends no response.
         try:
             call = await self._call(message)
         except Exception as exc:
@@ -429,6 +354,17 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def set_log_level(self, level: str) -> None:
         self.log_level = level
+
+    async def subscribe(self, uri: str, on: bool) -> None:
+        if not on:
+            self.subscriptions.discard(uri)
+            return
+        if uri not in self.subscriptions and len(self.subscriptions) >= mcp_settings.MAX_SUBSCRIPTIONS:
+            raise legacy.too_many_subscriptions()
+        if self.updates is None:
+            self.updates = await listeners()
+            self.updates.watch(self.resource_updated)
+        self.subscriptions.add(uri)
 
     async def cancel(self, request_id: Any) -> None:
         task = self.calls.get(jsonrpc.dumps(request_id).decode())
