@@ -636,15 +636,10 @@ def _lock_deleted_user(sender: Any, instance: Any, using: str, **kwargs: Any) ->
 
 
 def _defaults() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in AuditEvent._meta.concrete_fields:
-        if f.has_default():
-            out[f.attname] = f.get_default()
-        elif f.null:
-            out[f.attname] = None
-        else:
-            out[f.attname] = ""
-    return out
+    return {
+        f.attname: f.get_default() if f.has_default() else (None if f.null else "")
+        for f in AuditEvent._meta.concrete_fields
+    }
 
 
 writer = Writer()

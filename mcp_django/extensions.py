@@ -138,16 +138,14 @@ def add_handler_stage(
     """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
     ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
     :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
-    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state).
-    ``applies(handler)``, if given, leaves the stage out of the chains of handlers it is False for."""
+    of its own. ``applies(handler)`` False leaves the stage out of that handler's chains."""
     registered.handler_stages.append((stage, frozenset(eras), frozenset(methods), applies))
 
 
 def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
     """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options``
     (absent when not given). ``check(value, owner)`` returns the value to keep, or raises
-    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration.
-    A keyword no listed extension takes is a ``TypeError``, as for any unknown argument."""
+    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration."""
     registered.tool_options[name] = check
 
 
@@ -160,15 +158,13 @@ def add_handler_filter(check: HandlerFilter, *, applies: Applies = None) -> None
 
 def add_descriptor_meta(add: DescriptorMeta) -> None:
     """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's
-    listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``),
-    or None. Called for every listed handler: keep it cheap and free of I/O."""
+    listings, or None. Called for every listed handler: keep it cheap and free of I/O."""
     registered.descriptor_meta.append(add)
 
 
 def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
-    """``panel(handler)`` gives an HTML section (a ``SafeString``: escape what it shows) for the
-    admin's page of the handler, or None; it runs in the admin's request, so it may read files
-    and render templates."""
+    """``panel(handler)`` gives an HTML section (a ``SafeString``) for the admin's page of the
+    handler, or None; it runs in the admin's request."""
     registered.handler_panels.append(panel)
 
 
@@ -181,8 +177,7 @@ def client_extension(call: Call, name: str) -> dict[str, Any] | None:
 
 
 def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
-    """Whether the call's principal may use ``handler``: the dispatcher's own checks
-    (anonymous callers, the credential's scopes, the handler's permissions)."""
+    """Whether the call's principal may use ``handler``, by the dispatcher's own checks."""
     return permissions.allowed(call, handler)
 
 

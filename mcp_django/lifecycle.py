@@ -32,11 +32,9 @@ class HostThread(Protocol):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn`` to run in the host's thread."""
-        ...
 
     def run_until(self, future: concurrent.futures.Future[Any]) -> None:
         """Called in the host's thread: run queued work until ``future`` is done."""
-        ...
 
 
 #: For a harness serving requests inside its own transaction (docs/testing.md): set, all their

@@ -1,8 +1,5 @@
 """Whether a call's principal may use a handler: anonymous callers, the credential's limits
 and scopes (403 ``insufficient_scope``), then the handler's own permissions.
-
-The dispatcher asks for every handler it finds; an extension asks through
-:func:`mcp_django.extensions.allowed` (the tasks extension, for a task's tool).
 """
 
 from __future__ import annotations

@@ -36,8 +36,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
-# What ``@mcp.tool()`` and ``@mcp.prompt()`` return: the function, its signature intact.
-Decorator = Callable[[Callable[P, R]], Callable[P, R]]
 
 
 def _alias(atomic: bool | str) -> str | None:
@@ -59,12 +57,9 @@ DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
 
 class ToolTable(MutableMapping[str, Tool]):
-    """A registry's tools by name, with the views registered by dotted path built when first needed.
-
-    A known tool's lookup is a dict lookup; an unknown name, a listing or the length builds
-    the waiting views first (under a lock), their tools taking their registrations' places
-    (listing order; the first registered of two names wins, E006). A view that cannot be
-    built stays waiting and raises its ``ImproperlyConfigured`` on each access (E015).
+    """A registry's tools by name, with the views registered by dotted path built when first needed:
+    by an unknown name, a listing or the length (under a lock), their tools taking their
+    registrations' places. A view that cannot be built stays waiting and raises again (E015).
     """
 
     def __init__(self, duplicates: list[tuple[str, str, str]]) -> None:
@@ -283,8 +278,7 @@ class Registry:
     def resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``).
 
-        Callable from sync or async code on any thread, without waiting; every worker hears it
-        through the Channels layer. URIs are matched exactly, across every registry.
+        Callable from any thread, without waiting; every worker hears it through the Channels layer.
         """
         resource_updates.announce_soon(uri)
 
@@ -402,6 +396,7 @@ class Registry:
         if callable(name):  # @mcp.tool, without parentheses
             return self.tool()(name)
         _check_name("tool", name)
+        declared_by = f"tool {name!r}" if name else "a tool"
         hints = tool_annotations(
             annotations,
             title=title,
@@ -409,15 +404,15 @@ class Registry:
             destructive=destructive,
             idempotent=idempotent,
             open_world=open_world,
-            owner=f"tool {name!r}" if name else "a tool",
+            owner=declared_by,
         )
-        declared_icons = checked_icons(icons, f"tool {name!r}" if name else "a tool")
+        declared_icons = checked_icons(icons, declared_by)
         extra: dict[str, Any] = {}
         if options:
             # Deferred: the extensions' module reaches auth's models, before apps are ready.
             from .extensions import tool_options
 
-            extra = tool_options(options, f"tool {name!r}" if name else "a tool")
+            extra = tool_options(options, declared_by)
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -624,10 +619,6 @@ class Registry:
 
     def all_handlers(self) -> list[Handler]:
         return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]
-
-    @property
-    def guarded(self) -> bool:
-        return any(h.guarded for h in self.all_handlers())
 
 
 _HINTS = {

@@ -67,15 +67,12 @@ class Observer(Protocol):
 
     def ran(self, handler: Any) -> None:
         """A handler (or a completer) starts an attempt."""
-        ...
 
     def unsafe(self, writes: list[Any]) -> None:
         """An attempt that ended with ``input_required`` wrote to the database (each a ``guard.Write``)."""
-        ...
 
     def asking(self, request_id: Any, key: str) -> None:
         """A legacy server-to-client request goes out: the ask key it carries (the wire has none)."""
-        ...
 
 
 #: The :class:`Observer` of the calls served in this context; ``None`` (the default) costs a call

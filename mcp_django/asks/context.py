@@ -35,7 +35,6 @@ class Backend(Protocol):
 
     async def resolve_one(self, ask: Ask) -> Any:
         """The answer to one ask: ``(await resolve((ask,)))[0]``, one coroutine fewer per ask."""
-        ...
 
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
 

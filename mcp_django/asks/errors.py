@@ -50,18 +50,11 @@ def escaped(error: BaseException | None) -> MissingCapability | None:
     if isinstance(error, MissingCapability):
         return error
     if isinstance(error, BaseExceptionGroup):
-        found = error.subgroup(MissingCapability)
-        if found is not None:
-            return next(_leaves(found))
+        found: BaseException | None = error.subgroup(MissingCapability)
+        while isinstance(found, BaseExceptionGroup):
+            found = found.exceptions[0]
+        return found if isinstance(found, MissingCapability) else None
     return None
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> Any:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 class TaskCancelled(BaseException):

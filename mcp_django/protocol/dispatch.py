@@ -6,7 +6,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DataError, InterfaceError, OperationalError
 
@@ -481,12 +481,11 @@ def _icons(call: Call) -> IconBase | None:
     return icon_base(call.version, lambda: call.request, (call.endpoint or mcp_settings).RESOURCE_URL)
 
 
-class _Completion:
+class _Completion(NamedTuple):
     """What :func:`~mcp_django.asks.invoke.invoke` needs of a handler, for a completer."""
 
-    def __init__(self, func: Callable[..., Any], is_async: bool) -> None:
-        self.func = func
-        self.is_async = is_async
+    func: Callable[..., Any]
+    is_async: bool
 
 
 class _NoAsks:
