@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -24,21 +23,19 @@ if TYPE_CHECKING:
     from .content import ToolError, ToolResult
     from .registry import Registry, mcp
 
-# Lazy, so that importing mcp_django (from settings or apps.py) does not import Django models.
-_LAZY = {
-    "mcp": "registry",
-    "Registry": "registry",
-    "Context": "asks.context",
-    "AsyncContext": "asks.context",
-    "SyncContext": "asks.context",
-    "get_context": "asks.context",
-    "ToolError": "content",
-    "ToolResult": "content",
-}
-
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(name)
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+    # Lazy, so that importing mcp_django (e.g. from settings or apps.py) does not import Django models.
+    if name in ("mcp", "Registry"):
+        from . import registry
+
+        return getattr(registry, name)
+    if name in ("Context", "AsyncContext", "SyncContext", "get_context"):
+        from .asks import context
+
+        return getattr(context, name)
+    if name in ("ToolError", "ToolResult"):
+        from . import content
+
+        return getattr(content, name)
+    raise AttributeError(name)
