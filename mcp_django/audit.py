@@ -1,38 +1,14 @@
 """Writing the audit log: receivers for :mod:`mcp_django.signals` and one writer thread.
 
-Two promises shape this module:
-
-- The per-call path stays cheap. A completion, failure, round or legacy-ask
-  event is put on a queue as it is; one daemon thread drains the queue, makes
-  the rows and inserts them in batches with one ``executemany``. No database
-  round trip sits between a result and its client, and under load many rows
-  share one statement.
-- A refusal is on record before the client hears it, while the database
-  answers. The refusal's row goes through the same queue, and the receiver
-  awaits the commit of the batch holding it, for at most ``_COMMIT_WAIT``; while
-  the database is known to be unreachable it does not wait at all. A refusal is
-  answered at once either way, and its row (one row) is written when it can be.
-  Rows queued earlier are written in the same batch, so the log keeps its order.
-
-The queue is flushed at interpreter exit (``atexit``) and by :func:`flush`,
-which tests call before they look at the table; a flush that times out raises.
-
-And the log loses nothing it can keep:
-
-- One bad row never takes others with it: a batch the database refuses is
-  written again row by row, and only a row refused on its own is lost (counted,
-  logged). Text columns never hold NUL, which PostgreSQL refuses.
-- While the database cannot be reached, rows are kept in memory and written when
-  it comes back, without a restart.
-- What waits is bounded by ``AUDIT["QUEUE_SIZE"]``: rows beyond it are dropped,
-  counted and logged; :func:`stats` and check ``mcp_django.W020`` report the count.
-- A user can always be deleted: the writer and the deletion take turns on the
-  user's row (:func:`_hold_users`), so no row for the user lands between Django
-  nulling the rows' key and deleting the user, and no row keeps a key to a user
-  that is gone (``principal`` keeps the label).
-
-A harness that serves requests inside a transaction of its own (the in-process test
-client) sets :data:`inline`: rows are then written in its thread, in its transaction.
+The per-call path stays cheap: events are queued as they are, and one daemon thread makes
+the rows and inserts them in batches with one ``executemany``. A refusal's receiver awaits
+its batch's commit for at most ``_COMMIT_WAIT`` (not at all while the database is known to
+be down), so a refusal is on record before the client hears it when the database answers.
+The log loses nothing it can keep: a refused batch is retried row by row, rows wait in
+memory while the database is unreachable, what waits is bounded by ``AUDIT["QUEUE_SIZE"]``
+(overflow counted: :func:`stats`, W020), and the writer and a user's deletion take turns on
+the user's row (:func:`_hold_users`). A harness serving requests inside its own transaction
+sets :data:`inline` so rows are written in its thread and transaction.
 """
 
 from __future__ import annotations
@@ -82,25 +58,19 @@ logger = logging.getLogger("mcp_django.audit")
 
 # Rows that arrive within this many seconds of the first share its INSERT.
 _LINGER = 0.02
-# The writer closes its database connection after this many idle seconds, so
-# it holds none while nothing happens (and a test database can be dropped).
+# Idle seconds before the writer closes its connection (so a test database can be dropped).
 _IDLE_CLOSE = 1.0
-# While the database cannot be reached, it is tried again this often (kept rows and new ones).
+# While the database cannot be reached, it is tried again this often.
 _RETRY_SECONDS = 1.0
-# The most a refusal's answer waits for its row's commit: a refusal is answered at once,
-# and a slower commit (a database going away, a pool waiting for a connection) is not
-# waited for; the row is written when it can be.
+# The most a refusal's answer waits for its row's commit; a slower commit is not waited for.
 _COMMIT_WAIT = 0.5
-# The same bound for every other row under ASYNC_WRITES False, which asks for each row
-# to be committed before its answer: longer, so a busy database still keeps the promise,
-# but bounded, so a database going away cannot hold every answer.
+# The same bound for every row under ASYNC_WRITES False: longer, but a dead database cannot hold every answer.
 _SYNC_COMMIT_WAIT = 5.0
 # Overflow is logged at most this often.
 _WARN_EVERY = 10.0
 # The most sets of a round's asks whose JSON the writer keeps, adapted (see _preparer).
 _ADAPTED_ASKS = 256
-# Errors that say the database cannot be reached now (down, restarting, refusing
-# connections): the rows are kept and retried. Any other error is about the rows.
+# The database cannot be reached now: rows are kept and retried. Any other error is about the rows.
 _UNREACHABLE = (OperationalError, InterfaceError)
 
 
@@ -108,11 +78,8 @@ class FlushTimeout(RuntimeError):
     """:func:`flush` waited longer than its timeout: the queued rows are not committed."""
 
 
-#: Set to True in a context whose audit rows must be written in that context's own
-#: thread-sensitive thread, inside its transaction, before the answer (whatever
-#: ``AUDIT["ASYNC_WRITES"]`` says): under ``async_to_sync`` that is the caller's thread.
-#: A harness that serves requests inside a transaction of its own (the in-process test
-#: client is one) sets it, so the rows see that transaction's users and roll back with it.
+#: True where audit rows must be written in the context's own thread-sensitive thread, inside its
+#: transaction, before the answer (the in-process test client sets it: rows roll back with its transaction).
 inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_inline", default=False)
 
 
@@ -122,7 +89,7 @@ class _Item:
     row: dict[str, Any] | tuple[Any, ...] | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
-    # Close the writer's database connection after this batch (a flush: nothing may be left open).
+    # Close the writer's connection after this batch (a flush).
     close: bool = False
 
 
@@ -131,8 +98,7 @@ def _truncate(value: Any, length: int) -> str:
         return value  # nearly every text of a row: nothing to cut or escape
     text = "" if value is None else str(value)
     if "\x00" in text:
-        # Client-chosen (an id, a tool name, a URI): PostgreSQL text cannot hold NUL
-        # and would refuse the row. Written as the JSON escape, so the row says what came.
+        # PostgreSQL text cannot hold NUL: written as the JSON escape, so the row says what came.
         text = text.replace("\x00", "\\u0000")
     return text[:length]
 
@@ -142,15 +108,12 @@ def row_for(
 ) -> dict[str, Any]:
     """The column values of an event: who, what, when; never what was said.
 
-    Only the fields listed here are read from the event, so a state's contents,
-    answers or arguments cannot reach the table even if a sender attaches them.
-    ``event_id`` is the row's id when the caller made it (the writer makes a batch's at once).
+    Only the fields listed here are read, so arguments or answers a sender attaches cannot reach the table.
     """
     return dict(zip(_COLUMNS, _values_for(event, kind, created, event_id), strict=True))
 
 
-# The columns of a row the writer makes (_values_for), in the model's order: the statement's
-# (tests/test_audit.py), so such a row's values go to it as they are.
+# The columns of a row the writer makes (_values_for), in the model's order (tests/test_audit.py).
 _COLUMNS = (
     "created",
     "kind",
@@ -175,9 +138,8 @@ _COLUMNS = (
 )
 _USER = _COLUMNS.index("user_id")
 
-# A row to insert: the writer's own, its values in _COLUMNS order (no dict made, no values
-# taken from one: a twentieth of the writer's CPU a row); or a dict of column values
-# (row_for's, or one made elsewhere, whose missing columns take the model's defaults).
+# A row to insert: the writer's own values in _COLUMNS order (no dict: a twentieth of the writer's
+# CPU a row), or a dict of column values (missing columns take the model's defaults).
 _Row = dict[str, Any] | tuple[Any, ...]
 
 
@@ -244,12 +206,8 @@ def event_ids(count: int) -> list[uuid.UUID]:
 
 
 def _event_numbers(count: int) -> list[int]:
-    """``count`` new event ids as the 128-bit numbers of their UUIDs, their random bits read from
-    the system in one call (a call a row cost the writer about half a microsecond a row).
-
-    The writer keeps its rows' ids so: for SQLite a number is written as its hex digits
-    directly, without the UUID (see _preparer); for PostgreSQL the UUID is made when the row
-    is prepared."""
+    """``count`` new event ids as their UUIDs' 128-bit numbers, the random bits read in one call
+    (a call a row cost the writer about half a microsecond a row); _preparer writes them."""
     if not count:
         return []  # a batch of rows made elsewhere, or of a flush alone: no system call
     stamp = (time.time_ns() // 1_000_000) << 80 | _V7
@@ -270,13 +228,12 @@ class Writer:
         # Set when a queued row has someone waiting for it (a refusal, a flush).
         self._urgent = threading.Event()
         self._thread: threading.Thread | None = None
-        # Rows made but not committed because the database could not be reached; written first.
+        # Rows not committed because the database could not be reached; written first.
         self._kept: list[_Row] = []
-        # Open while the database cannot be reached: rows are then kept, and tried again every _RETRY_SECONDS.
         self.breaker = Breaker(
             "the audit log's database", retry=_RETRY_SECONDS, meanwhile="rows are kept and written when it answers"
         )
-        # Rows lost: dropped because too many were waiting, refused by the database one by one.
+        # Rows lost: dropped when too many waited; refused by the database one by one.
         self.dropped = 0
         self.rejected = 0
         self._warned = 0.0
@@ -332,15 +289,10 @@ class Writer:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Block until every row queued so far is committed; False when rows are kept
-        because the database cannot be reached.
-
-        Raises :class:`FlushTimeout` when the writer has not got through the rows within
-        ``timeout`` seconds: it is stuck in the database (most often waiting on a lock held
-        by a transaction that has not ended, such as a test's own), and a caller that went
-        on would look at a table the rows have not reached.
-        """
+        for an unreachable database. :class:`FlushTimeout` after ``timeout`` seconds (the
+        writer stuck in the database, most often on a lock held by an open transaction)."""
         if self._thread is None or not self._thread.is_alive():
-            # No writer yet (nothing was queued), or none any more: write here.
+            # No writer (yet, or any more): write here.
             items: list[_Item] = []
             while True:
                 try:
@@ -386,8 +338,7 @@ class Writer:
             return
         batch = [first]
         if first.done is None and not self._urgent.is_set():
-            # Let rows gather, then take them all at once: waking the writer for each
-            # row would cost the event loop a GIL hand-off per call.
+            # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
         while len(batch) < size:
@@ -398,21 +349,17 @@ class Writer:
         self._write(batch)
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
-        # Events queued by record(): their rows are made here, off the request path, their
-        # event ids all at once.
+        # Events queued by record(): their rows are made here, off the request path.
         events = [item.row for item in batch if type(item.row) is tuple]
         ids = _event_numbers(len(events))
-        # Each event's time as timezone.now() would have made it then (aware UTC, or naive
-        # local time without USE_TZ), the setting read once a batch, not on each call's path.
+        # timezone.now() as it was at the event, the setting read once a batch, not on each call's path.
         zone = datetime.UTC if settings.USE_TZ else None
         rows: list[_Row] = [
             _values_for(event, kind, datetime.datetime.fromtimestamp(stamp, zone), number)
             for (event, kind, stamp), number in zip(events, ids, strict=True)
         ]
         rows += [item.row for item in batch if item.row is not None and type(item.row) is not tuple]
-        close = False
-        for item in batch:
-            close = close or item.close
+        close = any(item.close for item in batch)
         if self._kept:
             rows, self._kept = self._kept + rows, []
         self._busy_since, self._busy_rows = time.monotonic(), len(rows)
@@ -428,7 +375,7 @@ class Writer:
                     close_old_connections()
             except Exception:
                 logger.exception("mcp_django: could not close the audit writer's connection")
-            # Whatever happened, nobody waits forever for this batch (kept rows are written later).
+            # Whatever happened, nobody waits forever for this batch.
             for item in batch:
                 if item.done is not None:
                     item.done()
@@ -471,8 +418,7 @@ def _insert_one(row: _Row) -> int:
         try:
             _insert_many([row])
         except IntegrityError:
-            # Most likely a user deleted between the request and the write: keep the
-            # row (the principal label still names it) without the foreign key.
+            # Most likely the user was deleted since: the row keeps the label, without the key.
             _insert_many([_without_user(row)])
         return 0
     except _UNREACHABLE:
@@ -498,7 +444,6 @@ def _user_of(row: _Row) -> Any:
 
 
 def _without_user(row: _Row) -> _Row:
-    """The row with no user: written when its user is gone (the label still names it)."""
     if isinstance(row, dict):
         return {**row, "user_id": None}
     return (*row[:_USER], None, *row[_USER + 1 :])
@@ -506,13 +451,11 @@ def _without_user(row: _Row) -> _Row:
 
 class _Statement(NamedTuple):
     sql: str
-    # Each row's values in the statement's column order (a row from row_for has them all).
     values: Callable[[dict[str, Any]], tuple[Any, ...]]
     names: tuple[str, ...]
-    # (position, preparation) of the columns whose values need the backend's own preparation
-    # (dates, JSON, UUIDs); the others (text, numbers, the user's key) go as they are.
+    # (position, preparation) of the dates, JSON and UUIDs; other values go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
-    # Whether the columns are _COLUMNS, in that order: a row the writer made is its values as they are.
+    # The columns are _COLUMNS in order: a row the writer made goes as it is.
     in_order: bool
 
 
@@ -522,9 +465,8 @@ _SQL_CACHE: dict[str, _Statement] = {}
 def _statement(connection: Any) -> _Statement:
     fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
-    # A retried batch whose first COMMIT landed (its reply lost with the connection)
-    # skips the rows already in: each event's id is unique. Named target where the
-    # backend has one (PostgreSQL, SQLite), so no other constraint is silently waived.
+    # A retried batch whose first COMMIT landed skips the rows already in (event_id is unique);
+    # a named target where the backend has one, so no other constraint is waived.
     if connection.features.supports_update_conflicts_with_target:
         insert = "INSERT INTO"
         suffix = " ON CONFLICT ({}) DO NOTHING".format(quote("event_id"))
@@ -542,8 +484,7 @@ def _statement(connection: Any) -> _Statement:
         suffix,
     )
     names = tuple(f.attname for f in fields)
-    # Text, numbers and the user's key go as they are: what get_db_prep_save makes of the values
-    # row_for gives them (a str, an int, a float, None). The others are prepared by _preparer.
+    # Text, numbers and the user's key go as they are (get_db_prep_save leaves them so).
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
     prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
     return _Statement(sql, operator.itemgetter(*names), names, prepared, names == _COLUMNS)
@@ -557,23 +498,17 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     which replaced it with the fields' ``get_db_prep_save``, raised the async tool's other
     threads (nearly all the audit writer) from 154,151 (the merge before) and 172,297 (the base)
     to 239,378 instructions, +67,000 to +85,000 or 11-14 % of the call's 609,061; with it back,
-    179,163 (about 45 Python calls a row fewer: the datetime's is_aware/make_naive/utcoffset
-    chain, the JSON encoder for ``{}``, the UUID built from its number). The field's own preparation walks a
-    chain of checks (expressions, lazy strings, naive times, strings to parse) before the
-    backend's adaptation. For the values the writer
-    makes (an aware datetime, a dict, a UUID) each check passes the value through
-    unchanged, so the backend's adaptation is called directly; any other value (a row made
-    elsewhere, a field of another class) takes the field's whole path.
+    179,163 (about 45 Python calls a row fewer). For the values the writer makes (an aware
+    datetime, a dict, a UUID) the backend's adaptation is called directly; any other value
+    takes the field's whole path.
     """
     save = functools.partial(field.get_db_prep_save, connection=connection)
     if type(field) is models.DateTimeField:
         adapt_time = connection.ops.adapt_datetimefield_value
         # The backend takes an aware time as it is (PostgreSQL): so does the writer.
         as_is = adapt_time(probe := datetime.datetime(2001, 2, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)) is probe
-        # SQLite's adaptation makes the time naive in the connection's zone and writes its str():
-        # for a UTC time and a UTC connection (USE_TZ, no TIME_ZONE of the database's), the time
-        # without its zone, without the three utcoffset() calls of is_aware and make_naive on
-        # the way (over half of what a row's preparation cost).
+        # SQLite: a UTC time on a UTC connection is its naive str(), without the utcoffset()
+        # calls of is_aware and make_naive (over half of what a row's preparation cost).
         sqlite = connection.vendor == "sqlite"
 
         def prepare_time(value: Any) -> Any:
@@ -588,9 +523,8 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
 
         return prepare_time
     if type(field) is models.JSONField:
-        # Nearly every row's asks are empty: that one value is adapted once. A round's are a
-        # few keys and ask methods, the same few for every round of a handler: each set is
-        # adapted once too (in its order, which its JSON keeps), up to a bound.
+        # Nearly every row's asks are empty, and a round's are the same few each time:
+        # each set is adapted once, up to a bound.
         empty = save({})
         adapted: dict[tuple[tuple[str, str], ...], Any] = {}
 
@@ -628,17 +562,10 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
 def _insert_many(rows: list[_Row]) -> None:
     """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    Not one multi-row INSERT per batch (measured, bench/HISTORY.md): it cost the writer's
-    thread more CPU a row than ``executemany``, on SQLite (Django's cursor rewrites every
-    ``%s`` of a statement with a regular expression at each execution) and on PostgreSQL
-    (the client-side binding of every parameter into the statement's text) alike, and the
-    GIL convoy it was meant to avoid does not happen on the one core the bench gives.
-
-    Not ``bulk_create``: measured on this batch (500 rows, SQLite), ``bulk_create`` costs
-    2.5 times as much per row (a model instance per row, then every field of every row
-    prepared again by the compiler), which the writer thread pays for every call. Here the
-    statements are built from the model's own fields; a row's values are taken in one
-    step, and only the dates, the JSON and the UUID are prepared for the backend (:func:`_preparer`).
+    Not one multi-row INSERT (measured, bench/HISTORY.md): more writer CPU a row than
+    ``executemany`` on SQLite and PostgreSQL alike. Not ``bulk_create``: measured on 500
+    rows (SQLite), 2.5 times as much per row (a model instance per row, every field
+    prepared again). Only the dates, JSON and UUID are prepared (:func:`_preparer`).
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
@@ -655,8 +582,7 @@ def _insert_many(rows: list[_Row]) -> None:
         if users:
             live = _hold_users(alias, users)
             if live != users:
-                # Deleted since the request (or being deleted, and now gone): the row keeps
-                # the principal's label, and no key to a user that no longer exists.
+                # Deleted since the request: the row keeps the label, not the key.
                 rows = [_without_user(row) if _user_of(row) in users - live else row for row in rows]
         params: list[list[Any]] = []
         defaults: dict[str, Any] | None = None
@@ -667,7 +593,7 @@ def _insert_many(rows: list[_Row]) -> None:
                 row = _as_dict(row)
                 try:
                     values = list(statement.values(row))
-                except KeyError:  # a row made elsewhere, without every column: the model's defaults
+                except KeyError:  # a row made elsewhere, without every column
                     defaults = defaults or _defaults()
                     values = [row.get(name, defaults.get(name)) for name in statement.names]
             for i, prepare in statement.prepared:
@@ -680,17 +606,10 @@ def _insert_many(rows: list[_Row]) -> None:
 def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
     """The users of ``ids`` that exist, each locked until this transaction ends.
 
-    A user's deletion nulls the audit rows' key, then deletes the user, and the
-    database checks the key when the deletion commits: a row inserted for the user
-    in between would fail the deletion. The deletion takes the user's row lock
-    first (:func:`_lock_deleted_user`), and the writer takes a lock that conflicts
-    with it here, so the two take turns: a batch committed before the deletion has
-    its rows nulled by it, and a batch that waited for the deletion finds the user
-    gone. On PostgreSQL the lock is ``FOR KEY SHARE``, the one a foreign key's own
-    check takes: it does not conflict with updates of the user (``last_login``) or
-    with other writers. SQLite lets one transaction write at a time, so the deletion
-    and a batch cannot interleave; a row whose user is gone by its commit fails its
-    key check and is written again without the user (:func:`_insert_one`).
+    A row inserted between a deletion nulling the rows' key and deleting the user would
+    fail the deletion; the deletion locks the user's row first (:func:`_lock_deleted_user`),
+    so the two take turns. On PostgreSQL the lock is ``FOR KEY SHARE``, a foreign key
+    check's own, which does not conflict with updates of the user or other writers.
     """
     connection = connections[alias]
     user_model = get_user_model()
@@ -717,15 +636,10 @@ def _lock_deleted_user(sender: Any, instance: Any, using: str, **kwargs: Any) ->
 
 
 def _defaults() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in AuditEvent._meta.concrete_fields:
-        if f.has_default():
-            out[f.attname] = f.get_default()
-        elif f.null:
-            out[f.attname] = None
-        else:
-            out[f.attname] = ""
-    return out
+    return {
+        f.attname: f.get_default() if f.has_default() else (None if f.null else "")
+        for f in AuditEvent._meta.concrete_fields
+    }
 
 
 writer = Writer()
@@ -734,9 +648,7 @@ _CALL_KINDS = frozenset(str(k) for k in CALL_KINDS)
 
 
 def flush(timeout: float = 10.0) -> bool:
-    """Commit every queued row now (tests; shutdown hooks); :class:`FlushTimeout` when
-    they are not committed within ``timeout`` seconds, False when rows are kept for an
-    unreachable database."""
+    """Commit every queued row now (tests, shutdown hooks): see :meth:`Writer.flush`."""
     return writer.flush(timeout)
 
 
@@ -767,21 +679,15 @@ def _enabled(part: str) -> bool:
 
 
 def record(event: signals.Event, kind: str | None = None) -> None:
-    """Queue an event; returns at once. The writer thread makes the row from it,
-    so building it costs the request nothing on its way to the client. Its time is taken
-    as a number: timezone.now() reads settings.USE_TZ through Django's lazy settings object
-    (a failed attribute lookup inside it), a few microseconds of every call's path."""
+    """Queue an event; the writer thread makes its row. Its time is taken as a number:
+    timezone.now() reads settings.USE_TZ, a few microseconds of every call's path."""
     writer.put((event, kind, time.time()))
 
 
 async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:
-    """Write an event's row and wait until it is committed, without blocking the loop.
+    """Write an event's row and wait, at most ``wait`` seconds, for its commit.
 
-    The wait is bounded: while the database is known to be unreachable it is not
-    waited for at all, and a commit that takes longer than ``wait`` seconds (a
-    database going away, a connection pool waiting for a connection) is not
-    waited for either. The row stays queued either way, and is written once when
-    the database answers.
+    Not at all while the database is known to be unreachable; the row stays queued either way.
     """
     row = row_for(event, kind)
     if inline.get():
@@ -812,12 +718,8 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
-# They are async so that ``asend`` runs them on the loop: a sync receiver
-# would cost every call a hop to a worker thread.
-
-
-# Each receiver names the row's kind from the signal it listens to, so a sender
-# cannot file an event under another kind.
+# Async so ``asend`` runs them on the loop (a sync one costs every call a thread hop). Each
+# names the row's kind from its signal, so a sender cannot file an event under another kind.
 
 
 async def _write(event: signals.Event, kind: str) -> None:
@@ -867,10 +769,8 @@ async def on_call_limited(sender: Any, event: signals.Event, **kwargs: Any) -> N
         await _refusal(event, Kind.LIMITED)
 
 
-# The refusal being recorded in this context (request id, method, target) while its
-# commit is awaited. A client that gives up meanwhile cancels the request, and the
-# dispatcher then reports the call as cancelled: that is the same request, already on
-# record as refused, so it is not written twice.
+# The refusal being recorded in this context while its commit is awaited: a cancellation
+# of the same request meanwhile is already on record as refused, so it is not written twice.
 _refusing: contextvars.ContextVar[tuple[str, str, str] | None] = contextvars.ContextVar(
     "mcp_django_audit_refusing", default=None
 )

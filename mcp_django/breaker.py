@@ -1,13 +1,9 @@
 """A dependency known to be down is not waited on by every request: the one outage tracker.
 
-Each service mcp-django waits on has a :class:`Breaker`: the session store and the channel
-layer (Redis), each database (:mod:`mcp_django.postgresql`), the longer principal cache's
-shared cache and the audit writer's database. The first call that finds the service away
-opens it; meanwhile the calls that need the service fail at once instead of each waiting
-out a timeout, and the log says so once when the outage begins and once when it ends, with
-no traceback. The first answer closes it, found by an async ``probe`` (one per breaker,
-every :data:`PROBE_SECONDS`) or by the one caller :meth:`Breaker.admit` lets through every
-``retry`` seconds. State is per process: an outage seen on one loop or thread is one for all.
+Each service mcp-django waits on (Redis, each database, the audit writer's) has a :class:`Breaker`.
+The first call finding the service away opens it: later calls fail at once instead of waiting out
+a timeout, and the log says so once at each end of the outage. An async ``probe`` or the caller
+:meth:`Breaker.admit` lets through every ``retry`` seconds closes it. State is per process.
 """
 
 from __future__ import annotations
@@ -23,8 +19,7 @@ from .protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
 
-# How often the probe asks a service that is away. Short: a refused connection
-# costs microseconds, and a hung service holds the one probe, not more.
+# How often the probe asks a service that is away (a hung service holds the one probe, not more).
 PROBE_SECONDS = 0.05
 # How often a database that is away is tried again by a caller (admit()).
 DATABASE_RETRY_SECONDS = 0.25
@@ -35,8 +30,7 @@ def is_outage(exc: BaseException) -> bool:
     this one call was wrong (a message the layer cannot encode, a full channel)."""
     if isinstance(exc, (OSError, TimeoutError)):  # builtins' ConnectionError is an OSError
         return True
-    # redis-py's errors are not builtins' (its ConnectionError is a RedisError): named,
-    # so that this module does not need redis installed.
+    # redis-py's errors are not builtins': named, so this module does not need redis installed.
     return any(
         cls.__module__.startswith("redis") and cls.__name__ in ("ConnectionError", "TimeoutError")
         for cls in type(exc).__mro__
@@ -153,6 +147,5 @@ def database(alias: str) -> Breaker:
 
 
 def database_down() -> bool:
-    """Whether some database's breaker is open: its outage was logged once when it opened,
-    and will be once more when it closes, so the paths that fail meanwhile need not say it."""
+    """Whether some database's breaker is open (its outage logged already: failing paths need not say it)."""
     return any(gate.down_since is not None for gate in list(_databases.values()))

@@ -122,22 +122,15 @@ def content_block(value: Any) -> dict[str, Any]:
 
 
 def jsonable(value: Any) -> Any:
-    """What a handler returned as JSON data: dataclasses, TypedDicts, Decimals, dates, UUIDs, enums,
-    tuples and sets, msgspec Structs, Pydantic models and DRF serializers (their ``.data``), nested.
-
-    Raises ``TypeError`` for a value with no JSON form.
-    """
+    """What a handler returned as JSON data (dataclasses, models, serializers, dates...); ``TypeError``
+    for a value with no JSON form."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return to_jsonable(value)
 
 
 def tool_result(value: Any) -> dict[str, Any]:
-    """The ``tools/call`` result for what a tool returned.
-
-    An object (a dict, dataclass, model, serializer...) is also ``structuredContent``:
-    the shape a return annotation's inferred ``outputSchema`` describes.
-    """
+    """The ``tools/call`` result for what a tool returned; an object is also ``structuredContent``."""
     if isinstance(value, ToolResult):
         out: dict[str, Any] = {"content": [content_block(c) for c in value.content]}
         if value.structured is not None:

@@ -1,26 +1,9 @@
 """The public points an extension of the protocol plugs into (docs/extensions.md).
 
-An extension (``mcp_django.skills``, ``mcp_django.tasks``, a project's own) is a module with a
-``register()`` function, listed in ``MCP_DJANGO["EXTENSIONS"]``: mcp-django calls each one's
-once when Django is ready (and again after the setting changes), and the extension adds, from
-there:
-
-- methods (:func:`add_method`): ``method(call) -> result``, for the eras it names;
-- what the server declares (:func:`declare_extension`, :func:`declare_capabilities`): in
-  2026-07-28's ``server/discover`` and the legacy ``initialize`` alike, in each era's shape;
-- resources of its own (:func:`add_resources`): listed by ``resources/list`` after the
-  registry's, read by ``resources/read`` when no handler has the URI;
-- ``_meta`` on results (:func:`add_result_meta`);
-- a stage around a handler's run (:func:`add_handler_stage`): the tasks extension's, which
-  turns a ``tools/call`` into a task;
-- keyword options of ``@mcp.tool`` (:func:`add_tool_option`), kept in ``Tool.options``;
-- which handlers a call may see and use (:func:`add_handler_filter`) and ``_meta`` on their
-  listed descriptors (:func:`add_descriptor_meta`), decided per call;
-- what the client declared of an extension (:func:`client_extension`);
-- a section of the admin's page of a handler (:func:`add_handler_panel`).
-
-A call's own stages go in ``MCP_DJANGO["PIPELINE"]`` (:mod:`mcp_django.pipeline`). The core
-imports no extension: one left out of the setting is simply absent.
+An extension is a module with a ``register()`` function, listed in ``MCP_DJANGO["EXTENSIONS"]``
+and called when Django is ready (again after the setting changes); from there it adds methods,
+capabilities, resources, result ``_meta``, handler stages and filters, tool options and admin
+panels through the ``add_*``/``declare_*`` functions here. The core imports no extension.
 """
 
 from __future__ import annotations
@@ -59,8 +42,8 @@ Run = Callable[["Call"], Awaitable[dict[str, Any]]]
 ResultMeta = Callable[["Call", dict[str, Any]], Mapping[str, Any] | None]
 HandlerFilter = Callable[["Call", "Handler"], bool]
 DescriptorMeta = Callable[["Call", "Handler"], Mapping[str, Any] | None]
-# applies(handler): whether a handler stage or filter concerns that handler at all (asked once per
-# handler, when its chain is built): a plain tool's calls then cross none of an extension's code.
+# applies(handler): whether a stage or filter concerns that handler (asked once, when its chain
+# is built): a plain tool's calls then cross none of an extension's code.
 Applies = Callable[["Handler"], bool] | None
 # check(value, owner) -> the value kept (raise TypeError or ImproperlyConfigured to refuse it).
 OptionCheck = Callable[[Any, str], Any]
@@ -155,16 +138,14 @@ def add_handler_stage(
     """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
     ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
     :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
-    of its own (``Outcome(result=...)``). Outside the core's (handler errors, request state).
-    ``applies(handler)``, if given, leaves the stage out of the chains of handlers it is False for."""
+    of its own. ``applies(handler)`` False leaves the stage out of that handler's chains."""
     registered.handler_stages.append((stage, frozenset(eras), frozenset(methods), applies))
 
 
 def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
     """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options``
     (absent when not given). ``check(value, owner)`` returns the value to keep, or raises
-    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration.
-    A keyword no listed extension takes is a ``TypeError``, as for any unknown argument."""
+    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration."""
     registered.tool_options[name] = check
 
 
@@ -177,15 +158,13 @@ def add_handler_filter(check: HandlerFilter, *, applies: Applies = None) -> None
 
 def add_descriptor_meta(add: DescriptorMeta) -> None:
     """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's
-    listing (``tools/list``, ``prompts/list``, ``resources/list``, ``resources/templates/list``),
-    or None. Called for every listed handler: keep it cheap and free of I/O."""
+    listings, or None. Called for every listed handler: keep it cheap and free of I/O."""
     registered.descriptor_meta.append(add)
 
 
 def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
-    """``panel(handler)`` gives an HTML section (a ``SafeString``: escape what it shows) for the
-    admin's page of the handler, or None; it runs in the admin's request, so it may read files
-    and render templates."""
+    """``panel(handler)`` gives an HTML section (a ``SafeString``) for the admin's page of the
+    handler, or None; it runs in the admin's request."""
     registered.handler_panels.append(panel)
 
 
@@ -198,8 +177,7 @@ def client_extension(call: Call, name: str) -> dict[str, Any] | None:
 
 
 def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
-    """Whether the call's principal may use ``handler``: the dispatcher's own checks
-    (anonymous callers, the credential's scopes, the handler's permissions)."""
+    """Whether the call's principal may use ``handler``, by the dispatcher's own checks."""
     return permissions.allowed(call, handler)
 
 

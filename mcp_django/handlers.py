@@ -1,8 +1,6 @@
 """What a registered handler is: a tool, a prompt, a resource or a resource template.
 
-The registry (:mod:`mcp_django.registry`) builds these from decorated functions, and
-:mod:`mcp_django.views_as_tools` builds tools from views; both depend on this module,
-which depends on neither.
+Built by :mod:`mcp_django.registry` and :mod:`mcp_django.views_as_tools`; depends on neither.
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ Func = Callable[..., Any]
 
 
 def _is_context_annotation(annotation: Any) -> bool:
-    # Deferred: asks.context reaches auth, which imports django.contrib.auth's models, and
-    # importing the registry must not need Django's apps to be ready (only registering does).
+    # Deferred: asks.context reaches django.contrib.auth's models, before apps are ready.
     from .asks.context import Context
 
     if isinstance(annotation, str):
@@ -52,13 +49,8 @@ def find_context_param(func: Func) -> str | None:
 
 @functools.lru_cache(maxsize=1024)
 def completer_info(func: Func) -> tuple[str | None, bool]:
-    """(the name of its context parameter or None, whether it is async) for a completer.
-
-    A completer is called as ``completer(value)``, or ``completer(value, ctx=ctx)``
-    when it takes a context (a parameter named ``ctx`` or annotated ``Context``):
-    ``ctx.user`` lets it filter by the caller. A sync completer runs in the worker
-    pool (it may use the ORM), an async one on the event loop.
-    """
+    """(its context parameter or None, whether it is async) for a completer, called as
+    ``completer(value)`` or ``completer(value, ctx=ctx)``."""
     return find_context_param(func), inspect.iscoroutinefunction(func)
 
 
@@ -87,19 +79,15 @@ class Handler:
     source: str = ""
     context_param: str | None = None
     is_async: bool = False
-    # Which of MCP's server primitives this is: "tool", "prompt", "resource" or
-    # "template" (a resource template), as logs, signals and the admin name it.
+    # One of PRIMITIVES, as logs, signals and the admin name it.
     primitive: str = "handler"
-    # The database alias whose transaction wraps each attempt of a sync handler
-    # (``atomic=True``: the default one); an attempt ending with input_required rolls back.
+    # The database alias whose transaction wraps each attempt of a sync handler.
     atomic: str | None = None
-    # Keyword options an extension lets the decorator take (mcp_django.extensions.add_tool_option),
-    # by name: an MCP Apps view's template, say.
+    # The extensions' decorator options (mcp_django.extensions.add_tool_option), by name.
     options: dict[str, Any] = field(default_factory=dict)
-    # Its own rate per user ("10/min"; mcp_django.limits, docs/limits.md), checked here.
+    # Its own rate per user ("10/min", docs/limits.md).
     throttle: str | None = None
-    # Whether it has checks of its own beyond anonymous callers (permissions, classes, scopes):
-    # a field, not a property, as every call reads it.
+    # Whether it has checks beyond anonymous callers: a field, not a property, as every call reads it.
     guarded: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -123,11 +111,9 @@ class Handler:
             self.source = dotted_name(self.func)
 
     def scopes_granted(self, auth: Any) -> bool:
-        """Whether the credential ``auth`` (DRF's ``request.auth``) carries this handler's scopes.
+        """Whether the credential ``auth`` carries this handler's scopes (no database).
 
-        Cheap: no database. Only an OAuth access token or an MCP token (anything with
-        ``allow_scopes``, as django-oauth-toolkit's tokens have) is limited by scopes; others are the
-        user's own and carry all of the user's authority.
+        Only a credential with ``allow_scopes`` (an OAuth or MCP token) is limited by scopes.
         """
         if not self.scopes or not hasattr(auth, "allow_scopes"):
             return True
@@ -170,15 +156,11 @@ class Tool(Handler):
     # Names of the parameters the handler accepts from arguments; None: it takes **kwargs.
     accepts: frozenset[str] | None = None
     primitive: str = "tool"
-    # Validates a call's arguments and converts them into what the handler takes
-    # (schemas.Parameters from the signature; by default, a check against input_schema).
+    # Validates and converts a call's arguments (schemas.Parameters, or a check against input_schema).
     parameters: Any = None
-    # MCP tasks (docs/tasks.md): None, "optional" or "required"; input_first: the handler's
-    # asks before ``ctx.start_task()`` are the request's own rounds.
+    # MCP tasks (docs/tasks.md): None, "optional" or "required"; retries None: TASK_RETRIES.
     task: str | None = None
     input_first: bool = False
-    # How many times a task run lost to its infrastructure starts again; None:
-    # MCP_DJANGO["TASK_RETRIES"].
     retries: int | None = None
 
     def __post_init__(self) -> None:
@@ -194,8 +176,7 @@ class Tool(Handler):
 
     @functools.cached_property
     def mirrors_headers(self) -> bool:
-        """Whether an argument is mirrored into an ``Mcp-Param-*`` header (``x-mcp-header``):
-        read by every 2026-07-28 HTTP call, worked out once."""
+        """Whether an argument is mirrored into an ``Mcp-Param-*`` header: read by every 2026-07-28 HTTP call."""
         properties = self.input_schema.get("properties")
         return isinstance(properties, dict) and any(
             isinstance(prop, dict) and "x-mcp-header" in prop for prop in properties.values()

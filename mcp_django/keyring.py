@@ -1,15 +1,9 @@
 """The keys derived from ``MCP_DJANGO["REQUEST_STATE_KEY"]``, for everything this app signs.
 
-Each configured secret gives, by HKDF-SHA256 with an info string per use, the
-keys that sign and seal ``requestState`` (:mod:`mcp_django.request_state`), the
-key that signs legacy session ids (:mod:`mcp_django.protocol.legacy`) and the key
-that hashes principals, so a token made for one use never passes for another.
-The first secret signs; every one verifies, so a secret can be rotated by
-putting the new one first. Without a configured secret the secrets derive from
-Django's ``SECRET_KEY`` and then ``SECRET_KEY_FALLBACKS`` (a salted HMAC, as
-:mod:`django.core.signing` makes its keys, under a salt of this app's own): every
-worker and instance of one project agrees with no setting of ours, and rotating
-``SECRET_KEY`` the Django way rotates these keys too.
+Each secret gives, by HKDF-SHA256 with an info string per use, the keys for ``requestState``,
+legacy session ids and principal hashes, so a token made for one use never passes for another.
+The first secret signs and every one verifies (rotate by putting the new one first). Without a
+configured secret they derive from ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS`` (a salted HMAC).
 """
 
 from __future__ import annotations
@@ -30,8 +24,7 @@ from .conf import mcp_settings
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-# The salted HMAC's salt: a value signed by django.core.signing (or anything else keyed on
-# SECRET_KEY under another salt) can never pass for one of ours, nor the reverse.
+# Our own salt: nothing else keyed on SECRET_KEY can pass for one of ours, nor the reverse.
 SECRET_KEY_SALT = "mcp_django.keyring.default"
 
 
@@ -67,10 +60,8 @@ def b64encode(data: bytes) -> str:
 def b64decode(text: str, *, canonical: bool = True) -> bytes:
     """The bytes ``text`` spells, or ``ValueError`` unless it is :func:`b64encode`'s spelling of them.
 
-    Python's decoder skips characters outside the alphabet and ignores the unused low bits of
-    the last character, so several spellings decode alike: an edited token must never verify,
-    so only the one spelling :func:`b64encode` gives is read. ``canonical=False`` skips that
-    check for a text a verified MAC already covers (it is the spelling this app wrote).
+    Python's decoder accepts several spellings of the same bytes; an edited token must never
+    verify. ``canonical=False`` skips the check for a text a verified MAC already covers.
     """
     data = base64.urlsafe_b64decode(text.encode("ascii") + b"=" * (-len(text) % 4))
     if canonical and (not text or b64encode(data) != text):
@@ -79,13 +70,11 @@ def b64decode(text: str, *, canonical: bool = True) -> bytes:
 
 
 def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
-    """HMAC-SHA256 under ``key``, as a function of the message.
+    """HMAC-SHA256 under ``key``, as a function of the message, the key absorbed once.
 
-    The key is absorbed once (the HMAC's inner and outer pads, hashed); each message then
-    costs a copy of that state and the message's own hashing. ``hmac.new`` per message
-    redoes the key schedule every time: about two thirds of a short token's MAC. The standard
-    library's HMAC, not one assembled here from SHA-256 states: that was measured at about half
-    a microsecond less a MAC (bench/HISTORY.md), too little to own a MAC construction for.
+    ``hmac.new`` per message redoes the key schedule: about two thirds of a short token's MAC.
+    One assembled from SHA-256 states was measured at about half a microsecond less a MAC
+    (bench/HISTORY.md), too little to own a MAC construction for.
     """
     prepared = hmac.new(key, digestmod=hashlib.sha256)
 
@@ -130,20 +119,18 @@ class KeyRing:
     def __init__(self, secrets: list[bytes], *, from_secret_key: bool = False) -> None:
         if not secrets:
             raise ValueError("a key ring needs at least one secret")
-        # Only for what the checks and docs say: the keys are made the same way either way.
+        # For the checks' wording only: the keys are made the same way.
         self.from_secret_key = from_secret_key
         self.keys: list[Key] = []
         for secret in secrets:
             mac_key = derive_key(secret, b"mcp-django requestState hmac-sha256 v1")
             enc_key = derive_key(secret, b"mcp-django requestState aes-256-gcm v1")
             kid = b64encode(hashlib.sha256(b"kid" + mac_key).digest()[:6])
-            # Derived from the requestState MAC key with an info string of its own: a
-            # session id can never pass for a requestState, nor the reverse.
+            # An info string of its own: a session id never passes for a requestState.
             session_key = derive_key(mac_key, b"mcp-django legacy session v1")
             self.keys.append(Key(kid, mac_key, enc_key, session_key, keyed_mac(mac_key)))
         self.by_kid = {k.kid: k for k in self.keys}
-        # One principal key per secret: a state or session made before a rotation
-        # names its principal with the old secret's key, and must still match.
+        # One principal key per secret: a state made before a rotation must still match.
         self.principal_keys = [derive_key(s, b"mcp-django principal v1") for s in secrets]
         self.principal_macs = [keyed_mac(key) for key in self.principal_keys]
         # The key new tokens are made with (an attribute: read once a round, a property was a call).
@@ -154,14 +141,12 @@ _ring_cache: tuple[Any, KeyRing] | None = None
 
 
 def keyring() -> KeyRing:
-    """The ring for the current settings (made anew when ``REQUEST_STATE_KEY`` or, while it
-    is unset, ``SECRET_KEY`` or ``SECRET_KEY_FALLBACKS`` changes)."""
+    """The ring for the current settings (made anew when the secrets they name change)."""
     global _ring_cache
     configured = mcp_settings.REQUEST_STATE_KEY
     cached = _ring_cache
     if configured and cached is not None and cached[0][0] is configured:
-        # The setting's value as mcp_settings keeps it until MCP_DJANGO changes: several
-        # calls a round (sealing, verifying, the principal's digests), none rebuilding the source.
+        # The setting's object is kept until MCP_DJANGO changes: several calls a round, none rebuilding the source.
         return cached[1]
     fallbacks = () if configured else tuple(settings.SECRET_KEY_FALLBACKS)
     source = (configured, None if configured else settings.SECRET_KEY, fallbacks)

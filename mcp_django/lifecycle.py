@@ -1,29 +1,12 @@
 """Database connections around each MCP call, as Django's request handler manages them.
 
-The ASGI fast path (``/mcp``) does not go through Django's handler, so nothing
-sends ``request_started``/``request_finished``, whose receiver
-``close_old_connections`` enforces ``CONN_MAX_AGE`` and ``CONN_HEALTH_CHECKS``.
-Connections are per thread, and an MCP call uses them in one of two places:
-
-- sync code (authentication, permission checks, sync handlers) runs in the
-  worker pool (:mod:`mcp_django.asks.invoke`), which closes stale connections
-  after every job, in that thread;
-- an async handler's ORM calls (``await Order.objects.aget(...)``) and any other
-  thread-sensitive ``sync_to_async`` code run in a *database thread* chosen for
-  the call (see :class:`DatabaseThreads`): every thread-sensitive call of one
-  MCP call goes to the same thread, as under Django's ``ThreadSensitiveContext``.
-  The call's first job there starts with ``close_old_connections()`` (Django's
-  ``request_started``), and when the call ends one more job runs it again
-  (``request_finished``) and the call waits for it. A call that never used a
-  database thread pays neither: no thread hop, no wait.
-
-Where Django's handler already manages the lifecycle (MCP served through a
-Django view: a ``ThreadSensitiveContext`` is active, or a sync thread runs the
-view), nothing here applies; nor where a harness hosts the requests in a thread
-of its own (:data:`host_thread`).
-
-:class:`QuietDuringOutage` keeps a library's per-attempt lines out of the log while a
-database's breaker (:func:`mcp_django.breaker.database`) is open.
+The ASGI fast path does not go through Django's handler, so nothing sends
+``request_started``/``request_finished`` (``close_old_connections``). Sync work runs in the
+worker pool, which closes stale connections after every job; thread-sensitive
+``sync_to_async`` code of one call runs in one *database thread* (:class:`DatabaseThreads`),
+whose first job and one job after the call close stale connections. A call that never used a
+database thread pays neither. Nothing here applies inside Django's handler or a
+:data:`host_thread`.
 """
 
 from __future__ import annotations
@@ -44,34 +27,24 @@ from .conf import mcp_settings
 
 
 class HostThread(Protocol):
-    """A sync thread that drives requests itself and runs their sync work while it waits.
-
-    What ``async_to_sync`` makes of the thread that calls it (Django's async test
-    client), with a re-entrant wait: see :data:`host_thread`.
-    """
+    """A sync thread that drives requests itself and runs their sync work while it waits
+    (``async_to_sync``'s calling thread, with a re-entrant wait)."""
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn`` to run in the host's thread."""
-        ...
 
     def run_until(self, future: concurrent.futures.Future[Any]) -> None:
         """Called in the host's thread: run queued work until ``future`` is done."""
-        ...
 
 
-#: The executor seam, for a harness that serves requests inside a transaction of its own (a
-#: test harness that rolls back at its end; docs/testing.md): set in the context the requests
-#: are served from, every piece of their sync work (authentication, permission checks, sync
-#: handlers, thread-sensitive code) runs in that thread, on its connections and inside its
-#: transaction, instead of in the worker pool and the database threads; a sync handler's wait
-#: for a client's answer runs the host's queue (``run_until``) rather than block it. The host
-#: then owns its connections: nothing in the package closes them.
+#: For a harness serving requests inside its own transaction (docs/testing.md): set, all their
+#: sync work runs in that thread, on its connections, instead of the worker pool and the
+#: database threads; a sync handler's wait for an answer runs the host's queue (``run_until``).
 host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar("mcp_django_host_thread", default=None)
 
 
 class CallScope:
-    """One call's use of the database threads: which one it has, if any. Its defaults are the
-    class's (no ``__init__``: every call that runs a handler makes one)."""
+    """One call's use of the database threads. Defaults are the class's (no ``__init__``: every call makes one)."""
 
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     index = 0
@@ -82,11 +55,7 @@ _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_d
 
 
 def close_stale() -> None:
-    """``close_old_connections()`` in this thread, never raising.
-
-    If a connection cannot even be inspected, every connection of the thread is
-    closed: keeping one in an unknown state would hand it to the next call.
-    """
+    """``close_old_connections()`` in this thread, never raising (on failure, closing them all)."""
     try:
         close_old_connections()
     except Exception:
@@ -106,28 +75,16 @@ def _fresh(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
 class DatabaseThreads(concurrent.futures.Executor):
     """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call.
 
-    Threads are long-lived (a connection persists in each, per ``CONN_MAX_AGE``);
-    a call takes one at its first job and keeps it until it ends: the first that no
-    running call holds, a new one only when every one is held (up to
-    ``MCP_DJANGO["DB_THREADS"]``), else the one the fewest calls hold. So a server
-    whose calls do not overlap keeps one thread and one connection per database,
-    not ``DB_THREADS`` of each.
+    Threads are long-lived; a call takes one at its first job and keeps it until it ends: the
+    first no running call holds, a new one only when all are held (up to ``DB_THREADS``),
+    else the least held. So calls that do not overlap share one thread and connection.
 
-    It stays beside asgiref's public API, named to asgiref as the executor of one
-    ``ThreadSensitiveContext`` that each call sets (:func:`enter`), because neither public
-    arrangement keeps what this one does (bench/HISTORY.md, "asgiref's thread hops, measured"):
-
-    - ``async with ThreadSensitiveContext()`` per call, as Django's ASGI handler enters one,
-      starts a thread for each call that queries and another to join it, and ends its
-      connections with it: 2,550,003 instructions for a call's two queries against 1,646,913
-      here (``python bench/thread_hops.py``), 55% more, about 35% of the ``asyncdb``
-      scenario's whole call (``bench/instructions.py``, 2,574,030).
-    - ``ThreadSensitiveContext(executor=...)`` per call (asgiref 3.13) keeps long-lived threads,
-      but refuses (``RuntimeError``) every thread-sensitive call of a task that outlives its
-      call: a parked branch of a round that unwinds after the answer has gone, a task the
-      handler started. Here such a call still runs, in the call's thread or, if it never took
-      one, in any (tests/test_idle_threads.py). It would also take the calls an enclosing
-      ``async_to_sync`` thread runs (a WSGI server's, a test's).
+    Not asgiref's public arrangements (bench/HISTORY.md, "asgiref's thread hops, measured"):
+    ``async with ThreadSensitiveContext()`` per call costs 2,550,003 instructions for a call's
+    two queries against 1,646,913 here (``python bench/thread_hops.py``), 55% more, about 35%
+    of the ``asyncdb`` scenario's call (``bench/instructions.py``, 2,574,030);
+    ``ThreadSensitiveContext(executor=...)`` refuses every thread-sensitive call of a task that
+    outlives its call, which runs here (tests/test_idle_threads.py).
     """
 
     def __init__(self) -> None:
@@ -162,8 +119,7 @@ class DatabaseThreads(concurrent.futures.Executor):
         # Called by asgiref in the calling task's context, on the event loop.
         scope = _scope.get()
         if scope is None or (scope.left and scope.executor is None):
-            # Outside a call, or a task that outlived its call: any thread will do, and none is
-            # held (nothing would release it).
+            # Outside a call, or a task that outlived it: any thread, none held (nothing would release it).
             with self._lock:
                 executor = self._threads[self._pick()]
             return executor.submit(fn, *args, **kwargs)
@@ -193,8 +149,7 @@ def enter() -> Entered:
     if SyncToAsync.thread_sensitive_context.get(None) is not None:
         return None  # inside Django's handler: it closes connections itself
     if host_thread.get() is not None:
-        # Thread-sensitive work runs in the host's thread, whose connection holds the
-        # host's transaction and is the host's to close.
+        # The host's thread runs it, on the host's connection.
         return None
     scope = CallScope()
     return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
@@ -222,12 +177,8 @@ async def finished(job: concurrent.futures.Future[Any]) -> None:
 
 
 class QuietDuringOutage(logging.Filter):
-    """A logging filter that drops records while a database's breaker is open.
-
-    For a library's per-attempt lines during an outage the breaker already reports (for
-    example psycopg-pool's ``error connecting in ...``, one per reconnection attempt):
-    ``"filters"`` of the ``psycopg.pool`` logger in ``LOGGING`` (docs/deployment.md).
-    """
+    """A logging filter that drops records while a database's breaker is open: for a library's
+    per-attempt lines (psycopg-pool's, docs/deployment.md) during an outage the breaker reports."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not database_down()

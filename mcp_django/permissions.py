@@ -1,8 +1,5 @@
 """Whether a call's principal may use a handler: anonymous callers, the credential's limits
 and scopes (403 ``insufficient_scope``), then the handler's own permissions.
-
-The dispatcher asks for every handler it finds; an extension asks through
-:func:`mcp_django.extensions.allowed` (the tasks extension, for a task's tool).
 """
 
 from __future__ import annotations
@@ -31,11 +28,7 @@ async def allowed(call: Call, handler: Handler) -> bool:
 
 
 def admitted(call: Call, handler: Handler) -> bool:
-    """The checks that need no thread: anonymous callers, then the credential's scopes (403).
-
-    A handler without permissions is then allowed with no coroutine of its own (every call
-    of a plain tool); a guarded one goes on to :func:`permitted`.
-    """
+    """The checks that need no thread: anonymous callers, then the credential's scopes (403)."""
     principal = call.principal
     if principal.is_anonymous:
         return handler.allow_anonymous is not False  # no credential: no scopes, no limits
@@ -64,8 +57,7 @@ def require_scopes(call: Call, handler: Handler) -> None:
         )
     if handler.scopes_granted(call.principal.auth):
         return
-    # The caller may know the handler exists (its scopes are in the metadata): it may step up.
-    # The challenge names every scope the call needs, the endpoint's too.
+    # The challenge names every scope the call needs, the endpoint's too, so the caller may step up.
     needed = operation_scopes(handler.scopes, call.endpoint)
     scope = " ".join(needed)
     request = call.request

@@ -36,8 +36,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
-# What ``@mcp.tool()`` and ``@mcp.prompt()`` return: the function, its signature intact.
-Decorator = Callable[[Callable[P, R]], Callable[P, R]]
 
 
 def _alias(atomic: bool | str) -> str | None:
@@ -59,19 +57,13 @@ DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
 
 class ToolTable(MutableMapping[str, Tool]):
-    """A registry's tools by name, with the views registered by dotted path joining when first needed.
-
-    Looking up a tool that is there is a dict lookup, and does not build the views
-    still waiting; a name that is not there, a listing, or the table's length builds them
-    all first (once, under a lock: a listing may run in a worker thread). Their tools take
-    the places their registrations had: the listing's order and which of two tools of one
-    name wins (the first registered; the other is a duplicate, E006) are as if every view
-    had been built when it was registered. A view that cannot be built stays waiting, and
-    every access that needs it raises its ``ImproperlyConfigured`` again (checks: E015).
+    """A registry's tools by name, with the views registered by dotted path built when first needed:
+    by an unknown name, a listing or the length (under a lock), their tools taking their
+    registrations' places. A view that cannot be built stays waiting and raises again (E015).
     """
 
     def __init__(self, duplicates: list[tuple[str, str, str]]) -> None:
-        # The tools built so far, by name: a call's lookup reads it directly (a plain dict get).
+        # The tools built so far: a call's lookup reads it directly (a plain dict get).
         self.ready: dict[str, Tool] = {}
         # Registration order of each tool: (n, 0) for a tool, (n, i) for a view's i-th tool.
         self._order: dict[str, tuple[int, int]] = {}
@@ -103,10 +95,9 @@ class ToolTable(MutableMapping[str, Tool]):
             if self._order[tool.name] < order:
                 self._duplicates.append((tool.primitive, tool.name, tool.source))
                 return False
-            # A view built late that was registered before the tool holding its name.
             self._duplicates.append((existing.primitive, existing.name, existing.source))
             self._order[tool.name] = order
-        # The same source again (its module imported twice) keeps its place, as a dict would.
+        # The same source again (its module imported twice) keeps its place.
         tools[tool.name] = tool
         return True
 
@@ -122,7 +113,7 @@ class ToolTable(MutableMapping[str, Tool]):
         with self._lock:
             failures: list[ImproperlyConfigured] = []
             still: list[tuple[int, ViewReference]] = []
-            # Built aside and swapped in whole: a listing iterating the table meanwhile is not disturbed.
+            # Built aside and swapped in whole, not to disturb a listing iterating the table.
             table = dict(self.ready)
             for number, reference in self._waiting:
                 try:
@@ -134,7 +125,6 @@ class ToolTable(MutableMapping[str, Tool]):
                 reference.tools = made
                 for index, tool in enumerate(made, 1):
                     self._place(tool, (number, index), table)
-            # Listing order is registration order, however late the views were built.
             self.ready = {name: table[name] for name in sorted(table, key=self._order.__getitem__)}
             self._waiting = still
         if failures and strict:
@@ -238,12 +228,9 @@ class DeferredTools(Sequence[Tool]):
 class Registry:
     """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one.
 
-    ``Registry("staff")`` makes another endpoint: route it with
-    ``mcp_urlpatterns("staff/mcp", registry=...)``. Its name picks its settings in
-    ``MCP_DJANGO["ENDPOINTS"]`` (authentication, anonymous callers, OAuth metadata),
-    is written in its audit rows, binds its legacy sessions, and heads its handlers in
-    the admin. A registry made without a name (in a test, say) serves with the
-    project-wide settings and is audited as the default endpoint.
+    ``Registry("staff")`` makes another endpoint (route it with ``mcp_urlpatterns("staff/mcp",
+    registry=...)``); its name picks its settings in ``MCP_DJANGO["ENDPOINTS"]`` and labels its
+    audit rows, sessions and admin entries. A registry without a name uses the project-wide settings.
     """
 
     # Whether any registry has a handler with throttle= (the limits stage joins the chains then).
@@ -262,7 +249,7 @@ class Registry:
         self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
         if name is not None:
             endpoint_table.add(self)
-        # (primitive, name, source) of registrations that reused a taken name; a system check reports them.
+        # (primitive, name, source) of registrations that reused a taken name (E006).
         self.duplicates: list[tuple[str, str, str]] = []
         self.tools = ToolTable(self.duplicates)
         self.prompts: dict[str, Prompt] = {}
@@ -270,11 +257,9 @@ class Registry:
         self.templates: dict[str, ResourceTemplate] = {}
         # Called with "tools", "prompts" or "resources" when a list changes after startup.
         self._listeners: set[Callable[[str], None]] = set()
-        # The HTTP endpoint serving this registry (mcp_django.transports.legacy_http.endpoint_for),
-        # built on first use. Kept here so that it lives exactly as long as the registry.
+        # The HTTP endpoint serving this registry (legacy_http.endpoint_for), built on first use.
         self.endpoint: Any = None
-        # Whether a handler of this registry has its own throttle= (the limits stage then
-        # counts its calls even where MCP_DJANGO["LIMITS"] sets nothing).
+        # Whether a handler here has its own throttle= (counted even without MCP_DJANGO["LIMITS"]).
         self.throttled = False
 
     # -- change notification ----------------------------------------------------
@@ -293,11 +278,7 @@ class Registry:
     def resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``).
 
-        Callable from sync or async code, on any thread; it returns without waiting.
-        Every worker process hears it through the Channels layer and tells its legacy
-        sessions that subscribed (``resources/subscribe``) and its 2026-07-28
-        ``subscriptions/listen`` streams listing ``uri`` in ``resourceSubscriptions``.
-        URIs are matched exactly, across every registry of the process.
+        Callable from any thread, without waiting; every worker hears it through the Channels layer.
         """
         resource_updates.announce_soon(uri)
 
@@ -308,15 +289,10 @@ class Registry:
     def remove(self, listing: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources).
 
-        ``listing`` names the list it is on: "tools", "prompts", "resources" or "templates".
+        ``listing`` names its list: "tools", "prompts", "resources" or "templates".
         """
-        tables: dict[str, MutableMapping[str, Any]] = {
-            "tools": self.tools,
-            "prompts": self.prompts,
-            "resources": self.resources,
-            "templates": self.templates,
-        }
-        removed = tables[listing].pop(key, None)
+        table: MutableMapping[str, Any] = getattr(self, listing)
+        removed = table.pop(key, None)
         if removed is not None:
             self.changed("resources" if listing == "templates" else listing)
         return removed
@@ -408,29 +384,19 @@ class Registry:
     ) -> Any:
         """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
 
-        The input schema comes from the signature (``ctx`` excluded) unless given, and
-        arguments are converted into the annotated types; the output schema comes from
-        a return annotation that is an object type (dataclass, TypedDict, serializer,
-        model) unless given. An annotation with no JSON schema raises
-        ``ImproperlyConfigured`` here, naming the tool and the parameter.
-        ``atomic=True`` (or a database alias): a sync handler's every attempt runs in
-        ``transaction.atomic()``, rolled back when it ends with ``input_required``.
-        ``read_only``, ``destructive``, ``idempotent``, ``open_world``: the tool's
-        annotations (``readOnlyHint`` ...), hints a client may show or act on; ``icons``:
-        static paths, URLs or :class:`~mcp_django.icons.Icon` (2025-11-25 and later).
-        ``task="optional"`` or ``"required"``: a 2026-07-28 client that opts in to the tasks
-        extension gets an MCP task (docs/tasks.md); ``input_first=True``: the asks before
-        ``await ctx.start_task()`` are answered in the request's own rounds; ``retries``: how
-        many times a task run lost to its infrastructure (a worker killed, a connection lost)
-        starts again (default ``MCP_DJANGO["TASK_RETRIES"]``).
-        ``throttle="10/min"``: the most calls of this tool each user may make per period
-        (docs/limits.md); prompts and resources take it too.
-        Other keywords are the listed extensions' options (``app=``: an MCP Apps view, docs/apps.md).
-        The function is returned unchanged (its signature intact for type checkers).
+        The input schema comes from the signature (``ctx`` excluded) unless given, arguments
+        converted into the annotated types; the output schema from an object-typed return
+        annotation unless given. ``atomic=True`` (or an alias): a sync handler's every attempt
+        runs in ``transaction.atomic()``. ``read_only``, ``destructive``, ``idempotent``,
+        ``open_world``: the tool's annotation hints; ``icons``: static paths, URLs or
+        :class:`~mcp_django.icons.Icon`. ``task``, ``input_first``, ``retries``: docs/tasks.md;
+        ``throttle="10/min"``: docs/limits.md. Other keywords are the extensions' options
+        (``app=``: docs/apps.md). The function is returned unchanged.
         """
         if callable(name):  # @mcp.tool, without parentheses
             return self.tool()(name)
         _check_name("tool", name)
+        declared_by = f"tool {name!r}" if name else "a tool"
         hints = tool_annotations(
             annotations,
             title=title,
@@ -438,16 +404,15 @@ class Registry:
             destructive=destructive,
             idempotent=idempotent,
             open_world=open_world,
-            owner=f"tool {name!r}" if name else "a tool",
+            owner=declared_by,
         )
-        declared_icons = checked_icons(icons, f"tool {name!r}" if name else "a tool")
+        declared_icons = checked_icons(icons, declared_by)
         extra: dict[str, Any] = {}
         if options:
-            # Deferred: the extensions' module reaches auth's models, and importing the registry
-            # must not need Django's apps ready (the options are checked when a tool registers).
+            # Deferred: the extensions' module reaches auth's models, before apps are ready.
             from .extensions import tool_options
 
-            extra = tool_options(options, f"tool {name!r}" if name else "a tool")
+            extra = tool_options(options, declared_by)
 
         def decorator(func: Func) -> Func:
             ctx_param = find_context_param(func)
@@ -630,20 +595,11 @@ class Registry:
     def register_view(self, view: Any, **options: Any) -> Sequence[Tool]:
         """Serve an existing Django or DRF view as tools; returns the tools it made.
 
-        ``view`` is the view, or its dotted path (``"shop.views.OrderViewSet"``): then its
-        module is imported, and its tools made, only when a listing, a call of a tool not
-        otherwise known, the admin or ``manage.py check`` first needs them, so a process
-        that serves other tools never imports the view or what it imports (DRF's serializers,
-        filters, pagination). A path whose module does not exist fails here; one naming nothing
-        in it, or options the view cannot honour, fail at ``manage.py check`` (E015).
-
-        A viewset gives one tool per action (``orders_list``, ``orders_create``, ... and its
-        ``@action`` methods); an ``APIView`` or generic view one per HTTP method; a plain
-        Django view needs ``input_schema=``. Options: ``actions``, ``methods``, ``name`` /
-        ``names``, ``basename``, ``description`` / ``descriptions``, ``input_schema`` /
-        ``input_schemas``, ``output_schema``, ``path_params``, ``permissions``,
-        ``permission_classes``, ``allow_anonymous``, ``scopes``, ``initkwargs``, ``body`` ("json" or
-        "form"). See :mod:`mcp_django.views_as_tools` and docs/views.md.
+        ``view`` is the view or its dotted path: then its module is imported only when a
+        listing, an unknown tool's call, the admin or ``manage.py check`` first needs it
+        (a missing module fails here; anything else at check, E015). A viewset gives one
+        tool per action, an ``APIView`` one per HTTP method; a plain view needs
+        ``input_schema=``. Options: docs/views.md.
         """
         if isinstance(view, str):
             return self.tools.defer(ViewReference(view, options))
@@ -664,10 +620,6 @@ class Registry:
     def all_handlers(self) -> list[Handler]:
         return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]
 
-    @property
-    def guarded(self) -> bool:
-        return any(h.guarded for h in self.all_handlers())
-
 
 _HINTS = {
     "read_only": "readOnlyHint",
@@ -680,10 +632,9 @@ _HINTS = {
 def tool_annotations(
     annotations: dict[str, Any] | None, *, title: str | None, owner: str, **hints: bool | None
 ) -> dict[str, Any] | None:
-    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}`` given.
+    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}``.
 
-    Built once, at registration. The title is repeated as ``annotations.title`` when
-    there are annotations: clients of 2025-03-26, which has no tool ``title``, read it there.
+    The title is repeated as ``annotations.title``, where 2025-03-26 clients read it.
     """
     out = dict(annotations or {})
     for keyword, value in hints.items():
@@ -710,7 +661,7 @@ def _check_name(primitive: str, name: Any) -> None:
 def name_problems(registry: Registry) -> list[str]:
     """Tool names that clients refuse."""
     out = []
-    # What is built: a view that cannot be is E015, not a reason to stop checking the others.
+    # A view that cannot be built is E015, not a reason to stop checking the others.
     registry.tools.resolve(strict=False)
     for tool in registry.tools.built.values():
         if len(tool.name) > TOOL_NAME_MAX:

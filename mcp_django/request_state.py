@@ -1,23 +1,15 @@
 """Sealing and verifying ``requestState``.
 
-The token is untrusted input that comes back from the client. It is either
-signed (HMAC-SHA256, payload readable) or sealed (AES-256-GCM, payload secret),
-with keys derived from ``MCP_DJANGO["REQUEST_STATE_KEY"]`` (:mod:`mcp_django.keyring`):
+The token is untrusted input, signed (HMAC-SHA256) or sealed (AES-256-GCM) with keys from
+:mod:`mcp_django.keyring`, all parts strict base64url without padding:
 
     v1.<kid>.<payload>.<mac>        signed
     v1.<kid>.<nonce+ciphertext>     sealed
 
-all parts base64url without padding, decoded strictly (:func:`mcp_django.keyring.b64decode`).
-Claims bind the token to one request: the method, the target, the principal and
-a digest of the params, plus an expiry, and to the endpoint it was issued by (its
-audience: the endpoint's resource URL), so two deployments or endpoints that share
-a key do not accept each other's states. Every refusal reaches the client as the
-same ``-32602``; the reason is kept for the audit log.
-
-Three layers, each knowing nothing of the next: the codec (:func:`encode_token`,
-:func:`decode_token`) turns payload bytes into a token and back, and is all the
-cryptography; :class:`Claims` is the payload's shape, encoded and decoded by msgspec;
-:func:`check_claims` holds decoded claims against the request they came with.
+Claims bind it to one request (method, target, principal, params digest), an expiry and the
+issuing endpoint (its audience). Every refusal is the same ``-32602``; the reason goes to the
+audit log. Layers: the codec (:func:`encode_token`, :func:`decode_token`), :class:`Claims`,
+and :func:`check_claims`.
 """
 
 from __future__ import annotations
@@ -43,8 +35,7 @@ if TYPE_CHECKING:
 
 VERSION = "v1"
 REFUSED_MESSAGE = "the requestState is not valid"
-# Params that change between rounds of one request and so stay out of its digest
-# (params_digest pops each from a copy).
+# Params that change between rounds of one request, so out of its digest.
 _UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 _NONCE = 12
 _TAG = 16
@@ -110,9 +101,7 @@ def decode_token(token: object) -> bytes:
                 raise StateRefused(Reason.BAD_SIGNATURE) from None
         # The signed text is the token up to its last dot: "<version>.<kid>.<payload>".
         expected = key.mac(token[: len(token) - len(parts[3]) - 1].encode())
-        # The expected MAC's spelling matches the only spelling encode_token gives it: then the
-        # MAC is right. Otherwise the strict decode says which refusal it is (another spelling
-        # of the right bytes is malformed, as any token part not spelled canonically).
+        # Compared as encode_token spells it; otherwise the strict decode picks the refusal.
         if not hmac.compare_digest(parts[3].encode("utf-8", "surrogatepass"), b64encode(expected).encode()):
             b64decode(parts[3])
             raise StateRefused(Reason.BAD_SIGNATURE)
@@ -126,10 +115,7 @@ def decode_token(token: object) -> bytes:
 
 
 class Claims(msgspec.Struct, kw_only=True):
-    """What a requestState carries and what it is bound to.
-
-    The short names are the payload's keys, in the order they are written.
-    """
+    """What a requestState carries and what it is bound to (short names: the payload's keys)."""
 
     method: str = msgspec.field(name="m")
     target: str = msgspec.field(name="t")
@@ -173,8 +159,7 @@ def decode_claims(payload: bytes) -> Claims:
     """The claims of a verified payload, or :class:`StateRefused` when its shape is wrong."""
     try:
         return _decoder.decode(payload)
-    # msgspec.DecodeError (not JSON; a key missing or of the wrong type) and the
-    # UnicodeDecodeError of a string that is not UTF-8 are both ValueErrors.
+    # msgspec.DecodeError and UnicodeDecodeError are both ValueErrors.
     except ValueError:
         raise StateRefused(Reason.MALFORMED) from None
 
@@ -193,8 +178,7 @@ def check_claims(
 ) -> None:
     """Refuse (:class:`StateRefused`) claims that expired or were issued for another request.
 
-    The bindings may be passed by position, in this order (the request-state boundary does:
-    once per round, where matching seven keywords cost a tenth of the call).
+    Bindings by position (the boundary does: matching seven keywords cost a tenth of the call).
     """
     if now >= claims.expires_at:
         raise StateRefused(Reason.EXPIRED)
@@ -232,19 +216,12 @@ def check_claims(
 
 
 def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = None) -> str:
-    """The endpoint a state is sealed for and accepted at: its canonical resource URL.
-
-    The endpoint's ``RESOURCE_URL`` when set, else the scheme, host and path the request
-    reached (as an OAuth token's audience is): a state issued at one endpoint, or by
-    another deployment that shares ``REQUEST_STATE_KEY``, is refused at another.
-    ``endpoint``: the settings of the endpoint serving the call (by default, the request's).
-    """
+    """The endpoint a state is sealed for and accepted at: its ``RESOURCE_URL``, else the URL
+    the request reached (as an OAuth token's audience is)."""
     if endpoint is None:
         endpoint = mcp_settings.for_request(request)
     if request is None or ("HTTP_HOST" not in request.META and request.META.get("SERVER_NAME") == "unknown"):
-        # No address to bind to (stdio: one local client on a pipe): the configured resource
-        # URL, else the empty audience, which no endpoint reached over the network has (and,
-        # for another endpoint than the default, its name: each endpoint's states are its own).
+        # No address (stdio): the resource URL, else "" (no network endpoint has it), else the endpoint's name.
         resource = (endpoint.RESOURCE_URL or "").rstrip("/")
         return resource or ("" if endpoint.name == "default" else f"endpoint:{endpoint.name}")
     return protected_resource.resource_url(request, endpoint=endpoint)
@@ -258,15 +235,10 @@ _MAX_AUDIENCES = 1024
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
     """:func:`audience` of the request ``request()`` builds, found again without building it.
 
-    Building Django's request costs a round more than sealing and verifying its state. An
-    endpoint with ``RESOURCE_URL`` names its audience whatever the request says, so nothing is
-    built for it. Otherwise the URL a request reached (Django's ``scheme``, ``get_host()`` and
-    ``path``) depends on the transport's scheme and path and on the headers the principal cache
-    keys an OAuth token's audience on (:func:`mcp_django.auth_cache.url_header_values`: ``Host``
-    and the proxy headers Django reads for the host and scheme). So Django's answer for one such
-    set serves every request with the same set, until a setting changes. ``http``: the
-    transport's :class:`~mcp_django.transports.http_io.HttpIn`; without one, or without a
-    ``Host`` (or an endpoint), Django's request answers each time.
+    Building Django's request costs a round more than sealing and verifying its state. The URL
+    depends only on the transport's scheme and path and the ``Host`` and proxy headers, so
+    Django's answer for one such set serves them all until a setting changes. ``http``: the
+    transport's :class:`~mcp_django.transports.http_io.HttpIn`.
     """
     resource: str | None = endpoint.RESOURCE_URL if endpoint is not None else None
     if resource:
@@ -322,10 +294,7 @@ def unseal(
 ) -> Claims:
     """Verify a client-supplied requestState, or raise :class:`StateRefused`.
 
-    ``principal`` is the caller's digest, or its digests under every key of the
-    ring (:func:`~mcp_django.keyring.principal_digests`): a state sealed before
-    a key rotation names its principal with the old key. The bindings may be passed
-    by position, as :func:`check_claims` takes them.
+    ``principal``: the caller's digest, or its digests under every key of the ring (a rotation).
     """
     claims = decode_claims(decode_token(token))
     check_claims(claims, method, target, principal, digest, audience, time.time() if now is None else now)

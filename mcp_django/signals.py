@@ -1,10 +1,7 @@
 """Signals for projects that want their own sink for what the engines do.
 
-Every signal is sent with ``sender`` = the handler's primitive ("tool", "prompt",
-"resource", "template") and ``event`` = an :class:`Event`. They are sent with
-``asend``: async receivers are awaited on the event loop, one after another;
-sync receivers run in a worker thread. A ``state_refused`` receiver has finished before the
-client is answered.
+Each is sent with ``sender`` = the handler's primitive and ``event`` = an :class:`Event`, by
+``asend``: async receivers awaited on the loop in turn, sync ones in a worker thread.
 """
 
 from __future__ import annotations
@@ -36,13 +33,9 @@ __all__ = [
 class Signal(dispatch.Signal):
     """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
 
-    ``Signal.asend`` gathers async receivers in tasks; these signals are sent on
-    every call, where a task costs more than the audit receiver's own work.
-    Sync receivers still run in a worker thread, as with ``asend``.
-
-    Each sender's receivers are found once and kept (Django's ``use_caching``, which
-    ``connect()`` and ``disconnect()`` clear), in a plain dict: the senders are the
-    primitives' names, strings, which Django's weak-keyed cache cannot hold.
+    Django's gathers them in tasks, which on every call cost more than the audit receiver's
+    work. Receivers are cached per sender in a plain dict: the senders are strings, which
+    Django's weak-keyed cache cannot hold.
     """
 
     def __init__(self) -> None:
@@ -50,8 +43,7 @@ class Signal(dispatch.Signal):
         self.sender_receivers_cache = {}
 
     async def asend(self, sender: Any, **named: Any) -> list[tuple[Any, Any]]:
-        # Django has no public way to list a signal's live receivers: _live_receivers is
-        # what its own send() and asend() call (Django 5.2 and 6.x: sync and async lists).
+        # Django's own send() and asend() call _live_receivers (no public way to list them).
         sync_receivers, async_receivers = self._live_receivers(sender)
         responses: list[tuple[Any, Any]] = []
         if sync_receivers:
@@ -66,12 +58,8 @@ class Signal(dispatch.Signal):
 
 
 class Observer(Protocol):
-    """Told, in the context it is set in (:data:`observer`), what happens inside each call.
-
-    For a harness that drives calls and reports on them (a test client): the signals
-    below are the process's, this is one context's, and says what they do not (each
-    attempt's start, a legacy ask's key).
-    """
+    """Told, in the context it is set in (:data:`observer`), what happens inside each call:
+    for a harness such as a test client (the signals are the process's, this is one context's)."""
 
     #: Whether the replay guard records this context's attempts (whatever ``REPLAY_GUARD`` says).
     @property
@@ -79,15 +67,12 @@ class Observer(Protocol):
 
     def ran(self, handler: Any) -> None:
         """A handler (or a completer) starts an attempt."""
-        ...
 
     def unsafe(self, writes: list[Any]) -> None:
         """An attempt that ended with ``input_required`` wrote to the database (each a ``guard.Write``)."""
-        ...
 
     def asking(self, request_id: Any, key: str) -> None:
         """A legacy server-to-client request goes out: the ask key it carries (the wire has none)."""
-        ...
 
 
 #: The :class:`Observer` of the calls served in this context; ``None`` (the default) costs a call
@@ -133,6 +118,5 @@ class Event:
     duration_ms: float | None = None
     # The name of the endpoint (its Registry's) that served the call: "default" for mcp_django.mcp.
     endpoint: str = "default"
-    # A failed call's error message (a JSON-RPC error's, a tool error result's text): the
-    # audit log keeps it, cut short. Never the arguments, the answers or a state's contents.
+    # A failed call's error message, kept (cut short) by the audit log.
     error: str = ""

@@ -1,15 +1,8 @@
 """OpenTelemetry traces of MCP calls, when ``opentelemetry-api`` is installed (see docs/tracing.md).
 
-Each dispatched request is a server span, the child of the caller's W3C trace context
-(``traceparent``/``tracestate``/``baggage`` in ``params._meta``, else the same HTTP headers),
-and the current span while its handler runs: the handler's own spans (ORM, HTTP, manual)
-nest beneath it, in the worker thread of a sync handler too (``run_in_thread`` copies the
-context). The engines add what happens on the way: the round a 2026-07-28 request answers
-and the round its ``input_required`` opens; a child span per legacy ask while the client
-answers. Attributes name the method, handler, principal, revision, round and outcome,
-never arguments, answers, ``requestState`` or credentials.
-
-Without the package nothing here imports it, and the call path checks only :data:`ENABLED`.
+Each request is a server span, child of the caller's W3C trace context (``params._meta``, else
+the HTTP headers), current while its handler runs; the engines add rounds and legacy asks.
+Attributes never hold arguments, answers, ``requestState`` or credentials.
 """
 
 from __future__ import annotations
@@ -30,8 +23,7 @@ except ImportError:  # the package is optional: tracing is off
 else:
     ENABLED = True
 
-# Whether the environment names a provider for the API to load (OpenTelemetry's configuration,
-# read at start-up like the SDK's other OTEL_* variables).
+# Whether the environment names a provider for the API to load (read at start-up).
 _PROVIDER_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 # Not None: an API without the provider global _configured() reads asks get_tracer_provider() each time.
 _UNKNOWN = object()
@@ -42,8 +34,7 @@ if TYPE_CHECKING:
 # The instrumentation scope spans are reported under.
 TRACER_NAME = "mcp_django"
 
-# The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage (no prefix, as
-# the OpenTelemetry semantic conventions for MCP spell them); the same names as HTTP headers.
+# The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
 # Methods whose target names a handler (the others have none).
@@ -53,22 +44,16 @@ Next = Callable[["Call"], Awaitable[dict[str, Any]]]
 
 
 def _tracer() -> Any:
-    # Asked each time (cheap: a proxy until a provider is set), so a provider set after
-    # import, as tests and late-configured projects do, still receives the spans.
+    # Asked each time (cheap), so a provider set after import still receives the spans.
     return trace_api.get_tracer(TRACER_NAME)
 
 
 def _configured() -> bool:
-    """Whether a tracer provider is set (an SDK's, a vendor's distro's).
-
-    Until one is, every span would be a no-op: the call skips the span, and the Django
-    request that reading the ``traceparent`` header would build, so a process that merely
-    has the API installed (the ``mcp`` SDK brings it) pays one type check per call.
-    """
+    """Whether a tracer provider is set; until one is, the call skips the span (a no-op) and
+    the Django request that reading the ``traceparent`` header would build."""
     if not _PROVIDER_FROM_ENVIRONMENT and getattr(trace_api, "_TRACER_PROVIDER", _UNKNOWN) is None:
-        # No provider set, and none to load. get_tracer_provider() would say the same after
-        # looking the variable up in os.environ (a KeyError raised and caught, on every call):
-        # about 3 µs, a tenth of an async call's own time in a process that merely has the API.
+        # No provider set, and none to load: get_tracer_provider() would say so after a failed
+        # os.environ lookup, about 3 µs, a tenth of an async call's own time.
         return False
     return not isinstance(
         trace_api.get_tracer_provider(), (trace_api.ProxyTracerProvider, trace_api.NoOpTracerProvider)
@@ -76,11 +61,7 @@ def _configured() -> bool:
 
 
 def carrier(call: Call) -> dict[str, str]:
-    """The caller's trace context: ``params._meta``'s keys, else the HTTP request's headers.
-
-    Only string values count: anything else a client put there is ignored, as a malformed
-    ``traceparent`` is (the call then starts a trace of its own).
-    """
+    """The caller's trace context: ``params._meta``'s string keys, else the HTTP request's headers."""
     meta = call.params.get("_meta")
     if isinstance(meta, Mapping):
         found = {key: value for key in CARRIER_KEYS if isinstance(value := meta.get(key), str)}
@@ -93,12 +74,8 @@ def carrier(call: Call) -> dict[str, str]:
 
 
 def _target(call: Call) -> str:
-    """The registered name of the call's handler, or "" (none, or none by that name).
-
-    Only a registered name is used, never what the client sent: a span's name stays one of
-    a few, and a resource is named by its registered URI or template, not the URI read (a
-    template's variables are arguments).
-    """
+    """The registered name (or URI, or template) of the call's handler, or "": never what the
+    client sent, so span names stay few and a template's variables are not named."""
     method = call.method
     if method not in _TARGETED or not (target := call.target):
         return ""
@@ -202,8 +179,7 @@ def _failed(span: Any, exc: BaseException) -> None:
 
 
 class CallTrace:
-    """What the engines tell of a traced call (``call.trace``, set by :func:`trace`): the core
-    calls these methods without importing this module."""
+    """What the engines tell of a traced call (``call.trace``, set by :func:`trace`)."""
 
     __slots__ = ("span",)
 
@@ -234,8 +210,7 @@ class CallTrace:
         )
 
     def ask_params(self, ask_span: Any, params: dict[str, Any]) -> dict[str, Any]:
-        """An ask's params with its span's context in ``_meta`` (as SEP-414 spells it), so the
-        client's work on it (a dialog, a model run) can join the trace."""
+        """An ask's params with its span's context in ``_meta`` (SEP-414), so the client's work joins the trace."""
         meta = params.get("_meta")
         carried = dict(meta) if isinstance(meta, Mapping) else {}
         propagate.inject(carried, context=trace_api.set_span_in_context(ask_span))
@@ -249,10 +224,8 @@ class CallTrace:
 
 
 def task_attempt(task_id: str, principal: str, tool: str, rounds: int) -> Any:
-    """The span of one attempt of an MCP task, run by a worker (a context manager).
-
-    Only the id's first characters are named, as the log does: the id reaches the task.
-    """
+    """The span of one attempt of an MCP task (a context manager); only the id's first characters,
+    as the id reaches the task."""
     return _tracer().start_as_current_span(
         f"mcp_django.task {tool}",
         kind=trace_api.SpanKind.CONSUMER,

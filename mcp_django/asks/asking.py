@@ -1,13 +1,8 @@
 """What an async handler's ask returns, and the tasks started while a handler runs.
 
-:class:`Asking` is the awaitable an ask returns: a coroutine that refuses to stand
-in for its answer. :class:`Scoped` runs a handler's coroutine with a task factory
-on the loop for the length of each of its steps (and the same for every task the
-handler starts). That factory does two things for the handler's tasks: a task made
-of an ``Asking`` runs the coroutine inside it (asyncio tests a task's coroutine for
-truth in its repr), and the task is handed to the handler's backend when the backend
-adopts tasks (the replay engine does, so an attempt knows every branch the handler
-started: see :mod:`.replay`). Between steps the host's own factory is in place.
+:class:`Asking` is the awaitable an ask returns, which refuses to stand in for its answer.
+:class:`Scoped` runs a handler's coroutine (and its tasks') with our task factory on the loop
+for each step, so the replay engine learns every branch the handler started (:mod:`.replay`).
 """
 
 from __future__ import annotations
@@ -21,17 +16,14 @@ T = TypeVar("T")
 
 
 # The ctx of the handler running in this context (``mcp_django.get_context()`` reads it).
-# Its backend may adopt the tasks created here as branches of the current attempt.
 current_context: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_django_context", default=None)
 
 
 class Asking(Coroutine[Any, Any, T]):
     """What an async handler's ask returns: await it for the answer.
 
-    A coroutine (``asyncio.gather``, ``create_task`` and ``TaskGroup`` take it) that
-    refuses to stand in for its answer: ``if not ctx.confirm(...)`` without
-    ``await`` raises ``TypeError`` at the ``if``, before anything after it runs.
-    (A bare coroutine is always true: the missing ``await`` would skip the question.)
+    A coroutine that refuses to stand in for its answer: ``if not ctx.confirm(...)`` without
+    ``await`` raises ``TypeError`` (a bare coroutine is always true: the question would be skipped).
     """
 
     __slots__ = ("_coro", "_what")
@@ -109,11 +101,8 @@ class Asking(Coroutine[Any, Any, T]):
 
 
 class _Adopting:
-    """The task factory a handler's steps run with, over the loop's own (``host``; None: asyncio's).
-
-    It unwraps asks, hands each task it makes to the handler's backend when the backend
-    adopts tasks, and has the host's factory (or asyncio) make the task.
-    """
+    """The task factory a handler's steps run with, over the loop's own (``host``; None: asyncio's):
+    it unwraps asks and hands each task to the backend when the backend adopts tasks."""
 
     __slots__ = ("host",)
 
@@ -150,17 +139,9 @@ def _over(host: Any) -> _Adopting:
 class Scoped(Coroutine[Any, Any, T]):
     """A handler's coroutine (or one of its tasks'), each step run with our task factory on the loop.
 
-    Why a task factory at all: asyncio has no other way to learn which tasks a coroutine
-    starts (Python 3.11 and 3.12 record no parent, ``Task.get_context`` is 3.12+ and still
-    names no parent), and the replay engine must know every branch the handler started
-    (``gather``'s, a ``TaskGroup``'s, ``create_task``'s) to end an attempt once all of them
-    are parked. So the factory is on the loop only while the handler's own code runs, for
-    the length of one step: between steps, whatever factory the host set is in place, and
-    the host's tasks never meet ours. Ours has the host's factory make every task.
-
-    A class rather than a wrapping coroutine: a task cancelled before its first step throws
-    straight into the handler's coroutine, which closes quietly (a wrapper would leave it
-    never awaited).
+    A task factory is asyncio's only way to learn which tasks a coroutine starts; it is on the
+    loop only during the handler's own steps, so the host's tasks never meet it. A class, not a
+    wrapping coroutine: a task cancelled before its first step closes the handler's coroutine quietly.
     """
 
     __slots__ = ("_coro", "_loop")

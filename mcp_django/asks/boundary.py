@@ -1,11 +1,8 @@
 """The request-state boundary of 2026-07-28: ``requestState`` in, ``requestState`` out.
 
-A request's ``requestState`` is unsealed here, before the replay engine runs
-(:func:`mcp_django.asks.replay.run`), into the :class:`~mcp_django.asks.replay.Prior`
-rounds it carries; when the engine's attempt ends with asks pending, the answers so
-far and ``ctx.state`` are sealed here into the ``input_required`` result's new
-state. The engine itself never sees a token: the tasks extension runs the same
-engine with its rounds kept in the database instead (:mod:`mcp_django.tasks.runner`).
+The state is unsealed into the :class:`~mcp_django.asks.replay.Prior` rounds before the engine
+runs, and the next round's is sealed into the ``input_required`` result: the engine never sees a
+token (the tasks extension keeps its rounds in the database instead).
 """
 
 from __future__ import annotations
@@ -37,15 +34,13 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
     named_by = "uri" if call.method == "resources/read" else "name"  # the param call.target reads
-    # The params' digest, the endpoint's audience, the call's target and the principal's digests
-    # bind the state; each is found once for checking and sealing (the audience may need Django's
-    # request built), and only for a state to check or to seal: a plain call needs none of them.
+    # The bindings, each found once for checking and sealing, and only when there is a state to
+    # check or seal: a plain call needs none of them.
     digest: str | None = None
     bound_to: str | None = None
     target: str | None = None
     digests: tuple[str, ...] | None = None
-    # Positional, in their order: Prior (answers, asked, state, round, responses), unseal's
-    # bindings and Claims' fields are built once a round, where keywords cost a tenth as much again.
+    # Positional: built once a round, where keywords cost a tenth as much again.
     if token is None:
         prior = Prior({}, None, {}, 0, responses)
     else:

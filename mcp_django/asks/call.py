@@ -39,30 +39,21 @@ class Call:
     session: Any = None
     # time.perf_counter() when the request reached the engines: audit rows' durations start here.
     started: float = field(default_factory=time.perf_counter)
-    # MCP tasks (mcp_django.tasks): the id of the task this attempt runs for, whether
-    # ``ctx.start_task()`` may turn this request into a task, and the cancel flag a task
-    # runner keeps (``ctx.check_cancelled()`` reads it; None outside tasks).
+    # MCP tasks: the task this attempt runs for, whether ``ctx.start_task()`` may make one,
+    # and the runner's cancel flag (``ctx.check_cancelled()``; None outside tasks).
     task_id: str | None = None
     may_start_task: bool = False
     cancelled: Callable[[], bool] | None = field(default=None, repr=False)
-    # The settings of the endpoint serving the call (set by its pipeline): its
-    # authentication, OAuth metadata and resource URL, and its name for the audit log.
+    # The settings of the endpoint serving the call (set by its pipeline), and its Registry.
     endpoint: EndpointSettings | None = field(default=None, repr=False)
-    # That endpoint's Registry (a task records it; its worker finds the tool there again).
     registry: Any = field(default=None, repr=False)
-    # The HTTP request as the transport received it (mcp_django.transports.http_io.HttpIn), when
-    # one did: what names the URL it reached without Django's request (see request_state.audience_for).
+    # The HTTP request as the transport received it (transports.http_io.HttpIn), if any.
     http: Any = field(default=None, repr=False)
-    # A legacy call's control of its session (mcp_django.protocol.legacy.SessionControl): what
-    # initialize, logging/setLevel and resources/(un)subscribe change, kept by the transport.
+    # A legacy call's control of its session (protocol.legacy.SessionControl).
     control: Any = field(default=None, repr=False)
-    # Entered around each server-to-client request of a legacy call (the live engine's asks),
-    # when a pipeline stage set one: an async context manager factory that may refuse the ask
-    # (mcp_django.limits counts a principal's open asks with it).
+    # Entered around each legacy server-to-client request, when a stage set one (limits: open asks).
     ask_guard: Callable[[], AbstractAsyncContextManager[Any]] | None = field(default=None, repr=False)
-    # While a stage traces the call (mcp_django.tracing), what the engines tell of it: an object
-    # (mcp_django.tracing.CallTrace): ``replay_round``, ``input_required``, ``ask_started``,
-    # ``ask_params``, ``ask_ended``. None otherwise.
+    # While the call is traced, a tracing.CallTrace the engines tell what happens; else None.
     trace: Any = field(default=None, repr=False)
 
     @classmethod
@@ -112,13 +103,11 @@ class Call:
         notify: Callable[[dict[str, Any]], None] | None = None,
     ) -> Call:
         """A legacy request: the client's version and capabilities are the session's (``record``;
-        None before ``initialize`` opened it: the latest legacy revision's, and none). Until
-        ``logging/setLevel`` says otherwise, a session hears every log message."""
+        None before ``initialize``). A session hears every log message until ``logging/setLevel``."""
         params = message.get("params")
         return cls(
             method=message["method"],
-            # A request's are an object or absent (jsonrpc.classify); a notification's malformed
-            # ones are read as none, as a notification is never refused.
+            # A notification's malformed params are read as none: a notification is never refused.
             params=params if isinstance(params, dict) else {},
             request_id=message.get("id"),  # a notification has none
             version=LATEST_LEGACY if record is None else record.version,
@@ -150,8 +139,7 @@ class Call:
     def progress_token(self) -> Any:
         meta = self.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        # A token is a string or an integer (as an id is); anything else is ignored,
-        # not echoed into the notifications.
+        # A string or an integer (as an id is); anything else is not echoed.
         return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
     @property

@@ -1,18 +1,9 @@
 """The handler's ``ctx``: the asks, the caller, notifications.
 
-One API, two calling conventions: an async handler gets an :class:`AsyncContext`
-whose asks are awaited; a sync handler (run in a worker thread) gets a
-:class:`SyncContext` whose asks return the answer directly. What an ask does
-depends on the engine behind it (the *backend*): under 2026-07-28 it looks the
-answer up or ends the attempt (the replay rule); on legacy revisions it sends a
-real request to the client and waits for the reply.
-
-Typing: ``Context`` (and ``AsyncContext``) types the asks as awaitables
-(:class:`Asking`), ``SyncContext`` as the plain answers. Annotate ``ctx: Context``
-in async handlers and ``ctx: SyncContext`` in sync ones, and a type checker sees
-a forgotten ``await``: with mypy's ``truthy-bool`` error code on,
-``if not ctx.confirm(...)`` is an error. At run time the awaitable refuses to be
-used as a boolean, compared or iterated, with a ``TypeError`` that says to await it.
+An async handler gets an :class:`AsyncContext` whose asks are awaited; a sync handler gets a
+:class:`SyncContext` whose asks return the answer. The *backend* answers them: the replay engine
+(2026-07-28) or the live one (legacy). ``Context`` types the asks as :class:`Asking` awaitables,
+so a type checker (mypy's ``truthy-bool``) sees a forgotten ``await``.
 """
 
 from __future__ import annotations
@@ -44,7 +35,6 @@ class Backend(Protocol):
 
     async def resolve_one(self, ask: Ask) -> Any:
         """The answer to one ask: ``(await resolve((ask,)))[0]``, one coroutine fewer per ask."""
-        ...
 
     def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
 
@@ -52,9 +42,7 @@ class Backend(Protocol):
 class State(dict[str, str]):
     """``ctx.state``: strings that survive between attempts (they ride in ``requestState``).
 
-    Only strings: a value that is not one is refused at once, on every revision,
-    rather than coming back from the next attempt as its ``str()`` (``False`` as the
-    truthy ``"False"``). Encode anything else yourself (``json.dumps``).
+    Anything else is refused at once, rather than coming back as its ``str()`` (``False`` as ``"False"``).
     """
 
     __slots__ = ()
@@ -88,19 +76,13 @@ def _checked(key: Any, value: Any) -> tuple[str, str]:
 
 
 class Context:
-    """What a handler may use while it serves one request.
-
-    Typed as the async flavour: the asks return :class:`Asking` awaitables. Sync
-    handlers annotate :class:`SyncContext`, whose asks return the answers.
-    """
+    """What a handler may use while it serves one request (typed as the async flavour)."""
 
     def __init__(self, call: Call, backend: Backend, state: Mapping[str, str] | None = None) -> None:
         self.call = call
-        # The engine that answers the asks (the replay or the live one); the engines read it.
         self.backend = backend
         self._state = State(state) if state else State()
-        # The event loop serving the call, set when a sync handler starts: its thread hands
-        # notifications back to it.
+        # The call's event loop, set when a sync handler starts: its thread hands notifications to it.
         self.loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -211,21 +193,15 @@ class Context:
         return self._done()
 
     def elicitation_complete(self, elicitation_id: str) -> Awaitable[None]:
-        """Tell a legacy client that the URL elicitation ``elicitation_id`` has been completed.
-
-        (``notifications/elicitation/complete``, 2025-11-25.) Under 2026-07-28 there is
-        no stream to send it on, and the retry itself tells the client: nothing is sent.
-        """
+        """Tell a legacy client that the URL elicitation ``elicitation_id`` has been completed
+        (2026-07-28: nothing is sent; the retry tells the client)."""
         if self.call.session is not None and self.call.notify is not None:  # a legacy session's stream
             self._emit(notification("notifications/elicitation/complete", {"elicitationId": elicitation_id}))
         return self._done()
 
     def close_sse_stream(self) -> None:
-        """Close the legacy SSE stream of this call now; the call goes on (SEP-1699 polling).
-
-        The client reconnects with ``Last-Event-ID`` and receives the rest, result
-        included. Elsewhere (2026-07-28, websockets, JSON answers) it does nothing.
-        """
+        """Close the legacy SSE stream of this call now; the call goes on (SEP-1699 polling) and the
+        client reconnects with ``Last-Event-ID``. Elsewhere it does nothing."""
         close = getattr(self.call.session, "close_stream", None)
         if close is not None:
             if isinstance(self, SyncContext) and self.loop is not None:
@@ -234,24 +210,16 @@ class Context:
                 close()
 
     def check_cancelled(self) -> Awaitable[None]:
-        """Inside an MCP task, raise :class:`TaskCancelled` once the client sent ``tasks/cancel``.
-
-        Cancellation is cooperative: a long handler calls this between steps (every ask
-        checks too). Outside a task it does nothing.
-        """
+        """Inside an MCP task, raise :class:`TaskCancelled` once the client sent ``tasks/cancel``
+        (cooperative: call it between steps; every ask checks too). Outside a task it does nothing."""
         cancelled = self.call.cancelled
         if cancelled is not None and cancelled():
             raise TaskCancelled()
         return self._done()
 
     def start_task(self) -> Awaitable[None]:
-        """For a tool registered with ``task=...`` and ``input_first=True``: from here on, run as a task.
-
-        The asks before it are ordinary ``input_required`` rounds of the request; this
-        answers the client with the new task, which runs the handler again from the
-        start with those answers. Inside the task, without the client's opt-in to tasks,
-        and on legacy revisions it does nothing (the handler goes on).
-        """
+        """For a tool registered with ``task=...`` and ``input_first=True``: from here on, run as a task,
+        the asks before it answered in the request's own rounds. Elsewhere it does nothing."""
         if self.call.may_start_task:
             carried = getattr(self.backend, "carried_answers", None)
             raise StartTask(carried() if carried is not None else {}, dict(self.state))
@@ -353,11 +321,8 @@ def get_context(request: HttpRequest | Request) -> SyncContext | None: ...
 
 
 def get_context(request: HttpRequest | Request | None = None) -> Context | None:
-    """The context of the MCP call running now (a view called as a tool can ask through it).
-
-    With the view's ``request`` it is the :class:`SyncContext` of the view tool (views
-    run as sync handlers), or ``None`` on the plain URL.
-    """
+    """The context of the MCP call running now; with a view's ``request``, the view tool's
+    :class:`SyncContext` (``None`` on the plain URL)."""
     if request is not None:
         found = getattr(request, "mcp_context", None)
         if found is not None:

@@ -11,17 +11,15 @@ from ..protocol.jsonrpc import MISSING_CAPABILITY, MCPError
 class MissingCapability(MCPError):
     """The client did not declare a capability an ask needs (``elicitation``, ``sampling``, ...).
 
-    Raised by the ask itself, before anything is sent, on 2026-07-28 and on legacy
-    revisions alike, so a handler can fall back::
+    Raised by the ask itself, before anything is sent, in both eras, so a handler can fall back::
 
         try:
             summary = (await ctx.sample("Summarise this order")).text
         except MissingCapability:
             summary = order.note[:200]
 
-    Uncaught, the request is answered with error ``-32021`` whose
-    ``data.requiredCapabilities`` names every capability the asks of the attempt
-    lacked. ``capabilities`` holds their dotted names (``"elicitation.url"``).
+    Uncaught, the answer is ``-32021`` naming every capability the attempt's asks lacked;
+    ``capabilities`` holds their dotted names (``"elicitation.url"``).
     """
 
     def __init__(self, capabilities: Iterable[str]) -> None:
@@ -52,33 +50,23 @@ def escaped(error: BaseException | None) -> MissingCapability | None:
     if isinstance(error, MissingCapability):
         return error
     if isinstance(error, BaseExceptionGroup):
-        found = error.subgroup(MissingCapability)
-        if found is not None:
-            return next(_leaves(found))
+        found: BaseException | None = error.subgroup(MissingCapability)
+        while isinstance(found, BaseExceptionGroup):
+            found = found.exceptions[0]
+        return found if isinstance(found, MissingCapability) else None
     return None
-
-
-def _leaves(group: BaseExceptionGroup[Any]) -> Any:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 class TaskCancelled(BaseException):
     """Raised by ``ctx.check_cancelled()`` (and by an ask) once the client cancelled the task.
 
-    A ``BaseException``, so that a handler's ``except Exception`` cannot swallow the
-    cancel: the task ends ``cancelled``. Catch it only to clean up, then raise it again.
+    A ``BaseException``, so ``except Exception`` cannot swallow it; catch it only to clean up.
     """
 
 
 class StartTask(BaseException):
-    """Ends the request's attempt at ``ctx.start_task()``: the rest runs as an MCP task.
-
-    Carries what the attempt knew (answers and ``ctx.state``), which the task keeps.
-    """
+    """Ends the request's attempt at ``ctx.start_task()``, carrying its answers and ``ctx.state``
+    to the MCP task that runs the rest."""
 
     def __init__(self, answers: dict[str, Any], state: dict[str, str]) -> None:
         super().__init__("start_task")
@@ -87,10 +75,7 @@ class StartTask(BaseException):
 
 
 class InputRequired(BaseException):
-    """Ends an attempt whose asks have no answer yet (2026-07-28: the answer is ``input_required``).
-
-    A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it.
-    """
+    """Ends an attempt whose asks have no answer yet; a ``BaseException`` so handlers cannot swallow it."""
 
 
 class ClientError(MCPError):

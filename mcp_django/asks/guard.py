@@ -1,17 +1,10 @@
 """The replay guard: database writes made by an attempt that then ended with ``input_required``.
 
-Under 2026-07-28 the code before an ask runs again on every round, so an
-INSERT, UPDATE or DELETE before the last ask is repeated (a second refund, a
-duplicated row). While an attempt runs, every SQL statement on every database
-alias passes :func:`_watch` (a ``connection.execute_wrapper``); writes are
-recorded with the handler's source line, and reported only if the attempt ends
-with ``input_required``. Writes after the last ask happen once, in the attempt
-that completes, and are never reported.
-
-Who listens: the context's ``signals.observer`` when it is guarding (a test
-harness's, which may fail the test), and the server itself when
-``MCP_DJANGO["REPLAY_GUARD"]`` is on (by default: when ``DEBUG`` is), with a
-logged warning and an audit row.
+Under 2026-07-28 the code before an ask runs again every round, so a write before the last ask
+is repeated. While an attempt runs, every statement passes :func:`_watch` (an execute wrapper);
+writes are recorded with the handler's line and reported if the attempt ends with
+``input_required``: to a guarding ``signals.observer``, and, when ``REPLAY_GUARD`` is on (by
+default under ``DEBUG``), as a logged warning and an audit row.
 """
 
 from __future__ import annotations
@@ -100,8 +93,7 @@ class Recorder:
             frame = frame.f_back
         coro = self.coro
         if coro is not None and coro.cr_frame is not None:
-            # An async handler: the query runs in another thread while the handler's
-            # coroutine waits for it on the line that made it.
+            # An async handler: its coroutine waits on the line that made the query.
             return _describe(coro.cr_frame)
         return inner or f"{self.handler.source} (line unknown)"
 
@@ -143,8 +135,7 @@ def install() -> None:
             connection.execute_wrappers.append(_watch)
 
 
-# MCP_DJANGO["REPLAY_GUARD"], or DEBUG when it is not given: read when Django is ready
-# (apps.py) and again whenever either changes, so that an attempt reads one module global.
+# MCP_DJANGO["REPLAY_GUARD"], else DEBUG: kept in one module global an attempt reads.
 on = False
 
 
@@ -157,11 +148,8 @@ def configure() -> None:
 
 
 def watch_new_connections() -> None:
-    """From now on, every database connection opened gets the watcher (:func:`on_connection_created`).
-
-    Only once anyone may guard (the server's guard is on, or a test harness guards): until
-    then no connection carries the watcher, and a query pays nothing for it.
-    """
+    """From now on, every database connection opened gets the watcher; until anyone may guard,
+    no connection carries it and a query pays nothing."""
     connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")
 
 
@@ -174,20 +162,14 @@ setting_changed.connect(_settings_changed)
 
 
 def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """Every connection gets the watcher when it opens, in whatever thread (an async
-    handler's queries run in a database thread the guard cannot reach otherwise).
-
-    Whether the guard is on is decided per attempt, not here: a connection may
-    outlive a settings change (an in-memory SQLite one is never reopened). Outside
-    a guarded attempt the watcher costs a query one context-variable lookup.
-    """
+    """Every connection gets the watcher when it opens, in whatever thread; whether the guard
+    is on is decided per attempt (a connection may outlive a settings change)."""
     if _watch not in connection.execute_wrappers and not getattr(threading.current_thread(), "mcp_unwatched", False):
         connection.execute_wrappers.append(_watch)
 
 
 def start(handler: Any) -> tuple[Recorder, contextvars.Token[Any]] | None:
-    """A recorder for this attempt, when anyone listens (the engine asks only when :data:`on`
-    or a harness observes); ``None`` costs the attempt nothing more."""
+    """A recorder for this attempt, when anyone listens; ``None`` costs the attempt nothing more."""
     if handler.atomic:
         return None  # its ended attempts are rolled back: nothing to repeat
     watching = observer.get()

@@ -32,18 +32,11 @@ T = TypeVar("T")
 class WorkerPool:
     """Threads for short sync work, each result handed back with one ``call_soon_threadsafe``.
 
-    Everything sync goes through it: authentication, permission checks, sync
-    handlers. It is not asgiref's ``sync_to_async`` (``run_in_executor``, a concurrent
-    future chained to an asyncio future under ``shield``, the context copied back
-    after each job): counted with ``bench/thread_hops.py``, that costs about 224,000
-    instructions more per hop, over 20% of a sync call, several times the spread of
-    two runs (bench/HISTORY.md).
+    Not asgiref's ``sync_to_async``: counted with ``bench/thread_hops.py``, that costs about
+    224,000 instructions more per hop, over 20% of a sync call (bench/HISTORY.md).
 
-    A sync handler that waits for a client's answer (a legacy ask) can wait for
-    minutes; while it waits its thread leaves the pool (:meth:`parked`), so the pool
-    starts another for the work queued behind it. How many threads one principal
-    may park at once is bounded (``ASK_THREADS_PER_PRINCIPAL``): one user with
-    many pending asks cannot hold what every other user's calls need.
+    A sync handler waiting for a client's answer leaves the pool meanwhile (:meth:`parked`),
+    bounded per principal by ``ASK_THREADS_PER_PRINCIPAL``.
     """
 
     def __init__(self, max_workers: int | None = None) -> None:
@@ -85,11 +78,8 @@ class WorkerPool:
                 result = run()
             except BaseException as exc:
                 error = exc
-            # Counted idle before the result goes back: the loop may answer it and submit the
-            # next request's job before this thread is done; counted after, that submit would
-            # find no idle thread and start one more, and under load the pool grew past the
-            # work running at once (bench/HISTORY.md). The job waits in the queue for this
-            # thread's close_stale() instead.
+            # Counted idle before the result goes back: counted after, the next job's submit would
+            # start one more thread, and under load the pool grew past the work (bench/HISTORY.md).
             with self._lock:
                 retire = self._threads > self.max_workers
                 if retire:
@@ -98,8 +88,7 @@ class WorkerPool:
                 else:
                     self._idle += 1
             _hand_back(loop, future, result, error)
-            # Nothing of the job stays with the idle thread (its arguments, an error's traceback
-            # holding the call's frames) until the next job comes.
+            # Nothing of the job stays with the idle thread until the next job comes.
             del loop, future, run, result, error
             close_stale()
             if retire:
@@ -107,11 +96,8 @@ class WorkerPool:
 
     @contextlib.contextmanager
     def parked(self, principal: str) -> Iterator[None]:
-        """Around a wait for a client: the thread stops counting against the pool.
-
-        Raises :class:`MCPError` when ``principal`` already has
-        ``ASK_THREADS_PER_PRINCIPAL`` threads waiting.
-        """
+        """Around a wait for a client: the thread stops counting against the pool
+        (:class:`MCPError` when ``principal`` has ``ASK_THREADS_PER_PRINCIPAL`` waiting already)."""
         limit = mcp_settings.ASK_THREADS_PER_PRINCIPAL
         in_pool = getattr(self._local, "worker", False)
         with self._lock:
@@ -160,8 +146,7 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
         future.set_result(result)
 
 
-# A JSON-RPC server error (the implementation-defined range): a principal has too
-# many sync calls waiting for a client.
+# A principal has too many sync calls waiting for a client.
 TOO_MANY_WAITING = -32005
 
 _pool = WorkerPool()
@@ -177,8 +162,7 @@ EAGER_TASKS = sys.version_info >= (3, 12)
 
 
 def start_task(coro: Any) -> asyncio.Task[Any]:
-    """A task that runs eagerly (Python 3.12+): a coroutine that finishes without
-    waiting on anything completes right here, without an event-loop turn."""
+    """A task that runs eagerly (Python 3.12+): one that never waits completes without a loop turn."""
     loop = asyncio.get_running_loop()
     if EAGER_TASKS:
         return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
@@ -191,11 +175,7 @@ def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str
 
 
 async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
-    """Run sync code (handlers, ORM, auth) in the pool, with context vars, closing stale DB connections.
-
-    The one entry point for sync work: under a host (``lifecycle.host_thread``) it
-    runs in the host's thread instead.
-    """
+    """Run sync code in the pool with the context's vars (under ``lifecycle.host_thread``: in the host's thread)."""
     executor = host_thread.get()
     if executor is not None:
         # asgiref types executor= as a ThreadPoolExecutor; it hands it to run_in_executor, which takes any.
@@ -206,8 +186,7 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
     try:
         return await future
     finally:
-        # An error raised here stays in the future, its traceback holding this frame: with
-        # the future in it, a cycle of the whole call the collector alone would free.
+        # An error's traceback holds this frame: with the future in it, a cycle only the collector frees.
         del future
 
 
@@ -222,12 +201,8 @@ class Runnable(Protocol):
 
 
 def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
-    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask).
-
-    Under a host (``lifecycle.host_thread``) that thread is the host's, and the loop
-    may need it meanwhile (to authenticate the answer, to write an audit row): it runs
-    that work while it waits, rather than deadlock.
-    """
+    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask); a host's
+    thread runs the loop's work for it meanwhile, rather than deadlock."""
     executor = host_thread.get()
     if executor is not None:
         executor.run_until(future)
@@ -244,8 +219,7 @@ def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
     with transaction.atomic(using=alias):
         value = handler.func(**kwargs)
         if getattr(ctx.backend, "pending", None):
-            # Asks are pending (the handler caught the end of its attempt and
-            # returned): the attempt ends with input_required all the same.
+            # The handler caught the end of its attempt and returned: input_required all the same.
             transaction.set_rollback(True, using=alias)
         return value
 

@@ -1,9 +1,7 @@
 """The things a handler can ask the client, and the answers they turn into.
 
-An :class:`Ask` is era-neutral: ``method`` and ``params`` are what travels as an
-``inputRequests`` entry (2026-07-28) or as a server-to-client request (legacy).
-``parse`` turns the client's raw answer into what the handler receives, and
-refuses a malformed one.
+An :class:`Ask` is era-neutral: ``method`` and ``params`` travel as an ``inputRequests`` entry
+or a server-to-client request; ``parse`` turns the raw answer into what the handler receives.
 """
 
 from __future__ import annotations
@@ -30,12 +28,8 @@ class AnswerInvalid(MCPError):
 
 
 class ContentInvalid(AnswerInvalid):
-    """An accepted form whose content does not fit what was asked: a person's mistake, asked again.
-
-    Neither the specification nor the official SDKs make such an answer a protocol error (the
-    SDKs end the call as a tool error); a form filled in wrongly is better asked again, saying what
-    was wrong (2026-07-28: a new round, same key; legacy: the request sent again).
-    """
+    """An accepted form whose content does not fit what was asked: a person's mistake, asked again
+    (same key), saying what was wrong."""
 
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(key, problem)
@@ -51,8 +45,7 @@ class Ask:
     method: str
     params: dict[str, Any]
     capability: str
-    # Which ask this is ("confirm", "elicit", "elicit-url", "sample", "roots"). It
-    # starts the key an ask gets without key=..., which travels: the values are fixed.
+    # One of ASK_TYPES: it starts the key an ask gets without key=..., which travels.
     type: str
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
@@ -61,10 +54,7 @@ class Ask:
 
     @functools.cached_property
     def digest(self) -> str:
-        """Identifies the question, so a stale answer to a different question is never reused.
-
-        Computed at its first read, once: an ask's question is fixed when it is asked.
-        """
+        """Identifies the question, so a stale answer to a different question is never reused."""
         return hashlib.sha256(canonical([self.method, self.params])).hexdigest()[:24]
 
     def default_key(self) -> str:
@@ -138,12 +128,8 @@ def _action(key: str, raw: dict[str, Any]) -> Action:
 def _elicit_parser(
     json_schema: dict[str, Any], serializer: Any = None, target: Any = None
 ) -> Callable[[str, Any], ElicitResult]:
-    """Checks an answer's content against what was asked, and makes the handler's ``data``.
-
-    A serializer validates it (``data`` is its ``validated_data``); a type (a dataclass,
-    TypedDict, model...) converts it (``data`` is an instance, defaults filled); a
-    dict schema validates it (Draft 2020-12, formats checked; ``data`` is the dict).
-    """
+    """Checks an answer's content against what was asked, and makes the handler's ``data``: a
+    serializer's ``validated_data``, an instance of a type, or the dict a JSON schema validated."""
     validator = schemas.validator_for(json_schema) if serializer is None and target is None else None
 
     def parse(key: str, raw: Any) -> ElicitResult:
@@ -190,11 +176,8 @@ def _form(tp: Any) -> tuple[dict[str, Any], Any]:
 
 
 def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
-    """A form's fields with one type each, as elicitation's primitive schemas have them.
-
-    ``start: date | None = None`` is offered as an optional date field: a user who
-    leaves it empty sends nothing, and the converter fills in the default.
-    """
+    """A form's fields with one type each, as elicitation's primitive schemas have them
+    (``start: date | None = None`` is an optional date field)."""
     for name, prop in schema.get("properties", {}).items():
         types = prop.get("type")
         if isinstance(types, list) and "null" in types and len(types) == 2 and name not in schema.get("required", ()):
@@ -207,12 +190,8 @@ def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def elicit(message: str, schema: Any, *, key: str | None = None) -> Ask:
-    """A form: ``schema`` is a JSON schema dict, a dataclass, a TypedDict, a Pydantic model or a DRF serializer.
-
-    The accepted answer's ``data`` is the dict (a JSON schema), the instance with its
-    defaults filled (a dataclass or model), the validated dict (a TypedDict), or the
-    serializer's ``validated_data``.
-    """
+    """A form: ``schema`` is a JSON schema dict, a dataclass, a TypedDict, a Pydantic model or a DRF
+    serializer; the accepted answer's ``data`` is the dict, the instance, or ``validated_data``."""
     serializer = None
     target = None
     if isinstance(schema, dict):

@@ -1,16 +1,11 @@
 """The 2026-07-28 round engine: the replay rule.
 
-An attempt runs the handler from the start. An ask whose answer is known (from
-this request's ``inputResponses``, matched against the questions sealed in its
-``requestState``, or from earlier rounds carried in that state) returns it; an
-ask without one parks its branch. The attempt ends once every branch the handler
-started (the tasks of ``asyncio.gather``, a TaskGroup, ``create_task``, known from
-:class:`.asking.Scoped`) is parked or finished, or ``ROUND_GATHER_TIMEOUT`` seconds
-after the first ask parked (for a branch that waits for another's answer), so
-parallel asks share one round even when a branch first queries the database.
-The engine then returns the pending asks, every answer so far and the handler's
-``ctx.state``; the request-state boundary (:mod:`mcp_django.asks.boundary`) seals
-them into the ``input_required`` answer. The engine never reads or writes a token.
+An attempt runs the handler from the start. An ask whose answer is known (this request's
+``inputResponses`` to the sealed questions, or earlier rounds' answers) returns it; one without
+parks its branch. The attempt ends once every branch the handler started is parked or finished,
+or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked, so parallel asks share a round.
+The pending asks, answers and ``ctx.state`` go to the request-state boundary
+(:mod:`mcp_django.asks.boundary`) to seal: the engine never reads or writes a token.
 """
 
 from __future__ import annotations
@@ -37,10 +32,8 @@ from .questions import Ask, ContentInvalid
 class Attempt:
     """The branches (tasks) one attempt of an async handler started, and where they stand.
 
-    The attempt may end, answering ``input_required``, once every branch is finished
-    or parked on an unanswered ask (a branch with live child tasks counts as waiting
-    for them), or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked. So a
-    branch that loads its row before asking still asks in this round.
+    The attempt may end once every branch is finished or parked (a branch with live children
+    waits for them), or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked.
     """
 
     __slots__ = ("branches", "loop", "main", "parked", "timer", "woken")
@@ -86,9 +79,8 @@ class Attempt:
         self._arm()
 
     def _arm(self) -> None:
-        # Other branches still run: wait for them, but not for ever. The bound stays because a
-        # branch may wait for what only the next round brings (another branch's answer: an
-        # asyncio.Event set after an ask), and nothing here tells that wait from a slow query.
+        # Other branches still run: wait, but not for ever: a branch may wait for what only the
+        # next round brings (another branch's answer), which nothing here tells from a slow query.
         if self.woken is not None and not self.woken.done() and self.timer is None:
             self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
 
@@ -131,8 +123,7 @@ class ReplayBackend:
     ) -> None:
         self.call = call
         self.known = known
-        # inputResponses count only as answers to what this server asked: the keys and
-        # question digests sealed in the requestState. Without one, nothing was asked yet.
+        # inputResponses count only as answers to what the sealed requestState asked.
         self.responses = responses if asked is not None else {}
         self.asked = asked or {}
         self.pending: dict[str, Ask] = {}
@@ -140,8 +131,7 @@ class ReplayBackend:
         self.error: MCPError | None = None
         # Capabilities the asks of this attempt needed and the client did not declare.
         self.missing: list[str] = []
-        # The attempt's branches, tracked from the first task the handler starts or the
-        # first ask that parks (a handler that does neither never needs it).
+        # The attempt's branches, tracked from the first task started or ask parked.
         self.attempt: Attempt | None = None
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
@@ -187,8 +177,7 @@ class ReplayBackend:
             key = ask.key or self._key(ask)
             ask.key = key
             digest = ask.digest
-            # An answer counts only for the very question it answered (its digest): this
-            # request's to what the last round asked, or one an earlier round carried.
+            # An answer counts only for the very question it answered (its digest).
             if key in responses and self.asked.get(key) == digest:
                 raw = responses[key]
             else:
@@ -219,8 +208,7 @@ class ReplayBackend:
             if record:
                 self.used[key] = {"q": digest, "a": raw}
         if lacking:
-            # Raised in the handler, which may catch it and do without; if it escapes,
-            # the request fails with -32021 naming every capability the attempt lacked.
+            # The handler may catch it and do without; if it escapes, -32021 names them all.
             if record:
                 self.missing.extend(lacking)
             raise MissingCapability(lacking)
@@ -233,8 +221,7 @@ class ReplayBackend:
         return values
 
     async def resolve(self, asks: Sequence[Ask]) -> list[Any]:
-        # Once the attempt is over (an ask in the handler's unwinding, or in a task it left
-        # running), nothing asked joins its round: what was sealed is what it asked before.
+        # Once the attempt is over (the handler unwinding, a task left running), no ask joins its round.
         values, missing = self._lookup(asks, not self.closed)
         if missing:
             await self._unanswered()
@@ -254,10 +241,8 @@ class ReplayBackend:
         if self.attempt is None and self.first_step is not None:
             task = asyncio.current_task()
             if task is not None and task.get_coro() is self.first_step:
-                # The handler's own first step, and no task started: nothing else can ask in
-                # this round. The attempt ends here, cancelled at this ask as the parked
-                # branch would be, without the parking, the cancel's loop turn and the done
-                # callback that then drops the error's traceback (_attempt_async does).
+                # The handler's own first step, no task started: the attempt ends here, cancelled
+                # at this ask, without parking, the cancel's loop turn and a done callback.
                 self.closed = True
                 raise asyncio.CancelledError
         attempt = self._tracking()
@@ -288,18 +273,15 @@ class Outcome:
     """What one request's attempt came to: a value, or asks pending (the replay engine)."""
 
     value: Any = None
-    # A result the method answers as it is: input_required (sealed by the request-state
-    # boundary, mcp_django.asks.boundary), or a task created (mcp_django.tasks).
+    # A result the method answers as it is: input_required (sealed by the boundary), or a task created.
     result: dict[str, Any] | None = None
-    # The asks the attempt parked on, every answer so far and ``ctx.state``: what the
-    # next round needs.
+    # What the next round needs: the parked asks, every answer so far and ``ctx.state``.
     pending: dict[str, Ask] = field(default_factory=dict)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
     state: dict[str, str] = field(default_factory=dict)
 
 
-# The replay engine's shape: runs a handler for one request with its prior rounds (the request-state
-# boundary runs it; mcp_django.pipeline.ENGINES).
+# The replay engine's shape (the boundary runs it; mcp_django.pipeline.ENGINES).
 Engine = Callable[[Handler, dict[str, Any], Call, Prior], Awaitable[Outcome]]
 
 
@@ -311,8 +293,7 @@ async def _attempt_async(
     if handler.context_param:
         kwargs[handler.context_param] = ctx
     main = scoped(invoke(handler, kwargs, ctx))
-    # Python 3.12+ runs the first step inside start_task(): an unanswered ask there, before
-    # the handler started any task, ends the attempt at once (ReplayBackend.resolve).
+    # start_task() runs the first step eagerly: an unanswered ask there ends the attempt at once.
     backend.first_step = main
     try:
         task = start_task(main)
@@ -326,8 +307,7 @@ async def _attempt_async(
         _retrieve(task)
         return False, None
     if backend.closed:
-        # Ended at its first step's ask, it caught the CancelledError and awaits something
-        # (a cleanup): it unwinds after the answer has gone, as a cancelled branch does.
+        # Ended at its first step's ask, it caught the CancelledError and awaits a cleanup.
         task.add_done_callback(_retrieve)
         return False, None
     attempt = backend._tracking()
@@ -346,9 +326,8 @@ async def _attempt_async(
         # The handler failed with asks pending: run() decides which wins.
         backend.close(cancel=True)
         raise task.exception()  # type: ignore[misc]
-    # The attempt is over. It unwinds on the next loop turn, after the answer has
-    # gone: waiting for it would cost every round's response a loop turn. The handler's
-    # task is a branch of the attempt (start()), so closing it cancels that task too.
+    # Over: it unwinds after the answer has gone (waiting would cost every round a loop turn);
+    # closing cancels the handler's task too, a branch of the attempt.
     backend.close(cancel=True)
     return False, None
 
@@ -357,10 +336,8 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
     try:
         task.exception()  # an attempt that ended owes nobody its error
     except asyncio.CancelledError as exc:
-        # The task kept the CancelledError its coroutine raised (exception() hands it over);
-        # its traceback holds the handler's frames, which hold the task and with it the
-        # whole attempt (ctx, call, request): a cycle only the collector would free, and
-        # its passes came every few dozen rounds under load. Dropped, the attempt goes now.
+        # Its traceback holds the handler's frames, which hold the task and the whole attempt:
+        # a cycle only the collector would free (every few dozen rounds under load).
         exc.__traceback__ = None
 
 
@@ -376,9 +353,8 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
     if prior.asked is None and responses and done.error is None and done.backend.pending.keys() & responses.keys():
         if done.backend.recorder is not None:
             replayed.append(done.backend.recorder)
-        # Answers sent without a requestState count only for the questions any caller is
-        # asked first: those this attempt just parked on, as if the client had seen that
-        # round. Later asks (a second sequential ask) are never answered up front.
+        # Answers without a requestState count only for the first questions any caller is asked:
+        # those this attempt just parked on, as if the client had seen that round.
         done = await _attempt_once(
             handler,
             arguments,
@@ -465,13 +441,8 @@ async def attempt(
     state: dict[str, str],
     backend_class: type[ReplayBackend] = ReplayBackend,
 ) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
-    """One attempt with the answers ``known`` so far (an MCP task's, kept in the database).
-
-    The same engine as a request's rounds: the handler runs from the start, known asks
-    return their answers, an unanswered one parks it. Returns the backend (its
-    ``pending`` asks, ``carried_answers()``), the ctx, whether the handler finished,
-    its value and its error.
-    """
+    """One attempt with the answers ``known`` so far (an MCP task's), as a request's round runs it:
+    (the backend, the ctx, whether the handler finished, its value, its error)."""
     done = await _attempt_once(
         handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
     )

@@ -1,24 +1,10 @@
 """The limits stage of the pipeline: ``limit(call_next, call)``, and what a refused call is answered.
 
-It sits after authentication (the principal is known) and outside the audit stage, for the
-methods that run a handler (tools/call, prompts/get, resources/read): a refused call never
-reaches the handler, the dispatcher or the audit stage's ``call_finished``; it is on record as
-its own row (kind ``limited``, sent as ``signals.call_limited``), committed before the answer.
-``tasks/get`` and the other methods are never counted: a task counts once, as the tools/call
-that creates it.
-
-With nothing configured (no ``LIMITS`` rates or caps, no handler's ``throttle=`` on the
-endpoint) the stage hands the call on without a frame of its own and without a cache round trip.
-
-What it checks (all the rates of a call in one hop to the shared cache's thread):
-
-- DRF throttle classes (``LIMITS["CLASSES"]``), after the rates, in a bounded thread;
-- the rates of ``LIMITS["RATES"]``: each ``user``, each ``token``, each user on each ``tool``,
-  the whole ``endpoint``; and a handler's own ``throttle=`` (scope ``handler``, per user);
-- ``LIMITS["MAX_OPEN_TASKS"]``: a tools/call that would create a task, against the caller's
-  unfinished tasks (the task table: every instance sees the same rows);
-- ``LIMITS["MAX_OPEN_ASKS"]``: on legacy sessions, each server-to-client request the handler
-  sends is counted while open (``Call.ask_guard``, which the live engine enters per request).
+After authentication and outside the audit stage, for the methods that run a handler: a refused
+call never reaches the handler, and is on record as its own ``limited`` row, committed before the
+answer. It checks ``LIMITS["RATES"]`` and a handler's ``throttle=`` (all in one hop to the cache's
+thread), DRF throttle classes, ``MAX_OPEN_TASKS`` and, on legacy sessions, ``MAX_OPEN_ASKS``. With
+nothing configured the call is handed on without a frame of its own.
 """
 
 from __future__ import annotations
@@ -56,8 +42,7 @@ Next = Callable[[Call], Awaitable[dict[str, Any]]]
 
 
 class Limited(MCPError):
-    """A call refused by a limit: HTTP 429 with ``Retry-After`` where HTTP carries the answer,
-    and ``data.retryAfter`` (whole seconds) in the JSON-RPC error wherever it goes."""
+    """A call refused by a limit: HTTP 429 with ``Retry-After``, and ``data.retryAfter`` (seconds)."""
 
     def __init__(self, message: str, retry_after: int, limit: str, value: str) -> None:
         super().__init__(
@@ -116,9 +101,8 @@ def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
 
 
 def _applies(era: Era, method: str) -> bool:
-    """Where the pipeline puts it (pipeline.applies): the methods that run a handler, once there
-    is something to count (LIMITS set, or a handler with throttle=: registering the first one
-    builds the chains again). A project without limits crosses none of this module's code."""
+    """Where the pipeline puts it: the methods that run a handler, once there is something to count
+    (registering the first throttle= rebuilds the chains)."""
     return method in _SENDER and (not plan().idle or Registry.any_throttled)
 
 
@@ -287,6 +271,5 @@ def _token(call: Call) -> str | None:
 
 
 def _digest(what: str) -> str:
-    # Keys hold no label, address or secret (a DRF token's key is its primary key), and keep
-    # whatever a client chose (a tool name) within a cache key's characters and length.
+    # Keys hold no label, address or secret, and stay within a cache key's characters and length.
     return hashlib.blake2b(what.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()

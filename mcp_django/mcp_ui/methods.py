@@ -1,16 +1,8 @@
 """The MCP Apps extension on the core's public points (:mod:`mcp_django.extensions`).
 
-- ``@mcp.tool(app=..., visibility=[...])``: the tool options (:mod:`.views`);
-- ``tools/list``: a tool's ``_meta.ui`` (its view's URI, its visibility) for a client that
-  declared the extension; an app-only tool (``visibility=["app"]``) is hidden from a client that
-  did not, since no view of its can call it, and the spec keeps such tools from the model;
-- ``tools/call``: for a client that did not declare it, a text block saying the view was not
-  shown (the spec's text-only fallback); the data stays in ``structuredContent``;
-- ``resources/list`` and ``resources/read``: the views, ``text/html;profile=mcp-app`` with
-  their ``_meta.ui`` (CSP, permissions, border);
-- capabilities: ``extensions["io.modelcontextprotocol/ui"]`` in both eras while a view is
-  registered;
-- the admin's page of a tool: its view, rendered in a sandboxed frame (:mod:`.panel`).
+Tool options ``app=``/``visibility=``; tools' ``_meta.ui`` in listings (app-only tools hidden
+from clients that do not render views); a text fallback in their results; the views as
+resources; the capability while a view is registered; the admin's view panel.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DataError, InterfaceError, OperationalError
 
@@ -35,13 +36,11 @@ from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
 
-# Runs a handler for a method: the handler stages and the engine of the call's era, by era and
-# method (mcp_django.pipeline.Pipeline.handler_chains).
+# Runs a handler: the handler stages and the era's engine (Pipeline.handler_chains).
 RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
-# Methods only the legacy revisions have: the handshake and the session's own (2026-07-28
-# answers them -32601). ``initialize`` and the session's settings act through the call's
-# session control (Call.control, which each transport provides: protocol.legacy.SessionControl).
+# Methods only the legacy revisions have (2026-07-28 answers them -32601); they act
+# through the transport's session control (Call.control: protocol.legacy.SessionControl).
 LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
 # Results that carry 2026-07-28's caching hints (ttlMs, cacheScope: mcp_django.pipeline.cache_hints).
@@ -135,11 +134,8 @@ class Dispatcher:
             raise Unavailable("the database") from None
 
     def require_scopes(self, call: Call) -> None:
-        """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for.
-
-        Dispatching checks it too; a transport that commits to a stream before the
-        handler runs (legacy SSE) asks first, so the 403 can still be an HTTP answer.
-        """
+        """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
+        asked early by a transport that commits to a stream before the handler runs (legacy SSE)."""
         call.endpoint = self.registry.settings
         params = call.params
         handler: Handler | None = None
@@ -167,30 +163,31 @@ class Dispatcher:
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         if self.registry.tools.waiting:
-            # Views registered by dotted path are imported by the first listing: in a worker thread,
-            # not on the event loop the other connections share.
+            # Views registered by dotted path are imported in a worker thread, not on the loop.
             await run_in_thread(self.registry.tools.resolve)
-        tools = await self._visible(call, list(self.registry.tools.values()))
-        icons = _icons(call)
-        return {"tools": _described(call, tools, [t.descriptor(icons) for t in tools])}
+        return {"tools": await self._listed(call, self.registry.tools)}
 
     async def list_prompts(self, call: Call) -> dict[str, Any]:
-        prompts = await self._visible(call, list(self.registry.prompts.values()))
-        icons = _icons(call)
-        return {"prompts": _described(call, prompts, [p.descriptor(icons) for p in prompts])}
+        return {"prompts": await self._listed(call, self.registry.prompts)}
 
     async def list_resources(self, call: Call) -> dict[str, Any]:
-        resources = await self._visible(call, list(self.registry.resources.values()))
-        icons = _icons(call)
-        listed = _described(call, resources, [r.descriptor(icons) for r in resources])
+        listed = await self._listed(call, self.registry.resources)
         for extension in extensions.registered.resources:
             listed += await extension.listed()
         return {"resources": listed}
 
     async def list_templates(self, call: Call) -> dict[str, Any]:
-        templates = await self._visible(call, list(self.registry.templates.values()))
+        return {"resourceTemplates": await self._listed(call, self.registry.templates)}
+
+    async def _listed(self, call: Call, table: Mapping[str, Handler]) -> list[dict[str, Any]]:
+        """The descriptors of the handlers of ``table`` the caller may see."""
+        handlers = await self._visible(call, list(table.values()))
         icons = _icons(call)
-        return {"resourceTemplates": _described(call, templates, [t.descriptor(icons) for t in templates])}
+        descriptors = [h.descriptor(icons) for h in handlers]
+        if not extensions.registered.descriptor_meta:
+            return descriptors
+        # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta).
+        return extensions.described(call, handlers, descriptors)
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -291,8 +288,7 @@ class Dispatcher:
     # -- the legacy revisions' handshake and session methods ------------------------------
 
     async def initialize(self, call: Call) -> dict[str, Any]:
-        """The handshake: the transport's session control opens the session (a socket's, or a
-        sealed Mcp-Session-Id) and this says what the server is."""
+        """The handshake: the transport's session control opens the session; this says what the server is."""
         record = await call.control.open(call)
         return initialize_result(record, lambda: call.request, self.registry.settings)
 
@@ -307,8 +303,7 @@ class Dispatcher:
         return {}
 
     async def subscribe(self, call: Call) -> dict[str, Any]:
-        """resources/subscribe and resources/unsubscribe. Any URI is accepted, listed or not: a
-        template's instances and resources a project announces need not be listed."""
+        """resources/subscribe and resources/unsubscribe, of any URI, listed or not."""
         uri = call.params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams("params.uri must be a string")
@@ -354,8 +349,7 @@ class Dispatcher:
 
         watched_tasks = frozenset(agreed.get("taskIds", ()))
         pushing: set[asyncio.Task[None]] = set()
-        # One read at a time, in the order the changes were heard: the last push never
-        # shows an older status than the one before it.
+        # One read at a time, in order: the last push never shows an older status than the one before.
         in_order = asyncio.Lock()
 
         async def push_task(task_id: str) -> None:
@@ -420,8 +414,7 @@ class Dispatcher:
             if not isinstance(prompt_name, str):
                 raise InvalidParams("params.ref.name must be a string")
             handler = self.registry.prompts.get(prompt_name)
-            # A prompt the caller may not get has no completions either: the same
-            # answer as for one that does not exist, as prompts/get gives.
+            # A prompt the caller may not get: the same answer as for one that does not exist.
             if handler is None or not await allowed(call, handler):
                 raise InvalidParams(f"Unknown prompt: {prompt_name}")
         elif ref_type == "ref/resource":
@@ -475,13 +468,6 @@ class Dispatcher:
             raise MCPError(INTERNAL_ERROR, f"Error completing {handler.primitive} {handler.name}") from None
 
 
-def _described(call: Call, handlers: list[Any], descriptors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta); none: as built.
-    if not extensions.registered.descriptor_meta:
-        return descriptors
-    return extensions.described(call, handlers, descriptors)
-
-
 def refused_value(primitive: str, name: str, exc: DataError) -> InvalidParams:
     """A value the database refused (a NUL in a string, a number out of its column's range):
     the request's fault, so -32602 (a tool's error result) and one log line, no traceback."""
@@ -495,12 +481,11 @@ def _icons(call: Call) -> IconBase | None:
     return icon_base(call.version, lambda: call.request, (call.endpoint or mcp_settings).RESOURCE_URL)
 
 
-class _Completion:
+class _Completion(NamedTuple):
     """What :func:`~mcp_django.asks.invoke.invoke` needs of a handler, for a completer."""
 
-    def __init__(self, func: Callable[..., Any], is_async: bool) -> None:
-        self.func = func
-        self.is_async = is_async
+    func: Callable[..., Any]
+    is_async: bool
 
 
 class _NoAsks:
@@ -525,9 +510,5 @@ _MAX_COMPLETIONS = 100  # the most a result may carry
 def _values(out: Any) -> list[str]:
     if isinstance(out, (str, bytes)) or out is None:
         raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
-    values = []
-    for v in out:
-        values.append(str(v))
-        if len(values) > _MAX_COMPLETIONS:  # one more than is sent: enough to say hasMore
-            break
-    return values
+    # One more than is sent: enough to say hasMore.
+    return [str(v) for v in itertools.islice(out, _MAX_COMPLETIONS + 1)]

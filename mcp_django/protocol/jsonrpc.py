@@ -6,27 +6,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-try:
-    import orjson
+import orjson
 
-    # orjson's own functions, not wrappers: every message crosses both.
-    dumps: Callable[[Any], bytes] = orjson.dumps
-    loads: Callable[[bytes | str], Any] = orjson.loads
-
-    # Stable bytes for hashing: sorted keys, no spaces (a partial of orjson's, no frame of ours).
-    canonical: Callable[[Any], bytes] = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
-
-except ImportError:  # pragma: no cover - orjson is a dependency; this keeps the app importable
-    import json
-
-    def dumps(value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-
-    def loads(data: bytes | str) -> Any:
-        return json.loads(data)
-
-    def canonical(value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
+# orjson's own functions, not wrappers: every message crosses both.
+dumps: Callable[[Any], bytes] = orjson.dumps
+loads: Callable[[bytes | str], Any] = orjson.loads
+# Stable bytes for hashing: sorted keys, no spaces (a partial of orjson's, no frame of ours).
+canonical: Callable[[Any], bytes] = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
 
 
 PARSE_ERROR = -32700
@@ -40,7 +26,6 @@ MISSING_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
 # Legacy revisions
 RESOURCE_NOT_FOUND_LEGACY = -32002
-URL_ELICITATION_REQUIRED = -32042
 
 # The HTTP status a 2026-07-28 Streamable HTTP response carries for an error.
 _HTTP_STATUS = {
@@ -88,8 +73,7 @@ class MCPError(Exception):
 
 
 class Unavailable(MCPError):
-    """A service the request needs (the database, the session store, the channel layer)
-    failed or did not answer in time: HTTP 503, and the client may try again."""
+    """A service the request needs failed or did not answer in time: HTTP 503, try again."""
 
     def __init__(self, what: str) -> None:
         super().__init__(INTERNAL_ERROR, f"{what} is unavailable; try again later", http_status=503)
@@ -101,20 +85,15 @@ class InvalidParams(MCPError):
 
 
 class ResourceNotFound(InvalidParams):
-    """No resource at the URI (or none the caller may read): -32602, and on the legacy
-    revisions their own -32002 (the exception handler maps it by the call's era)."""
+    """No resource at the URI (or none the caller may read): -32602, -32002 on the legacy revisions."""
 
     def __init__(self, uri: str, detail: str = "") -> None:
         super().__init__(f"Resource not found: {uri}{detail}", {"uri": uri})
 
 
 def storable(value: str, what: str) -> str:
-    """``value``, a client's string that goes on to a query; -32602 if it holds a NUL.
-
-    PostgreSQL's text refuses NUL (``psycopg.DataError``), where SQLite stores it: refused
-    here, a name, URI or typed value is the same client error on every database, and never
-    an internal error with a traceback. JSON parsing has refused lone surrogates already.
-    """
+    """``value``, a client's string that goes on to a query; -32602 if it holds a NUL
+    (which PostgreSQL refuses and SQLite stores: the same client error on every database)."""
     if "\x00" in value:
         raise InvalidParams(f"{what} must not contain a NUL character")
     return value
@@ -135,10 +114,8 @@ def notification(method: str, params: dict[str, Any] | None = None) -> dict[str,
     return message
 
 
-# The deepest nesting a message may have. orjson writes at most 254 levels and
-# Python's recursion is bounded: a deeper id, progressToken or capability echoed
-# back (or walked by validation) would fail *after* the request was accepted. No
-# MCP message needs anything near this, so deeper ones are refused on arrival.
+# The deepest nesting a message may have: deeper values echoed back (orjson writes at most
+# 254 levels) would fail after the request was accepted, so they are refused on arrival.
 MAX_DEPTH = 64
 
 
@@ -149,8 +126,7 @@ def parse(data: bytes | str) -> Any:
         message = loads(data)
     except (ValueError, RecursionError):
         raise MCPError(PARSE_ERROR, "Parse error") from None
-    # A message cannot be deeper than its count of brackets: counting is C-speed,
-    # so only a message with many containers is walked.
+    # A message is no deeper than its count of brackets (C-speed): only one with many is walked.
     if isinstance(message, (dict, list)):
         if isinstance(data, str):
             opened = data.count("[") + data.count("{")

@@ -26,11 +26,9 @@ META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 class Era(StrEnum):
     """The two families of revisions we serve, which the engines and transports tell apart."""
 
-    # 2026-07-28: no session; each request carries its version and capabilities in
-    # _meta, and a handler's asks end the attempt with input_required.
+    # 2026-07-28: no session; _meta per request; asks end the attempt with input_required.
     MODERN = "modern"
-    # 2025-11-25 and earlier: a session opened by initialize, asks sent as
-    # server-to-client requests while the handler waits.
+    # 2025-11-25 and earlier: a session; asks are server-to-client requests while the handler waits.
     LEGACY = "legacy"
 
 
@@ -50,12 +48,11 @@ MODERN_METHODS: set[str] = {
 
 
 def era_of(message: Any, headers: dict[str, str] | None = None) -> Era:
-    """The era of a message, for every transport: the one rule.
+    """The era of a message, for every transport.
 
-    Over HTTP (``headers`` given) a session id or a legacy ``MCP-Protocol-Version`` says
-    legacy, and a request without either is 2026-07-28's unless it is the handshake, a reply,
-    or a method of the legacy revisions without ``_meta``. On a socket or a pipe (no headers)
-    the carrier is a session: a request is 2026-07-28's only when its ``_meta`` names a version.
+    Over HTTP a session id or a legacy ``MCP-Protocol-Version`` says legacy; else 2026-07-28
+    unless it is the handshake, a reply, or a legacy method without ``_meta``. Without headers
+    (a socket, a pipe) it is 2026-07-28's only when its ``_meta`` names a version.
     """
     if headers is not None:
         if "mcp-session-id" in headers:
@@ -114,8 +111,7 @@ class ClientCapabilities:
 class RequestMeta(NamedTuple):
     """A 2026-07-28 request's ``_meta``, as :func:`read_meta` read it.
 
-    A named tuple, built positionally: a frozen dataclass built by keyword cost three times
-    as many instructions (each field set through ``object.__setattr__``, each name matched).
+    A named tuple, built positionally: a frozen dataclass by keyword cost three times as many instructions.
     """
 
     version: str
@@ -125,11 +121,8 @@ class RequestMeta(NamedTuple):
 
 
 def read_meta(params: dict[str, Any]) -> RequestMeta:
-    """The 2026-07-28 per-request fields, present and well-formed (-32602).
-
-    The version is checked afterwards (:func:`unsupported_version`), after the
-    transport has compared its headers with it: a mismatch is reported first.
-    """
+    """The 2026-07-28 per-request fields, present and well-formed (-32602); the version is
+    checked after the headers (:func:`unsupported_version`), so a mismatch is reported first."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise InvalidParams("params._meta is required and must be an object")

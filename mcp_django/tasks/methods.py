@@ -38,9 +38,8 @@ def register() -> None:
     """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
     from . import checks  # noqa: F401 - registers the tasks' system checks
 
-    # The tasks extension attaches to 2026-07-28 only: the legacy revisions run every tool
-    # synchronously (the task stage is in 2026-07-28's chain only), and their tasks/* is a
-    # -32601 that says which revision has it (not_on_legacy), not the dispatcher's bare one.
+    # 2026-07-28 only: legacy revisions run every tool synchronously, and their tasks/* is a
+    # -32601 that says which revision has it (not_on_legacy).
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         extensions.add_method(name, _run(method))
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
@@ -86,9 +85,7 @@ logger = logging.getLogger("mcp_django.tasks")
 
 
 async def stored(work: Callable[[], T]) -> T:
-    """The task store's ``work``, in a worker thread. The database away is a 503 the client
-    may retry, said once per outage (by the database's breaker when it opened, as for
-    authentication), not a traceback per ``tasks/get``."""
+    """The task store's ``work``, in a worker thread; the database away is a 503, logged once per outage."""
     try:
         return await run_in_thread(work)
     except (OperationalError, InterfaceError) as exc:
@@ -134,12 +131,10 @@ async def create(
 ) -> dict[str, Any]:
     """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``.
 
-    ``registry`` is the one the request's endpoint serves: the task records it, its worker
-    runs the tool found there, and only that endpoint answers for the task.
+    ``registry``: the request's endpoint, which the task records and only which answers for it.
     """
     if registry_named(registry.name) is not registry:
-        # A worker (another process) finds the tool's endpoint by its name; a registry made
-        # without one (or shadowed) would have it run the default endpoint's tool of that name.
+        # A worker finds the tool's endpoint by its name: an unnamed registry would run another's tool.
         raise MCPError(
             INTERNAL_ERROR,
             f"tool {tool.name!r} cannot run as a task: its Registry has no name of its own "
@@ -174,9 +169,8 @@ def enqueue(task_id: str) -> None:
 
 
 def found(task_id: str, principal: Principal, registry: str) -> store.Polled:
-    """The caller's task (:func:`.store.find`), its run first started again or failed when it
-    was lost (:func:`.lost.polled`): a poll finds a dead worker's task even when no worker's
-    sweep runs."""
+    """The caller's task, its run first restarted or failed when it was lost (:func:`.lost.polled`),
+    so a poll finds a dead worker's task even when no sweep runs."""
     row = store.find(task_id, principal, registry)
     if lost.polled(row, enqueue):
         row = store.find(task_id, principal, registry)
@@ -184,8 +178,7 @@ def found(task_id: str, principal: Principal, registry: str) -> store.Polled:
 
 
 def not_on_legacy(call: Call) -> MCPError:
-    """A ``tasks/*`` method on a legacy revision: it does not exist there (-32601), and no
-    capability a legacy client could declare would make it; say what would."""
+    """A ``tasks/*`` method on a legacy revision (-32601), saying which revision has it."""
     return MCPError(
         METHOD_NOT_FOUND,
         f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
@@ -204,27 +197,24 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-async def _visible(registry: Registry, allowed: Allowed, row: Any) -> None:
-    # Permissions are checked on every call, not only at creation: a user who lost the
-    # tool's permission loses its tasks too, with the answer an unknown id gets.
-    # A task is its endpoint's: another endpoint answers as for an unknown id.
-    tool = registry.tools.get(row.tool) if row.endpoint == registry.name else None
+async def _row(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> store.Polled:
+    """The caller's task, or the answer an unknown id gets: permissions are checked on every
+    call (a user who lost the tool's permission loses its tasks), and a task is its endpoint's."""
+    name = registry.name
+    row = await stored(lambda: found(task_id, call.principal, name))
+    tool = registry.tools.get(row.tool) if row.endpoint == name else None
     if tool is None or not await allowed(tool):
         raise InvalidParams(store.NOT_FOUND)
+    return row
 
 
 async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
-    task_id = _task_id(call)
-    name = registry.name
-    row = await stored(lambda: found(task_id, call.principal, name))
-    await _visible(registry, allowed, row)
-    return store.detailed(row)
+    return store.detailed(await _row(call, registry, allowed, _task_id(call)))
 
 
 def listened(call: Call, task_ids: Any) -> list[str]:
     """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (-32021 without
-    the opt-in, as the extension says). Any id is agreed to: whether it names a task of the
-    caller is checked at each push, which a stranger's id never gets."""
+    the opt-in). Any id is agreed to: whether the caller may see it is checked at each push."""
     if not isinstance(task_ids, list) or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in task_ids):
         raise InvalidParams("params.notifications.taskIds must be a list of task ids")
     if not requested(call):
@@ -233,13 +223,10 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 
 
 async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
-    """The task as ``tasks/get`` would show it to this listener, or None when it may not see it
-    (the binding and the tool's permissions checked again, as on every ``tasks/get``), or
-    cannot now (the database away: the listener's next ``tasks/get`` reads it)."""
-    name = registry.name
+    """The task as ``tasks/get`` would show it to this listener, or None when it may not see it,
+    or cannot now (the database away)."""
     try:
-        row = await stored(lambda: found(task_id, call.principal, name))
-        await _visible(registry, allowed, row)
+        row = await _row(call, registry, allowed, task_id)
     except (InvalidParams, Unavailable):
         return None
     return store.detailed(row)
@@ -250,17 +237,13 @@ async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, 
     responses = call.params.get("inputResponses")
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
-    name = registry.name
-    row = await stored(lambda: found(task_id, call.principal, name))
-    await _visible(registry, allowed, row)
-    await stored(lambda: store.update(task_id, call.principal, name, responses, enqueue))
+    await _row(call, registry, allowed, task_id)
+    await stored(lambda: store.update(task_id, call.principal, registry.name, responses, enqueue))
     return {}
 
 
 async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
     task_id = _task_id(call)
-    name = registry.name
-    row = await stored(lambda: found(task_id, call.principal, name))
-    await _visible(registry, allowed, row)
-    await stored(lambda: store.cancel(task_id, call.principal, name))
+    await _row(call, registry, allowed, task_id)
+    await stored(lambda: store.cancel(task_id, call.principal, registry.name))
     return {}
