@@ -447,13 +447,19 @@ ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run,
 
 
 class PerHandler(dict[Handler, Any]):
-    """What is built for each handler on its first call (its chain, its filters), kept."""
+    """What is built for each handler on its first call (its chain, its filters), kept.
+
+    Bounded: handlers registered and removed at run time would otherwise stay referenced here."""
+
+    LIMIT = 4096
 
     def __init__(self, build: Callable[[Handler], Any]) -> None:
         super().__init__()
         self.build = build
 
     def __missing__(self, handler: Handler) -> Any:
+        if len(self) >= self.LIMIT:
+            self.clear()
         built = self[handler] = self.build(handler)
         return built
 

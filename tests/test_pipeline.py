@@ -422,3 +422,19 @@ def test_a_notifications_malformed_params_are_read_as_none() -> None:
         control=None,
     )
     assert (call.params, call.request_id, call.log_level) == ({}, None, "debug")
+
+
+def test_what_is_kept_per_handler_is_bounded(monkeypatch: Any) -> None:
+    """Handlers registered and removed at run time are not kept for ever by the chains' cache."""
+    monkeypatch.setattr(pipeline.PerHandler, "LIMIT", 3)
+    built: list[object] = []
+    kept = pipeline.PerHandler(lambda handler: built.append(handler) or handler)
+
+    class Handler:
+        pass
+
+    handlers = [Handler() for _ in range(5)]
+    for handler in handlers:
+        assert kept[handler] is handler
+    assert len(kept) <= 3 and built == handlers
+    assert kept[handlers[-1]] is handlers[-1] and len(built) == 5  # the last one is still kept
