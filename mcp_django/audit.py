@@ -359,7 +359,9 @@ class Writer:
             for (event, kind, stamp), number in zip(events, ids, strict=True)
         ]
         rows += [item.row for item in batch if item.row is not None and type(item.row) is not tuple]
-        close = any(item.close for item in batch)
+        close = False  # a loop, not any() over a generator: a frame fewer a batch
+        for item in batch:
+            close = close or item.close
         if self._kept:
             rows, self._kept = self._kept + rows, []
         self._busy_since, self._busy_rows = time.monotonic(), len(rows)

@@ -17,10 +17,11 @@ from django.urls import path, re_path
 from .endpoints import add_path
 from .registry import Registry
 from .transports.asgi import MCPApplication, freeze_startup_objects, lifespan
+from .transports.websocket import websocket_application
 
 __all__ = ["application", "freeze_startup_objects", "lifespan", "mcp_urlpatterns"]
 
-application = MCPApplication()
+application = MCPApplication(websocket=websocket_application)
 
 
 def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry | None = None) -> list[Any]:
@@ -43,5 +44,5 @@ _applications: dict[Registry, MCPApplication] = {}
 
 def _application_for(registry: Registry) -> MCPApplication:
     if registry not in _applications:
-        _applications[registry] = MCPApplication(registry)
+        _applications[registry] = MCPApplication(registry, websocket=websocket_application)
     return _applications[registry]

@@ -308,7 +308,7 @@ def test_repeated_headers_are_joined_as_django_joins_them() -> None:
 
     from django.core.handlers.asgi import ASGIRequest
 
-    from mcp_django.transports.http_io import asgi_headers
+    from mcp_django.transports.asgi import asgi_headers
 
     fields = [(b"cookie", b"sessionid=S;"), (b"cookie", b"csrftoken=x"), (b"authorization", b"Token a")]
     fields.append((b"authorization", b"b"))

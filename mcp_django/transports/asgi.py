@@ -14,7 +14,7 @@ import asyncio
 import gc
 import io
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.core.handlers.asgi import ASGIRequest
@@ -25,9 +25,8 @@ from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
 from .http import Disconnect, HttpEndpoint, refused
-from .http_io import JSON, SSE, HttpIn, HttpOut, asgi_headers, scope_url
+from .http_io import JSON, SSE, HttpIn, HttpOut
 from .legacy_http import endpoint_for
-from .websocket import websocket_application
 
 logger = logging.getLogger("mcp_django")
 
@@ -35,11 +34,13 @@ Scope = dict[str, Any]
 
 
 class MCPApplication:
-    """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, with Channels, websockets."""
+    """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, given ``websocket`` (a factory
+    of the websocket application, ``mcp_django.routing`` passes Channels'), websockets."""
 
-    def __init__(self, registry: Registry | None = None) -> None:
+    def __init__(self, registry: Registry | None = None, *, websocket: Callable[[Any], Any] | None = None) -> None:
         self._registry = registry
         self._endpoint: HttpEndpoint | None = None
+        self._make_websocket = websocket
         self._websocket: Any = None
 
     @property
@@ -58,8 +59,12 @@ class MCPApplication:
         if scope_type == "http":
             await self.http(scope, receive, send)
         elif scope_type == "websocket":
+            if self._make_websocket is None:
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close"})  # no websocket transport here: refused (403)
+                return
             if self._websocket is None:
-                self._websocket = websocket_application(self._registry)
+                self._websocket = self._make_websocket(self._registry)
             await self._websocket(scope, receive, send)
         elif scope_type == "lifespan":
             await lifespan(scope, receive, send)
@@ -229,3 +234,61 @@ async def _send(out: HttpOut, send: Any, disconnected: Disconnect | None) -> Non
         await send({"type": "http.response.body", "body": b""})
     finally:
         await events.aclose()  # type: ignore[attr-defined]
+
+
+# -- an ASGI scope, read (an HTTP request's here, a websocket's upgrade in .websocket) --------
+
+
+def scope_url(scope: Any) -> tuple[str, str]:
+    """:attr:`HttpIn.scheme` and :attr:`HttpIn.endpoint` of an ASGI request; a websocket's upgrade
+    names the http(s) URL it shares with the endpoint (the URL a token's audience names)."""
+    scheme = scope.get("scheme") or "http"
+    return _UPGRADED.get(scheme, scheme), f"{scope.get('root_path', '')} {scope.get('path', '')}"
+
+
+_UPGRADED = {"ws": "http", "wss": "https"}
+
+
+def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """An ASGI scope's headers (an HTTP request's, a websocket upgrade's).
+
+    Lower-case names; a repeated header's values joined with "," as Django joins them.
+
+    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
+    the principal cache keys on the session id found in it, which must be the
+    one the authentication classes read, however the client split its cookies.
+    """
+    raw = scope.get("headers", ())
+    if type(raw) is list:
+        # Every request's headers, most often with no name twice and no cookie: one comprehension,
+        # and the loop below only when the count says a name came twice (or there is a cookie).
+        out = {name.decode("latin-1").lower(): value.decode("latin-1").strip(" \t") for name, value in raw}
+        if len(out) == len(raw) and "cookie" not in out:
+            return out
+    out = {}
+    cookies: list[bytes] | None = None
+    for raw_name, raw_value in raw:
+        name = raw_name.decode("latin-1").lower()
+        if name == "cookie":
+            if cookies is None:
+                cookies = []
+            cookies.append(raw_value)
+            continue
+        value = raw_value.decode("latin-1").strip(" \t")
+        out[name] = f"{out[name]},{value}" if name in out else value
+    if cookies is not None:
+        out["cookie"] = django_cookie(cookies)
+    return out
+
+
+def django_cookie(values: list[bytes]) -> str:
+    """The ``Cookie`` string Django builds from these header fields.
+
+    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
+    several fields (HTTP/2 clients split cookies) go through Django's own
+    request class; one field is the common case, and parses alike either way.
+    """
+    if len(values) == 1:
+        return values[0].decode("latin-1")
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
+    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")

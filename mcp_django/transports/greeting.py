@@ -4,8 +4,8 @@ which clients rely on; its body explains to a person what the endpoint is."""
 from __future__ import annotations
 
 from ..pipeline import refusal
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
-from .http_io import HttpIn, HttpOut, json_out
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
+from .http_io import JSON, HttpIn, HttpOut
 
 SUMMARY = (
     "This is an MCP (Model Context Protocol) endpoint: MCP clients POST JSON-RPC messages to it "
@@ -35,4 +35,5 @@ def not_mcp(req: HttpIn) -> HttpOut:
         body = PAGE.encode()
         return HttpOut(405, [allow, ("content-type", "text/html; charset=utf-8")], body)
     error = MCPError(INVALID_REQUEST, f"{req.method} is not an MCP request here. {SUMMARY}", http_status=405)
-    return json_out(*refusal(None, error, [allow]))
+    status, payload, extra = refusal(None, error, [allow])
+    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))

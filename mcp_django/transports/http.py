@@ -17,11 +17,11 @@ from ..asks.invoke import start_task
 from ..auth import AuthenticationFailed
 from ..pipeline import Answer, Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
-from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
+from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
 from ..registry import Registry
 from .greeting import not_mcp
-from .http_io import JSON, SSE, HttpIn, HttpOut, json_out, sse_message
+from .http_io import JSON, SSE, HttpIn, HttpOut, sse_message
 
 logger = logging.getLogger("mcp_django")
 
@@ -131,6 +131,10 @@ def read_message(req: HttpIn) -> Any:
     if not accepts(req.headers, JSON):
         raise MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406)
     return jsonrpc.parse(req.body)
+
+
+def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
+    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
 
 
 def refused(request_id: Any, exc: Exception) -> HttpOut:

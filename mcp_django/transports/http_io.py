@@ -1,17 +1,15 @@
 """HTTP in and out, whichever server carried it (our ASGI app, a Django view, a websocket's upgrade).
 
 The records a transport fills from a request (:class:`HttpIn`) and sends back
-(:class:`HttpOut`), their JSON and SSE framing, and the headers of an ASGI scope.
+(:class:`HttpOut`), and SSE framing. An ASGI scope is read in :mod:`.asgi`; a JSON answer is
+made in :mod:`.http`.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-from django.core.handlers.asgi import ASGIRequest
 
 from ..protocol.jsonrpc import dumps
 
@@ -47,16 +45,6 @@ class HttpIn:
         return self.built
 
 
-def scope_url(scope: Any) -> tuple[str, str]:
-    """:attr:`HttpIn.scheme` and :attr:`HttpIn.endpoint` of an ASGI request; a websocket's upgrade
-    names the http(s) URL it shares with the endpoint (the URL a token's audience names)."""
-    scheme = scope.get("scheme") or "http"
-    return _UPGRADED.get(scheme, scheme), f"{scope.get('root_path', '')} {scope.get('path', '')}"
-
-
-_UPGRADED = {"ws": "http", "wss": "https"}
-
-
 @dataclass(slots=True)
 class HttpOut:
     status: int
@@ -64,10 +52,6 @@ class HttpOut:
     body: bytes = b""
     # When set, the response is an SSE stream of these chunks.
     events: AsyncIterator[bytes] | None = None
-
-
-def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
-    return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
 
 
 def sse_event(
@@ -97,48 +81,3 @@ def sse_message(message: dict[str, Any], *, event_id: str | None = None) -> byte
 def sse_comment(text: str) -> bytes:
     """An SSE comment: every client ignores it, and the connection (and any proxy on it) sees traffic."""
     return b": " + text.encode() + b"\n\n"
-
-
-def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
-    """An ASGI scope's headers (an HTTP request's, a websocket upgrade's).
-
-    Lower-case names; a repeated header's values joined with "," as Django joins them.
-
-    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
-    the principal cache keys on the session id found in it, which must be the
-    one the authentication classes read, however the client split its cookies.
-    """
-    raw = scope.get("headers", ())
-    if type(raw) is list:
-        # Every request's headers, most often with no name twice and no cookie: one comprehension,
-        # and the loop below only when the count says a name came twice (or there is a cookie).
-        out = {name.decode("latin-1").lower(): value.decode("latin-1").strip(" \t") for name, value in raw}
-        if len(out) == len(raw) and "cookie" not in out:
-            return out
-    out = {}
-    cookies: list[bytes] | None = None
-    for raw_name, raw_value in raw:
-        name = raw_name.decode("latin-1").lower()
-        if name == "cookie":
-            if cookies is None:
-                cookies = []
-            cookies.append(raw_value)
-            continue
-        value = raw_value.decode("latin-1").strip(" \t")
-        out[name] = f"{out[name]},{value}" if name in out else value
-    if cookies is not None:
-        out["cookie"] = django_cookie(cookies)
-    return out
-
-
-def django_cookie(values: list[bytes]) -> str:
-    """The ``Cookie`` string Django builds from these header fields.
-
-    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
-    several fields (HTTP/2 clients split cookies) go through Django's own
-    request class; one field is the common case, and parses alike either way.
-    """
-    if len(values) == 1:
-        return values[0].decode("latin-1")
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
-    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")

@@ -34,7 +34,9 @@ from ..protocol import jsonrpc, legacy
 from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailable, notification
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
-from .http_io import HttpIn, asgi_headers, json_out, scope_url
+from .asgi import asgi_headers, scope_url
+from .http import json_out
+from .http_io import HttpIn
 from .legacy_http import endpoint_for
 
 SUBPROTOCOL = "mcp"
