@@ -26,6 +26,7 @@ __all__ = [
     "add_handler_filter",
     "add_handler_panel",
     "add_handler_stage",
+    "add_listen_topic",
     "add_method",
     "add_resources",
     "add_result_meta",
@@ -61,6 +62,13 @@ class Resources(NamedTuple):
     read: Callable[[str], Awaitable[dict[str, Any] | None]]
 
 
+class ListenTopic(NamedTuple):
+    agree: Callable[[Call, Any], list[str]]
+    push: Callable[[Call, str], Awaitable[dict[str, Any] | None]]
+    notification: str
+    kind: str
+
+
 class _Registered:
     """What the listed extensions registered (made anew by :func:`load`)."""
 
@@ -74,6 +82,7 @@ class _Registered:
         self.handler_filters: list[tuple[HandlerFilter, Applies]] = []
         self.descriptor_meta: list[DescriptorMeta] = []
         self.handler_panels: list[Callable[[Handler], str | None]] = []
+        self.listen_topics: dict[str, ListenTopic] = {}
 
 
 registered = _Registered()
@@ -154,6 +163,21 @@ def add_handler_filter(check: HandlerFilter, *, applies: Applies = None) -> None
     not use (left out of its listing, unknown when called). Called for every listed handler:
     keep it cheap and free of I/O. ``applies(handler)`` False: never asked about that handler."""
     registered.handler_filters.append((check, applies))
+
+
+def add_listen_topic(
+    field: str,
+    *,
+    agree: Callable[[Call, Any], list[str]],
+    push: Callable[[Call, str], Awaitable[dict[str, Any] | None]],
+    notification: str,
+    kind: str,
+) -> None:
+    """``subscriptions/listen``'s ``notifications[field]``: ``agree(call, value)`` gives the keys
+    agreed to (or raises an ``MCPError``); then, for each change of ``kind`` announced through
+    :mod:`mcp_django.resource_updates` with an agreed key, ``await push(call, key)`` gives the
+    params of the ``notification`` sent to the stream (None: nothing to send this listener)."""
+    registered.listen_topics[field] = ListenTopic(agree, push, notification, kind)
 
 
 def add_descriptor_meta(add: DescriptorMeta) -> None:

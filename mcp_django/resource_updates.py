@@ -34,7 +34,8 @@ Listener = Callable[[str], None]
 
 class Listeners:
     """One per event loop: called there with the URI of every update announced anywhere
-    (``watch``), or the id of every task whose status changed (``watch_tasks``)."""
+    (``watch``), or the key of every other kind of change (``watch_kind``: a task's id for
+    :data:`TASK_CHANGED`)."""
 
     def __init__(self) -> None:
         self._watching: dict[str, set[Listener]] = {UPDATED: set(), TASK_CHANGED: set()}
@@ -45,11 +46,11 @@ class Listeners:
     def unwatch(self, listener: Listener) -> None:
         self._watching[UPDATED].discard(listener)
 
-    def watch_tasks(self, listener: Listener) -> None:
-        self._watching[TASK_CHANGED].add(listener)
+    def watch_kind(self, kind: str, listener: Listener) -> None:
+        self._watching[kind].add(listener)
 
-    def unwatch_tasks(self, listener: Listener) -> None:
-        self._watching[TASK_CHANGED].discard(listener)
+    def unwatch_kind(self, kind: str, listener: Listener) -> None:
+        self._watching[kind].discard(listener)
 
     def heard(self, message: dict[str, Any]) -> None:
         kind = message["type"]

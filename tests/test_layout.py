@@ -182,11 +182,10 @@ PLUG_INS = ("mcp_django.skills", "mcp_django.tasks", "mcp_django.tracing", "mcp_
 BY_DESIGN = {("mcp_django.templatetags.mcp_ui", "mcp_django.mcp_ui.templatetags")}
 NOT_YET_UNWIRED = {
     # The tasks extension's model and admin live in mcp_django's app (its migrations);
-    # subscriptions/listen's taskIds are the core's still; the test client runs a task's job.
+    # the test client runs a task's job.
     ("mcp_django.models", "mcp_django.tasks.models"),
     ("mcp_django.migrations.0003_tasks", "mcp_django.tasks.models"),
     ("mcp_django.admin", "mcp_django.tasks.admin"),
-    ("mcp_django.protocol.dispatch", "mcp_django.tasks.methods"),
     ("mcp_django.inprocess.client", "mcp_django.tasks.runner"),
     ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),
     # The task workers' commands (Django finds commands in mcp_django's app only).

@@ -20,7 +20,6 @@ from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
 from ..permissions import admitted, allowed, anonymous_allowed, drf_request, permitted, require_scopes
 from ..registry import Registry
-from ..tasks import methods as tasks
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -332,10 +331,11 @@ class Dispatcher:
             agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
             if len(agreed["resourceSubscriptions"]) > mcp_settings.MAX_SUBSCRIPTIONS:
                 raise too_many_subscriptions()
-        task_ids = requested.get("taskIds")
-        if task_ids is not None:
-            agreed["taskIds"] = tasks.listened(call, task_ids)
-            if len(agreed["taskIds"]) > mcp_settings.MAX_SUBSCRIPTIONS:
+        # The extensions' topics (extensions.add_listen_topic: the tasks extension's taskIds).
+        topics = {field: topic for field, topic in extensions.registered.listen_topics.items() if field in requested}
+        for field, topic in topics.items():
+            agreed[field] = topic.agree(call, requested[field])
+            if len(agreed[field]) > mcp_settings.MAX_SUBSCRIPTIONS:
                 raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
         updates: resource_updates.Listeners | None = None
@@ -347,29 +347,38 @@ class Dispatcher:
             if uri in watched:
                 notify(notification("notifications/resources/updated", {"uri": uri, "_meta": tag}))
 
-        watched_tasks = frozenset(agreed.get("taskIds", ()))
         pushing: set[asyncio.Task[None]] = set()
-        # One read at a time, in order: the last push never shows an older status than the one before.
+        # One read at a time, in the order the changes were heard: the last push never
+        # shows an older state than the one before it.
         in_order = asyncio.Lock()
 
-        async def push_task(task_id: str) -> None:
-            # Read again for this listener: only its principal's task, with the tool's permissions.
+        async def push(topic: extensions.ListenTopic, key: str) -> None:
+            # Read again for this listener (only what its principal may see).
             async with in_order:
-                task = await tasks.pushed(call, self.registry, lambda tool: allowed(call, tool), task_id)
-            if task is not None:
-                notify(notification("notifications/tasks", {**task, "_meta": tag}))
+                params = await topic.push(call, key)
+            if params is not None:
+                notify(notification(topic.notification, {**params, "_meta": tag}))
 
-        def on_task(task_id: str) -> None:
-            if task_id in watched_tasks:
-                pushed = asyncio.get_running_loop().create_task(push_task(task_id))
-                pushing.add(pushed)  # a task nobody references may be collected before it runs
-                pushed.add_done_callback(pushing.discard)
+        def on_change_of(topic: extensions.ListenTopic, keys: frozenset[str]) -> Callable[[str], None]:
+            def on_change(key: str) -> None:
+                if key in keys:
+                    pushed = asyncio.get_running_loop().create_task(push(topic, key))
+                    pushing.add(pushed)  # a task nobody references may be collected before it runs
+                    pushed.add_done_callback(pushing.discard)
 
-        if watched or watched_tasks:
+            return on_change
+
+        on_topics = [
+            (topic.kind, on_change_of(topic, frozenset(agreed[field])))
+            for field, topic in topics.items()
+            if agreed[field]
+        ]
+        if watched or on_topics:
             # Watching before the acknowledgment: an update announced after it is never missed.
             updates = await resource_updates.listeners()
             updates.watch(on_update)
-            updates.watch_tasks(on_task)
+            for kind, listener in on_topics:
+                updates.watch_kind(kind, listener)
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -392,7 +401,8 @@ class Dispatcher:
         finally:
             if updates is not None:
                 updates.unwatch(on_update)
-                updates.unwatch_tasks(on_task)
+                for kind, listener in on_topics:
+                    updates.unwatch_kind(kind, listener)
             for pending in pushing:
                 pending.cancel()
 

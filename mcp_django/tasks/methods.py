@@ -28,6 +28,7 @@ from ..protocol.jsonrpc import (
 )
 from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
+from ..resource_updates import TASK_CHANGED
 from . import EXTENSION, lost, store, workers
 
 Allowed = Callable[[Handler], Awaitable[bool]]
@@ -43,6 +44,14 @@ def register() -> None:
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
         extensions.add_method(name, _run(method))
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
+    # subscriptions/listen's notifications.taskIds: a task's changes pushed as tasks/get shows it.
+    extensions.add_listen_topic(
+        "taskIds",
+        agree=listened,
+        push=lambda call, task_id: pushed(call, call.registry, lambda tool: extensions.allowed(call, tool), task_id),
+        notification="notifications/tasks",
+        kind=TASK_CHANGED,
+    )
     extensions.add_handler_stage(
         run_as_task,
         methods={"tools/call"},
