@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import caches
+from django.db import OperationalError
 from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.throttling import UserRateThrottle
@@ -295,8 +296,16 @@ async def test_open_asks_are_capped_per_user(live_url: str) -> None:
             assert len(client.server_requests) == 2  # the third ask never went out
             assert not any(future.done() for future in waiting)
             never.set()
-    # The live server's audit writer commits its batch first: SQLite's shared in-memory
-    # database locks the table to readers while that batch is written.
-    await asyncio.to_thread(audit.flush)
-    rows = await asyncio.to_thread(limited_rows)
+    # The live server's audit writer commits its batches first, and the two held calls' rows
+    # follow the socket's close: SQLite's shared in-memory database locks the table to readers
+    # while a batch is written, so the read is tried again until no batch holds it.
+    rows = None
+    for _ in range(60):
+        await asyncio.to_thread(audit.flush)
+        try:
+            rows = await asyncio.to_thread(limited_rows)
+            break
+        except OperationalError:
+            await asyncio.sleep(0.05)
+    assert rows is not None, "the audit table stayed locked"
     assert [r.reason for r in rows] == ["asks 2 open"]
