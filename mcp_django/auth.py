@@ -136,9 +136,6 @@ _HEADER_ONLY: frozenset[type] = frozenset(
     }
 )
 
-# Per list of classes (one per endpoint that sets its own): whether all read only headers.
-_header_bound: dict[int, tuple[object, bool]] = {}
-
 
 def reads_only_headers(cls: type) -> bool:
     """Whether results of ``cls`` may be cached by the Authorization and session cookie values.
@@ -155,18 +152,13 @@ def reads_only_headers(cls: type) -> bool:
 def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
     """True when every class of the endpoint reads only ``Authorization`` or ``Cookie``.
 
-    Asked on every request; the answer is kept for each list of classes.
-    """
-    classes = (endpoint or mcp_settings.endpoint("default")).AUTHENTICATION_CLASSES
-    found = _header_bound.get(id(classes))
-    if found is None or found[0] is not classes:
-        if len(_header_bound) > 64:  # lists dropped by settings changes (tests): forget them
-            _header_bound.clear()
-        found = _header_bound[id(classes)] = (
-            classes,
-            all(isinstance(cls, type) and reads_only_headers(cls) for cls in classes),
-        )
-    return found[1]
+    Asked on every request: the answer is kept with the endpoint's settings
+    (``endpoint.reads_only_headers``, dropped when they change)."""
+    return bool((endpoint or mcp_settings.endpoint("default")).reads_only_headers)
+
+
+def _reads_only_headers(endpoint: EndpointSettings) -> bool:
+    return all(isinstance(cls, type) and reads_only_headers(cls) for cls in endpoint.AUTHENTICATION_CLASSES)
 
 
 _url_header_names: tuple[str, ...] | None = None
@@ -251,8 +243,8 @@ def refuse_anonymous(django_request: Any, endpoint: EndpointSettings | None = No
     )
 
 
-# endpoint.reads_only_headers: header_bound_only(endpoint), kept with the endpoint's settings.
-DERIVED["reads_only_headers"] = header_bound_only
+# endpoint.reads_only_headers: worked out once per settings, kept with the endpoint's.
+DERIVED["reads_only_headers"] = _reads_only_headers
 
 
 def token_model_missing(cls: type) -> bool:

@@ -33,12 +33,10 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object")
     token = params.get("requestState")
-    named_by = "uri" if call.method == "resources/read" else "name"  # the param call.target reads
     # The bindings, each found once for checking and sealing, and only when there is a state to
     # check or seal: a plain call needs none of them.
     digest: str | None = None
     bound_to: str | None = None
-    target: str | None = None
     digests: tuple[str, ...] | None = None
     # Positional: built once a round, where keywords cost a tenth as much again.
     if token is None:
@@ -46,10 +44,9 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     else:
         digest = params_digest(params)
         bound_to = audience_for(lambda: call.request, call.endpoint, call.http)
-        target = found if isinstance(found := params.get(named_by), str) else ""  # call.target, inline
         try:
             digests = call.principal.digests
-            claims = unseal(token, call.method, target, digests, digest, bound_to)
+            claims = unseal(token, call.method, call.target, digests, digest, bound_to)
         except StateRefused as refusal:
             await refused(call, handler.primitive, refusal.reason)
             raise
@@ -75,7 +72,7 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
     new_state = seal(
         Claims(
             method=call.method,
-            target=target if target is not None else (found if isinstance(found := params.get(named_by), str) else ""),
+            target=call.target,
             # The signing key's digest (Principal.digest), of those the state was checked against.
             principal=(digests if digests is not None else call.principal.digests)[0],
             digest=digest or params_digest(params),

@@ -142,8 +142,10 @@ class Call:
         # A string or an integer (as an id is); anything else is not echoed.
         return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
-    @property
+    @cached_property
     def target(self) -> str:
+        """The tool, prompt or resource the call names ("" when none): found once a call (the
+        request state binds it, the audit event and the limits read it)."""
         value = self.params.get("uri" if self.method == "resources/read" else "name")
         return value if isinstance(value, str) else ""
 
@@ -160,13 +162,12 @@ class Call:
         """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
         (by default the call's start) until now."""
         started = self.started if since is None else since
-        target = self.params.get("uri" if self.method == "resources/read" else "name")  # self.target, inline
         return Event(
             kind=kind,
             era=self.era,
             transport=self.transport,
             method=self.method,
-            target=target if isinstance(target, str) else "",
+            target=self.target,
             principal=self.principal,
             request_id=self.request_id,
             client_address=self.client_address,
