@@ -20,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
@@ -233,7 +234,8 @@ def test_the_tasks_list_fits_and_prints_24_hour_times(admin_server: AdminServer,
         assert " ".join(listed.split()) == "2026-03-14 02:25:07"
         assert "a.m." not in page.locator("#result_list").inner_text()
         # A task's page prints its times the same way.
-        page.goto(admin_server.url + f"/admin/mcp_django/mcptask/{first.pk}/change/")
+        # A task id is URL-safe base64, so it may hold "_3A" and the like: the admin unquotes those.
+        page.goto(admin_server.url + f"/admin/mcp_django/mcptask/{quote(first.pk)}/change/")
         page.wait_for_selector("#content-main")
         page.screenshot(path=str(SHOTS / f"task-row-{width}.png"), full_page=True)
         main = page.locator("#content-main").inner_text()
