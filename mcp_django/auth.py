@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from importlib import import_module
 from typing import Any
@@ -26,10 +27,9 @@ logger = logging.getLogger("mcp_django")
 class Principal:
     """The caller as the state binds it: a stable label, and its keyed hash for requestState.
 
-    The hash (:attr:`digest`) names more than the primary key: the account's
-    ``date_joined`` and password hash go into it too, so an account created later
-    with a deleted user's id cannot continue that user's flows or sessions, and a
-    password change ends them (as Django ends the user's login sessions).
+    The hash (:attr:`digest`) names ``date_joined`` and the password hash too, so an account
+    created later with a deleted user's id cannot continue that user's flows or sessions, and
+    a password change ends them (as Django ends the user's login sessions).
     """
 
     __slots__ = ("__dict__", "auth", "label", "user")
@@ -123,10 +123,8 @@ class SessionAuthentication(authentication.BaseAuthentication):
         return user, None
 
 
-# Classes known to read nothing but the Authorization and Cookie headers. Exact
-# classes: a subclass may read anything (a query parameter, the body), so it is
-# run on every request unless it opts in with ``mcp_reads_only_headers = True``
-# in its own class body (see :func:`reads_only_headers`).
+# Classes known to read nothing but the Authorization and Cookie headers. Exact classes:
+# a subclass may read anything (a query parameter, the body) unless it opts in.
 _HEADER_ONLY: frozenset[type] = frozenset(
     {
         SessionAuthentication,
@@ -138,22 +136,13 @@ _HEADER_ONLY: frozenset[type] = frozenset(
 
 
 def reads_only_headers(cls: type) -> bool:
-    """Whether results of ``cls`` may be cached by the Authorization and session cookie values.
-
-    A class opts in by setting ``mcp_reads_only_headers = True`` in its own body
-    (not inherited: a subclass of an opted-in class must opt in again). It must
-    then find the same user for the same two values, and send
-    :func:`mcp_django.auth_cache.principal_changed` when a credential it accepts
-    stops being valid other than by a change to the user row or a DRF token.
-    """
+    """Whether results of ``cls`` may be cached by the Authorization and session cookie values: a
+    class opts in with ``mcp_reads_only_headers = True`` in its own body (docs/index.md)."""
     return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
 
 
 def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
-    """True when every class of the endpoint reads only ``Authorization`` or ``Cookie``.
-
-    Asked on every request: the answer is kept with the endpoint's settings
-    (``endpoint.reads_only_headers``, dropped when they change)."""
+    """True when every class of the endpoint reads only ``Authorization`` or ``Cookie`` (kept with its settings)."""
     return bool((endpoint or mcp_settings.endpoint("default")).reads_only_headers)
 
 
@@ -161,37 +150,28 @@ def _reads_only_headers(endpoint: EndpointSettings) -> bool:
     return all(isinstance(cls, type) and reads_only_headers(cls) for cls in endpoint.AUTHENTICATION_CLASSES)
 
 
-_url_header_names: tuple[str, ...] | None = None
-
-
+@functools.cache
 def url_headers() -> tuple[str, ...]:
     """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
-    global _url_header_names
-    if _url_header_names is None:
-        names = ["host", "x-forwarded-host", "x-forwarded-port"]
-        proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
-        if proxy_ssl:
-            meta_name = str(proxy_ssl[0])
-            names.append(meta_name.removeprefix("HTTP_").lower().replace("_", "-"))
-        _url_header_names = tuple(names)
-    return _url_header_names
+    names = ["host", "x-forwarded-host", "x-forwarded-port"]
+    proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_ssl:
+        names.append(str(proxy_ssl[0]).removeprefix("HTTP_").lower().replace("_", "-"))
+    return tuple(names)
 
 
 def _forget_url_headers(*, setting: str, **kwargs: Any) -> None:
-    global _url_header_names
     if setting == "SECURE_PROXY_SSL_HEADER":
-        _url_header_names = None
+        url_headers.cache_clear()
 
 
 setting_changed.connect(_forget_url_headers, dispatch_uid="mcp_django.auth.url_headers")
 
 
 class Connection:
-    """One connection whose requests are checked more than once (a websocket: its upgrade,
-    then its credentials again before each message), as ``request.mcp_connection``: an
-    authentication class may keep on it what it checked at the upgrade, to hold the later
-    checks to it (a DPoP proof's key: ``mcp_django.contrib.dpop``). It lives as long as the
-    connection."""
+    """A connection whose requests are checked more than once (a websocket), as
+    ``request.mcp_connection``: an authentication class may keep on it what it checked at the
+    upgrade, to hold the later checks to it (a DPoP proof's key: ``mcp_django.contrib.dpop``)."""
 
 
 class AuthenticationFailed(Exception):
@@ -213,13 +193,9 @@ class AuthenticationFailed(Exception):
 
 
 def challenge_for(django_request: Any, drf_request: Request) -> str | None:
-    """What a 401 asks for: a ``Bearer`` challenge pointing at the protected-resource
-    metadata when the endpoint is an OAuth protected resource (what MCP clients follow),
-    otherwise the first configured class's own (DRF's ``Token``, ``Basic``...).
-
-    ``drf_request`` is the Request the classes saw (``django_request`` wrapped): an
-    OAuth class leaves the error it found on it.
-    """
+    """What a 401 asks for: a ``Bearer`` challenge pointing at the protected-resource metadata
+    when the endpoint is an OAuth protected resource (what MCP clients follow), otherwise the
+    first configured class's own. ``drf_request``: the Request the classes saw (with the OAuth error)."""
     endpoint = mcp_settings.for_request(django_request)
     if protected_resource.enabled(endpoint):
         error = getattr(drf_request, "oauth2_error", None) or {}
@@ -259,14 +235,11 @@ def token_model_missing(cls: type) -> bool:
 
 
 def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) -> Principal:
-    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`.
+    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`. ``endpoint``: the
+    settings of the endpoint reached, whose classes run and find them as ``request.mcp_endpoint``.
 
-    ``endpoint``: the settings of the endpoint the request reached; its classes run, and
-    they find them as ``request.mcp_endpoint`` (an OAuth class reads the resource URL there).
-
-    Its connections are the caller's to care for: it runs as a job of the worker pool,
-    which closes stale connections after every job, or in a host's thread, whose
-    connections the host owns (``lifecycle.host_thread``).
+    Its connections are the caller's to care for: the worker pool closes stale ones after
+    every job, and a host's thread's are the host's (``lifecycle.host_thread``).
     """
     if endpoint is not None:
         django_request.mcp_endpoint = endpoint

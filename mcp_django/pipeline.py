@@ -1,38 +1,17 @@
 """The per-call path: what happens to one request, in order, in one file (docs/pipeline.md).
 
-Shaped like Django's middleware: a stage ``stage(call, call_next)`` is built once around the
-rest of the path (``functools.partial(stage, call_next=...)``) for each era and method it
-applies to, and called per request; it acts before and after ``await call_next(call)``, or
-answers without it. Every transport (``transports/http.py``, ``legacy_http.py``,
-``websocket.py``, ``stdio.py``, the test client through ASGI) only reads what arrived, builds
-the :class:`~mcp_django.asks.call.Call` and renders the answer; what a call goes through is here:
-
-    stage                 where                                   module
-    --- the transport: Host, Origin, body; 2026-07-28's headers (check_request); the principal
-        (Pipeline.authenticate); a legacy session found (initialize opens one in the chain) ---
-    result                2026-07-28: resultType and serverInfo   complete_result
-    result _meta          the extensions'                         result_meta; extensions.py
-    database lifecycle    methods that run a handler              database_lifecycle; lifecycle.py
-    limits                tools/call, prompts/get, resources/read limits/stage.py (docs/limits.md)
-    MCP_DJANGO["PIPELINE"], by default:
-      tracing             with OpenTelemetry                      tracing.trace
-      audit               tools/call, prompts/get, resources/read audit; signals.py -> audit.py
-    caching hints         2026-07-28 lists and reads              cache_hints
-    method + authorize    every method (initialize, ping too)     protocol/dispatch.py, permissions.py,
-                                                                  or an extension's (extensions.py)
-    --- a handler runs (Pipeline.handler_chains: the handler stages of the call's era and method) ---
-    an extension's        the tasks extension: 2026-07-28         tasks/methods.py (run_as_task,
-                          tools/call                              extensions.add_handler_stage)
-    handler errors        every handler                           handler_errors
-    request state         2026-07-28                              asks/boundary.py
-    engine                replay (2026-07-28) or live (legacy)    asks/replay.py, asks/live.py
-    exception handler     every error -> JSON-RPC error + status  MCP_DJANGO["EXCEPTION_HANDLER"]
-                                                                  (exception_handler), refusal
+Shaped like Django's middleware: a stage ``stage(call, call_next)`` is bound once around the
+rest of the path for each era and method it applies to, and called per request. The
+transports only read what arrived, build the :class:`~mcp_django.asks.call.Call` and render
+the answer. In order: the request stages (Host, Origin, 2026-07-28's headers, the principal);
+the call stages (OUTER_STAGES, ``MCP_DJANGO["PIPELINE"]``, INNER_STAGES) around the method
+(protocol/dispatch.py or an extension's); the handler stages (the extensions', HANDLER_STAGES)
+around the era's engine (ENGINES); and the exception handler for every error.
 
 Authorization sits inside the audit stage, not before it: a call refused for its
 handler (unknown, forbidden, lacking a scope) is logged like any failed call. The
-request-level checks (headers, then authentication) run before the call exists,
-in the order they always had: the header checks cost nothing and need no database.
+request-level checks run before the call exists: the header checks cost nothing and
+need no database, so they come first.
 """
 
 from __future__ import annotations
@@ -102,26 +81,16 @@ Stage = Callable[..., Awaitable[dict[str, Any]]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
-# -- request stages: before the call exists ---------------------------------------------
-#
-# In their order, every transport running each once (Pipeline.admit, check_request, then
-# Pipeline.authenticate): Host and Origin (HTTP requests of both eras, a websocket's upgrade);
-# 2026-07-28's protocol headers (HTTP) or _meta (every transport); the principal (a legacy
-# session's requests after its session is found). The header checks cost nothing and need no
-# database, so they come first.
+# -- request stages: before the call exists (Pipeline.admit, check_request, Pipeline.authenticate)
 
 
 _host_verdicts: dict[str, bool] = {}
 
 
 def host_allowed(headers: dict[str, str]) -> bool:
-    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding).
-
-    Verdicts are remembered per Host value (a client sends the same one every
-    time); the memory is bounded and dropped when ALLOWED_HOSTS or DEBUG change. A refusal
-    is logged in one line on Django's ``django.security.DisallowedHost`` logger, as Django
-    logs it (without the traceback: :mod:`mcp_django.log_lines`).
-    """
+    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding); a
+    refusal logged as Django logs it. Verdicts are remembered per Host value (a client sends
+    the same one every time), boundedly, until ALLOWED_HOSTS or DEBUG change."""
     host = headers.get("host", "")
     verdict = _host_verdicts.get(host)
     if verdict is None:
@@ -156,50 +125,6 @@ def request_scheme(scheme: str, headers: dict[str, str]) -> str:
     return scheme
 
 
-def same_origin(headers: dict[str, str], scheme: str) -> bool:
-    """A browser page served by this site: the Origin names this request's scheme and host.
-
-    As Django's CSRF check compares them: scheme included (``ftp://`` or ``http://`` at an
-    ``https`` endpoint is another origin), ASCII case aside.
-    """
-    origin = headers.get("origin")
-    host = headers.get("host")
-    return origin is not None and bool(host) and origin.lower() == f"{request_scheme(scheme, headers)}://{host}".lower()
-
-
-def origin_allowed(headers: dict[str, str], scheme: str = "http") -> bool:
-    """No Origin (not a browser), this site's own, or one of ``ALLOWED_ORIGINS``.
-
-    ``scheme`` is the request's transport scheme (http or https).
-    """
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    allowed = mcp_settings.ALLOWED_ORIGINS
-    if "*" in allowed or origin in allowed:
-        return True
-    return same_origin(headers, scheme)
-
-
-def cors_headers(headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
-    """What a browser on another allowed origin is told it may send and read."""
-    origin = headers.get("origin")
-    if origin is None or same_origin(headers, scheme):
-        return []
-    return [
-        ("access-control-allow-origin", origin),
-        ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
-        (
-            "access-control-allow-headers",
-            "content-type, accept, authorization, dpop, mcp-protocol-version, mcp-method, mcp-name, mcp-session-id, "
-            "last-event-id",
-        ),
-        # A browser client reads the challenge and the DPoP nonce (RFC 9449 section 8) too.
-        ("access-control-expose-headers", "mcp-session-id, www-authenticate, dpop-nonce"),
-        ("vary", "origin"),
-    ]
-
-
 def check_request(message: dict[str, Any], headers: dict[str, str] | None, registry: Registry) -> RequestMeta:
     """A 2026-07-28 request's method, ``_meta`` and (over HTTP) the headers that mirror them."""
     method: str = message["method"]
@@ -221,11 +146,7 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     return meta
 
 
-# -- call stages: each takes ``call`` and ``call_next`` (``link`` binds them) -----------------
-#
-# A stage may say which calls it applies to, by attributes: ``eras`` (a set of Era) and
-# ``methods`` (a set of method names); without them it applies to every call. A chain is
-# built once per era and method, of the stages that apply: a call pays only for its own.
+# -- call stages: each takes ``call`` and ``call_next`` (``link`` binds them, ``applies`` picks them)
 
 
 # server_info()'s short form, made once per settings (every 2026-07-28 result carries it; never
@@ -282,9 +203,8 @@ result_meta.applies_to = lambda era, method: bool(extensions.result_meta_for(met
 
 
 async def database_lifecycle(call_next: Next, call: Call) -> dict[str, Any]:
-    """Database connections as Django's handler manages them (see :mod:`mcp_django.lifecycle`),
-    for the methods that run a handler's async code (the others run sync code only in the
-    worker pool, which does it after every job)."""
+    """Database connections as Django's handler manages them (:mod:`mcp_django.lifecycle`), for the
+    methods that run a handler's async code (the worker pool does it after every sync job)."""
     entered = lifecycle.enter()
     try:
         return await call_next(call)
@@ -302,12 +222,8 @@ _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "res
 
 
 async def audit(call_next: Next, call: Call) -> dict[str, Any]:
-    """Run an ask-capable method and send ``call_finished`` with its outcome.
-
-    Rounds, refused states and missing capabilities are sent by the engine as
-    their own events, so they are not sent again here. The audit log's receiver only queues
-    the row, so no database work sits between the result and the client.
-    """
+    """Run an ask-capable method and send ``call_finished`` with its outcome (rounds, refused
+    states and missing capabilities are the engine's own events). The receiver only queues the row."""
     sender = _SENDER[call.method]
     try:
         result = await call_next(call)
@@ -351,21 +267,17 @@ def _error_text(result: dict[str, Any]) -> str:
     return " ".join(texts)[:500]
 
 
-# The protocol's own stages, around and inside the project's (MCP_DJANGO["PIPELINE"]):
-# every result of 2026-07-28 is complete_result's, whatever a stage returned; the database
-# lifecycle wraps the project's stages as Django's request signals wrap its middleware (their
-# async ORM work gets the call's database thread, and the audit's receivers still run in the
-# call's scope); the rate limits (mcp_django.limits) inside it, so that a refused call reaches
-# none of the project's stages and a project's PIPELINE never has to name them; then the
-# project's stages, in their order; then the caching hints, innermost, around the method (the
-# dispatcher's).
+# The protocol's own stages around and inside the project's (docs/pipeline.md): every
+# 2026-07-28 result is complete_result's, whatever a stage returned; the database lifecycle
+# wraps the project's stages as Django's request signals wrap its middleware; a call refused
+# by the rate limits reaches none of the project's stages.
 OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle, limits.limit)
 INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
 
 
 def applies(stage: Any, era: Era, method: str) -> bool:
-    """Whether a stage is in the chain of an era's method (its ``eras`` and ``methods``, or
-    its ``applies_to(era, method)``)."""
+    """Whether a stage is in the chain of an era's method: its ``applies_to(era, method)``, or its
+    ``eras`` and ``methods`` (every call without them)."""
     applies_to = getattr(stage, "applies_to", None)
     if applies_to is not None:
         return bool(applies_to(era, method))
@@ -375,17 +287,15 @@ def applies(stage: Any, era: Era, method: str) -> bool:
 
 
 def link(stage: Any, call_next: Next) -> Next:
-    """``stage`` bound to the rest of the chain. A stage takes ``call`` and ``call_next`` by
-    name, in either order; with ``call_next`` first (as mcp-django's own stages are written) it
-    is bound positionally: a partial bound by keyword costs about 0.2 µs more per stage and call."""
+    """``stage`` bound to the rest of the chain; positionally when ``call_next`` comes first (a partial
+    bound by keyword costs about 0.2 µs more per stage and call)."""
     if next(iter(inspect.signature(stage).parameters), None) == "call_next":
         return partial(stage, call_next)
     return partial(stage, call_next=call_next)
 
 
 def adapted(stage: Stage) -> Stage:
-    """A stage as the chain awaits it: a sync one (a plain function, as a sync Django
-    middleware) runs in a worker thread, and calls the rest of the chain from there."""
+    """A stage as the chain awaits it: a sync one runs in a worker thread, as a sync Django middleware."""
     if asyncio.iscoroutinefunction(stage) or getattr(stage, "async_capable", False):
         return stage
 
@@ -447,9 +357,8 @@ ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run,
 
 
 class PerHandler(dict[Handler, Any]):
-    """What is built for each handler on its first call (its chain, its filters), kept.
-
-    Bounded: handlers registered and removed at run time would otherwise stay referenced here."""
+    """What is built for each handler on its first call (its chain, its filters), kept; bounded, for
+    handlers registered and removed at run time."""
 
     LIMIT = 4096
 
@@ -465,8 +374,7 @@ class PerHandler(dict[Handler, Any]):
 
 
 def _handler_chain(era: Era, method: str, handler: Handler) -> HandlerNext:
-    """The stages around ``handler``'s run for ``era``'s ``method``: the extensions' that concern
-    it, the core's, and the era's engine innermost."""
+    """The extensions' stages that concern ``handler``, the core's, and the era's engine innermost."""
     chain: Any = ENGINES[era]
     for stage in reversed([*extensions.handler_stages(era, method, handler), *dict(HANDLER_STAGES[era]).values()]):
         chain = partial(stage, chain)
@@ -477,12 +385,8 @@ def _handler_chain(era: Era, method: str, handler: Handler) -> HandlerNext:
 
 
 def exception_handler(exc: Exception, call: Call) -> Answer:
-    """A call's error as its answer (the default ``MCP_DJANGO["EXCEPTION_HANDLER"]``): a
-    2026-07-28 error carries its HTTP status and headers; on a legacy session it is a
-    JSON-RPC error in a 200 (or on the session's stream or socket).
-
-    A project's handler may call this one and adjust what it returns, as DRF's do.
-    """
+    """A call's error as its answer (the default ``MCP_DJANGO["EXCEPTION_HANDLER"]``, docs/pipeline.md):
+    a 2026-07-28 error carries its HTTP status and headers; a legacy one is a JSON-RPC error in a 200."""
     if isinstance(exc, MCPError):
         if call.era == Era.MODERN:
             return exc.http_status, jsonrpc.error_response(call.request_id, exc), exc.headers
@@ -497,9 +401,8 @@ def exception_handler(exc: Exception, call: Call) -> Answer:
 
 
 async def answer(handle: Next, call: Call, finished: Callable[[], None] | None = None) -> Answer:
-    """The call's answer: its result, or its error mapped by ``MCP_DJANGO["EXCEPTION_HANDLER"]``.
-    ``handle`` is :meth:`Pipeline.handle` (or a transport's wrapper of it); ``finished``, if
-    given, is called as the call ends (whichever way), in the call's own last step."""
+    """The call's result, or its error mapped by ``MCP_DJANGO["EXCEPTION_HANDLER"]``; ``finished``
+    is called as the call ends, whichever way."""
     try:
         result = await handle(call)
     except Exception as exc:
@@ -517,8 +420,7 @@ def result_answer(request_id: Any, result: dict[str, Any]) -> Answer:
 
 
 def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None = None) -> Answer:
-    """A request refused before or instead of its call (a header, a session, a credential):
-    the error's own HTTP status, whatever the era. A bug is a 500."""
+    """A request refused before or instead of its call: the error's own HTTP status, whatever the era."""
     if isinstance(exc, AuthenticationFailed):
         error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
         headers = [*(extra or []), ("www-authenticate", exc.challenge)] if exc.challenge else extra
@@ -537,8 +439,7 @@ def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None
 
 
 class Pipeline:
-    """The per-call path of one registry: its chains, by era and method, built once (and
-    again when the settings change)."""
+    """The per-call path of one registry: its chains, by era and method, built once (again when the settings change)."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -567,26 +468,36 @@ class Pipeline:
         self.handler_filters.clear()
 
     def admit(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
-        """The first request stage: ``Host`` (Django's ALLOWED_HOSTS) and ``Origin`` (this site's,
-        or ``ALLOWED_ORIGINS``); raises a 403 :class:`MCPError`. Returns the CORS headers a
-        browser on another allowed origin gets (none for a client that is not a browser)."""
+        """The first request stage: ``Host`` (Django's ALLOWED_HOSTS) and ``Origin`` (this site's, or
+        ``ALLOWED_ORIGINS``), else a 403. Returns the CORS headers a browser on another allowed origin gets."""
         if not host_allowed(headers):
             raise MCPError(INVALID_REQUEST, "Host not allowed", http_status=403)
+        origin = headers.get("origin")
+        host = headers.get("host")
         # Most MCP clients are not browsers: no Origin, nothing to check and no CORS headers.
-        if "origin" not in headers:
+        # This site's own page: the Origin names the request's scheme and host, as Django's
+        # CSRF check compares them (scheme included, ASCII case aside).
+        if origin is None or (host and origin.lower() == f"{request_scheme(scheme, headers)}://{host}".lower()):
             return []
-        if not origin_allowed(headers, scheme):
+        allowed = mcp_settings.ALLOWED_ORIGINS
+        if "*" not in allowed and origin not in allowed:
             raise MCPError(INVALID_REQUEST, "Origin not allowed", http_status=403)
-        return cors_headers(headers, scheme)
+        return [
+            ("access-control-allow-origin", origin),
+            ("access-control-allow-methods", "POST, GET, DELETE, OPTIONS"),
+            (
+                "access-control-allow-headers",
+                "content-type, accept, authorization, dpop, mcp-protocol-version, mcp-method, mcp-name, "
+                "mcp-session-id, last-event-id",
+            ),
+            # A browser client reads the challenge and the DPoP nonce (RFC 9449 section 8) too.
+            ("access-control-expose-headers", "mcp-session-id, www-authenticate, dpop-nonce"),
+            ("vary", "origin"),
+        ]
 
     async def authenticate(self, req: Any, request: Any) -> Principal:
-        """The caller (:class:`~mcp_django.auth.Principal`); raises :class:`AuthenticationFailed` (401)
-        when it may not in, :class:`Unavailable` (503) when the database does not answer.
-
-        ``req`` is the transport's :class:`~mcp_django.transports.http_io.HttpIn`; ``request``
-        the Django request, or a callable that builds it (only when the credentials are not
-        in the principal cache).
-        """
+        """The caller, or :class:`AuthenticationFailed` (401) or :class:`Unavailable` (503). ``req``: the
+        transport's ``HttpIn``; ``request``: the Django request, or a callable that builds it when needed."""
         endpoint = self.registry.settings  # its authentication classes and anonymous policy
         headers = req.headers
         if "authorization" not in headers and "cookie" not in headers and endpoint.reads_only_headers:
@@ -606,13 +517,11 @@ class Pipeline:
             else:
                 if callable(request):
                     request = request()
-                # Waiting for another request's authentication counts against this one's
-                # bound: a hung database must not hold it for twice AUTH_TIMEOUT.
+                # Bounded, the wait for another request's authentication included: a hung
+                # database (a stopped server does not even let statement_timeout fire) must
+                # not hold the request; the thread is freed when the database answers or fails.
                 budget = mcp_settings.AUTH_TIMEOUT - waited
                 try:
-                    # Bounded: a hung database (a stopped server does not even let
-                    # statement_timeout fire) must not hold the request; the thread
-                    # is freed when the database answers or its connection fails.
                     if budget <= 0:
                         raise TimeoutError
                     with principal_cache.leading(key):
@@ -630,7 +539,6 @@ class Pipeline:
         return principal
 
     def handle(self, call: Call) -> Awaitable[dict[str, Any]]:
-        """The result of one call, or the error its stages raised."""
         # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
         call.endpoint = self.registry.settings
         call.registry = self.registry
@@ -640,9 +548,7 @@ class Pipeline:
         return chain(call)
 
     async def notified(self, call: Call) -> None:
-        """A notification (``call.request_id`` None) through its chain, like a call's; nothing
-        answers it, so an error is only logged (an unknown one is ignored). An outage raises:
-        HTTP answers it 503."""
+        """A notification through its chain: an error only logged (an unknown one ignored); an outage raises (503)."""
         try:
             await self.handle(call)
         except Unavailable:
