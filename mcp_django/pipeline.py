@@ -569,9 +569,12 @@ _pipelines: weakref.WeakSet[Pipeline] = weakref.WeakSet()
 
 
 def rebuild_all() -> None:
-    """Build every pipeline's chains again (a stage's ``applies_to`` changed its answer)."""
+    """Build every pipeline's chains again (MCP_DJANGO, or a stage's ``applies_to`` answer, changed)."""
     for pipeline in list(_pipelines):
-        pipeline.build()
+        try:
+            pipeline.build()
+        except ImproperlyConfigured:
+            pass  # a bad entry (system check E020): the chains stay as they were
 
 
 def _rebuild(*, setting: str, **kwargs: Any) -> None:
@@ -582,11 +585,7 @@ def _rebuild(*, setting: str, **kwargs: Any) -> None:
             extensions.load(mcp_settings.EXTENSIONS)
         except ImproperlyConfigured:
             pass  # a bad entry (system check E022): the extensions stay as they were
-        for pipeline in list(_pipelines):
-            try:
-                pipeline.build()
-            except ImproperlyConfigured:
-                pass  # a bad entry (system check E020): the chains stay as they were
+        rebuild_all()
 
 
 setting_changed.connect(_rebuild)

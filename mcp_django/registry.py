@@ -57,10 +57,8 @@ DEFAULT_ENDPOINT = endpoint_table.DEFAULT
 
 
 class ToolTable(MutableMapping[str, Tool]):
-    """A registry's tools by name, with the views registered by dotted path built when first needed:
-    by an unknown name, a listing or the length (under a lock), their tools taking their
-    registrations' places. A view that cannot be built stays waiting and raises again (E015).
-    """
+    """A registry's tools by name; views registered by dotted path are built (under a lock) when an
+    unknown name, a listing or the length first needs them. One that cannot be built stays waiting (E015)."""
 
     def __init__(self, duplicates: list[tuple[str, str, str]]) -> None:
         # The tools built so far: a call's lookup reads it directly (a plain dict get).
@@ -71,8 +69,6 @@ class ToolTable(MutableMapping[str, Tool]):
         self._count = 0
         self._lock = threading.RLock()
         self._duplicates = duplicates
-
-    # -- registration -------------------------------------------------------------------
 
     def add(self, tool: Tool) -> bool:
         """Register ``tool``; False (and a duplicate recorded) when its name is another's already."""
@@ -135,8 +131,6 @@ class ToolTable(MutableMapping[str, Tool]):
     def built(self) -> dict[str, Tool]:
         """The tools there now, without building waiting views (for the system checks)."""
         return self.ready
-
-    # -- the mapping ----------------------------------------------------------------------
 
     @overload
     def get(self, name: str, /) -> Tool | None: ...
@@ -276,10 +270,8 @@ class Registry:
             listener(listing)
 
     def resource_updated(self, uri: str) -> None:
-        """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``).
-
-        Callable from any thread, without waiting; every worker hears it through the Channels layer.
-        """
+        """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``),
+        from any thread, without waiting; every worker hears it through the Channels layer."""
         resource_updates.announce_soon(uri)
 
     async def aresource_updated(self, uri: str) -> None:
@@ -287,10 +279,8 @@ class Registry:
         await resource_updates.announce(uri)
 
     def remove(self, listing: str, key: str) -> Handler | None:
-        """Unregister a tool, prompt, resource or template (by name, or URI for resources).
-
-        ``listing`` names its list: "tools", "prompts", "resources" or "templates".
-        """
+        """Unregister a tool, prompt, resource or template (by name, or URI for resources) from
+        ``listing``: "tools", "prompts", "resources" or "templates"."""
         table: MutableMapping[str, Any] = getattr(self, listing)
         removed = table.pop(key, None)
         if removed is not None:
@@ -632,10 +622,8 @@ _HINTS = {
 def tool_annotations(
     annotations: dict[str, Any] | None, *, title: str | None, owner: str, **hints: bool | None
 ) -> dict[str, Any] | None:
-    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}``.
-
-    The title is repeated as ``annotations.title``, where 2025-03-26 clients read it.
-    """
+    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}``;
+    the title repeated as ``annotations.title``, where 2025-03-26 clients read it."""
     out = dict(annotations or {})
     for keyword, value in hints.items():
         if value is None:

@@ -30,7 +30,7 @@ from .jsonrpc import (
     notification,
     storable,
 )
-from .legacy import initialize_result, server_capabilities, server_info, too_many_subscriptions
+from .legacy import server_described, server_info, too_many_subscriptions
 from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
@@ -151,14 +151,10 @@ class Dispatcher:
     # -- methods ------------------------------------------------------------------------
 
     async def discover(self, call: Call) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "supportedVersions": list(ALL_VERSIONS),
-            "capabilities": server_capabilities(Era.MODERN),
-            "_meta": {META_SERVER_INFO: server_info(call.version, _icons(call))},
-        }
-        if mcp_settings.INSTRUCTIONS:
-            result["instructions"] = mcp_settings.INSTRUCTIONS
-        return result
+        info = server_info(call.version, _icons(call))
+        return server_described(
+            Era.MODERN, {"supportedVersions": list(ALL_VERSIONS), "_meta": {META_SERVER_INFO: info}}
+        )
 
     async def list_tools(self, call: Call) -> dict[str, Any]:
         if self.registry.tools.waiting:
@@ -289,7 +285,10 @@ class Dispatcher:
     async def initialize(self, call: Call) -> dict[str, Any]:
         """The handshake: the transport's session control opens the session; this says what the server is."""
         record = await call.control.open(call)
-        return initialize_result(record, lambda: call.request, self.registry.settings)
+        icons = icon_base(record.version, lambda: call.request, self.registry.settings.RESOURCE_URL)
+        return server_described(
+            Era.LEGACY, {"protocolVersion": record.version, "serverInfo": server_info(record.version, icons)}
+        )
 
     async def ping(self, call: Call) -> dict[str, Any]:
         return {}
@@ -504,8 +503,7 @@ class _NoAsks:
     async def resolve(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
 
-    async def resolve_one(self, ask: Any) -> Any:
-        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+    resolve_one = resolve
 
     def resolve_blocking(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")

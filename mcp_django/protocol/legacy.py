@@ -22,7 +22,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,8 +30,8 @@ from django.core.signals import setting_changed
 
 from .. import __version__, extensions
 from ..breaker import Breaker, is_outage
-from ..conf import EndpointSettings, mcp_settings
-from ..icons import IconBase, icon_base, revision_has_icons
+from ..conf import mcp_settings
+from ..icons import IconBase, revision_has_icons
 from ..keyring import b64decode, b64encode, keyring
 from .jsonrpc import InvalidParams, MCPError, Unavailable, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
@@ -59,7 +59,8 @@ def server_info(version: str | None = None, icons: IconBase | None = None) -> di
     return info
 
 
-def server_capabilities(era: Era) -> dict[str, Any]:
+def server_described(era: Era, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` (``initialize``'s or ``server/discover``'s) with the server's capabilities and instructions."""
     caps: dict[str, Any] = {
         "tools": {"listChanged": True},
         "prompts": {"listChanged": True},
@@ -69,7 +70,10 @@ def server_capabilities(era: Era) -> dict[str, Any]:
     }
     if era == Era.LEGACY:
         caps["logging"] = {}
-    return extensions.capabilities(era, caps)
+    result["capabilities"] = extensions.capabilities(era, caps)
+    if mcp_settings.INSTRUCTIONS:
+        result["instructions"] = mcp_settings.INSTRUCTIONS
+    return result
 
 
 _TOKEN_PREFIX = "s1"
@@ -140,21 +144,6 @@ def read_initialize(params: Any, principal: str, endpoint: str = "default") -> S
         expires_at=int(time.time()) + mcp_settings.SESSION_LIFETIME,
         endpoint=endpoint,
     )
-
-
-def initialize_result(
-    record: SessionRecord, request: Callable[[], Any] | None = None, endpoint: EndpointSettings | None = None
-) -> dict[str, Any]:
-    """``request`` builds the Django request (for icon URLs); ``endpoint``: the answering endpoint's settings."""
-    resource = (endpoint or mcp_settings).RESOURCE_URL
-    result: dict[str, Any] = {
-        "protocolVersion": record.version,
-        "capabilities": server_capabilities(Era.LEGACY),
-        "serverInfo": server_info(record.version, icon_base(record.version, request, resource)),
-    }
-    if mcp_settings.INSTRUCTIONS:
-        result["instructions"] = mcp_settings.INSTRUCTIONS
-    return result
 
 
 class SessionControl(Protocol):
