@@ -90,11 +90,8 @@ _CORE_MODERN_METHODS = frozenset(MODERN_METHODS)
 
 
 def add_method(name: str, run: Run, *, eras: Iterable[Era] = ALL_ERAS, cache_hints: bool = False) -> None:
-    """Serve ``name``: ``await run(call)`` is its result (raise an ``MCPError`` to refuse).
-
-    ``eras``: the revisions that have it (a 2026-07-28 method is also a valid ``Mcp-Method``);
-    ``cache_hints``: its 2026-07-28 result carries ``ttlMs`` and ``cacheScope``.
-    """
+    """Serve ``name``: ``await run(call)`` is its result (raise an ``MCPError`` to refuse), in ``eras``;
+    ``cache_hints``: its 2026-07-28 result carries ``ttlMs`` and ``cacheScope``."""
     registered.methods[name] = Method(run, frozenset(eras), cache_hints)
     if Era.MODERN in eras:
         MODERN_METHODS.add(name)
@@ -144,10 +141,8 @@ def add_handler_stage(
     eras: Iterable[Era] = ALL_ERAS,
     applies: Applies = None,
 ) -> None:
-    """A stage around a handler's run, for ``methods`` (of ``tools/call``, ``prompts/get``,
-    ``resources/read``): ``stage(next, handler, arguments, call)`` returns the
-    :class:`~mcp_django.asks.replay.Outcome` of ``await next(handler, arguments, call)``, or one
-    of its own. ``applies(handler)`` False leaves the stage out of that handler's chains."""
+    """``stage(next, handler, arguments, call)`` around a handler's run for ``methods``, returning an
+    ``Outcome`` (``next``'s or its own); ``applies(handler)`` False leaves that handler's chains without it."""
     registered.handler_stages.append((stage, frozenset(eras), frozenset(methods), applies))
 
 
@@ -173,10 +168,8 @@ def add_listen_topic(
     notification: str,
     kind: str,
 ) -> None:
-    """``subscriptions/listen``'s ``notifications[field]``: ``agree(call, value)`` gives the keys
-    agreed to (or raises an ``MCPError``); then, for each change of ``kind`` announced through
-    :mod:`mcp_django.resource_updates` with an agreed key, ``await push(call, key)`` gives the
-    params of the ``notification`` sent to the stream (None: nothing to send this listener)."""
+    """``subscriptions/listen``'s ``notifications[field]``: ``agree(call, value)`` gives the keys agreed to;
+    for each change of ``kind`` to one, ``await push(call, key)`` gives the ``notification``'s params (or None)."""
     registered.listen_topics[field] = ListenTopic(agree, push, notification, kind)
 
 

@@ -6,7 +6,7 @@ import inspect
 import re
 import sys
 import threading
-from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, MutableMapping, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence, ValuesView
 from typing import Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -175,17 +175,10 @@ class ToolTable(MutableMapping[str, Tool]):
         self.resolve()
         return len(self.ready)
 
-    def keys(self) -> KeysView[str]:
-        self.resolve()
-        return self.ready.keys()
-
     def values(self) -> ValuesView[Tool]:
+        # The built dict's own view: a listing reads every tool without a lookup each.
         self.resolve()
         return self.ready.values()
-
-    def items(self) -> ItemsView[str, Tool]:
-        self.resolve()
-        return self.ready.items()
 
     def __repr__(self) -> str:
         waiting = f", waiting for {[ref.path for _, ref in self._waiting]}" if self._waiting else ""
