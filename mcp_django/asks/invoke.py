@@ -17,14 +17,12 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from ..conf import mcp_settings
-from ..handlers import Handler
 from ..lifecycle import close_stale, host_thread
 from ..protocol.jsonrpc import MCPError
 from ..signals import observer
 from . import guard
 from .asking import current_context
-from .call import Call
-from .context import AsyncContext, Backend, Context, SyncContext
+from .context import Context
 
 T = TypeVar("T")
 
@@ -87,7 +85,10 @@ class WorkerPool:
                     self._threads -= 1
                 else:
                     self._idle += 1
-            _hand_back(loop, future, result, error)
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:
+                pass  # the loop is closed: nobody is waiting any more
             # Nothing of the job stays with the idle thread until the next job comes.
             del loop, future, run, result, error
             close_stale()
@@ -128,15 +129,6 @@ class WorkerPool:
                     self._threads += 1
 
 
-def _hand_back(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None
-) -> None:
-    try:
-        loop.call_soon_threadsafe(_settle, future, result, exc)
-    except RuntimeError:
-        pass  # the loop is closed: nobody is waiting any more
-
-
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
     if future.done():  # the awaiting call was cancelled
         return
@@ -167,11 +159,6 @@ def start_task(coro: Any) -> asyncio.Task[Any]:
     if EAGER_TASKS:
         return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
     return loop.create_task(coro)
-
-
-def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str, str] | None) -> Context:
-    cls = AsyncContext if handler.is_async else SyncContext
-    return cls(call, backend, state)
 
 
 async def run_in_thread(func: Callable[..., T], *args: Any) -> T:

@@ -24,10 +24,11 @@ from ..handlers import Handler
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
-from .asking import scoped
+from .asking import Scoped
 from .call import Call
+from .context import AsyncContext, SyncContext
 from .errors import ClientError, MissingCapability, escaped
-from .invoke import invoke, make_context, parked, wait_in_thread
+from .invoke import invoke, parked, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
@@ -173,17 +174,8 @@ class LiveBackend:
         for future in list(self._blocking):
             future.cancel()
 
-    def _key(self, ask: Ask) -> str:
-        """The ask's key, derived as under 2026-07-28 (the same question twice: ``key``, ``key-2``)."""
-        if ask.key:
-            return ask.key
-        base = ask.default_key()
-        n = self._default_keys.get(base, 0) + 1
-        self._default_keys[base] = n
-        return base if n == 1 else f"{base}-{n}"
-
     async def _ask(self, ask: Ask) -> Any:
-        key = self._key(ask)
+        key = ask.key_among(self._default_keys)
         outcome = "error"
         asked_at = time.perf_counter()
         # The wait for the client is a child span of the call (the ask itself is not recorded).
@@ -225,11 +217,11 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
     backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
-    ctx = make_context(handler, call, backend, {})
+    ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend)
     try:
         running = invoke(handler, handler.kwargs(arguments, ctx), ctx)
         # An async handler's tasks made of an ask run the ask's own coroutine (see asking.Scoped).
-        value = await (scoped(running) if handler.is_async else running)
+        value = await (Scoped(running, backend.loop) if handler.is_async else running)
     except Exception as exc:
         if backend.missing and escaped(exc) is not None:
             # Every capability the call's asks lacked, not only the one that escaped.

@@ -60,6 +60,15 @@ class Ask:
     def default_key(self) -> str:
         return f"{self.type}-{self.digest[:12]}"
 
+    def key_among(self, counts: dict[str, int]) -> str:
+        """The key this ask travels under, in both eras: the same question asked twice in one
+        attempt without ``key=`` gets distinct, deterministic keys (``key``, ``key-2``)."""
+        if self.key:
+            return self.key
+        base = self.default_key()
+        n = counts[base] = counts.get(base, 0) + 1
+        return base if n == 1 else f"{base}-{n}"
+
     def wire(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params if self.retry is None else self.sent_params()}
 
