@@ -180,10 +180,6 @@ def start(handler: Any) -> Recorder | None:
     return recorder
 
 
-def recording() -> bool:
-    return current.get() is not None
-
-
 async def report(recorders: list[Recorder], call: Any) -> None:
     """Attempts that ended with input_required: their writes will be made again next round."""
     writes = [write for recorder in recorders for write in recorder.writes]

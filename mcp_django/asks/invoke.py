@@ -198,7 +198,7 @@ def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
 
 def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
     """A sync handler under the replay guard, or in a transaction (``atomic=``)."""
-    if guard.recording():
+    if guard.current.get() is not None:
         guard.install()  # the watcher goes on this thread's connections
     alias = getattr(handler, "atomic", None)
     if not alias:
@@ -215,7 +215,7 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
     watching = observer.get()
     if watching is not None:  # a harness counts the handler's runs
         watching.ran(handler)
-    token = current_context.set(ctx)  # context.bind(ctx), inline: every call's path
+    token = current_context.set(ctx)
     try:
         if handler.is_async:
             coro = handler.func(**kwargs)
@@ -225,7 +225,7 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
             return await coro
         ctx.loop = asyncio.get_running_loop()
         # getattr: completers come here too, as a bare stand-in for a handler.
-        if getattr(handler, "atomic", None) or guard.recording():
+        if getattr(handler, "atomic", None) or guard.current.get() is not None:
             return await run_in_thread(_run_sync, handler, kwargs, ctx)
         return await run_in_thread(lambda: handler.func(**kwargs))
     finally:

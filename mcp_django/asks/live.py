@@ -63,9 +63,7 @@ class LiveSession:
         # Set by a transport whose response stream the server may close early (legacy SSE).
         self.close_stream: Callable[[], None] | None = None
 
-    async def request(
-        self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None, key: str | None = None
-    ) -> Any:
+    async def request(self, call: Call, method: str, params: dict[str, Any], key: str) -> Any:
         """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`.
         ``key`` is told to the context's ``signals.observer`` (the wire has no place for it)."""
         if call.notify is None:
@@ -74,7 +72,7 @@ class LiveSession:
                 f"cannot send {method}: this connection carries no server-to-client requests "
                 "(a Streamable HTTP client must accept text/event-stream)",
             )
-        timeout = mcp_settings.ASK_TIMEOUT if timeout is None else timeout
+        timeout = mcp_settings.ASK_TIMEOUT
         version = getattr(self.record, "version", None)
         if method == "elicitation/create" and isinstance(version, str):
             # Rewritten for older revisions, or refused before anything is sent.
@@ -83,7 +81,7 @@ class LiveSession:
         async with call.ask_guard() if call.ask_guard is not None else contextlib.nullcontext():
             request_id, reply = self.replies.open()
             watching = observer.get()
-            if watching is not None and key is not None:
+            if watching is not None:
                 watching.asking(request_id, key)
             try:
                 notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -184,7 +182,7 @@ class LiveBackend:
         try:
             for tries in itertools.count(1):
                 params = ask.sent_params() if span is None else trace.ask_params(span, ask.sent_params())
-                raw = await self.call.session.request(self.call, ask.method, params, key=key)
+                raw = await self.call.session.request(self.call, ask.method, params, key)
                 try:
                     value = ask.parse(key, raw)
                     break

@@ -60,7 +60,6 @@ class Attempt:
         task.add_done_callback(self._finished)
         if self.parked:
             self._check()
-            self._arm()
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self.parked.discard(task)
@@ -76,13 +75,6 @@ class Attempt:
         if task is not None:
             self.parked.add(task)
         self._check()
-        self._arm()
-
-    def _arm(self) -> None:
-        # Other branches still run: wait, but not for ever: a branch may wait for what only the
-        # next round brings (another branch's answer), which nothing here tells from a slow query.
-        if self.woken is not None and not self.woken.done() and self.timer is None:
-            self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
 
     def _check(self) -> None:
         if self.woken is None or self.woken.done():
@@ -91,7 +83,12 @@ class Attempt:
         waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
         for task in branches:
             if not (task.done() or task in self.parked or task in waiting):
-                return  # still running (a query, an HTTP call, a sleep): it may ask in this round
+                # Still running (a query, an HTTP call, a sleep): it may ask in this round. Waited
+                # for, but not for ever: it may wait for what only the next round brings (another
+                # branch's answer), which nothing here tells from a slow query.
+                if self.timer is None:
+                    self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
+                return
         self.wake()
 
     def wake(self) -> None:
