@@ -179,9 +179,10 @@ class LiveBackend:
         # The wait for the client is a child span of the call (the ask itself is not recorded).
         trace = self.call.trace
         span = trace.ask_started(ask.method, key) if trace is not None else None
+        sent = ask
         try:
             for tries in itertools.count(1):
-                params = ask.sent_params() if span is None else trace.ask_params(span, ask.sent_params())
+                params = sent.params if span is None else trace.ask_params(span, sent.params)
                 raw = await self.call.session.request(self.call, ask.method, params, key)
                 try:
                     value = ask.parse(key, raw)
@@ -190,7 +191,7 @@ class LiveBackend:
                     # A form filled in wrongly is sent again, saying what was wrong (-32602 after a few).
                     if tries > MAX_REASKS:
                         raise
-                    ask = ask.again(exc.problem)
+                    sent = ask.again(exc.problem)
             action = raw.get("action") if isinstance(raw, dict) else None
             outcome = {"decline": "declined", "cancel": "cancelled"}.get(str(action), "answered")
             return value
