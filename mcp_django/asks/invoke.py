@@ -141,12 +141,7 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 # A principal has too many sync calls waiting for a client.
 TOO_MANY_WAITING = -32005
 
-_pool = WorkerPool()
-
-
-def parked(principal: str) -> contextlib.AbstractContextManager[None]:
-    """Wrap a sync handler's wait for a client (see :meth:`WorkerPool.parked`)."""
-    return _pool.parked(principal)
+pool = WorkerPool()
 
 
 # Eager tasks (Python 3.12+) run to their first wait when created.
@@ -169,7 +164,7 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
         return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)  # type: ignore[call-overload]
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
-    _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
+    pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
     try:
         return await future
     finally:

@@ -28,7 +28,7 @@ from .asking import Scoped
 from .call import Call
 from .context import AsyncContext, SyncContext
 from .errors import ClientError, MissingCapability, escaped
-from .invoke import invoke, parked, wait_in_thread
+from .invoke import invoke, pool, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
@@ -150,7 +150,7 @@ class LiveBackend:
             finally:
                 over.set_result(None)
 
-        with parked(self.call.principal.label):
+        with pool.parked(self.call.principal.label):
             future = asyncio.run_coroutine_threadsafe(asking(), self.loop)
             self._blocking.add(future)
             try:

@@ -133,7 +133,7 @@ class ReplayBackend:
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
         self.closed = False
-        # The handler's own coroutine while its first step runs eagerly (see resolve()).
+        # The handler's own coroutine while its first step runs eagerly (see _unanswered()).
         self.first_step: Any = None
         self._default_keys: dict[str, int] = {}
 
