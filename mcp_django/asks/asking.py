@@ -104,8 +104,16 @@ class _Adopting:
         return task
 
 
-# The factory made last, over the host factory it was made for (see Scoped._step).
+# The factory made last, over the host factory it was made for: one per loop in practice.
 _last = _Adopting(None)
+
+
+def _over(host: Any) -> _Adopting:
+    global _last
+    ours = _last
+    if ours.host is not host:
+        ours = _last = _Adopting(host)
+    return ours
 
 
 class Scoped(Coroutine[Any, Any, T]):
@@ -123,25 +131,29 @@ class Scoped(Coroutine[Any, Any, T]):
         self._loop = loop
 
     def send(self, value: Any) -> Any:
-        return self._step(self._coro.send, value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._step(self._coro.throw, *args)
-
-    def _step(self, advance: Callable[..., Any], *args: Any) -> Any:
         loop = self._loop
         host = loop.get_task_factory()
         if type(host) is _Adopting:  # inside a step already (an eager task started by its parent)
-            return advance(*args)
-        global _last
-        ours = _last
-        if ours.host is not host:  # one per loop in practice: made again only for another host
-            ours = _last = _Adopting(host)
+            return self._coro.send(value)
+        ours = _over(host)
         loop.set_task_factory(ours)
         try:
-            return advance(*args)
+            return self._coro.send(value)
         finally:
             if loop.get_task_factory() is ours:  # unless the handler set one of its own meanwhile
+                loop.set_task_factory(host)
+
+    def throw(self, *args: Any) -> Any:
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:
+            return self._coro.throw(*args)
+        ours = _over(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.throw(*args)
+        finally:
+            if loop.get_task_factory() is ours:
                 loop.set_task_factory(host)
 
     def close(self) -> None:
