@@ -138,7 +138,7 @@ async def test_pending_sync_asks_of_one_user_do_not_starve_another(live_url: str
                 await client.delete(live_url, headers=headers)
                 for response in pending:
                     await response.aclose()
-            await _wait_until(lambda: not invoke._pool._parked, 20)
+            await _wait_until(lambda: not invoke.pool._parked, 20)
             await _settled(64)
 
 
@@ -159,7 +159,7 @@ async def test_a_user_beyond_the_bound_of_waiting_calls_gets_an_error(live_url: 
                 await client.delete(live_url, headers=headers)
                 for response in pending:
                     await response.aclose()
-            await _wait_until(lambda: not invoke._pool._parked, 20)
+            await _wait_until(lambda: not invoke.pool._parked, 20)
             await _settled(2)
 
 
@@ -169,10 +169,10 @@ async def test_a_dropped_legacy_client_frees_its_thread(live_url: str, tokens: t
         async with httpx.AsyncClient(timeout=20) as client:
             headers = await _session(client, live_url, tokens[0])
             response = await _park(client, live_url, headers, 1, "legacytest_block")
-            assert sum(invoke._pool._parked.values()) == 1
+            assert sum(invoke.pool._parked.values()) == 1
             await response.aclose()
             # Before: the thread stayed parked until ASK_TIMEOUT (300 s).
-            await _wait_until(lambda: fx.ABORTED.is_set() and not invoke._pool._parked, 10)
+            await _wait_until(lambda: fx.ABORTED.is_set() and not invoke.pool._parked, 10)
             await _settled(1)
 
 

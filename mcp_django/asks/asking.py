@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 T = TypeVar("T")
@@ -17,6 +17,13 @@ T = TypeVar("T")
 
 # The ctx of the handler running in this context (``mcp_django.get_context()`` reads it).
 current_context: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_django_context", default=None)
+
+
+def _refusing(use: str) -> Callable[..., NoReturn]:
+    def refuse(self: Asking[Any], *args: Any) -> NoReturn:
+        self._refuse(use)
+
+    return refuse
 
 
 class Asking(Coroutine[Any, Any, T]):
@@ -58,39 +65,12 @@ class Asking(Coroutine[Any, Any, T]):
 
     # Hidden from type checkers, so that mypy's truthy-bool sees the mistake statically too.
     if not TYPE_CHECKING:
-
-        def __bool__(self):
-            self._refuse("used as a boolean")
-
-        def __eq__(self, other):
-            self._refuse("compared")
-
-        def __ne__(self, other):
-            self._refuse("compared")
-
-        def __lt__(self, other):
-            self._refuse("compared")
-
-        def __le__(self, other):
-            self._refuse("compared")
-
-        def __gt__(self, other):
-            self._refuse("compared")
-
-        def __ge__(self, other):
-            self._refuse("compared")
-
-        def __iter__(self):
-            self._refuse("iterated")
-
-        def __len__(self):
-            self._refuse("measured")
-
-        def __contains__(self, item):
-            self._refuse("searched")
-
-        def __getitem__(self, item):
-            self._refuse("indexed")
+        __bool__ = _refusing("used as a boolean")
+        __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refusing("compared")
+        __iter__ = _refusing("iterated")
+        __len__ = _refusing("measured")
+        __contains__ = _refusing("searched")
+        __getitem__ = _refusing("indexed")
 
         def __getattr__(self, name):
             if name.startswith(("cr_", "gi_")):  # a coroutine's introspection (task reprs, debuggers)
@@ -192,8 +172,3 @@ class Scoped(Coroutine[Any, Any, T]):
     def __getattr__(self, name: str) -> Any:
         # A coroutine's introspection (cr_code, __qualname__: task reprs, debuggers, task factories).
         return getattr(self._coro, name)
-
-
-def scoped(coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop | None = None) -> Scoped[T]:
-    """``coro``, to run as a task or be awaited, with the tasks it starts found (see :class:`Scoped`)."""
-    return Scoped(coro, asyncio.get_running_loop() if loop is None else loop)

@@ -149,18 +149,9 @@ class Call:
         value = self.params.get("uri" if self.method == "resources/read" else "name")
         return value if isinstance(value, str) else ""
 
-    def event(
-        self,
-        kind: str,
-        *,
-        since: float | None = None,
-        round: int | None = None,
-        asks: dict[str, str] | None = None,
-        reason: str = "",
-        outcome: str = "",
-    ) -> Event:
-        """A :class:`mcp_django.signals.Event` about this call; its duration runs from ``since``
-        (by default the call's start) until now."""
+    def event(self, kind: str, *, since: float | None = None, **details: Any) -> Event:
+        """A :class:`mcp_django.signals.Event` about this call (``details``: its ``round``, ``asks``,
+        ``reason``, ``outcome``); its duration runs from ``since`` (by default the call's start) until now."""
         started = self.started if since is None else since
         return Event(
             kind=kind,
@@ -172,22 +163,16 @@ class Call:
             request_id=self.request_id,
             client_address=self.client_address,
             version=self.version,
-            round=round,
-            asks={} if asks is None else asks,
-            reason=reason,
-            outcome=outcome,
             duration_ms=(time.perf_counter() - started) * 1000,
             endpoint=self.endpoint.name if self.endpoint is not None else "default",
+            **details,
         )
 
     def wants_log(self, level: str) -> bool:
-        if self.notify is None:
-            return False
-        threshold = self.log_level
-        if threshold is None:
-            # 2026-07-28: no logLevel in _meta means the client wants no log messages.
+        # 2026-07-28: no logLevel in _meta means the client wants no log messages.
+        if self.notify is None or self.log_level is None:
             return False
         try:
-            return LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)
+            return LOG_LEVELS.index(level) >= LOG_LEVELS.index(self.log_level)
         except ValueError:
             return True

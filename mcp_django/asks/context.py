@@ -9,7 +9,6 @@ so a type checker (mypy's ``truthy-bool``) sees a forgotten ``await``.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -24,8 +23,6 @@ from .questions import Ask, ElicitResult, Root, SampleResult
 if TYPE_CHECKING:
     from django.http import HttpRequest
     from rest_framework.request import Request
-
-_current: contextvars.ContextVar[Context | None] = current_context
 
 
 class Backend(Protocol):
@@ -48,7 +45,14 @@ class State(dict[str, str]):
     __slots__ = ()
 
     def __setitem__(self, key: str, value: str) -> None:
-        super().__setitem__(*_checked(key, value))
+        if not isinstance(key, str):
+            raise TypeError(f"ctx.state keys must be strings, not {type(key).__name__}")
+        if not isinstance(value, str):
+            raise TypeError(
+                f"ctx.state[{key!r}] must be a string, not {type(value).__name__}: "
+                "state travels between attempts as strings (encode other values, e.g. with json.dumps)"
+            )
+        super().__setitem__(key, value)
 
     def setdefault(self, key: str, default: str = "") -> str:
         if key not in self:
@@ -62,17 +66,6 @@ class State(dict[str, str]):
     def __ior__(self, other: Any) -> State:  # type: ignore[override,misc]
         self.update(other)
         return self
-
-
-def _checked(key: Any, value: Any) -> tuple[str, str]:
-    if type(key) is not str and not isinstance(key, str):
-        raise TypeError(f"ctx.state keys must be strings, not {type(key).__name__}")
-    if type(value) is not str and not isinstance(value, str):
-        raise TypeError(
-            f"ctx.state[{key!r}] must be a string, not {type(value).__name__}: "
-            "state travels between attempts as strings (encode other values, e.g. with json.dumps)"
-        )
-    return key, value
 
 
 class Context:
@@ -92,9 +85,8 @@ class Context:
 
     @state.setter
     def state(self, value: Mapping[str, str]) -> None:
-        fresh = State()
-        fresh.update(value)
-        self._state = fresh
+        self._state = State()
+        self._state.update(value)
 
     # -- the caller -------------------------------------------------------------------
 
@@ -327,4 +319,4 @@ def get_context(request: HttpRequest | Request | None = None) -> Context | None:
         found = getattr(request, "mcp_context", None)
         if found is not None:
             return found
-    return _current.get()
+    return current_context.get()

@@ -25,24 +25,20 @@ class MissingCapability(MCPError):
     def __init__(self, capabilities: Iterable[str]) -> None:
         names = list(dict.fromkeys(capabilities))
         self.capabilities = names
+        # ["elicitation.form", "sampling"] -> {"elicitation": {"form": {}}, "sampling": {}}
+        required: dict[str, Any] = {}
+        for name in names:
+            head, _, sub = name.partition(".")
+            entry = required.setdefault(head, {})
+            if sub:
+                entry[sub] = {}
         quoted = ", ".join(repr(name) for name in names)
         plural = "ies" if len(names) > 1 else "y"
         super().__init__(
             MISSING_CAPABILITY,
             f"this request needs the client capabilit{plural} {quoted}, which it did not declare",
-            {"requiredCapabilities": required_capabilities(names)},
+            {"requiredCapabilities": required},
         )
-
-
-def required_capabilities(names: Iterable[str]) -> dict[str, Any]:
-    """``["elicitation.form", "sampling"]`` -> ``{"elicitation": {"form": {}}, "sampling": {}}``."""
-    out: dict[str, Any] = {}
-    for name in names:
-        head, _, sub = name.partition(".")
-        entry = out.setdefault(head, {})
-        if sub:
-            entry[sub] = {}
-    return out
 
 
 def escaped(error: BaseException | None) -> MissingCapability | None:

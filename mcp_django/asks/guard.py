@@ -53,24 +53,25 @@ class Write:
         return f"{self.handler} wrote to {self.alias!r} at {self.where}: {self.statement}"
 
 
-def fix_for(handler: Any) -> str:
-    """The advice for a handler whose writes would be made again: ``atomic=`` only fits a sync one."""
-    if getattr(handler, "is_async", False):
-        # atomic= refuses an async handler (TypeError): its queries run in other threads.
-        return (
-            "write after the last ask, or make the write idempotent (keyed on the arguments or on "
-            "ctx.state); atomic=True needs a sync handler"
-        )
-    return "write after the last ask, or register the handler with atomic=True (each ended attempt is rolled back)"
-
-
 class Recorder:
-    """The writes of one attempt."""
+    """The writes of one attempt, and the advice for them (``atomic=`` only fits a sync handler:
+    it refuses an async one, whose queries run in other threads)."""
+
+    # Resets ``current`` when the attempt ends (set by start()).
+    token: contextvars.Token[Recorder | None]
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler
         self.label = f"{handler.primitive} {handler.name!r}"
-        self.fix = fix_for(handler)
+        if handler.is_async:
+            self.fix = (
+                "write after the last ask, or make the write idempotent (keyed on the arguments or on "
+                "ctx.state); atomic=True needs a sync handler"
+            )
+        else:
+            self.fix = (
+                "write after the last ask, or register the handler with atomic=True (each ended attempt is rolled back)"
+            )
         self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
         self.writes: list[Write] = []
         # An async handler's coroutine, to find its line from the thread running its query.
@@ -102,8 +103,7 @@ def _describe(frame: Any) -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
 
 
-# The standard library's directory.
-_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(os.__file__)) + os.sep,)
+_STANDARD_LIBRARY = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
 def _library(filename: str) -> bool:
@@ -111,16 +111,15 @@ def _library(filename: str) -> bool:
     path = filename.replace("\\", "/")
     if "/django/" in path or "/asgiref/" in path or "/mcp_django/" in path or "/rest_framework/" in path:
         return True
-    return filename.startswith(_LIBRARY_DIRS) and "site-packages" not in filename
+    return filename.startswith(_STANDARD_LIBRARY) and "site-packages" not in filename
 
 
 # The attempt's recorder (an async handler's coroutine is set on it as it starts: where its writes come from).
-_recording: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_django_replay_guard", default=None)
-current = _recording
+current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("mcp_django_replay_guard", default=None)
 
 
 def _watch(execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
-    recorder = _recording.get()
+    recorder = current.get()
     if recorder is not None and is_write(sql):
         recorder.add(context["connection"].alias, sql)
     return execute(sql, params, many, context)
@@ -168,23 +167,17 @@ def on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
         connection.execute_wrappers.append(_watch)
 
 
-def start(handler: Any) -> tuple[Recorder, contextvars.Token[Any]] | None:
-    """A recorder for this attempt, when anyone listens; ``None`` costs the attempt nothing more."""
+def start(handler: Any) -> Recorder | None:
+    """The recorder of this attempt, when anyone listens (``current`` until ``current.reset(recorder.token)``);
+    ``None`` costs the attempt nothing more."""
     if handler.atomic:
         return None  # its ended attempts are rolled back: nothing to repeat
     watching = observer.get()
     if not ((watching is not None and watching.guarding) or on):
         return None
     recorder = Recorder(handler)
-    return recorder, _recording.set(recorder)
-
-
-def stop(started: tuple[Recorder, contextvars.Token[Any]]) -> None:
-    _recording.reset(started[1])
-
-
-def recording() -> bool:
-    return _recording.get() is not None
+    recorder.token = current.set(recorder)
+    return recorder
 
 
 async def report(recorders: list[Recorder], call: Any) -> None:

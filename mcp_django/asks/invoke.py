@@ -17,14 +17,12 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from ..conf import mcp_settings
-from ..handlers import Handler
 from ..lifecycle import close_stale, host_thread
 from ..protocol.jsonrpc import MCPError
 from ..signals import observer
 from . import guard
 from .asking import current_context
-from .call import Call
-from .context import AsyncContext, Backend, Context, SyncContext
+from .context import Context
 
 T = TypeVar("T")
 
@@ -87,7 +85,10 @@ class WorkerPool:
                     self._threads -= 1
                 else:
                     self._idle += 1
-            _hand_back(loop, future, result, error)
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, error)
+            except RuntimeError:
+                pass  # the loop is closed: nobody is waiting any more
             # Nothing of the job stays with the idle thread until the next job comes.
             del loop, future, run, result, error
             close_stale()
@@ -128,15 +129,6 @@ class WorkerPool:
                     self._threads += 1
 
 
-def _hand_back(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], result: Any, exc: BaseException | None
-) -> None:
-    try:
-        loop.call_soon_threadsafe(_settle, future, result, exc)
-    except RuntimeError:
-        pass  # the loop is closed: nobody is waiting any more
-
-
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
     if future.done():  # the awaiting call was cancelled
         return
@@ -149,12 +141,7 @@ def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None)
 # A principal has too many sync calls waiting for a client.
 TOO_MANY_WAITING = -32005
 
-_pool = WorkerPool()
-
-
-def parked(principal: str) -> contextlib.AbstractContextManager[None]:
-    """Wrap a sync handler's wait for a client (see :meth:`WorkerPool.parked`)."""
-    return _pool.parked(principal)
+pool = WorkerPool()
 
 
 # Eager tasks (Python 3.12+) run to their first wait when created.
@@ -169,11 +156,6 @@ def start_task(coro: Any) -> asyncio.Task[Any]:
     return loop.create_task(coro)
 
 
-def make_context(handler: Handler, call: Call, backend: Backend, state: dict[str, str] | None) -> Context:
-    cls = AsyncContext if handler.is_async else SyncContext
-    return cls(call, backend, state)
-
-
 async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
     """Run sync code in the pool with the context's vars (under ``lifecycle.host_thread``: in the host's thread)."""
     executor = host_thread.get()
@@ -182,7 +164,7 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
         return await sync_to_async(func, thread_sensitive=False, executor=executor)(*args)  # type: ignore[call-overload]
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
-    _pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
+    pool.submit(loop, future, functools.partial(contextvars.copy_context().run, func, *args))
     try:
         return await future
     finally:
@@ -211,7 +193,7 @@ def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
 
 def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
     """A sync handler under the replay guard, or in a transaction (``atomic=``)."""
-    if guard.recording():
+    if guard.current.get() is not None:
         guard.install()  # the watcher goes on this thread's connections
     alias = getattr(handler, "atomic", None)
     if not alias:
@@ -228,7 +210,7 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
     watching = observer.get()
     if watching is not None:  # a harness counts the handler's runs
         watching.ran(handler)
-    token = current_context.set(ctx)  # context.bind(ctx), inline: every call's path
+    token = current_context.set(ctx)
     try:
         if handler.is_async:
             coro = handler.func(**kwargs)
@@ -238,7 +220,7 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
             return await coro
         ctx.loop = asyncio.get_running_loop()
         # getattr: completers come here too, as a bare stand-in for a handler.
-        if getattr(handler, "atomic", None) or guard.recording():
+        if getattr(handler, "atomic", None) or guard.current.get() is not None:
             return await run_in_thread(_run_sync, handler, kwargs, ctx)
         return await run_in_thread(lambda: handler.func(**kwargs))
     finally:

@@ -24,10 +24,11 @@ from ..handlers import Handler
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
-from .asking import scoped
+from .asking import Scoped
 from .call import Call
+from .context import AsyncContext, SyncContext
 from .errors import ClientError, MissingCapability, escaped
-from .invoke import invoke, make_context, parked, wait_in_thread
+from .invoke import invoke, pool, wait_in_thread
 from .questions import Ask, ContentInvalid
 from .replay import Outcome
 
@@ -62,9 +63,7 @@ class LiveSession:
         # Set by a transport whose response stream the server may close early (legacy SSE).
         self.close_stream: Callable[[], None] | None = None
 
-    async def request(
-        self, call: Call, method: str, params: dict[str, Any], timeout: float | None = None, key: str | None = None
-    ) -> Any:
+    async def request(self, call: Call, method: str, params: dict[str, Any], key: str) -> Any:
         """The client's ``result``; raises :class:`ClientError` or :class:`AskTimeoutError`.
         ``key`` is told to the context's ``signals.observer`` (the wire has no place for it)."""
         if call.notify is None:
@@ -73,7 +72,7 @@ class LiveSession:
                 f"cannot send {method}: this connection carries no server-to-client requests "
                 "(a Streamable HTTP client must accept text/event-stream)",
             )
-        timeout = mcp_settings.ASK_TIMEOUT if timeout is None else timeout
+        timeout = mcp_settings.ASK_TIMEOUT
         version = getattr(self.record, "version", None)
         if method == "elicitation/create" and isinstance(version, str):
             # Rewritten for older revisions, or refused before anything is sent.
@@ -82,7 +81,7 @@ class LiveSession:
         async with call.ask_guard() if call.ask_guard is not None else contextlib.nullcontext():
             request_id, reply = self.replies.open()
             watching = observer.get()
-            if watching is not None and key is not None:
+            if watching is not None:
                 watching.asking(request_id, key)
             try:
                 notify({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
@@ -151,7 +150,7 @@ class LiveBackend:
             finally:
                 over.set_result(None)
 
-        with parked(self.call.principal.label):
+        with pool.parked(self.call.principal.label):
             future = asyncio.run_coroutine_threadsafe(asking(), self.loop)
             self._blocking.add(future)
             try:
@@ -173,26 +172,18 @@ class LiveBackend:
         for future in list(self._blocking):
             future.cancel()
 
-    def _key(self, ask: Ask) -> str:
-        """The ask's key, derived as under 2026-07-28 (the same question twice: ``key``, ``key-2``)."""
-        if ask.key:
-            return ask.key
-        base = ask.default_key()
-        n = self._default_keys.get(base, 0) + 1
-        self._default_keys[base] = n
-        return base if n == 1 else f"{base}-{n}"
-
     async def _ask(self, ask: Ask) -> Any:
-        key = self._key(ask)
+        key = ask.key_among(self._default_keys)
         outcome = "error"
         asked_at = time.perf_counter()
         # The wait for the client is a child span of the call (the ask itself is not recorded).
         trace = self.call.trace
         span = trace.ask_started(ask.method, key) if trace is not None else None
+        sent = ask
         try:
             for tries in itertools.count(1):
-                params = ask.sent_params() if span is None else trace.ask_params(span, ask.sent_params())
-                raw = await self.call.session.request(self.call, ask.method, params, key=key)
+                params = sent.params if span is None else trace.ask_params(span, sent.params)
+                raw = await self.call.session.request(self.call, ask.method, params, key)
                 try:
                     value = ask.parse(key, raw)
                     break
@@ -200,7 +191,7 @@ class LiveBackend:
                     # A form filled in wrongly is sent again, saying what was wrong (-32602 after a few).
                     if tries > MAX_REASKS:
                         raise
-                    ask = ask.again(exc.problem)
+                    sent = ask.again(exc.problem)
             action = raw.get("action") if isinstance(raw, dict) else None
             outcome = {"decline": "declined", "cancel": "cancelled"}.get(str(action), "answered")
             return value
@@ -225,11 +216,11 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
     backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
-    ctx = make_context(handler, call, backend, {})
+    ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend)
     try:
         running = invoke(handler, handler.kwargs(arguments, ctx), ctx)
         # An async handler's tasks made of an ask run the ask's own coroutine (see asking.Scoped).
-        value = await (scoped(running) if handler.is_async else running)
+        value = await (Scoped(running, backend.loop) if handler.is_async else running)
     except Exception as exc:
         if backend.missing and escaped(exc) is not None:
             # Every capability the call's asks lacked, not only the one that escaped.

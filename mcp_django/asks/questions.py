@@ -49,7 +49,7 @@ class Ask:
     type: str
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
-    # Why the previous answer was refused, when this ask is asked again (see ContentInvalid).
+    # Why the previous answer was refused, when this ask is asked again (see again()).
     retry: str | None = None
 
     @functools.cached_property
@@ -60,19 +60,26 @@ class Ask:
     def default_key(self) -> str:
         return f"{self.type}-{self.digest[:12]}"
 
-    def wire(self) -> dict[str, Any]:
-        return {"method": self.method, "params": self.params if self.retry is None else self.sent_params()}
+    def key_among(self, counts: dict[str, int]) -> str:
+        """The key this ask travels under, in both eras: the same question asked twice in one
+        attempt without ``key=`` gets distinct, deterministic keys (``key``, ``key-2``)."""
+        if self.key:
+            return self.key
+        base = self.default_key()
+        n = counts[base] = counts.get(base, 0) + 1
+        return base if n == 1 else f"{base}-{n}"
 
-    def sent_params(self) -> dict[str, Any]:
-        """The params as sent: when asked again, the message says what was wrong with the last answer."""
-        if self.retry is None or not isinstance(self.params.get("message"), str):
-            return self.params
-        note = f"{self.params['message']}\n\n(The previous answer was not accepted: {self.retry}. Please answer again.)"
-        return {**self.params, "message": note}
+    def wire(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params}
 
     def again(self, problem: str) -> Ask:
-        """This ask, to be asked again. Its digest stays the question's (the handler asks the same)."""
-        again = dataclasses.replace(self, retry=problem)
+        """This ask, to be asked again (see ContentInvalid), its message saying what was wrong with
+        the last answer. Its digest stays the question's (the handler asks the same)."""
+        params = self.params
+        if isinstance(params.get("message"), str):
+            note = f"(The previous answer was not accepted: {problem}. Please answer again.)"
+            params = {**params, "message": f"{params['message']}\n\n{note}"}
+        again = dataclasses.replace(self, params=params, retry=problem)
         again.__dict__["digest"] = self.digest
         return again
 

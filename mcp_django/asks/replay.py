@@ -21,7 +21,7 @@ from ..handlers import Handler
 from ..protocol.jsonrpc import MCPError
 from ..signals import observer
 from . import guard
-from .asking import scoped
+from .asking import Scoped
 from .call import Call
 from .context import AsyncContext, SyncContext
 from .errors import InputRequired, MissingCapability, escaped
@@ -60,7 +60,6 @@ class Attempt:
         task.add_done_callback(self._finished)
         if self.parked:
             self._check()
-            self._arm()
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self.parked.discard(task)
@@ -76,13 +75,6 @@ class Attempt:
         if task is not None:
             self.parked.add(task)
         self._check()
-        self._arm()
-
-    def _arm(self) -> None:
-        # Other branches still run: wait, but not for ever: a branch may wait for what only the
-        # next round brings (another branch's answer), which nothing here tells from a slow query.
-        if self.woken is not None and not self.woken.done() and self.timer is None:
-            self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
 
     def _check(self) -> None:
         if self.woken is None or self.woken.done():
@@ -91,7 +83,12 @@ class Attempt:
         waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
         for task in branches:
             if not (task.done() or task in self.parked or task in waiting):
-                return  # still running (a query, an HTTP call, a sleep): it may ask in this round
+                # Still running (a query, an HTTP call, a sleep): it may ask in this round. Waited
+                # for, but not for ever: it may wait for what only the next round brings (another
+                # branch's answer), which nothing here tells from a slow query.
+                if self.timer is None:
+                    self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
+                return
         self.wake()
 
     def wake(self) -> None:
@@ -136,7 +133,7 @@ class ReplayBackend:
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
         self.closed = False
-        # The handler's own coroutine while its first step runs eagerly (see resolve()).
+        # The handler's own coroutine while its first step runs eagerly (see _unanswered()).
         self.first_step: Any = None
         self._default_keys: dict[str, int] = {}
 
@@ -156,15 +153,6 @@ class ReplayBackend:
         if self.attempt is not None:
             self.attempt.end(cancel=cancel)
 
-    def _key(self, ask: Ask) -> str:
-        if ask.key:
-            return ask.key
-        base = ask.default_key()
-        n = self._default_keys.get(base, 0) + 1
-        self._default_keys[base] = n
-        # The same question asked twice in one attempt gets distinct, deterministic keys.
-        return base if n == 1 else f"{base}-{n}"
-
     def _lookup(self, asks: Sequence[Ask], record: bool = True) -> tuple[list[Any], bool]:
         """The answers known to ``asks``, and whether one is missing. ``record``: the asks
         belong to this attempt's round (unanswered ones become pending, answered ones are carried)."""
@@ -174,7 +162,7 @@ class ReplayBackend:
         responses = self.responses
         for ask in asks:
             # Once per ask of every attempt: the key and the known answer are found inline.
-            key = ask.key or self._key(ask)
+            key = ask.key or ask.key_among(self._default_keys)
             ask.key = key
             digest = ask.digest
             # An answer counts only for the very question it answered (its digest).
@@ -292,7 +280,7 @@ async def _attempt_async(
     kwargs = dict(arguments)  # handler.kwargs(arguments, ctx), inline: every async call's path
     if handler.context_param:
         kwargs[handler.context_param] = ctx
-    main = scoped(invoke(handler, kwargs, ctx))
+    main = Scoped(invoke(handler, kwargs, ctx), asyncio.get_running_loop())
     # start_task() runs the first step eagerly: an unanswered ask there ends the attempt at once.
     backend.first_step = main
     try:
@@ -345,26 +333,20 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
     """Serve one tools/call, prompts/get or resources/read under the replay rule: an
     attempt with the ``prior`` rounds' answers; asks still pending end up in the outcome."""
     responses = prior.responses
-    done = await _attempt_once(
-        handler, arguments, call, known=prior.answers, asked=prior.asked, responses=responses, state=prior.state
+    backend, ctx, finished, value, error = await attempt(
+        handler, arguments, call, known=prior.answers, state=prior.state, asked=prior.asked, responses=responses
     )
     # Attempts that ended with asks pending before the last one (their writes were made twice).
     replayed: list[guard.Recorder] = []
-    if prior.asked is None and responses and done.error is None and done.backend.pending.keys() & responses.keys():
-        if done.backend.recorder is not None:
-            replayed.append(done.backend.recorder)
+    if prior.asked is None and responses and error is None and backend.pending.keys() & responses.keys():
+        if backend.recorder is not None:
+            replayed.append(backend.recorder)
         # Answers without a requestState count only for the first questions any caller is asked:
         # those this attempt just parked on, as if the client had seen that round.
-        done = await _attempt_once(
-            handler,
-            arguments,
-            call,
-            known={},
-            asked={key: ask.digest for key, ask in done.backend.pending.items()},
-            responses=responses,
-            state=dict(done.ctx.state),
+        asked = {key: ask.digest for key, ask in backend.pending.items()}
+        backend, ctx, finished, value, error = await attempt(
+            handler, arguments, call, known={}, state=dict(ctx.state), asked=asked, responses=responses
         )
-    backend, error = done.backend, done.error
     if backend.error is not None:
         raise backend.error
     if backend.missing and escaped(error) is not None:
@@ -375,61 +357,16 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
         raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
-    if done.finished and not backend.pending:
+    if finished and not backend.pending:
         if replayed:
             await guard.report(replayed, call)
-        return Outcome(done.value)  # positional: once per call, where the keyword cost a sixth of it
+        return Outcome(value)  # positional: once per call, where the keyword cost a sixth of it
     if backend.recorder is not None:
         replayed.append(backend.recorder)
     if replayed:
         await guard.report(replayed, call)
     # backend.carried_answers(), inline: every round's path.
-    return Outcome(pending=backend.pending, answers={**backend.known, **backend.used}, state=dict(done.ctx.state))
-
-
-@dataclass(slots=True)
-class Attempted:
-    """One attempt: its backend, ctx, whether the handler finished, its value, and its error."""
-
-    backend: ReplayBackend
-    ctx: Any
-    finished: bool = False
-    value: Any = None
-    error: BaseException | None = None
-
-
-async def _attempt_once(
-    handler: Handler,
-    arguments: dict[str, Any],
-    call: Call,
-    *,
-    known: dict[str, dict[str, Any]],
-    asked: dict[str, str] | None,
-    responses: dict[str, Any],
-    state: dict[str, str],
-    backend_class: type[ReplayBackend] = ReplayBackend,
-) -> Attempted:
-    backend = backend_class(call, known, asked, responses)
-    ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend, state)
-    done = Attempted(backend, ctx)
-    watch = guard.start(handler) if guard.on or observer.get() is not None else None
-    if watch is not None:
-        backend.recorder = watch[0]
-    try:
-        if handler.is_async:
-            done.finished, done.value = await _attempt_async(handler, arguments, ctx, backend)
-        else:
-            try:
-                done.value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
-                done.finished = True
-            except InputRequired:
-                pass  # an unanswered ask: the attempt did not finish
-    except BaseException as exc:
-        done.error = exc
-    finally:
-        if watch is not None:
-            guard.stop(watch)
-    return done
+    return Outcome(pending=backend.pending, answers={**backend.known, **backend.used}, state=dict(ctx.state))
 
 
 async def attempt(
@@ -439,11 +376,30 @@ async def attempt(
     *,
     known: dict[str, dict[str, Any]],
     state: dict[str, str],
+    asked: dict[str, str] | None = None,
+    responses: dict[str, Any] | None = None,
     backend_class: type[ReplayBackend] = ReplayBackend,
 ) -> tuple[ReplayBackend, Any, bool, Any, BaseException | None]:
-    """One attempt with the answers ``known`` so far (an MCP task's), as a request's round runs it:
-    (the backend, the ctx, whether the handler finished, its value, its error)."""
-    done = await _attempt_once(
-        handler, arguments, call, known=known, asked=None, responses={}, state=state, backend_class=backend_class
-    )
-    return done.backend, done.ctx, done.finished, done.value, done.error
+    """One attempt with the answers ``known`` so far (an MCP task's run calls it too): the backend,
+    the ctx, whether the handler finished, its value, and its error."""
+    backend = backend_class(call, known, asked, {} if responses is None else responses)
+    ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend, state)
+    finished = False
+    value: Any = None
+    error: BaseException | None = None
+    recorder = backend.recorder = guard.start(handler) if guard.on or observer.get() is not None else None
+    try:
+        if handler.is_async:
+            finished, value = await _attempt_async(handler, arguments, ctx, backend)
+        else:
+            try:
+                value = await invoke(handler, handler.kwargs(arguments, ctx), ctx)
+                finished = True
+            except InputRequired:
+                pass  # an unanswered ask: the attempt did not finish
+    except BaseException as exc:
+        error = exc
+    finally:
+        if recorder is not None:
+            guard.current.reset(recorder.token)
+    return backend, ctx, finished, value, error
