@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..asks.call import Call
 from ..asks.invoke import start_task
@@ -20,8 +20,10 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
 from ..registry import Registry
-from .greeting import not_mcp
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_message
+
+if TYPE_CHECKING:
+    from .legacy_http import LegacyHttp
 
 logger = logging.getLogger("mcp_django")
 
@@ -40,23 +42,12 @@ def accepts(headers: dict[str, str], media_type: str) -> bool:
     return media_type in accept or "*/*" in accept
 
 
-class LegacyHandler:
-    """Interface of the legacy session transport (2025-11-25 and earlier)."""
-
-    async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
-        raise NotImplementedError
-
-    async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
-        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
-        return None
-
-
 class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request: it reads the request, picks the era and
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
     # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
-    legacy: LegacyHandler | None = None
+    legacy: LegacyHttp | None = None
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -71,7 +62,7 @@ class HttpEndpoint:
             return HttpOut(204, cors)
         if req.method != "POST":
             if self.legacy is not None:
-                out = await self.legacy.handle_other(req, disconnected)
+                out = await self.legacy.handle_other(req)
                 if out is not None:
                     return out
             out = not_mcp(req)
@@ -145,6 +136,38 @@ def refused(request_id: Any, exc: Exception) -> HttpOut:
 def rendered(answer: Answer) -> HttpOut:
     status, payload, extra = answer
     return json_out(status, payload, extra)
+
+
+SUMMARY = (
+    "This is an MCP (Model Context Protocol) endpoint: MCP clients POST JSON-RPC messages to it "
+    "(Content-Type: application/json). Give this URL to an MCP client, with an "
+    "'Authorization: Token KEY' header unless the server allows anonymous callers."
+)
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>MCP endpoint</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem}
+code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}</style></head>
+<body><h1>MCP endpoint</h1>
+<p>This URL is a <a href="https://modelcontextprotocol.io/">Model Context Protocol</a>
+endpoint. An MCP client sends it JSON-RPC messages with <code>POST</code>; a browser cannot use it.</p>
+<p>To connect, give an MCP client this URL (Streamable HTTP; <code>ws://</code> on the same path for
+websocket clients) and, unless the server allows anonymous callers, the header
+<code>Authorization: Token KEY</code>, where <code>KEY</code> is a Django REST framework token
+(<code>python manage.py drf_create_token USERNAME</code>).</p>
+</body></html>
+"""
+
+
+def not_mcp(req: HttpIn) -> HttpOut:
+    """The 405 (``Allow: POST``) a request that is not MCP gets (clients rely on it): a page for
+    a browser, a JSON-RPC error explaining the endpoint for anything else."""
+    allow = ("allow", "POST")
+    if "text/html" in req.headers.get("accept", ""):
+        body = PAGE.encode()
+        return HttpOut(405, [allow, ("content-type", "text/html; charset=utf-8")], body)
+    error = MCPError(INVALID_REQUEST, f"{req.method} is not an MCP request here. {SUMMARY}", http_status=405)
+    return json_out(*refusal(None, error, [allow]))
 
 
 class Disconnect:

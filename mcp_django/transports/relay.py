@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import weakref
@@ -74,7 +75,7 @@ class Relay:
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
-        self._stream_keys = itertools.count(1)
+        self.stream_keys = itertools.count(1)
         # Resumes served here for streams another worker holds, by tap id: their incoming events.
         self._taps: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self._tap_ids = itertools.count(1)
@@ -84,9 +85,9 @@ class Relay:
         self.session_streams: dict[str, set[Any]] = {}
         # The legacy transport's delivery of resource updates to session_streams (set at the first GET stream).
         self.session_updates: Any = None
-        worker.on("mcp.reply", self._on_reply)
+        worker.on("mcp.reply", functools.partial(self._decide, taken=True))
         worker.on("mcp.reply.ack", self._on_ack)
-        worker.on("mcp.reply.lost", self._on_lost)
+        worker.on("mcp.reply.lost", functools.partial(self._decide, taken=False))
         worker.on("mcp.cancel", self._on_cancel)
         worker.on("mcp.events", self._on_events)
         worker.on("mcp.resume", self._serve_resume)
@@ -197,18 +198,7 @@ class Relay:
         self._outcomes[key] = (taken, now)
         return taken
 
-    def new_stream_key(self) -> str:
-        return str(next(self._stream_keys))
-
     # -- cancellation ------------------------------------------------------------------------
-
-    def track(self, sid: str, request_id: Any, task: asyncio.Task[Any]) -> tuple[str, str]:
-        key = call_key(sid, request_id)
-        self.calls[key] = task
-        return key
-
-    def untrack(self, key: tuple[str, str]) -> None:
-        self.calls.pop(key, None)
 
     async def cancel(self, sid: str, request_id: Any = None) -> None:
         """Cancel one call of a session (``request_id``) or all of them (None), on every worker."""
@@ -293,12 +283,6 @@ class Relay:
             self.worker.keep(task)
 
     # -- what the worker's channel reads for us ------------------------------------------------
-
-    def _on_reply(self, message: dict[str, Any]) -> None:
-        self._decide(message, taken=True)
-
-    def _on_lost(self, message: dict[str, Any]) -> None:
-        self._decide(message, taken=False)
 
     def _decide(self, message: dict[str, Any], *, taken: bool) -> None:
         """A forwarded reply (``taken``), or its forwarder's question whether it came: whichever
