@@ -125,11 +125,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.emit = self.outbox.put_nowait
         self.writer: asyncio.Task[Any] | None = None
         # The URIs this socket subscribed to, and the listeners it joins at the first one.
         self.subscriptions: set[str] = set()
         self.updates: Listeners | None = None
-        self.listening = False
         self.revoked = False
         self.closing = False
         # as_asgi(registry=...) hands these over; Channels' base class would drop them.
@@ -186,17 +186,16 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
         connection = Connection()
+        scheme, endpoint = scope_url(scope)
 
         def request_factory() -> Any:
             # The upgrade as the GET it is, at the http(s) URL a token's audience names.
-            scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
             request = ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
             # Later checks of the credentials are this connection's (a DPoP binding is held).
             request.mcp_connection = connection  # type: ignore[attr-defined]
             return request
 
         self.request_factory = request_factory
-        scheme, endpoint = scope_url(scope)
         self.req = HttpIn(
             "GET",
             headers,
@@ -219,9 +218,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 await self.close(code=CLOSE_REVOKED)
                 return
             await self.send(text_data=jsonrpc.dumps(message).decode())
-
-    def emit(self, message: dict[str, Any]) -> None:
-        self.outbox.put_nowait(message)
 
     async def _recheck(self) -> Principal:
         """The socket's principal, authenticated again (a cache hit while nothing changed);
@@ -246,7 +242,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
-        if self.listening:
+        if self.record is not None:  # open() subscribed it
             self.endpoint.registry.unsubscribe(self.list_changed)
         if self.updates is not None:
             self.updates.unwatch(self.resource_updated)
@@ -351,7 +347,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         # initialize declares listChanged: the socket hears this worker's list changes.
         self.loop = asyncio.get_running_loop()
         self.endpoint.registry.subscribe(self.list_changed)
-        self.listening = True
         return self.record
 
     async def set_log_level(self, level: str) -> None:
