@@ -56,9 +56,7 @@ class MCPApplication:
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         scope_type = scope["type"]
-        if scope_type == "http":
-            await self.http(scope, receive, send)
-        elif scope_type == "websocket":
+        if scope_type == "websocket":
             if self._make_websocket is None:
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close"})  # no websocket transport here: refused (403)
@@ -66,10 +64,11 @@ class MCPApplication:
             if self._websocket is None:
                 self._websocket = self._make_websocket(self._registry)
             await self._websocket(scope, receive, send)
-        elif scope_type == "lifespan":
+            return
+        if scope_type == "lifespan":
             await lifespan(scope, receive, send)
-
-    async def http(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope_type != "http":
+            return
         headers = asgi_headers(scope)
         body, problem = await _read_body(headers, receive)
         if problem == "gone":

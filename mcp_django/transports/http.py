@@ -68,8 +68,16 @@ class HttpEndpoint:
             out = not_mcp(req)
             out.headers.extend(cors)
             return out
+        # The POST's JSON-RPC message: its media types and size, then the JSON.
+        if req.headers.get("content-type", "").split(";", 1)[0].strip().lower() != JSON:
+            return refused(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
+        if req.too_large:
+            return refused(None, MCPError(INVALID_REQUEST, "request body too large", http_status=413))
+        accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
+        if JSON not in accept and "*/*" not in accept:
+            return refused(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
         try:
-            message = read_message(req)
+            message = jsonrpc.parse(req.body)
         except MCPError as exc:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
@@ -110,18 +118,6 @@ class HttpEndpoint:
         accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
         can_stream = req.can_stream and (SSE in accept or "*/*" in accept)
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
-
-
-def read_message(req: HttpIn) -> Any:
-    """The POST's JSON-RPC message, or the :class:`MCPError` refusing it (media types, size, JSON)."""
-    content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if content_type != JSON:
-        raise MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415)
-    if req.too_large:
-        raise MCPError(INVALID_REQUEST, "request body too large", http_status=413)
-    if not accepts(req.headers, JSON):
-        raise MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406)
-    return jsonrpc.parse(req.body)
 
 
 def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:

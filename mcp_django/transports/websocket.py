@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -110,7 +109,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     scope: dict[str, Any]
     # Set by _start() when the socket connects.
     endpoint: Any
-    request_factory: Callable[[], Any]
     req: HttpIn
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
@@ -142,10 +140,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()  # before accept: the upgrade is answered 403
             return
         self.scope = scope
-        headers = self._start()
+        self._start()
         # Browsers send cookies with an upgrade from any page: Origin stops cross-site hijacking.
         try:
-            self.endpoint.pipeline.admit(headers, self.req.scheme)
+            self.endpoint.pipeline.admit(self.req.headers, self.req.scheme)
         except MCPError:
             await self.close()
             return
@@ -153,7 +151,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         try:
-            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
+            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.req.request_factory)
         except AuthenticationFailed as exc:
             # The 401 (or 403) and challenge HTTP gives where the server can say so; else 403.
             if not await self._deny(exc):
@@ -180,9 +178,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         await self.base_send({"type": "websocket.http.response.body", "body": out.body})
         return True
 
-    def _start(self) -> dict[str, str]:
-        """The endpoint and Django's request for the connection; returns the upgrade's headers."""
-        headers = asgi_headers(self.scope)
+    def _start(self) -> None:
+        """The endpoint and the request (:attr:`req`, the upgrade's) for the connection."""
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
         connection = Connection()
@@ -195,10 +192,9 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             request.mcp_connection = connection  # type: ignore[attr-defined]
             return request
 
-        self.request_factory = request_factory
         self.req = HttpIn(
             "GET",
-            headers,
+            asgi_headers(scope),
             b"",
             (scope.get("client") or [None])[0],
             request_factory,
@@ -206,7 +202,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             scheme=scheme,
             endpoint=endpoint,
         )
-        return headers
 
     async def _write(self) -> None:
         # One writer keeps frames in the order they were queued.
@@ -224,7 +219,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         anything but the same account (pk, date joined, password) revokes the socket."""
         assert self.principal is not None
         try:
-            principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
+            principal = await self.endpoint.pipeline.authenticate(self.req, self.req.request_factory)
         except AuthenticationFailed:
             principal = None
         if principal is None or principal.binding != self.principal.binding:
@@ -315,7 +310,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 transport=self.transport,
                 principal=principal,
                 client_address=self.req.client_address,
-                request_factory=self.request_factory,
+                request_factory=self.req.request_factory,
                 notify=self.emit,
             )
         if self.record is None and message["method"] not in ("initialize", "ping"):
@@ -331,7 +326,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             transport=self.transport,
             principal=principal,
             client_address=self.req.client_address,
-            request_factory=self.request_factory,
+            request_factory=self.req.request_factory,
             log_level=self.log_level,
             session=None if record is None else LiveSession(record, self.replies),
             control=self,
