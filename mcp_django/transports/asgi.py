@@ -238,14 +238,9 @@ _UPGRADED = {"ws": "http", "wss": "https"}
 
 
 def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
-    """An ASGI scope's headers (an HTTP request's, a websocket upgrade's).
-
-    Lower-case names; a repeated header's values joined with "," as Django joins them.
-
-    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
-    the principal cache keys on the session id found in it, which must be the
-    one the authentication classes read, however the client split its cookies.
-    """
+    """An ASGI scope's headers: lower-case names, a repeated header's values joined with "," as
+    Django joins them. ``cookie`` is exactly Django's ``META["HTTP_COOKIE"]``: the principal cache
+    keys on the session id in it, which must be the one the authentication classes read."""
     raw = scope.get("headers", ())
     if type(raw) is list:
         # Every request's headers, most often with no name twice and no cookie: one comprehension,

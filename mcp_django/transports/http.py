@@ -1,9 +1,6 @@
-"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view).
-
-One POST carries one JSON-RPC message. The answer is JSON, or an SSE stream
-when the handler sends notifications (progress, log) before its result: the
-choice is made lazily, so a plain call never pays for a stream.
-"""
+"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view): one POST
+carries one JSON-RPC message; the answer is JSON, or an SSE stream once the handler sends a
+notification before its result (decided lazily: a plain call never pays for a stream)."""
 
 from __future__ import annotations
 
@@ -167,11 +164,8 @@ def not_mcp(req: HttpIn) -> HttpOut:
 
 
 class Disconnect:
-    """Tells when the client went away, watching only once someone asks.
-
-    A watcher is a task reading the ASGI channel; most calls finish long before
-    it could matter, so it is started lazily (and awaiting this object starts it).
-    """
+    """Tells when the client went away. The watcher, a task reading the ASGI channel, starts only
+    once someone asks (or awaits this): most calls finish long before it could matter."""
 
     def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self._receive = receive
@@ -200,12 +194,8 @@ _WATCH_AFTER = 0.02
 
 
 class Response:
-    """One call's HTTP answer: JSON, or SSE once the handler sends a notification first.
-
-    One task per request, and a future only once it waits: this is the hot path of every call. ``handle``
-    runs the call (:meth:`mcp_django.pipeline.Pipeline.handle`, or the legacy
-    transport's wrapper of it); :func:`mcp_django.pipeline.answer` maps its errors.
-    """
+    """One call's HTTP answer: JSON, or SSE once the handler sends a notification first. One task
+    per request, and a future only once it waits: this is the hot path of every call."""
 
     __slots__ = ("disconnected", "events", "gone", "loop", "task", "wake")
 

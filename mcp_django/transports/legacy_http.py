@@ -63,7 +63,7 @@ class LegacyStream:
     def __init__(self, hub: Relay, sid: str) -> None:
         self.hub = hub
         self.sid = sid
-        self.key = str(next(hub.stream_keys))
+        self.key = str(next(hub.ids))
         self.events: list[bytes] = []
         self.changed = asyncio.Event()
         self.finished = False

@@ -47,18 +47,7 @@ class StdioConsumer(MCPWebsocketConsumer):
 
 
 # Django's request for a call (ctx.request) is built from this: a GET of the endpoint.
-_SCOPE: dict[str, Any] = {
-    "type": "websocket",
-    "path": "/mcp",
-    "raw_path": b"/mcp",
-    "root_path": "",
-    "query_string": b"",
-    "headers": [],
-    "client": None,
-    "server": None,
-    "subprotocols": [SUBPROTOCOL],
-    "asgi": {"version": "3.0"},
-}
+_SCOPE: dict[str, Any] = {"type": "websocket", "path": "/mcp", "headers": [], "subprotocols": [SUBPROTOCOL]}
 
 
 def _read_lines(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
