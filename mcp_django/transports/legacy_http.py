@@ -188,7 +188,11 @@ class SessionStream:
         for older in list(streams):
             older.end()  # superseded by this one (a client reconnecting its GET)
         streams.add(self)
-        await _updates_for(self.hub)
+        updates = await listeners()
+        if self.hub.session_updates is None:  # the relay's first GET stream: it delivers resource updates
+            self.hub.session_updates = uris = asyncio.Queue[str]()
+            updates.watch(uris.put_nowait)
+            self.hub.worker.keep(asyncio.ensure_future(_deliver_updates(self.hub, uris)))
         loop = asyncio.get_running_loop()
 
         def list_changed(listing: str) -> None:
@@ -221,15 +225,6 @@ class SessionStream:
             streams.discard(self)
             if not streams:
                 self.hub.session_streams.pop(self.sid, None)
-
-
-async def _updates_for(hub: Relay) -> None:
-    """Start, once per relay, the delivery of resource updates to its standalone streams."""
-    updates = await listeners()
-    if hub.session_updates is None:
-        hub.session_updates = uris = asyncio.Queue[str]()
-        updates.watch(uris.put_nowait)
-        hub.worker.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
 
 
 async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
