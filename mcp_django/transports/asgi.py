@@ -48,12 +48,6 @@ class MCPApplication:
         """The handlers this application serves (its endpoint's)."""
         return self._registry or registry_module.mcp
 
-    @property
-    def endpoint(self) -> HttpEndpoint:
-        if self._endpoint is None:
-            self._endpoint = endpoint_for(self._registry or registry_module.mcp)
-        return self._endpoint
-
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         scope_type = scope["type"]
         if scope_type == "websocket":
@@ -97,10 +91,13 @@ class MCPApplication:
             scheme,
             endpoint,
         )
+        served = self._endpoint
+        if served is None:
+            served = self._endpoint = endpoint_for(self.registry)
         disconnected = Disconnect(receive)
         try:
             try:
-                out = await (self._endpoint or self.endpoint).handle(req, disconnected)
+                out = await served.handle(req, disconnected)
             except Exception:
                 # A bug must still be answered in JSON-RPC, not with the server's plain-text 500.
                 logger.exception("mcp_django: the endpoint failed on a %s request", req.method)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..auth import AuthenticationFailed
-from ..pipeline import Answer, Pipeline, answer, check_request, refusal
+from ..pipeline import Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
@@ -123,12 +123,7 @@ def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = No
 
 def refused(request_id: Any, exc: Exception) -> HttpOut:
     """A request refused (:func:`mcp_django.pipeline.refusal`), as an HTTP answer."""
-    return rendered(refusal(request_id, exc))
-
-
-def rendered(answer: Answer) -> HttpOut:
-    status, payload, extra = answer
-    return json_out(status, payload, extra)
+    return json_out(*refusal(request_id, exc))
 
 
 SUMMARY = (

@@ -29,7 +29,7 @@ from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notificat
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import listeners
-from .http import HttpEndpoint, Response, accepts, refused, rendered
+from .http import HttpEndpoint, Response, accepts, json_out, refused
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, call_key, relay
 
@@ -435,8 +435,8 @@ class LegacyHttp:
         except Unavailable:
             raise
         except Exception as exc:
-            return rendered(mcp_settings.EXCEPTION_HANDLER(exc, call))
-        return rendered(result_answer(call.request_id, result))
+            return json_out(*mcp_settings.EXCEPTION_HANDLER(exc, call))
+        return json_out(*result_answer(call.request_id, result))
 
     async def handle_other(self, req: HttpIn) -> HttpOut | None:
         """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
