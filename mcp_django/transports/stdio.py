@@ -21,11 +21,9 @@ class StdioConsumer(MCPWebsocketConsumer):
     """The websocket session over a pipe: no Host, Origin or credentials to check."""
 
     transport = "stdio"
-    principal_of_process: Principal | None = None
 
     async def connect(self) -> None:
-        self._start()
-        self.principal = self.principal_of_process
+        self._start()  # self.principal: the process's, handed over by as_asgi()
         await self.accept(subprotocol=SUBPROTOCOL)
         self.writer = asyncio.ensure_future(self._write())
 
@@ -86,5 +84,5 @@ async def serve(principal: Principal, stdin: IO[bytes], stdout: IO[bytes], regis
         if message["type"] == "websocket.send":
             write(message["text"].encode())
 
-    consumer = StdioConsumer.as_asgi(principal_of_process=principal, registry=registry)
+    consumer = StdioConsumer.as_asgi(principal=principal, registry=registry)
     await consumer(dict(_SCOPE), receive, send)
