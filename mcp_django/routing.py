@@ -22,6 +22,7 @@ from .transports.websocket import websocket_application
 __all__ = ["application", "freeze_startup_objects", "lifespan", "mcp_urlpatterns"]
 
 application = MCPApplication(websocket=websocket_application)
+_applications: dict[Registry | None, MCPApplication] = {None: application}
 
 
 def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry | None = None) -> list[Any]:
@@ -32,17 +33,8 @@ def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry 
     (ASGI middleware around one, say), the default endpoint's by default.
     """
     if app is None:
-        app = application if registry is None else _application_for(registry)
+        # One application per endpoint, for its HTTP and its websocket routes alike.
+        app = _applications.setdefault(registry, MCPApplication(registry, websocket=websocket_application))
     prefix = prefix.strip("/")
     add_path(prefix, registry or getattr(app, "registry", None))
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]
-
-
-# One application per endpoint, for its HTTP and its websocket routes alike.
-_applications: dict[Registry, MCPApplication] = {}
-
-
-def _application_for(registry: Registry) -> MCPApplication:
-    if registry not in _applications:
-        _applications[registry] = MCPApplication(registry, websocket=websocket_application)
-    return _applications[registry]

@@ -148,7 +148,7 @@ def send(client: httpx.Client, url: str, message: Message) -> int:
         else:
             body = response.read()
             if body and status == 405 and "text/html" in message.headers.get("accept", ""):
-                # The page for a browser (transports/greeting.py), which asked for HTML.
+                # The page for a browser (transports/http.py), which asked for HTML.
                 assert kind.startswith("text/html") and b"MCP endpoint" in body, f"{kind} for {message.describe()}"
             elif body:
                 assert kind.startswith("application/json"), f"{status} {kind} for {message.describe()}"

@@ -14,7 +14,7 @@ import asyncio
 import gc
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from django.core.handlers.asgi import ASGIRequest
@@ -48,17 +48,9 @@ class MCPApplication:
         """The handlers this application serves (its endpoint's)."""
         return self._registry or registry_module.mcp
 
-    @property
-    def endpoint(self) -> HttpEndpoint:
-        if self._endpoint is None:
-            self._endpoint = endpoint_for(self._registry or registry_module.mcp)
-        return self._endpoint
-
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         scope_type = scope["type"]
-        if scope_type == "http":
-            await self.http(scope, receive, send)
-        elif scope_type == "websocket":
+        if scope_type == "websocket":
             if self._make_websocket is None:
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close"})  # no websocket transport here: refused (403)
@@ -66,10 +58,11 @@ class MCPApplication:
             if self._websocket is None:
                 self._websocket = self._make_websocket(self._registry)
             await self._websocket(scope, receive, send)
-        elif scope_type == "lifespan":
+            return
+        if scope_type == "lifespan":
             await lifespan(scope, receive, send)
-
-    async def http(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope_type != "http":
+            return
         headers = asgi_headers(scope)
         body, problem = await _read_body(headers, receive)
         if problem == "gone":
@@ -98,10 +91,13 @@ class MCPApplication:
             scheme,
             endpoint,
         )
+        served = self._endpoint
+        if served is None:
+            served = self._endpoint = endpoint_for(self.registry)
         disconnected = Disconnect(receive)
         try:
             try:
-                out = await (self._endpoint or self.endpoint).handle(req, disconnected)
+                out = await served.handle(req, disconnected)
             except Exception:
                 # A bug must still be answered in JSON-RPC, not with the server's plain-text 500.
                 logger.exception("mcp_django: the endpoint failed on a %s request", req.method)
@@ -115,13 +111,9 @@ class MCPApplication:
 def freeze_startup_objects() -> None:
     """``gc.freeze()`` after one full collection, unless ``GC_FREEZE`` is off.
 
-    A started Django process holds a few hundred thousand container objects that live as
-    long as it does. Requests that make reference cycles (a cancelled attempt's frames, an
-    exception's traceback, a queued audit event waiting for its batch) push survivors into
-    the oldest generation, and every full pass then walks the whole heap: measured in
-    process (bench/profile_call.py --cpu), about 27 µs of an async call's or a flow
-    request's CPU, against 2 µs with the start-up objects frozen (bench/HISTORY.md).
-    Frozen objects are never collected; the collection first frees what start-up left.
+    Requests that make reference cycles push survivors into the oldest generation, and every
+    full pass then walks the few hundred thousand objects a started Django process holds for
+    good: about 27 µs of a call's CPU, against 2 µs with them frozen (bench/HISTORY.md).
     """
     if mcp_settings.GC_FREEZE:
         gc.collect()
@@ -129,11 +121,9 @@ def freeze_startup_objects() -> None:
 
 
 async def lifespan(scope: Scope, receive: Any, send: Any) -> None:
-    """The ASGI lifespan protocol, for the ``"lifespan"`` key of the project's
-    ``ProtocolTypeRouter``: without one, Channels' router refuses the scope and uvicorn
-    logs that lifespan "appears unsupported". Handlers are discovered when Django sets
-    up, and the audit queue is flushed at exit; at startup the objects made so far are
-    frozen (``GC_FREEZE``, :func:`freeze_startup_objects`)."""
+    """The ASGI lifespan protocol, for the ``"lifespan"`` key of the project's ``ProtocolTypeRouter``
+    (without one, uvicorn logs that lifespan "appears unsupported"); startup freezes the objects
+    made so far (:func:`freeze_startup_objects`)."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
@@ -164,33 +154,28 @@ async def _read_body(headers: dict[str, str], receive: Any) -> tuple[bytes, str 
             if message["type"] == "http.request" and not message.get("more_body", False):
                 body = message.get("body", b"")
                 return (b"", "too large") if len(body) > limit else (body, None)
-    try:
-        async with asyncio.timeout(mcp_settings.REQUEST_READ_TIMEOUT):
-            return await _read_rest(first, receive, limit)
-    except TimeoutError:
-        return b"", "slow"
-
-
-async def _read_rest(first: Awaitable[Any] | None, receive: Any, limit: int) -> tuple[bytes, str | None]:
     chunks: list[bytes] = []
     size = 0
-    while True:
-        if first is not None:
-            message, first = await first, None
-        else:
-            message = await receive()
-        if message["type"] == "http.disconnect":
-            return b"", "gone"
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            # The rest is never read: the server closes the connection after the answer.
-            return b"", "too large"
-        if chunk:
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), None
+    try:
+        async with asyncio.timeout(mcp_settings.REQUEST_READ_TIMEOUT):
+            while True:
+                if first is not None:
+                    message, first = await first, None
+                else:
+                    message = await receive()
+                if message["type"] == "http.disconnect":
+                    return b"", "gone"
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > limit:
+                    # The rest is never read: the server closes the connection after the answer.
+                    return b"", "too large"
+                if chunk:
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), None
+    except TimeoutError:
+        return b"", "slow"
 
 
 # Headers nearly every answer carries, encoded once.
@@ -250,14 +235,9 @@ _UPGRADED = {"ws": "http", "wss": "https"}
 
 
 def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
-    """An ASGI scope's headers (an HTTP request's, a websocket upgrade's).
-
-    Lower-case names; a repeated header's values joined with "," as Django joins them.
-
-    ``cookie`` is exactly the string Django's request parses (``META["HTTP_COOKIE"]``):
-    the principal cache keys on the session id found in it, which must be the
-    one the authentication classes read, however the client split its cookies.
-    """
+    """An ASGI scope's headers: lower-case names, a repeated header's values joined with "," as
+    Django joins them. ``cookie`` is exactly Django's ``META["HTTP_COOKIE"]``: the principal cache
+    keys on the session id in it, which must be the one the authentication classes read."""
     raw = scope.get("headers", ())
     if type(raw) is list:
         # Every request's headers, most often with no name twice and no cookie: one comprehension,

@@ -1,27 +1,26 @@
-"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view).
-
-One POST carries one JSON-RPC message. The answer is JSON, or an SSE stream
-when the handler sends notifications (progress, log) before its result: the
-choice is made lazily, so a plain call never pays for a stream.
-"""
+"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view): one POST
+carries one JSON-RPC message; the answer is JSON, or an SSE stream once the handler sends a
+notification before its result (decided lazily: a plain call never pays for a stream)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..asks.call import Call
 from ..asks.invoke import start_task
 from ..auth import AuthenticationFailed
-from ..pipeline import Answer, Pipeline, answer, check_request, refusal
+from ..pipeline import Pipeline, answer, check_request, refusal
 from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
 from ..registry import Registry
-from .greeting import not_mcp
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_message
+
+if TYPE_CHECKING:
+    from .legacy_http import LegacyHttp
 
 logger = logging.getLogger("mcp_django")
 
@@ -40,23 +39,12 @@ def accepts(headers: dict[str, str], media_type: str) -> bool:
     return media_type in accept or "*/*" in accept
 
 
-class LegacyHandler:
-    """Interface of the legacy session transport (2025-11-25 and earlier)."""
-
-    async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
-        raise NotImplementedError
-
-    async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
-        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
-        return None
-
-
 class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request: it reads the request, picks the era and
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
     # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
-    legacy: LegacyHandler | None = None
+    legacy: LegacyHttp | None = None
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -71,14 +59,22 @@ class HttpEndpoint:
             return HttpOut(204, cors)
         if req.method != "POST":
             if self.legacy is not None:
-                out = await self.legacy.handle_other(req, disconnected)
+                out = await self.legacy.handle_other(req)
                 if out is not None:
                     return out
             out = not_mcp(req)
             out.headers.extend(cors)
             return out
+        # The POST's JSON-RPC message: its media types and size, then the JSON.
+        if req.headers.get("content-type", "").split(";", 1)[0].strip().lower() != JSON:
+            return refused(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
+        if req.too_large:
+            return refused(None, MCPError(INVALID_REQUEST, "request body too large", http_status=413))
+        accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
+        if JSON not in accept and "*/*" not in accept:
+            return refused(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
         try:
-            message = read_message(req)
+            message = jsonrpc.parse(req.body)
         except MCPError as exc:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
@@ -121,38 +117,50 @@ class HttpEndpoint:
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
 
 
-def read_message(req: HttpIn) -> Any:
-    """The POST's JSON-RPC message, or the :class:`MCPError` refusing it (media types, size, JSON)."""
-    content_type = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if content_type != JSON:
-        raise MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415)
-    if req.too_large:
-        raise MCPError(INVALID_REQUEST, "request body too large", http_status=413)
-    if not accepts(req.headers, JSON):
-        raise MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406)
-    return jsonrpc.parse(req.body)
-
-
 def json_out(status: int, payload: Any, extra: list[tuple[str, str]] | None = None) -> HttpOut:
     return HttpOut(status, [("content-type", JSON), *(extra or [])], dumps(payload))
 
 
 def refused(request_id: Any, exc: Exception) -> HttpOut:
     """A request refused (:func:`mcp_django.pipeline.refusal`), as an HTTP answer."""
-    return rendered(refusal(request_id, exc))
+    return json_out(*refusal(request_id, exc))
 
 
-def rendered(answer: Answer) -> HttpOut:
-    status, payload, extra = answer
-    return json_out(status, payload, extra)
+SUMMARY = (
+    "This is an MCP (Model Context Protocol) endpoint: MCP clients POST JSON-RPC messages to it "
+    "(Content-Type: application/json). Give this URL to an MCP client, with an "
+    "'Authorization: Token KEY' header unless the server allows anonymous callers."
+)
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>MCP endpoint</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:42rem;margin:3rem auto;padding:0 1rem}
+code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}</style></head>
+<body><h1>MCP endpoint</h1>
+<p>This URL is a <a href="https://modelcontextprotocol.io/">Model Context Protocol</a>
+endpoint. An MCP client sends it JSON-RPC messages with <code>POST</code>; a browser cannot use it.</p>
+<p>To connect, give an MCP client this URL (Streamable HTTP; <code>ws://</code> on the same path for
+websocket clients) and, unless the server allows anonymous callers, the header
+<code>Authorization: Token KEY</code>, where <code>KEY</code> is a Django REST framework token
+(<code>python manage.py drf_create_token USERNAME</code>).</p>
+</body></html>
+"""
+
+
+def not_mcp(req: HttpIn) -> HttpOut:
+    """The 405 (``Allow: POST``) a request that is not MCP gets (clients rely on it): a page for
+    a browser, a JSON-RPC error explaining the endpoint for anything else."""
+    allow = ("allow", "POST")
+    if "text/html" in req.headers.get("accept", ""):
+        body = PAGE.encode()
+        return HttpOut(405, [allow, ("content-type", "text/html; charset=utf-8")], body)
+    error = MCPError(INVALID_REQUEST, f"{req.method} is not an MCP request here. {SUMMARY}", http_status=405)
+    return json_out(*refusal(None, error, [allow]))
 
 
 class Disconnect:
-    """Tells when the client went away, watching only once someone asks.
-
-    A watcher is a task reading the ASGI channel; most calls finish long before
-    it could matter, so it is started lazily (and awaiting this object starts it).
-    """
+    """Tells when the client went away. The watcher, a task reading the ASGI channel, starts only
+    once someone asks (or awaits this): most calls finish long before it could matter."""
 
     def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self._receive = receive
@@ -181,12 +189,8 @@ _WATCH_AFTER = 0.02
 
 
 class Response:
-    """One call's HTTP answer: JSON, or SSE once the handler sends a notification first.
-
-    One task per request, and a future only once it waits: this is the hot path of every call. ``handle``
-    runs the call (:meth:`mcp_django.pipeline.Pipeline.handle`, or the legacy
-    transport's wrapper of it); :func:`mcp_django.pipeline.answer` maps its errors.
-    """
+    """One call's HTTP answer: JSON, or SSE once the handler sends a notification first. One task
+    per request, and a future only once it waits: this is the hot path of every call."""
 
     __slots__ = ("disconnected", "events", "gone", "loop", "task", "wake")
 

@@ -1,9 +1,5 @@
-"""HTTP in and out, whichever server carried it (our ASGI app, a Django view, a websocket's upgrade).
-
-The records a transport fills from a request (:class:`HttpIn`) and sends back
-(:class:`HttpOut`), and SSE framing. An ASGI scope is read in :mod:`.asgi`; a JSON answer is
-made in :mod:`.http`.
-"""
+"""HTTP in and out, whichever server carried it (our ASGI app, a Django view, a websocket's
+upgrade): the request a transport received (:class:`HttpIn`), its answer (:class:`HttpOut`), SSE framing."""
 
 from __future__ import annotations
 
@@ -57,12 +53,9 @@ class HttpOut:
 def sse_event(
     data: bytes, *, event: str | None = None, event_id: str | None = None, retry_ms: int | None = None
 ) -> bytes:
-    """One Server-Sent Event: its fields (``id``, ``retry``, ``event``, in that order) and one ``data`` line.
-
-    ``data`` must hold no line break (compact JSON never does). Empty data with an
-    id or a retry is a priming event: it sets where a client resumes from, or how
-    soon it reconnects, and carries no message.
-    """
+    """One Server-Sent Event: its fields (``id``, ``retry``, ``event``, in that order) and one ``data``
+    line (compact JSON holds no line break). Empty data with an id or a retry is a priming
+    event: it sets where a client resumes from, or how soon it reconnects."""
     head = b""
     if event_id is not None:
         head += b"id: " + event_id.encode() + b"\n"

@@ -29,9 +29,9 @@ from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notificat
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import listeners
-from .http import HttpEndpoint, LegacyHandler, Response, accepts, refused, rendered
+from .http import HttpEndpoint, Response, accepts, json_out, refused
 from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
-from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, relay
+from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, call_key, relay
 
 logger = logging.getLogger("mcp_django")
 
@@ -63,7 +63,7 @@ class LegacyStream:
     def __init__(self, hub: Relay, sid: str) -> None:
         self.hub = hub
         self.sid = sid
-        self.key = hub.new_stream_key()
+        self.key = str(next(hub.ids))
         self.events: list[bytes] = []
         self.changed = asyncio.Event()
         self.finished = False
@@ -168,7 +168,7 @@ class SessionStream:
     """A session's standalone GET stream: the resource updates it subscribed to, and the
     registry's list changes (initialize declares ``listChanged``)."""
 
-    def __init__(self, hub: Relay, sid: str, *, prime: bool = True, registry: Registry | None = None) -> None:
+    def __init__(self, hub: Relay, sid: str, prime: bool, registry: Registry) -> None:
         self.hub = hub
         self.sid = sid
         self.prime = prime
@@ -188,15 +188,18 @@ class SessionStream:
         for older in list(streams):
             older.end()  # superseded by this one (a client reconnecting its GET)
         streams.add(self)
-        await _updates_for(self.hub)
+        updates = await listeners()
+        if self.hub.session_updates is None:  # the relay's first GET stream: it delivers resource updates
+            self.hub.session_updates = uris = asyncio.Queue[str]()
+            updates.watch(uris.put_nowait)
+            self.hub.worker.keep(asyncio.ensure_future(_deliver_updates(self.hub, uris)))
         loop = asyncio.get_running_loop()
 
         def list_changed(listing: str) -> None:
             # Lists may change on any thread (a sync handler registering a tool).
             loop.call_soon_threadsafe(self.push, notification(f"notifications/{listing}/list_changed"))
 
-        if self.registry is not None:
-            self.registry.subscribe(list_changed)
+        self.registry.subscribe(list_changed)
         try:
             # No event id: nothing here is replayed; the retry field paces reconnection.
             # Older clients parse every event's data, so they get a comment instead.
@@ -218,20 +221,10 @@ class SessionStream:
                 last = loop.time()
                 yield chunk
         finally:
-            if self.registry is not None:
-                self.registry.unsubscribe(list_changed)
+            self.registry.unsubscribe(list_changed)
             streams.discard(self)
             if not streams:
                 self.hub.session_streams.pop(self.sid, None)
-
-
-async def _updates_for(hub: Relay) -> None:
-    """Start, once per relay, the delivery of resource updates to its standalone streams."""
-    updates = await listeners()
-    if hub.session_updates is None:
-        hub.session_updates = uris = asyncio.Queue[str]()
-        updates.watch(uris.put_nowait)
-        hub.worker.keep(asyncio.ensure_future(_deliver_updates(hub, uris)))
 
 
 async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
@@ -299,7 +292,8 @@ class TrackedCall:
     async def handle(self, call: Call) -> dict[str, Any]:
         """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""
         inner = asyncio.ensure_future(self.pipeline.handle(call))
-        key = self.hub.track(self.sid, call.request_id, inner)
+        key = call_key(self.sid, call.request_id)
+        self.hub.calls[key] = inner
         if self.stream is not None:
             self.stream.on_abandoned = inner.cancel
         try:
@@ -311,7 +305,7 @@ class TrackedCall:
                 raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
             raise
         finally:
-            self.hub.untrack(key)
+            self.hub.calls.pop(key, None)
 
     async def serve(self, call: Call) -> None:
         """Answer on the call's stream, whoever follows it."""
@@ -320,13 +314,11 @@ class TrackedCall:
         self.stream.finish(payload)
 
 
-class LegacyHttp(LegacyHandler):
+class LegacyHttp:
+    """The legacy sessions' side of :class:`~.http.HttpEndpoint` (2025-11-25 and earlier)."""
+
     def __init__(self, endpoint: HttpEndpoint) -> None:
         self.endpoint = endpoint
-
-    def _principal(self, req: HttpIn) -> Awaitable[Principal]:
-        # Django's request is built only if the credentials are not in the principal cache.
-        return self.endpoint.pipeline.authenticate(req, req.request_factory)
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None
@@ -360,76 +352,61 @@ class LegacyHttp(LegacyHandler):
         return record, level
 
     async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
-        try:
-            return await self._handle(req, message, disconnected)
-        except Unavailable as exc:
-            # The session store, the channel layer or the database is down or hung: 503, never a 500.
-            request_id = message.get("id") if jsonrpc.classify(message) == "request" else None
-            return refused(request_id, exc)
-
-    async def _handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
                 return _refused(400, "batches are not supported")
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
-        try:
-            principal = await self._principal(req)
-        except AuthenticationFailed as exc:
-            return refused(request_id, exc)
-        if shape == "request" and message["method"] == "initialize":
-            # The handshake opens a session (whatever Mcp-Session-Id the request carries).
-            call = self._call(req, message, principal)
-            out = await self.direct(call)
-            if call.control.record is not None:
-                out.headers.append(("mcp-session-id", legacy.seal_session(call.control.record)))
-            return out
-        found = await self._session(req, principal, request_id if shape == "request" else None)
-        if isinstance(found, HttpOut):
-            return found
-        record, level = found
-        if shape == "notification":
-            await self.endpoint.pipeline.notified(self._call(req, message, principal, record, level))
-            return HttpOut(202)
-        if shape == "response":
-            if not await (await relay()).route_reply(message, record.sid, record.principal):
-                return _refused(400, "this response answers no request of this server")
-            return HttpOut(202)
-        return await self.request(req, message, principal, record, level, disconnected)
-
-    async def request(
-        self,
-        req: HttpIn,
-        message: dict[str, Any],
-        principal: Principal,
-        record: legacy.SessionRecord,
-        level: str | None,
-        disconnected: Awaitable[Any] | None,
-    ) -> HttpOut:
-        call = self._call(req, message, principal, record, level)
-        if message["method"] in LEGACY_METHODS:
-            return await self.direct(call)  # the session's own methods: answered at once, in JSON
-        hub = await relay()
-        call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
         pipeline = self.endpoint.pipeline
         try:
-            pipeline.dispatcher.require_scopes(call)
-        except MCPError as exc:
-            return refused(message["id"], exc)  # an HTTP 403 the client can step up from
-        tracked = TrackedCall(pipeline, hub, record.sid)
-        if not (req.can_stream and accepts(req.headers, SSE)):
-            # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
-            return await Response(tracked.handle, call, False, disconnected).out()
-        stream = tracked.stream = LegacyStream(hub, record.sid)
-        call.notify = stream.push
-        prime = legacy.primes(record)
-        if prime:
-            # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
-            call.session.close_stream = stream.close
-        # Not tied to this connection: the client may drop it and resume, the call goes on.
-        stream.task = asyncio.ensure_future(tracked.serve(call))
-        return _sse(stream.follow(0, prime=prime))
+            # Django's request is built only if the credentials are not in the principal cache.
+            principal = await pipeline.authenticate(req, req.request_factory)
+            if shape == "request" and message["method"] == "initialize":
+                # The handshake opens a session (whatever Mcp-Session-Id the request carries).
+                call = self._call(req, message, principal)
+                out = await self.direct(call)
+                if call.control.record is not None:
+                    out.headers.append(("mcp-session-id", legacy.seal_session(call.control.record)))
+                return out
+            found = await self._session(req, principal, request_id if shape == "request" else None)
+            if isinstance(found, HttpOut):
+                return found
+            record, level = found
+            if shape == "notification":
+                await pipeline.notified(self._call(req, message, principal, record, level))
+                return HttpOut(202)
+            if shape == "response":
+                if not await (await relay()).route_reply(message, record.sid, record.principal):
+                    return _refused(400, "this response answers no request of this server")
+                return HttpOut(202)
+            call = self._call(req, message, principal, record, level)
+            if message["method"] in LEGACY_METHODS:
+                return await self.direct(call)  # the session's own methods: answered at once, in JSON
+            hub = await relay()
+            call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
+            try:
+                pipeline.dispatcher.require_scopes(call)
+            except MCPError as exc:
+                return refused(request_id, exc)  # an HTTP 403 the client can step up from
+            tracked = TrackedCall(pipeline, hub, record.sid)
+            if not (req.can_stream and accepts(req.headers, SSE)):
+                # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
+                return await Response(tracked.handle, call, False, disconnected).out()
+            stream = tracked.stream = LegacyStream(hub, record.sid)
+            call.notify = stream.push
+            prime = legacy.primes(record)
+            if prime:
+                # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
+                call.session.close_stream = stream.close
+            # Not tied to this connection: the client may drop it and resume, the call goes on.
+            stream.task = asyncio.ensure_future(tracked.serve(call))
+            return _sse(stream.follow(0, prime=prime))
+        except AuthenticationFailed as exc:
+            return refused(request_id, exc)
+        except Unavailable as exc:
+            # The session store, the channel layer or the database is down or hung: 503, never a 500.
+            return refused(request_id if shape == "request" else None, exc)
 
     def _call(
         self,
@@ -458,36 +435,36 @@ class LegacyHttp(LegacyHandler):
         except Unavailable:
             raise
         except Exception as exc:
-            return rendered(mcp_settings.EXCEPTION_HANDLER(exc, call))
-        return rendered(result_answer(call.request_id, result))
+            return json_out(*mcp_settings.EXCEPTION_HANDLER(exc, call))
+        return json_out(*result_answer(call.request_id, result))
 
-    async def handle_other(self, req: HttpIn, disconnected: Awaitable[Any] | None) -> HttpOut | None:
-        if req.method not in ("DELETE", "GET"):
+    async def handle_other(self, req: HttpIn) -> HttpOut | None:
+        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
+        if req.method == "DELETE":
+            last_event = None
+        elif req.method == "GET":
+            last_event = req.headers.get("last-event-id")
+            if last_event is None and "mcp-session-id" not in req.headers:
+                return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)
+        else:
             return None
         try:
-            return await self._handle_other(req)
-        except Unavailable as exc:
+            principal = await self.endpoint.pipeline.authenticate(req, req.request_factory)
+            found = await self._session(req, principal)
+            if isinstance(found, HttpOut):
+                return found
+            record = found[0]
+            if last_event is not None:
+                return await self.resume(record, last_event)
+            if req.method == "GET":  # the session's standalone stream
+                stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.endpoint.registry)
+                await legacy.set_state(record, "get", stream.token)
+                return _sse(stream.events())
+            await legacy.set_state(record, "ended", True)
+            await (await relay()).cancel(record.sid)
+            return HttpOut(200, [("content-type", JSON)], b"")
+        except (AuthenticationFailed, Unavailable) as exc:
             return refused(None, exc)
-
-    async def _handle_other(self, req: HttpIn) -> HttpOut | None:
-        last_event = req.headers.get("last-event-id") if req.method == "GET" else None
-        if req.method == "GET" and last_event is None and "mcp-session-id" not in req.headers:
-            return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)
-        try:
-            principal = await self._principal(req)
-        except AuthenticationFailed as exc:
-            return refused(None, exc)
-        found = await self._session(req, principal)
-        if isinstance(found, HttpOut):
-            return found
-        record, _level = found
-        if last_event is not None:
-            return await self.resume(record, last_event)
-        if req.method == "GET":
-            return await self.session_stream(record)
-        await legacy.set_state(record, "ended", True)
-        await (await relay()).cancel(record.sid)
-        return HttpOut(200, [("content-type", JSON)], b"")
 
     async def resume(self, record: legacy.SessionRecord, last_event: str) -> HttpOut:
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
@@ -507,12 +484,6 @@ class LegacyHttp(LegacyHandler):
         # Unknown, expired, another session's, or its worker is gone: the client's SDK
         # reports the stream lost; the call itself is unaffected.
         return _refused(404, "no stream to resume from this event id")
-
-    async def session_stream(self, record: legacy.SessionRecord) -> HttpOut:
-        """GET without Last-Event-ID: the session's standalone stream."""
-        stream = SessionStream(await relay(), record.sid, prime=legacy.primes(record), registry=self.endpoint.registry)
-        await legacy.set_state(record, "get", stream.token)
-        return _sse(stream.events())
 
 
 def endpoint_for(registry: Registry) -> HttpEndpoint:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import logging
 import weakref
@@ -64,29 +65,27 @@ class Relay:
 
     def __init__(self, worker: WorkerChannel) -> None:
         self.worker = worker
-        self._ids = itertools.count(1)
+        # Numbers everything this relay names: our requests, forwarded replies, resumes, streams.
+        self.ids = itertools.count(1)
         # Replies forwarded from here, by ack id: whether the holder took it.
         self._acks: dict[str, asyncio.Future[bool]] = {}
-        self._ack_ids = itertools.count(1)
         # Replies forwarded here, by (forwarder's channel, ack id): taken or lost, and when, oldest first.
         self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
         self.waiters: dict[str, _Waiter] = {}
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
-        self._stream_keys = itertools.count(1)
         # Resumes served here for streams another worker holds, by tap id: their incoming events.
         self._taps: dict[str, asyncio.Queue[dict[str, Any]]] = {}
-        self._tap_ids = itertools.count(1)
         # Streams held here forwarded to another worker's resume, by (its channel, its tap id).
         self._forwards: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy standalone GET streams of this worker, by session: ended with their session.
         self.session_streams: dict[str, set[Any]] = {}
         # The legacy transport's delivery of resource updates to session_streams (set at the first GET stream).
         self.session_updates: Any = None
-        worker.on("mcp.reply", self._on_reply)
+        worker.on("mcp.reply", functools.partial(self._decide, taken=True))
         worker.on("mcp.reply.ack", self._on_ack)
-        worker.on("mcp.reply.lost", self._on_lost)
+        worker.on("mcp.reply.lost", functools.partial(self._decide, taken=False))
         worker.on("mcp.cancel", self._on_cancel)
         worker.on("mcp.events", self._on_events)
         worker.on("mcp.resume", self._serve_resume)
@@ -99,7 +98,7 @@ class Relay:
     # -- our requests and their replies ----------------------------------------------------
 
     def open(self, sid: str, principal: str) -> tuple[str, asyncio.Future[dict[str, Any]]]:
-        request_id = f"{PREFIX}:{next(self._ids)}:{self.channel}"
+        request_id = f"{PREFIX}:{next(self.ids)}:{self.channel}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.waiters[request_id] = _Waiter(future, sid, principal)
         return request_id, future
@@ -132,7 +131,7 @@ class Relay:
                     return True
             _refused_once(channel)
             return False
-        ack = str(next(self._ack_ids))
+        ack = str(next(self.ids))
         acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks[ack] = acked
         about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.channel}
@@ -197,18 +196,7 @@ class Relay:
         self._outcomes[key] = (taken, now)
         return taken
 
-    def new_stream_key(self) -> str:
-        return str(next(self._stream_keys))
-
     # -- cancellation ------------------------------------------------------------------------
-
-    def track(self, sid: str, request_id: Any, task: asyncio.Task[Any]) -> tuple[str, str]:
-        key = call_key(sid, request_id)
-        self.calls[key] = task
-        return key
-
-    def untrack(self, key: tuple[str, str]) -> None:
-        self.calls.pop(key, None)
 
     async def cancel(self, sid: str, request_id: Any = None) -> None:
         """Cancel one call of a session (``request_id``) or all of them (None), on every worker."""
@@ -244,7 +232,7 @@ class Relay:
         """The events after ``after`` of stream ``key`` held on ``channel``; None when it has no such stream."""
         if not self.worker.shared:
             return None  # the in-memory layer ends at this process: nobody else holds streams
-        tap = str(next(self._tap_ids))
+        tap = str(next(self.ids))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._taps[tap] = queue
         request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
@@ -293,12 +281,6 @@ class Relay:
             self.worker.keep(task)
 
     # -- what the worker's channel reads for us ------------------------------------------------
-
-    def _on_reply(self, message: dict[str, Any]) -> None:
-        self._decide(message, taken=True)
-
-    def _on_lost(self, message: dict[str, Any]) -> None:
-        self._decide(message, taken=False)
 
     def _decide(self, message: dict[str, Any], *, taken: bool) -> None:
         """A forwarded reply (``taken``), or its forwarder's question whether it came: whichever

@@ -21,11 +21,9 @@ class StdioConsumer(MCPWebsocketConsumer):
     """The websocket session over a pipe: no Host, Origin or credentials to check."""
 
     transport = "stdio"
-    principal_of_process: Principal | None = None
 
     async def connect(self) -> None:
-        self._start()
-        self.principal = self.principal_of_process
+        self._start()  # self.principal: the process's, handed over by as_asgi()
         await self.accept(subprotocol=SUBPROTOCOL)
         self.writer = asyncio.ensure_future(self._write())
 
@@ -47,18 +45,7 @@ class StdioConsumer(MCPWebsocketConsumer):
 
 
 # Django's request for a call (ctx.request) is built from this: a GET of the endpoint.
-_SCOPE: dict[str, Any] = {
-    "type": "websocket",
-    "path": "/mcp",
-    "raw_path": b"/mcp",
-    "root_path": "",
-    "query_string": b"",
-    "headers": [],
-    "client": None,
-    "server": None,
-    "subprotocols": [SUBPROTOCOL],
-    "asgi": {"version": "3.0"},
-}
+_SCOPE: dict[str, Any] = {"type": "websocket", "path": "/mcp", "headers": [], "subprotocols": [SUBPROTOCOL]}
 
 
 def _read_lines(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
@@ -97,5 +84,5 @@ async def serve(principal: Principal, stdin: IO[bytes], stdout: IO[bytes], regis
         if message["type"] == "websocket.send":
             write(message["text"].encode())
 
-    consumer = StdioConsumer.as_asgi(principal_of_process=principal, registry=registry)
+    consumer = StdioConsumer.as_asgi(principal=principal, registry=registry)
     await consumer(dict(_SCOPE), receive, send)

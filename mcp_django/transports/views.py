@@ -17,23 +17,16 @@ from .http_io import HttpIn, HttpOut
 from .legacy_http import endpoint_for
 
 
-def _headers(request: HttpRequest) -> dict[str, str] | None:
-    """The request's headers, its ``Host`` as Django reads it; None for one ALLOWED_HOSTS refuses."""
-    headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
-    try:
-        # CommonMiddleware, where installed, has refused it already; without it, this is the 403.
-        headers["host"] = request.get_host()
-    except DisallowedHost:
-        host_refused(request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", ""))
-        return None
-    return headers
-
-
 @csrf_exempt
 async def mcp_view(request: HttpRequest, registry: Registry | None = None) -> HttpResponse:
     """The endpoint of ``registry`` (from the URLconf's kwargs: ``{"registry": staff}``), the default one's without."""
-    headers = _headers(request)
-    if headers is None:
+    headers = {name.lower(): value.strip(" \t") for name, value in request.headers.items()}
+    try:
+        # Host as Django reads it. CommonMiddleware, where installed, has refused a host
+        # ALLOWED_HOSTS refuses already; without it, this is the 403.
+        headers["host"] = request.get_host()
+    except DisallowedHost:
+        host_refused(request.META.get("HTTP_X_FORWARDED_HOST") or request.META.get("HTTP_HOST", ""))
         return _response(refused(None, MCPError(INVALID_REQUEST, "Host not allowed", http_status=403)))
     endpoint = endpoint_for(registry or registries.mcp)
     limit = mcp_settings.MAX_REQUEST_BYTES

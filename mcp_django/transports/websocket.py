@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import io
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -110,7 +109,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     scope: dict[str, Any]
     # Set by _start() when the socket connects.
     endpoint: Any
-    request_factory: Callable[[], Any]
     req: HttpIn
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
@@ -125,11 +123,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
         self.outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self.emit = self.outbox.put_nowait
         self.writer: asyncio.Task[Any] | None = None
         # The URIs this socket subscribed to, and the listeners it joins at the first one.
         self.subscriptions: set[str] = set()
         self.updates: Listeners | None = None
-        self.listening = False
         self.revoked = False
         self.closing = False
         # as_asgi(registry=...) hands these over; Channels' base class would drop them.
@@ -142,10 +140,10 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()  # before accept: the upgrade is answered 403
             return
         self.scope = scope
-        headers = self._start()
+        self._start()
         # Browsers send cookies with an upgrade from any page: Origin stops cross-site hijacking.
         try:
-            self.endpoint.pipeline.admit(headers, self.req.scheme)
+            self.endpoint.pipeline.admit(self.req.headers, self.req.scheme)
         except MCPError:
             await self.close()
             return
@@ -153,7 +151,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         try:
-            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
+            self.principal = await self.endpoint.pipeline.authenticate(self.req, self.req.request_factory)
         except AuthenticationFailed as exc:
             # The 401 (or 403) and challenge HTTP gives where the server can say so; else 403.
             if not await self._deny(exc):
@@ -180,26 +178,23 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         await self.base_send({"type": "websocket.http.response.body", "body": out.body})
         return True
 
-    def _start(self) -> dict[str, str]:
-        """The endpoint and Django's request for the connection; returns the upgrade's headers."""
-        headers = asgi_headers(self.scope)
+    def _start(self) -> None:
+        """The endpoint and the request (:attr:`req`, the upgrade's) for the connection."""
         self.endpoint = endpoint_for(self.registry or registry_module.mcp)
         scope = self.scope
         connection = Connection()
+        scheme, endpoint = scope_url(scope)
 
         def request_factory() -> Any:
             # The upgrade as the GET it is, at the http(s) URL a token's audience names.
-            scheme = {"ws": "http", "wss": "https"}.get(scope.get("scheme", "ws"), "http")
             request = ASGIRequest({**scope, "type": "http", "method": "GET", "scheme": scheme}, io.BytesIO(b""))
             # Later checks of the credentials are this connection's (a DPoP binding is held).
             request.mcp_connection = connection  # type: ignore[attr-defined]
             return request
 
-        self.request_factory = request_factory
-        scheme, endpoint = scope_url(scope)
         self.req = HttpIn(
             "GET",
-            headers,
+            asgi_headers(scope),
             b"",
             (scope.get("client") or [None])[0],
             request_factory,
@@ -207,7 +202,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             scheme=scheme,
             endpoint=endpoint,
         )
-        return headers
 
     async def _write(self) -> None:
         # One writer keeps frames in the order they were queued.
@@ -220,15 +214,12 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 return
             await self.send(text_data=jsonrpc.dumps(message).decode())
 
-    def emit(self, message: dict[str, Any]) -> None:
-        self.outbox.put_nowait(message)
-
     async def _recheck(self) -> Principal:
         """The socket's principal, authenticated again (a cache hit while nothing changed);
         anything but the same account (pk, date joined, password) revokes the socket."""
         assert self.principal is not None
         try:
-            principal = await self.endpoint.pipeline.authenticate(self.req, self.request_factory)
+            principal = await self.endpoint.pipeline.authenticate(self.req, self.req.request_factory)
         except AuthenticationFailed:
             principal = None
         if principal is None or principal.binding != self.principal.binding:
@@ -246,7 +237,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
-        if self.listening:
+        if self.record is not None:  # open() subscribed it
             self.endpoint.registry.unsubscribe(self.list_changed)
         if self.updates is not None:
             self.updates.unwatch(self.resource_updated)
@@ -319,7 +310,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
                 transport=self.transport,
                 principal=principal,
                 client_address=self.req.client_address,
-                request_factory=self.request_factory,
+                request_factory=self.req.request_factory,
                 notify=self.emit,
             )
         if self.record is None and message["method"] not in ("initialize", "ping"):
@@ -335,7 +326,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             transport=self.transport,
             principal=principal,
             client_address=self.req.client_address,
-            request_factory=self.request_factory,
+            request_factory=self.req.request_factory,
             log_level=self.log_level,
             session=None if record is None else LiveSession(record, self.replies),
             control=self,
@@ -351,7 +342,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         # initialize declares listChanged: the socket hears this worker's list changes.
         self.loop = asyncio.get_running_loop()
         self.endpoint.registry.subscribe(self.list_changed)
-        self.listening = True
         return self.record
 
     async def set_log_level(self, level: str) -> None:
