@@ -86,7 +86,7 @@ inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_
 @dataclass
 class _Item:
     # A row, or (event, kind, time.time() at the event) for the writer to make the row from.
-    row: dict[str, Any] | tuple[Any, ...] | None
+    row: _Row | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
     # Close the writer's connection after this batch (a flush).
@@ -192,10 +192,8 @@ _RAND_B = (1 << 62) - 1
 def event_id() -> uuid.UUID:
     """A new row's ``event_id``: a version 7 UUID (RFC 9562), milliseconds since the epoch first.
 
-    As unique as a random UUID is for what it is for (74 random bits behind each millisecond),
-    and ordered by time: a batch's ids go in together at the end of the column's unique index.
-    Random ones (version 4) fell on a different leaf page each, and every commit wrote each of
-    those pages out again (bench/HISTORY.md, "The audit writer's event ids").
+    Ordered by time, so a batch's ids go in together at the end of the unique index (random
+    ones dirtied a leaf page each: bench/HISTORY.md, "The audit writer's event ids").
     """
     return event_ids(1)[0]
 
@@ -245,19 +243,26 @@ class Writer:
         """Rows queued or kept, not yet committed."""
         return self._queue.qsize() + len(self._kept)
 
-    def put(
-        self,
-        row: dict[str, Any] | tuple[Any, ...] | None,
-        done: Callable[[], None] | None = None,
-        *,
-        close: bool = False,
-    ) -> bool:
+    def put(self, row: _Row | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
         """Queue a row; False when it was dropped because too many are waiting."""
         thread = self._thread
         if thread is None or not thread.is_alive():
-            self._ensure_thread()
+            with self._lock:
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="mcp-django-audit", daemon=True)
+                    self._thread.mcp_unwatched = True  # type: ignore[attr-defined]  # its SQL is never a handler's: no replay guard
+                    self._thread.start()
         if row is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
-            self._overflow()
+            self.dropped += 1
+            now = time.monotonic()
+            if self.dropped == 1 or now - self._warned >= _WARN_EVERY:
+                self._warned = now
+                logger.error(
+                    "mcp_django: the audit queue is full (%d rows waiting, AUDIT['QUEUE_SIZE']): "
+                    "%d row(s) dropped by this process so far",
+                    self.waiting(),
+                    self.dropped,
+                )
             if done is not None:
                 done()  # nobody waits for a row that will never be written
             return False
@@ -265,27 +270,6 @@ class Writer:
         if done is not None:
             self._urgent.set()
         return True
-
-    def _overflow(self) -> None:
-        self.dropped += 1
-        now = time.monotonic()
-        if self.dropped == 1 or now - self._warned >= _WARN_EVERY:
-            self._warned = now
-            logger.error(
-                "mcp_django: the audit queue is full (%d rows waiting, AUDIT['QUEUE_SIZE']): "
-                "%d row(s) dropped by this process so far",
-                self.waiting(),
-                self.dropped,
-            )
-
-    def _ensure_thread(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="mcp-django-audit", daemon=True)
-                self._thread.mcp_unwatched = True  # type: ignore[attr-defined]  # its SQL is never a handler's: no replay guard
-                self._thread.start()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Block until every row queued so far is committed; False when rows are kept
@@ -383,7 +367,7 @@ class Writer:
                     item.done()
 
     def _insert_all(self, rows: list[_Row], retry_now: bool) -> None:
-        if self.breaker.down_since is not None and not self.breaker.admit() and not retry_now:
+        if not self.breaker.admit() and not retry_now:
             self._kept = rows  # not yet: the database was unreachable a moment ago
             return
         size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
@@ -397,8 +381,7 @@ class Writer:
             except Exception:
                 logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
                 self.rejected += len(rows[start : start + size])
-        if self.breaker.down_since is not None:
-            self.breaker.closed()
+        self.breaker.closed()
 
 
 def _insert(rows: list[_Row]) -> int:
@@ -409,10 +392,8 @@ def _insert(rows: list[_Row]) -> int:
     except _UNREACHABLE:
         raise
     except Exception:
-        if len(rows) == 1:
-            return _insert_one(rows[0])
-    # One bad row must not take the others with it: each is written on its own.
-    return sum(_insert_one(row) for row in rows)
+        # One bad row must not take the others with it: each is written on its own.
+        return sum(_insert_one(row) for row in rows)
 
 
 def _insert_one(row: _Row) -> int:
@@ -493,16 +474,10 @@ def _statement(connection: Any) -> _Statement:
 
 
 def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
-    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes.
-
-    A replica of the fields' own preparation, kept because it is measured to pay
-    (``bench/instructions.py --calls 100 --warm-up 50``, SQLite, per call): merging h-hygiene,
-    which replaced it with the fields' ``get_db_prep_save``, raised the async tool's other
-    threads (nearly all the audit writer) from 154,151 (the merge before) and 172,297 (the base)
-    to 239,378 instructions, +67,000 to +85,000 or 11-14 % of the call's 609,061; with it back,
-    179,163 (about 45 Python calls a row fewer). For the values the writer makes (an aware
-    datetime, a dict, a UUID) the backend's adaptation is called directly; any other value
-    takes the field's whole path.
+    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes (an
+    aware datetime, a dict, a UUID: the backend's adaptation called directly); any other value
+    takes the field's whole path. Kept because it pays: about 45 Python calls a row fewer, 11-14 %
+    of an async tool call's instructions (bench/HISTORY.md).
     """
     save = functools.partial(field.get_db_prep_save, connection=connection)
     if type(field) is models.DateTimeField:
@@ -564,10 +539,8 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
 def _insert_many(rows: list[_Row]) -> None:
     """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
 
-    Not one multi-row INSERT (measured, bench/HISTORY.md): more writer CPU a row than
-    ``executemany`` on SQLite and PostgreSQL alike. Not ``bulk_create``: measured on 500
-    rows (SQLite), 2.5 times as much per row (a model instance per row, every field
-    prepared again). Only the dates, JSON and UUID are prepared (:func:`_preparer`).
+    Measured (bench/HISTORY.md): a multi-row INSERT costs the writer more a row, ``bulk_create``
+    2.5 times as much (a model instance a row, every field prepared again).
     """
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
@@ -756,20 +729,11 @@ async def on_replay_unsafe(sender: Any, event: signals.Event, **kwargs: Any) -> 
         await _write(event, Kind.REPLAY_UNSAFE)
 
 
-async def on_state_refused(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("REFUSALS"):
-        await _refusal(event, Kind.STATE_REFUSED)
-
-
-async def on_capability_missing(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("REFUSALS"):
-        await _refusal(event, Kind.MISSING_CAPABILITY)
-
-
-async def on_call_limited(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("REFUSALS"):
-        await _refusal(event, Kind.LIMITED)
-
+_REFUSALS = {
+    signals.state_refused: Kind.STATE_REFUSED,
+    signals.capability_missing: Kind.MISSING_CAPABILITY,
+    signals.call_limited: Kind.LIMITED,
+}
 
 # The refusal being recorded in this context while its commit is awaited: a cancellation
 # of the same request meanwhile is already on record as refused, so it is not written twice.
@@ -782,10 +746,11 @@ def _request_of(event: signals.Event) -> tuple[str, str, str]:
     return (str(event.request_id), event.method, event.target)
 
 
-async def _refusal(event: signals.Event, kind: str) -> None:
-    token = _refusing.set(_request_of(event))
-    await record_now(event, kind)
-    _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
+async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
+    if _enabled("REFUSALS"):
+        token = _refusing.set(_request_of(event))
+        await record_now(event, _REFUSALS[signal])
+        _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
 
 
 def connect() -> None:
@@ -794,7 +759,7 @@ def connect() -> None:
     signals.round_started.connect(on_round_started, dispatch_uid=f"{uid}.round")
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
     signals.ask_finished.connect(on_ask_finished, dispatch_uid=f"{uid}.ask")
-    signals.state_refused.connect(on_state_refused, dispatch_uid=f"{uid}.refused")
-    signals.capability_missing.connect(on_capability_missing, dispatch_uid=f"{uid}.capability")
+    signals.state_refused.connect(on_refused, dispatch_uid=f"{uid}.refused")
+    signals.capability_missing.connect(on_refused, dispatch_uid=f"{uid}.capability")
     signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")
-    signals.call_limited.connect(on_call_limited, dispatch_uid=f"{uid}.limited")
+    signals.call_limited.connect(on_refused, dispatch_uid=f"{uid}.limited")

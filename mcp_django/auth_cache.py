@@ -151,12 +151,6 @@ def shared() -> _Shared:
     return _shared
 
 
-def url_header_values(headers: dict[str, str]) -> list[str]:
-    """The values of :func:`url_headers` in ``headers`` ("" for each one absent): with the
-    transport's scheme and path, what names the URL a request reached."""
-    return [headers.get(name, "") for name in url_headers()]
-
-
 def _fresh_copy(user: Any) -> Any:
     """A copy of a cached user without its permission caches, as a fresh request would load it:
     what ``copy.copy`` does for a model, without the pickle protocol's costly round trip."""
@@ -202,8 +196,9 @@ class PrincipalCache:
             session = parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME, "")
             if session and settings.SESSION_ENGINE not in _SIGNALLED_SESSION_ENGINES:
                 return None  # a deleted session would go unnoticed
+        # With the URL's headers ("" for each one absent): what names the URL a request reached.
         parts = [headers.get("authorization", ""), session, endpoint]
-        parts += url_header_values(headers)
+        parts += [headers.get(name, "") for name in url_headers()]
         # As one JSON array: no two different requests hash the same material.
         try:
             material = orjson.dumps(parts)

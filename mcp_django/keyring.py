@@ -32,10 +32,8 @@ def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) ->
     """HKDF with HMAC-SHA256 (RFC 5869): extract, then expand to ``length`` bytes.
 
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
-    kept for memory: importing it loads cryptography's Rust bindings, 7.4 MiB of RSS (measured
-    in a process that had imported Django), a tenth of the 80 MiB the bench's server may hold
-    after its load, where the first call that asks derives the keys. cryptography is then imported only to
-    seal a requestState (``ENCRYPT_REQUEST_STATE``); tests/test_lazy_start.py holds it to that.
+    kept for memory: importing cryptography costs 7.4 MiB of RSS, so only a sealed requestState
+    (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py).
     """
     if not 0 < length <= 255 * 32:
         raise ValueError("HKDF-SHA256 gives 1 to 8160 bytes")
@@ -70,12 +68,8 @@ def b64decode(text: str, *, canonical: bool = True) -> bytes:
 
 
 def keyed_mac(key: bytes) -> Callable[[bytes], bytes]:
-    """HMAC-SHA256 under ``key``, as a function of the message, the key absorbed once.
-
-    ``hmac.new`` per message redoes the key schedule: about two thirds of a short token's MAC.
-    One assembled from SHA-256 states was measured at about half a microsecond less a MAC
-    (bench/HISTORY.md), too little to own a MAC construction for.
-    """
+    """HMAC-SHA256 under ``key``, as a function of the message, the key absorbed once
+    (``hmac.new`` per message redoes the key schedule: about two thirds of a short token's MAC)."""
     prepared = hmac.new(key, digestmod=hashlib.sha256)
 
     def mac(message: bytes) -> bytes:

@@ -80,11 +80,9 @@ class DatabaseThreads(concurrent.futures.Executor):
     else the least held. So calls that do not overlap share one thread and connection.
 
     Not asgiref's public arrangements (bench/HISTORY.md, "asgiref's thread hops, measured"):
-    ``async with ThreadSensitiveContext()`` per call costs 2,550,003 instructions for a call's
-    two queries against 1,646,913 here (``python bench/thread_hops.py``), 55% more, about 35%
-    of the ``asyncdb`` scenario's call (``bench/instructions.py``, 2,574,030);
-    ``ThreadSensitiveContext(executor=...)`` refuses every thread-sensitive call of a task that
-    outlives its call, which runs here (tests/test_idle_threads.py).
+    ``async with ThreadSensitiveContext()`` per call costs 55% more instructions
+    (``bench/thread_hops.py``); ``ThreadSensitiveContext(executor=...)`` refuses every
+    thread-sensitive call of a task that outlives its call, which runs here (tests/test_idle_threads.py).
     """
 
     def __init__(self) -> None:
@@ -104,12 +102,6 @@ class DatabaseThreads(concurrent.futures.Executor):
             return len(self._threads) - 1
         return holders.index(min(holders))
 
-    def _hold(self) -> int:
-        with self._lock:
-            index = self._pick()
-            self._holders[index] += 1
-            return index
-
     def release(self, index: int) -> None:
         """The call that held thread ``index`` has ended."""
         with self._lock:
@@ -124,7 +116,9 @@ class DatabaseThreads(concurrent.futures.Executor):
                 executor = self._threads[self._pick()]
             return executor.submit(fn, *args, **kwargs)
         if scope.executor is None:
-            scope.index = self._hold()
+            with self._lock:
+                scope.index = self._pick()
+                self._holders[scope.index] += 1
             scope.executor = self._threads[scope.index]
             return scope.executor.submit(_fresh, fn, *args, **kwargs)
         return scope.executor.submit(fn, *args, **kwargs)

@@ -233,12 +233,10 @@ _MAX_AUDIENCES = 1024
 
 
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
-    """:func:`audience` of the request ``request()`` builds, found again without building it.
-
-    Building Django's request costs a round more than sealing and verifying its state. The URL
-    depends only on the transport's scheme and path and the ``Host`` and proxy headers, so
-    Django's answer for one such set serves them all until a setting changes. ``http``: the
-    transport's :class:`~mcp_django.transports.http_io.HttpIn`.
+    """:func:`audience` of the request ``request()`` builds, found again without building it (which
+    costs a round more than sealing and verifying its state): the URL depends only on the scheme,
+    the path and the ``Host`` and proxy headers, so one answer serves each such set until a setting
+    changes. ``http``: the transport's :class:`~mcp_django.transports.http_io.HttpIn`.
     """
     resource: str | None = endpoint.RESOURCE_URL if endpoint is not None else None
     if resource:
@@ -247,7 +245,7 @@ def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSe
         return audience(request(), endpoint)
     from .auth import url_headers
 
-    headers = http.headers  # url_header_values(), inline: a round's path
+    headers = http.headers
     key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
     found = _audiences.get(key)
     if found is None:

@@ -45,10 +45,6 @@ Handler = Callable[[dict[str, Any]], None]
 T = TypeVar("T")
 
 
-def _is_connection_error(exc: BaseException) -> bool:
-    return any(cls.__name__ == "ConnectionError" for cls in type(exc).__mro__)
-
-
 async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = False) -> T:
     """``await operation()`` on the channel layer, bounded by ``CHANNEL_LAYER_TIMEOUT``; :class:`Unavailable`
     at once while the breaker is open (a ``probe`` goes through, and closes it). Errors that say
@@ -60,7 +56,7 @@ async def layer_call(operation: Callable[[], Awaitable[T]], *, probe: bool = Fal
             result = await asyncio.wait_for(operation(), mcp_settings.CHANNEL_LAYER_TIMEOUT)
             break
         except Exception as exc:
-            if _is_connection_error(exc) and attempt < _ATTEMPTS:
+            if attempt < _ATTEMPTS and any(cls.__name__ == "ConnectionError" for cls in type(exc).__mro__):
                 continue  # a pooled connection that died with an earlier outage: the next one is fresh
             if is_outage(exc):
                 if not probe:
@@ -165,8 +161,8 @@ class WorkerChannel:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if _idle_timeout(exc):
-                    continue  # redis-py's socket timeout ended an idle read: nothing was lost
+                if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis"):
+                    continue  # redis-py's socket_timeout ended an idle read: nothing was lost
                 if not failing:  # one line per outage
                     if is_outage(exc):
                         layer_breaker.failed(exc)  # which logs it, and the layer's return
@@ -223,11 +219,6 @@ def is_worker_channel(channel: str) -> bool:
 
 
 _workers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, WorkerChannel] = weakref.WeakKeyDictionary()
-
-
-def _idle_timeout(exc: BaseException) -> bool:
-    """A client-side timeout of the layer's blocking read (redis-py's socket_timeout)."""
-    return type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis")
 
 
 async def worker_channel() -> WorkerChannel:
