@@ -364,16 +364,12 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     return row
 
 
-def update(
-    task_id: str, principal: Principal, registry: str, responses: dict[str, Any], enqueue: Callable[[str], None]
-) -> None:
-    """``tasks/update``: take the answers to pending asks (others are ignored, SEP-2663); once none
-    is pending, run again."""
-    find(task_id, principal, registry)
+def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
+    """``tasks/update`` (the caller's task, found): take the answers to pending asks (others are
+    ignored, SEP-2663); once none is pending, run again."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().get(pk=task_id)
-        taken = [key for key in responses if key in row.asked]
-        if row.status != Status.INPUT_REQUIRED or not taken:
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.INPUT_REQUIRED).first()
+        if row is None or not (taken := [key for key in responses if key in row.asked]):
             return
         for key in taken:
             row.answers[key] = {"q": row.asked.pop(key), "a": responses[key]}
@@ -387,20 +383,20 @@ def update(
         row.save()
 
 
-def cancel(task_id: str, principal: Principal, registry: str) -> None:
-    """``tasks/cancel``: a task no worker is running is cancelled at once; a running one is
-    asked to stop (its handler sees it at ``ctx.check_cancelled()`` and at every ask)."""
-    find(task_id, principal, registry)
+def cancel(task_id: str, message: str = BY_CLIENT) -> bool:
+    """``tasks/cancel`` (the caller's task, found) and the admin's action: a task no worker is
+    running is cancelled at once; a running one is asked to stop (its handler sees it at
+    ``ctx.check_cancelled()`` and at every ask). Whether it did either."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().get(pk=task_id)
-        if row.is_terminal:
-            return
+        row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
+        if row is None or row.is_terminal:
+            return False
         if row.status == Status.WORKING and row.lease_until is not None:
             row.cancel_requested = True
             row.updated = timezone.now()
             row.save(update_fields=["cancel_requested", "updated"])
-            return
-    finish(task_id, Status.CANCELLED, message=BY_CLIENT)
+            return True
+    return finish(task_id, Status.CANCELLED, message=message)
 
 
 def purge(now: Any = None) -> int:
