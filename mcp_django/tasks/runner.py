@@ -194,20 +194,6 @@ async def attempt(
     notify: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
-    if not tracing.ENABLED:
-        return await _attempt(row, principal, cancelled, notify)
-    with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
-        outcome = await _attempt(row, principal, cancelled, notify)
-        tracing.task_outcome(span, str(outcome.status))
-        return outcome
-
-
-async def _attempt(
-    row: MCPTask,
-    principal: Principal,
-    cancelled: Callable[[], bool],
-    notify: Callable[[dict[str, Any]], None] | None = None,
-) -> Outcome:
     registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
         return _failed(
@@ -370,7 +356,9 @@ async def arun(task_id: str) -> None:
     beat.start()
     cut_off: BaseException | None = None
     try:
-        outcome = await attempt(row, principal, beat.cancel.is_set, beat.notified)
+        outcome = await tracing.task_attempt(
+            row.id, principal.label, row.tool, row.rounds, attempt(row, principal, beat.cancel.is_set, beat.notified)
+        )
     except (OperationalError, InterfaceError) as exc:
         cut_off = exc
         outcome = Outcome(Status.FAILED)
