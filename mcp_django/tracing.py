@@ -139,19 +139,11 @@ async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
             raise
         finally:
             call.trace = None
-        _finished(span, result)
+        outcome = result.get("resultType")
+        if outcome not in ("input_required", "task"):
+            outcome = "tool_error" if result.get("isError") else "completed"
+        span.set_attribute("mcp_django.outcome", outcome)
         return result
-
-
-def _finished(span: Any, result: dict[str, Any]) -> None:
-    kind = result.get("resultType")
-    if kind in ("input_required", "task"):
-        outcome = kind
-    elif result.get("isError"):
-        outcome = "tool_error"
-    else:
-        outcome = "completed"
-    span.set_attribute("mcp_django.outcome", outcome)
 
 
 def _failed(span: Any, exc: BaseException) -> None:

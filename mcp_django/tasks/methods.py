@@ -56,11 +56,15 @@ def register() -> None:
 
 
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage: a tools/call the client asked to run as a task becomes
-    one, at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
-    if not runs_as_task(call, handler):
-        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _as_task(next, handler, arguments, call)
+    """The extension's handler stage, in the chains of the tools with ``task=`` only: a tools/call
+    the client asked to run as a task becomes one, at once or when the handler calls
+    ``ctx.start_task()`` after its own rounds (-32021 when the tool requires a task and the client
+    did not opt in)."""
+    if requested(call):
+        return _as_task(next, handler, arguments, call)
+    if handler.task == "required":
+        raise missing_capability(f"tool {handler.name!r} runs only as a task: it")
+    return next(handler, arguments, call)  # not a stage of this call: no frame of its own
 
 
 async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
@@ -102,18 +106,6 @@ def missing_capability(what: str) -> MCPError:
         f"{what} needs the client capability extensions[{EXTENSION!r}], which this request did not declare",
         {"requiredCapabilities": {"extensions": {EXTENSION: {}}}},
     )
-
-
-def runs_as_task(call: Call, tool: Tool) -> bool:
-    """Whether this tools/call becomes a task (or -32021 when the tool requires one and the
-    client did not opt in). Asked by the task stage, which is in 2026-07-28's chain only."""
-    if tool.task is None:
-        return False
-    if requested(call):
-        return True
-    if tool.task == "required":
-        raise missing_capability(f"tool {tool.name!r} runs only as a task: it")
-    return False
 
 
 async def create(
