@@ -31,13 +31,6 @@ SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
 UNCLAIMED = "its worker stopped as the run began"
 BY_CLIENT = "cancelled by the client"
 
-_AUDIT_KINDS = {
-    Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
-    Status.COMPLETED: Kind.TASK_COMPLETED,
-    Status.FAILED: Kind.TASK_FAILED,
-    Status.CANCELLED: Kind.TASK_CANCELLED,
-}
-
 
 def _iso(value: Any) -> str:
     return value.isoformat().replace("+00:00", "Z")
@@ -182,7 +175,7 @@ def finish(
         row.updated = timezone.now()
         row.save()
         announce_on_commit(row.pk)
-    record(row, _AUDIT_KINDS[Status(status)], row.principal, reason=row.status_message)
+    record(row, Kind(f"task_{status}"), row.principal, reason=row.status_message)  # Kind.TASK_COMPLETED, ...
     return True
 
 
