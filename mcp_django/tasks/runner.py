@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +29,6 @@ from ..asks.questions import Ask
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..lifecycle import HostThread, host_thread
-from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lookup, lost, store
@@ -148,10 +147,7 @@ class Outcome:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     message: str = ""
-    input_requests: dict[str, Any] = field(default_factory=dict)
-    asked: dict[str, str] = field(default_factory=dict)
-    answers: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, str] = field(default_factory=dict)
+    asks: dict[str, Any] | None = None  # input_required's fields (store.finish)
 
 
 def _failed(message: str) -> Outcome:
@@ -255,53 +251,13 @@ async def attempt(
         return _failed(f"the handler asked a different question under the key {reused[0]!r}, already used by this task")
     if row.rounds + 1 > mcp_settings.MAX_INPUT_ROUNDS:
         return _failed(f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input")
-    return Outcome(
-        Status.INPUT_REQUIRED,
-        input_requests={key: ask.wire() for key, ask in backend.pending.items()},
-        asked={key: ask.digest for key, ask in backend.pending.items()},
-        answers=backend.carried_answers(),
-        state=dict(ctx.state),
-    )
-
-
-def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int) -> None:
-    """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
-    this run was taken for lost and another one has it)."""
-    if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
-        outcome = Outcome(Status.CANCELLED, message=store.BY_CLIENT)
-    if outcome.status != Status.INPUT_REQUIRED:
-        store.finish(
-            task_id,
-            outcome.status,
-            result=outcome.result,
-            error=outcome.error,
-            message=outcome.message,
-            only_if=(Status.WORKING,),
-            run=run,
-        )
-        return
-    with transaction.atomic():
-        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING, runs=run).first()
-        if row is None:
-            return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
-        cancelled = row.cancel_requested
-        if not cancelled:
-            row.status = Status.INPUT_REQUIRED
-            row.status_message = "waiting for the client's input"
-            row.input_requests = outcome.input_requests
-            row.asked = outcome.asked
-            row.keys = [*row.keys, *outcome.asked]
-            row.answers = outcome.answers
-            row.state = outcome.state
-            row.rounds += 1
-            row.lease_until = None
-            row.updated = timezone.now()
-            row.save()
-            store.announce_on_commit(row.pk)
-    if cancelled:
-        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
-    else:
-        store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
+    asks = {
+        "input_requests": {key: ask.wire() for key, ask in backend.pending.items()},
+        "asked": {key: ask.digest for key, ask in backend.pending.items()},
+        "answers": backend.carried_answers(),
+        "state": dict(ctx.state),
+    }
+    return Outcome(Status.INPUT_REQUIRED, message="waiting for the client's input", asks=asks)
 
 
 def enqueue(task_id: str) -> None:
@@ -378,8 +334,20 @@ async def arun(task_id: str) -> None:
             "starting it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
         return
+    # Stored unless the task moved on meanwhile: it was failed, or this run was taken for lost.
     await sync_to_async(_through_outages)(
-        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancel.is_set(), row.runs)
+        "storing its outcome",
+        task_id,
+        lambda: store.finish(
+            task_id,
+            outcome.status,
+            result=outcome.result,
+            error=outcome.error,
+            message=outcome.message,
+            asks=outcome.asks,
+            only_if=(Status.WORKING,),
+            run=row.runs,
+        ),
     )
 
 

@@ -155,27 +155,40 @@ def finish(
     result: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
     message: str = "",
+    asks: dict[str, Any] | None = None,
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
     run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status, unless it left ``only_if`` (or, given ``run``, that run
-    no longer has it: it was taken for lost and started again)."""
+    """Move a task to a terminal status or, with ``asks`` (its ``input_requests``, ``asked``,
+    ``answers`` and ``state``), to ``input_required``, unless it left ``only_if`` (or, given
+    ``run``, that run no longer has it: it was taken for lost and started again). A task asked to
+    stop waits for no input: it is cancelled."""
     with transaction.atomic():
         rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
         row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
             return False
+        if asks is not None and row.cancel_requested:
+            status, message, asks = Status.CANCELLED, BY_CLIENT, None
         row.status = status
         row.result = result
         row.error = error
         row.status_message = (message or (error or {}).get("message", ""))[:500]
         row.input_requests = {}
         row.asked = {}
+        if asks is not None:
+            row.input_requests = asks["input_requests"]
+            row.asked = asks["asked"]
+            row.keys = [*row.keys, *row.asked]  # keys are unique over a task's life
+            row.answers = asks["answers"]
+            row.state = asks["state"]
+            row.rounds += 1
         row.lease_until = None
         row.updated = timezone.now()
         row.save()
         announce_on_commit(row.pk)
-    record(row, Kind(f"task_{status}"), row.principal, reason=row.status_message)  # Kind.TASK_COMPLETED, ...
+    # Kind.TASK_COMPLETED, ...; the audit gives a reason for a terminal status only.
+    record(row, Kind(f"task_{status}"), row.principal, reason=row.status_message if row.is_terminal else "")
     return True
 
 
