@@ -75,9 +75,18 @@ class Heartbeat(threading.Thread):
         self.written = ""
 
     def notified(self, message: dict[str, Any]) -> None:
-        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
-        if message.get("method") == "notifications/progress":
-            self.progress = progress_message(message.get("params") or {})
+        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message, its
+        message and how far (``Counting orders (2/5)``), or how far alone."""
+        if message.get("method") != "notifications/progress":
+            return
+        params = message.get("params") or {}
+        progress, total, text = params.get("progress"), params.get("total"), params.get("message")
+        done = "" if not isinstance(progress, int | float) else f"{progress:g}"
+        if done and isinstance(total, int | float):
+            done = f"{done}/{total:g}"
+        if isinstance(text, str) and text:
+            done = (f"{text} ({done})" if done else text)[:500]
+        self.progress = done
 
     def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
@@ -127,18 +136,6 @@ class Heartbeat(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(5)
-
-
-def progress_message(params: dict[str, Any]) -> str:
-    """A progress notification's params as a task's ``statusMessage``: its message and how far
-    (``Counting orders (2/5)``), or how far alone."""
-    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
-    done = "" if not isinstance(progress, int | float) else f"{progress:g}"
-    if done and isinstance(total, int | float):
-        done = f"{done}/{total:g}"
-    if isinstance(message, str) and message:
-        return (f"{message} ({done})" if done else message)[:500]
-    return done
 
 
 @dataclass
