@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from . import store, workers
-from .models import TERMINAL, MCPTask, Status
+from .models import TERMINAL, MCPTask
 
 
 def _stamp(moment: Any) -> str:
@@ -98,14 +98,8 @@ class MCPTaskAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Cancel the selected tasks"), permissions=["cancel"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[MCPTask]) -> None:
-        cancelled = 0
-        for row in queryset.exclude(status__in=TERMINAL):
-            if row.status == Status.WORKING and row.lease_until is not None:
-                # Running: the handler is asked to stop, as tasks/cancel does.
-                MCPTask.objects.filter(pk=row.pk).update(cancel_requested=True)
-                cancelled += 1
-            elif store.finish(row.pk, Status.CANCELLED, message="cancelled by an operator"):
-                cancelled += 1
+        unfinished = queryset.exclude(status__in=TERMINAL).values_list("pk", flat=True)
+        cancelled = sum(store.cancel(pk, message="cancelled by an operator") for pk in unfinished)
         self.message_user(
             request,
             ngettext("%(n)d task cancelled (or asked to stop).", "%(n)d tasks cancelled (or asked to stop).", cancelled)

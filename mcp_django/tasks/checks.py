@@ -1,14 +1,5 @@
-"""System checks for MCP tasks (registered by the extension: :func:`mcp_django.tasks.methods.register`).
-
-- E030 a tool runs as a task but ``MCP_DJANGO["TASK_BACKEND"]`` names no backend of ``TASKS``
-- W030 a tool runs as a task on ``ImmediateBackend`` while DEBUG is off: the work runs
-  inside the request that creates the task, which then waits for all of it
-- W031 a tool runs as a task on ``DummyBackend``: tasks are stored and never run
-- W032 (``manage.py check --deploy --database default``) a tool runs as a task on the database
-  backend and no task worker (``manage.py mcp_worker``) was seen alive lately: a deployment
-  check (``migrate`` and ``runserver`` come before any worker) that queries, so only when the
-  command names the databases it may query
-"""
+"""System checks for MCP tasks, E030 and W030 to W032 (docs/tasks.md), registered by the extension
+(:func:`mcp_django.tasks.methods.register`)."""
 
 from __future__ import annotations
 
@@ -34,7 +25,8 @@ def _task_tools() -> str:
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
 
-# Tags.database: run only when the command names databases (Django 5.2 calls it with None).
+# A deployment check that queries (migrate and runserver come before any worker), so Tags.database:
+# run only when the command names databases (Django 5.2 calls it with None).
 @register(Tags.database, deploy=True)
 def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     named = _task_tools()

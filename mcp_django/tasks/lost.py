@@ -28,14 +28,6 @@ logger = logging.getLogger("mcp_django.tasks")
 TTL_ENDED = "the task's TTL ended before it finished"
 
 
-def retries_of(row: MCPTask) -> int:
-    """How many lost runs of the row's tool start again (its ``retries``, else the setting)."""
-    registry = lookup.endpoint(row.endpoint or "default")
-    tool = registry.tools.get(row.tool) if registry is not None else None
-    retries = getattr(tool, "retries", None)
-    return mcp_settings.TASK_RETRIES if retries is None else int(retries)
-
-
 def run_lost(
     task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
 ) -> str | None:
@@ -57,7 +49,10 @@ def run_lost(
         elif row.lease_until is None or row.lease_until >= now:
             return None  # its run is alive (or waiting in the queue)
         expired = row.expires is not None and row.expires <= now
-        limit = retries_of(row)
+        registry = lookup.endpoint(row.endpoint or "default")
+        tool = registry.tools.get(row.tool) if registry is not None else None
+        retries = getattr(tool, "retries", None)  # the tool's own, else the setting
+        limit = mcp_settings.TASK_RETRIES if retries is None else int(retries)
         retry = not (expired or row.cancel_requested or row.retried >= limit)
         if retry:
             row.retried += 1

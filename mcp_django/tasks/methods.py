@@ -31,7 +31,6 @@ from ..registry import Registry, registry_named
 from ..resource_updates import TASK_CHANGED
 from . import EXTENSION, lost, store, workers
 
-Allowed = Callable[[Handler], Awaitable[bool]]
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
@@ -40,17 +39,13 @@ def register() -> None:
     from . import checks  # noqa: F401 - registers the tasks' system checks
 
     # 2026-07-28 only: legacy revisions run every tool synchronously, and their tasks/* is a
-    # -32601 that says which revision has it (not_on_legacy).
+    # -32601 that says which revision has it (_task_id).
     for name, method in (("tasks/get", get), ("tasks/update", update), ("tasks/cancel", cancel)):
-        extensions.add_method(name, _run(method))
+        extensions.add_method(name, method)
     extensions.declare_extension(EXTENSION, eras={Era.MODERN})
     # subscriptions/listen's notifications.taskIds: a task's changes pushed as tasks/get shows it.
     extensions.add_listen_topic(
-        "taskIds",
-        agree=listened,
-        push=lambda call, task_id: pushed(call, call.registry, lambda tool: extensions.allowed(call, tool), task_id),
-        notification="notifications/tasks",
-        kind=TASK_CHANGED,
+        "taskIds", agree=listened, push=pushed, notification="notifications/tasks", kind=TASK_CHANGED
     )
     extensions.add_handler_stage(
         run_as_task,
@@ -60,32 +55,27 @@ def register() -> None:
     )
 
 
-def _run(method: Callable[[Call, Registry, Allowed], Awaitable[dict[str, Any]]]) -> extensions.Run:
-    def run(call: Call) -> Awaitable[dict[str, Any]]:
-        return method(call, call.registry, lambda tool: extensions.allowed(call, tool))
-
-    return run
-
-
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage: a tools/call the client asked to run as a task becomes
-    one, at once or when the handler calls ``ctx.start_task()`` after its own rounds."""
-    if not runs_as_task(call, handler):
-        return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _as_task(next, handler, arguments, call)
+    """The extension's handler stage, in the chains of the tools with ``task=`` only: a tools/call
+    the client asked to run as a task becomes one, at once or when the handler calls
+    ``ctx.start_task()`` after its own rounds (-32021 when the tool requires a task and the client
+    did not opt in)."""
+    if requested(call):
+        return _as_task(next, handler, arguments, call)
+    if handler.task == "required":
+        raise missing_capability(f"tool {handler.name!r} runs only as a task: it")
+    return next(handler, arguments, call)  # not a stage of this call: no frame of its own
 
 
 async def _as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Outcome:
     if not handler.input_first:
-        return Outcome(result=await create(call, handler, registry=call.registry))
+        return Outcome(result=await create(call, handler))
     # The asks before ctx.start_task() are this request's own rounds.
     call.may_start_task = True
     try:
         return await next(handler, arguments, call)
     except StartTask as start:
-        return Outcome(
-            result=await create(call, handler, registry=call.registry, answers=start.answers, state=start.state)
-        )
+        return Outcome(result=await create(call, handler, answers=start.answers, state=start.state))
 
 
 T = TypeVar("T")
@@ -118,30 +108,12 @@ def missing_capability(what: str) -> MCPError:
     )
 
 
-def runs_as_task(call: Call, tool: Tool) -> bool:
-    """Whether this tools/call becomes a task (or -32021 when the tool requires one and the
-    client did not opt in). Asked by the task stage, which is in 2026-07-28's chain only."""
-    if tool.task is None:
-        return False
-    if requested(call):
-        return True
-    if tool.task == "required":
-        raise missing_capability(f"tool {tool.name!r} runs only as a task: it")
-    return False
-
-
 async def create(
-    call: Call,
-    tool: Tool,
-    *,
-    registry: Registry,
-    answers: dict[str, dict[str, Any]] | None = None,
-    state: dict[str, str] | None = None,
+    call: Call, tool: Tool, answers: dict[str, dict[str, Any]] | None = None, state: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Store the task (committed, its first run enqueued) and answer ``CreateTaskResult``.
-
-    ``registry``: the request's endpoint, which the task records and only which answers for it.
-    """
+    """Store the task of the request's endpoint, which only answers for it (committed, its first
+    run enqueued), and answer ``CreateTaskResult``."""
+    registry: Registry = call.registry
     if registry_named(registry.name) is not registry:
         # A worker finds the tool's endpoint by its name: an unnamed registry would run another's tool.
         raise MCPError(
@@ -177,27 +149,13 @@ def enqueue(task_id: str) -> None:
     enqueue_run(task_id)
 
 
-def found(task_id: str, principal: Principal, registry: str) -> store.Polled:
-    """The caller's task, its run first restarted or failed when it was lost (:func:`.lost.polled`),
-    so a poll finds a dead worker's task even when no sweep runs."""
-    row = store.find(task_id, principal, registry)
-    if lost.polled(row, enqueue):
-        row = store.find(task_id, principal, registry)
-    return row
-
-
-def not_on_legacy(call: Call) -> MCPError:
-    """A ``tasks/*`` method on a legacy revision (-32601), saying which revision has it."""
-    return MCPError(
-        METHOD_NOT_FOUND,
-        f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
-        f"this connection speaks {call.version})",
-    )
-
-
 def _task_id(call: Call) -> str:
     if call.era != Era.MODERN:
-        raise not_on_legacy(call)
+        raise MCPError(
+            METHOD_NOT_FOUND,
+            f"Method not found: {call.method} (tasks are the {EXTENSION} extension of MCP 2026-07-28; "
+            f"this connection speaks {call.version})",
+        )
     if not requested(call):
         raise missing_capability(call.method)
     task_id = call.params.get("taskId")
@@ -206,19 +164,26 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-async def _row(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> store.Polled:
+def _found(task_id: str, principal: Principal, registry: str) -> store.Polled:
+    # A lost run (:func:`.lost.polled`) is restarted or failed first: a poll finds a dead
+    # worker's task even when no sweep runs.
+    row = store.find(task_id, principal, registry)
+    return store.find(task_id, principal, registry) if lost.polled(row, enqueue) else row
+
+
+async def _row(call: Call, task_id: str) -> store.Polled:
     """The caller's task, or the answer an unknown id gets: permissions are checked on every
     call (a user who lost the tool's permission loses its tasks), and a task is its endpoint's."""
-    name = registry.name
-    row = await stored(lambda: found(task_id, call.principal, name))
-    tool = registry.tools.get(row.tool) if row.endpoint == name else None
-    if tool is None or not await allowed(tool):
+    registry = call.registry
+    row = await stored(lambda: _found(task_id, call.principal, registry.name))
+    tool = registry.tools.get(row.tool) if row.endpoint == registry.name else None
+    if tool is None or not await extensions.allowed(call, tool):
         raise InvalidParams(store.NOT_FOUND)
     return row
 
 
-async def get(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
-    return store.detailed(await _row(call, registry, allowed, _task_id(call)))
+async def get(call: Call) -> dict[str, Any]:
+    return store.detailed(await _row(call, _task_id(call)))
 
 
 def listened(call: Call, task_ids: Any) -> list[str]:
@@ -231,28 +196,27 @@ def listened(call: Call, task_ids: Any) -> list[str]:
     return list(dict.fromkeys(task_ids))
 
 
-async def pushed(call: Call, registry: Registry, allowed: Allowed, task_id: str) -> dict[str, Any] | None:
+async def pushed(call: Call, task_id: str) -> dict[str, Any] | None:
     """The task as ``tasks/get`` would show it to this listener, or None when it may not see it,
     or cannot now (the database away)."""
     try:
-        row = await _row(call, registry, allowed, task_id)
+        return store.detailed(await _row(call, task_id))
     except (InvalidParams, Unavailable):
         return None
-    return store.detailed(row)
 
 
-async def update(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
+async def update(call: Call) -> dict[str, Any]:
     task_id = _task_id(call)
     responses = call.params.get("inputResponses")
     if not isinstance(responses, dict):
         raise InvalidParams("params.inputResponses must be an object")
-    await _row(call, registry, allowed, task_id)
-    await stored(lambda: store.update(task_id, call.principal, registry.name, responses, enqueue))
+    await _row(call, task_id)
+    await stored(lambda: store.update(task_id, responses, enqueue))
     return {}
 
 
-async def cancel(call: Call, registry: Registry, allowed: Allowed) -> dict[str, Any]:
+async def cancel(call: Call) -> dict[str, Any]:
     task_id = _task_id(call)
-    await _row(call, registry, allowed, task_id)
-    await stored(lambda: store.cancel(task_id, call.principal, registry.name))
+    await _row(call, task_id)
+    await stored(lambda: store.cancel(task_id))
     return {}

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +29,6 @@ from ..asks.questions import Ask
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..lifecycle import HostThread, host_thread
-from ..models import Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lookup, lost, store
@@ -76,9 +75,18 @@ class Heartbeat(threading.Thread):
         self.written = ""
 
     def notified(self, message: dict[str, Any]) -> None:
-        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message."""
-        if message.get("method") == "notifications/progress":
-            self.progress = progress_message(message.get("params") or {})
+        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message, its
+        message and how far (``Counting orders (2/5)``), or how far alone."""
+        if message.get("method") != "notifications/progress":
+            return
+        params = message.get("params") or {}
+        progress, total, text = params.get("progress"), params.get("total"), params.get("message")
+        done = "" if not isinstance(progress, int | float) else f"{progress:g}"
+        if done and isinstance(total, int | float):
+            done = f"{done}/{total:g}"
+        if isinstance(text, str) and text:
+            done = (f"{text} ({done})" if done else text)[:500]
+        self.progress = done
 
     def beat(self) -> None:
         lease = mcp_settings.TASK_LEASE_SECONDS
@@ -130,28 +138,13 @@ class Heartbeat(threading.Thread):
         self.join(5)
 
 
-def progress_message(params: dict[str, Any]) -> str:
-    """A progress notification's params as a task's ``statusMessage``: its message and how far
-    (``Counting orders (2/5)``), or how far alone."""
-    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
-    done = "" if not isinstance(progress, int | float) else f"{progress:g}"
-    if done and isinstance(total, int | float):
-        done = f"{done}/{total:g}"
-    if isinstance(message, str) and message:
-        return (f"{message} ({done})" if done else message)[:500]
-    return done
-
-
 @dataclass
 class Outcome:
     status: str
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     message: str = ""
-    input_requests: dict[str, Any] = field(default_factory=dict)
-    asked: dict[str, str] = field(default_factory=dict)
-    answers: dict[str, Any] = field(default_factory=dict)
-    state: dict[str, str] = field(default_factory=dict)
+    asks: dict[str, Any] | None = None  # input_required's fields (store.finish)
 
 
 def _failed(message: str) -> Outcome:
@@ -194,20 +187,6 @@ async def attempt(
     notify: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
-    if not tracing.ENABLED:
-        return await _attempt(row, principal, cancelled, notify)
-    with tracing.task_attempt(row.id, principal.label, row.tool, row.rounds) as span:
-        outcome = await _attempt(row, principal, cancelled, notify)
-        tracing.task_outcome(span, str(outcome.status))
-        return outcome
-
-
-async def _attempt(
-    row: MCPTask,
-    principal: Principal,
-    cancelled: Callable[[], bool],
-    notify: Callable[[dict[str, Any]], None] | None = None,
-) -> Outcome:
     registry = lookup.endpoint(row.endpoint or "default")
     if registry is None:
         return _failed(
@@ -269,53 +248,13 @@ async def _attempt(
         return _failed(f"the handler asked a different question under the key {reused[0]!r}, already used by this task")
     if row.rounds + 1 > mcp_settings.MAX_INPUT_ROUNDS:
         return _failed(f"this task needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input")
-    return Outcome(
-        Status.INPUT_REQUIRED,
-        input_requests={key: ask.wire() for key, ask in backend.pending.items()},
-        asked={key: ask.digest for key, ask in backend.pending.items()},
-        answers=backend.carried_answers(),
-        state=dict(ctx.state),
-    )
-
-
-def _settle(task_id: str, outcome: Outcome, cancel_seen: bool, run: int) -> None:
-    """Store what run ``run`` came to, unless the task moved on meanwhile (it was failed, or
-    this run was taken for lost and another one has it)."""
-    if outcome.status == Status.INPUT_REQUIRED and cancel_seen:
-        outcome = Outcome(Status.CANCELLED, message=store.BY_CLIENT)
-    if outcome.status != Status.INPUT_REQUIRED:
-        store.finish(
-            task_id,
-            outcome.status,
-            result=outcome.result,
-            error=outcome.error,
-            message=outcome.message,
-            only_if=(Status.WORKING,),
-            run=run,
-        )
-        return
-    with transaction.atomic():
-        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING, runs=run).first()
-        if row is None:
-            return  # failed meanwhile (its lease ran out), or run again elsewhere: that stands
-        cancelled = row.cancel_requested
-        if not cancelled:
-            row.status = Status.INPUT_REQUIRED
-            row.status_message = "waiting for the client's input"
-            row.input_requests = outcome.input_requests
-            row.asked = outcome.asked
-            row.keys = [*row.keys, *outcome.asked]
-            row.answers = outcome.answers
-            row.state = outcome.state
-            row.rounds += 1
-            row.lease_until = None
-            row.updated = timezone.now()
-            row.save()
-            store.announce_on_commit(row.pk)
-    if cancelled:
-        store.finish(task_id, Status.CANCELLED, message=store.BY_CLIENT)
-    else:
-        store.record(row, Kind.TASK_INPUT_REQUIRED, row.principal)
+    asks = {
+        "input_requests": {key: ask.wire() for key, ask in backend.pending.items()},
+        "asked": {key: ask.digest for key, ask in backend.pending.items()},
+        "answers": backend.carried_answers(),
+        "state": dict(ctx.state),
+    }
+    return Outcome(Status.INPUT_REQUIRED, message="waiting for the client's input", asks=asks)
 
 
 def enqueue(task_id: str) -> None:
@@ -370,7 +309,9 @@ async def arun(task_id: str) -> None:
     beat.start()
     cut_off: BaseException | None = None
     try:
-        outcome = await attempt(row, principal, beat.cancel.is_set, beat.notified)
+        outcome = await tracing.task_attempt(
+            row.id, principal.label, row.tool, row.rounds, attempt(row, principal, beat.cancel.is_set, beat.notified)
+        )
     except (OperationalError, InterfaceError) as exc:
         cut_off = exc
         outcome = Outcome(Status.FAILED)
@@ -390,8 +331,20 @@ async def arun(task_id: str) -> None:
             "starting it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
         return
+    # Stored unless the task moved on meanwhile: it was failed, or this run was taken for lost.
     await sync_to_async(_through_outages)(
-        "storing its outcome", task_id, lambda: _settle(task_id, outcome, beat.cancel.is_set(), row.runs)
+        "storing its outcome",
+        task_id,
+        lambda: store.finish(
+            task_id,
+            outcome.status,
+            result=outcome.result,
+            error=outcome.error,
+            message=outcome.message,
+            asks=outcome.asks,
+            only_if=(Status.WORKING,),
+            run=row.runs,
+        ),
     )
 
 

@@ -31,13 +31,6 @@ SILENT = "its worker went silent for a whole lease (killed, frozen or cut off)"
 UNCLAIMED = "its worker stopped as the run began"
 BY_CLIENT = "cancelled by the client"
 
-_AUDIT_KINDS = {
-    Status.INPUT_REQUIRED: Kind.TASK_INPUT_REQUIRED,
-    Status.COMPLETED: Kind.TASK_COMPLETED,
-    Status.FAILED: Kind.TASK_FAILED,
-    Status.CANCELLED: Kind.TASK_CANCELLED,
-}
-
 
 def _iso(value: Any) -> str:
     return value.isoformat().replace("+00:00", "Z")
@@ -162,27 +155,40 @@ def finish(
     result: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
     message: str = "",
+    asks: dict[str, Any] | None = None,
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
     run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status, unless it left ``only_if`` (or, given ``run``, that run
-    no longer has it: it was taken for lost and started again)."""
+    """Move a task to a terminal status or, with ``asks`` (its ``input_requests``, ``asked``,
+    ``answers`` and ``state``), to ``input_required``, unless it left ``only_if`` (or, given
+    ``run``, that run no longer has it: it was taken for lost and started again). A task asked to
+    stop waits for no input: it is cancelled."""
     with transaction.atomic():
         rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
         row = (rows if run is None else rows.filter(runs=run)).first()
         if row is None:
             return False
+        if asks is not None and row.cancel_requested:
+            status, message, asks = Status.CANCELLED, BY_CLIENT, None
         row.status = status
         row.result = result
         row.error = error
         row.status_message = (message or (error or {}).get("message", ""))[:500]
         row.input_requests = {}
         row.asked = {}
+        if asks is not None:
+            row.input_requests = asks["input_requests"]
+            row.asked = asks["asked"]
+            row.keys = [*row.keys, *row.asked]  # keys are unique over a task's life
+            row.answers = asks["answers"]
+            row.state = asks["state"]
+            row.rounds += 1
         row.lease_until = None
         row.updated = timezone.now()
         row.save()
         announce_on_commit(row.pk)
-    record(row, _AUDIT_KINDS[Status(status)], row.principal, reason=row.status_message)
+    # Kind.TASK_COMPLETED, ...; the audit gives a reason for a terminal status only.
+    record(row, Kind(f"task_{status}"), row.principal, reason=row.status_message if row.is_terminal else "")
     return True
 
 
@@ -364,16 +370,12 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
     return row
 
 
-def update(
-    task_id: str, principal: Principal, registry: str, responses: dict[str, Any], enqueue: Callable[[str], None]
-) -> None:
-    """``tasks/update``: take the answers to pending asks (others are ignored, SEP-2663); once none
-    is pending, run again."""
-    find(task_id, principal, registry)
+def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
+    """``tasks/update`` (the caller's task, found): take the answers to pending asks (others are
+    ignored, SEP-2663); once none is pending, run again."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().get(pk=task_id)
-        taken = [key for key in responses if key in row.asked]
-        if row.status != Status.INPUT_REQUIRED or not taken:
+        row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.INPUT_REQUIRED).first()
+        if row is None or not (taken := [key for key in responses if key in row.asked]):
             return
         for key in taken:
             row.answers[key] = {"q": row.asked.pop(key), "a": responses[key]}
@@ -387,20 +389,20 @@ def update(
         row.save()
 
 
-def cancel(task_id: str, principal: Principal, registry: str) -> None:
-    """``tasks/cancel``: a task no worker is running is cancelled at once; a running one is
-    asked to stop (its handler sees it at ``ctx.check_cancelled()`` and at every ask)."""
-    find(task_id, principal, registry)
+def cancel(task_id: str, message: str = BY_CLIENT) -> bool:
+    """``tasks/cancel`` (the caller's task, found) and the admin's action: a task no worker is
+    running is cancelled at once; a running one is asked to stop (its handler sees it at
+    ``ctx.check_cancelled()`` and at every ask). Whether it did either."""
     with transaction.atomic():
-        row = MCPTask.objects.select_for_update().get(pk=task_id)
-        if row.is_terminal:
-            return
+        row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
+        if row is None or row.is_terminal:
+            return False
         if row.status == Status.WORKING and row.lease_until is not None:
             row.cancel_requested = True
             row.updated = timezone.now()
             row.save(update_fields=["cancel_requested", "updated"])
-            return
-    finish(task_id, Status.CANCELLED, message=BY_CLIENT)
+            return True
+    return finish(task_id, Status.CANCELLED, message=message)
 
 
 def purge(now: Any = None) -> int:

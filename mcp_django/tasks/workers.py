@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -140,15 +141,23 @@ def logged_sweep(now: Any = None) -> None:
 
 def sweep_forever(every: float) -> None:
     """Sweep every ``every`` seconds until the process is stopped, through database outages."""
-    outage = Outage("the task sweep")
+    never = threading.Event()  # never set: each wait lasts ``every`` seconds
+    _repeat(Outage("the task sweep"), logged_sweep, lambda: never.wait(every))
+
+
+def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool]) -> None:
+    """``job()``, again after each ``wait()`` until it says to stop, through database outages."""
     while True:
         try:
-            logged_sweep()
+            job()
             outage.over()
         except DatabaseError as exc:
             outage.failed(exc)
-            close_old_connections()
-        time.sleep(every)
+            close_old_connections()  # a connection the outage broke: a fresh one next time
+        except Exception:
+            logger.exception("%s failed", outage.what)
+        if wait():
+            return
 
 
 class Pulse(threading.Thread):
@@ -181,17 +190,7 @@ class Pulse(threading.Thread):
 
     def run(self) -> None:
         try:
-            while True:
-                try:
-                    self.beat()
-                    self.outage.over()
-                except DatabaseError as exc:
-                    self.outage.failed(exc)
-                    close_old_connections()  # a connection the outage broke: a fresh one next beat
-                except Exception:
-                    logger.exception("the task worker's heartbeat failed")
-                if self.stopped.wait(beat_seconds()):
-                    break
+            _repeat(self.outage, self.beat, lambda: self.stopped.wait(beat_seconds()))
             with contextlib.suppress(DatabaseError):  # else its row ages out
                 MCPWorker.objects.filter(pk=self.worker_id).delete()  # stopped cleanly: no longer alive
         finally:
