@@ -116,6 +116,11 @@ def _sequence(value: Any, what: str) -> list[Any]:
     return list(value)
 
 
+def list_of(what: str, coerce: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    """A list (or tuple) of ``what``, each item converted by ``coerce``."""
+    return lambda value: [coerce(item) for item in _sequence(value, what)]
+
+
 def secrets(value: Any) -> list[bytes] | None:
     """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY.
 
@@ -154,13 +159,13 @@ def _imported(item: str, check_id: str) -> Any:
         raise InvalidSetting(f"names {item!r}, which cannot be imported: {exc}", check_id) from None
 
 
-def classes(value: Any) -> list[type]:
-    out = []
-    for item in _sequence(value, "dotted paths of DRF authentication classes"):
-        if not isinstance(item, (type, str)):
-            raise InvalidSetting(f"must list dotted paths of classes, not {_described(item)}")
-        out.append(item if isinstance(item, type) else _imported(item, "mcp_django.E007"))
-    return out
+def _class(item: Any) -> type:
+    if not isinstance(item, (type, str)):
+        raise InvalidSetting(f"must list dotted paths of classes, not {_described(item)}")
+    return item if isinstance(item, type) else _imported(item, "mcp_django.E007")
+
+
+classes = list_of("dotted paths of DRF authentication classes", _class)
 
 
 def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
@@ -177,72 +182,59 @@ def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
     return found
 
 
-def stages(value: Any) -> list[Callable[..., Any]]:
-    """``PIPELINE``: stages ``stage(call, call_next)``, outermost first; the two are passed by name."""
-    found = []
-    for item in _sequence(value, "dotted paths of pipeline stages"):
-        stage = _function(item, "(call, call_next)", "mcp_django.E020")
-        try:
-            names = set(inspect.signature(stage).parameters)
-        except ValueError:
-            names = {"call", "call_next"}
-        if not {"call", "call_next"} <= names:
-            raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
-        found.append(stage)
-    return found
+def _stage(item: Any) -> Callable[..., Any]:
+    """A ``PIPELINE`` stage, ``stage(call, call_next)``: the two are passed by name."""
+    stage = _function(item, "(call, call_next)", "mcp_django.E020")
+    try:
+        names = set(inspect.signature(stage).parameters)
+    except ValueError:
+        names = {"call", "call_next"}
+    if not {"call", "call_next"} <= names:
+        raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
+    return stage
 
 
 def exception_handler(value: Any) -> Callable[..., Any]:
     return _function(value, "(exc, call)", "mcp_django.E021")
 
 
-def extension_modules(value: Any) -> list[str]:
-    """``EXTENSIONS``: dotted paths of modules with a ``register()`` (mcp_django.extensions)."""
-    out = []
-    for item in _sequence(value, "dotted paths of extension modules"):
-        if not isinstance(item, str):
-            raise InvalidSetting(f"must list dotted paths of modules, not {_described(item)}", "mcp_django.E022")
-        try:
-            register = import_string(f"{item}.register")
-        except ImportError as exc:
-            raise InvalidSetting(
-                f"names {item!r}, which is no module with a register() function: {exc}", "mcp_django.E022"
-            ) from None
-        if not callable(register):
-            raise InvalidSetting(f"names {item!r}, whose register is not a function", "mcp_django.E022")
-        out.append(item)
-    return out
+def _extension(item: Any) -> str:
+    """An ``EXTENSIONS`` entry: the dotted path of a module with a ``register()`` (mcp_django.extensions)."""
+    if not isinstance(item, str):
+        raise InvalidSetting(f"must list dotted paths of modules, not {_described(item)}", "mcp_django.E022")
+    try:
+        register = import_string(f"{item}.register")
+    except ImportError as exc:
+        raise InvalidSetting(
+            f"names {item!r}, which is no module with a register() function: {exc}", "mcp_django.E022"
+        ) from None
+    if not callable(register):
+        raise InvalidSetting(f"names {item!r}, whose register is not a function", "mcp_django.E022")
+    return item
 
 
-def origins(value: Any) -> list[str]:
-    out = []
-    for item in _sequence(value, 'origins such as "https://app.example"'):
-        if item == "*":
-            out.append(item)
-            continue
-        if not isinstance(item, str):
-            raise InvalidSetting(f'must list origins such as "https://app.example", not {_described(item)}')
-        parts = urlsplit(item)
-        # A browser's Origin header is scheme://host[:port]: any other spelling would never match.
-        if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
-            raise InvalidSetting(
-                f"has {item!r}, which is not an origin: write it as scheme://host[:port] "
-                f'(e.g. "https://{parts.netloc or parts.path.split("/")[0] or "app.example"}"), '
-                "without a path or a trailing slash",
-                "mcp_django.E011",
-            )
-        out.append(f"{parts.scheme.lower()}://{parts.netloc.lower()}")
-    return out
+def _origin(item: Any) -> str:
+    if item == "*":
+        return item
+    if not isinstance(item, str):
+        raise InvalidSetting(f'must list origins such as "https://app.example", not {_described(item)}')
+    parts = urlsplit(item)
+    # A browser's Origin header is scheme://host[:port]: any other spelling would never match.
+    if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
+        raise InvalidSetting(
+            f"has {item!r}, which is not an origin: write it as scheme://host[:port] "
+            f'(e.g. "https://{parts.netloc or parts.path.split("/")[0] or "app.example"}"), '
+            "without a path or a trailing slash",
+            "mcp_django.E011",
+        )
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def urls(value: Any) -> list[str]:
-    """Absolute URLs, or paths on this server (resolved against each request's host)."""
-    out = []
-    for item in _sequence(value, 'URLs such as "https://auth.example"'):
-        if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
-            raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
-        out.append(item.rstrip("/") or "/")
-    return out
+def _url(item: Any) -> str:
+    """An absolute URL, or a path on this server (resolved against each request's host)."""
+    if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
+        raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
+    return item.rstrip("/") or "/"
 
 
 def web_url(value: Any) -> str:
@@ -261,21 +253,19 @@ def icon_list(value: Any) -> tuple[Any, ...]:
         raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
 
 
-def folders(value: Any) -> list[Path]:
-    out = []
-    for item in _sequence(value, "folders (str or pathlib.Path)"):
-        if not isinstance(item, (str, os.PathLike)) or not str(item):
-            raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
-        out.append(Path(item))
-    return out
+def _folder(item: Any) -> Path:
+    if not isinstance(item, (str, os.PathLike)) or not str(item):
+        raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
+    return Path(item)
 
 
-def strings(value: Any) -> list[str]:
-    out = _sequence(value, "str")
-    for item in out:
-        if not isinstance(item, str) or not item:
-            raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
-    return out
+def _string(item: Any) -> str:
+    if not isinstance(item, str) or not item:
+        raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
+    return item
+
+
+strings = list_of("str", _string)
 
 
 # Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
@@ -493,7 +483,7 @@ class MCPSettings:
         ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
     )
     AUTH_CACHE_SECONDS = Setting(1, seconds)  # see mcp_django.auth_cache
-    AUTHORIZATION_SERVERS = Setting([], urls)
+    AUTHORIZATION_SERVERS = Setting([], list_of('URLs such as "https://auth.example"', _url))
     RESOURCE_URL = Setting(None, optional(text))
     REQUIRED_SCOPES = Setting([], strings)
     SCOPES_SUPPORTED = Setting(None, optional(strings))
@@ -502,12 +492,12 @@ class MCPSettings:
     DPOP_PROOF_WINDOW = Setting(300, seconds)
     DPOP_NONCE_SECONDS = Setting(0, non_negative_int)
     AUTH_TIMEOUT = Setting(10, seconds)
-    ALLOWED_ORIGINS = Setting([], origins)
+    ALLOWED_ORIGINS = Setting([], list_of('origins such as "https://app.example"', _origin))
     # requests, handlers and what the server says of itself
     MAX_REQUEST_BYTES = Setting(4 * 1024 * 1024, positive_int)
     REQUEST_READ_TIMEOUT = Setting(30, seconds)
     HANDLER_MODULE = Setting("mcp", text)
-    SKILLS_DIRS = Setting([], folders)
+    SKILLS_DIRS = Setting([], list_of("folders (str or pathlib.Path)", _folder))
     SERVER_NAME = Setting("mcp-django", text)
     SERVER_TITLE = Setting(None, optional(text))
     SERVER_DESCRIPTION = Setting(None, optional(text))
@@ -543,10 +533,13 @@ class MCPSettings:
     # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
     AUDIT_ROUNDS = Setting(None, optional(boolean))
     GC_FREEZE = Setting(True, boolean)
-    PIPELINE = Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages)
+    PIPELINE = Setting(
+        ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], list_of("dotted paths of pipeline stages", _stage)
+    )
     EXCEPTION_HANDLER = Setting("mcp_django.pipeline.exception_handler", exception_handler)
     EXTENSIONS = Setting(
-        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
+        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"],
+        list_of("dotted paths of extension modules", _extension),
     )
     LIMITS = Setting({}, limits)
     ENDPOINTS = Setting({}, endpoints)
