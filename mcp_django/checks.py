@@ -173,6 +173,7 @@ def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 def handler_problems(registry: Any) -> list[Any]:
     """E005, E006, E015 and E016 for one registry (every endpoint's at ``manage.py check``)."""
     from .registry import TOOL_NAME_MAX, name_problems
+    from .schema import SchemaArguments
 
     # Builds the views registered by dotted path: their tools' names count below.
     errors: list[Any] = [
@@ -199,14 +200,7 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for primitive, name, source in registry.duplicates
     ]
-    return errors + schema_problems(registry)
-
-
-def schema_problems(registry: Any) -> list[Any]:
-    """E016: an ``input_schema=`` that does not compile (registration checks only its shape)."""
-    from .schema import SchemaArguments
-
-    errors: list[Any] = []
+    # E016: an input_schema= that does not compile (registration checks only its shape).
     for tool in registry.tools.built.values():
         if not isinstance(tool.parameters, SchemaArguments):
             continue

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Field, Model, QuerySet
+from django.core.exceptions import FieldDoesNotExist, ImproperlyConfigured
+from django.db.models import Field, QuerySet
 
 if TYPE_CHECKING:
     from .asks.context import SyncContext
@@ -23,17 +23,13 @@ LIMIT = 101
 Completer = Callable[..., Any]
 
 
-def _prefixed(values: Iterable[str], typed: str) -> list[str]:
-    typed = typed.casefold()
-    return [v for v in values if v.casefold().startswith(typed)][:LIMIT]
-
-
 def from_choices(values: Iterable[Any]) -> Completer:
     """A completer offering ``values`` (kept as strings, in their order) that start with what was typed."""
     kept = tuple(dict.fromkeys(str(v) for v in values))
 
     def complete(value: str) -> list[str]:
-        return _prefixed(kept, value)
+        typed = value.casefold()
+        return [v for v in kept if v.casefold().startswith(typed)][:LIMIT]
 
     return complete
 
@@ -48,7 +44,10 @@ def from_queryset(queryset: QuerySet[Any] | Callable[[SyncContext], QuerySet[Any
     if not isinstance(field, str) or not field:
         raise ImproperlyConfigured(f"from_queryset: field must name a field, not {field!r}")
     if isinstance(queryset, QuerySet):
-        _check_field(queryset.model, field)
+        try:
+            queryset.model._meta.get_field(field.split("__", 1)[0])
+        except FieldDoesNotExist:
+            raise ImproperlyConfigured(f"from_queryset: {queryset.model.__name__} has no field {field!r}") from None
     elif not callable(queryset):
         raise ImproperlyConfigured(f"from_queryset: expected a QuerySet or a function returning one, not {queryset!r}")
 
@@ -59,15 +58,6 @@ def from_queryset(queryset: QuerySet[Any] | Callable[[SyncContext], QuerySet[Any
         return list(qs.order_by(field).values_list(field, flat=True).distinct()[:LIMIT])
 
     return complete
-
-
-def _check_field(model: type[Model], name: str) -> None:
-    from django.core.exceptions import FieldDoesNotExist
-
-    try:
-        model._meta.get_field(name.split("__", 1)[0])
-    except FieldDoesNotExist:
-        raise ImproperlyConfigured(f"from_queryset: {model.__name__} has no field {name!r}") from None
 
 
 def from_field(field: Field[Any, Any]) -> Completer:

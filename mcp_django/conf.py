@@ -1,11 +1,8 @@
 """The ``MCP_DJANGO`` settings dict, read through one object: ``mcp_settings.NAME``.
 
-Every setting is one line of :class:`MCPSettings`: its default and the coercer that checks
-and converts the project's value (or raises ``InvalidSetting`` saying what was expected),
-whose return type is the setting's. To add one, add its line there and a row to the table
-in docs/index.md: the system checks then report a wrong value or a misspelt key.
-Values are read from ``django.conf.settings`` on first use and kept until Django reports
-that ``MCP_DJANGO`` changed.
+Every setting is one line of :class:`MCPSettings`: its default and the coercer that converts
+the project's value or raises ``InvalidSetting`` (a system check reports it). A new setting
+also needs its row in docs/index.md. Values are kept until Django reports a change.
 """
 
 from __future__ import annotations
@@ -53,6 +50,12 @@ def _did_you_mean(unknown: list[Any], known: Any) -> str:
         if close:
             guesses.append(f"{key!r}: did you mean {close[0]!r}?")
     return f" ({'; '.join(guesses)})" if guesses else ""
+
+
+def _unknown(given: Any, known: Any) -> str:
+    """The keys of ``given`` that are not ``known``, with a "did you mean" ("" when none)."""
+    unknown = sorted(set(given) - set(known), key=str)
+    return f"{', '.join(map(str, unknown))}{_did_you_mean(unknown, known)}" if unknown else ""
 
 
 # -- coercers ---------------------------------------------------------------------------
@@ -113,6 +116,11 @@ def _sequence(value: Any, what: str) -> list[Any]:
     return list(value)
 
 
+def list_of(what: str, coerce: Callable[[Any], T]) -> Callable[[Any], list[T]]:
+    """A list (or tuple) of ``what``, each item converted by ``coerce``."""
+    return lambda value: [coerce(item) for item in _sequence(value, what)]
+
+
 def secrets(value: Any) -> list[bytes] | None:
     """One secret or a list (the first seals, every one verifies); None: keys derived from SECRET_KEY.
 
@@ -151,13 +159,13 @@ def _imported(item: str, check_id: str) -> Any:
         raise InvalidSetting(f"names {item!r}, which cannot be imported: {exc}", check_id) from None
 
 
-def classes(value: Any) -> list[type]:
-    out = []
-    for item in _sequence(value, "dotted paths of DRF authentication classes"):
-        if not isinstance(item, (type, str)):
-            raise InvalidSetting(f"must list dotted paths of classes, not {_described(item)}")
-        out.append(item if isinstance(item, type) else _imported(item, "mcp_django.E007"))
-    return out
+def _class(item: Any) -> type:
+    if not isinstance(item, (type, str)):
+        raise InvalidSetting(f"must list dotted paths of classes, not {_described(item)}")
+    return item if isinstance(item, type) else _imported(item, "mcp_django.E007")
+
+
+classes = list_of("dotted paths of DRF authentication classes", _class)
 
 
 def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
@@ -174,77 +182,62 @@ def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
     return found
 
 
-def stages(value: Any) -> list[Callable[..., Any]]:
-    """``PIPELINE``: stages ``stage(call, call_next)``, outermost first; the two are passed by name."""
-    found = []
-    for item in _sequence(value, "dotted paths of pipeline stages"):
-        stage = _function(item, "(call, call_next)", "mcp_django.E020")
-        try:
-            names = set(inspect.signature(stage).parameters)
-        except ValueError:
-            names = {"call", "call_next"}
-        if not {"call", "call_next"} <= names:
-            raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
-        found.append(stage)
-    return found
+def _stage(item: Any) -> Callable[..., Any]:
+    """A ``PIPELINE`` stage, ``stage(call, call_next)``: the two are passed by name."""
+    stage = _function(item, "(call, call_next)", "mcp_django.E020")
+    try:
+        names = set(inspect.signature(stage).parameters)
+    except ValueError:
+        names = {"call", "call_next"}
+    if not {"call", "call_next"} <= names:
+        raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
+    return stage
 
 
 def exception_handler(value: Any) -> Callable[..., Any]:
     return _function(value, "(exc, call)", "mcp_django.E021")
 
 
-def extension_modules(value: Any) -> list[str]:
-    """``EXTENSIONS``: dotted paths of modules with a ``register()`` (mcp_django.extensions)."""
-    out = []
-    for item in _sequence(value, "dotted paths of extension modules"):
-        if not isinstance(item, str):
-            raise InvalidSetting(f"must list dotted paths of modules, not {_described(item)}", "mcp_django.E022")
-        try:
-            register = import_string(f"{item}.register")
-        except ImportError as exc:
-            raise InvalidSetting(
-                f"names {item!r}, which is no module with a register() function: {exc}", "mcp_django.E022"
-            ) from None
-        if not callable(register):
-            raise InvalidSetting(f"names {item!r}, whose register is not a function", "mcp_django.E022")
-        out.append(item)
-    return out
+def _extension(item: Any) -> str:
+    """An ``EXTENSIONS`` entry: the dotted path of a module with a ``register()`` (mcp_django.extensions)."""
+    if not isinstance(item, str):
+        raise InvalidSetting(f"must list dotted paths of modules, not {_described(item)}", "mcp_django.E022")
+    try:
+        register = import_string(f"{item}.register")
+    except ImportError as exc:
+        raise InvalidSetting(
+            f"names {item!r}, which is no module with a register() function: {exc}", "mcp_django.E022"
+        ) from None
+    if not callable(register):
+        raise InvalidSetting(f"names {item!r}, whose register is not a function", "mcp_django.E022")
+    return item
 
 
-def origins(value: Any) -> list[str]:
-    out = []
-    for item in _sequence(value, 'origins such as "https://app.example"'):
-        if item == "*":
-            out.append(item)
-            continue
-        if not isinstance(item, str):
-            raise InvalidSetting(f'must list origins such as "https://app.example", not {_described(item)}')
-        parts = urlsplit(item)
-        # A browser's Origin header is scheme://host[:port]: any other spelling would never match.
-        if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
-            raise InvalidSetting(
-                f"has {item!r}, which is not an origin: write it as scheme://host[:port] "
-                f'(e.g. "https://{parts.netloc or parts.path.split("/")[0] or "app.example"}"), '
-                "without a path or a trailing slash",
-                "mcp_django.E011",
-            )
-        out.append(f"{parts.scheme.lower()}://{parts.netloc.lower()}")
-    return out
+def _origin(item: Any) -> str:
+    if item == "*":
+        return item
+    if not isinstance(item, str):
+        raise InvalidSetting(f'must list origins such as "https://app.example", not {_described(item)}')
+    parts = urlsplit(item)
+    # A browser's Origin header is scheme://host[:port]: any other spelling would never match.
+    if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
+        raise InvalidSetting(
+            f"has {item!r}, which is not an origin: write it as scheme://host[:port] "
+            f'(e.g. "https://{parts.netloc or parts.path.split("/")[0] or "app.example"}"), '
+            "without a path or a trailing slash",
+            "mcp_django.E011",
+        )
+    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def urls(value: Any) -> list[str]:
-    """Absolute URLs, or paths on this server (resolved against each request's host)."""
-    out = []
-    for item in _sequence(value, 'URLs such as "https://auth.example"'):
-        if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
-            raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
-        out.append(item.rstrip("/") or "/")
-    return out
+def _url(item: Any) -> str:
+    """An absolute URL, or a path on this server (resolved against each request's host)."""
+    if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
+        raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
+    return item.rstrip("/") or "/"
 
 
-def web_url(value: Any) -> str | None:
-    if value is None:
-        return None
+def web_url(value: Any) -> str:
     if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
         raise InvalidSetting(f'must be an http(s) URL such as "https://shop.example", not {_described(value)}')
     return value
@@ -260,21 +253,19 @@ def icon_list(value: Any) -> tuple[Any, ...]:
         raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
 
 
-def folders(value: Any) -> list[Path]:
-    out = []
-    for item in _sequence(value, "folders (str or pathlib.Path)"):
-        if not isinstance(item, (str, os.PathLike)) or not str(item):
-            raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
-        out.append(Path(item))
-    return out
+def _folder(item: Any) -> Path:
+    if not isinstance(item, (str, os.PathLike)) or not str(item):
+        raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
+    return Path(item)
 
 
-def strings(value: Any) -> list[str]:
-    out = _sequence(value, "str")
-    for item in out:
-        if not isinstance(item, str) or not item:
-            raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
-    return out
+def _string(item: Any) -> str:
+    if not isinstance(item, str) or not item:
+        raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
+    return item
+
+
+strings = list_of("str", _string)
 
 
 # Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
@@ -298,13 +289,9 @@ def _keyed(value: Any, known: Any, check_id: str) -> dict[Any, Any]:
         return {}
     if not isinstance(value, dict):
         raise InvalidSetting(f"must be a dict with the keys {', '.join(known)}, not {_described(value)}", check_id)
-    unknown = sorted(set(value) - set(known), key=str)
+    unknown = _unknown(value, known)
     if unknown:
-        raise InvalidSetting(
-            f"has unknown key(s): {', '.join(map(str, unknown))}{_did_you_mean(unknown, known)}; "
-            f"the keys are {', '.join(known)}",
-            check_id,
-        )
+        raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {', '.join(known)}", check_id)
     return value
 
 
@@ -326,24 +313,16 @@ def _sub_settings(
     return coerce
 
 
+# The AUDIT keys (docs/audit.md). ENABLED False: no rows at all (a project may keep only its own
+# receivers); ASYNC_WRITES False: every row committed before the response (in-memory SQLite).
 AUDIT_DEFAULTS: dict[str, Any] = {
-    # False: write no rows at all (a project may keep only its own signal receivers).
     "ENABLED": True,
-    # A row per input_required round (input-request keys and methods).
     "ROUNDS": True,
-    # A row per finished tools/call, prompts/get, resources/read (completed, failed, cancelled).
     "CALLS": True,
-    # A row per legacy server-to-client request and its outcome.
     "ASKS": True,
-    # A row per refused requestState, missing capability or call a limit refused, committed
-    # before the client is answered.
-    "REFUSALS": True,
-    # The most rows the background writer inserts in one statement.
+    "REFUSALS": True,  # committed before the client is answered, whatever ASYNC_WRITES says
     "BATCH_SIZE": 500,
-    # The most rows waiting to be written; rows beyond it are dropped, counted and logged (W020).
-    "QUEUE_SIZE": 100_000,
-    # False: round, call and ask rows too are committed before the response (one more round
-    # trip per call, but nothing written after a test has ended: in-memory SQLite wants this).
+    "QUEUE_SIZE": 100_000,  # rows beyond it are dropped, counted and logged (W020)
     "ASYNC_WRITES": True,
 }
 audit = _sub_settings(
@@ -373,22 +352,14 @@ def rates(value: Any) -> dict[str, Any]:
     return out
 
 
+# The LIMITS keys (docs/limits.md).
 LIMITS_DEFAULTS: dict[str, Any] = {
-    # Scope -> rate ("100/min"): "user" (each principal; anonymous callers by address),
-    # "token" (each credential), "tool" (each principal on each tool, prompt or resource),
-    # "endpoint" (every caller of an endpoint together). See docs/limits.md.
-    "RATES": {},
-    # DRF throttle classes (dotted paths) asked too, each call: allow_request(request, handler).
-    "CLASSES": [],
-    # The Django cache the counts are kept in: a shared one (Redis) when several instances serve.
-    "CACHE": "default",
-    # Seconds a call waits for that cache before WHEN_CACHE_DOWN applies.
+    "RATES": {},  # scope ("user", "token", "tool", "endpoint") -> rate ("100/min")
+    "CLASSES": [],  # DRF throttle classes, asked allow_request(request, handler) each call
+    "CACHE": "default",  # a shared one (Redis) when several instances serve
     "CACHE_TIMEOUT": 0.75,
-    # While the cache is away: "open" serves calls uncounted, "closed" refuses them (503).
-    "WHEN_CACHE_DOWN": "open",
-    # The most legacy asks one principal may have open at once (None: no cap).
+    "WHEN_CACHE_DOWN": "open",  # "open" serves calls uncounted, "closed" refuses them (503)
     "MAX_OPEN_ASKS": None,
-    # The most MCP tasks one principal may have unfinished (None: no cap).
     "MAX_OPEN_TASKS": None,
 }
 limits = _sub_settings(
@@ -447,11 +418,10 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
             raise InvalidSetting(
                 f"[{name!r}] must be a dict of settings, not {_described(overrides)}", "mcp_django.E013"
             )
-        unknown = sorted(set(overrides) - set(ENDPOINT_KEYS), key=str)
+        unknown = _unknown(overrides, ENDPOINT_KEYS)
         if unknown:
             raise InvalidSetting(
-                f"[{name!r}] has key(s) an endpoint cannot set: {', '.join(map(str, unknown))}"
-                f"{_did_you_mean(unknown, ENDPOINT_KEYS)}; an endpoint sets {', '.join(ENDPOINT_KEYS)}",
+                f"[{name!r}] has key(s) an endpoint cannot set: {unknown}; an endpoint sets {', '.join(ENDPOINT_KEYS)}",
                 "mcp_django.E013",
             )
         out[name] = {}
@@ -499,122 +469,79 @@ DEPRECATED: dict[str, tuple[str, str]] = {"AUDIT_ROUNDS": ('MCP_DJANGO["AUDIT"][
 class MCPSettings:
     """Typed access to ``settings.MCP_DJANGO`` merged over the defaults: one line per setting."""
 
-    # Secret(s) the requestState keys derive from; a list rotates keys (the first seals, every
-    # one verifies). None: derived from SECRET_KEY and SECRET_KEY_FALLBACKS.
+    # What each setting means is in docs/index.md's table; the comments here say only why.
+    # requestState and legacy sessions
     REQUEST_STATE_KEY = Setting(None, secrets)
-    # Seal requestState with AES-256-GCM (unreadable) instead of signing it with HMAC-SHA256.
     ENCRYPT_REQUEST_STATE = Setting(False, boolean)
-    # Seconds a requestState stays valid after it is issued.
     REQUEST_STATE_LIFETIME = Setting(600, non_negative_int)
-    # A longer requestState is refused before anything decodes it.
     MAX_REQUEST_STATE_BYTES = Setting(64 * 1024, positive_int)
-    # The most input_required rounds one request may take.
     MAX_INPUT_ROUNDS = Setting(10, non_negative_int)
-    # Seconds an attempt with a branch parked on an ask waits for its other branches to ask too.
     ROUND_GATHER_TIMEOUT = Setting(2.0, seconds)
-    # Serve callers that present no credentials, as the anonymous principal.
+    # who may call, and the endpoint as an OAuth protected resource
     ALLOW_ANONYMOUS = Setting(False, boolean)
-    # DRF authentication classes (dotted paths), tried in order.
     AUTHENTICATION_CLASSES = Setting(
         ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
     )
-    # Seconds an authenticated principal is remembered by its credentials (0: off); over 1,
-    # hits check the user's version in SESSION_CACHE. See mcp_django.auth_cache.
-    AUTH_CACHE_SECONDS = Setting(1, seconds)
-    # The authorization servers whose access tokens the endpoint accepts, named in its
-    # protected-resource metadata (RFC 9728). Empty: not an OAuth protected resource.
-    AUTHORIZATION_SERVERS = Setting([], urls)
-    # The endpoint's canonical URL, the tokens' audience (RFC 8707). None: from each request.
+    AUTH_CACHE_SECONDS = Setting(1, seconds)  # see mcp_django.auth_cache
+    AUTHORIZATION_SERVERS = Setting([], list_of('URLs such as "https://auth.example"', _url))
     RESOURCE_URL = Setting(None, optional(text))
-    # Scopes every access token must carry to use the endpoint at all (a handler's add to them).
     REQUIRED_SCOPES = Setting([], strings)
-    # The scopes the metadata lists (None: REQUIRED_SCOPES and every scope a handler requires).
     SCOPES_SUPPORTED = Setting(None, optional(strings))
-    # DPoP (RFC 9449): "off", "allowed" (bound tokens with their proofs, bearer tokens too)
-    # or "required" (only bound tokens). See mcp_django.contrib.dpop.
-    DPOP = Setting("off", one_of("off", "allowed", "required"))
-    # The JWS algorithms a DPoP proof may use (asymmetric only), advertised in the metadata.
+    DPOP = Setting("off", one_of("off", "allowed", "required"))  # see mcp_django.contrib.dpop
     DPOP_ALGORITHMS = Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms)
-    # Seconds a proof's iat may differ from the server's clock, either way; its jti is
-    # remembered in SESSION_CACHE for twice this, so a proof is never accepted twice.
     DPOP_PROOF_WINDOW = Setting(300, seconds)
-    # Seconds a server-issued DPoP nonce is good for (RFC 9449 section 8); 0: no nonce asked.
     DPOP_NONCE_SECONDS = Setting(0, non_negative_int)
-    # Seconds a request waits for the authentication classes before it is answered 503.
     AUTH_TIMEOUT = Setting(10, seconds)
-    # Browser origins (scheme://host[:port]) allowed besides the endpoint's own; "*" allows any.
-    ALLOWED_ORIGINS = Setting([], origins)
-    # The largest request body accepted, in bytes.
+    ALLOWED_ORIGINS = Setting([], list_of('origins such as "https://app.example"', _origin))
+    # requests, handlers and what the server says of itself
     MAX_REQUEST_BYTES = Setting(4 * 1024 * 1024, positive_int)
-    # Seconds a client has to send a request's body (slower ones are answered 408 and closed).
     REQUEST_READ_TIMEOUT = Setting(30, seconds)
-    # The name of the module discovered in each installed app.
     HANDLER_MODULE = Setting("mcp", text)
-    # Folders of skills searched before each installed app's mcp_skills/ (docs/skills.md).
-    SKILLS_DIRS = Setting([], folders)
-    # What server/discover and initialize say.
+    SKILLS_DIRS = Setting([], list_of("folders (str or pathlib.Path)", _folder))
     SERVER_NAME = Setting("mcp-django", text)
     SERVER_TITLE = Setting(None, optional(text))
-    # In serverInfo for 2025-11-25 and later clients; icons as icons=[...] on handlers.
     SERVER_DESCRIPTION = Setting(None, optional(text))
-    SERVER_WEBSITE_URL = Setting(None, web_url)
+    SERVER_WEBSITE_URL = Setting(None, optional(web_url))
     SERVER_ICONS = Setting((), icon_list)
     INSTRUCTIONS = Setting(None, optional(text))
-    # Caching hints on list results and resources/read (2026-07-28).
     LIST_TTL_MS = Setting(0, non_negative_int)
     CACHE_SCOPE = Setting("private", one_of("private", "public"))
-    # Seconds a legacy server-to-client request waits for the client's reply.
+    # threads, and legacy asks
     ASK_TIMEOUT = Setting(300, seconds)
-    # Threads for short sync work: authentication, permission checks, sync handlers.
     WORKER_THREADS = Setting(32, positive_int)
-    # Threads for the thread-sensitive sync code of async handlers (one per call).
     DB_THREADS = Setting(4, positive_int)
-    # How many sync handlers of one principal may wait at once on legacy asks (beyond: -32005).
     ASK_THREADS_PER_PRINCIPAL = Setting(16, positive_int)
-    # Seconds a legacy call's SSE stream may go unread before the call is cancelled.
     ABANDONED_STREAM_SECONDS = Setting(30, seconds)
-    # MCP tasks (docs/tasks.md): their ttlMs (None: unlimited), the pollIntervalMs clients
-    # are told, the TASKS backend alias, the seconds a silent worker's run is failed after,
-    # and how often a run lost to its infrastructure starts again (by default).
+    # MCP tasks (docs/tasks.md)
     TASK_TTL_MS = Setting(3_600_000, optional(positive_int))
     TASK_POLL_INTERVAL_MS = Setting(1000, positive_int)
     TASK_BACKEND = Setting("default", text)
     TASK_LEASE_SECONDS = Setting(30, seconds)
     TASK_RETRIES = Setting(2, non_negative_int)
-    # Seconds a legacy (2025-11-25 and earlier) Streamable HTTP session lives.
+    # legacy (2025-11-25 and earlier) sessions and streams
     SESSION_LIFETIME = Setting(86400, positive_int)
-    # The most resources one legacy session, websocket or listen stream may subscribe to.
     MAX_SUBSCRIPTIONS = Setting(100, non_negative_int)
-    # Seconds between SSE keepalive comments on a quiet legacy stream; 0: none.
     SSE_KEEPALIVE = Setting(15, seconds)
-    # Seconds a legacy standalone GET stream may stay eventless before it is closed; 0: no limit.
     STREAM_IDLE_TIMEOUT = Setting(600, seconds)
-    # Warn of (and audit) database writes of an attempt that ended with input_required. None: DEBUG.
-    REPLAY_GUARD = Setting(None, optional(boolean))
-    # The Django cache that shares state between processes (legacy sessions, user versions,
-    # DPoP replays): a shared one (Redis) when several instances serve.
+    REPLAY_GUARD = Setting(None, optional(boolean))  # None: DEBUG's value
+    # The cache processes share state through: a shared one (Redis) when several instances serve.
     SESSION_CACHE = Setting("default", text)
-    # Seconds a request waits for the session cache before it is answered 503.
     SESSION_CACHE_TIMEOUT = Setting(0.75, seconds)
-    # Seconds a request waits for one channel-layer operation before it is answered 503.
     CHANNEL_LAYER_TIMEOUT = Setting(0.75, seconds)
-    # Which audit rows mcp-django writes (AUDIT_DEFAULTS); signals are sent either way.
+    # audit, the pipeline, extensions, limits and endpoints
     AUDIT = Setting({}, audit)
     # The older spelling of AUDIT["ROUNDS"] (None: not given); deprecated (see DEPRECATED).
     AUDIT_ROUNDS = Setting(None, optional(boolean))
-    # gc.freeze() at the ASGI lifespan's startup, so that full collections walk only what requests made.
     GC_FREEZE = Setting(True, boolean)
-    # The stages stage(call, call_next) every call goes through, outermost first (docs/pipeline.md).
-    PIPELINE = Setting(["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], stages)
-    # handler(exc, call) -> (HTTP status, JSON-RPC error response, headers), as DRF's.
-    EXCEPTION_HANDLER = Setting("mcp_django.pipeline.exception_handler", exception_handler)
-    # The protocol extensions served: modules with a register() (docs/extensions.md).
-    EXTENSIONS = Setting(
-        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"], extension_modules
+    PIPELINE = Setting(
+        ["mcp_django.tracing.trace", "mcp_django.pipeline.audit"], list_of("dotted paths of pipeline stages", _stage)
     )
-    # Rate limits and caps per user, token, tool and endpoint (docs/limits.md): see LIMITS_DEFAULTS.
+    EXCEPTION_HANDLER = Setting("mcp_django.pipeline.exception_handler", exception_handler)
+    EXTENSIONS = Setting(
+        ["mcp_django.skills.methods", "mcp_django.tasks.methods", "mcp_django.mcp_ui.methods"],
+        list_of("dotted paths of extension modules", _extension),
+    )
     LIMITS = Setting({}, limits)
-    # Endpoint name -> its own values of the ENDPOINT_KEYS settings (docs/endpoints.md).
     ENDPOINTS = Setting({}, endpoints)
 
     def coerced(self, setting: Setting[T]) -> T:
@@ -654,9 +581,7 @@ class MCPSettings:
     def endpoint(self, name: str) -> EndpointSettings:
         """The settings as the endpoint ``name`` reads them (one object per name, kept)."""
         found = _endpoint_views.get(name)
-        if found is None:
-            found = _endpoint_views.setdefault(name, EndpointSettings(name))
-        return found
+        return found if found is not None else _endpoint_views.setdefault(name, EndpointSettings(name))
 
     def for_request(self, request: Any) -> EndpointSettings:
         """The settings of the endpoint a Django request reached (``request.mcp_endpoint``,
@@ -692,14 +617,13 @@ class EndpointSettings:
         self.__dict__["name"] = name
 
     def __getattr__(self, key: str) -> Any:
-        if key not in ENDPOINT_KEYS:
-            derive = DERIVED.get(key)
-            if derive is None:
-                return getattr(mcp_settings, key)
-            value = self.__dict__[key] = derive(self)
-            return value
-        overrides = mcp_settings.ENDPOINTS.get(self.name, {})
-        value = overrides[key] if key in overrides else getattr(mcp_settings, key)
+        if key in ENDPOINT_KEYS:
+            overrides = mcp_settings.ENDPOINTS.get(self.name, {})
+            value = overrides[key] if key in overrides else getattr(mcp_settings, key)
+        elif key in DERIVED:
+            value = DERIVED[key](self)
+        else:
+            return getattr(mcp_settings, key)
         self.__dict__[key] = value
         return value
 

@@ -120,11 +120,6 @@ def _forget(setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_forget, dispatch_uid="mcp_django.icons")
 
 
-def _origin_of(url: str | None) -> str | None:
-    parts = urlsplit(url or "")
-    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
-
-
 class IconBase:
     """How one answer resolves its icons' URLs: against RESOURCE_URL's origin, else the request's
     (built only for a relative URL; without one, as on stdio, such an icon is left out)."""
@@ -135,9 +130,9 @@ class IconBase:
 
     @cached_property
     def origin(self) -> str | None:
-        configured = _origin_of(self._resource_url)
-        if configured is not None:
-            return configured
+        configured = urlsplit(self._resource_url or "")
+        if configured.scheme and configured.netloc:
+            return f"{configured.scheme}://{configured.netloc}"
         request = self._request() if self._request is not None else None
         # No Host, no origin: stdio's request names none, and "unknown" is no host to send.
         if request is None or not request.META.get("HTTP_HOST"):
@@ -148,13 +143,9 @@ class IconBase:
             return None
 
     def describe(self, declared: tuple[Icon, ...]) -> list[dict[str, Any]]:
-        if not any(_relative(icon) for icon in declared):
-            return list(_resolved(declared, None))
-        return list(_resolved(declared, self.origin))
-
-
-def _relative(icon: Icon) -> bool:
-    return urlsplit(static_url(icon.src)).scheme not in _SCHEMES
+        # The origin (which may build the request) only for an icon whose URL is relative.
+        relative = any(urlsplit(static_url(icon.src)).scheme not in _SCHEMES for icon in declared)
+        return list(_resolved(declared, self.origin if relative else None))
 
 
 @functools.lru_cache(maxsize=512)

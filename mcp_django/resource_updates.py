@@ -33,23 +33,16 @@ Listener = Callable[[str], None]
 
 
 class Listeners:
-    """One per event loop: called there with the URI of every update announced anywhere
-    (``watch``), or the key of every other kind of change (``watch_kind``: a task's id for
-    :data:`TASK_CHANGED`)."""
+    """One per event loop: called there with the URI of every update announced anywhere, or
+    with the key of another ``kind`` of change (a task's id for :data:`TASK_CHANGED`)."""
 
     def __init__(self) -> None:
         self._watching: dict[str, set[Listener]] = {UPDATED: set(), TASK_CHANGED: set()}
 
-    def watch(self, listener: Listener) -> None:
-        self._watching[UPDATED].add(listener)
-
-    def unwatch(self, listener: Listener) -> None:
-        self._watching[UPDATED].discard(listener)
-
-    def watch_kind(self, kind: str, listener: Listener) -> None:
+    def watch(self, listener: Listener, kind: str = UPDATED) -> None:
         self._watching[kind].add(listener)
 
-    def unwatch_kind(self, kind: str, listener: Listener) -> None:
+    def unwatch(self, listener: Listener, kind: str = UPDATED) -> None:
         self._watching[kind].discard(listener)
 
     def heard(self, message: dict[str, Any]) -> None:
@@ -128,15 +121,12 @@ def _soon(message: dict[str, Any]) -> None:
     except RuntimeError:
         loop = None
     if loop is not None:
-        created = loop.create_task(_announce_logged(message))
-        _announcing.add(created)  # a task nobody references may be collected before it runs
-        created.add_done_callback(_announcing.discard)
-        return
+        pending: Any = loop.create_task(_announce_logged(message))
     # A sync caller: on a served loop's worker thread, that loop (its layer is connected).
-    served = served_loop()
-    if served is not None:
-        future = asyncio.run_coroutine_threadsafe(_announce_logged(message), served)
-        _announcing.add(future)  # type: ignore[arg-type]
-        future.add_done_callback(_announcing.discard)
+    elif (served := served_loop()) is not None:
+        pending = asyncio.run_coroutine_threadsafe(_announce_logged(message), served)
+    else:
+        async_to_sync(_announce_logged)(message)
         return
-    async_to_sync(_announce_logged)(message)
+    _announcing.add(pending)  # a task nobody references may be collected before it runs
+    pending.add_done_callback(_announcing.discard)

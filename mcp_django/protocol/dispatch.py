@@ -377,7 +377,7 @@ class Dispatcher:
             updates = await resource_updates.listeners()
             updates.watch(on_update)
             for kind, listener in on_topics:
-                updates.watch_kind(kind, listener)
+                updates.watch(listener, kind)
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -401,7 +401,7 @@ class Dispatcher:
             if updates is not None:
                 updates.unwatch(on_update)
                 for kind, listener in on_topics:
-                    updates.unwatch_kind(kind, listener)
+                    updates.unwatch(listener, kind)
             for pending in pushing:
                 pending.cancel()
 

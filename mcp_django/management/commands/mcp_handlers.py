@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...handlers import PRIMITIVES
 
@@ -44,8 +44,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from django.core.management.base import CommandError
-
         from ...registry import endpoints, registry_named
 
         registry = registry_named(options["endpoint"])
@@ -66,7 +64,7 @@ class Command(BaseCommand):
                 r["type"] + (f" (task {r['task']})" if r.get("task") else ""),
                 r["address"],
                 r["source"],
-                (r["description"] or "").splitlines()[0] if r["description"] else "",
+                r["description"].splitlines()[0] if r["description"] else "",
             )
             for r in rows
         ]

@@ -84,8 +84,7 @@ class Command(DBWorkerCommand):
 
     def handle(self, *, verbosity: int, reload: bool, batch: bool, **options: Any) -> None:
         self.configure_logging(verbosity)
-        if reload and batch:
-            reload = False
+        reload = reload and not batch  # as db_worker: --batch turns --reload off
         queue_names = options["queue_name"].split(",")
         excluded = options["exclude_queues"].split(",") if options["exclude_queues"] else []
         if excluded and "*" not in queue_names:
