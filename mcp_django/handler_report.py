@@ -171,16 +171,10 @@ def _test_label(test: Any) -> str | None:
 
 
 def _closure(func: Any) -> dict[str, Any]:
-    code, cells = getattr(func, "__code__", None), getattr(func, "__closure__", None) or ()
-    if code is None:
+    try:
+        return dict(inspect.getclosurevars(func).nonlocals)
+    except (TypeError, ValueError):  # not a Python function, or an empty cell
         return {}
-    out = {}
-    for name, cell in zip(code.co_freevars, cells, strict=False):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-    return out
 
 
 def _decorator_guards(func: Any) -> list[str]:

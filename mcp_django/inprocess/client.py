@@ -25,6 +25,7 @@ from ..protocol.revisions import (
     META_CLIENT_INFO,
     META_VERSION,
     MODERN_VERSIONS,
+    NAMED_METHODS,
 )
 from . import threads
 from .answers import Answer, Answerer, InputRequest, NoAnswer, answer_for
@@ -39,8 +40,6 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-# Methods whose Mcp-Name header repeats a params field (the name, the URI, the task id).
-_NAMED = ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update", "tasks/cancel")
 DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 CLIENT_INFO = {"name": "mcp-django-testclient", "version": "1"}
 
@@ -491,11 +490,9 @@ class MCPClient:
             "mcp-method": method,
             **auth,
         }
-        target = params.get(
-            "uri" if method == "resources/read" else "taskId" if method.startswith("tasks/") else "name"
-        )
-        if method in _NAMED and isinstance(target, str):
-            headers["mcp-name"] = _header_value(target)
+        field = NAMED_METHODS.get(method)  # the name, the URI, the task id
+        if field is not None and isinstance(params.get(field), str):
+            headers["mcp-name"] = _header_value(params[field])
         if method == "tools/call":
             headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
         headers.update(self.extra_headers)
