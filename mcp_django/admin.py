@@ -336,7 +336,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
         context = self._context(request, f"{handler.primitive} {report.address(handler)}")
         series = report.activity(handler, endpoint=name)
-        query = urlencode(report.audit_query(handler, name))
         asked: dict[str, str] = {}
         for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
             if isinstance(asks, dict):
@@ -356,12 +355,8 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             chart=report.chart(series),
             # The extensions' sections of this page (mcp_django.extensions.add_handler_panel).
             panels=[html for panel in extensions.registered.handler_panels if (html := panel(handler))],
-            links={
-                "all": query,
-                "calls": f"{query}&kind=calls",
-                "rounds": f"{query}&kind=round",
-                "refusals": f"{query}&kind=refusals",
-            },
+            # The audit log's filter for this handler's rows (its links add a kind, as the list's do).
+            query=urlencode(report.audit_query(handler, name)),
         )
         return TemplateResponse(request, "admin/mcp_django/handler.html", context)
 

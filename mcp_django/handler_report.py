@@ -21,7 +21,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from .asks.questions import ASK_TYPES
-from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool
+from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool, dotted_name
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
@@ -120,10 +120,6 @@ def source_code(handler: Handler) -> str:
         return ""
 
 
-def _dotted(obj: Any) -> str:
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
-
-
 def _drf_label(permission: Any) -> str:
     """A DRF permission, composed ones (``IsAuthenticated & IsOwner``) spelt as written."""
     op1, op2 = getattr(permission, "op1", None), getattr(permission, "op2", None)
@@ -132,7 +128,7 @@ def _drf_label(permission: Any) -> str:
         return f"({_drf_label(op1)} {'&' if name == 'AND' else '|'} {_drf_label(op2)})"
     if op1 is not None and name == "NOT":
         return f"~{_drf_label(op1)}"
-    return _dotted(permission if isinstance(permission, type) else type(permission))
+    return dotted_name(permission if isinstance(permission, type) else type(permission))
 
 
 def _drf_view_permissions(operation: Any) -> list[str]:
@@ -167,20 +163,14 @@ def _test_label(test: Any) -> str | None:
     label = _auth_decorator_label(test)
     if label or getattr(test, "__qualname__", "").startswith(("staff_member_required.", "user_passes_test.")):
         return label
-    return f"{_DECORATORS}user_passes_test({_dotted(test)})"
+    return f"{_DECORATORS}user_passes_test({dotted_name(test)})"
 
 
 def _closure(func: Any) -> dict[str, Any]:
-    code, cells = getattr(func, "__code__", None), getattr(func, "__closure__", None) or ()
-    if code is None:
+    try:
+        return dict(inspect.getclosurevars(func).nonlocals)
+    except (TypeError, ValueError):  # not a Python function, or an empty cell
         return {}
-    out = {}
-    for name, cell in zip(code.co_freevars, cells, strict=False):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-    return out
 
 
 def _decorator_guards(func: Any) -> list[str]:
@@ -211,11 +201,11 @@ def _django_view_guards(view: Any) -> list[str]:
         if issubclass(view, mixins.PermissionRequiredMixin):
             perms = view.permission_required
             perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
-            labels.append(f"{_dotted(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
+            labels.append(f"{dotted_name(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
         elif issubclass(view, mixins.LoginRequiredMixin):
-            labels.append(_dotted(mixins.LoginRequiredMixin))
+            labels.append(dotted_name(mixins.LoginRequiredMixin))
         if issubclass(view, mixins.UserPassesTestMixin):
-            labels.append(_dotted(mixins.UserPassesTestMixin))
+            labels.append(dotted_name(mixins.UserPassesTestMixin))
         labels += _decorator_guards(getattr(view, "dispatch", None))
     else:
         labels += _decorator_guards(view)

@@ -89,10 +89,7 @@ def raw(result: dict[str, Any]) -> Answer:
 
 def error(code: int, message: str, data: Any = None) -> Answer:
     """Legacy revisions: answer the server's request with a JSON-RPC error."""
-    body: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        body["data"] = data
-    return Answer(error=body)
+    return Answer(error={"code": code, "message": message, **({"data": data} if data is not None else {})})
 
 
 def _defaults(schema: dict[str, Any] | None) -> dict[str, Any]:

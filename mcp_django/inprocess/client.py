@@ -25,6 +25,7 @@ from ..protocol.revisions import (
     META_CLIENT_INFO,
     META_VERSION,
     MODERN_VERSIONS,
+    NAMED_METHODS,
 )
 from . import threads
 from .answers import Answer, Answerer, InputRequest, NoAnswer, answer_for
@@ -39,8 +40,6 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-# Methods whose Mcp-Name header repeats a params field (the name, the URI, the task id).
-_NAMED = ("tools/call", "prompts/get", "resources/read", "tasks/get", "tasks/update", "tasks/cancel")
 DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 CLIENT_INFO = {"name": "mcp-django-testclient", "version": "1"}
 
@@ -381,12 +380,7 @@ class MCPClient:
     async def _call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
         watching = Observer(replay_guard=self.replay_guard)
         signals.observer.set(watching)
-        if self.legacy:
-            rounds: list[Round] = []
-            response, notifications = await self._legacy_request(auth, method, params, answer, rounds)
-            result = Result(method, _result_of(response), rounds, notifications=notifications)
-        else:
-            result = await self._modern_call(auth, method, params, answer)
+        result = await self._rounds(auth, method, params, answer)
         result.runs = watching.runs
         result.unsafe_writes = list(watching.unsafe_writes)
         if watching.unsafe_writes:
@@ -401,16 +395,72 @@ class MCPClient:
         return result
 
     async def _plain(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if self.legacy:
-            message, _ = await self._legacy_request(auth, method, params, None, [])
-        else:
-            message, _ = await self._modern_post(auth, method, params)
-        return _result_of(message)
+        return _result_of((await self._post(auth, method, params))[0])
 
     def _exchange(
         self, headers: dict[str, str], body: bytes, method: str = "POST"
     ) -> contextlib.AbstractAsyncContextManager[Response]:
         return exchange(self.app, http_scope(method, self.path, headers), body)
+
+    async def _post(
+        self,
+        auth: dict[str, str],
+        method: str,
+        params: dict[str, Any],
+        answer: Answerer = None,
+        rounds: list[Round] | None = None,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """One request: its response, and the notifications sent before it. On a legacy revision the
+        server's requests on the call's stream are answered meanwhile (each a round in ``rounds``)."""
+        if not self.legacy:
+            meta = {META_VERSION: self.revision, META_CAPABILITIES: self.capabilities, META_CLIENT_INFO: CLIENT_INFO}
+            params = {**params, "_meta": {**meta, **(params.get("_meta") or {})}}
+        request_id = next(self._ids)
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        rounds = [] if rounds is None else rounds
+        if self.legacy:
+            await self._initialize(auth)
+            exchanging = self._legacy_exchange(auth, body)
+        else:
+            exchanging = self._exchange(self._modern_headers(auth, method, params), orjson.dumps(body))
+        notifications: list[dict[str, Any]] = []
+        failed: Exception | None = None
+        async with exchanging as response:
+            if not response.is_stream:
+                return await _json_or_raise(response), notifications
+            async for message in response.events():
+                if "method" in message and "id" in message:
+                    if failed is None:  # else the call is being cancelled: no more answers
+                        failed = await self._answer_server_request(auth, request_id, message, answer, rounds)
+                elif "method" in message:
+                    notifications.append(message)
+                elif message.get("id") == request_id:
+                    if failed is not None:
+                        raise failed
+                    message.setdefault("_status", response.status)
+                    return message, notifications
+            if failed is not None:
+                raise failed
+            raise AssertionError(f"the stream for {method} ended without a response")
+
+    async def _rounds(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
+        """A call to its end: 2026-07-28's rounds (or its task) retried with the answers; a legacy
+        call answered in one request, the server's requests on its stream."""
+        rounds: list[Round] = []
+        notifications: list[dict[str, Any]] = []
+        retry = params
+        while True:
+            message, notes = await self._post(auth, method, retry, answer, rounds)
+            notifications.extend(notes)
+            result = _result_of(message)
+            if result.get("resultType") == "task" and method == "tools/call":
+                return await self._drive_task(auth, result, answer, rounds, notifications)
+            if result.get("resultType") != "input_required":
+                return Result(method, result, rounds, notifications=notifications)
+            await self._answer(result.get("inputRequests") or {}, answer, rounds)
+            retry = {**params, "inputResponses": rounds[-1].responses}
+            if "requestState" in result:
+                retry["requestState"] = result["requestState"]
 
     async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> dict[str, Answer]:
         """A new round of input: the test's answer to each of the server's requests (by key)."""
@@ -440,52 +490,13 @@ class MCPClient:
             "mcp-method": method,
             **auth,
         }
-        target = params.get(
-            "uri" if method == "resources/read" else "taskId" if method.startswith("tasks/") else "name"
-        )
-        if method in _NAMED and isinstance(target, str):
-            headers["mcp-name"] = _header_value(target)
+        field = NAMED_METHODS.get(method)  # the name, the URI, the task id
+        if field is not None and isinstance(params.get(field), str):
+            headers["mcp-name"] = _header_value(params[field])
         if method == "tools/call":
             headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
         headers.update(self.extra_headers)
         return headers
-
-    async def _modern_post(
-        self, auth: dict[str, str], method: str, params: dict[str, Any]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        meta = dict(params.get("_meta") or {})
-        meta.setdefault(META_VERSION, self.revision)
-        meta.setdefault(META_CAPABILITIES, self.capabilities)
-        meta.setdefault(META_CLIENT_INFO, CLIENT_INFO)
-        params = {**params, "_meta": meta}
-        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
-        notifications: list[dict[str, Any]] = []
-        async with self._exchange(self._modern_headers(auth, method, params), orjson.dumps(body)) as response:
-            if not response.is_stream:
-                return _with_status(await _json_or_raise(response), response.status), notifications
-            async for message in response.events():
-                if "method" in message and "id" not in message:
-                    notifications.append(message)
-                elif message.get("id") == body["id"]:
-                    return _with_status(message, response.status), notifications
-            raise AssertionError(f"the stream for {method} ended without a response")
-
-    async def _modern_call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
-        rounds: list[Round] = []
-        notifications: list[dict[str, Any]] = []
-        retry = params
-        while True:
-            message, notes = await self._modern_post(auth, method, retry)
-            notifications.extend(notes)
-            result = _result_of(message)
-            if result.get("resultType") == "task" and method == "tools/call":
-                return await self._drive_task(auth, result, answer, rounds, notifications)
-            if result.get("resultType") != "input_required":
-                return Result(method, result, rounds, notifications=notifications)
-            await self._answer(result.get("inputRequests") or {}, answer, rounds)
-            retry = {**params, "inputResponses": rounds[-1].responses}
-            if "requestState" in result:
-                retry["requestState"] = result["requestState"]
 
     async def _drive_task(
         self,
@@ -500,8 +511,7 @@ class MCPClient:
         states = [created["status"]]
         deadline = time.monotonic() + self.task_timeout
         while True:
-            message, _ = await self._modern_post(auth, "tasks/get", {"taskId": task_id})
-            task = _result_of(message)
+            task = await self._plain(auth, "tasks/get", {"taskId": task_id})
             status = task["status"]
             if status != states[-1]:
                 states.append(status)
@@ -517,8 +527,7 @@ class MCPClient:
                 raise failure
             if status == "input_required":
                 await self._answer(task.get("inputRequests") or {}, answer, rounds)
-                update = {"taskId": task_id, "inputResponses": rounds[-1].responses}
-                _result_of((await self._modern_post(auth, "tasks/update", update))[0])
+                await self._plain(auth, "tasks/update", {"taskId": task_id, "inputResponses": rounds[-1].responses})
                 continue
             if self.run_tasks:
                 from ..tasks.runner import arun
@@ -532,10 +541,10 @@ class MCPClient:
     # -- legacy revisions ----------------------------------------------------------------
 
     def _legacy_exchange(
-        self, auth: dict[str, str], message: dict[str, Any], *, session: bool = True
+        self, auth: dict[str, str], message: dict[str, Any]
     ) -> contextlib.AbstractAsyncContextManager[Response]:
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
-        if session and self._session_id is not None:
+        if self._session_id is not None:
             headers["mcp-session-id"] = self._session_id
             headers["mcp-protocol-version"] = self.revision
         return self._exchange({**headers, **self.extra_headers}, orjson.dumps(message))
@@ -554,7 +563,7 @@ class MCPClient:
             "method": "initialize",
             "params": {"protocolVersion": self.revision, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
         }
-        async with self._legacy_exchange(auth, body, session=False) as response:
+        async with self._legacy_exchange(auth, body) as response:
             _result_of(await _json_or_raise(response))
             session = response.headers.get("mcp-session-id")
             if not session:
@@ -562,52 +571,28 @@ class MCPClient:
             self._session_id = session
         await self._notify(auth, "notifications/initialized")
 
-    async def _legacy_request(
-        self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer, rounds: list[Round]
-    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        await self._initialize(auth)
-        request_id = next(self._ids)
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        notifications: list[dict[str, Any]] = []
-        async with self._legacy_exchange(auth, body) as response:
-            if not response.is_stream:
-                return _with_status(await _json_or_raise(response), response.status), notifications
-            failed: Exception | None = None
-            async for message in response.events():
-                if "method" in message and "id" in message:
-                    if failed is not None:
-                        continue  # the call is being cancelled: no more answers
-                    try:
-                        await self._answer_server_request(auth, message, answer, rounds)
-                    except (InputRoundsExceeded, NoAnswer, TypeError) as exc:
-                        # The test cannot answer: cancel the call at once (rather than leave the
-                        # handler waiting for ASK_TIMEOUT), and raise once the server has ended
-                        # it, its cleanup served by this thread while the call is still open.
-                        failed = exc
-                        reason = "too many rounds of input" if isinstance(exc, InputRoundsExceeded) else "no answer"
-                        await self._notify(auth, "notifications/cancelled", {"requestId": request_id, "reason": reason})
-                elif "method" in message:
-                    notifications.append(message)
-                elif message.get("id") == request_id:
-                    if failed is not None:
-                        raise failed
-                    return _with_status(message, response.status), notifications
-            if failed is not None:
-                raise failed
-            raise AssertionError(f"the stream for {method} ended without a response")
-
     async def _answer_server_request(
-        self, auth: dict[str, str], message: dict[str, Any], answer: Answerer, rounds: list[Round]
-    ) -> None:
-        server_id = message["id"]
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": server_id}
+        self, auth: dict[str, str], call_id: int, message: dict[str, Any], answer: Answerer, rounds: list[Round]
+    ) -> Exception | None:
+        """Answer a server-to-client request of the call ``call_id``; if the test cannot, cancel
+        the call and return why (raised once the server has ended it)."""
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
         if message["method"] == "ping":
             reply["result"] = {}
         else:
             # The ask's key, as the server told this client (2026-07-28 sends it; here the wire has none).
             watching = signals.observer.get()
-            key = watching.ask_keys.get(server_id, str(server_id)) if isinstance(watching, Observer) else str(server_id)
-            given = (await self._answer({key: message}, answer, rounds))[key]
+            key = str(message["id"])
+            if isinstance(watching, Observer):
+                key = watching.ask_keys.get(message["id"], key)
+            try:
+                given = (await self._answer({key: message}, answer, rounds))[key]
+            except (InputRoundsExceeded, NoAnswer, TypeError) as exc:
+                # Cancelled at once rather than leave the handler waiting for ASK_TIMEOUT; its
+                # cleanup is served by this thread while the call is still open.
+                reason = "too many rounds of input" if isinstance(exc, InputRoundsExceeded) else "no answer"
+                await self._notify(auth, "notifications/cancelled", {"requestId": call_id, "reason": reason})
+                return exc
             if given.error is not None:
                 reply["error"] = given.error
             else:
@@ -615,6 +600,7 @@ class MCPClient:
         async with self._legacy_exchange(auth, reply) as response:
             if response.status != 202:
                 raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")
+        return None
 
     async def _delete(self, auth: dict[str, str], session: str) -> None:
         headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision}
@@ -630,11 +616,7 @@ async def _json_or_raise(response: Response) -> dict[str, Any]:
         raise AssertionError(f"HTTP {response.status} with a body that is not JSON: {body[:500]!r}") from None
     if not isinstance(message, dict):
         raise AssertionError(f"HTTP {response.status}: not a JSON-RPC message: {body[:500]!r}")
-    return message
-
-
-def _with_status(message: dict[str, Any], status: int) -> dict[str, Any]:
-    message.setdefault("_status", status)
+    message.setdefault("_status", response.status)
     return message
 
 

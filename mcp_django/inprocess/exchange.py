@@ -35,9 +35,6 @@ class Response:
             self._body = b"".join(parts)
         return self._body
 
-    async def json(self) -> Any:
-        return orjson.loads(await self.body())
-
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """The JSON messages of an SSE stream, as they arrive (priming events skipped)."""
         buffer = b""

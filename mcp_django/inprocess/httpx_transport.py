@@ -18,15 +18,11 @@ class HttpxTransport(httpx.BaseTransport):
     """
 
     def __init__(self, app: Any = None) -> None:
-        self._app = app
-
-    @property
-    def app(self) -> Any:
-        if self._app is None:
-            self._app = default_app()
-        return self._app
+        self.app = app
 
     def handle_request(self, request: Any) -> Any:
+        if self.app is None:
+            self.app = default_app()
         headers: dict[str, str] = {}
         for name, value in request.headers.multi_items():
             if name.lower() == "host":
