@@ -75,6 +75,16 @@ class Operation:
             logger.exception("mcp_django: could not read the URLconf to find %s", self.cls or self.view)
         return found
 
+    def instance(self) -> Any:
+        """A view instance for this action with no request yet (for schemas and permission checks)."""
+        view = self.cls(**self.initkwargs)
+        view.request = view.format_kwarg = None
+        view.args, view.kwargs = (), {}
+        if self.action is not None:
+            view.action = self.action
+            view.action_map = self.actions_map or {self.method: self.action}
+        return view
+
     def _routes_here(self, callback: Any) -> bool:
         if self.actions_map is not None:
             actions = getattr(callback, "actions", None) or {}
