@@ -130,7 +130,7 @@ def scan() -> Library:
                 "Create it, or correct or remove the entry.",
             )
             continue
-        for skill_dir in _skill_folders(folder):
+        for skill_dir in [current for current, files in _walk(folder) if SKILL_FILE in files]:
             skill = _load(library, origin, folder, skill_dir)
             if skill is None:
                 continue
@@ -168,10 +168,6 @@ def _walk(folder: Path) -> list[tuple[Path, list[str]]]:
         dirs[:] = sorted(d for d in dirs if not _ignored(d))
         out.append((Path(current), sorted(f for f in files if not _ignored(f))))
     return out
-
-
-def _skill_folders(folder: Path) -> list[Path]:
-    return [current for current, files in _walk(folder) if SKILL_FILE in files]
 
 
 def _uri(segments: tuple[str, ...]) -> str:
