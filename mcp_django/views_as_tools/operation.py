@@ -150,20 +150,14 @@ class Operation:
             request.session = session
         return request
 
-    def split(self, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-        path = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
-        rest = {k: v for k, v in arguments.items() if k not in self.path_params}
-        if self.method in ("get", "delete"):
-            return path, rest, {}
-        query = {k: v for k, v in rest.items() if k in self.query_params}
-        body = {k: v for k, v in rest.items() if k not in self.query_params}
-        return path, query, body
-
     def call(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
-        path_kwargs, query, body = self.split(arguments)
+        path_kwargs = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
+        rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         path, match = self.locate(path_kwargs)
-        raw, content_type = b"", ""
+        query, raw, content_type = rest, b"", ""
         if self.method not in ("get", "delete"):
+            query = {k: v for k, v in rest.items() if k in self.query_params}
+            body = {k: v for k, v in rest.items() if k not in self.query_params}
             if self.body_format == "form":
                 raw, content_type = _query_string(body).encode(), "application/x-www-form-urlencoded"
             else:
