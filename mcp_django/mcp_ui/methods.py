@@ -78,6 +78,13 @@ def tool_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
     return {"ui": ui}
 
 
+def fallback_text(view: View) -> str:
+    return (
+        f"This result has an interactive view ({view.uri}, MCP Apps) that was not shown: the client did not "
+        f"declare the {EXTENSION} extension. The data is above, and in structuredContent."
+    )
+
+
 def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
     """The extension's handler stage: a tool with a view, called by a client that does not
     render views, says so in its answer."""
@@ -98,11 +105,7 @@ async def _with_fallback(
     except TypeError:
         return outcome  # no JSON form: the dispatcher's tool error says so
     if not result.get("isError"):
-        text = (
-            f"This result has an interactive view ({view.uri}, MCP Apps) that was not shown: the client did not "
-            f"declare the {EXTENSION} extension. The data is above, and in structuredContent."
-        )
-        result["content"] = [*result["content"], {"type": "text", "text": text}]
+        result["content"] = [*result["content"], {"type": "text", "text": fallback_text(view)}]
     return Outcome(result=result)
 
 

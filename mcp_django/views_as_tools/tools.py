@@ -54,13 +54,13 @@ class ViewTool(Tool):
         Throttles (a listing must not use up the caller's rate) and object permissions are left
         to the view's call.
         """
+        op = self.operation
+        if op is None or not op.drf:
+            return super().has_permission(user, request)
         if not self.scopes_granted(getattr(request, "auth", None)):
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
-        op = self.operation
-        if op is None or not op.drf:
-            return all(cls().has_permission(request, self) for cls in self.permission_classes)
         try:
             # DRF's Request passes the MCP request's headers, scheme and session through.
             django_request = op.build_request(request, user, op.locate({})[0] if not op.detail else "/")
