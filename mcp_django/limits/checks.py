@@ -1,10 +1,5 @@
-"""System checks for limits (registered by ``mcp_django.checks``; docs/limits.md).
-
-- E050 ``MCP_DJANGO["LIMITS"]`` is malformed: a rate that is no rate, an unknown scope or key
-  (reported by the settings check of :mod:`mcp_django.conf`, with this id)
-- E051 limits are set but ``LIMITS["CACHE"]`` names no cache of ``CACHES``
-- W050 limits are set on a process-local cache (LocMemCache): each instance counts on its own
-"""
+"""The limits cache's system checks, E051 and W050, registered by ``mcp_django.checks`` (docs/limits.md);
+E050, a malformed ``LIMITS``, is reported by the settings check of :mod:`mcp_django.conf`."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import Error, Warning, register
+from django.core.checks import register
 
 from ..conf import mcp_settings
 from .library import scan
@@ -16,7 +16,4 @@ def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """What a scan of the skill folders left out or warns about (mcp_django.skills.*)."""
     if "mcp_django.skills.methods" not in mcp_settings.EXTENSIONS or "SKILLS_DIRS" in dict(mcp_settings.problems()):
         return []  # not served; or check_settings reports it
-    return [
-        (Error if problem.error else Warning)(problem.message, hint=problem.hint, id=problem.id)
-        for problem in scan().problems
-    ]
+    return scan().problems

@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 from django.apps import apps
 from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning
 from django.core.signals import setting_changed
 
 from ..conf import mcp_settings
@@ -85,28 +86,17 @@ class Skill:
         }
 
 
-@dataclass(frozen=True)
-class Problem:
-    """Something a scan left out (an error, ``skills.E...``) or warns about, for the system checks."""
-
-    id: str
-    message: str
-    hint: str
-
-    @property
-    def error(self) -> bool:
-        return self.id.rpartition(".")[2].startswith("E")
-
-
 @dataclass
 class Library:
     skills: dict[str, Skill] = field(default_factory=dict)  # by SKILL.md URI
     files: dict[str, SkillFile] = field(default_factory=dict)  # every served file, by URI
     directories: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # URI -> children by URI
-    problems: list[Problem] = field(default_factory=list)
+    # What the scan left out (an error, skills.E...) or warns about, as the system checks report it.
+    problems: list[CheckMessage] = field(default_factory=list)
 
     def report(self, check_id: str, message: str, hint: str) -> None:
-        self.problems.append(Problem(check_id, message, hint))
+        kind = Error if check_id.rpartition(".")[2].startswith("E") else Warning
+        self.problems.append(kind(message, hint=hint, id=check_id))
 
 
 def sources() -> list[tuple[str, Path]]:
@@ -130,7 +120,7 @@ def scan() -> Library:
                 "Create it, or correct or remove the entry.",
             )
             continue
-        for skill_dir in _skill_folders(folder):
+        for skill_dir in [current for current, files in _walk(folder) if SKILL_FILE in files]:
             skill = _load(library, origin, folder, skill_dir)
             if skill is None:
                 continue
@@ -168,10 +158,6 @@ def _walk(folder: Path) -> list[tuple[Path, list[str]]]:
         dirs[:] = sorted(d for d in dirs if not _ignored(d))
         out.append((Path(current), sorted(f for f in files if not _ignored(f))))
     return out
-
-
-def _skill_folders(folder: Path) -> list[Path]:
-    return [current for current, files in _walk(folder) if SKILL_FILE in files]
 
 
 def _uri(segments: tuple[str, ...]) -> str:

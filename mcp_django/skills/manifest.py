@@ -69,28 +69,20 @@ def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
 _CoreLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
 
 
-def split(text: str) -> tuple[str, str] | None:
-    """(frontmatter YAML, body), or None when the file does not open with a frontmatter block."""
-    match = _FRONTMATTER.match(text)
-    if match is None:
-        return None
-    return match.group(1), text[match.end() :]
-
-
 def parse(raw: bytes) -> dict[str, Any]:
     """The frontmatter of a SKILL.md's bytes as a JSON object; ``ManifestError`` says what is wrong."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError("is not UTF-8 text", "mcp_django.skills.E001") from None
-    parts = split(text)
-    if parts is None:
+    frontmatter = _FRONTMATTER.match(text)
+    if frontmatter is None:
         raise ManifestError(
             "does not begin with YAML frontmatter (a '---' line, the fields, a closing '---' line)",
             "mcp_django.skills.E001",
         )
     try:
-        data = yaml.load(parts[0], Loader=_CoreLoader)  # a SafeLoader subclass: no object construction
+        data = yaml.load(frontmatter.group(1), Loader=_CoreLoader)  # a SafeLoader subclass: no object construction
     except yaml.YAMLError as exc:
         raise ManifestError(f"has frontmatter that is not valid YAML: {exc}", "mcp_django.skills.E001") from None
     if not isinstance(data, dict):

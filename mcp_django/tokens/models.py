@@ -30,8 +30,6 @@ def hash_secret(secret: str) -> str:
 
 def split_token(token: str) -> tuple[str, str] | None:
     """``(prefix, secret)`` of a token's text, or None when it is not one of ours."""
-    if not token.startswith(TOKEN_PREFIX):
-        return None
     found = _SHAPE.fullmatch(token)
     # Checked before any query: PostgreSQL refuses a lookup with a NUL instead of finding nothing.
     return (found[1], found[2]) if found else None

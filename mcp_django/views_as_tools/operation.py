@@ -75,6 +75,16 @@ class Operation:
             logger.exception("mcp_django: could not read the URLconf to find %s", self.cls or self.view)
         return found
 
+    def instance(self) -> Any:
+        """A view instance for this action with no request yet (for schemas and permission checks)."""
+        view = self.cls(**self.initkwargs)
+        view.request = view.format_kwarg = None
+        view.args, view.kwargs = (), {}
+        if self.action is not None:
+            view.action = self.action
+            view.action_map = self.actions_map or {self.method: self.action}
+        return view
+
     def _routes_here(self, callback: Any) -> bool:
         if self.actions_map is not None:
             actions = getattr(callback, "actions", None) or {}
@@ -140,20 +150,14 @@ class Operation:
             request.session = session
         return request
 
-    def split(self, arguments: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-        path = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
-        rest = {k: v for k, v in arguments.items() if k not in self.path_params}
-        if self.method in ("get", "delete"):
-            return path, rest, {}
-        query = {k: v for k, v in rest.items() if k in self.query_params}
-        body = {k: v for k, v in rest.items() if k not in self.query_params}
-        return path, query, body
-
     def call(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
-        path_kwargs, query, body = self.split(arguments)
+        path_kwargs = {k: _text(arguments[k]) for k in self.path_params if k in arguments}
+        rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         path, match = self.locate(path_kwargs)
-        raw, content_type = b"", ""
+        query, raw, content_type = rest, b"", ""
         if self.method not in ("get", "delete"):
+            query = {k: v for k, v in rest.items() if k in self.query_params}
+            body = {k: v for k, v in rest.items() if k not in self.query_params}
             if self.body_format == "form":
                 raw, content_type = _query_string(body).encode(), "application/x-www-form-urlencoded"
             else:

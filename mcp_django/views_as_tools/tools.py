@@ -54,24 +54,18 @@ class ViewTool(Tool):
         Throttles (a listing must not use up the caller's rate) and object permissions are left
         to the view's call.
         """
+        op = self.operation
+        if op is None or not op.drf:
+            return super().has_permission(user, request)
         if not self.scopes_granted(getattr(request, "auth", None)):
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
-        op = self.operation
-        if op is None or not op.drf:
-            return all(cls().has_permission(request, self) for cls in self.permission_classes)
         try:
             # DRF's Request passes the MCP request's headers, scheme and session through.
             django_request = op.build_request(request, user, op.locate({})[0] if not op.detail else "/")
-            view = op.cls(**op.initkwargs)
-            if op.actions_map is not None:
-                view.action_map = op.actions_map
-            view.args, view.kwargs, view.format_kwarg = (), {}, None
-            drf_request = view.initialize_request(django_request)
-            view.request = drf_request
-            if op.action and not op.actions_map:
-                view.action = op.action
+            view = op.instance()
+            view.request = drf_request = view.initialize_request(django_request)
             checks = [cls() for cls in self.permission_classes] + list(view.get_permissions())
             return all(p.has_permission(drf_request, view) for p in checks)
         except Exception as exc:
@@ -117,12 +111,13 @@ def view_tools(
     builder = _Builder(
         view, cls, dict(initkwargs or {}), basename, names or {}, descriptions or {}, input_schemas or {}
     )
+    builder.input_schema, builder.path_params, builder.body = input_schema, tuple(path_params), body
     if is_viewset(cls):
         specs = builder.viewset_specs(actions)
     elif is_apiview(cls):
-        specs = builder.apiview_specs(methods, tuple(path_params), input_schema)
+        specs = builder.apiview_specs(methods)
     else:
-        specs = builder.plain_specs(methods, tuple(path_params), input_schema, body)
+        specs = builder.plain_specs(methods)
     if not specs:
         raise ImproperlyConfigured(f"register_view: {cls or view!r} has none of the requested actions or methods")
     if len(specs) == 1:
@@ -188,6 +183,10 @@ class _Builder:
     names: Mapping[str, str]
     descriptions: Mapping[str, str]
     input_schemas: Mapping[str, Any]
+    # What register_view() says of a view that is not a viewset.
+    input_schema: dict[str, Any] | None = None
+    path_params: tuple[str, ...] = ()
+    body: str = "json"
 
     def __post_init__(self) -> None:
         self.model = self._model()
@@ -208,15 +207,6 @@ class _Builder:
             return queryset.model
         serializer = self.initkwargs.get("serializer_class", getattr(self.cls, "serializer_class", None))
         return getattr(getattr(serializer, "Meta", None), "model", None)
-
-    def _instance(self, action: str, method: str, extra: Mapping[str, Any] | None = None) -> Any:
-        """A view instance with no request, for reading what depends on the action."""
-        view = self.cls(**{**self.initkwargs, **(extra or {})})
-        view.action = action
-        view.request = view.format_kwarg = None
-        view.args, view.kwargs = (), {}
-        view.action_map = {method: action}
-        return view
 
     def _operation(self, method: str, **fields: Any) -> Operation:
         fields.setdefault("initkwargs", self.initkwargs)
@@ -298,54 +288,51 @@ class _Builder:
     def _standard(self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None) -> _Spec:
         """A model action (list, retrieve, create...) of a viewset or a generic view."""
         key = key or action
-        view = self._instance(action, method)
+        op = self._operation(method, action=action, actions_map=mapping, detail=action in DETAIL_ACTIONS)
+        view = op.instance()
         try:
             serializer = view.get_serializer_class()
         except Exception:  # get_serializer_class may read the request, which schema time has not got
             serializer = getattr(view, "serializer_class", None)
-        properties = self._lookup(view) if action in DETAIL_ACTIONS else {}
-        path_params = tuple(properties)
-        required = list(properties)
-        output = query = None
+        lookup = self._lookup(view) if op.detail else {}
+        op.path_params = tuple(lookup)
+        body: dict[str, Any] | None = None
+        output = None
         override = self.input_schemas.get(key)
         if action == "list":
             query = query_parameters(view, self.model)
-            properties.update(query)
+            op.query_params = frozenset(query)
+            body = {"properties": query}
         elif override is not None:
             body = _schema_of(override)
-            properties.update(body.get("properties", {}))
-            required += body.get("required", [])
         elif action in ("create", "update", "partial_update") and serializer is not None:
             body = schemas.serializer_schema(serializer)
-            properties.update(body["properties"])
-            if action != "partial_update":
-                required += body.get("required", [])
+            if action == "partial_update":
+                body = {"properties": body["properties"]}  # any field may be left out
         if serializer is not None and action != "destroy":
             item = schemas.serializer_schema(serializer, for_output=True)
             output = list_output_schema(view, item) if action == "list" else item
         noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
         plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
         text = self._custom_doc(action) or ACTION_TEXT[action].format(
-            name=noun, a_name=with_article(noun), plural=plural, lookup=path_params[0] if path_params else "id"
+            name=noun, a_name=with_article(noun), plural=plural, lookup=op.path_params[0] if lookup else "id"
         )
-        if query:
+        if op.query_params:
             text += " Filter, search, order and page with the optional arguments."
-        op = self._operation(
-            method,
-            action=action,
-            actions_map=mapping,
-            detail=bool(path_params),
-            path_params=path_params,
-            query_params=frozenset(query or ()),
-        )
-        return self._spec(key, f"{self.prefix}_{key}", text, op, _object(properties, required), output)
+        return self._spec(key, f"{self.prefix}_{key}", text, op, _object(lookup, body), output)
 
     def _extra(self, func: Any, key: str, method: str) -> _Spec:
         """An ``@action`` of a viewset, for one of its HTTP methods."""
         action = func.__name__
-        properties = self._lookup(self._instance(action, method, func.kwargs)) if func.detail else {}
-        path_params = tuple(properties)
-        required = list(properties)
+        op = self._operation(
+            method,
+            action=action,
+            actions_map={method: action},
+            initkwargs={**self.initkwargs, **func.kwargs},
+            detail=bool(func.detail),
+        )
+        lookup = self._lookup(op.instance()) if op.detail else {}
+        op.path_params = tuple(lookup)
         # An @action's body is the serializer only when the action names one itself: the
         # viewset's default serializer describes its create/update, rarely a custom action.
         override = self.input_schemas.get(key, self.input_schemas.get(action))
@@ -355,25 +342,14 @@ class _Builder:
             body = _schema_of(override)
         elif serializer is not None and method != "get":
             body = schemas.serializer_schema(serializer)
-        if body:
-            properties.update(body.get("properties", {}))
-            required += body.get("required", [])
+        schema = _object(lookup, body)
+        if method == "get":
+            op.query_params = frozenset(schema["properties"]) - set(op.path_params)
         doc = schemas.first_paragraph(func.kwargs.get("description") or func.__doc__)
-        op = self._operation(
-            method,
-            action=action,
-            actions_map={method: action},
-            initkwargs={**self.initkwargs, **func.kwargs},
-            detail=bool(func.detail),
-            path_params=path_params,
-            query_params=frozenset(properties) - set(path_params) if method == "get" else frozenset(),
-        )
         text = doc or f"{action.replace('_', ' ').capitalize()}."
-        return self._spec(key, f"{self.prefix}_{key}", text, op, _object(properties, required))
+        return self._spec(key, f"{self.prefix}_{key}", text, op, schema)
 
-    def apiview_specs(
-        self, methods: Iterable[str] | None, path_params: tuple[str, ...], input_schema: dict[str, Any] | None
-    ) -> list[_Spec]:
+    def apiview_specs(self, methods: Iterable[str] | None) -> list[_Spec]:
         from rest_framework import generics
 
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
@@ -389,16 +365,10 @@ class _Builder:
             if action is not None:
                 specs.append(self._standard(action, method, None, key=method if method in self.names else action))
             else:
-                specs.append(self._method_spec(method, path_params, input_schema, drf=True, alone=len(wanted) == 1))
+                specs.append(self._method_spec(method, drf=True, alone=len(wanted) == 1))
         return specs
 
-    def plain_specs(
-        self,
-        methods: Iterable[str] | None,
-        path_params: tuple[str, ...],
-        input_schema: dict[str, Any] | None,
-        body: str,
-    ) -> list[_Spec]:
+    def plain_specs(self, methods: Iterable[str] | None) -> list[_Spec]:
         if methods is not None:
             wanted = [m.lower() for m in methods]
         elif self.cls is not None:
@@ -407,29 +377,15 @@ class _Builder:
             wanted = ["get"]
         if self.cls is None and not callable(self.view):
             raise ImproperlyConfigured(f"register_view: {self.view!r} is not a view")
-        if input_schema is None and not self.input_schemas:
+        if self.input_schema is None and not self.input_schemas:
             raise ImproperlyConfigured(
                 f"register_view: {self.prefix} is a plain Django view; pass input_schema= to say what it takes"
             )
-        alone = len(wanted) == 1
-        return [
-            self._method_spec(m, path_params, input_schema, drf=False, body=body, alone=alone, single=alone)
-            for m in wanted
-        ]
+        return [self._method_spec(m, drf=False, alone=len(wanted) == 1) for m in wanted]
 
-    def _method_spec(
-        self,
-        method: str,
-        path_params: tuple[str, ...],
-        input_schema: dict[str, Any] | None,
-        *,
-        drf: bool,
-        alone: bool,
-        body: str = "json",
-        single: bool = False,
-    ) -> _Spec:
-        """One HTTP method of a view; ``single``: the view's only tool, named without its method."""
-        override = self.input_schemas.get(method, input_schema)
+    def _method_spec(self, method: str, *, drf: bool, alone: bool) -> _Spec:
+        """One HTTP method of a view; ``alone``: the view's only tool (a plain view's is named without its method)."""
+        override = self.input_schemas.get(method, self.input_schema)
         if override is None:
             serializer = getattr(self.cls, "serializer_class", None) if self.cls is not None else None
             if serializer is not None and method in ("post", "put", "patch"):
@@ -443,7 +399,7 @@ class _Builder:
         else:
             schema = _schema_of(override)
         schema = {**schema, "properties": dict(schema.get("properties", {}))}
-        for param in path_params:
+        for param in self.path_params:
             schema["properties"].setdefault(param, {"type": "string"})
             schema["required"] = sorted({*schema.get("required", []), param})
         doc = self._custom_doc(method) if self.cls is not None else schemas.first_paragraph(self.view.__doc__)
@@ -453,17 +409,20 @@ class _Builder:
             doc = self._class_doc()
         op = self._operation(
             method,
-            path_params=path_params,
-            query_params=frozenset(schema["properties"]) - set(path_params) if method == "get" else frozenset(),
-            body_format=body,
+            path_params=self.path_params,
+            query_params=frozenset(schema["properties"]) - set(self.path_params) if method == "get" else frozenset(),
+            body_format="json" if drf else self.body,
             drf=drf,
         )
-        name = self.prefix if single else f"{self.prefix}_{method}"
+        name = self.prefix if alone and not drf else f"{self.prefix}_{method}"
         return self._spec(method, name, doc or method_text(method, self.prefix), op, schema)
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
+def _object(path: dict[str, Any], body: dict[str, Any] | None) -> dict[str, Any]:
+    """The arguments: the path's (required), then the body's or the query's."""
+    body = body or {}
+    schema: dict[str, Any] = {"type": "object", "properties": {**path, **body.get("properties", {})}}
+    required = [*path, *body.get("required", [])]
     if required:
         schema["required"] = required
     return schema
