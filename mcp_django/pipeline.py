@@ -309,8 +309,9 @@ def adapted(stage: Stage) -> Stage:
         result: dict[str, Any] = await run(call=call, call_next=async_to_sync(rest))
         return result
 
-    in_thread.eras = getattr(stage, "eras", None)  # type: ignore[attr-defined]
-    in_thread.methods = getattr(stage, "methods", None)  # type: ignore[attr-defined]
+    # The chain's builder asks the thread's wrapper which calls the stage applies to.
+    for choice in ("eras", "methods", "applies_to"):
+        setattr(in_thread, choice, getattr(stage, choice, None))
     return in_thread
 
 

@@ -438,3 +438,28 @@ def test_what_is_kept_per_handler_is_bounded(monkeypatch: Any) -> None:
         assert kept[handler] is handler
     assert len(kept) <= 3 and built == handlers
     assert kept[handlers[-1]] is handlers[-1] and len(built) == 5  # the last one is still kept
+
+
+def test_a_sync_stage_keeps_its_choice_of_calls_in_its_thread() -> None:
+    """A sync stage runs in a worker thread behind a wrapper; the wrapper answers for it which calls
+    it applies to, whichever way the stage says it (``applies_to``, or ``eras`` and ``methods``)."""
+
+    def listings_only(call: Call, call_next: Any) -> dict[str, Any]:
+        return call_next(call)  # type: ignore[no-any-return]
+
+    listings_only.applies_to = lambda era, method: method.endswith("/list")  # type: ignore[attr-defined]
+
+    def modern_calls(call: Call, call_next: Any) -> dict[str, Any]:
+        return call_next(call)  # type: ignore[no-any-return]
+
+    modern_calls.eras = {Era.MODERN}  # type: ignore[attr-defined]
+    modern_calls.methods = {"tools/call"}  # type: ignore[attr-defined]
+
+    for stage, wanted in (
+        (listings_only, {(Era.MODERN, "tools/list"), (Era.LEGACY, "tools/list")}),
+        (modern_calls, {(Era.MODERN, "tools/call")}),
+    ):
+        in_thread = pipeline.adapted(stage)
+        assert in_thread is not stage and asyncio.iscoroutinefunction(in_thread)
+        every = {(era, method) for era in Era for method in ("tools/list", "tools/call", "ping")}
+        assert {(era, method) for era, method in every if pipeline.applies(in_thread, era, method)} == wanted
