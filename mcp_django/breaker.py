@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .protocol.jsonrpc import Unavailable
 
@@ -23,6 +23,8 @@ logger = logging.getLogger("mcp_django")
 PROBE_SECONDS = 0.05
 # How often a database that is away is tried again by a caller (admit()).
 DATABASE_RETRY_SECONDS = 0.25
+
+T = TypeVar("T")
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -104,6 +106,37 @@ class Breaker:
             since, self.down_since = self.down_since, None
         if since is not None:
             logger.warning("%s answers again (unavailable for %.1f s)", self.what, time.monotonic() - since)
+
+    async def run(self, work: Callable[[], T], timeout: float, refused: type[Exception] = Unavailable) -> T:
+        """``work()`` (blocking I/O to the service) in a thread of the loop's pool, at most ``timeout``
+        seconds; ``refused(self.what)`` at once while the service is away, and when the call fails
+        (an outage opens the breaker; any other failure is one warning line, no traceback)."""
+        try:
+            self.check()  # refuses at once while the service is known to be away (and probes it)
+        except Unavailable:
+            raise refused(self.what) from None
+
+        def guarded() -> T:
+            # Calls queued behind threads stuck on a hung service would each wait it out again.
+            if self.down_since is not None:
+                raise refused(self.what)
+            try:
+                return work()
+            except Exception as exc:
+                if is_outage(exc):
+                    self.failed(exc)  # now, for the calls about to take this thread
+                raise
+
+        try:
+            return await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, guarded), timeout)
+        except refused:
+            raise
+        except Exception as exc:
+            if is_outage(exc):
+                self.failed(exc)  # said once per outage
+            else:
+                logger.warning("%s failed (%s): %s", self.what, type(exc).__name__, exc)
+            raise refused(self.what) from None
 
     def reset(self) -> None:
         """Forget any outage and stop probing (tests, a changed configuration)."""

@@ -464,7 +464,7 @@ def test_a_frozen_redis_is_waited_on_once_per_outage(servers: Cluster) -> None:
     log = servers.log(0)[logged:]
     assert log.count("the session store is unavailable") == 1, log
     assert log.count("the session store answers again") == 1, log
-    assert "Traceback" not in log and "the session cache failed" not in log, log
+    assert "Traceback" not in log and "the session store failed" not in log, log
 
 
 def _cross_instance_flow(client: httpx.Client, a: str, b: str, headers: dict[str, str]) -> tuple[int, float, bool]:

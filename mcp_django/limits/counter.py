@@ -23,9 +23,8 @@ from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 from django.core.signals import setting_changed
 
-from ..breaker import Breaker, is_outage
+from ..breaker import Breaker
 from ..conf import mcp_settings
-from ..protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
 
@@ -49,33 +48,7 @@ async def bounded(work: Callable[[Any], T]) -> T:
 async def in_thread(work: Callable[[], T]) -> T:
     """``work()`` (cache calls of its own: a DRF throttle's), in a thread of its own, bounded
     and behind the breaker as :func:`bounded` is; :class:`CacheDown` when it cannot be."""
-    try:
-        breaker.check()  # refuses at once while the cache is known to be away (and probes it)
-    except Unavailable:
-        raise CacheDown from None
-
-    def guarded() -> T:
-        # Calls queued behind threads stuck on a hung cache would each wait it out again.
-        if breaker.open:
-            raise CacheDown
-        try:
-            return work()
-        except Exception as exc:
-            if is_outage(exc):
-                breaker.failed(exc)
-            raise
-
-    loop = asyncio.get_running_loop()
-    try:
-        return await asyncio.wait_for(loop.run_in_executor(None, guarded), mcp_settings.LIMITS["CACHE_TIMEOUT"])
-    except CacheDown:
-        raise
-    except Exception as exc:
-        if is_outage(exc):
-            breaker.failed(exc)  # one line per outage
-        else:
-            logger.warning("the limits cache failed (%s): %s", type(exc).__name__, exc)
-        raise CacheDown from None
+    return await breaker.run(work, mcp_settings.LIMITS["CACHE_TIMEOUT"], CacheDown)
 
 
 def _incr(cache: Any, key: str, timeout: float) -> int:

@@ -29,11 +29,11 @@ from typing import Any, Protocol
 from django.core.signals import setting_changed
 
 from .. import __version__, extensions
-from ..breaker import Breaker, is_outage
+from ..breaker import Breaker
 from ..conf import mcp_settings
 from ..icons import IconBase, revision_has_icons
 from ..keyring import b64decode, b64encode, keyring
-from .jsonrpc import InvalidParams, MCPError, Unavailable, dumps, loads
+from .jsonrpc import InvalidParams, MCPError, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
 logger = logging.getLogger("mcp_django")
@@ -235,32 +235,7 @@ async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
     call = functools.partial(getattr(cache, method), *args, **kwargs)
     if isinstance(cache, LocMemCache):
         return call()  # memory of this process: no I/O to wait for, no thread to hop to
-    cache_breaker.check()
-
-    def guarded() -> Any:
-        # Calls queued behind threads stuck on a hung Redis would each wait it out again.
-        if cache_breaker.open:
-            raise Unavailable("the session store")
-        try:
-            return call()
-        except Exception as exc:
-            if is_outage(exc):
-                cache_breaker.failed(exc)  # now, for the calls about to take this thread
-            raise
-
-    try:
-        return await asyncio.wait_for(
-            asyncio.get_running_loop().run_in_executor(None, guarded), mcp_settings.SESSION_CACHE_TIMEOUT
-        )
-    except Unavailable:
-        raise
-    except Exception as exc:
-        if is_outage(exc):
-            cache_breaker.failed(exc)  # says so once per outage
-        else:
-            # One line, no traceback: a cache refusing a call would otherwise log one per request.
-            logger.warning("the session cache failed (%s): %s", type(exc).__name__, exc)
-        raise Unavailable("the session store") from None
+    return await cache_breaker.run(call, mcp_settings.SESSION_CACHE_TIMEOUT)
 
 
 async def _probe_cache() -> None:
