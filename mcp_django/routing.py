@@ -34,7 +34,9 @@ def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry 
     """
     if app is None:
         # One application per endpoint, for its HTTP and its websocket routes alike.
-        app = _applications.setdefault(registry, MCPApplication(registry, websocket=websocket_application))
+        app = _applications.get(registry)
+        if app is None:
+            app = _applications[registry] = MCPApplication(registry, websocket=websocket_application)
     prefix = prefix.strip("/")
     add_path(prefix, registry or getattr(app, "registry", None))
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]

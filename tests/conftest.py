@@ -73,7 +73,6 @@ ONCE_TESTS = {
     "test_tracing.py::test_the_docs_example_runs_as_written",
     # The demo started as the bench starts it, on a SQLite file of its own, in every leg.
     "test_lazy_start.py",
-    "test_call_path.py",
     # docs/deployment.md's recipe in a copy of the project, on a SQLite file of its own.
     "test_deployment_recipe.py",
     "test_lazy_views.py::test_the_demo_serves_the_bench_calls_without_importing_the_shop_views",

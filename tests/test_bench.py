@@ -48,6 +48,27 @@ def test_each_script_starts(name: str) -> None:
     assert done.stdout.startswith("usage:") and f"{name}.py" in done.stdout
 
 
+# What a call crosses, at most (functions, modules of mcp_django/ on every thread): issue 27's bounds.
+CROSSING_BOUNDS = {"plain async tool": (70, 18), "round 1 of an asking tool": (95, 22)}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="threading.setprofile_all_threads is Python 3.12+")
+def test_a_call_crosses_no_more_than_its_bounds() -> None:
+    """bench/trace_call.py as written, its counts held to the bounds: a count, not a timing, so a
+    change that puts another module on every call's path fails here, where the benchmark's noise
+    would hide it (the audit writer asking its breaker on every batch did)."""
+    done = run("bench/trace_call.py", timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = {
+        label: (int(functions), int(modules))
+        for label, functions, modules in re.findall(r"^(.+?): (\d+) functions in (\d+) modules", done.stdout, re.M)
+    }
+    assert found.keys() == CROSSING_BOUNDS.keys(), done.stdout
+    for label, (functions, modules) in found.items():
+        most_functions, most_modules = CROSSING_BOUNDS[label]
+        assert functions <= most_functions and modules <= most_modules, (label, functions, modules)
+
+
 def test_the_sdk_server_loads_as_bench_run_serves_it() -> None:
     # bench/run.py starts `uvicorn bench.sdk_server:app` from the root.
     done = run(
