@@ -126,7 +126,7 @@ lint: dev-venv typecheck
 	$(VENV)/bin/ruff format --check .
 
 # mypy with the Django and DRF plugins over mcp_django/ and tests/typecheck_handlers.py, and
-# --strict's checks on mcp_django/protocol/, request_state.py, pipeline.py and asks/boundary.py (the settings are [tool.mypy]
+# --strict's checks on mcp_django/protocol/, request_state.py, pipeline.py and asks/replay.py (the settings are [tool.mypy]
 # and its overrides in pyproject.toml).
 typecheck: dev-venv
 	$(VENV)/bin/mypy

@@ -33,7 +33,7 @@ from django.db import DataError, InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
 from . import content, extensions, lifecycle, signals
-from .asks import boundary, live, replay
+from .asks import live, replay
 from .asks.call import Call
 from .asks.invoke import run_in_thread
 from .asks.replay import Outcome
@@ -344,8 +344,8 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
         raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
 
-# 2026-07-28's request-state boundary (mcp_django.asks.boundary) around the replay engine.
-request_state = boundary.request_state
+# 2026-07-28's request-state boundary (mcp_django.asks.replay.request_state) around the replay engine.
+request_state = replay.request_state
 
 
 # The handler stages of each era, outermost first, and the engine innermost; the extensions'

@@ -1,7 +1,19 @@
 """Asking the client: the context handlers use, and the engines behind it."""
 
-from .errors import ClientError, InputRequired, MissingCapability
-from .questions import Ask, ElicitResult, Root, SampleResult, confirm, elicit, elicit_url, list_roots, sample
+from .questions import (
+    Ask,
+    ClientError,
+    ElicitResult,
+    InputRequired,
+    MissingCapability,
+    Root,
+    SampleResult,
+    confirm,
+    elicit,
+    elicit_url,
+    list_roots,
+    sample,
+)
 
 __all__ = [
     "Ask",

@@ -9,20 +9,86 @@ so a type checker (mypy's ``truthy-bool``) sees a forgotten ``await``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, overload
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
 
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities
 from . import questions
-from .asking import Asking, current_context
 from .call import Call
-from .errors import StartTask, TaskCancelled
-from .questions import Ask, ElicitResult, Root, SampleResult
+from .questions import Ask, ElicitResult, Root, SampleResult, StartTask, TaskCancelled
 
 if TYPE_CHECKING:
     from django.http import HttpRequest
     from rest_framework.request import Request
+
+T = TypeVar("T")
+
+
+# The ctx of the handler running in this context (``mcp_django.get_context()`` reads it).
+current_context: contextvars.ContextVar[Any] = contextvars.ContextVar("mcp_django_context", default=None)
+
+
+def _refusing(use: str) -> Callable[..., NoReturn]:
+    def refuse(self: Asking[Any], *args: Any) -> NoReturn:
+        self._refuse(use)
+
+    return refuse
+
+
+class Asking(Coroutine[Any, Any, T]):
+    """What an async handler's ask returns: await it for the answer.
+
+    A coroutine that refuses to stand in for its answer: ``if not ctx.confirm(...)`` without
+    ``await`` raises ``TypeError`` (a bare coroutine is always true: the question would be skipped).
+    """
+
+    __slots__ = ("_coro", "_what")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], what: str) -> None:
+        self._coro = coro
+        self._what = what
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coro.__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __repr__(self) -> str:
+        return f"<Asking ctx.{self._what}(...): not awaited yet>"
+
+    __hash__ = object.__hash__
+
+    def _refuse(self, use: str) -> NoReturn:
+        self._coro.close()  # never awaited now: no "never awaited" warning on top of this error
+        raise TypeError(
+            f"ctx.{self._what}(...) was {use} without being awaited: write `await ctx.{self._what}(...)` "
+            "(in an async handler every ask returns an awaitable, which is not its answer)"
+        )
+
+    # Hidden from type checkers, so that mypy's truthy-bool sees the mistake statically too.
+    if not TYPE_CHECKING:
+        __bool__ = _refusing("used as a boolean")
+        __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _refusing("compared")
+        __iter__ = _refusing("iterated")
+        __len__ = _refusing("measured")
+        __contains__ = _refusing("searched")
+        __getitem__ = _refusing("indexed")
+
+        def __getattr__(self, name):
+            if name.startswith(("cr_", "gi_")):  # a coroutine's introspection (task reprs, debuggers)
+                return getattr(self._coro, name)
+            if name.startswith("_"):
+                raise AttributeError(name)
+            self._refuse(f"asked for .{name}")
 
 
 class Backend(Protocol):

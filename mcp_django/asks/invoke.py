@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import functools
 import queue
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Generator, Iterator
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -21,8 +20,7 @@ from ..lifecycle import close_stale, host_thread
 from ..protocol.jsonrpc import MCPError
 from ..signals import observer
 from . import guard
-from .asking import current_context
-from .context import Context
+from .context import Asking, Context, current_context
 
 T = TypeVar("T")
 
@@ -172,26 +170,7 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
         del future
 
 
-class Runnable(Protocol):
-    """What :func:`invoke` needs of a handler (a completer passes for one too)."""
-
-    @property
-    def func(self) -> Callable[..., Any]: ...
-
-    @property
-    def is_async(self) -> bool: ...
-
-
-def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
-    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask); a host's
-    thread runs the loop's work for it meanwhile, rather than deadlock."""
-    executor = host_thread.get()
-    if executor is not None:
-        executor.run_until(future)
-    return future.result()
-
-
-def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
+def _run_sync(handler: Any, kwargs: dict[str, Any], ctx: Context) -> Any:
     """A sync handler under the replay guard, or in a transaction (``atomic=``)."""
     if guard.current.get() is not None:
         guard.install()  # the watcher goes on this thread's connections
@@ -206,7 +185,8 @@ def _run_sync(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
         return value
 
 
-async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any:
+async def invoke(handler: Any, kwargs: dict[str, Any], ctx: Context) -> Any:
+    """Run ``handler`` (a :class:`~mcp_django.handlers.Handler`, or a completer standing in for one)."""
     watching = observer.get()
     if watching is not None:  # a harness counts the handler's runs
         watching.ran(handler)
@@ -225,3 +205,97 @@ async def invoke(handler: Runnable, kwargs: dict[str, Any], ctx: Context) -> Any
         return await run_in_thread(lambda: handler.func(**kwargs))
     finally:
         current_context.reset(token)
+
+
+class _Adopting:
+    """The task factory a handler's steps run with, over the loop's own (``host``; None: asyncio's):
+    it unwraps asks and hands each task to the backend when the backend adopts tasks."""
+
+    __slots__ = ("host",)
+
+    def __init__(self, host: Any) -> None:
+        self.host = host
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        if type(coro) is Asking:
+            coro = coro._coro
+        ctx = current_context.get()
+        adopt = getattr(ctx.backend, "adopt", None) if ctx is not None else None
+        parent = asyncio.current_task(loop) if adopt is not None else None
+        # The new task's steps are the handler's code too: the tasks it starts are found alike.
+        steps = Scoped(coro, loop)
+        host = self.host
+        task = host(loop, steps, **kwargs) if host is not None else asyncio.Task(steps, loop=loop, **kwargs)
+        if adopt is not None:
+            adopt(task, parent)
+        return task
+
+
+# The factory made last, over the host factory it was made for: one per loop in practice.
+_last = _Adopting(None)
+
+
+def _over(host: Any) -> _Adopting:
+    global _last
+    ours = _last
+    if ours.host is not host:
+        ours = _last = _Adopting(host)
+    return ours
+
+
+class Scoped(Coroutine[Any, Any, T]):
+    """A handler's coroutine (or one of its tasks'), each step run with our task factory on the loop.
+
+    A task factory is asyncio's only way to learn which tasks a coroutine starts; it is on the
+    loop only during the handler's own steps, so the host's tasks never meet it. A class, not a
+    wrapping coroutine: a task cancelled before its first step closes the handler's coroutine quietly.
+    """
+
+    __slots__ = ("_coro", "_loop")
+
+    def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
+        self._coro = coro
+        self._loop = loop
+
+    def send(self, value: Any) -> Any:
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:  # inside a step already (an eager task started by its parent)
+            return self._coro.send(value)
+        ours = _over(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.send(value)
+        finally:
+            if loop.get_task_factory() is ours:  # unless the handler set one of its own meanwhile
+                loop.set_task_factory(host)
+
+    def throw(self, *args: Any) -> Any:
+        loop = self._loop
+        host = loop.get_task_factory()
+        if type(host) is _Adopting:
+            return self._coro.throw(*args)
+        ours = _over(host)
+        loop.set_task_factory(ours)
+        try:
+            return self._coro.throw(*args)
+        finally:
+            if loop.get_task_factory() is ours:
+                loop.set_task_factory(host)
+
+    def close(self) -> None:
+        self._coro.close()  # unwinding: no task started here need be found
+
+    # Awaited directly (the legacy engine awaits the handler in the call's own task).
+    def __await__(self) -> Generator[Any, None, T]:
+        return self
+
+    def __iter__(self) -> Scoped[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def __getattr__(self, name: str) -> Any:
+        # A coroutine's introspection (cr_code, __qualname__: task reprs, debuggers, task factories).
+        return getattr(self._coro, name)

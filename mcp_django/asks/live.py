@@ -16,20 +16,19 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
+from ..lifecycle import host_thread
 from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
 from ..signals import observer
-from .asking import Scoped
 from .call import Call
 from .context import AsyncContext, SyncContext
-from .errors import ClientError, MissingCapability, escaped
-from .invoke import invoke, pool, wait_in_thread
-from .questions import Ask, ContentInvalid
+from .invoke import Scoped, invoke, pool
+from .questions import Ask, ClientError, ContentInvalid, MissingCapability, escaped
 from .replay import Outcome
 
 REQUEST_TIMEOUT = -32001
@@ -46,18 +45,11 @@ class AskAborted(BaseException):  # a control-flow signal, like asyncio.Cancelle
     """The call ended (cancelled, disconnected) while a sync handler waited for an answer."""
 
 
-class Replies(Protocol):
-    """The transport's side: ids for our requests, and the futures their replies resolve."""
-
-    def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]: ...
-
-    def close(self, request_id: str | int) -> None: ...
-
-
 class LiveSession:
     """``call.session`` on legacy revisions: sends server-to-client requests and awaits replies."""
 
-    def __init__(self, record: Any, replies: Replies) -> None:
+    def __init__(self, record: Any, replies: Any) -> None:
+        # The transport's side: open() gives an id and the future its reply resolves; close(id).
         self.record = record
         self.replies = replies
         # Set by a transport whose response stream the server may close early (legacy SSE).
@@ -103,6 +95,15 @@ class LiveSession:
                 raise ClientError(INTERNAL_ERROR, f"the client answered {method} with a malformed error")
             raise ClientError(error["code"], str(error.get("message", "")), error.get("data"))
         return message.get("result")
+
+
+def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
+    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask); a host's
+    thread runs the loop's work for it meanwhile, rather than deadlock."""
+    executor = host_thread.get()
+    if executor is not None:
+        executor.run_until(future)
+    return future.result()
 
 
 class LiveBackend:
@@ -219,7 +220,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
     ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend)
     try:
         running = invoke(handler, handler.kwargs(arguments, ctx), ctx)
-        # An async handler's tasks made of an ask run the ask's own coroutine (see asking.Scoped).
+        # An async handler's tasks made of an ask run the ask's own coroutine (see invoke.Scoped).
         value = await (Scoped(running, backend.loop) if handler.is_async else running)
     except Exception as exc:
         if backend.missing and escaped(exc) is not None:

@@ -12,8 +12,8 @@ from django.db import InterfaceError, OperationalError
 
 from .. import extensions
 from ..asks.call import Call
-from ..asks.errors import StartTask
 from ..asks.invoke import run_in_thread
+from ..asks.questions import StartTask
 from ..asks.replay import Outcome
 from ..auth import Principal
 from ..handlers import Handler, Tool

@@ -24,8 +24,7 @@ from django.utils import timezone
 from .. import content, tracing
 from ..asks import guard, replay
 from ..asks.call import Call
-from ..asks.errors import MissingCapability, TaskCancelled, escaped
-from ..asks.questions import Ask
+from ..asks.questions import Ask, MissingCapability, TaskCancelled, escaped
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..lifecycle import HostThread, host_thread
