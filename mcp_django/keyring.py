@@ -28,21 +28,15 @@ if TYPE_CHECKING:
 SECRET_KEY_SALT = "mcp_django.keyring.default"
 
 
-def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes, length: int = 32) -> bytes:
-    """HKDF with HMAC-SHA256 (RFC 5869): extract, then expand to ``length`` bytes.
+def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes) -> bytes:
+    """HKDF with HMAC-SHA256 (RFC 5869) to 32 bytes: one block of the expand step.
 
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
     kept for memory: importing cryptography costs 7.4 MiB of RSS, so only a sealed requestState
     (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py).
     """
-    if not 0 < length <= 255 * 32:
-        raise ValueError("HKDF-SHA256 gives 1 to 8160 bytes")
     prk = hmac.new(salt or bytes(32), secret, hashlib.sha256).digest()
-    out, block = b"", b""
-    for counter in range(1, -(-length // 32) + 1):
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
-        out += block
-    return out[:length]
+    return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
 
 def derive_key(secret: bytes, info: bytes) -> bytes:
@@ -167,13 +161,9 @@ def principal_digests(principal: str) -> tuple[str, ...]:
 def principal_matches(claimed: str, principal: str | tuple[str, ...]) -> bool:
     """Whether ``claimed`` names the principal under some key of the ring (constant time each)."""
     digests = (principal,) if isinstance(principal, str) else principal
-    found = False
+    # Every digest compared (a list, not any()'s short cut), each in constant time.
     try:
         # Digests are ASCII, compared as they are (compare_digest takes ASCII str).
-        for digest in digests:
-            found |= hmac.compare_digest(claimed, digest)
+        return any([hmac.compare_digest(claimed, digest) for digest in digests])
     except TypeError:  # a claim that is not ASCII names nobody, but is compared all the same
-        found = False
-        for digest in digests:
-            found |= hmac.compare_digest(claimed.encode(), digest.encode())
-    return found
+        return any([hmac.compare_digest(claimed.encode(), digest.encode()) for digest in digests])

@@ -1,4 +1,4 @@
-"""Sealing and verifying ``requestState``.
+"""Sealing and verifying ``requestState`` (docs/request-state.md).
 
 The token is untrusted input, signed (HMAC-SHA256) or sealed (AES-256-GCM) with keys from
 :mod:`mcp_django.keyring`, all parts strict base64url without padding:
@@ -6,10 +6,7 @@ The token is untrusted input, signed (HMAC-SHA256) or sealed (AES-256-GCM) with 
     v1.<kid>.<payload>.<mac>        signed
     v1.<kid>.<nonce+ciphertext>     sealed
 
-Claims bind it to one request (method, target, principal, params digest), an expiry and the
-issuing endpoint (its audience). Every refusal is the same ``-32602``; the reason goes to the
-audit log. Layers: the codec (:func:`encode_token`, :func:`decode_token`), :class:`Claims`,
-and :func:`check_claims`.
+Every refusal is the same ``-32602``; the reason goes to the audit log.
 """
 
 from __future__ import annotations
@@ -63,9 +60,6 @@ class StateRefused(MCPError):
         self.reason = reason
 
 
-# -- the codec: payload bytes <-> token -------------------------------------------------------
-
-
 def encode_token(payload: bytes) -> str:
     """Sign (or, with ``ENCRYPT_REQUEST_STATE``, seal) ``payload`` with the ring's signing key."""
     key = keyring().signing
@@ -109,9 +103,6 @@ def decode_token(token: object) -> bytes:
         return b64decode(parts[2], canonical=False)
     except ValueError:  # a part that is not strict base64url
         raise StateRefused(Reason.MALFORMED) from None
-
-
-# -- the claims: what a payload says ----------------------------------------------------------
 
 
 class Claims(msgspec.Struct, kw_only=True):
@@ -164,9 +155,6 @@ def decode_claims(payload: bytes) -> Claims:
         raise StateRefused(Reason.MALFORMED) from None
 
 
-# -- the checks: claims against the request ---------------------------------------------------
-
-
 def check_claims(
     claims: Claims,
     method: str,
@@ -176,30 +164,19 @@ def check_claims(
     audience: str,
     now: float,
 ) -> None:
-    """Refuse (:class:`StateRefused`) claims that expired or were issued for another request.
-
-    Bindings by position (the boundary does: matching seven keywords cost a tenth of the call).
-    """
+    """Refuse (:class:`StateRefused`) claims that expired or were issued for another request
+    (the bindings by position: the boundary matching seven keywords cost a tenth of the call)."""
     if now >= claims.expires_at:
         raise StateRefused(Reason.EXPIRED)
     # Each binding is compared in constant time; the order only picks the reason logged.
     compare = hmac.compare_digest
+    pairs = ((claims.method, method), (claims.target, target), (claims.digest, digest), (claims.audience, audience))
     try:
         # ASCII text is compared as it is (compare_digest takes ASCII str): no bytes made of each.
-        same = (
-            compare(claims.method, method),
-            compare(claims.target, target),
-            compare(claims.digest, digest),
-            compare(claims.audience, audience),
-        )
+        same = [compare(ours, theirs) for ours, theirs in pairs]
     except TypeError:
         # Text that is not ASCII (a target's or an audience's may be): compared as UTF-8.
-        same = (
-            compare(claims.method.encode(), method.encode()),
-            compare(claims.target.encode(), target.encode()),
-            compare(claims.digest.encode(), digest.encode()),
-            compare(claims.audience.encode(), audience.encode()),
-        )
+        same = [compare(ours.encode(), theirs.encode()) for ours, theirs in pairs]
     if not same[0]:
         raise StateRefused(Reason.WRONG_METHOD)
     if not same[1]:
@@ -210,9 +187,6 @@ def check_claims(
         raise StateRefused(Reason.WRONG_PARAMS)
     if not same[3]:
         raise StateRefused(Reason.WRONG_AUDIENCE)
-
-
-# -- the API the engines use ------------------------------------------------------------------
 
 
 def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = None) -> str:
@@ -233,11 +207,9 @@ _MAX_AUDIENCES = 1024
 
 
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
-    """:func:`audience` of the request ``request()`` builds, found again without building it (which
-    costs a round more than sealing and verifying its state): the URL depends only on the scheme,
-    the path and the ``Host`` and proxy headers, so one answer serves each such set until a setting
-    changes. ``http``: the transport's :class:`~mcp_django.transports.http_io.HttpIn`.
-    """
+    """:func:`audience` of the request ``request()`` builds, found again without building it: the
+    URL depends only on the scheme, the path and the ``Host`` and proxy headers, so one answer serves
+    each such set until a setting changes. ``http``: the transport's ``HttpIn``."""
     resource: str | None = endpoint.RESOURCE_URL if endpoint is not None else None
     if resource:
         return resource.rstrip("/")

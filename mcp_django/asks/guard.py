@@ -1,10 +1,8 @@
-"""The replay guard: database writes made by an attempt that then ended with ``input_required``.
+"""The replay guard: database writes made by an attempt that then ended with ``input_required``
+(under 2026-07-28 they are made again next round: docs/replay.md).
 
-Under 2026-07-28 the code before an ask runs again every round, so a write before the last ask
-is repeated. While an attempt runs, every statement passes :func:`_watch` (an execute wrapper);
-writes are recorded with the handler's line and reported if the attempt ends with
-``input_required``: to a guarding ``signals.observer``, and, when ``REPLAY_GUARD`` is on (by
-default under ``DEBUG``), as a logged warning and an audit row.
+While an attempt is recorded, every statement passes :func:`_watch` (an execute wrapper); the
+writes are reported, with the handler's line, if the attempt ends with ``input_required``.
 """
 
 from __future__ import annotations
@@ -24,11 +22,13 @@ from django.core.signals import setting_changed
 from django.db import connections
 from django.db.backends.signals import connection_created
 
+from .. import signals
 from ..conf import mcp_settings
 from ..signals import observer
 
 logger = logging.getLogger("mcp_django.replay")
 
+_UID = "mcp_django.replay_guard"
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE", "UPSERT")
 
 
@@ -128,7 +128,7 @@ def _watch(execute: Any, sql: str, params: Any, many: bool, context: dict[str, A
 def install() -> None:
     """Put the watcher on every database alias of this thread (once each), and on every
     connection opened from now on."""
-    watch_new_connections()
+    connection_created.connect(on_connection_created, dispatch_uid=_UID)
     for connection in connections.all():
         if _watch not in connection.execute_wrappers:
             connection.execute_wrappers.append(_watch)
@@ -143,13 +143,8 @@ def configure() -> None:
     value = mcp_settings.REPLAY_GUARD
     on = bool(settings.DEBUG) if value is None else value
     if on:
-        watch_new_connections()
-
-
-def watch_new_connections() -> None:
-    """From now on, every database connection opened gets the watcher; until anyone may guard,
-    no connection carries it and a query pays nothing."""
-    connection_created.connect(on_connection_created, dispatch_uid="mcp_django.replay_guard")
+        # Until anyone may guard, no connection carries the watcher and a query pays nothing.
+        connection_created.connect(on_connection_created, dispatch_uid=_UID)
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
@@ -196,7 +191,5 @@ async def report(recorders: list[Recorder], call: Any) -> None:
             write,
             write.fix,
         )
-    from .. import signals
-
     event = call.event("replay_unsafe", reason=f"{len(writes)} write(s)")
     await signals.replay_unsafe.asend(recorders[0].handler.primitive, event=event, writes=writes)

@@ -1,10 +1,6 @@
-"""The legacy round engine: the handler runs once, and each ask is a real request to the client.
-
-The ask is sent on the call's connection (an SSE stream, a websocket) and its reply, handed
-back by the transport, goes through the same ``Ask.parse`` as under 2026-07-28. What a
+"""The legacy round engine: the handler runs once, and each ask is a real request to the client on
+the call's connection (an SSE stream, a websocket), its reply parsed as under 2026-07-28. What a
 handler sees for each outcome (timeout, client error, cancellation) is in docs/legacy.md.
-Sync handlers wait in their worker thread, which leaves the worker pool meanwhile; one
-principal may have at most ``ASK_THREADS_PER_PRINCIPAL`` such threads (-32005 beyond).
 """
 
 from __future__ import annotations

@@ -300,18 +300,8 @@ def list_roots(*, key: str | None = None) -> Ask:
 
 
 class MissingCapability(MCPError):
-    """The client did not declare a capability an ask needs (``elicitation``, ``sampling``, ...).
-
-    Raised by the ask itself, before anything is sent, in both eras, so a handler can fall back::
-
-        try:
-            summary = (await ctx.sample("Summarise this order")).text
-        except MissingCapability:
-            summary = order.note[:200]
-
-    Uncaught, the answer is ``-32021`` naming every capability the attempt's asks lacked;
-    ``capabilities`` holds their dotted names (``"elicitation.url"``).
-    """
+    """The client did not declare a capability an ask needs, raised by the ask before anything is
+    sent, in both eras (docs/index.md). ``capabilities``: their dotted names (``"elicitation.url"``)."""
 
     def __init__(self, capabilities: Iterable[str]) -> None:
         names = list(dict.fromkeys(capabilities))

@@ -26,87 +26,13 @@ from .invoke import Scoped, invoke, start_task
 from .questions import Ask, ContentInvalid, InputRequired, MissingCapability, escaped
 
 
-class Attempt:
-    """The branches (tasks) one attempt of an async handler started, and where they stand.
+class ReplayBackend:
+    """Answers asks from what the client has already said, or records them as pending; tracks the
+    branches (tasks) an async handler's attempt started, and where they stand.
 
     The attempt may end once every branch is finished or parked (a branch with live children
     waits for them), or ``ROUND_GATHER_TIMEOUT`` seconds after the first ask parked.
     """
-
-    __slots__ = ("branches", "loop", "main", "parked", "timer", "woken")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.main: asyncio.Task[Any] | None = None
-        # Every task the handler started (directly or not), with the task that started it.
-        self.branches: dict[asyncio.Task[Any], asyncio.Task[Any] | None] = {}
-        self.parked: set[asyncio.Task[Any]] = set()
-        # Created once the handler waits on something: a handler that finishes eagerly never needs it.
-        self.woken: asyncio.Future[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-    def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None:
-        self.branches[task] = parent
-        task.add_done_callback(self._finished)
-
-    def start(self, task: asyncio.Task[Any]) -> None:
-        """The handler's own task, once it has run its first step (eagerly)."""
-        self.main = task
-        self.woken = self.loop.create_future()
-        self.branches[task] = None
-        task.add_done_callback(self._finished)
-        if self.parked:
-            self._check()
-
-    def _finished(self, task: asyncio.Task[Any]) -> None:
-        self.parked.discard(task)
-        if task is self.main:
-            self.wake()
-        elif self.parked:
-            # Checked two loop turns later: the task's outcome first reaches whoever awaits it
-            # (gather's error, as_completed's next value), which may then ask in this round.
-            self.loop.call_soon(self.loop.call_soon, self._check)
-
-    def park(self, task: asyncio.Task[Any] | None) -> None:
-        """``task`` waits on an ask without an answer: the attempt may be over."""
-        if task is not None:
-            self.parked.add(task)
-        self._check()
-
-    def _check(self) -> None:
-        if self.woken is None or self.woken.done():
-            return
-        branches = self.branches
-        waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
-        for task in branches:
-            if not (task.done() or task in self.parked or task in waiting):
-                # Still running (a query, an HTTP call, a sleep): it may ask in this round. Waited
-                # for, but not for ever: it may wait for what only the next round brings (another
-                # branch's answer), which nothing here tells from a slow query.
-                if self.timer is None:
-                    self.timer = self.loop.call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
-                return
-        self.wake()
-
-    def wake(self) -> None:
-        if self.woken is not None and not self.woken.done():
-            self.woken.set_result(None)
-
-    def end(self, *, cancel: bool) -> None:
-        """No more asks belong to this attempt; ``cancel``: unwind every branch still running."""
-        if self.timer is not None:
-            self.timer.cancel()
-        if cancel:
-            for task in self.branches:
-                if not task.done():
-                    task.cancel()
-                    task.add_done_callback(_retrieve)
-        self.branches = {}
-        self.parked = set()
-
-
-class ReplayBackend:
-    """Answers asks from what the client has already said, or records them as pending."""
 
     def __init__(
         self,
@@ -125,30 +51,76 @@ class ReplayBackend:
         self.error: MCPError | None = None
         # Capabilities the asks of this attempt needed and the client did not declare.
         self.missing: list[str] = []
-        # The attempt's branches, tracked from the first task started or ask parked.
-        self.attempt: Attempt | None = None
         # The replay guard's record of this attempt's writes, when the guard is on.
         self.recorder: guard.Recorder | None = None
         self.closed = False
         # The handler's own coroutine while its first step runs eagerly (see _unanswered()).
         self.first_step: Any = None
         self._default_keys: dict[str, int] = {}
-
-    def _tracking(self) -> Attempt:
-        if self.attempt is None:
-            self.attempt = Attempt(asyncio.get_running_loop())
-        return self.attempt
+        self.main: asyncio.Task[Any] | None = None
+        # Every task the handler started (directly or not), with the task that started it.
+        self.branches: dict[asyncio.Task[Any], asyncio.Task[Any] | None] = {}
+        self.parked: set[asyncio.Task[Any]] = set()
+        # Created once the handler waits on something: a handler that finishes eagerly never needs it.
+        self.woken: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     def adopt(self, task: asyncio.Task[Any], parent: asyncio.Task[Any] | None) -> None:
         """Called by the task factory for a task the handler created: a branch of this attempt."""
         if not self.closed:
-            self._tracking().adopt(task, parent)
+            self.branches[task] = parent
+            task.add_done_callback(self._finished)
+
+    def start(self, task: asyncio.Task[Any]) -> None:
+        """The handler's own task, once it has run its first step (eagerly)."""
+        self.main = task
+        self.woken = task.get_loop().create_future()
+        self.branches[task] = None
+        task.add_done_callback(self._finished)
+        if self.parked:
+            self._check()
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self.parked.discard(task)
+        if task is self.main:
+            self.wake()
+        elif self.parked:
+            # Checked two loop turns later: the task's outcome first reaches whoever awaits it
+            # (gather's error, as_completed's next value), which may then ask in this round.
+            loop = task.get_loop()
+            loop.call_soon(loop.call_soon, self._check)
+
+    def _check(self) -> None:
+        if self.woken is None or self.woken.done():
+            return
+        branches = self.branches
+        waiting = {parent for task, parent in branches.items() if parent is not None and not task.done()}
+        for task in branches:
+            if not (task.done() or task in self.parked or task in waiting):
+                # Still running (a query, an HTTP call, a sleep): it may ask in this round. Waited
+                # for, but not for ever: it may wait for what only the next round brings (another
+                # branch's answer), which nothing here tells from a slow query.
+                if self.timer is None:
+                    self.timer = self.woken.get_loop().call_later(mcp_settings.ROUND_GATHER_TIMEOUT, self.wake)
+                return
+        self.wake()
+
+    def wake(self) -> None:
+        if self.woken is not None and not self.woken.done():
+            self.woken.set_result(None)
 
     def close(self, *, cancel: bool) -> None:
-        """The attempt is over; ``cancel``: unwind every branch still running."""
+        """The attempt is over: no more asks belong to it; ``cancel``: unwind every branch still running."""
         self.closed = True
-        if self.attempt is not None:
-            self.attempt.end(cancel=cancel)
+        if self.timer is not None:
+            self.timer.cancel()
+        if cancel:
+            for task in self.branches:
+                if not task.done():
+                    task.cancel()
+                    task.add_done_callback(_retrieve)
+        self.branches.clear()
+        self.parked.clear()
 
     def _lookup(self, asks: Sequence[Ask], record: bool = True) -> tuple[list[Any], bool]:
         """The answers known to ``asks``, and whether one is missing. ``record``: the asks
@@ -223,17 +195,19 @@ class ReplayBackend:
         """What an ask without an answer waits on: the end of the attempt, which cancels it."""
         if self.closed:
             raise RuntimeError("this request is over: an ask made after it can no longer be answered")
-        if self.attempt is None and self.first_step is not None:
-            task = asyncio.current_task()
-            if task is not None and task.get_coro() is self.first_step:
+        task = asyncio.current_task()
+        if self.first_step is not None and task is not None and not (self.branches or self.parked):
+            if task.get_coro() is self.first_step:
                 # The handler's own first step, no task started: the attempt ends here, cancelled
                 # at this ask, without parking, the cancel's loop turn and a done callback.
                 self.closed = True
                 raise asyncio.CancelledError
-        attempt = self._tracking()
-        attempt.park(asyncio.current_task())
+        if task is not None:
+            self.parked.add(task)
+        # The attempt may be over.
+        self._check()
         # Parked until the engine ends the attempt (it cancels this task).
-        return attempt.loop.create_future()
+        return asyncio.get_running_loop().create_future()
 
     def carried_answers(self) -> dict[str, dict[str, Any]]:
         return {**self.known, **self.used}
@@ -295,11 +269,10 @@ async def _attempt_async(
         # Ended at its first step's ask, it caught the CancelledError and awaits a cleanup.
         task.add_done_callback(_retrieve)
         return False, None
-    attempt = backend._tracking()
-    attempt.start(task)
-    assert attempt.woken is not None
+    backend.start(task)
+    assert backend.woken is not None
     try:
-        await attempt.woken
+        await backend.woken
     except BaseException:
         backend.close(cancel=True)
         task.cancel()
@@ -354,14 +327,12 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
         raise lacking from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
-    if finished and not backend.pending:
-        if replayed:
-            await guard.report(replayed, call)
-        return Outcome(value)  # positional: once per call, where the keyword cost a sixth of it
-    if backend.recorder is not None:
+    if backend.recorder is not None and (backend.pending or not finished):
         replayed.append(backend.recorder)
     if replayed:
         await guard.report(replayed, call)
+    if finished and not backend.pending:
+        return Outcome(value)  # positional: once per call, where the keyword cost a sixth of it
     # backend.carried_answers(), inline: every round's path.
     return Outcome(pending=backend.pending, answers={**backend.known, **backend.used}, state=dict(ctx.state))
 
