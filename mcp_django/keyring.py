@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 SECRET_KEY_SALT = "mcp_django.keyring.default"
 
 
-def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes) -> bytes:
-    """HKDF with HMAC-SHA256 (RFC 5869) to 32 bytes: one block of the expand step.
+def derive_key(secret: bytes, info: bytes, *, salt: bytes = b"mcp-django") -> bytes:
+    """A 32-byte key for one use (``info``) of ``secret``: HKDF-SHA256 (RFC 5869), one expand block.
 
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
     kept for memory: importing cryptography costs 7.4 MiB of RSS, so only a sealed requestState
@@ -37,11 +37,6 @@ def hkdf_sha256(secret: bytes, *, salt: bytes, info: bytes) -> bytes:
     """
     prk = hmac.new(salt or bytes(32), secret, hashlib.sha256).digest()
     return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
-
-
-def derive_key(secret: bytes, info: bytes) -> bytes:
-    """A 32-byte key for one use (``info``) of ``secret``."""
-    return hkdf_sha256(secret, salt=b"mcp-django", info=info)
 
 
 def b64encode(data: bytes) -> str:

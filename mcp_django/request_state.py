@@ -189,39 +189,37 @@ def check_claims(
         raise StateRefused(Reason.WRONG_AUDIENCE)
 
 
-def audience(request: HttpRequest | None, endpoint: EndpointSettings | None = None) -> str:
-    """The endpoint a state is sealed for and accepted at: its ``RESOURCE_URL``, else the URL
-    the request reached (as an OAuth token's audience is)."""
-    if endpoint is None:
-        endpoint = mcp_settings.for_request(request)
-    if request is None or ("HTTP_HOST" not in request.META and request.META.get("SERVER_NAME") == "unknown"):
-        # No address (stdio): the resource URL, else "" (no network endpoint has it), else the endpoint's name.
-        resource = (endpoint.RESOURCE_URL or "").rstrip("/")
-        return resource or ("" if endpoint.name == "default" else f"endpoint:{endpoint.name}")
-    return protected_resource.resource_url(request, endpoint=endpoint)
-
-
-# Audiences found by audience(), under what names the URL a request reached (audience_for()).
+# Audiences found by audience_for(), under what names the URL a request reached.
 _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
 
 
 def audience_for(request: Callable[[], HttpRequest | None], endpoint: EndpointSettings | None, http: Any = None) -> str:
-    """:func:`audience` of the request ``request()`` builds, found again without building it: the
-    URL depends only on the scheme, the path and the ``Host`` and proxy headers, so one answer serves
-    each such set until a setting changes. ``http``: the transport's ``HttpIn``."""
+    """The endpoint a state is sealed for and accepted at: its ``RESOURCE_URL``, else the URL the
+    request ``request()`` builds reached (as an OAuth token's audience is). That URL depends only on
+    the scheme, the path and the ``Host`` and proxy headers, so one answer serves each such set
+    (``http``: the transport's ``HttpIn``) until a setting changes, without building the request."""
     resource: str | None = endpoint.RESOURCE_URL if endpoint is not None else None
     if resource:
         return resource.rstrip("/")
-    if endpoint is None or http is None or not http.headers.get("host"):
-        return audience(request(), endpoint)
-    from .auth import url_headers
+    key = None
+    if endpoint is not None and http is not None and http.headers.get("host"):
+        from .auth import url_headers
 
-    headers = http.headers
-    key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
-    found = _audiences.get(key)
-    if found is None:
-        found = audience(request(), endpoint)  # Django's refusal of a host (DisallowedHost) is never kept
+        headers = http.headers
+        key = (endpoint.name, http.scheme, http.endpoint, *[headers.get(name, "") for name in url_headers()])
+        found = _audiences.get(key)
+        if found is not None:
+            return found
+    built = request()
+    if endpoint is None:
+        endpoint = mcp_settings.for_request(built)
+    if built is None or ("HTTP_HOST" not in built.META and built.META.get("SERVER_NAME") == "unknown"):
+        # No address (stdio): the resource URL, else "" (no network endpoint has it), else the endpoint's name.
+        resource = (endpoint.RESOURCE_URL or "").rstrip("/")
+        return resource or ("" if endpoint.name == "default" else f"endpoint:{endpoint.name}")
+    found = protected_resource.resource_url(built, endpoint=endpoint)  # DisallowedHost is never kept
+    if key is not None:
         if len(_audiences) >= _MAX_AUDIENCES:
             _audiences.clear()
         _audiences[key] = found

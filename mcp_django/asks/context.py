@@ -271,8 +271,8 @@ class Context:
         """For a tool registered with ``task=...`` and ``input_first=True``: from here on, run as a task,
         the asks before it answered in the request's own rounds. Elsewhere it does nothing."""
         if self.call.may_start_task:
-            carried = getattr(self.backend, "carried_answers", None)
-            raise StartTask(carried() if carried is not None else {}, dict(self.state))
+            # Set by the tasks extension's stage, in 2026-07-28's chain: the replay engine's backend.
+            raise StartTask(self.backend.carried_answers(), dict(self.state))
         return self._done()
 
     def debug(self, data: Any, **kw: Any) -> Awaitable[None]:

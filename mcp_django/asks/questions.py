@@ -25,15 +25,12 @@ class AnswerInvalid(MCPError):
     def __init__(self, key: str, problem: str) -> None:
         super().__init__(INVALID_PARAMS, f"the answer to input request {key!r} is not valid: {problem}")
         self.key = key
+        self.problem = problem
 
 
 class ContentInvalid(AnswerInvalid):
     """An accepted form whose content does not fit what was asked: a person's mistake, asked again
     (same key), saying what was wrong."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(key, problem)
-        self.problem = problem
 
 
 # Every Ask.type, as the helpers below make them: a key given without key=... starts with one.
