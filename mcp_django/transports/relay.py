@@ -346,7 +346,7 @@ async def relay() -> Relay:
 
 @dataclass
 class HttpReplies:
-    """:class:`~mcp_django.asks.live.Replies` for one legacy HTTP call: ids routed through the relay."""
+    """A :class:`~mcp_django.asks.live.LiveSession`'s replies for one legacy HTTP call: ids routed through the relay."""
 
     relay: Relay
     sid: str

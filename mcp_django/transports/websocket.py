@@ -56,7 +56,7 @@ class CredentialsRevoked(MCPError):
 
 
 class SocketReplies:
-    """:class:`~mcp_django.asks.live.Replies` of one socket: the reply comes back on the same socket."""
+    """A :class:`~mcp_django.asks.live.LiveSession`'s replies on one socket: the reply comes back on the same socket."""
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
