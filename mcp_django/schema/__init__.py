@@ -2,14 +2,8 @@
 values checked (schemas given as dicts: jsonschema-rs) and converted (annotations: msgspec) against them.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-from .docstrings import first_paragraph
-from .drf import field_schema, is_serializer, serializer_schema
-from .enums import enum_schema
-from .signature import ArgumentsInvalid, Parameters, SchemaArguments, output_schema, resolved_hints
+from .drf import enum_schema, field_schema, is_serializer, serializer_schema
+from .signature import ArgumentsInvalid, Parameters, SchemaArguments, first_paragraph, output_schema, resolved_hints
 from .types import Email, SchemaError, convert, is_typeddict, prepare, problem, to_jsonable, type_schema
 from .validator import Validator, validate, validator_for
 
@@ -31,14 +25,8 @@ __all__ = [
     "problem",
     "resolved_hints",
     "serializer_schema",
-    "signature_schema",
     "to_jsonable",
     "type_schema",
     "validate",
     "validator_for",
 ]
-
-
-def signature_schema(func: Any, *, skip: set[str]) -> dict[str, Any]:
-    """The input schema of a handler: one property per parameter, except ``skip``."""
-    return Parameters(func, skip=skip).schema

@@ -14,13 +14,32 @@ import types
 import typing
 from typing import Annotated, Any, get_type_hints
 
+import docstring_parser
 import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
-from .docstrings import parameter_descriptions
 from .drf import is_serializer, serializer_schema
 from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable, type_schema
 from .validator import Validator, shape_problem, validator_for
+
+
+def first_paragraph(doc: str | None) -> str:
+    """The first paragraph of a docstring (its summary), indentation removed as ``inspect.cleandoc`` does."""
+    if not doc:
+        return ""
+    return inspect.cleandoc(doc).split("\n\n", 1)[0].strip()
+
+
+def parameter_descriptions(func: Any) -> dict[str, str]:
+    """Each documented parameter's text, from an ``Args:``/``Parameters``/``:param x:`` section."""
+    doc = inspect.getdoc(func)
+    if not doc:
+        return {}
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return {}
+    return {p.arg_name: " ".join(p.description.split()) for p in parsed.params if p.description}
 
 
 class ArgumentsInvalid(ValueError):

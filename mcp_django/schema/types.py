@@ -23,8 +23,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
-from .drf import DECIMAL_PATTERN, is_serializer, serializer_schema
-from .enums import enum_type, nullable
+from .drf import DECIMAL_PATTERN, enum_type, is_serializer, nullable, serializer_schema
 from .validator import validator_for
 
 # JSON Schema keywords with a msgspec constraint of the same meaning: enforced by the converter.
