@@ -40,8 +40,6 @@ def _no_cursor(params: dict[str, Any]) -> None:
 
 def register() -> None:
     """Plug the extension in (``MCP_DJANGO["EXTENSIONS"]`` lists ``mcp_django.skills.methods``)."""
-    from . import checks  # noqa: F401 - registers the skills' system checks
-
     extensions.add_method("skills/list", _served(list_skills), cache_hints=True)
     extensions.add_method("skills/get", _served(get_skill), cache_hints=True)
     extensions.add_method("resources/directory/read", _served(read_directory))
