@@ -10,13 +10,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import decimal
 import enum
 import functools
 import sys
 import types
 import typing
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -127,22 +125,17 @@ def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None
 
 # Field descriptions of classes (by the name msgspec titles their schema with).
 _FIELD_DOCS: dict[str, dict[str, str]] = {}
-_LABELS = ("description", "title")
 
 
 def _field_extras(hint: Any, where: str) -> str | None:
     """The description among a class field's Annotated extras; a constraint msgspec would drop is an error."""
     description = None
     for extra in get_args(hint)[1:]:
-        if isinstance(extra, msgspec.Meta):
-            continue
-        if isinstance(extra, str):
-            description = extra
-            continue
-        meta = _meta(extra, where, Prepared(None))
+        meta = None if isinstance(extra, msgspec.Meta) else _meta(extra, where, Prepared(None))
         if meta is None:
             continue
-        if any(getattr(meta, name) is not None for name in dir(meta) if name[0] != "_" and name not in _LABELS):
+        labels = ("description", "title")
+        if any(getattr(meta, name) is not None for name in dir(meta) if name[0] != "_" and name not in labels):
             raise SchemaError(
                 f"{where}: a constraint inside a dataclass or TypedDict must be written as msgspec.Meta(...) "
                 "to be enforced"
@@ -178,12 +171,7 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
             return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
         except TypeError:
             return tp
-    if isinstance(tp, type) and _custom(tp) is None and not _native(tp):
-        raise SchemaError(
-            f"{where}: {_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
-            "a standard type, a DRF serializer or a Pydantic model"
-        )
-    return tp
+    return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
 
 
 def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
@@ -229,21 +217,6 @@ def _name(tp: Any) -> str:
     return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', repr(tp))}"
 
 
-# Exactly these types, and subclasses of the families below.
-_NATIVE = frozenset(
-    {str, int, float, bool, bytes, bytearray, type(None), list, tuple, set, frozenset, dict}
-    | {decimal.Decimal, datetime.date, datetime.datetime, datetime.time, datetime.timedelta}
-)
-_NATIVE_FAMILIES = (enum.Enum, msgspec.Struct, uuid.UUID)
-
-
-def _native(tp: type) -> bool:
-    """Whether msgspec describes and converts ``tp`` by itself."""
-    if tp in _NATIVE or issubclass(tp, _NATIVE_FAMILIES) or dataclasses.is_dataclass(tp) or is_typeddict(tp):
-        return True
-    return issubclass(tp, tuple) and hasattr(tp, "_fields")  # a NamedTuple
-
-
 def is_typeddict(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
 
@@ -275,30 +248,29 @@ def _custom(tp: Any) -> _Custom | None:
     if pydantic is None or not isinstance(tp, type):
         return None
     if issubclass(tp, pydantic.BaseModel):
-        model: Any = tp
-        return _Custom(
-            lambda: _self_contained(model.model_json_schema()),
-            model.model_validate,
-            lambda value: value.model_dump(mode="json"),
-        )
-    if tp.__module__.startswith("pydantic"):  # EmailStr, AnyUrl, SecretStr, ...
+        adapter = pydantic.TypeAdapter(tp)
+    elif tp.__module__.startswith("pydantic"):  # EmailStr, AnyUrl, SecretStr, ...
         try:
             adapter = pydantic.TypeAdapter(tp)
             adapter.json_schema()
         except Exception:
             return None
-        return _Custom(
-            lambda: _self_contained(adapter.json_schema()),
-            adapter.validate_python,
-            lambda value: adapter.dump_python(value, mode="json"),
-        )
-    return None
+    else:
+        return None
+    return _Custom(
+        lambda: _self_contained(adapter.json_schema()),
+        adapter.validate_python,
+        lambda value: adapter.dump_python(value, mode="json"),
+    )
 
 
 def _schema_hook(tp: Any) -> dict[str, Any]:
     custom = _custom(tp)
     if custom is None:
-        raise SchemaError(f"{_name(tp)} cannot be described as a JSON schema")
+        raise SchemaError(
+            f"{_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
+            "a standard type, a DRF serializer or a Pydantic model"
+        )
     return custom.schema()
 
 
