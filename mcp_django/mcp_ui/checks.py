@@ -17,8 +17,7 @@ from django.core.checks import Error, register
 from django.template import TemplateDoesNotExist
 
 from ..conf import mcp_settings
-from . import render
-from .views import CSP_ARGUMENTS, views
+from . import CSP_ARGUMENTS, render, views
 
 # Elements whose attribute loads something, and the CSP list that must allow it.
 _LOADS = {

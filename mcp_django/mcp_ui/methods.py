@@ -21,8 +21,7 @@ from ..asks.invoke import run_in_thread
 from ..asks.replay import Outcome
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
-from . import render
-from .views import EXTENSION, MIME_TYPE, View, app_option, views, visibility_option
+from . import EXTENSION, MIME_TYPE, View, app_option, render, views, visibility_option
 
 logger = logging.getLogger("mcp_django.mcp_ui")
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]

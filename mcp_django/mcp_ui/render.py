@@ -15,7 +15,7 @@ from django.template import TemplateDoesNotExist, TemplateSyntaxError
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
-from .views import View
+from . import View
 
 SCRIPT = "mcp_django/mcp_ui/ext-apps-2.0.4.js"
 # The element each kind of static file is inlined as, and its attributes.
