@@ -42,20 +42,12 @@ _CONNECT = re.compile(r"""\b(?:fetch|WebSocket|EventSource)\(\s*["'`]([^"'`]+)""
 
 
 class Load(NamedTuple):
-    """One URL the page loads, and the CSP list (``resourceDomains``...) that must allow it."""
+    """One URL the page loads, the CSP list (``resourceDomains``...) that must allow it, and its
+    origin, ``scheme://host[:port]`` ("" when relative: the host's origin, which no view can declare)."""
 
     url: str
     kind: str
-
-    @property
-    def origin(self) -> str | None:
-        """``scheme://host[:port]``; None for what stays in the page (``data:``, ``#id``, ``blob:``)."""
-        parts = urlsplit(self.url)
-        if parts.scheme in ("data", "blob", "about", "javascript") or self.url.startswith("#"):
-            return None
-        if not parts.netloc:
-            return ""  # relative: the host's origin, which no view can declare
-        return f"{parts.scheme or 'https'}://{parts.netloc}".lower()
+    origin: str
 
 
 class _Reader(HTMLParser):
@@ -74,8 +66,7 @@ class _Reader(HTMLParser):
                 rel = dict(attrs).get("rel") or ""
                 kind = None if rel.lower() in ("canonical", "alternate", "author", "help", "license") else kind
             if kind is not None:
-                urls = [u.strip().split(" ")[0] for u in value.split(",")] if name == "srcset" else [value]
-                self.loads += [Load(url, kind) for url in urls if url]
+                self._add(kind, [u.strip().split(" ")[0] for u in value.split(",")] if name == "srcset" else [value])
             elif name == "style":
                 self._css(value)
 
@@ -86,10 +77,18 @@ class _Reader(HTMLParser):
         if self._in == "style":
             self._css(data)
         elif self._in == "script":
-            self.loads += [Load(url, "connectDomains") for url in _CONNECT.findall(data)]
+            self._add("connectDomains", _CONNECT.findall(data))
 
     def _css(self, text: str) -> None:
-        self.loads += [Load(a or b, "resourceDomains") for a, b in _CSS_URL.findall(text)]
+        self._add("resourceDomains", [a or b for a, b in _CSS_URL.findall(text)])
+
+    def _add(self, kind: str, urls: Iterable[str]) -> None:
+        for url in urls:
+            parts = urlsplit(url)
+            if not url or url.startswith("#") or parts.scheme in ("data", "blob", "about", "javascript"):
+                continue  # it stays in the page
+            origin = f"{parts.scheme or 'https'}://{parts.netloc}".lower() if parts.netloc else ""
+            self.loads.append(Load(url, kind, origin))
 
 
 def allows(declared: Iterable[str], origin: str) -> bool:
@@ -110,10 +109,7 @@ def undeclared(html: str, csp: dict[str, tuple[str, ...]]) -> Iterator[Load]:
     reader.feed(html)
     reader.close()
     for load in reader.loads:
-        origin = load.origin
-        if origin is None:
-            continue
-        if origin == "" or not allows(csp.get(load.kind, ()), origin):
+        if load.origin == "" or not allows(csp.get(load.kind, ()), load.origin):
             yield load
 
 

@@ -129,8 +129,9 @@ async def read(uri: str) -> dict[str, Any] | None:
     return {"uri": uri, "mimeType": MIME_TYPE, "text": html, "_meta": {"ui": view.ui_meta()}}
 
 
-def content_security_policy(view: View) -> str:
-    """The policy a host builds from the view's declared origins (the spec's construction)."""
+def framed(view: View, html: str) -> str:
+    """The page with the policy a host builds from the view's declared origins (the spec's
+    construction) as its first ``<meta>``, for a ``srcdoc`` frame."""
     csp = view.csp
 
     def listed(kind: str, fallback: str = "") -> str:
@@ -138,7 +139,7 @@ def content_security_policy(view: View) -> str:
 
     resources = listed("resourceDomains")
     frames, base = listed("frameDomains", "'none'"), listed("baseUriDomains", "'self'")
-    return "; ".join(
+    policy = "; ".join(
         [
             "default-src 'none'",
             f"script-src 'self' 'unsafe-inline' {resources}".rstrip(),
@@ -152,13 +153,9 @@ def content_security_policy(view: View) -> str:
             f"base-uri {base}",
         ]
     )
-
-
-def framed(view: View, html: str) -> str:
-    """The page with the host's policy as its first ``<meta>``, for a ``srcdoc`` frame."""
-    policy = f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(view)}">'
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
     found = _HEAD.search(html)
-    return html[: found.end()] + policy + html[found.end() :] if found else policy + html
+    return html[: found.end()] + meta + html[found.end() :] if found else meta + html
 
 
 def view_panel(handler: Handler) -> SafeString | None:

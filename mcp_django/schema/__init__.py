@@ -2,10 +2,10 @@
 values checked (schemas given as dicts: jsonschema-rs) and converted (annotations: msgspec) against them.
 """
 
-from .drf import enum_schema, field_schema, is_serializer, serializer_schema
-from .signature import ArgumentsInvalid, Parameters, SchemaArguments, first_paragraph, output_schema, resolved_hints
-from .types import Email, SchemaError, convert, is_typeddict, prepare, problem, to_jsonable, type_schema
-from .validator import Validator, validate, validator_for
+from .drf import enum_schema, is_serializer, serializer_schema
+from .signature import ArgumentsInvalid, Parameters, SchemaArguments, first_paragraph, output_schema
+from .types import Email, SchemaError, convert, prepare, problem, to_jsonable, type_schema
+from .validator import validate, validator_for
 
 __all__ = [
     "ArgumentsInvalid",
@@ -13,17 +13,13 @@ __all__ = [
     "Parameters",
     "SchemaArguments",
     "SchemaError",
-    "Validator",
     "convert",
     "enum_schema",
-    "field_schema",
     "first_paragraph",
     "is_serializer",
-    "is_typeddict",
     "output_schema",
     "prepare",
     "problem",
-    "resolved_hints",
     "serializer_schema",
     "to_jsonable",
     "type_schema",

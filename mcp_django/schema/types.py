@@ -280,13 +280,9 @@ def dec_hook(tp: Any, value: Any) -> Any:
         raise NotImplementedError(f"no conversion into {_name(tp)}")
     try:
         return custom.convert(value)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise ValueError(_one_line(str(exc))) from None
-
-
-def _one_line(text: str) -> str:
-    lines = (line.strip() for line in text.splitlines())
-    return "; ".join(line for line in lines if line and not line.startswith("For further"))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError: its lines as one
+        lines = (line.strip() for line in str(exc).splitlines())
+        raise ValueError("; ".join(line for line in lines if line and not line.startswith("For further"))) from None
 
 
 def enc_hook(value: Any) -> Any:

@@ -62,10 +62,6 @@ class Skill:
     files: tuple[SkillFile, ...]
     origin: str
 
-    @property
-    def root(self) -> str:
-        return self.uri[: -len(SKILL_FILE) - 1]
-
     def entry(self) -> dict[str, Any]:
         """The skill as ``skills/list`` and ``skills/get`` give it."""
         return {
@@ -236,7 +232,7 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
 
 def _add_files(library: Library, skill: Skill) -> None:
     """The skill's files and every directory from its root down (shared with a skill nested in it)."""
-    root = skill.root
+    root = skill.uri.removesuffix(f"/{SKILL_FILE}")
     library.directories.setdefault(root, {})
     for file in skill.files:
         library.files.setdefault(file.uri, file)
