@@ -1,8 +1,6 @@
-"""MCP Apps (``io.modelcontextprotocol/ui``, SEP-1865): interactive views for tools, rendered
-from Django templates (docs/apps.md): the views, each a ``ui://`` resource, and the tool options
-``app=`` and ``visibility=``. Named after the extension's identifier: in Django, "apps" and
-"views" mean other things. Left out of ``MCP_DJANGO["EXTENSIONS"]``, none of it is there.
-"""
+"""MCP Apps (``io.modelcontextprotocol/ui``, SEP-1865, docs/apps.md): the views, rendered from Django
+templates, and the tool options ``app=`` and ``visibility=``. Named after the extension's identifier: in
+Django, "apps" and "views" mean other things."""
 
 from __future__ import annotations
 

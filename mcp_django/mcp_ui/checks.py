@@ -1,9 +1,5 @@
-"""The MCP Apps views' system checks, registered with the extension: ``mcp_django.ui.E001``, a view
-that does not render; ``mcp_django.ui.E002``, a view that loads from an origin it does not declare
-(or from a relative URL, which a sandboxed view cannot load). What a page loads is read from its
-markup, CSS ``url()``/``@import`` and literal URLs given to ``fetch``/``WebSocket``/``EventSource``:
-a host's policy is built from the view's declaration alone.
-"""
+"""The MCP Apps views' system checks (E001: does not render; E002: loads what it does not declare, which
+the host's policy, built from the declaration alone, blocks), and what a page loads."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The MCP Apps extension on the core's public points (:mod:`mcp_django.extensions`).
-
-Tool options ``app=``/``visibility=``; tools' ``_meta.ui`` in listings (app-only tools hidden
-from clients that do not render views); a text fallback in their results; the views as
-resources; the capability while a view is registered; the admin's view panel.
-"""
+"""The MCP Apps extension on :mod:`mcp_django.extensions`' points: tool options, ``_meta.ui``, app-only
+tools, a text fallback, the views as resources, the capability and the admin's view panel."""
 
 from __future__ import annotations
 

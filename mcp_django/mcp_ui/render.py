@@ -1,7 +1,5 @@
-"""A view's HTML: its template rendered, with the static files it names inlined by the template tags
-of ``{% load mcp_ui %}`` (docs/apps.md), since a host's sandboxed frame would block a ``<script src>``
-to the project's site. Django finds the tags as ``mcp_django/templatetags/mcp_ui.py``.
-"""
+"""A view's HTML, and the tags of ``{% load mcp_ui %}`` that inline static files into it: a host's
+sandboxed frame would block a ``<script src>`` to the project's site."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A handler's parameters: the input schema clients see, and arguments converted into the declared types.
-
-:class:`Parameters` reads a signature at registration into one msgspec Struct, so checking and
-converting a call's arguments is one ``msgspec.convert``; an annotation with no schema fails
-there and then. :class:`SchemaArguments` checks arguments against a schema given verbatim.
-"""
+"""A handler's parameters: the input schema clients see, and arguments converted into the declared types
+(a signature becomes one msgspec Struct at registration: an annotation with no schema fails there)."""
 
 from __future__ import annotations
 
@@ -99,10 +95,6 @@ class Parameters:
             default, field_doc = _default(param.default)
             # An annotation that did not resolve is its text, which prepare() refuses, naming it.
             prepared = prepare(hints[name] if name in hints else unresolved.get(name, Any), where)
-            try:
-                json_schema(prepared.type)  # a type msgspec cannot handle fails here, named
-            except SchemaError as exc:
-                raise SchemaError(f"{where}: {exc}") from None
             if prepared.needs_validator:
                 checked.append(name)
             tp = prepared.type
@@ -166,11 +158,8 @@ class Parameters:
 
 
 class SchemaArguments:
-    """Arguments checked against a schema given verbatim (``input_schema=``), passed on as sent.
-
-    The schema is compiled by its first call or by ``manage.py check`` (E016), so that a process
-    imports jsonschema-rs only when a schema is used; registration checks only its shape.
-    """
+    """Arguments checked against a schema given verbatim (``input_schema=``), passed on as sent. Compiled by
+    the first call or ``manage.py check`` (E016): jsonschema-rs is imported only when a schema is used."""
 
     def __init__(self, schema: dict[str, Any], accepts: frozenset[str] | None = None, owner: str = "") -> None:
         self.schema = schema

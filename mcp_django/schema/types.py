@@ -1,9 +1,5 @@
-"""Python annotations as JSON schemas, and JSON values converted into them (msgspec).
-
-One library both describes a type and converts into it, so the schema a client sees and the
-check its arguments meet cannot drift apart. Pydantic and DRF types come in through hooks;
-anything else msgspec does not know is refused with :class:`SchemaError` when the schema is built.
-"""
+"""Python annotations as JSON schemas, and JSON values converted into them, both by msgspec: the schema a
+client sees and the check its arguments meet cannot drift apart. Pydantic and DRF types come in by hooks."""
 
 from __future__ import annotations
 
@@ -60,18 +56,23 @@ class SchemaError(ImproperlyConfigured):
 
 @dataclasses.dataclass
 class Prepared:
-    """An annotation made ready for msgspec, and whether the converter alone enforces its schema."""
+    """An annotation made ready for msgspec, its schema, and whether the converter alone enforces it."""
 
     type: Any
+    schema: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Keywords from Annotated[..., {...}] that only a JSON Schema validator can check.
     needs_validator: bool = False
 
 
 def prepare(tp: Any, where: str) -> Prepared:
-    """The msgspec form of an annotation; raises :class:`SchemaError` naming ``where``."""
+    """The msgspec form of an annotation and its schema; raises :class:`SchemaError` naming ``where``."""
     state = Prepared(None)
     state.type = _prepare(tp, where, state)
     _remember_orders(tp, set(), where)
+    try:
+        state.schema = json_schema(state.type)  # a type msgspec cannot handle fails here, named
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
     return state
 
 
@@ -85,11 +86,8 @@ def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
 
 
 def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None:
-    """Walks a type and the fields of its classes: records enum orders and field descriptions.
-
-    Of a class field's ``Annotated`` extras msgspec knows only ``msgspec.Meta``: a description
-    given as text is recorded here, and a constraint it would silently drop is refused.
-    """
+    """Records the enum orders and the class fields' descriptions in a type: of a class field's
+    ``Annotated`` extras msgspec reads only ``msgspec.Meta``, and would drop any other constraint."""
     if id(tp) in seen:
         return
     seen.add(id(tp))
@@ -221,9 +219,6 @@ def is_typeddict(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
 
 
-# -- hooks: Pydantic and DRF types ----------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class _Custom:
     schema: Callable[[], dict[str, Any]]
@@ -293,9 +288,6 @@ def enc_hook(value: Any) -> Any:
     if custom is not None and custom.dump is not None:
         return custom.dump(value)
     raise TypeError(f"cannot serialise a {type(value).__name__} as JSON")
-
-
-# -- schemas --------------------------------------------------------------------------
 
 
 @functools.cache
@@ -398,14 +390,7 @@ def type_schema(tp: Any, where: str = "annotation") -> dict[str, Any]:
     """The JSON schema of a Python annotation (or a DRF serializer); :class:`SchemaError` if it has none."""
     if is_serializer(tp):
         return serializer_schema(tp)
-    prepared = prepare(tp, where)
-    try:
-        return json_schema(prepared.type)
-    except SchemaError as exc:
-        raise SchemaError(f"{where}: {exc}") from None
-
-
-# -- values -----------------------------------------------------------------------------
+    return prepare(tp, where).schema
 
 
 def convert(value: Any, tp: Any, *, strict: bool = True) -> Any:

@@ -1,11 +1,6 @@
-"""The skills this project serves, found the way Django finds templates and static files:
-``<folder>/<skill-path>/SKILL.md`` and its files, in each folder of ``SKILLS_DIRS``, then each
-installed app's ``mcp_skills/``. The skill path's last segment is the skill's name.
-
-A scan reads every file once (the digests ``skills/list`` publishes are of those bytes).
-Requests look URIs up in the scan's tables: no path is built from what a client sends.
-What the scan left out is kept as ``problems``, which the system checks report.
-"""
+"""The skills served (docs/skills.md), found as Django finds templates. A scan reads every file once (the
+digests published are of those bytes); requests look URIs up in its tables, so no path is built from what a
+client sends. What it left out is kept as ``problems``, which the system check reports."""
 
 from __future__ import annotations
 
@@ -257,9 +252,6 @@ def mime_type(name: str) -> str:
 
 def is_text(mime: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
-
-
-# -- the library a process serves ----------------------------------------------------------
 
 
 @functools.cache

@@ -1,8 +1,5 @@
-"""A SKILL.md's YAML frontmatter, read as the Agent Skills specification defines it.
-
-Clients get it as JSON and compare it with what their own parser reads, so it is read with
-YAML 1.2's core schema, not PyYAML's YAML 1.1 defaults (``on`` True, ``010`` 8, dates).
-"""
+"""A SKILL.md's YAML frontmatter (the Agent Skills specification), read with YAML 1.2's core schema, not
+PyYAML's YAML 1.1 defaults (``on`` True, ``010`` 8, dates): clients compare it with what their parsers read."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The skills extension on :mod:`mcp_django.extensions`' points: ``skills/list``, ``skills/get``,
-``resources/directory/read``, the extension declared while a skill is served, and skill files
-among the resources. Scans and file reads run in the worker pool.
-"""
+"""The skills extension on :mod:`mcp_django.extensions`' points (its methods, declaration and resources);
+scans and file reads run in the worker pool."""
 
 from __future__ import annotations
 
