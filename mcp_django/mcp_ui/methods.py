@@ -54,17 +54,13 @@ def declared() -> dict[str, Any] | None:
 
 def callable_by(call: Call, handler: Handler) -> bool:
     """An app-only tool is there only for a client that renders views (the view calls it)."""
-    visibility = handler.options.get("visibility")
-    return visibility is None or "model" in visibility or renders(call)
+    return "model" in handler.options["visibility"] or renders(call)
 
 
 def tool_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
     """A listed tool's ``_meta.ui``, for a client that renders views."""
-    options = handler.options
-    if not options:
-        return None
-    view: View | None = options.get("app")
-    visibility = options.get("visibility")
+    view: View | None = handler.options.get("app")
+    visibility = handler.options.get("visibility")
     if (view is None and visibility is None) or not renders(call):
         return None
     ui: dict[str, Any] = {}
@@ -85,10 +81,9 @@ def fallback_text(view: View) -> str:
 def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
     """The extension's handler stage: a tool with a view, called by a client that does not
     render views, says so in its answer."""
-    view: View | None = handler.options.get("app") if handler.options else None
-    if view is None or renders(call):
+    if renders(call):
         return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _with_fallback(next, handler, arguments, call, view)
+    return _with_fallback(next, handler, arguments, call, handler.options["app"])
 
 
 async def _with_fallback(

@@ -168,17 +168,14 @@ class SchemaArguments:
         problem = shape_problem(schema)
         if problem is not None:
             raise ImproperlyConfigured(f"{owner}: input_schema is {problem}")
-        self._validator: Validator | None = None
 
     @property
     def validator(self) -> Validator:
         """The compiled schema; raises ``ImproperlyConfigured`` when it is no valid schema."""
-        if self._validator is None:
-            try:
-                self._validator = Validator(self.schema)
-            except ImproperlyConfigured as exc:
-                raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
-        return self._validator
+        try:
+            return validator_for(self.schema)
+        except ImproperlyConfigured as exc:
+            raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
         problems = self.validator.errors(arguments)
