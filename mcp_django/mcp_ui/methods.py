@@ -79,8 +79,7 @@ def fallback_text(view: View) -> str:
 
 
 def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage: a tool with a view, called by a client that does not
-    render views, says so in its answer."""
+    """The handler stage: a tool with a view, called by a client that renders none, says so in its answer."""
     if renders(call):
         return next(handler, arguments, call)  # not a stage of this call: no frame of its own
     return _with_fallback(next, handler, arguments, call, handler.options["app"])
@@ -150,8 +149,7 @@ def framed(view: View, html: str) -> str:
 
 
 def view_panel(handler: Handler) -> SafeString | None:
-    """The extension's section of the admin's page of a tool: its view in a sandboxed frame, as a host
-    would show it before a result arrives, with its URI, template, CSP and visibility."""
+    """The admin's section of a tool with a view: the view framed as a host shows it, and its settings."""
     view: View | None = handler.options.get("app")
     visibility = handler.options.get("visibility")
     if view is None and visibility is None:

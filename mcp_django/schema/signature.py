@@ -187,8 +187,7 @@ class SchemaArguments:
 
 
 def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
-    """The ``outputSchema`` a return annotation implies: an object type's schema (``structuredContent``
-    is an object), else None."""
+    """The ``outputSchema`` a return annotation implies (``structuredContent`` is an object), else None."""
     hints, _ = resolved_hints(func)
     tp = hints.get("return")
     while typing.get_origin(tp) is Annotated:

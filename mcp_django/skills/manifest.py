@@ -54,13 +54,7 @@ _CoreLoader.add_implicit_resolver(
 
 def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     value = str(loader.construct_scalar(node))
-    sign = -1 if value.startswith("-") else 1
-    digits = value.lstrip("+-")
-    if digits.startswith("0o"):
-        return int(digits[2:], 8)
-    if digits.startswith("0x"):
-        return int(digits[2:], 16)
-    return sign * int(digits, 10)  # "010" is ten in YAML 1.2
+    return int(value, {"0o": 8, "0x": 16}.get(value[:2], 10))  # "010" is ten in YAML 1.2
 
 
 _CoreLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
