@@ -40,10 +40,7 @@ def register() -> None:
 
 def renders(call: Call) -> bool:
     """Whether the call's client renders views: it declared the extension with its MIME type."""
-    settings = extensions.client_extension(call, EXTENSION)
-    if settings is None:
-        return False
-    mime_types = settings.get("mimeTypes")
+    mime_types = (extensions.client_extension(call, EXTENSION) or {}).get("mimeTypes")
     return isinstance(mime_types, list) and MIME_TYPE in mime_types
 
 
