@@ -21,8 +21,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from mcp_django import audit, mcp
+from mcp_django import mcp_ui as view_table
 from mcp_django.mcp_ui import MIME_TYPE, view
-from mcp_django.mcp_ui import views as view_table
 from mcp_django.mcp_ui.checks import check_views
 from mcp_django.mcp_ui.methods import fallback_text
 from mcp_django.models import AuditEvent

@@ -50,7 +50,7 @@ def test_signature_schema() -> None:
         g: Color = Color.RED,
     ) -> None: ...
 
-    s = schema.signature_schema(tool, skip={"ctx"})
+    s = schema.Parameters(tool, skip={"ctx"}).schema
     assert s["required"] == ["a", "b"]
     assert s["additionalProperties"] is False
     props = s["properties"]

@@ -19,7 +19,7 @@ from mcp import MCPError
 from pydantic import ConfigDict
 
 from mcp_django.skills import library as lib
-from mcp_django.skills.checks import check_skills
+from mcp_django.skills.library import check_skills
 from mcp_django.skills.manifest import ManifestError, parse
 from mcp_django.testing import JSONRPCError, MCPClient
 from tests.conftest import Raw, mcp_settings, sdk_client

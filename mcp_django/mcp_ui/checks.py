@@ -1,18 +1,113 @@
-"""The MCP Apps views' system checks, registered with the extension: ``mcp_django.ui.E001``, a view
-that does not render; ``mcp_django.ui.E002``, a view that loads from an origin it does not declare
-(or from a relative URL, which a sandboxed view cannot load).
-"""
+"""The MCP Apps views' system checks (E001: does not render; E002: loads what it does not declare, which
+the host's policy, built from the declaration alone, blocks), and what a page loads."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterable, Iterator
+from html.parser import HTMLParser
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 from django.core.checks import Error, register
-from django.template import TemplateDoesNotExist, TemplateSyntaxError
+from django.template import TemplateDoesNotExist
 
 from ..conf import mcp_settings
-from . import origins, render
-from .views import CSP_ARGUMENTS, views
+from . import CSP_ARGUMENTS, render, views
+
+# Elements whose attribute loads something, and the CSP list that must allow it.
+_LOADS = {
+    ("script", "src"): "resourceDomains",
+    ("img", "src"): "resourceDomains",
+    ("img", "srcset"): "resourceDomains",
+    ("source", "src"): "resourceDomains",
+    ("source", "srcset"): "resourceDomains",
+    ("audio", "src"): "resourceDomains",
+    ("video", "src"): "resourceDomains",
+    ("video", "poster"): "resourceDomains",
+    ("track", "src"): "resourceDomains",
+    ("link", "href"): "resourceDomains",
+    ("image", "href"): "resourceDomains",
+    ("use", "href"): "resourceDomains",
+    ("iframe", "src"): "frameDomains",
+    ("frame", "src"): "frameDomains",
+    ("base", "href"): "baseUriDomains",
+}
+_CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)|@import\s+["']([^"']+)""", re.IGNORECASE)
+_CONNECT = re.compile(r"""\b(?:fetch|WebSocket|EventSource)\(\s*["'`]([^"'`]+)""")
+
+
+class Load(NamedTuple):
+    """One URL the page loads, the CSP list (``resourceDomains``...) that must allow it, and its
+    origin, ``scheme://host[:port]`` ("" when relative: the host's origin, which no view can declare)."""
+
+    url: str
+    kind: str
+    origin: str
+
+
+class _Reader(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.loads: list[Load] = []
+        self._in: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._in = tag if tag in ("script", "style") else None
+        for name, value in attrs:
+            if not value:
+                continue
+            kind = _LOADS.get((tag, name))
+            if name == "href" and tag == "link":
+                rel = dict(attrs).get("rel") or ""
+                kind = None if rel.lower() in ("canonical", "alternate", "author", "help", "license") else kind
+            if kind is not None:
+                self._add(kind, [u.strip().split(" ")[0] for u in value.split(",")] if name == "srcset" else [value])
+            elif name == "style":
+                self._css(value)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in == "style":
+            self._css(data)
+        elif self._in == "script":
+            self._add("connectDomains", _CONNECT.findall(data))
+
+    def _css(self, text: str) -> None:
+        self._add("resourceDomains", [a or b for a, b in _CSS_URL.findall(text)])
+
+    def _add(self, kind: str, urls: Iterable[str]) -> None:
+        for url in urls:
+            parts = urlsplit(url)
+            if not url or url.startswith("#") or parts.scheme in ("data", "blob", "about", "javascript"):
+                continue  # it stays in the page
+            origin = f"{parts.scheme or 'https'}://{parts.netloc}".lower() if parts.netloc else ""
+            self.loads.append(Load(url, kind, origin))
+
+
+def allows(declared: Iterable[str], origin: str) -> bool:
+    """Whether a CSP list allows ``origin`` (``https://*.example.com`` allows its subdomains)."""
+    for entry in declared:
+        entry = entry.rstrip("/").lower()
+        if entry == origin:
+            return True
+        scheme, _, host = entry.partition("://*.")
+        if host and origin.startswith(f"{scheme}://") and origin.endswith(f".{host}"):
+            return True
+    return False
+
+
+def undeclared(html: str, csp: dict[str, tuple[str, ...]]) -> Iterator[Load]:
+    """The page's loads no declared origin allows (relative URLs included: they never load)."""
+    reader = _Reader()
+    reader.feed(html)
+    reader.close()
+    for load in reader.loads:
+        if load.origin == "" or not allows(csp.get(load.kind, ()), load.origin):
+            yield load
+
 
 _ARGUMENT = {kind: argument for argument, kind in CSP_ARGUMENTS.items()}
 
@@ -34,12 +129,12 @@ def check_views(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
             continue
-        except (TemplateSyntaxError, render.StaticFileMissing, ValueError) as exc:
+        except render.RENDER_ERRORS as exc:
             problems.append(
                 Error(f"the MCP Apps view {view.uri} ({view.template}) does not render: {exc}", id="mcp_django.ui.E001")
             )
             continue
-        for load in origins.undeclared(html, dict(view.csp)):
+        for load in undeclared(html, dict(view.csp)):
             if load.origin == "":
                 message = f"the MCP Apps view {view.uri} ({view.template}) loads the relative URL {load.url!r}"
                 hint = (

@@ -1,17 +1,15 @@
-"""The MCP Apps extension on the core's public points (:mod:`mcp_django.extensions`).
-
-Tool options ``app=``/``visibility=``; tools' ``_meta.ui`` in listings (app-only tools hidden
-from clients that do not render views); a text fallback in their results; the views as
-resources; the capability while a view is registered; the admin's view panel.
-"""
+"""The MCP Apps extension on :mod:`mcp_django.extensions`' points: tool options, ``_meta.ui``, app-only
+tools, a text fallback, the views as resources, the capability and the admin's view panel."""
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from django.template import TemplateDoesNotExist, TemplateSyntaxError
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
 
 from .. import content, extensions
 from ..asks.call import Call
@@ -19,12 +17,11 @@ from ..asks.invoke import run_in_thread
 from ..asks.replay import Outcome
 from ..handlers import Handler
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
-from . import render
-from .panel import view_panel
-from .views import EXTENSION, MIME_TYPE, View, app_option, views, visibility_option
+from . import EXTENSION, MIME_TYPE, View, app_option, render, views, visibility_option
 
 logger = logging.getLogger("mcp_django.mcp_ui")
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
+_HEAD = re.compile(r"<head[^>]*>", re.IGNORECASE)
 
 
 def register() -> None:
@@ -43,10 +40,7 @@ def register() -> None:
 
 def renders(call: Call) -> bool:
     """Whether the call's client renders views: it declared the extension with its MIME type."""
-    settings = extensions.client_extension(call, EXTENSION)
-    if settings is None:
-        return False
-    mime_types = settings.get("mimeTypes")
+    mime_types = (extensions.client_extension(call, EXTENSION) or {}).get("mimeTypes")
     return isinstance(mime_types, list) and MIME_TYPE in mime_types
 
 
@@ -57,17 +51,13 @@ def declared() -> dict[str, Any] | None:
 
 def callable_by(call: Call, handler: Handler) -> bool:
     """An app-only tool is there only for a client that renders views (the view calls it)."""
-    visibility = handler.options.get("visibility")
-    return visibility is None or "model" in visibility or renders(call)
+    return "model" in handler.options["visibility"] or renders(call)
 
 
 def tool_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
     """A listed tool's ``_meta.ui``, for a client that renders views."""
-    options = handler.options
-    if not options:
-        return None
-    view: View | None = options.get("app")
-    visibility = options.get("visibility")
+    view: View | None = handler.options.get("app")
+    visibility = handler.options.get("visibility")
     if (view is None and visibility is None) or not renders(call):
         return None
     ui: dict[str, Any] = {}
@@ -86,12 +76,10 @@ def fallback_text(view: View) -> str:
 
 
 def text_fallback(next: HandlerNext, handler: Handler, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage: a tool with a view, called by a client that does not
-    render views, says so in its answer."""
-    view: View | None = handler.options.get("app") if handler.options else None
-    if view is None or renders(call):
+    """The handler stage: a tool with a view, called by a client that renders none, says so in its answer."""
+    if renders(call):
         return next(handler, arguments, call)  # not a stage of this call: no frame of its own
-    return _with_fallback(next, handler, arguments, call, view)
+    return _with_fallback(next, handler, arguments, call, handler.options["app"])
 
 
 async def _with_fallback(
@@ -121,8 +109,59 @@ async def read(uri: str) -> dict[str, Any] | None:
         return None
     try:
         html = await run_in_thread(render.render, view)
-    except (TemplateDoesNotExist, TemplateSyntaxError, render.StaticFileMissing, ValueError) as exc:
+    except render.RENDER_ERRORS as exc:
         # A view that cannot render is the project's mistake (mcp_django.ui.E001 says so at startup).
         logger.error("view %s (template %s) cannot be rendered: %s", uri, view.template, exc)
         raise MCPError(INTERNAL_ERROR, f"view {uri} cannot be rendered") from None
     return {"uri": uri, "mimeType": MIME_TYPE, "text": html, "_meta": {"ui": view.ui_meta()}}
+
+
+def framed(view: View, html: str) -> str:
+    """The page with the policy a host builds from the view's declared origins (the spec's
+    construction) as its first ``<meta>``, for a ``srcdoc`` frame."""
+    csp = view.csp
+
+    def listed(kind: str, fallback: str = "") -> str:
+        return " ".join(csp.get(kind, ())) or fallback
+
+    resources = listed("resourceDomains")
+    frames, base = listed("frameDomains", "'none'"), listed("baseUriDomains", "'self'")
+    policy = "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src 'self' 'unsafe-inline' {resources}".rstrip(),
+            f"style-src 'self' 'unsafe-inline' {resources}".rstrip(),
+            f"connect-src 'self' {listed('connectDomains')}".rstrip(),
+            f"img-src 'self' data: {resources}".rstrip(),
+            f"font-src 'self' {resources}".rstrip(),
+            f"media-src 'self' data: {resources}".rstrip(),
+            f"frame-src {frames}",
+            "object-src 'none'",
+            f"base-uri {base}",
+        ]
+    )
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    found = _HEAD.search(html)
+    return html[: found.end()] + meta + html[found.end() :] if found else meta + html
+
+
+def view_panel(handler: Handler) -> SafeString | None:
+    """The admin's section of a tool with a view: the view framed as a host shows it, and its settings."""
+    view: View | None = handler.options.get("app")
+    visibility = handler.options.get("visibility")
+    if view is None and visibility is None:
+        return None
+    page = problem = None
+    if view is not None:
+        try:
+            page = framed(view, render.render(view))
+        except render.RENDER_ERRORS as exc:
+            problem = str(exc)
+    context = {
+        "view": view,
+        "visibility": visibility or ("model", "app"),
+        "page": page,
+        "problem": problem,
+        "ui": view.ui_meta() if view is not None else None,
+    }
+    return SafeString(render_to_string("admin/mcp_django/mcp_ui_view.html", context))

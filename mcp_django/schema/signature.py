@@ -1,9 +1,5 @@
-"""A handler's parameters: the input schema clients see, and arguments converted into the declared types.
-
-:class:`Parameters` reads a signature at registration into one msgspec Struct, so checking and
-converting a call's arguments is one ``msgspec.convert``; an annotation with no schema fails
-there and then. :class:`SchemaArguments` checks arguments against a schema given verbatim.
-"""
+"""A handler's parameters: the input schema clients see, and arguments converted into the declared types
+(a signature becomes one msgspec Struct at registration: an annotation with no schema fails there)."""
 
 from __future__ import annotations
 
@@ -14,13 +10,32 @@ import types
 import typing
 from typing import Annotated, Any, get_type_hints
 
+import docstring_parser
 import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
-from .docstrings import parameter_descriptions
 from .drf import is_serializer, serializer_schema
 from .types import SchemaError, dec_hook, is_typeddict, json_schema, prepare, problem, to_jsonable, type_schema
 from .validator import Validator, shape_problem, validator_for
+
+
+def first_paragraph(doc: str | None) -> str:
+    """The first paragraph of a docstring (its summary), indentation removed as ``inspect.cleandoc`` does."""
+    if not doc:
+        return ""
+    return inspect.cleandoc(doc).split("\n\n", 1)[0].strip()
+
+
+def parameter_descriptions(func: Any) -> dict[str, str]:
+    """Each documented parameter's text, from an ``Args:``/``Parameters``/``:param x:`` section."""
+    doc = inspect.getdoc(func)
+    if not doc:
+        return {}
+    try:
+        parsed = docstring_parser.parse(doc)
+    except docstring_parser.ParseError:
+        return {}
+    return {p.arg_name: " ".join(p.description.split()) for p in parsed.params if p.description}
 
 
 class ArgumentsInvalid(ValueError):
@@ -80,10 +95,6 @@ class Parameters:
             default, field_doc = _default(param.default)
             # An annotation that did not resolve is its text, which prepare() refuses, naming it.
             prepared = prepare(hints[name] if name in hints else unresolved.get(name, Any), where)
-            try:
-                json_schema(prepared.type)  # a type msgspec cannot handle fails here, named
-            except SchemaError as exc:
-                raise SchemaError(f"{where}: {exc}") from None
             if prepared.needs_validator:
                 checked.append(name)
             tp = prepared.type
@@ -147,11 +158,8 @@ class Parameters:
 
 
 class SchemaArguments:
-    """Arguments checked against a schema given verbatim (``input_schema=``), passed on as sent.
-
-    The schema is compiled by its first call or by ``manage.py check`` (E016), so that a process
-    imports jsonschema-rs only when a schema is used; registration checks only its shape.
-    """
+    """Arguments checked against a schema given verbatim (``input_schema=``), passed on as sent. Compiled by
+    the first call or ``manage.py check`` (E016): jsonschema-rs is imported only when a schema is used."""
 
     def __init__(self, schema: dict[str, Any], accepts: frozenset[str] | None = None, owner: str = "") -> None:
         self.schema = schema
@@ -160,17 +168,14 @@ class SchemaArguments:
         problem = shape_problem(schema)
         if problem is not None:
             raise ImproperlyConfigured(f"{owner}: input_schema is {problem}")
-        self._validator: Validator | None = None
 
     @property
     def validator(self) -> Validator:
         """The compiled schema; raises ``ImproperlyConfigured`` when it is no valid schema."""
-        if self._validator is None:
-            try:
-                self._validator = Validator(self.schema)
-            except ImproperlyConfigured as exc:
-                raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
-        return self._validator
+        try:
+            return validator_for(self.schema)
+        except ImproperlyConfigured as exc:
+            raise ImproperlyConfigured(f"{self.owner}: input_schema is {exc}") from None
 
     def convert(self, arguments: dict[str, Any], *, strict: bool = True) -> dict[str, Any]:
         problems = self.validator.errors(arguments)
@@ -182,8 +187,7 @@ class SchemaArguments:
 
 
 def output_schema(func: Any, owner: str = "") -> dict[str, Any] | None:
-    """The ``outputSchema`` a return annotation implies: an object type's schema (``structuredContent``
-    is an object), else None."""
+    """The ``outputSchema`` a return annotation implies (``structuredContent`` is an object), else None."""
     hints, _ = resolved_hints(func)
     tp = hints.get("return")
     while typing.get_origin(tp) is Annotated:

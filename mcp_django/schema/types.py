@@ -1,30 +1,23 @@
-"""Python annotations as JSON schemas, and JSON values converted into them (msgspec).
-
-One library both describes a type and converts into it, so the schema a client sees and the
-check its arguments meet cannot drift apart. Pydantic and DRF types come in through hooks;
-anything else msgspec does not know is refused with :class:`SchemaError` when the schema is built.
-"""
+"""Python annotations as JSON schemas, and JSON values converted into them, both by msgspec: the schema a
+client sees and the check its arguments meet cannot drift apart. Pydantic and DRF types come in by hooks."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import datetime
-import decimal
 import enum
 import functools
 import sys
 import types
 import typing
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 from django.core.exceptions import ImproperlyConfigured
 
-from .drf import DECIMAL_PATTERN, is_serializer, serializer_schema
-from .enums import enum_type, nullable
+from .drf import DECIMAL_PATTERN, enum_type, is_serializer, nullable, serializer_schema
 from .validator import validator_for
 
 # JSON Schema keywords with a msgspec constraint of the same meaning: enforced by the converter.
@@ -63,18 +56,23 @@ class SchemaError(ImproperlyConfigured):
 
 @dataclasses.dataclass
 class Prepared:
-    """An annotation made ready for msgspec, and whether the converter alone enforces its schema."""
+    """An annotation made ready for msgspec, its schema, and whether the converter alone enforces it."""
 
     type: Any
+    schema: dict[str, Any] = dataclasses.field(default_factory=dict)
     # Keywords from Annotated[..., {...}] that only a JSON Schema validator can check.
     needs_validator: bool = False
 
 
 def prepare(tp: Any, where: str) -> Prepared:
-    """The msgspec form of an annotation; raises :class:`SchemaError` naming ``where``."""
+    """The msgspec form of an annotation and its schema; raises :class:`SchemaError` naming ``where``."""
     state = Prepared(None)
     state.type = _prepare(tp, where, state)
     _remember_orders(tp, set(), where)
+    try:
+        state.schema = json_schema(state.type)  # a type msgspec cannot handle fails here, named
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
     return state
 
 
@@ -88,11 +86,8 @@ def _order_key(values: list[Any]) -> frozenset[tuple[str, Any]]:
 
 
 def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None:
-    """Walks a type and the fields of its classes: records enum orders and field descriptions.
-
-    Of a class field's ``Annotated`` extras msgspec knows only ``msgspec.Meta``: a description
-    given as text is recorded here, and a constraint it would silently drop is refused.
-    """
+    """Records the enum orders and the class fields' descriptions in a type: of a class field's
+    ``Annotated`` extras msgspec reads only ``msgspec.Meta``, and would drop any other constraint."""
     if id(tp) in seen:
         return
     seen.add(id(tp))
@@ -128,22 +123,17 @@ def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None
 
 # Field descriptions of classes (by the name msgspec titles their schema with).
 _FIELD_DOCS: dict[str, dict[str, str]] = {}
-_LABELS = ("description", "title")
 
 
 def _field_extras(hint: Any, where: str) -> str | None:
     """The description among a class field's Annotated extras; a constraint msgspec would drop is an error."""
     description = None
     for extra in get_args(hint)[1:]:
-        if isinstance(extra, msgspec.Meta):
-            continue
-        if isinstance(extra, str):
-            description = extra
-            continue
-        meta = _meta(extra, where, Prepared(None))
+        meta = None if isinstance(extra, msgspec.Meta) else _meta(extra, where, Prepared(None))
         if meta is None:
             continue
-        if any(getattr(meta, name) is not None for name in dir(meta) if name[0] != "_" and name not in _LABELS):
+        labels = ("description", "title")
+        if any(getattr(meta, name) is not None for name in dir(meta) if name[0] != "_" and name not in labels):
             raise SchemaError(
                 f"{where}: a constraint inside a dataclass or TypedDict must be written as msgspec.Meta(...) "
                 "to be enforced"
@@ -179,12 +169,7 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
             return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
         except TypeError:
             return tp
-    if isinstance(tp, type) and _custom(tp) is None and not _native(tp):
-        raise SchemaError(
-            f"{where}: {_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
-            "a standard type, a DRF serializer or a Pydantic model"
-        )
-    return tp
+    return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
 
 
 def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
@@ -230,26 +215,8 @@ def _name(tp: Any) -> str:
     return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', repr(tp))}"
 
 
-# Exactly these types, and subclasses of the families below.
-_NATIVE = frozenset(
-    {str, int, float, bool, bytes, bytearray, type(None), list, tuple, set, frozenset, dict}
-    | {decimal.Decimal, datetime.date, datetime.datetime, datetime.time, datetime.timedelta}
-)
-_NATIVE_FAMILIES = (enum.Enum, msgspec.Struct, uuid.UUID)
-
-
-def _native(tp: type) -> bool:
-    """Whether msgspec describes and converts ``tp`` by itself."""
-    if tp in _NATIVE or issubclass(tp, _NATIVE_FAMILIES) or dataclasses.is_dataclass(tp) or is_typeddict(tp):
-        return True
-    return issubclass(tp, tuple) and hasattr(tp, "_fields")  # a NamedTuple
-
-
 def is_typeddict(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, dict) and hasattr(tp, "__total__")
-
-
-# -- hooks: Pydantic and DRF types ----------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,30 +243,29 @@ def _custom(tp: Any) -> _Custom | None:
     if pydantic is None or not isinstance(tp, type):
         return None
     if issubclass(tp, pydantic.BaseModel):
-        model: Any = tp
-        return _Custom(
-            lambda: _self_contained(model.model_json_schema()),
-            model.model_validate,
-            lambda value: value.model_dump(mode="json"),
-        )
-    if tp.__module__.startswith("pydantic"):  # EmailStr, AnyUrl, SecretStr, ...
+        adapter = pydantic.TypeAdapter(tp)
+    elif tp.__module__.startswith("pydantic"):  # EmailStr, AnyUrl, SecretStr, ...
         try:
             adapter = pydantic.TypeAdapter(tp)
             adapter.json_schema()
         except Exception:
             return None
-        return _Custom(
-            lambda: _self_contained(adapter.json_schema()),
-            adapter.validate_python,
-            lambda value: adapter.dump_python(value, mode="json"),
-        )
-    return None
+    else:
+        return None
+    return _Custom(
+        lambda: _self_contained(adapter.json_schema()),
+        adapter.validate_python,
+        lambda value: adapter.dump_python(value, mode="json"),
+    )
 
 
 def _schema_hook(tp: Any) -> dict[str, Any]:
     custom = _custom(tp)
     if custom is None:
-        raise SchemaError(f"{_name(tp)} cannot be described as a JSON schema")
+        raise SchemaError(
+            f"{_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
+            "a standard type, a DRF serializer or a Pydantic model"
+        )
     return custom.schema()
 
 
@@ -309,13 +275,9 @@ def dec_hook(tp: Any, value: Any) -> Any:
         raise NotImplementedError(f"no conversion into {_name(tp)}")
     try:
         return custom.convert(value)
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise ValueError(_one_line(str(exc))) from None
-
-
-def _one_line(text: str) -> str:
-    lines = (line.strip() for line in text.splitlines())
-    return "; ".join(line for line in lines if line and not line.startswith("For further"))
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError: its lines as one
+        lines = (line.strip() for line in str(exc).splitlines())
+        raise ValueError("; ".join(line for line in lines if line and not line.startswith("For further"))) from None
 
 
 def enc_hook(value: Any) -> Any:
@@ -326,9 +288,6 @@ def enc_hook(value: Any) -> Any:
     if custom is not None and custom.dump is not None:
         return custom.dump(value)
     raise TypeError(f"cannot serialise a {type(value).__name__} as JSON")
-
-
-# -- schemas --------------------------------------------------------------------------
 
 
 @functools.cache
@@ -344,9 +303,7 @@ def json_schema(tp: Any) -> dict[str, Any]:
     """The JSON schema of a prepared annotation: inline where it can be, with ``$defs`` for recursive types."""
     try:
         return copy.deepcopy(_cached_schema(tp))
-    except TypeError as exc:  # an unhashable annotation (a dict inside Annotated)
-        if "unhashable" not in str(exc):
-            raise
+    except TypeError:  # an unhashable annotation (a dict inside Annotated); msgspec's own are SchemaErrors
         return _cached_schema.__wrapped__(tp)
 
 
@@ -431,14 +388,7 @@ def type_schema(tp: Any, where: str = "annotation") -> dict[str, Any]:
     """The JSON schema of a Python annotation (or a DRF serializer); :class:`SchemaError` if it has none."""
     if is_serializer(tp):
         return serializer_schema(tp)
-    prepared = prepare(tp, where)
-    try:
-        return json_schema(prepared.type)
-    except SchemaError as exc:
-        raise SchemaError(f"{where}: {exc}") from None
-
-
-# -- values -----------------------------------------------------------------------------
+    return prepare(tp, where).schema
 
 
 def convert(value: Any, tp: Any, *, strict: bool = True) -> Any:

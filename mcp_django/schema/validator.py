@@ -1,8 +1,5 @@
-"""Validation against JSON schemas given as dicts: Draft 2020-12 by jsonschema-rs, formats checked.
-
-For ``input_schema=`` dicts, elicitation answers to a dict schema, and the keywords of
-``Annotated[..., {...}]`` that the type converter cannot enforce. Each schema is compiled once.
-"""
+"""Validation against JSON schemas given as dicts (``input_schema=``, elicitation, the ``Annotated[..., {...}]``
+keywords msgspec cannot enforce): Draft 2020-12 by jsonschema-rs, formats checked, each schema compiled once."""
 
 from __future__ import annotations
 

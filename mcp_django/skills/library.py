@@ -1,27 +1,22 @@
-"""The skills this project serves, found the way Django finds templates and static files:
-``<folder>/<skill-path>/SKILL.md`` and its files, in each folder of ``SKILLS_DIRS``, then each
-installed app's ``mcp_skills/``. The skill path's last segment is the skill's name.
-
-A scan reads every file once (the digests ``skills/list`` publishes are of those bytes).
-Requests look URIs up in the scan's tables: no path is built from what a client sends.
-What the scan left out is kept as ``problems``, which the system checks report.
-"""
+"""The skills served (docs/skills.md), found as Django finds templates. A scan reads every file once (the
+digests published are of those bytes); requests look URIs up in its tables, so no path is built from what a
+client sends. What it left out is kept as ``problems``, which the system check reports."""
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import mimetypes
 import os
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from django.apps import apps
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Warning
+from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.signals import setting_changed
 
 from ..conf import mcp_settings
@@ -61,10 +56,6 @@ class Skill:
     frontmatter: dict[str, Any]
     files: tuple[SkillFile, ...]
     origin: str
-
-    @property
-    def root(self) -> str:
-        return self.uri[: -len(SKILL_FILE) - 1]
 
     def entry(self) -> dict[str, Any]:
         """The skill as ``skills/list`` and ``skills/get`` give it."""
@@ -236,7 +227,7 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
 
 def _add_files(library: Library, skill: Skill) -> None:
     """The skill's files and every directory from its root down (shared with a skill nested in it)."""
-    root = skill.root
+    root = skill.uri.removesuffix(f"/{SKILL_FILE}")
     library.directories.setdefault(root, {})
     for file in skill.files:
         library.files.setdefault(file.uri, file)
@@ -263,57 +254,41 @@ def is_text(mime: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
 
 
-# -- the library a process serves ----------------------------------------------------------
-
-_cached: Library | None = None
-_lock = threading.Lock()
+@functools.cache
+def _scanned() -> Library:
+    return scan()
 
 
 def library() -> Library:
     """The scan requests are answered from: one per process, or a fresh one per call with DEBUG on."""
-    global _cached
-    if settings.DEBUG:
-        return scan()
-    found = _cached
-    if found is None:
-        with _lock:
-            found = _cached
-            if found is None:
-                found = _cached = scan()
-    return found
+    return scan() if settings.DEBUG else _scanned()
 
 
 def cached() -> Library | None:
     """The process's scan when requests are answered from one (DEBUG off) and it was made."""
-    return None if settings.DEBUG else _cached
+    return None if settings.DEBUG or not _scanned.cache_info().currsize else _scanned()
 
 
-def forget() -> None:
-    global _cached
-    _cached = None
+forget = _scanned.cache_clear
 
 
 def read(uri: str) -> tuple[SkillFile, bytes] | None:
     """A served file and its bytes as they are now (a file changed since the scan is scanned
     again: the bytes always match the digest a new ``skills/get`` gives)."""
-    file = library().files.get(uri)
-    if file is None:
-        return None
-    try:
-        data = file.path.read_bytes()
-    except OSError:
-        data = None
-    if data is not None and digest(data) == file.digest:
-        return file, data
-    forget()
-    file = library().files.get(uri)
-    if file is None:
-        return None
-    try:
-        data = file.path.read_bytes()
-    except OSError:
-        return None
-    return SkillFile(file.uri, file.path, len(data), digest(data), file.mime_type), data
+    for rescan in (False, True):
+        if rescan:
+            forget()
+        file = library().files.get(uri)
+        if file is None:
+            return None
+        try:
+            data = file.path.read_bytes()
+        except OSError:
+            continue
+        found = digest(data)
+        if rescan or found == file.digest:
+            return replace(file, size=len(data), digest=found), data
+    return None
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
@@ -322,3 +297,11 @@ def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_on_setting_changed)
+
+
+@register()
+def check_skills(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """What a scan of the skill folders left out or warns about (mcp_django.skills.*)."""
+    if "mcp_django.skills.methods" not in mcp_settings.EXTENSIONS or "SKILLS_DIRS" in dict(mcp_settings.problems()):
+        return []  # not served; or check_settings reports it
+    return scan().problems

@@ -1,8 +1,5 @@
-"""A SKILL.md's YAML frontmatter, read as the Agent Skills specification defines it.
-
-Clients get it as JSON and compare it with what their own parser reads, so it is read with
-YAML 1.2's core schema, not PyYAML's YAML 1.1 defaults (``on`` True, ``010`` 8, dates).
-"""
+"""A SKILL.md's YAML frontmatter (the Agent Skills specification), read with YAML 1.2's core schema, not
+PyYAML's YAML 1.1 defaults (``on`` True, ``010`` 8, dates): clients compare it with what their parsers read."""
 
 from __future__ import annotations
 
@@ -57,13 +54,7 @@ _CoreLoader.add_implicit_resolver(
 
 def _core_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
     value = str(loader.construct_scalar(node))
-    sign = -1 if value.startswith("-") else 1
-    digits = value.lstrip("+-")
-    if digits.startswith("0o"):
-        return int(digits[2:], 8)
-    if digits.startswith("0x"):
-        return int(digits[2:], 16)
-    return sign * int(digits, 10)  # "010" is ten in YAML 1.2
+    return int(value, {"0o": 8, "0x": 16}.get(value[:2], 10))  # "010" is ten in YAML 1.2
 
 
 _CoreLoader.add_constructor("tag:yaml.org,2002:int", _core_int)

@@ -1,11 +1,10 @@
-"""The skills extension on :mod:`mcp_django.extensions`' points: ``skills/list``, ``skills/get``,
-``resources/directory/read``, the extension declared while a skill is served, and skill files
-among the resources. Scans and file reads run in the worker pool.
-"""
+"""The skills extension on :mod:`mcp_django.extensions`' points (its methods, declaration and resources);
+scans and file reads run in the worker pool."""
 
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 from .. import extensions
@@ -40,8 +39,6 @@ def _no_cursor(params: dict[str, Any]) -> None:
 
 def register() -> None:
     """Plug the extension in (``MCP_DJANGO["EXTENSIONS"]`` lists ``mcp_django.skills.methods``)."""
-    from . import checks  # noqa: F401 - registers the skills' system checks
-
     extensions.add_method("skills/list", _served(list_skills), cache_hints=True)
     extensions.add_method("skills/get", _served(get_skill), cache_hints=True)
     extensions.add_method("resources/directory/read", _served(read_directory))
@@ -54,36 +51,35 @@ def declared() -> dict[str, Any] | None:
     return {"directoryRead": True} if lib.library().skills else None
 
 
-def _served(method: Any) -> Any:
+def _served(method: Callable[[lib.Library, dict[str, Any]], dict[str, Any]]) -> Any:
     """The method, where a skill is served: elsewhere it does not exist (-32601)."""
 
     async def run(call: Call) -> dict[str, Any]:
-        if not (await _library()).skills:
+        library = await _library()
+        if not library.skills:
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
-        result: dict[str, Any] = await method(call.params)
-        return result
+        return method(library, call.params)
 
     return run
 
 
-async def list_skills(params: dict[str, Any]) -> dict[str, Any]:
+def list_skills(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
     _no_cursor(params)
-    library = await _library()
     return {"skills": [skill.entry() for skill in library.skills.values()]}
 
 
-async def get_skill(params: dict[str, Any]) -> dict[str, Any]:
+def get_skill(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
     uri = _uri(params)
-    skill = (await _library()).skills.get(uri)
+    skill = library.skills.get(uri)
     if skill is None:
         raise InvalidParams(f"Unknown skill: {uri}", {"uri": uri})
     return {"skill": skill.entry()}
 
 
-async def read_directory(params: dict[str, Any]) -> dict[str, Any]:
+def read_directory(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
     uri = _uri(params)
     _no_cursor(params)
-    children = (await _library()).directories.get(uri)
+    children = library.directories.get(uri)
     if children is None:
         raise InvalidParams(f"Not a directory resource: {uri}", {"uri": uri})
     return {"resources": list(children.values())}
