@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
-from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
+from ..protocol.legacy import fit_elicitation
 from ..signals import observer
 from .asking import Scoped
 from .call import Call

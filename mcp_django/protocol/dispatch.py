@@ -67,8 +67,8 @@ class Dispatcher:
     def __init__(
         self,
         registry: Registry,
-        handler_chains: Mapping[Era, Mapping[str, Mapping[Handler, RunHandler]]],
-        handler_filters: Mapping[Handler, tuple[Callable[[Call, Handler], bool], ...]],
+        handler_chains: Mapping[Era, Mapping[str, Callable[[Handler], RunHandler]]],
+        handler_filters: Callable[[Handler], tuple[Callable[[Call, Handler], bool], ...]],
     ) -> None:
         self.registry = registry
         self.handler_chains = handler_chains
@@ -105,7 +105,7 @@ class Dispatcher:
 
     def _admits(self, call: Call, handler: Handler) -> bool:
         """Whether no extension's filter hides ``handler`` from ``call``."""
-        return all(check(call, handler) for check in self.handler_filters[handler])
+        return all(check(call, handler) for check in self.handler_filters(handler))
 
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
         handlers = [h for h in handlers if anonymous_allowed(h, call)]
@@ -194,7 +194,7 @@ class Dispatcher:
             tool is None
             # admitted(), inline for a caller without credentials (nothing to check but that).
             or not (tool.allow_anonymous is not False if call.principal.is_anonymous else admitted(call, tool))
-            or (self.handler_filters[tool] and not self._admits(call, tool))
+            or (self.handler_filters(tool) and not self._admits(call, tool))
             or (tool.guarded and not await permitted(call, tool))
         ):
             raise InvalidParams(f"Unknown tool: {name}")
@@ -210,7 +210,7 @@ class Dispatcher:
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         # A task instead (the tasks extension), or a failure as a tool error: handler stages.
-        outcome = await self.handler_chains[call.era]["tools/call"][tool](tool, arguments, call)
+        outcome = await self.handler_chains[call.era]["tools/call"](tool)(tool, arguments, call)
         if outcome.result is not None:
             return outcome.result
         if type(outcome.value) is str:  # the commonest return, as content.tool_result() makes it
@@ -240,7 +240,7 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self.handler_chains[call.era]["prompts/get"][prompt](prompt, arguments, call)
+        outcome = await self.handler_chains[call.era]["prompts/get"](prompt)(prompt, arguments, call)
         if outcome.result is not None:
             return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -269,7 +269,7 @@ class Dispatcher:
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise ResourceNotFound(uri, f" ({exc})") from None
-        outcome = await self.handler_chains[call.era]["resources/read"][handler](handler, variables, call)
+        outcome = await self.handler_chains[call.era]["resources/read"](handler)(handler, variables, call)
         if outcome.result is not None:
             return outcome.result
         mime = getattr(handler, "mime_type", None)
@@ -337,7 +337,6 @@ class Dispatcher:
             if len(agreed[field]) > mcp_settings.MAX_SUBSCRIPTIONS:
                 raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
-        updates: resource_updates.Listeners | None = None
         watched = frozenset(agreed.get("resourceSubscriptions", ()))
         notify = call.notify
 
@@ -367,17 +366,17 @@ class Dispatcher:
 
             return on_change
 
-        on_topics = [
+        watching = [
             (topic.kind, on_change_of(topic, frozenset(agreed[field])))
             for field, topic in topics.items()
             if agreed[field]
         ]
-        if watched or on_topics:
-            # Watching before the acknowledgment: an update announced after it is never missed.
-            updates = await resource_updates.listeners()
-            updates.watch(on_update)
-            for kind, listener in on_topics:
-                updates.watch(listener, kind)
+        if watched:
+            watching.append((resource_updates.UPDATED, on_update))
+        # Watching before the acknowledgment: an update announced after it is never missed.
+        updates = await resource_updates.listeners() if watching else None
+        for kind, listener in watching:
+            updates.watch(listener, kind)  # type: ignore[union-attr]
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -398,10 +397,8 @@ class Dispatcher:
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
-            if updates is not None:
-                updates.unwatch(on_update)
-                for kind, listener in on_topics:
-                    updates.unwatch(listener, kind)
+            for kind, listener in watching:
+                updates.unwatch(listener, kind)  # type: ignore[union-attr]
             for pending in pushing:
                 pending.cancel()
 
