@@ -15,6 +15,7 @@ from ..asks import replay
 from ..asks.call import LOG_LEVELS, Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
+from ..completion import LIMIT
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
@@ -439,9 +440,9 @@ class Dispatcher:
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []
-        # One value past the most a result may carry says that there are more (hasMore).
-        more = len(values) > _MAX_COMPLETIONS
-        values = values[:_MAX_COMPLETIONS]
+        # One value past the most a result may carry (LIMIT - 1) says that there are more (hasMore).
+        more = len(values) == LIMIT
+        values = values[: LIMIT - 1]
         completion: dict[str, Any] = {"values": values, "hasMore": more}
         if not more:
             completion["total"] = len(values)
@@ -509,11 +510,7 @@ class _NoAsks:
 _NO_ASKS = _NoAsks()
 
 
-_MAX_COMPLETIONS = 100  # the most a result may carry
-
-
 def _values(out: Any) -> list[str]:
     if isinstance(out, (str, bytes)) or out is None:
         raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
-    # One more than is sent: enough to say hasMore.
-    return [str(v) for v in itertools.islice(out, _MAX_COMPLETIONS + 1)]
+    return [str(v) for v in itertools.islice(out, LIMIT)]
