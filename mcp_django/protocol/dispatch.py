@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -57,6 +58,14 @@ CACHE_HINTED = frozenset(
     }
 )
 
+# What each listing method lists: its result's key and the registry's table.
+_LISTINGS = {
+    "tools/list": ("tools", "tools"),
+    "prompts/list": ("prompts", "prompts"),
+    "resources/list": ("resources", "resources"),
+    "resources/templates/list": ("resourceTemplates", "templates"),
+}
+
 # subscriptions/listen filter fields, by the registry's list names.
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -76,12 +85,12 @@ class Dispatcher:
         self.handler_filters = handler_filters
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
-            "tools/list": self.list_tools,
+            "tools/list": self.list_handlers,
             "tools/call": self.call_tool,
-            "prompts/list": self.list_prompts,
+            "prompts/list": self.list_handlers,
             "prompts/get": self.get_prompt,
-            "resources/list": self.list_resources,
-            "resources/templates/list": self.list_templates,
+            "resources/list": self.list_handlers,
+            "resources/templates/list": self.list_handlers,
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
             "subscriptions/listen": self.listen,
@@ -137,14 +146,14 @@ class Dispatcher:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
         asked early by a transport that commits to a stream before the handler runs (legacy SSE)."""
         call.endpoint = self.registry.settings
-        params = call.params
+        target = call.target
         handler: Handler | None = None
-        if call.method == "tools/call" and isinstance(params.get("name"), str):
-            handler = self.registry.tools.get(params["name"])
-        elif call.method == "prompts/get" and isinstance(params.get("name"), str):
-            handler = self.registry.prompts.get(params["name"])
-        elif call.method == "resources/read" and isinstance(params.get("uri"), str):
-            found = self.registry.find_resource(params["uri"])
+        if target and call.method == "tools/call":
+            handler = self.registry.tools.get(target)
+        elif target and call.method == "prompts/get":
+            handler = self.registry.prompts.get(target)
+        elif target and call.method == "resources/read":
+            found = self.registry.find_resource(target)
             handler = found[0] if found else None
         if handler is not None:
             require_scopes(call, handler)
@@ -157,33 +166,23 @@ class Dispatcher:
             Era.MODERN, {"supportedVersions": list(ALL_VERSIONS), "_meta": {META_SERVER_INFO: info}}
         )
 
-    async def list_tools(self, call: Call) -> dict[str, Any]:
-        if self.registry.tools.waiting:
+    async def list_handlers(self, call: Call) -> dict[str, Any]:
+        """tools/list, prompts/list, resources/list and resources/templates/list: what the caller may see."""
+        key, name = _LISTINGS[call.method]
+        table = getattr(self.registry, name)
+        if name == "tools" and table.waiting:
             # Views registered by dotted path are imported in a worker thread, not on the loop.
-            await run_in_thread(self.registry.tools.resolve)
-        return {"tools": await self._listed(call, self.registry.tools)}
-
-    async def list_prompts(self, call: Call) -> dict[str, Any]:
-        return {"prompts": await self._listed(call, self.registry.prompts)}
-
-    async def list_resources(self, call: Call) -> dict[str, Any]:
-        listed = await self._listed(call, self.registry.resources)
-        for extension in extensions.registered.resources:
-            listed += await extension.listed()
-        return {"resources": listed}
-
-    async def list_templates(self, call: Call) -> dict[str, Any]:
-        return {"resourceTemplates": await self._listed(call, self.registry.templates)}
-
-    async def _listed(self, call: Call, table: Mapping[str, Handler]) -> list[dict[str, Any]]:
-        """The descriptors of the handlers of ``table`` the caller may see."""
+            await run_in_thread(table.resolve)
         handlers = await self._visible(call, list(table.values()))
         icons = _icons(call)
-        descriptors = [h.descriptor(icons) for h in handlers]
-        if not extensions.registered.descriptor_meta:
-            return descriptors
-        # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta).
-        return extensions.described(call, handlers, descriptors)
+        listed = [h.descriptor(icons) for h in handlers]
+        if extensions.registered.descriptor_meta:
+            # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta).
+            listed = extensions.described(call, handlers, listed)
+        if name == "resources":
+            for extension in extensions.registered.resources:
+                listed += await extension.listed()
+        return {key: listed}
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -358,26 +357,24 @@ class Dispatcher:
             if params is not None:
                 notify(notification(topic.notification, {**params, "_meta": tag}))
 
-        def on_change_of(topic: extensions.ListenTopic, keys: frozenset[str]) -> Callable[[str], None]:
-            def on_change(key: str) -> None:
-                if key in keys:
-                    pushed = asyncio.get_running_loop().create_task(push(topic, key))
-                    pushing.add(pushed)  # a task nobody references may be collected before it runs
-                    pushed.add_done_callback(pushing.discard)
+        def on_change_of(topic: extensions.ListenTopic, keys: frozenset[str], key: str) -> None:
+            if key in keys:
+                pushed = asyncio.get_running_loop().create_task(push(topic, key))
+                pushing.add(pushed)  # a task nobody references may be collected before it runs
+                pushed.add_done_callback(pushing.discard)
 
-            return on_change
-
-        watching = [
-            (topic.kind, on_change_of(topic, frozenset(agreed[field])))
+        watching: list[tuple[str, Callable[[str], None]]] = [
+            (topic.kind, partial(on_change_of, topic, frozenset(agreed[field])))
             for field, topic in topics.items()
             if agreed[field]
         ]
         if watched:
             watching.append((resource_updates.UPDATED, on_update))
-        # Watching before the acknowledgment: an update announced after it is never missed.
-        updates = await resource_updates.listeners() if watching else None
-        for kind, listener in watching:
-            updates.watch(listener, kind)  # type: ignore[union-attr]
+        if watching:
+            # Watching before the acknowledgment: an update announced after it is never missed.
+            updates = await resource_updates.listeners()
+            for kind, listener in watching:
+                updates.watch(listener, kind)
         try:
             call.notify(
                 notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
@@ -399,7 +396,7 @@ class Dispatcher:
                 self.registry.unsubscribe(on_change)
         finally:
             for kind, listener in watching:
-                updates.unwatch(listener, kind)  # type: ignore[union-attr]
+                updates.unwatch(listener, kind)
             for pending in pushing:
                 pending.cancel()
 
