@@ -173,9 +173,8 @@ def client_extension(call: Call, name: str) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
-    """Whether the call's principal may use ``handler``, by the dispatcher's own checks."""
-    return permissions.allowed(call, handler)
+# Whether the call's principal may use a handler, by the dispatcher's own checks.
+allowed = permissions.allowed
 
 
 # -- what the core reads --------------------------------------------------------------------

@@ -35,7 +35,7 @@ from .handlers import Handler
 from .limits import stage as limits
 from .log_lines import host_refused
 from .protocol import jsonrpc
-from .protocol.dispatch import CACHE_HINTED, Dispatcher, refused_value
+from .protocol.dispatch import CACHE_HINTED, Dispatcher, HandlerNext, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -69,7 +69,6 @@ Next = Callable[[Call], Awaitable[dict[str, Any]]]
 # A call stage: stage(call, call_next) (by name, either order), awaiting call_next(call) or
 # answering without it.
 Stage = Callable[..., Awaitable[dict[str, Any]]]
-HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
 # -- request stages: before the call exists (Pipeline.admit, check_request, Pipeline.authenticate)

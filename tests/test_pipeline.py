@@ -108,7 +108,12 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
     ]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
-    assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_handlers]
+    assert _chain(modern["tools/list"]) == [
+        pipeline.complete_result,
+        *traced,
+        pipeline.cache_hints,
+        methods.list_handlers,
+    ]
     assert _chain(legacy["tools/list"]) == [*traced, methods.list_handlers]
     assert _chain(modern["completion/complete"]) == [
         pipeline.complete_result,

@@ -38,7 +38,7 @@ from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 logger = logging.getLogger("mcp_django")
 
 # Runs a handler: the handler stages and the era's engine (Pipeline.handler_chains).
-RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 # Methods only the legacy revisions have (2026-07-28 answers them -32601); they act
 # through the transport's session control (Call.control: protocol.legacy.SessionControl).
@@ -77,7 +77,7 @@ class Dispatcher:
     def __init__(
         self,
         registry: Registry,
-        handler_chains: Mapping[Era, Mapping[str, Callable[[Handler], RunHandler]]],
+        handler_chains: Mapping[Era, Mapping[str, Callable[[Handler], HandlerNext]]],
         handler_filters: Callable[[Handler], tuple[Callable[[Call, Handler], bool], ...]],
     ) -> None:
         self.registry = registry
