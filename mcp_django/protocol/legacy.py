@@ -1,15 +1,10 @@
 """The legacy revisions (2025-11-25 and earlier): handshake, sessions, elicitations fitted to
 the session's revision, and what the server says about itself (also in 2026-07-28's ``server/discover``).
 
-A session id *is* its record, so every worker can read it without a table: a token signed
-with the ``requestState`` key ring (:mod:`mcp_django.keyring`) carrying the negotiated
-version, the client's capabilities and info, and a keyed hash of its principal. What
-changes during a session lives in the session cache, under an epoch the id carries: a
-cache that lost its state (a restarted Redis) ends every session opened before.
-
-Each cache call runs in a thread of its own, bounded by ``SESSION_CACHE_TIMEOUT``; a
-failure is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503), and a circuit breaker
-(:mod:`mcp_django.breaker`) refuses at once while the cache is away.
+A session id is its signed record (docs/legacy.md). What changes during a session lives in the
+session cache, under an epoch the id carries: a cache that lost its state (a restarted Redis)
+ends every session opened before. Each cache call is bounded by ``SESSION_CACHE_TIMEOUT`` (a
+failure is a 503), behind a circuit breaker (:mod:`mcp_django.breaker`).
 """
 
 from __future__ import annotations
