@@ -1,10 +1,5 @@
-"""The public points an extension of the protocol plugs into (docs/extensions.md).
-
-An extension is a module with a ``register()`` function, listed in ``MCP_DJANGO["EXTENSIONS"]``
-and called when Django is ready (again after the setting changes); from there it adds methods,
-capabilities, resources, result ``_meta``, handler stages and filters, tool options and admin
-panels through the ``add_*``/``declare_*`` functions here. The core imports no extension.
-"""
+"""The public points an extension of the protocol plugs into: each ``add_*``/``declare_*`` is described
+in docs/extensions.md. The core imports no extension; ``MCP_DJANGO["EXTENSIONS"]`` lists them."""
 
 from __future__ import annotations
 
@@ -90,8 +85,7 @@ _CORE_MODERN_METHODS = frozenset(MODERN_METHODS)
 
 
 def add_method(name: str, run: Run, *, eras: Iterable[Era] = ALL_ERAS, cache_hints: bool = False) -> None:
-    """Serve ``name``: ``await run(call)`` is its result (raise an ``MCPError`` to refuse), in ``eras``;
-    ``cache_hints``: its 2026-07-28 result carries ``ttlMs`` and ``cacheScope``."""
+    """Serve ``name``: ``await run(call)`` is its result, in ``eras``."""
     registered.methods[name] = Method(run, frozenset(eras), cache_hints)
     if Era.MODERN in eras:
         MODERN_METHODS.add(name)
@@ -103,8 +97,7 @@ def declare_extension(
     *,
     eras: Iterable[Era] = ALL_ERAS,
 ) -> None:
-    """Declare ``capabilities.extensions[name]`` (SEP-2133), with ``settings`` (``{}`` by default),
-    or a function giving them when capabilities are said (None: not declared this time)."""
+    """Declare ``capabilities.extensions[name]`` (SEP-2133), with ``settings`` or a function giving them."""
 
     def declare(era: Era) -> Mapping[str, Any] | None:
         found = settings() if callable(settings) else settings or {}
@@ -114,23 +107,19 @@ def declare_extension(
 
 
 def declare_capabilities(declare: Callable[[Era], Mapping[str, Any] | None]) -> None:
-    """``declare(era)`` gives capabilities merged into the server's for that era (each
-    revision's shape is the era's: a legacy ``initialize``'s or 2026-07-28's ``server/discover``)."""
+    """``declare(era)`` gives capabilities merged into the server's, in that era's shape."""
     registered.capabilities.append((declare, ALL_ERAS))
 
 
 def add_resources(
     listed: Callable[[], Awaitable[list[dict[str, Any]]]], read: Callable[[str], Awaitable[dict[str, Any] | None]]
 ) -> None:
-    """Resources of the extension's own: ``await listed()`` adds descriptors to
-    ``resources/list``; ``await read(uri)`` gives a ``contents`` entry for a URI no handler
-    has, or None when the URI is not the extension's."""
+    """Resources of the extension's own, listed by ``listed()`` and read by ``read(uri)`` (None: not its URI)."""
     registered.resources.append(Resources(listed, read))
 
 
 def add_result_meta(add: ResultMeta, *, methods: Iterable[str] | None = None) -> None:
-    """``add(call, result)`` gives keys merged into the result's ``_meta`` (None: nothing), for
-    ``methods`` (every method by default)."""
+    """``add(call, result)`` gives keys merged into the result's ``_meta``, for ``methods`` (None: all)."""
     registered.result_meta.append((add, None if methods is None else frozenset(methods)))
 
 
@@ -141,22 +130,17 @@ def add_handler_stage(
     eras: Iterable[Era] = ALL_ERAS,
     applies: Applies = None,
 ) -> None:
-    """``stage(next, handler, arguments, call)`` around a handler's run for ``methods``, returning an
-    ``Outcome`` (``next``'s or its own); ``applies(handler)`` False leaves that handler's chains without it."""
+    """``stage(next, handler, arguments, call)`` around a handler's run for ``methods``, returning an ``Outcome``."""
     registered.handler_stages.append((stage, frozenset(eras), frozenset(methods), applies))
 
 
 def add_tool_option(name: str, check: OptionCheck | None = None) -> None:
-    """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options``
-    (absent when not given). ``check(value, owner)`` returns the value to keep, or raises
-    ``TypeError``/``ImproperlyConfigured`` naming ``owner`` (the tool) at registration."""
+    """Let ``@mcp.tool(name=value)`` take the keyword ``name``, kept in the tool's ``options`` as ``check`` returns it."""
     registered.tool_options[name] = check
 
 
 def add_handler_filter(check: HandlerFilter, *, applies: Applies = None) -> None:
-    """``check(call, handler)`` False: for this call the handler is as one the principal may
-    not use (left out of its listing, unknown when called). Called for every listed handler:
-    keep it cheap and free of I/O. ``applies(handler)`` False: never asked about that handler."""
+    """``check(call, handler)`` False hides the handler from this call, as one the principal may not use."""
     registered.handler_filters.append((check, applies))
 
 
@@ -168,34 +152,29 @@ def add_listen_topic(
     notification: str,
     kind: str,
 ) -> None:
-    """``subscriptions/listen``'s ``notifications[field]``: ``agree(call, value)`` gives the keys agreed to;
-    for each change of ``kind`` to one, ``await push(call, key)`` gives the ``notification``'s params (or None)."""
+    """``subscriptions/listen``'s ``notifications[field]``: changes of ``kind`` pushed as ``notification``."""
     registered.listen_topics[field] = ListenTopic(agree, push, notification, kind)
 
 
 def add_descriptor_meta(add: DescriptorMeta) -> None:
-    """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's
-    listings, or None. Called for every listed handler: keep it cheap and free of I/O."""
+    """``add(call, handler)`` gives keys merged into the handler's ``_meta`` in this call's listings."""
     registered.descriptor_meta.append(add)
 
 
 def add_handler_panel(panel: Callable[[Handler], str | None]) -> None:
-    """``panel(handler)`` gives an HTML section (a ``SafeString``) for the admin's page of the
-    handler, or None; it runs in the admin's request."""
+    """``panel(handler)`` gives an HTML section (a ``SafeString``) for the admin's page of the handler, or None."""
     registered.handler_panels.append(panel)
 
 
 def client_extension(call: Call, name: str) -> dict[str, Any] | None:
-    """The settings the call's client declared for extension ``name`` (``capabilities.extensions``:
-    the request's ``_meta`` on 2026-07-28, the session's ``initialize`` before), or None."""
+    """The settings the call's client declared for extension ``name`` (``capabilities.extensions``), or None."""
     declared = call.capabilities.raw.get("extensions")
     found = declared.get(name) if isinstance(declared, dict) else None
     return found if isinstance(found, dict) else None
 
 
-def allowed(call: Call, handler: Handler) -> Awaitable[bool]:
-    """Whether the call's principal may use ``handler``, by the dispatcher's own checks."""
-    return permissions.allowed(call, handler)
+# Whether the call's principal may use a handler, by the dispatcher's own checks.
+allowed = permissions.allowed
 
 
 # -- what the core reads --------------------------------------------------------------------

@@ -1,17 +1,8 @@
 """The per-call path: what happens to one request, in order, in one file (docs/pipeline.md).
 
-Shaped like Django's middleware: a stage ``stage(call, call_next)`` is bound once around the
-rest of the path for each era and method it applies to, and called per request. The
-transports only read what arrived, build the :class:`~mcp_django.asks.call.Call` and render
-the answer. In order: the request stages (Host, Origin, 2026-07-28's headers, the principal);
-the call stages (OUTER_STAGES, ``MCP_DJANGO["PIPELINE"]``, INNER_STAGES) around the method
-(protocol/dispatch.py or an extension's); the handler stages (the extensions', HANDLER_STAGES)
-around the era's engine (ENGINES); and the exception handler for every error.
-
-Authorization sits inside the audit stage, not before it: a call refused for its
-handler (unknown, forbidden, lacking a scope) is logged like any failed call. The
-request-level checks run before the call exists: the header checks cost nothing and
-need no database, so they come first.
+Authorization sits inside the audit stage, not before it: a call refused for its handler
+(unknown, forbidden, lacking a scope) is logged like any failed call. The request-level checks
+run before the call exists: they cost nothing and need no database, so they come first.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -44,7 +35,7 @@ from .handlers import Handler
 from .limits import stage as limits
 from .log_lines import host_refused
 from .protocol import jsonrpc
-from .protocol.dispatch import CACHE_HINTED, Dispatcher, refused_value
+from .protocol.dispatch import CACHE_HINTED, Dispatcher, HandlerNext, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -78,7 +69,6 @@ Next = Callable[[Call], Awaitable[dict[str, Any]]]
 # A call stage: stage(call, call_next) (by name, either order), awaiting call_next(call) or
 # answering without it.
 Stage = Callable[..., Awaitable[dict[str, Any]]]
-HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 
 # -- request stages: before the call exists (Pipeline.admit, check_request, Pipeline.authenticate)
@@ -88,9 +78,8 @@ _host_verdicts: dict[str, bool] = {}
 
 
 def host_allowed(headers: dict[str, str]) -> bool:
-    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it (DNS rebinding); a
-    refusal logged as Django logs it. Verdicts are remembered per Host value (a client sends
-    the same one every time), boundedly, until ALLOWED_HOSTS or DEBUG change."""
+    """Django's ALLOWED_HOSTS, as ``HttpRequest.get_host()`` applies it, a refusal logged as Django's;
+    verdicts are remembered per Host value, boundedly, until ALLOWED_HOSTS or DEBUG change."""
     host = headers.get("host", "")
     verdict = _host_verdicts.get(host)
     if verdict is None:
@@ -149,8 +138,7 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
 # -- call stages: each takes ``call`` and ``call_next`` (``link`` binds them, ``applies`` picks them)
 
 
-# server_info()'s short form, made once per settings (every 2026-07-28 result carries it; never
-# changed in place by anyone: it is shared by every result until MCP_DJANGO changes).
+# server_info()'s short form, made once per settings and shared (never changed in place) by every result.
 _server_info: dict[str, Any] | None = None
 
 
@@ -214,11 +202,10 @@ async def database_lifecycle(call_next: Next, call: Call) -> dict[str, Any]:
             await lifecycle.finished(cleanup)
 
 
-# The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows).
-FINISH_SIGNALLED = frozenset({"tools/call", "prompts/get", "resources/read"})
-RUNS_HANDLERS = FINISH_SIGNALLED | {"completion/complete"}
-database_lifecycle.methods = RUNS_HANDLERS  # type: ignore[attr-defined]
+# The methods whose end is sent as ``signals.call_finished`` (the audit log's call rows), by sender.
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+FINISH_SIGNALLED = frozenset(_SENDER)
+database_lifecycle.methods = FINISH_SIGNALLED | {"completion/complete"}  # type: ignore[attr-defined]
 
 
 async def audit(call_next: Next, call: Call) -> dict[str, Any]:
@@ -250,8 +237,7 @@ audit.methods = FINISH_SIGNALLED  # type: ignore[attr-defined]
 
 
 def _send_finished(call: Call, sender: str, outcome: str, reason: str, error: str = "") -> Awaitable[Any]:
-    # No has_listeners() first: asend finds the live receivers anyway (the audit log's,
-    # by default), and asking twice cost every call more than building an unheard event.
+    # No has_listeners() first: asend finds the live receivers anyway, at less cost (bench/HISTORY.md).
     event = call.event(outcome, reason=reason, outcome=outcome)
     if error:
         event.error = error[:500]
@@ -276,8 +262,7 @@ INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
 
 
 def applies(stage: Any, era: Era, method: str) -> bool:
-    """Whether a stage is in the chain of an era's method: its ``applies_to(era, method)``, or its
-    ``eras`` and ``methods`` (every call without them)."""
+    """Whether a stage is in an era's method's chain: ``applies_to(era, method)``, else ``eras`` and ``methods``."""
     applies_to = getattr(stage, "applies_to", None)
     if applies_to is not None:
         return bool(applies_to(era, method))
@@ -287,8 +272,7 @@ def applies(stage: Any, era: Era, method: str) -> bool:
 
 
 def link(stage: Any, call_next: Next) -> Next:
-    """``stage`` bound to the rest of the chain; positionally when ``call_next`` comes first (a partial
-    bound by keyword costs about 0.2 µs more per stage and call)."""
+    """``stage`` bound to the rest of the chain; positionally when ``call_next`` comes first (docs/pipeline.md)."""
     if next(iter(inspect.signature(stage).parameters), None) == "call_next":
         return partial(stage, call_next)
     return partial(stage, call_next=call_next)
@@ -344,34 +328,18 @@ async def handler_errors(next: HandlerNext, handler: Handler, arguments: dict[st
         raise MCPError(INTERNAL_ERROR, f"Error in {handler.primitive} {handler.name}") from None
 
 
-# 2026-07-28's request-state boundary (mcp_django.asks.replay.request_state) around the replay engine.
-request_state = replay.request_state
-
-
 # The handler stages of each era, outermost first, and the engine innermost; the extensions'
 # (mcp_django.extensions.add_handler_stage: the tasks extension's) come before them.
 HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]]], ...]] = {
-    Era.MODERN: (("handler errors", handler_errors), ("request state", request_state)),
+    Era.MODERN: (("handler errors", handler_errors), ("request state", replay.request_state)),
     Era.LEGACY: (("handler errors", handler_errors),),
 }
 ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
-class PerHandler(dict[Handler, Any]):
-    """What is built for each handler on its first call (its chain, its filters), kept; bounded, for
-    handlers registered and removed at run time."""
-
-    LIMIT = 4096
-
-    def __init__(self, build: Callable[[Handler], Any]) -> None:
-        super().__init__()
-        self.build = build
-
-    def __missing__(self, handler: Handler) -> Any:
-        if len(self) >= self.LIMIT:
-            self.clear()
-        built = self[handler] = self.build(handler)
-        return built
+# What is built for each handler on its first call (its chain, its filters) is kept, boundedly:
+# handlers may be registered and removed at run time.
+per_handler = lru_cache(maxsize=4096)
 
 
 def _handler_chain(era: Era, method: str, handler: Handler) -> HandlerNext:
@@ -407,17 +375,11 @@ async def answer(handle: Next, call: Call, finished: Callable[[], None] | None =
     try:
         result = await handle(call)
     except Exception as exc:
-        answered: Answer = mcp_settings.EXCEPTION_HANDLER(exc, call)
-        return answered
+        return mcp_settings.EXCEPTION_HANDLER(exc, call)  # type: ignore[no-any-return]
     finally:
         if finished is not None:
             finished()
     return 200, jsonrpc.response(call.request_id, result), None
-
-
-def result_answer(request_id: Any, result: dict[str, Any]) -> Answer:
-    """What the transport answers itself (a legacy lifecycle method, the handshake)."""
-    return 200, jsonrpc.response(request_id, result), None
 
 
 def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None = None) -> Answer:
@@ -444,9 +406,9 @@ class Pipeline:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.handler_chains: dict[Era, dict[str, PerHandler]] = {}
+        self.handler_chains: dict[Era, dict[str, Callable[[Handler], HandlerNext]]] = {}
         # The extensions' filters that concern each handler (extensions.add_handler_filter).
-        self.handler_filters = PerHandler(extensions.handler_filters)
+        self.handler_filters = per_handler(extensions.handler_filters)
         self.dispatcher = Dispatcher(registry, self.handler_chains, self.handler_filters)
         self.build()
         _pipelines.add(self)
@@ -464,9 +426,9 @@ class Pipeline:
                 chains[method] = chain
             self.chains[era] = chains
             self.handler_chains[era] = {
-                method: PerHandler(partial(_handler_chain, era, method)) for method in FINISH_SIGNALLED
+                method: per_handler(partial(_handler_chain, era, method)) for method in FINISH_SIGNALLED
             }
-        self.handler_filters.clear()
+        self.handler_filters.cache_clear()
 
     def admit(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
         """The first request stage: ``Host`` (Django's ALLOWED_HOSTS) and ``Origin`` (this site's, or

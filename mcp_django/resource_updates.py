@@ -1,11 +1,8 @@
-"""Resource updates and task status changes, told to every worker's listeners.
+"""Resource updates and task status changes, told to every worker's listeners (docs/legacy.md).
 
-:meth:`Registry.resource_updated <mcp_django.registry.Registry.resource_updated>` announces
-a URI, :func:`announce_task_soon` a task whose status changed. Whatever holds a client that
-may have subscribed (a legacy session's GET stream, a websocket, a ``subscriptions/listen``
-stream) listens on its event loop and checks what its client subscribed to. Across
-processes an update goes through the Channels layer, to the group every worker's channel
-joins (:mod:`mcp_django.worker_channel`).
+Whatever holds a client that may have subscribed (a legacy session's GET stream, a websocket, a
+``subscriptions/listen`` stream) listens on its event loop; across processes an update goes through
+the Channels layer, to the group every worker's channel joins (:mod:`mcp_django.worker_channel`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_django
 from mcp_django import pipeline, tracing
-from mcp_django.asks import live, replay
+from mcp_django.asks import boundary, live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
 from mcp_django.conf import SETTINGS
@@ -108,8 +108,13 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
     ]
     assert _chain(modern["tools/call"]) == calls
     assert _chain(legacy["tools/call"]) == calls[1:]
-    assert _chain(modern["tools/list"]) == [pipeline.complete_result, *traced, pipeline.cache_hints, methods.list_tools]
-    assert _chain(legacy["tools/list"]) == [*traced, methods.list_tools]
+    assert _chain(modern["tools/list"]) == [
+        pipeline.complete_result,
+        *traced,
+        pipeline.cache_hints,
+        methods.list_handlers,
+    ]
+    assert _chain(legacy["tools/list"]) == [*traced, methods.list_handlers]
     assert _chain(modern["completion/complete"]) == [
         pipeline.complete_result,
         pipeline.database_lifecycle,
@@ -142,29 +147,29 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
     # The extensions' stages (mcp_django.extensions.add_handler_stage) are outermost, in the
     # order EXTENSIONS lists them: the tasks extension's, then MCP Apps' text fallback; each
     # only in the chains of the handlers it concerns (applies=), so a plain tool crosses neither.
-    assert _chain(handlers[Era.MODERN]["tools/call"][both]) == [
+    assert _chain(handlers[Era.MODERN]["tools/call"](both)) == [
         task_methods.run_as_task,
         apps_methods.text_fallback,
         pipeline.handler_errors,
-        pipeline.request_state,
+        boundary.request_state,
         replay.run,
     ]
-    assert _chain(handlers[Era.MODERN]["tools/call"][plain]) == [
+    assert _chain(handlers[Era.MODERN]["tools/call"](plain)) == [
         pipeline.handler_errors,
-        pipeline.request_state,
+        boundary.request_state,
         replay.run,
     ]
-    assert _chain(handlers[Era.LEGACY]["tools/call"][both]) == [
+    assert _chain(handlers[Era.LEGACY]["tools/call"](both)) == [
         apps_methods.text_fallback,
         pipeline.handler_errors,
         live.run,
     ]
-    assert _chain(handlers[Era.MODERN]["prompts/get"][plain]) == [
+    assert _chain(handlers[Era.MODERN]["prompts/get"](plain)) == [
         pipeline.handler_errors,
-        pipeline.request_state,
+        boundary.request_state,
         replay.run,
     ]
-    assert _chain(handlers[Era.LEGACY]["resources/read"][plain]) == [pipeline.handler_errors, live.run]
+    assert _chain(handlers[Era.LEGACY]["resources/read"](plain)) == [pipeline.handler_errors, live.run]
 
 
 def _call(era: Era, method: str = "tools/call", request_id: Any = 7) -> Call:
@@ -424,20 +429,19 @@ def test_a_notifications_malformed_params_are_read_as_none() -> None:
     assert (call.params, call.request_id, call.log_level) == ({}, None, "debug")
 
 
-def test_what_is_kept_per_handler_is_bounded(monkeypatch: Any) -> None:
+def test_what_is_kept_per_handler_is_bounded() -> None:
     """Handlers registered and removed at run time are not kept for ever by the chains' cache."""
-    monkeypatch.setattr(pipeline.PerHandler, "LIMIT", 3)
     built: list[object] = []
-    kept = pipeline.PerHandler(lambda handler: built.append(handler) or handler)
+    kept = pipeline.per_handler(lambda handler: built.append(handler) or handler)
 
     class Handler:
         pass
 
     handlers = [Handler() for _ in range(5)]
     for handler in handlers:
-        assert kept[handler] is handler
-    assert len(kept) <= 3 and built == handlers
-    assert kept[handlers[-1]] is handlers[-1] and len(built) == 5  # the last one is still kept
+        assert kept(handler) is handler
+    assert kept(handlers[-1]) is handlers[-1] and built == handlers  # built once, then kept
+    assert kept.cache_info().maxsize == 4096
 
 
 def test_a_sync_stage_keeps_its_choice_of_calls_in_its_thread() -> None:

@@ -18,8 +18,8 @@ from .. import signals
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..lifecycle import host_thread
-from ..protocol.elicitation import fit_elicitation
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
+from ..protocol.legacy import fit_elicitation
 from ..signals import observer
 from .call import Call
 from .context import AsyncContext, SyncContext

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -15,6 +16,7 @@ from ..asks import replay
 from ..asks.call import LOG_LEVELS, Call
 from ..asks.context import AsyncContext, SyncContext
 from ..asks.invoke import invoke, run_in_thread
+from ..completion import LIMIT
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
@@ -36,7 +38,7 @@ from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 logger = logging.getLogger("mcp_django")
 
 # Runs a handler: the handler stages and the era's engine (Pipeline.handler_chains).
-RunHandler = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
+HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 # Methods only the legacy revisions have (2026-07-28 answers them -32601); they act
 # through the transport's session control (Call.control: protocol.legacy.SessionControl).
@@ -56,6 +58,14 @@ CACHE_HINTED = frozenset(
     }
 )
 
+# What each listing method lists: its result's key and the registry's table.
+_LISTINGS = {
+    "tools/list": ("tools", "tools"),
+    "prompts/list": ("prompts", "prompts"),
+    "resources/list": ("resources", "resources"),
+    "resources/templates/list": ("resourceTemplates", "templates"),
+}
+
 # subscriptions/listen filter fields, by the registry's list names.
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
@@ -67,20 +77,20 @@ class Dispatcher:
     def __init__(
         self,
         registry: Registry,
-        handler_chains: Mapping[Era, Mapping[str, Mapping[Handler, RunHandler]]],
-        handler_filters: Mapping[Handler, tuple[Callable[[Call, Handler], bool], ...]],
+        handler_chains: Mapping[Era, Mapping[str, Callable[[Handler], HandlerNext]]],
+        handler_filters: Callable[[Handler], tuple[Callable[[Call, Handler], bool], ...]],
     ) -> None:
         self.registry = registry
         self.handler_chains = handler_chains
         self.handler_filters = handler_filters
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
-            "tools/list": self.list_tools,
+            "tools/list": self.list_handlers,
             "tools/call": self.call_tool,
-            "prompts/list": self.list_prompts,
+            "prompts/list": self.list_handlers,
             "prompts/get": self.get_prompt,
-            "resources/list": self.list_resources,
-            "resources/templates/list": self.list_templates,
+            "resources/list": self.list_handlers,
+            "resources/templates/list": self.list_handlers,
             "resources/read": self.read_resource,
             "completion/complete": self.complete,
             "subscriptions/listen": self.listen,
@@ -105,7 +115,7 @@ class Dispatcher:
 
     def _admits(self, call: Call, handler: Handler) -> bool:
         """Whether no extension's filter hides ``handler`` from ``call``."""
-        return all(check(call, handler) for check in self.handler_filters[handler])
+        return all(check(call, handler) for check in self.handler_filters(handler))
 
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
         handlers = [h for h in handlers if anonymous_allowed(h, call)]
@@ -136,14 +146,14 @@ class Dispatcher:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
         asked early by a transport that commits to a stream before the handler runs (legacy SSE)."""
         call.endpoint = self.registry.settings
-        params = call.params
+        target = call.target
         handler: Handler | None = None
-        if call.method == "tools/call" and isinstance(params.get("name"), str):
-            handler = self.registry.tools.get(params["name"])
-        elif call.method == "prompts/get" and isinstance(params.get("name"), str):
-            handler = self.registry.prompts.get(params["name"])
-        elif call.method == "resources/read" and isinstance(params.get("uri"), str):
-            found = self.registry.find_resource(params["uri"])
+        if target and call.method == "tools/call":
+            handler = self.registry.tools.get(target)
+        elif target and call.method == "prompts/get":
+            handler = self.registry.prompts.get(target)
+        elif target and call.method == "resources/read":
+            found = self.registry.find_resource(target)
             handler = found[0] if found else None
         if handler is not None:
             require_scopes(call, handler)
@@ -156,33 +166,23 @@ class Dispatcher:
             Era.MODERN, {"supportedVersions": list(ALL_VERSIONS), "_meta": {META_SERVER_INFO: info}}
         )
 
-    async def list_tools(self, call: Call) -> dict[str, Any]:
-        if self.registry.tools.waiting:
+    async def list_handlers(self, call: Call) -> dict[str, Any]:
+        """tools/list, prompts/list, resources/list and resources/templates/list: what the caller may see."""
+        key, name = _LISTINGS[call.method]
+        table = getattr(self.registry, name)
+        if name == "tools" and table.waiting:
             # Views registered by dotted path are imported in a worker thread, not on the loop.
-            await run_in_thread(self.registry.tools.resolve)
-        return {"tools": await self._listed(call, self.registry.tools)}
-
-    async def list_prompts(self, call: Call) -> dict[str, Any]:
-        return {"prompts": await self._listed(call, self.registry.prompts)}
-
-    async def list_resources(self, call: Call) -> dict[str, Any]:
-        listed = await self._listed(call, self.registry.resources)
-        for extension in extensions.registered.resources:
-            listed += await extension.listed()
-        return {"resources": listed}
-
-    async def list_templates(self, call: Call) -> dict[str, Any]:
-        return {"resourceTemplates": await self._listed(call, self.registry.templates)}
-
-    async def _listed(self, call: Call, table: Mapping[str, Handler]) -> list[dict[str, Any]]:
-        """The descriptors of the handlers of ``table`` the caller may see."""
+            await run_in_thread(table.resolve)
         handlers = await self._visible(call, list(table.values()))
         icons = _icons(call)
-        descriptors = [h.descriptor(icons) for h in handlers]
-        if not extensions.registered.descriptor_meta:
-            return descriptors
-        # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta).
-        return extensions.described(call, handlers, descriptors)
+        listed = [h.descriptor(icons) for h in handlers]
+        if extensions.registered.descriptor_meta:
+            # The extensions' per-call _meta (mcp_django.extensions.add_descriptor_meta).
+            listed = extensions.described(call, handlers, listed)
+        if name == "resources":
+            for extension in extensions.registered.resources:
+                listed += await extension.listed()
+        return {key: listed}
 
     async def call_tool(self, call: Call) -> dict[str, Any]:
         name = call.params.get("name")
@@ -194,7 +194,7 @@ class Dispatcher:
             tool is None
             # admitted(), inline for a caller without credentials (nothing to check but that).
             or not (tool.allow_anonymous is not False if call.principal.is_anonymous else admitted(call, tool))
-            or (self.handler_filters[tool] and not self._admits(call, tool))
+            or (self.handler_filters(tool) and not self._admits(call, tool))
             or (tool.guarded and not await permitted(call, tool))
         ):
             raise InvalidParams(f"Unknown tool: {name}")
@@ -210,7 +210,7 @@ class Dispatcher:
         except schema.ArgumentsInvalid as exc:
             return content.error_result(f"Invalid arguments for tool {name}: {exc}")
         # A task instead (the tasks extension), or a failure as a tool error: handler stages.
-        outcome = await self.handler_chains[call.era]["tools/call"][tool](tool, arguments, call)
+        outcome = await self.handler_chains[call.era]["tools/call"](tool)(tool, arguments, call)
         if outcome.result is not None:
             return outcome.result
         if type(outcome.value) is str:  # the commonest return, as content.tool_result() makes it
@@ -240,7 +240,7 @@ class Dispatcher:
                 arguments = prompt.parameters.convert(arguments, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise InvalidParams(f"Invalid arguments for prompt {name}: {exc}") from None
-        outcome = await self.handler_chains[call.era]["prompts/get"][prompt](prompt, arguments, call)
+        outcome = await self.handler_chains[call.era]["prompts/get"](prompt)(prompt, arguments, call)
         if outcome.result is not None:
             return outcome.result
         result: dict[str, Any] = {"messages": content.prompt_messages(outcome.value)}
@@ -269,7 +269,7 @@ class Dispatcher:
                 variables = handler.parameters.convert(variables, strict=False)
             except schema.ArgumentsInvalid as exc:
                 raise ResourceNotFound(uri, f" ({exc})") from None
-        outcome = await self.handler_chains[call.era]["resources/read"][handler](handler, variables, call)
+        outcome = await self.handler_chains[call.era]["resources/read"](handler)(handler, variables, call)
         if outcome.result is not None:
             return outcome.result
         mime = getattr(handler, "mime_type", None)
@@ -337,7 +337,6 @@ class Dispatcher:
             if len(agreed[field]) > mcp_settings.MAX_SUBSCRIPTIONS:
                 raise too_many_subscriptions()
         tag = {META_SUBSCRIPTION_ID: call.request_id}
-        updates: resource_updates.Listeners | None = None
         watched = frozenset(agreed.get("resourceSubscriptions", ()))
         notify = call.notify
 
@@ -358,25 +357,23 @@ class Dispatcher:
             if params is not None:
                 notify(notification(topic.notification, {**params, "_meta": tag}))
 
-        def on_change_of(topic: extensions.ListenTopic, keys: frozenset[str]) -> Callable[[str], None]:
-            def on_change(key: str) -> None:
-                if key in keys:
-                    pushed = asyncio.get_running_loop().create_task(push(topic, key))
-                    pushing.add(pushed)  # a task nobody references may be collected before it runs
-                    pushed.add_done_callback(pushing.discard)
+        def on_change_of(topic: extensions.ListenTopic, keys: frozenset[str], key: str) -> None:
+            if key in keys:
+                pushed = asyncio.get_running_loop().create_task(push(topic, key))
+                pushing.add(pushed)  # a task nobody references may be collected before it runs
+                pushed.add_done_callback(pushing.discard)
 
-            return on_change
-
-        on_topics = [
-            (topic.kind, on_change_of(topic, frozenset(agreed[field])))
+        watching: list[tuple[str, Callable[[str], None]]] = [
+            (topic.kind, partial(on_change_of, topic, frozenset(agreed[field])))
             for field, topic in topics.items()
             if agreed[field]
         ]
-        if watched or on_topics:
+        if watched:
+            watching.append((resource_updates.UPDATED, on_update))
+        if watching:
             # Watching before the acknowledgment: an update announced after it is never missed.
             updates = await resource_updates.listeners()
-            updates.watch(on_update)
-            for kind, listener in on_topics:
+            for kind, listener in watching:
                 updates.watch(listener, kind)
         try:
             call.notify(
@@ -398,10 +395,8 @@ class Dispatcher:
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
-            if updates is not None:
-                updates.unwatch(on_update)
-                for kind, listener in on_topics:
-                    updates.unwatch(listener, kind)
+            for kind, listener in watching:
+                updates.unwatch(listener, kind)
             for pending in pushing:
                 pending.cancel()
 
@@ -442,9 +437,9 @@ class Dispatcher:
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []
-        # One value past the most a result may carry says that there are more (hasMore).
-        more = len(values) > _MAX_COMPLETIONS
-        values = values[:_MAX_COMPLETIONS]
+        # One value past the most a result may carry (LIMIT - 1) says that there are more (hasMore).
+        more = len(values) == LIMIT
+        values = values[: LIMIT - 1]
         completion: dict[str, Any] = {"values": values, "hasMore": more}
         if not more:
             completion["total"] = len(values)
@@ -512,11 +507,7 @@ class _NoAsks:
 _NO_ASKS = _NoAsks()
 
 
-_MAX_COMPLETIONS = 100  # the most a result may carry
-
-
 def _values(out: Any) -> list[str]:
     if isinstance(out, (str, bytes)) or out is None:
         raise TypeError(f"a completer returns an iterable of values, not {type(out).__name__}")
-    # One more than is sent: enough to say hasMore.
-    return [str(v) for v in itertools.islice(out, _MAX_COMPLETIONS + 1)]
+    return [str(v) for v in itertools.islice(out, LIMIT)]

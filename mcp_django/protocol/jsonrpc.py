@@ -55,15 +55,9 @@ class MCPError(Exception):
         self.code = code
         self.message = message
         self.data = data
-        self._http_status = http_status
+        self.http_status = _HTTP_STATUS.get(code, 200) if http_status is None else http_status
         # HTTP headers of the answer, where HTTP carries it (a WWW-Authenticate challenge).
         self.headers = headers
-
-    @property
-    def http_status(self) -> int:
-        if self._http_status is not None:
-            return self._http_status
-        return _HTTP_STATUS.get(self.code, 200)
 
     def to_error(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}

@@ -1,15 +1,10 @@
-"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, and what the server
-says about itself (also in 2026-07-28's ``server/discover``).
+"""The legacy revisions (2025-11-25 and earlier): handshake, sessions, elicitations fitted to
+the session's revision, and what the server says about itself (also in 2026-07-28's ``server/discover``).
 
-A session id *is* its record, so every worker can read it without a table: a token signed
-with the ``requestState`` key ring (:mod:`mcp_django.keyring`) carrying the negotiated
-version, the client's capabilities and info, and a keyed hash of its principal. What
-changes during a session lives in the session cache, under an epoch the id carries: a
-cache that lost its state (a restarted Redis) ends every session opened before.
-
-Each cache call runs in a thread of its own, bounded by ``SESSION_CACHE_TIMEOUT``; a
-failure is :class:`~mcp_django.protocol.jsonrpc.Unavailable` (503), and a circuit breaker
-(:mod:`mcp_django.breaker`) refuses at once while the cache is away.
+A session id is its signed record (docs/legacy.md). What changes during a session lives in the
+session cache, under an epoch the id carries: a cache that lost its state (a restarted Redis)
+ends every session opened before. Each cache call is bounded by ``SESSION_CACHE_TIMEOUT`` (a
+failure is a 503), behind a circuit breaker (:mod:`mcp_django.breaker`).
 """
 
 from __future__ import annotations
@@ -33,7 +28,7 @@ from ..breaker import Breaker
 from ..conf import mcp_settings
 from ..icons import IconBase, revision_has_icons
 from ..keyring import b64decode, b64encode, keyring
-from .jsonrpc import InvalidParams, MCPError, dumps, loads
+from .jsonrpc import INTERNAL_ERROR, InvalidParams, MCPError, dumps, loads
 from .revisions import LATEST_LEGACY, LEGACY_VERSIONS, ClientCapabilities, Era
 
 logger = logging.getLogger("mcp_django")
@@ -317,3 +312,78 @@ async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple
 
 def _remaining(record: SessionRecord) -> int:
     return max(1, record.expires_at - int(time.time()) + 1)
+
+
+# -- elicitations fitted to the session's revision ------------------------------------------
+# A 2025-06-18 client rejects a whole request that uses 2025-11-25's additions, so for it ``mode``
+# is dropped, ``default`` kept only on booleans and a titled single-select (``oneOf``) said as
+# ``enum`` + ``enumNames``; what has no older form (a multi-select) is refused, named, before sending.
+
+# The first revision whose elicitation schemas are sent unchanged.
+NATIVE_SINCE = "2025-11-25"
+
+# What a 2025-06-18 primitive schema may carry, by type (its PrimitiveSchemaDefinition).
+_ALLOWED = {
+    "string": {"type", "title", "description", "minLength", "maxLength", "format", "enum", "enumNames"},
+    "number": {"type", "title", "description", "minimum", "maximum"},
+    "integer": {"type", "title", "description", "minimum", "maximum"},
+    "boolean": {"type", "title", "description", "default"},
+}
+_FORMATS = {"email", "uri", "date", "date-time"}
+
+
+def fit_elicitation(params: dict[str, Any], version: str) -> dict[str, Any]:
+    """``params`` of an ``elicitation/create`` as a session on ``version`` can read them."""
+    if version >= NATIVE_SINCE:
+        return params
+    if params.get("mode", "form") != "form":
+        raise MCPError(INTERNAL_ERROR, f"URL elicitation needs protocol 2025-11-25; this session speaks {version}")
+    schema = params.get("requestedSchema")
+    out = {k: v for k, v in params.items() if k != "mode"}
+    if isinstance(schema, dict):
+        out["requestedSchema"] = _fit_schema(schema, version)
+    return out
+
+
+def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    unsupported: list[str] = []
+    fitted: dict[str, Any] = {}
+    for name, prop in properties.items():
+        try:
+            fitted[name] = _fit_property(prop)
+        except ValueError as exc:
+            unsupported.append(f"{name} ({exc})")
+    if unsupported:
+        raise MCPError(
+            INTERNAL_ERROR,
+            f"this elicitation form cannot be sent to a {version} client: {', '.join(unsupported)} "
+            "needs protocol 2025-11-25",
+            {"protocolVersion": version, "unsupported": sorted(unsupported)},
+        )
+    return {k: fitted if k == "properties" else v for k, v in schema.items() if k in ("type", "properties", "required")}
+
+
+def _fit_property(prop: Any) -> dict[str, Any]:
+    if not isinstance(prop, dict):
+        raise ValueError("not a schema object")
+    json_type = prop.get("type")
+    if json_type == "array":
+        raise ValueError("a multi-select enum")
+    if json_type == "string" and isinstance(prop.get("oneOf"), list):
+        # A titled single-select (SEP-1330): the older enum + enumNames says the same.
+        options = prop["oneOf"]
+        if not all(isinstance(o, dict) and isinstance(o.get("const"), str) for o in options):
+            raise ValueError("a oneOf whose options are not string consts")
+        prop = {k: v for k, v in prop.items() if k != "oneOf"}
+        prop["enum"] = [o["const"] for o in options]
+        prop["enumNames"] = [str(o.get("title", o["const"])) for o in options]
+    allowed = _ALLOWED.get(json_type) if isinstance(json_type, str) else None
+    if allowed is None:
+        raise ValueError(f"type {json_type!r}")
+    out = {k: v for k, v in prop.items() if k in allowed}
+    if out.get("format") is not None and out["format"] not in _FORMATS:
+        del out["format"]
+    return out

@@ -104,15 +104,9 @@ class ClientCapabilities:
             return sub in value
         return not sub or sub in value
 
-    def __contains__(self, capability: str) -> bool:
-        return self.supports(capability)
-
 
 class RequestMeta(NamedTuple):
-    """A 2026-07-28 request's ``_meta``, as :func:`read_meta` read it.
-
-    A named tuple, built positionally: a frozen dataclass by keyword cost three times as many instructions.
-    """
+    """A 2026-07-28 request's ``_meta``, as :func:`read_meta` read it (a named tuple: cheaper than a dataclass)."""
 
     version: str
     capabilities: ClientCapabilities
@@ -182,12 +176,6 @@ def check_headers(headers: dict[str, str], method: str, params: dict[str, Any], 
             raise MCPError(HEADER_MISMATCH, f"the Mcp-Name header does not match params.{field_name}")
 
 
-def _header_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else str(value)
-
-
 def check_param_headers(headers: dict[str, str], input_schema: dict[str, Any], arguments: dict[str, Any]) -> None:
     """Arguments a tool mirrors into ``Mcp-Param-*`` headers must match them (-32020)."""
     properties = input_schema.get("properties")
@@ -204,5 +192,6 @@ def check_param_headers(headers: dict[str, str], input_schema: dict[str, Any], a
             continue
         if raw is None:
             raise MCPError(HEADER_MISMATCH, f"the Mcp-Param-{header} header is required")
-        if decode_header_value(raw) != _header_text(arguments[name]):
+        value = arguments[name]
+        if decode_header_value(raw) != (str(value).lower() if isinstance(value, bool) else str(value)):
             raise MCPError(HEADER_MISMATCH, f"the Mcp-Param-{header} header does not match arguments.{name}")

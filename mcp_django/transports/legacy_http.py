@@ -22,7 +22,7 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
-from ..pipeline import Pipeline, answer, result_answer
+from ..pipeline import Pipeline, answer
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
@@ -436,7 +436,7 @@ class LegacyHttp:
             raise
         except Exception as exc:
             return json_out(*mcp_settings.EXCEPTION_HANDLER(exc, call))
-        return json_out(*result_answer(call.request_id, result))
+        return json_out(200, jsonrpc.response(call.request_id, result), None)
 
     async def handle_other(self, req: HttpIn) -> HttpOut | None:
         """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
