@@ -1,5 +1,5 @@
 """The in-process MCP client: real requests through the project's ASGI application, only the socket
-missing. Sync work runs in the test's thread (:mod:`.threads`), so handlers see the test's data.
+missing. Sync work runs in the test's thread (:mod:`.serving`), so handlers see the test's data.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import orjson
 from asgiref.sync import sync_to_async
 
-from .. import signals
+from .. import lifecycle, signals
 from ..protocol.revisions import (
     LATEST_MODERN,
     LEGACY_VERSIONS,
@@ -27,9 +27,9 @@ from ..protocol.revisions import (
     MODERN_VERSIONS,
     NAMED_METHODS,
 )
-from . import threads
+from . import serving
 from .answers import Answer, Answerer, InputRequest, NoAnswer, answer_for
-from .exchange import Response, exchange, http_scope
+from .serving import Response
 
 if TYPE_CHECKING:
     from django.contrib.auth.base_user import AbstractBaseUser
@@ -76,16 +76,11 @@ class ReplayGuardWarning(UserWarning):
 class Observer:
     """What the client learns from the server side of a call it drives (a :class:`signals.Observer`)."""
 
-    # "error", "warn" or "off": what the client does with replay-unsafe writes.
-    replay_guard: str = "error"
+    guarding: bool
     runs: int = 0
     unsafe_writes: list[Write] = field(default_factory=list)
     # Legacy revisions: each server-to-client request's ask key, by its JSON-RPC id (the wire has none).
     ask_keys: dict[Any, str] = field(default_factory=dict)
-
-    @property
-    def guarding(self) -> bool:
-        return self.replay_guard != "off"
 
     def ran(self, handler: Any) -> None:
         self.runs += 1
@@ -165,19 +160,6 @@ class Result:
         return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
 
 
-def default_app() -> Any:
-    """The project's ASGI application (``ASGI_APPLICATION``), else mcp-django's own."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
-
-    path = getattr(settings, "ASGI_APPLICATION", None)
-    if path:
-        return import_string(path)
-    from ..routing import application
-
-    return application
-
-
 def _header_value(value: str) -> str:
     """Header values outside ASCII travel base64-encoded (2026-07-28)."""
     if value.isascii() and value == value.strip():
@@ -252,7 +234,7 @@ class MCPClient:
     @property
     def app(self) -> Any:
         if self._app is None:
-            self._app = default_app()
+            self._app = serving.default_app()
         return self._app
 
     # -- who is calling ---------------------------------------------------------------
@@ -264,18 +246,15 @@ class MCPClient:
             if self.token is not None:
                 headers["authorization"] = f"Token {self.token}"
             elif self.user is not None:
-                headers.update(_credentials_for(self.user, self._endpoint_classes()))
+                from ..conf import mcp_settings
+                from ..protected_resource import endpoint_at
+
+                # The endpoint's classes: its application's registry's (an MCPApplication), else the one at its path.
+                registry = getattr(self.app, "registry", None) or endpoint_at(self.path)
+                classes = (registry.settings if registry is not None else mcp_settings).AUTHENTICATION_CLASSES
+                headers.update(_credentials_for(self.user, list(classes)))
             self._auth = headers
         return self._auth
-
-    def _endpoint_classes(self) -> list[Any]:
-        """The authentication classes of the endpoint this client calls: its application's
-        registry's (an MCPApplication), else the one served at its path."""
-        from ..conf import mcp_settings
-        from ..protected_resource import endpoint_at
-
-        registry = getattr(self.app, "registry", None) or endpoint_at(self.path)
-        return list((registry.settings if registry is not None else mcp_settings).AUTHENTICATION_CLASSES)
 
     # -- the public API -------------------------------------------------------------------
 
@@ -343,9 +322,7 @@ class MCPClient:
 
     def run_task(self, task_id: str) -> None:
         """Run the task's queued run now, in the test's thread (as a worker would)."""
-        from ..tasks.runner import arun
-
-        self._sync(lambda auth: arun(task_id))
+        self._sync(lambda auth: _run_queued(task_id))
 
     def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
@@ -369,16 +346,16 @@ class MCPClient:
 
     def _sync(self, coro_func: Callable[..., Awaitable[T]], *args: Any) -> T:
         # Before logging in (a database write), which would fail in a loop with Django's less helpful error.
-        threads.refuse_in_loop()
+        serving.refuse_in_loop()
         auth = self._auth_headers()
         if self.replay_guard != "off" and not self.legacy:
             from ..asks import guard
 
             guard.install()  # async handlers' queries run here, in the test's thread
-        return threads.run(lambda: coro_func(auth, *args))
+        return serving.run(lambda: coro_func(auth, *args))
 
     async def _call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
-        watching = Observer(replay_guard=self.replay_guard)
+        watching = Observer(guarding=self.replay_guard != "off")
         signals.observer.set(watching)
         result = await self._rounds(auth, method, params, answer)
         result.runs = watching.runs
@@ -396,11 +373,6 @@ class MCPClient:
 
     async def _plain(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, Any]:
         return _result_of((await self._post(auth, method, params))[0])
-
-    def _exchange(
-        self, headers: dict[str, str], body: bytes, method: str = "POST"
-    ) -> contextlib.AbstractAsyncContextManager[Response]:
-        return exchange(self.app, http_scope(method, self.path, headers), body)
 
     async def _post(
         self,
@@ -422,7 +394,8 @@ class MCPClient:
             await self._initialize(auth)
             exchanging = self._legacy_exchange(auth, body)
         else:
-            exchanging = self._exchange(self._modern_headers(auth, method, params), orjson.dumps(body))
+            headers = self._modern_headers(auth, method, params)
+            exchanging = serving.exchange(self.app, "POST", self.path, headers, orjson.dumps(body))
         notifications: list[dict[str, Any]] = []
         failed: Exception | None = None
         async with exchanging as response:
@@ -530,9 +503,7 @@ class MCPClient:
                 await self._plain(auth, "tasks/update", {"taskId": task_id, "inputResponses": rounds[-1].responses})
                 continue
             if self.run_tasks:
-                from ..tasks.runner import arun
-
-                await arun(task_id)
+                await _run_queued(task_id)
             else:
                 await asyncio.sleep(0.05)
             if time.monotonic() > deadline:
@@ -547,7 +518,7 @@ class MCPClient:
         if self._session_id is not None:
             headers["mcp-session-id"] = self._session_id
             headers["mcp-protocol-version"] = self.revision
-        return self._exchange({**headers, **self.extra_headers}, orjson.dumps(message))
+        return serving.exchange(self.app, "POST", self.path, {**headers, **self.extra_headers}, orjson.dumps(message))
 
     async def _notify(self, auth: dict[str, str], method: str, params: dict[str, Any] | None = None) -> None:
         note = {"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})}
@@ -604,7 +575,7 @@ class MCPClient:
 
     async def _delete(self, auth: dict[str, str], session: str) -> None:
         headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision}
-        async with self._exchange(headers, b"", method="DELETE"):
+        async with serving.exchange(self.app, "DELETE", self.path, headers, b""):
             pass
 
 
@@ -618,6 +589,13 @@ async def _json_or_raise(response: Response) -> dict[str, Any]:
         raise AssertionError(f"HTTP {response.status}: not a JSON-RPC message: {body[:500]!r}")
     message.setdefault("_status", response.status)
     return message
+
+
+async def _run_queued(task_id: str) -> None:
+    # The tasks extension's runner, which it hooks in when registered (a task exists only then).
+    if lifecycle.run_queued_task is None:
+        raise RuntimeError(f"task {task_id}: the tasks extension is not registered (MCP_DJANGO['EXTENSIONS'])")
+    await lifecycle.run_queued_task(task_id)
 
 
 def _result_of(message: dict[str, Any]) -> dict[str, Any]:
