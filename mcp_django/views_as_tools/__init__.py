@@ -5,8 +5,6 @@ unpatched view on a request of its own (its method, URL, query and body; the MCP
 user), so the view's permissions, throttles, filters and pagination apply as on its REST URL.
 """
 
-from .lazy import ViewReference
-from .tools import ViewTool, view_tools
-from .view_styles import clip_name
+from .tools import ViewReference, ViewTool, clip_name, view_tools
 
 __all__ = ["ViewReference", "ViewTool", "clip_name", "view_tools"]
