@@ -1,15 +1,5 @@
 """Test your tools, prompts and resources in process (docs/testing.md): ``MCPClient``, real requests
-through the project's ASGI application, only the socket missing, and its answers and results.
-
-    from mcp_django.testing import MCPClient
-
-    client = MCPClient(user=alice)
-    result = client.call_tool("refund_order", {"order_id": 3}, answer=lambda req: True)
-    assert result.text == "refunded" and len(result.rounds) == 1
-
-Its sync work runs in the test's thread (:mod:`.inprocess.serving`), so handlers see the test's
-data. ``host_thread`` (with ``HostThread``), ``mcp_django.signals.observer`` and
-``mcp_django.audit.inline`` are the seams it plugs in through: any harness of your own may set them too.
+through the project's ASGI application, only the socket missing, its sync work in the test's thread.
 """
 
 from __future__ import annotations
@@ -214,9 +204,7 @@ def _awaitable(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
 
 
 class MCPClient:
-    """Talk MCP to the project, in process (docs/testing.md): as ``user`` (logged in by session or
-    DRF token), with ``token``, or anonymously; on ``revision`` 2026-07-28 or a legacy one.
-    """
+    """Talk MCP to the project, in process (docs/testing.md, "The client")."""
 
     def __init__(
         self,
@@ -400,8 +388,7 @@ class MCPClient:
             message = f"replay-unsafe database writes (the attempt then ended with input_required):\n{report}"
             if self.replay_guard == "error":
                 raise ReplayUnsafeWrite(message)
-            if self.replay_guard == "warn":
-                warnings.warn(message, ReplayGuardWarning, stacklevel=4)
+            warnings.warn(message, ReplayGuardWarning, stacklevel=4)  # "warn" ("off" records none)
         return result
 
     async def _plain(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,8 @@ from . import serving
 
 
 class HttpxTransport(httpx.BaseTransport):
-    """An ``httpx`` transport for a sync ``httpx.Client``: raw HTTP with the test client's threading.
-
-    The response body is read whole, so a stream must end on its own.
-    """
+    """For a sync ``httpx.Client``: raw HTTP with the test client's threading (the response body
+    is read whole, so a stream must end on its own)."""
 
     def __init__(self, app: Any = None) -> None:
         self.app = app

@@ -1,11 +1,5 @@
-"""Where the in-process client's requests are served: in memory, on one long-lived event loop
-thread, their sync work in the test's thread.
-
-The test's thread runs every piece of sync work the server hands it (authentication, sync
-handlers, audit rows, Django's thread-sensitive calls) while it waits, as ``async_to_sync``
-would; the waiting is re-entrant, so a sync handler blocked in a legacy ask keeps serving the
-work its answer needs instead of deadlocking. A response is read as it is sent, so an SSE
-stream's events (a legacy call's server-to-client requests) reach the client while the call is open.
+"""Where the in-process client's requests are served (docs/testing.md, "What runs where"): in
+memory, on one long-lived event loop thread, their sync work in the test's thread while it waits.
 """
 
 from __future__ import annotations
@@ -142,22 +136,21 @@ class Response:
         self.status = status
         self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
         self._chunks = chunks
-        self._body: bytes | None = None
 
     @property
     def is_stream(self) -> bool:
         return self.headers.get("content-type", "").startswith("text/event-stream")
 
     async def body(self) -> bytes:
-        if self._body is None:
-            parts = []
-            while (chunk := await self._chunks.get()) is not None:
-                parts.append(chunk)
-            self._body = b"".join(parts)
-        return self._body
+        """The rest of the body (read once)."""
+        parts = []
+        while (chunk := await self._chunks.get()) is not None:
+            parts.append(chunk)
+        return b"".join(parts)
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
-        """The JSON messages of an SSE stream, as they arrive (priming events skipped)."""
+        """The JSON messages of an SSE stream, as they arrive (a legacy call's server-to-client requests
+        reach the client while the call is open; priming events skipped)."""
         buffer = b""
         while (chunk := await self._chunks.get()) is not None:
             buffer += chunk

@@ -1,9 +1,5 @@
-"""Existing Django and DRF views served as MCP tools (``mcp.register_view``, docs/views.md).
-
-Each action of a viewset, or HTTP method of another view, becomes a tool whose call runs the real,
-unpatched view on a request of its own (its method, URL, query and body; the MCP principal as its
-user), so the view's permissions, throttles, filters and pagination apply as on its REST URL.
-"""
+"""Existing Django and DRF views served as MCP tools (``mcp.register_view``, docs/views.md): each
+call runs the real, unpatched view on a request of its own, the MCP principal as its user."""
 
 from .tools import ViewReference, ViewTool, clip_name, view_tools
 

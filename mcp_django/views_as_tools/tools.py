@@ -66,11 +66,8 @@ class ViewTool(Tool):
         self.guarded = self.guarded or bool(self.operation and self.operation.drf)
 
     def has_permission(self, user: Any, request: Any) -> bool:
-        """The view's permission classes for this action, plus the tool's own ``permissions``.
-
-        Throttles (a listing must not use up the caller's rate) and object permissions are left
-        to the view's call.
-        """
+        """The view's permission classes for this action, plus the tool's own ``permissions``; throttles
+        (a listing must not use up the caller's rate) and object permissions are left to the call."""
         op = self.operation
         if op is None or not op.drf:
             return super().has_permission(user, request)
@@ -515,9 +512,8 @@ _OPTIONS = frozenset(inspect.signature(view_tools).parameters) - {"view"}
 
 
 class ViewReference:
-    """A view by dotted path and the options of ``register_view``: :meth:`build` imports it and
-    makes its tools when first needed, so a process that never lists or calls them need not
-    import the view's module (and DRF). Registration checks what it can without the import."""
+    """A view by dotted path: :meth:`build` imports it and makes its tools when first needed (a
+    process that never lists or calls them need not import it, nor DRF), checked without the import."""
 
     def __init__(self, path: str, options: Mapping[str, Any]) -> None:
         module = path.rpartition(".")[0]
