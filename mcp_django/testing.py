@@ -412,13 +412,9 @@ class MCPClient:
         rounds = [] if rounds is None else rounds
         if self.legacy:
             await self._initialize(auth)
-            exchanging = self._legacy_exchange(auth, body)
-        else:
-            headers = self._modern_headers(auth, method, params)
-            exchanging = serving.exchange(self.app, "POST", self.path, headers, orjson.dumps(body))
         notifications: list[dict[str, Any]] = []
         failed: Exception | None = None
-        async with exchanging as response:
+        async with self._exchange(auth, body) as response:
             if not response.is_stream:
                 return await _json_or_raise(response), notifications
             async for message in response.events():
@@ -473,23 +469,25 @@ class MCPClient:
             this_round.responses[key] = given.result if given.error is None else given.error
         return answers
 
-    # -- 2026-07-28 ------------------------------------------------------------------
+    def _exchange(
+        self, auth: dict[str, str], message: dict[str, Any]
+    ) -> contextlib.AbstractAsyncContextManager[Response]:
+        """POST ``message`` with the headers of this client's revision."""
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
+        if not self.legacy:
+            method, params = message["method"], message["params"]
+            headers.update({"mcp-protocol-version": self.revision, "mcp-method": method})
+            field = NAMED_METHODS.get(method)  # the name, the URI, the task id
+            if field is not None and isinstance(params.get(field), str):
+                headers["mcp-name"] = _header_value(params[field])
+            if method == "tools/call":
+                headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
+        elif self._session_id is not None:
+            headers["mcp-session-id"] = self._session_id
+            headers["mcp-protocol-version"] = self.revision
+        return serving.exchange(self.app, "POST", self.path, {**headers, **self.extra_headers}, orjson.dumps(message))
 
-    def _modern_headers(self, auth: dict[str, str], method: str, params: dict[str, Any]) -> dict[str, str]:
-        headers = {
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": self.revision,
-            "mcp-method": method,
-            **auth,
-        }
-        field = NAMED_METHODS.get(method)  # the name, the URI, the task id
-        if field is not None and isinstance(params.get(field), str):
-            headers["mcp-name"] = _header_value(params[field])
-        if method == "tools/call":
-            headers.update(_param_headers(params.get("name"), params.get("arguments") or {}))
-        headers.update(self.extra_headers)
-        return headers
+    # -- 2026-07-28 ------------------------------------------------------------------
 
     async def _drive_task(
         self,
@@ -531,18 +529,9 @@ class MCPClient:
 
     # -- legacy revisions ----------------------------------------------------------------
 
-    def _legacy_exchange(
-        self, auth: dict[str, str], message: dict[str, Any]
-    ) -> contextlib.AbstractAsyncContextManager[Response]:
-        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **auth}
-        if self._session_id is not None:
-            headers["mcp-session-id"] = self._session_id
-            headers["mcp-protocol-version"] = self.revision
-        return serving.exchange(self.app, "POST", self.path, {**headers, **self.extra_headers}, orjson.dumps(message))
-
     async def _notify(self, auth: dict[str, str], method: str, params: dict[str, Any] | None = None) -> None:
         note = {"jsonrpc": "2.0", "method": method, **({"params": params} if params else {})}
-        async with self._legacy_exchange(auth, note):
+        async with self._exchange(auth, note):
             pass  # answered at once (202)
 
     async def _initialize(self, auth: dict[str, str]) -> None:
@@ -554,7 +543,7 @@ class MCPClient:
             "method": "initialize",
             "params": {"protocolVersion": self.revision, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO},
         }
-        async with self._legacy_exchange(auth, body) as response:
+        async with self._exchange(auth, body) as response:
             _result_of(await _json_or_raise(response))
             session = response.headers.get("mcp-session-id")
             if not session:
@@ -588,7 +577,7 @@ class MCPClient:
                 reply["error"] = given.error
             else:
                 reply["result"] = given.result
-        async with self._legacy_exchange(auth, reply) as response:
+        async with self._exchange(auth, reply) as response:
             if response.status != 202:
                 raise AssertionError(f"the server refused the answer to {message['method']}: {await response.body()!r}")
         return None

@@ -425,23 +425,14 @@ def _object(path: dict[str, Any], body: dict[str, Any] | None) -> dict[str, Any]
     return schema
 
 
-# The mixin of DRF's that makes a generic view perform each model action.
-_MIXINS = {
-    "list": "ListModelMixin",
-    "retrieve": "RetrieveModelMixin",
-    "create": "CreateModelMixin",
-    "update": "UpdateModelMixin",
-    "partial_update": "UpdateModelMixin",
-    "destroy": "DestroyModelMixin",
-}
-
-
 def _generic_action(cls: Any, method: str) -> str | None:
     """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
     from rest_framework import mixins
 
-    for action, mixin in _MIXINS.items():
-        if STANDARD_ACTIONS[action] == method and issubclass(cls, getattr(mixins, mixin)):
+    for action, verb in STANDARD_ACTIONS.items():
+        # DRF's mixin that performs it: ListModelMixin, ... (partial_update's is UpdateModelMixin).
+        mixin = getattr(mixins, f"{action.rpartition('_')[2].capitalize()}ModelMixin")
+        if verb == method and issubclass(cls, mixin):
             return action
     return None
 
