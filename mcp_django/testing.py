@@ -442,10 +442,12 @@ class MCPClient:
             message, notes = await self._post(auth, method, retry, answer, rounds)
             notifications.extend(notes)
             result = _result_of(message)
+            done = Result(method, result, rounds, notifications=notifications)
             if result.get("resultType") == "task" and method == "tools/call":
-                return await self._drive_task(auth, result, answer, rounds, notifications)
+                done.task_id, done.task_states = result["taskId"], [result["status"]]
+                return await self._drive_task(auth, result["taskId"], done, answer)
             if result.get("resultType") != "input_required":
-                return Result(method, result, rounds, notifications=notifications)
+                return done
             await self._answer(result.get("inputRequests") or {}, answer, rounds)
             retry = {**params, "inputResponses": rounds[-1].responses}
             if "requestState" in result:
@@ -489,17 +491,10 @@ class MCPClient:
 
     # -- 2026-07-28 ------------------------------------------------------------------
 
-    async def _drive_task(
-        self,
-        auth: dict[str, str],
-        created: dict[str, Any],
-        answer: Answerer,
-        rounds: list[Round],
-        notifications: list[dict[str, Any]],
-    ) -> Result:
-        """Poll the task to its end, answering its input requests by ``tasks/update``."""
-        task_id = created["taskId"]
-        states = [created["status"]]
+    async def _drive_task(self, auth: dict[str, str], task_id: str, done: Result, answer: Answerer) -> Result:
+        """Poll the task to its end (``done``: the call's result so far), answering its input requests
+        by ``tasks/update``."""
+        states = done.task_states
         deadline = time.monotonic() + self.task_timeout
         while True:
             task = await self._plain(auth, "tasks/get", {"taskId": task_id})
@@ -507,18 +502,17 @@ class MCPClient:
             if status != states[-1]:
                 states.append(status)
             if status in ("completed", "cancelled"):
-                raw = task["result"] if status == "completed" else {"content": []}
-                return Result(
-                    "tools/call", raw, rounds, notifications=notifications, task_id=task_id, task_states=states
-                )
+                done.raw = task["result"] if status == "completed" else {"content": []}
+                return done
             if status == "failed":
                 error = task.get("error") or {}
                 failure = JSONRPCError(int(error.get("code", -32603)), error.get("message", ""), error.get("data"))
                 failure.task_id, failure.task_states = task_id, states  # type: ignore[attr-defined]
                 raise failure
             if status == "input_required":
-                await self._answer(task.get("inputRequests") or {}, answer, rounds)
-                await self._plain(auth, "tasks/update", {"taskId": task_id, "inputResponses": rounds[-1].responses})
+                await self._answer(task.get("inputRequests") or {}, answer, done.rounds)
+                responses = done.rounds[-1].responses
+                await self._plain(auth, "tasks/update", {"taskId": task_id, "inputResponses": responses})
                 continue
             if self.run_tasks:
                 await _run_queued(task_id)
