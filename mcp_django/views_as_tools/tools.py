@@ -123,17 +123,9 @@ def view_tools(
     if body not in ("json", "form"):
         raise ImproperlyConfigured(f"register_view: body must be 'json' or 'form', not {body!r}")
     builder = _Builder(
-        view,
-        cls,
-        dict(initkwargs or {}),
-        basename,
-        names or {},
-        descriptions or {},
-        input_schemas or {},
-        input_schema,
-        tuple(path_params),
-        body,
+        view, cls, dict(initkwargs or {}), basename, names or {}, descriptions or {}, input_schemas or {}
     )
+    builder.input_schema, builder.path_params, builder.body = input_schema, tuple(path_params), body
     if is_viewset(cls):
         specs = builder.viewset_specs(actions)
     elif is_apiview(cls):
@@ -182,9 +174,9 @@ class _Builder:
     descriptions: Mapping[str, str]
     input_schemas: Mapping[str, Any]
     # What register_view() says of a view that is not a viewset.
-    input_schema: dict[str, Any] | None
-    path_params: tuple[str, ...]
-    body: str
+    input_schema: dict[str, Any] | None = None
+    path_params: tuple[str, ...] = ()
+    body: str = "json"
 
     def __post_init__(self) -> None:
         self.model = None
