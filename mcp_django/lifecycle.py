@@ -16,7 +16,7 @@ import concurrent.futures
 import contextvars
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
@@ -41,6 +41,11 @@ class HostThread(Protocol):
 #: sync work runs in that thread, on its connections, instead of the worker pool and the
 #: database threads; a sync handler's wait for an answer runs the host's queue (``run_until``).
 host_thread: contextvars.ContextVar[HostThread | None] = contextvars.ContextVar("mcp_django_host_thread", default=None)
+
+#: How such a harness runs one queued run of an MCP task itself, in its thread, as a worker would
+#: (the test client's ``run_task``): set by the tasks extension when it is registered, so that
+#: the harness imports nothing of it.
+run_queued_task: Callable[[str], Awaitable[None]] | None = None
 
 
 class CallScope:

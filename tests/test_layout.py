@@ -181,12 +181,10 @@ PLUG_INS = ("mcp_django.skills", "mcp_django.tasks", "mcp_django.tracing", "mcp_
 # Edges that stay: Django finds a template tag library only in an installed app's templatetags.
 BY_DESIGN = {("mcp_django.templatetags.mcp_ui", "mcp_django.mcp_ui.render")}
 NOT_YET_UNWIRED = {
-    # The tasks extension's model and admin live in mcp_django's app (its migrations);
-    # the test client runs a task's job.
+    # The tasks extension's model and admin live in mcp_django's app (its migrations).
     ("mcp_django.models", "mcp_django.tasks.models"),
     ("mcp_django.migrations.0003_tasks", "mcp_django.tasks.models"),
     ("mcp_django.admin", "mcp_django.tasks.admin"),
-    ("mcp_django.inprocess.client", "mcp_django.tasks.runner"),
     ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),
     # The task workers' commands (Django finds commands in mcp_django's app only).
     ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.models"),

@@ -469,9 +469,9 @@ def test_gathered_asks_share_a_round_whatever_the_hosts_task_factory(raw: Raw, f
     that branch's ask must park like any branch's, not end the attempt as the handler's own would."""
     import asyncio
 
-    from mcp_django.inprocess import threads
+    from mcp_django.inprocess import serving
 
-    loop = threads.event_loop()
+    loop = serving.event_loop()
 
     async def set_factory(value: Any) -> Any:
         previous = loop.get_task_factory()

@@ -99,10 +99,10 @@ async def test_a_branch_waiting_for_another_branchs_answer_asks_next(live_url: s
 @pytest.mark.django_db
 @pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
 def test_the_hosts_task_factory_stays_in_place_and_is_called(revision: str) -> None:
-    from mcp_django.inprocess import threads
+    from mcp_django.inprocess import serving
     from mcp_django.testing import MCPClient
 
-    loop = threads.event_loop()  # the loop the in-process client serves on: the host's
+    loop = serving.event_loop()  # the loop the in-process client serves on: the host's
     made: list[str] = []
 
     def host_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:

@@ -151,7 +151,7 @@ def test_generic_view_names_end_with_one_action_and_descriptions_take_the_right_
      ("item", "an item"), ("European shipment", "a European shipment"), ("umbrella", "an umbrella")],
 )  # fmt: skip
 def test_article(noun: str, expected: str) -> None:
-    from mcp_django.views_as_tools.view_styles import with_article
+    from mcp_django.views_as_tools.tools import with_article
 
     assert with_article(noun) == expected
 

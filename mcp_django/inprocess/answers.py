@@ -1,9 +1,5 @@
-"""What the test client answers a server's input request with.
-
-A test's ``answer`` gets an :class:`InputRequest` and returns what a user would: ``True``/``False``
-for a confirm, a dict for a form, :func:`decline`, a string for sampling, a list for roots...,
-made into the wire result here, the same for both eras.
-"""
+"""What the test client answers a server's input request with: what a test's ``answer`` returns
+made into the wire result, the same for both eras (docs/testing.md, "Answering")."""
 
 from __future__ import annotations
 

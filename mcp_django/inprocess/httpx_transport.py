@@ -6,23 +6,19 @@ from typing import Any
 
 import httpx
 
-from . import threads
-from .client import default_app
-from .exchange import exchange, http_scope
+from . import serving
 
 
 class HttpxTransport(httpx.BaseTransport):
-    """An ``httpx`` transport for a sync ``httpx.Client``: raw HTTP with the test client's threading.
-
-    The response body is read whole, so a stream must end on its own.
-    """
+    """For a sync ``httpx.Client``: raw HTTP with the test client's threading (the response body
+    is read whole, so a stream must end on its own)."""
 
     def __init__(self, app: Any = None) -> None:
         self.app = app
 
     def handle_request(self, request: Any) -> Any:
         if self.app is None:
-            self.app = default_app()
+            self.app = serving.default_app()
         headers: dict[str, str] = {}
         for name, value in request.headers.multi_items():
             if name.lower() == "host":
@@ -33,8 +29,8 @@ class HttpxTransport(httpx.BaseTransport):
         body = request.read()
 
         async def send() -> tuple[int, dict[str, str], bytes]:
-            async with exchange(self.app, http_scope(request.method, path, headers, host=host), body) as response:
+            async with serving.exchange(self.app, request.method, path, headers, body, host) as response:
                 return response.status, response.headers, await response.body()
 
-        status, out_headers, content = threads.run(send)
+        status, out_headers, content = serving.run(send)
         return httpx.Response(status, headers=out_headers, content=content, request=request)

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from django.db import InterfaceError, OperationalError
 
-from .. import extensions
+from .. import extensions, lifecycle
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..asks.questions import StartTask
@@ -53,6 +53,8 @@ def register() -> None:
         eras={Era.MODERN},
         applies=lambda tool: getattr(tool, "task", None) is not None,
     )
+    # A harness that runs tasks itself (the test client) runs them with this, importing nothing of ours.
+    lifecycle.run_queued_task = run_queued
 
 
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
@@ -147,6 +149,13 @@ def enqueue(task_id: str) -> None:
     from .runner import enqueue as enqueue_run  # deferred: Django's task framework is loaded by the first task
 
     enqueue_run(task_id)
+
+
+async def run_queued(task_id: str) -> None:
+    """The task's next run, now, in this thread (:func:`.runner.arun`), as a worker would run it."""
+    from .runner import arun  # deferred: Django's task framework is loaded by the first task
+
+    await arun(task_id)
 
 
 def _task_id(call: Call) -> str:

@@ -1,12 +1,6 @@
-"""Existing Django and DRF views served as MCP tools (``mcp.register_view``, docs/views.md).
+"""Existing Django and DRF views served as MCP tools (``mcp.register_view``, docs/views.md): each
+call runs the real, unpatched view on a request of its own, the MCP principal as its user."""
 
-Each action of a viewset, or HTTP method of another view, becomes a tool whose call runs the real,
-unpatched view on a request of its own (its method, URL, query and body; the MCP principal as its
-user), so the view's permissions, throttles, filters and pagination apply as on its REST URL.
-"""
-
-from .lazy import ViewReference
-from .tools import ViewTool, view_tools
-from .view_styles import clip_name
+from .tools import ViewReference, ViewTool, clip_name, view_tools
 
 __all__ = ["ViewReference", "ViewTool", "clip_name", "view_tools"]

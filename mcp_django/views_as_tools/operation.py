@@ -22,9 +22,26 @@ from django.utils.html import strip_tags
 
 from ..content import Text, ToolResult
 from ..protocol.jsonrpc import MCPError
-from .view_styles import DROPPED_HEADERS, view_class_of
 
 logger = logging.getLogger("mcp_django")
+
+# Headers of the MCP request that must not reach the view: the credentials (the principal is
+# passed on instead), the MCP protocol headers, and what describes the MCP body rather than the view's.
+DROPPED_HEADERS = (
+    "HTTP_AUTHORIZATION",
+    "HTTP_COOKIE",
+    "HTTP_ACCEPT",
+    "HTTP_MCP_",
+    "HTTP_CONTENT_",
+    "HTTP_LAST_EVENT_ID",
+)
+
+
+def view_class_of(view: Any) -> Any:
+    """The class behind ``view``: a class, or what ``as_view()`` made (``view_class``/``cls``)."""
+    if isinstance(view, type):
+        return view
+    return getattr(view, "cls", None) or getattr(view, "view_class", None)
 
 
 @dataclass(eq=False)

@@ -1,39 +1,56 @@
-"""Building view tools: one per viewset action or HTTP method, with their schemas and permissions."""
+"""Building view tools: one per viewset action or HTTP method, with their names, schemas and
+permissions; and a view registered by its dotted path, built when first needed."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import inspect
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import InterfaceError, OperationalError
+from django.utils.module_loading import import_string
+from django.utils.text import camel_case_to_spaces
 
 from .. import schema as schemas
 from ..breaker import database_down
 from ..content import ToolResult
 from ..handlers import TOOL_NAME_MAX, Tool, dotted_name
-from .operation import Operation
+from .operation import Operation, view_class_of
 from .parameters import list_output_schema, query_parameters
-from .view_styles import (
-    ACTION_TEXT,
-    DETAIL_ACTIONS,
-    HTTP_METHODS,
-    STANDARD_ACTIONS,
-    clip_name,
-    generic_prefix,
-    is_apiview,
-    is_viewset,
-    method_text,
-    slug,
-    snake_name,
-    view_class_of,
-    with_article,
-)
 
 logger = logging.getLogger("mcp_django")
+
+STANDARD_ACTIONS: dict[str, str] = {
+    "list": "get",
+    "retrieve": "get",
+    "create": "post",
+    "update": "put",
+    "partial_update": "patch",
+    "destroy": "delete",
+}
+DETAIL_ACTIONS = frozenset({"retrieve", "update", "partial_update", "destroy"})
+HTTP_METHODS = ("get", "post", "put", "patch", "delete")
+ACTION_TEXT = {
+    "list": "List {plural}.",
+    "retrieve": "Get one {name} by its {lookup}.",
+    "create": "Create {a_name}.",
+    "update": "Replace {a_name} (every writable field).",
+    "partial_update": "Change some fields of {a_name}.",
+    "destroy": "Delete {a_name}.",
+}
+# What a view without a docstring is said to do with each HTTP method ("Get the order summary.").
+METHOD_VERBS = {"get": "Get", "post": "Submit", "put": "Replace", "patch": "Update", "delete": "Delete"}
+# Words generic views' class names end with that the tool's action already says (NoteList → note_list, not note_list_list).
+GENERIC_SUFFIXES = ("list", "create", "detail", "retrieve", "update", "destroy")
+# Words that begin with a vowel letter but a consonant sound, and the reverse.
+_A_BEFORE = ("one", "once", "eu", "uni", "use", "usa", "usu", "uti", "ure", "uro", "ufo")
+_AN_BEFORE = ("hour", "honest", "honor", "honour", "heir")
 
 
 @dataclass(eq=False)
@@ -49,11 +66,8 @@ class ViewTool(Tool):
         self.guarded = self.guarded or bool(self.operation and self.operation.drf)
 
     def has_permission(self, user: Any, request: Any) -> bool:
-        """The view's permission classes for this action, plus the tool's own ``permissions``.
-
-        Throttles (a listing must not use up the caller's rate) and object permissions are left
-        to the view's call.
-        """
+        """The view's permission classes for this action, plus the tool's own ``permissions``; throttles
+        (a listing must not use up the caller's rate) and object permissions are left to the call."""
         op = self.operation
         if op is None or not op.drf:
             return super().has_permission(user, request)
@@ -121,55 +135,31 @@ def view_tools(
     if not specs:
         raise ImproperlyConfigured(f"register_view: {cls or view!r} has none of the requested actions or methods")
     if len(specs) == 1:
-        only = specs[0]
-        only.name = only.name if name is None else name
-        only.description = only.description if description is None else description
-        only.output_schema = only.output_schema if output_schema is None else output_schema
+        overrides = {"name": name, "description": description, "output_schema": output_schema}
+        specs[0].update({key: value for key, value in overrides.items() if value is not None})
     elif name is not None:
         raise ImproperlyConfigured("register_view: name= names one tool; this view makes several, use names={...}")
     tools = []
     for spec in specs:
-        if len(spec.name) > TOOL_NAME_MAX:
+        if len(spec["name"]) > TOOL_NAME_MAX:
             raise ImproperlyConfigured(
-                f"register_view: tool name {spec.name!r} is longer than {TOOL_NAME_MAX} characters"
+                f"register_view: tool name {spec['name']!r} is longer than {TOOL_NAME_MAX} characters"
             )
-        tools.append(spec.tool(common))
+        tools.append(_view_tool(spec.pop("operation"), **spec, **common))
     return tools
 
 
-@dataclass
-class _Spec:
-    name: str
-    description: str
-    operation: Operation
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
-    source: str
+def _view_tool(op: Operation, **fields: Any) -> ViewTool:
+    def handler(ctx: Any, **arguments: Any) -> ToolResult:
+        return op.call(ctx, arguments)
 
-    def tool(self, common: dict[str, Any]) -> ViewTool:
-        op = self.operation
-
-        def handler(ctx: Any, **arguments: Any) -> ToolResult:
-            return op.call(ctx, arguments)
-
-        annotations: dict[str, Any] = {"readOnlyHint": op.method == "get"}
-        if op.method != "get":
-            # Only a create is known to add without changing anything; other writes may.
-            annotations["destructiveHint"] = op.action != "create"
-            annotations["idempotentHint"] = op.method in ("put", "delete")
-        return ViewTool(
-            name=self.name,
-            func=handler,
-            description=self.description,
-            input_schema=self.input_schema,
-            output_schema=self.output_schema,
-            annotations=annotations,
-            accepts=frozenset(self.input_schema.get("properties", {})),
-            context_param="ctx",
-            source=self.source,
-            operation=op,
-            **common,
-        )
+    annotations: dict[str, Any] = {"readOnlyHint": op.method == "get"}
+    if op.method != "get":
+        # Only a create is known to add without changing anything; other writes may.
+        annotations["destructiveHint"] = op.action != "create"
+        annotations["idempotentHint"] = op.method in ("put", "delete")
+    accepts = frozenset(fields["input_schema"].get("properties", {}))
+    return ViewTool(func=handler, annotations=annotations, accepts=accepts, context_param="ctx", operation=op, **fields)
 
 
 @dataclass
@@ -189,7 +179,12 @@ class _Builder:
     body: str = "json"
 
     def __post_init__(self) -> None:
-        self.model = self._model()
+        self.model = None
+        if self.cls is not None:
+            queryset = self.initkwargs.get("queryset", getattr(self.cls, "queryset", None))
+            serializer = self.initkwargs.get("serializer_class", getattr(self.cls, "serializer_class", None))
+            model = getattr(getattr(serializer, "Meta", None), "model", None)
+            self.model = queryset.model if queryset is not None else model
         if self.basename:
             self.prefix = self.basename
         elif self.model is not None and is_viewset(self.cls):
@@ -198,15 +193,6 @@ class _Builder:
             self.prefix = snake_name(self.cls.__name__)
         else:
             self.prefix = getattr(self.view, "__name__", "view")
-
-    def _model(self) -> Any:
-        if self.cls is None:
-            return None
-        queryset = self.initkwargs.get("queryset", getattr(self.cls, "queryset", None))
-        if queryset is not None:
-            return queryset.model
-        serializer = self.initkwargs.get("serializer_class", getattr(self.cls, "serializer_class", None))
-        return getattr(getattr(serializer, "Meta", None), "model", None)
 
     def _operation(self, method: str, **fields: Any) -> Operation:
         fields.setdefault("initkwargs", self.initkwargs)
@@ -220,15 +206,16 @@ class _Builder:
         op: Operation,
         input_schema: dict[str, Any],
         output_schema: dict[str, Any] | None = None,
-    ) -> _Spec:
-        return _Spec(
-            name=self.names.get(key) or clip_name(name),
-            description=self.descriptions.get(key, text),
-            operation=op,
-            input_schema=input_schema,
-            output_schema=output_schema,
-            source=f"{dotted_name(self.cls or self.view)}:{key}",
-        )
+    ) -> dict[str, Any]:
+        """The tool's fields (``name=``, ``description=`` and ``output_schema=`` may yet replace theirs)."""
+        return {
+            "name": self.names.get(key) or clip_name(name),
+            "description": self.descriptions.get(key, text),
+            "operation": op,
+            "input_schema": input_schema,
+            "output_schema": output_schema,
+            "source": f"{dotted_name(self.cls or self.view)}:{key}",
+        }
 
     def _lookup(self, view: Any) -> dict[str, Any]:
         """The detail argument (the URL kwarg), typed after the model field it looks up."""
@@ -266,7 +253,7 @@ class _Builder:
                 return schemas.first_paragraph(vars(klass)["__doc__"])
         return ""
 
-    def viewset_specs(self, actions: Iterable[str] | None) -> list[_Spec]:
+    def viewset_specs(self, actions: Iterable[str] | None) -> list[dict[str, Any]]:
         extra = {a.__name__: a for a in self.cls.get_extra_actions()}
         available = [a for a in STANDARD_ACTIONS if hasattr(self.cls, a)] + list(extra)
         wanted = list(actions) if actions is not None else available
@@ -285,7 +272,9 @@ class _Builder:
                     specs.append(self._extra(func, action if len(methods) == 1 else f"{action}_{method}", method))
         return specs
 
-    def _standard(self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None) -> _Spec:
+    def _standard(
+        self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None
+    ) -> dict[str, Any]:
         """A model action (list, retrieve, create...) of a viewset or a generic view."""
         key = key or action
         op = self._operation(method, action=action, actions_map=mapping, detail=action in DETAIL_ACTIONS)
@@ -321,7 +310,7 @@ class _Builder:
             text += " Filter, search, order and page with the optional arguments."
         return self._spec(key, f"{self.prefix}_{key}", text, op, _object(lookup, body), output)
 
-    def _extra(self, func: Any, key: str, method: str) -> _Spec:
+    def _extra(self, func: Any, key: str, method: str) -> dict[str, Any]:
         """An ``@action`` of a viewset, for one of its HTTP methods."""
         action = func.__name__
         op = self._operation(
@@ -349,7 +338,7 @@ class _Builder:
         text = doc or f"{action.replace('_', ' ').capitalize()}."
         return self._spec(key, f"{self.prefix}_{key}", text, op, schema)
 
-    def apiview_specs(self, methods: Iterable[str] | None) -> list[_Spec]:
+    def apiview_specs(self, methods: Iterable[str] | None) -> list[dict[str, Any]]:
         from rest_framework import generics
 
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
@@ -368,7 +357,7 @@ class _Builder:
                 specs.append(self._method_spec(method, drf=True, alone=len(wanted) == 1))
         return specs
 
-    def plain_specs(self, methods: Iterable[str] | None) -> list[_Spec]:
+    def plain_specs(self, methods: Iterable[str] | None) -> list[dict[str, Any]]:
         if methods is not None:
             wanted = [m.lower() for m in methods]
         elif self.cls is not None:
@@ -383,7 +372,7 @@ class _Builder:
             )
         return [self._method_spec(m, drf=False, alone=len(wanted) == 1) for m in wanted]
 
-    def _method_spec(self, method: str, *, drf: bool, alone: bool) -> _Spec:
+    def _method_spec(self, method: str, *, drf: bool, alone: bool) -> dict[str, Any]:
         """One HTTP method of a view; ``alone``: the view's only tool (a plain view's is named without its method)."""
         override = self.input_schemas.get(method, self.input_schema)
         if override is None:
@@ -428,23 +417,14 @@ def _object(path: dict[str, Any], body: dict[str, Any] | None) -> dict[str, Any]
     return schema
 
 
-# The mixin of DRF's that makes a generic view perform each model action.
-_MIXINS = {
-    "list": "ListModelMixin",
-    "retrieve": "RetrieveModelMixin",
-    "create": "CreateModelMixin",
-    "update": "UpdateModelMixin",
-    "partial_update": "UpdateModelMixin",
-    "destroy": "DestroyModelMixin",
-}
-
-
 def _generic_action(cls: Any, method: str) -> str | None:
     """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
     from rest_framework import mixins
 
-    for action, mixin in _MIXINS.items():
-        if STANDARD_ACTIONS[action] == method and issubclass(cls, getattr(mixins, mixin)):
+    for action, verb in STANDARD_ACTIONS.items():
+        # DRF's mixin that performs it: ListModelMixin, ... (partial_update's is UpdateModelMixin).
+        mixin = getattr(mixins, f"{action.rpartition('_')[2].capitalize()}ModelMixin")
+        if verb == method and issubclass(cls, mixin):
             return action
     return None
 
@@ -453,3 +433,97 @@ def _schema_of(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return schemas.type_schema(value) or {"type": "object", "properties": {}}
+
+
+def with_article(noun: str) -> str:
+    """``noun`` after "a" or "an", as it sounds: "an order", "a user", "an hour"."""
+    word = noun.strip().lower()
+    if word.startswith(_AN_BEFORE):
+        return f"an {noun}"
+    if not word or word.startswith(_A_BEFORE) or word[0] not in "aeiou":
+        return f"a {noun}"
+    return f"an {noun}"
+
+
+def method_text(method: str, what: str) -> str:
+    """A sentence for a view with no docstring: "Get the order summary." (``what`` is a snake_case name)."""
+    words = what.replace("_", " ").strip() or "view"
+    return f"{METHOD_VERBS.get(method, method.upper())} the {words}."
+
+
+def is_viewset(cls: Any) -> bool:
+    from rest_framework.viewsets import ViewSetMixin
+
+    return isinstance(cls, type) and issubclass(cls, ViewSetMixin)
+
+
+def is_apiview(cls: Any) -> bool:
+    from rest_framework.views import APIView
+
+    return isinstance(cls, type) and issubclass(cls, APIView)
+
+
+def snake_name(name: str) -> str:
+    for suffix in ("ViewSet", "APIView", "View"):
+        if name.endswith(suffix) and name != suffix:
+            name = name[: -len(suffix)]
+            break
+    return camel_case_to_spaces(name).replace(" ", "_") or "view"
+
+
+def generic_prefix(name: str) -> str:
+    """A generic view's class name without the actions it ends with (``ProductListCreateView`` → ``product``)."""
+    words = snake_name(name).split("_")
+    while len(words) > 1 and words[-1] in GENERIC_SUFFIXES:
+        words.pop()
+    return "_".join(words)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
+
+
+def clip_name(name: str) -> str:
+    """A derived name that fits the 64-character limit, kept unique by a hash of the full name."""
+    if len(name) <= TOOL_NAME_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: TOOL_NAME_MAX - 9]}_{digest}"
+
+
+_OPTIONS = frozenset(inspect.signature(view_tools).parameters) - {"view"}
+
+
+class ViewReference:
+    """A view by dotted path: :meth:`build` imports it and makes its tools when first needed (a
+    process that never lists or calls them need not import it, nor DRF), checked without the import."""
+
+    def __init__(self, path: str, options: Mapping[str, Any]) -> None:
+        module = path.rpartition(".")[0]
+        if not module or not all(part.isidentifier() for part in path.split(".")):
+            raise ImproperlyConfigured(f"register_view({path!r}): not a dotted path to a view (module.attribute)")
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            raise TypeError(f"register_view({path!r}) got unexpected option(s) {', '.join(unknown)}")
+        try:
+            # Finds the module without running it (its parent packages are imported).
+            found = importlib.util.find_spec(module)
+        except ImportError:
+            found = None
+        if found is None:
+            raise ImproperlyConfigured(f"register_view({path!r}): there is no module {module!r}")
+        self.path = path
+        self.options = dict(options)
+        # What build() made, once the registry has built it.
+        self.tools: list[ViewTool] | None = None
+
+    def build(self) -> list[ViewTool]:
+        """Import the view and make its tools; any failure is an ``ImproperlyConfigured`` naming the path."""
+        try:
+            view = import_string(self.path)
+            return view_tools(view, **self.options)
+        except Exception as exc:
+            raise ImproperlyConfigured(f"register_view({self.path!r}): {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"<ViewReference {self.path}>"
