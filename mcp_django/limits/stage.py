@@ -20,15 +20,13 @@ from typing import Any
 
 from django.core.signals import setting_changed
 
-from .. import signals
+from .. import extensions, signals
 from ..asks.call import Call
-from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import MCPError, Unavailable
 from ..protocol.revisions import Era
 from ..registry import Registry
-from ..tasks.methods import requested as task_requested
 from . import counter
 from .rates import Rate, parse
 
@@ -39,6 +37,7 @@ CAP_RETRY_AFTER = 1
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
+OpenTasks = Callable[[Call, Handler], Awaitable[int | None]]
 
 
 class Limited(MCPError):
@@ -131,8 +130,8 @@ async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
         await _count(call, windows, found)
     if found.classes:
         await _ask_classes(call, handler, found)
-    if found.max_open_tasks is not None and handler is not None and _creates_task(call, handler):
-        await _check_open_tasks(call, found.max_open_tasks)
+    if found.max_open_tasks is not None and handler is not None:
+        await _check_open_tasks(call, handler, found.max_open_tasks)
     if found.max_open_asks is not None and call.era == Era.LEGACY:
         call.ask_guard = functools.partial(_open_ask, call, found.max_open_asks, who, found.fail_open)
     return await call_next(call)
@@ -181,19 +180,24 @@ async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None
         await refuse(call, "class", name, max(1, math.ceil(wait or 1)))
 
 
-def _creates_task(call: Call, handler: Handler) -> bool:
-    return call.method == "tools/call" and getattr(handler, "task", None) is not None and task_requested(call)
+# The tasks extension's count, kept with the load of the extensions that set it: a load
+# without the extension drops it (its tools then run synchronously, uncapped).
+_open_tasks: tuple[object, OpenTasks] | None = None
 
 
-async def _check_open_tasks(call: Call, cap: int) -> None:
-    from ..tasks.models import TERMINAL, MCPTask  # deferred: the models load with the app registry
+def count_open_tasks(count: OpenTasks) -> None:
+    """For ``MAX_OPEN_TASKS``, from the tasks extension's ``register()``: ``await count(call, handler)``
+    is how many unfinished tasks the caller has when the call would create one, else None."""
+    global _open_tasks
+    _open_tasks = (extensions.registered, count)
 
-    label = call.principal.label
 
-    def unfinished() -> int:
-        return MCPTask.objects.filter(principal=label).exclude(status__in=TERMINAL).count()
-
-    if await run_in_thread(unfinished) >= cap:
+async def _check_open_tasks(call: Call, handler: Handler, cap: int) -> None:
+    found = _open_tasks
+    if found is None or found[0] is not extensions.registered:
+        return
+    count = await found[1](call, handler)
+    if count is not None and count >= cap:
         await refuse(call, "tasks", f"{cap} open", CAP_RETRY_AFTER)
 
 

@@ -18,6 +18,7 @@ from ..asks.replay import Outcome
 from ..auth import Principal
 from ..handlers import Handler, Tool
 from ..lifecycle import database_down
+from ..limits import stage as limits
 from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -30,6 +31,7 @@ from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
 from ..resource_updates import TASK_CHANGED
 from . import EXTENSION, lost, store, workers
+from .models import TERMINAL, MCPTask
 
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
@@ -53,6 +55,7 @@ def register() -> None:
         eras={Era.MODERN},
         applies=lambda tool: getattr(tool, "task", None) is not None,
     )
+    limits.count_open_tasks(open_tasks)
 
 
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
@@ -98,6 +101,14 @@ def requested(call: Call) -> bool:
     that ask are 2026-07-28's only)."""
     extensions = call.capabilities.raw.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+
+
+async def open_tasks(call: Call, handler: Handler) -> int | None:
+    """``LIMITS["MAX_OPEN_TASKS"]``'s count: the caller's unfinished tasks when the call would create one."""
+    if call.method != "tools/call" or getattr(handler, "task", None) is None or not requested(call):
+        return None
+    label = call.principal.label
+    return await run_in_thread(lambda: MCPTask.objects.filter(principal=label).exclude(status__in=TERMINAL).count())
 
 
 def missing_capability(what: str) -> MCPError:
