@@ -74,7 +74,7 @@ def run_lost(
     return "failed" if store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,)) else None
 
 
-def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
+def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
     """A poll's look at a ``working`` task: a lost run (its lease ran out, or it never claimed
     the task) is started again or failed here, as the sweep does, so a poll never shows a dead
     worker's task ``working`` for ever. Returns whether it tried (the row is to be read again)."""
@@ -92,7 +92,7 @@ def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
     return True
 
 
-def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
+def lost_before_claim(row: MCPTask, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
     worker killed before the claim: no lease to run out). The backend is asked once the task waited
     a lease since its last change, then at most once a lease (``run_checked``)."""

@@ -175,14 +175,14 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-def _found(task_id: str, principal: Principal, registry: str) -> store.Polled:
+def _found(task_id: str, principal: Principal, registry: str) -> MCPTask:
     # A lost run (:func:`.lost.polled`) is restarted or failed first: a poll finds a dead
     # worker's task even when no sweep runs.
     row = store.find(task_id, principal, registry)
     return store.find(task_id, principal, registry) if lost.polled(row, enqueue) else row
 
 
-async def _row(call: Call, task_id: str) -> store.Polled:
+async def _row(call: Call, task_id: str) -> MCPTask:
     """The caller's task, or the answer an unknown id gets: permissions are checked on every
     call (a user who lost the tool's permission loses its tasks), and a task is its endpoint's."""
     registry = call.registry
