@@ -1,5 +1,5 @@
 """MCP tasks of an endpoint other than the default one (a Registry of its own), and the poll's
-query (mcp_django.tasks.runner, mcp_django.tasks.lookup, mcp_django.tasks.store)."""
+query (mcp_django.tasks.runner, mcp_django.tasks.lost, mcp_django.tasks.store)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.test import TestCase
 
 from mcp_django import Context, endpoints
 from mcp_django.registry import Registry, mcp
-from mcp_django.tasks import lookup, store
+from mcp_django.tasks import lost, store
 from mcp_django.tasks.models import MCPTask, Status
 from mcp_django.tasks.store import NOT_FOUND
 from mcp_django.testing import JSONRPCError, MCPClient
@@ -104,9 +104,9 @@ class OtherRegistries(TestCase):
             assert endpoints.named("tasks_lazy") is None
             client.run_task(task_id)  # found once the URLconf is imported
             assert endpoints.named("tasks_lazy") is not tasks_lazy_endpoint.lazy  # made anew, there
-            assert lookup.endpoint("no_such_endpoint") is None
+            assert lost.endpoint("no_such_endpoint") is None
         assert client.get_task(task_id)["status"] == "input_required"
-        assert lookup.endpoint("default") is mcp
+        assert lost.endpoint("default") is mcp
 
     def test_a_registry_no_other_process_can_find_fails_its_task_saying_so(self) -> None:
         client = self.mcp_client(second, run_tasks=False)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from importlib import import_module
 from typing import Any
 
 from django.db import transaction
@@ -20,12 +21,30 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR
-from . import lookup, store
+from ..registry import Registry, registry_named
+from . import store
 from .models import MCPTask, Status
 
 logger = logging.getLogger("mcp_django.tasks")
 
 TTL_ENDED = "the task's TTL ended before it finished"
+
+
+def endpoint(name: str) -> Registry | None:
+    """The endpoint a task was made at, from any process (a worker's too, which may not have
+    imported the module that makes it): the URLconf, where endpoints are routed, imported first."""
+    found = registry_named(name)
+    if found is None:
+        from django.conf import settings
+
+        urlconf = getattr(settings, "ROOT_URLCONF", None)
+        if isinstance(urlconf, str):
+            try:
+                import_module(urlconf)
+            except Exception:  # a URLconf that cannot load here: the endpoints already made are searched
+                logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
+        found = registry_named(name)
+    return found
 
 
 def run_lost(
@@ -49,7 +68,7 @@ def run_lost(
         elif row.lease_until is None or row.lease_until >= now:
             return None  # its run is alive (or waiting in the queue)
         expired = row.expires is not None and row.expires <= now
-        registry = lookup.endpoint(row.endpoint or "default")
+        registry = endpoint(row.endpoint or "default")
         tool = registry.tools.get(row.tool) if registry is not None else None
         retries = getattr(tool, "retries", None)  # the tool's own, else the setting
         limit = mcp_settings.TASK_RETRIES if retries is None else int(retries)

@@ -31,7 +31,7 @@ from ..conf import mcp_settings
 from ..lifecycle import HostThread, host_thread
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from . import lookup, lost, store
+from . import lost, store
 from .framework import task
 from .lost import Outage, cause
 from .models import MCPTask, Status
@@ -187,7 +187,7 @@ async def attempt(
     notify: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
-    registry = lookup.endpoint(row.endpoint or "default")
+    registry = lost.endpoint(row.endpoint or "default")
     if registry is None:
         return _failed(
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
