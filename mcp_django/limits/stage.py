@@ -1,11 +1,5 @@
-"""The limits stage of the pipeline: ``limit(call_next, call)``, and what a refused call is answered.
-
-After authentication and outside the audit stage, for the methods that run a handler: a refused
-call never reaches the handler, and is on record as its own ``limited`` row, committed before the
-answer. It checks ``LIMITS["RATES"]`` and a handler's ``throttle=`` (all in one hop to the cache's
-thread), DRF throttle classes, ``MAX_OPEN_TASKS`` and, on legacy sessions, ``MAX_OPEN_ASKS``. With
-nothing configured the call is handed on without a frame of its own.
-"""
+"""The limits stage of the pipeline, ``limit(call_next, call)``, and what a refused call is answered
+(docs/limits.md). With nothing configured the call is handed on without a frame of its own."""
 
 from __future__ import annotations
 
@@ -16,7 +10,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.signals import setting_changed
 
@@ -36,6 +30,7 @@ LIMIT_EXCEEDED = -32005
 CAP_RETRY_AFTER = 1
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
+T = TypeVar("T")
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
 OpenTasks = Callable[[Call, Handler], Awaitable[int | None]]
 
@@ -67,25 +62,18 @@ class Plan:
     idle: bool
 
 
-_plan: Plan | None = None
-
-
+@functools.cache
 def plan() -> Plan:
-    global _plan
-    found = _plan
-    if found is None:
-        settings = mcp_settings.LIMITS
-        rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
-        asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
-        idle = not rates and not classes and asks is None and tasks is None
-        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
-    return found
+    settings = mcp_settings.LIMITS
+    rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
+    asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
+    idle = not rates and not classes and asks is None and tasks is None
+    return Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    global _plan
     if setting == "MCP_DJANGO":
-        _plan = None
+        plan.cache_clear()
 
 
 setting_changed.connect(_settings_changed)
@@ -93,7 +81,7 @@ setting_changed.connect(_settings_changed)
 
 def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     """The stage: ``functools.partial(limit, call_next)`` in the pipeline's chains of the methods that run a handler."""
-    found = _plan or plan()
+    found = plan()
     if found.idle and not call.registry.throttled:
         return call_next(call)  # nothing to count: no frame of its own, no cache
     return _limited(call_next, call, found)
@@ -137,18 +125,25 @@ async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
     return await call_next(call)
 
 
+async def _reach(work: Awaitable[T], fail_open: bool) -> T | None:
+    """``await work`` (the cache's); the cache away, None (counted as nothing) or a 503, as ``WHEN_CACHE_DOWN`` says."""
+    try:
+        return await work
+    except counter.CacheDown:
+        if fail_open:
+            return None
+        raise Unavailable("the limits cache") from None
+
+
 async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) -> None:
     now = time.time()
     keyed = []
     for scope, rate, what in windows:
         window = int(now // rate.seconds)
         keyed.append((f"{counter.PREFIX}:{scope}:{rate.seconds}:{_digest(what)}:{window}", rate.seconds))
-    try:
-        counts = await counter.bounded(functools.partial(counter.hit, windows=keyed))
-    except counter.CacheDown:
-        if found.fail_open:
-            return  # the documented choice: served uncounted while the cache is away
-        raise Unavailable("the limits cache") from None
+    counts = await _reach(counter.bounded(functools.partial(counter.hit, windows=keyed)), found.fail_open)
+    if counts is None:
+        return
     for (scope, rate, _what), count in zip(windows, counts, strict=True):
         if count > rate.calls:
             ends = (int(now // rate.seconds) + 1) * rate.seconds
@@ -169,12 +164,7 @@ async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None
                 return cls.__name__, throttle.wait()
         return None
 
-    try:
-        refused = await counter.in_thread(first_refusal)
-    except counter.CacheDown:
-        if found.fail_open:
-            return
-        raise Unavailable("the limits cache") from None
+    refused = await _reach(counter.in_thread(first_refusal), found.fail_open)
     if refused is not None:
         name, wait = refused
         await refuse(call, "class", name, max(1, math.ceil(wait or 1)))
@@ -207,12 +197,7 @@ async def _open_ask(call: Call, cap: int, who: str, fail_open: bool) -> AsyncIte
     key = f"{counter.PREFIX}:asks:{_digest(who)}"
     # A count outlives a process that died holding it by at most this.
     lifetime = mcp_settings.ASK_TIMEOUT + 60
-    try:
-        taken = await counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime))
-    except counter.CacheDown:
-        if not fail_open:
-            raise Unavailable("the limits cache") from None
-        taken = None  # uncounted, so nothing to give back
+    taken = await _reach(counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime)), fail_open)
     if taken is False:
         await refuse(call, "asks", f"{cap} open", CAP_RETRY_AFTER)
     try:
