@@ -1,11 +1,5 @@
-"""Runs lost to their infrastructure: started again from the beginning, or failed.
-
-A run is lost when its worker was killed or frozen past its lease, or lost its database
-connection (never for the handler's own error, which settles the task). It starts again, as
-the replay rule lets it, up to the tool's ``retries`` (default ``TASK_RETRIES``); then the task
-fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself; an
-outage of the database under any of them is logged by :class:`Outage`.
-"""
+"""Runs lost to their infrastructure (a worker killed, frozen or cut off from the database), started
+again up to the tool's ``retries`` or failed (docs/tasks.md); found by the sweep, a poll or the run."""
 
 from __future__ import annotations
 
@@ -50,10 +44,9 @@ def endpoint(name: str) -> Registry | None:
 def run_lost(
     task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
 ) -> str | None:
-    """The task's run was lost (``reason``): run it again (``enqueue``), or fail it once its retries
-    are spent. ``run``: the lost run's number, when the run says so; else only a run whose lease is
-    over counts, or, ``unclaimed``, one that never claimed the task. ``"retried"``, ``"failed"``,
-    ``"cancelled"``, or None when the task moved on meanwhile."""
+    """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
+    ``run``: the lost run's number, when the run says so; else only a run whose lease is over
+    counts, or, ``unclaimed``, one that never claimed the task. What was done, or None."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
@@ -94,9 +87,8 @@ def run_lost(
 
 
 def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
-    """A poll's look at a ``working`` task: a lost run (its lease ran out, or it never claimed
-    the task) is started again or failed here, as the sweep does, so a poll never shows a dead
-    worker's task ``working`` for ever. Returns whether it tried (the row is to be read again)."""
+    """A poll's look at a ``working`` task: a lost run is dealt with here as the sweep does. Whether
+    it tried (the row is to be read again)."""
     if row.status != Status.WORKING:
         return False
     now = timezone.now()
@@ -113,8 +105,7 @@ def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
 
 def lost_before_claim(row: MCPTask, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
-    worker killed before the claim: no lease to run out). The backend is asked once the task waited
-    a lease since its last change, then at most once a lease (``run_checked``)."""
+    worker killed before the claim); the backend asked at most once a lease (``run_checked``)."""
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     since = now - lease
     if not row.job_id or row.updated is None or row.updated > since:

@@ -1,6 +1,5 @@
-"""The tasks extension's side of dispatch: a tools/call becoming a task, and the
-``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663), plugged in on the
-core's public points (:func:`register`, listed in ``MCP_DJANGO["EXTENSIONS"]``)."""
+"""The tasks extension's side of dispatch: a tools/call becoming a task, and ``tasks/*`` (SEP-2663),
+plugged in on the core's public points by :func:`register`."""
 
 from __future__ import annotations
 
@@ -59,10 +58,8 @@ def register() -> None:
 
 
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage, in the chains of the tools with ``task=`` only: a tools/call
-    the client asked to run as a task becomes one, at once or when the handler calls
-    ``ctx.start_task()`` after its own rounds (-32021 when the tool requires a task and the client
-    did not opt in)."""
+    """The handler stage of the tools with ``task=``: a tools/call the client asked to run as a task
+    becomes one, at once or at ``ctx.start_task()`` after its own rounds."""
     if requested(call):
         return _as_task(next, handler, arguments, call)
     if handler.task == "required":
@@ -97,8 +94,7 @@ async def stored(work: Callable[[], T]) -> T:
 
 
 def requested(call: Call) -> bool:
-    """Whether this request's client opted in to tasks (per request, in ``_meta``; the methods
-    that ask are 2026-07-28's only)."""
+    """Whether this request's client opted in to tasks (per request, in ``_meta``)."""
     extensions = call.capabilities.raw.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
 
@@ -122,8 +118,7 @@ def missing_capability(what: str) -> MCPError:
 async def create(
     call: Call, tool: Tool, answers: dict[str, dict[str, Any]] | None = None, state: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Store the task of the request's endpoint, which only answers for it (committed, its first
-    run enqueued), and answer ``CreateTaskResult``."""
+    """Store the task (of the request's endpoint, which alone answers for it): ``CreateTaskResult``."""
     registry: Registry = call.registry
     if registry_named(registry.name) is not registry:
         # A worker finds the tool's endpoint by its name: an unnamed registry would run another's tool.
@@ -183,8 +178,7 @@ def _found(task_id: str, principal: Principal, registry: str) -> MCPTask:
 
 
 async def _row(call: Call, task_id: str) -> MCPTask:
-    """The caller's task, or the answer an unknown id gets: permissions are checked on every
-    call (a user who lost the tool's permission loses its tasks), and a task is its endpoint's."""
+    """The caller's task, or the unknown id's answer: the tool's permissions are checked on every call."""
     registry = call.registry
     row = await stored(lambda: _found(task_id, call.principal, registry.name))
     tool = registry.tools.get(row.tool) if row.endpoint == registry.name else None
@@ -198,8 +192,7 @@ async def get(call: Call) -> dict[str, Any]:
 
 
 def listened(call: Call, task_ids: Any) -> list[str]:
-    """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (-32021 without
-    the opt-in). Any id is agreed to: whether the caller may see it is checked at each push."""
+    """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (any: each push checks)."""
     if not isinstance(task_ids, list) or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in task_ids):
         raise InvalidParams("params.notifications.taskIds must be a list of task ids")
     if not requested(call):
@@ -208,8 +201,7 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 
 
 async def pushed(call: Call, task_id: str) -> dict[str, Any] | None:
-    """The task as ``tasks/get`` would show it to this listener, or None when it may not see it,
-    or cannot now (the database away)."""
+    """The task as ``tasks/get`` shows it to this listener, or None when it may not (or cannot now)."""
     try:
         return store.detailed(await _row(call, task_id))
     except (InvalidParams, Unavailable):

@@ -36,8 +36,7 @@ def _iso(value: Any) -> str:
 
 
 def announce_on_commit(task_id: str) -> None:
-    """Tell every instance's ``subscriptions/listen`` streams that the task's status changed,
-    once the change is committed (a listener reading the row earlier would see the old one)."""
+    """Tell every instance's ``subscriptions/listen`` streams of the task's change, once committed."""
     transaction.on_commit(lambda: resource_updates.announce_task_soon(task_id))
 
 
@@ -114,10 +113,8 @@ def create(
     state: dict[str, str] | None = None,
     notice: str = "",
 ) -> MCPTask:
-    """Store a new task; ``enqueue(task_id)`` hands its first run to the task framework once
-    the row is committed. Returns after both, so any instance finds the task (SEP-2663's durable
-    create). ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
-    """
+    """Store a new task and, once committed, ``enqueue(task_id)`` its first run: both done on return
+    (SEP-2663's durable create). ``notice``: its first ``statusMessage``."""
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
     user = principal.user if not principal.is_anonymous else None
@@ -158,10 +155,9 @@ def finish(
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
     run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status or, with ``asks`` (its ``input_requests``, ``asked``,
-    ``answers`` and ``state``), to ``input_required``, unless it left ``only_if`` (or, given
-    ``run``, that run no longer has it: it was taken for lost and started again). A task asked to
-    stop waits for no input: it is cancelled."""
+    """Move a task to a terminal status or, with ``asks`` (:class:`.runner.Outcome`'s), to
+    ``input_required`` (cancelled if asked to stop), unless it left ``only_if`` or, given ``run``,
+    that run no longer has it. Whether it moved."""
     with transaction.atomic():
         rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
         row = (rows if run is None else rows.filter(runs=run)).first()
@@ -192,9 +188,8 @@ def finish(
 
 
 def binding(principal: Principal) -> str:
-    """The keyed hash a task is bound to: the principal's id, join date and password hash (a new
-    password or a re-created account no longer matches), keyed with ``SECRET_KEY`` (a task outlives
-    a process's request-state key). Kept on the principal: a request hashes once."""
+    """The keyed hash (``SECRET_KEY``'s: a task outlives the request-state key) of the principal's
+    binding (id, join date, password hash) a task is bound to; kept on the principal."""
     secret = settings.SECRET_KEY
     found = principal.__dict__.get("_task_binding")
     if found is None or found[0] is not secret:
@@ -229,7 +224,7 @@ def _polled(task_id: str) -> MCPTask | None:
 
 def find(task_id: Any, principal: Principal, registry: str) -> MCPTask:
     """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired, foreign,
-    or another endpoint's, alike). A lost run is looked for by the caller (:func:`.lost.polled`)."""
+    or another endpoint's, alike)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
     if "\x00" in task_id:
@@ -244,8 +239,7 @@ def find(task_id: Any, principal: Principal, registry: str) -> MCPTask:
 
 
 def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
-    """``tasks/update`` (the caller's task, found): take the answers to pending asks (others are
-    ignored, SEP-2663); once none is pending, run again."""
+    """``tasks/update``: the answers to pending asks taken (others ignored); none pending, run again."""
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.INPUT_REQUIRED).first()
         if row is None or not (taken := [key for key in responses if key in row.asked]):
@@ -263,9 +257,8 @@ def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], Non
 
 
 def cancel(task_id: str, message: str = BY_CLIENT) -> bool:
-    """``tasks/cancel`` (the caller's task, found) and the admin's action: a task no worker is
-    running is cancelled at once; a running one is asked to stop (its handler sees it at
-    ``ctx.check_cancelled()`` and at every ask). Whether it did either."""
+    """``tasks/cancel`` and the admin's action: a task no worker runs is cancelled, a running one asked
+    to stop. Whether it did either."""
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
         if row is None or row.is_terminal:
