@@ -127,24 +127,7 @@ async def create(
             f"tool {tool.name!r} cannot run as a task: its Registry has no name of its own "
             "(make it Registry('name') at module level: see docs/endpoints.md)",
         )
-    arguments = call.params.get("arguments") or {}
-    meta = call.params.get("_meta")
-    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    row = await stored(
-        lambda: store.create(
-            tool=tool.name,
-            endpoint=registry.name,
-            arguments=arguments,
-            principal=call.principal,
-            version=call.version,
-            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
-            client_info=call.client_info,
-            enqueue=enqueue,
-            answers=answers,
-            state=state,
-            notice=workers.no_worker_notice(),
-        )
-    )
+    row = await stored(lambda: store.create(call, tool.name, enqueue, answers, state, workers.no_worker_notice()))
     return {"resultType": "task", **store.envelope(row)}
 
 

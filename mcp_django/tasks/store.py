@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from .. import audit, resource_updates
+from ..asks.call import Call
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..models import AuditEvent, Kind
@@ -100,32 +101,29 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
 
 
 def create(
-    *,
+    call: Call,
     tool: str,
-    endpoint: str = "default",
-    arguments: dict[str, Any],
-    principal: Principal,
-    version: str,
-    capabilities: dict[str, Any],
-    client_info: dict[str, Any] | None,
     enqueue: Callable[[str], None],
-    answers: dict[str, dict[str, Any]] | None = None,
-    state: dict[str, str] | None = None,
-    notice: str = "",
+    answers: dict[str, dict[str, Any]] | None,
+    state: dict[str, str] | None,
+    notice: str,
 ) -> MCPTask:
-    """Store a new task and, once committed, ``enqueue(task_id)`` its first run: both done on return
-    (SEP-2663's durable create). ``notice``: its first ``statusMessage``."""
+    """Store the call's new task (of its endpoint) and, once committed, ``enqueue(task_id)`` its first
+    run: both done on return (SEP-2663's durable create). ``notice``: its first ``statusMessage``."""
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
+    principal = call.principal
     user = principal.user if not principal.is_anonymous else None
+    meta = call.params.get("_meta")
+    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
-            endpoint=endpoint,
-            arguments=arguments,
-            version=version,
-            capabilities=capabilities,
-            client_info=client_info,
+            endpoint=call.registry.name,
+            arguments=call.params.get("arguments") or {},
+            version=call.version,
+            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
+            client_info=call.client_info,
             user=user if user is not None and user.pk is not None else None,
             principal=principal.label,
             principal_digest=binding(principal),
