@@ -3,6 +3,7 @@ replay engine per run, under a lease its heartbeat renews (docs/tasks.md)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -133,11 +134,13 @@ class Heartbeat(threading.Thread):
 
 @dataclass
 class Outcome:
+    """What an attempt came to: :func:`.store.finish`'s arguments."""
+
     status: str
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     message: str = ""
-    asks: dict[str, Any] | None = None  # input_required's fields (store.finish)
+    asks: dict[str, Any] | None = None  # input_required's fields
 
 
 def _failed(message: str) -> Outcome:
@@ -321,20 +324,8 @@ async def arun(task_id: str) -> None:
         )
         return
     # Stored unless the task moved on meanwhile: it was failed, or this run was taken for lost.
-    await sync_to_async(_through_outages)(
-        "storing its outcome",
-        task_id,
-        lambda: store.finish(
-            task_id,
-            outcome.status,
-            result=outcome.result,
-            error=outcome.error,
-            message=outcome.message,
-            asks=outcome.asks,
-            only_if=(Status.WORKING,),
-            run=row.runs,
-        ),
-    )
+    settle = functools.partial(store.finish, task_id, **vars(outcome), only_if=(Status.WORKING,), run=row.runs)
+    await sync_to_async(_through_outages)("storing its outcome", task_id, settle)
 
 
 def run(task_id: str) -> None:
