@@ -190,10 +190,6 @@ NOT_YET_UNWIRED = {
     ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.models"),
     ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.workers"),
     ("mcp_django.management.commands.mcp_tasks", "mcp_django.tasks.workers"),
-    # The limits' cap on a user's unfinished tasks (LIMITS["MAX_OPEN_TASKS"]) reads the tasks
-    # extension's opt-in and rows; the limits stage is one of the pipeline's own.
-    ("mcp_django.limits.stage", "mcp_django.tasks.methods"),
-    ("mcp_django.limits.stage", "mcp_django.tasks.models"),
 }
 
 

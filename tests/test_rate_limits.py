@@ -17,10 +17,11 @@ from django.contrib.auth import get_user_model
 from django.core.cache import caches
 from django.db import OperationalError
 from django.test import override_settings
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.throttling import UserRateThrottle
 
-from mcp_django import audit, mcp
+from mcp_django import audit, conf, mcp
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.registry import Registry
 from mcp_django.tasks.models import MCPTask
@@ -227,6 +228,17 @@ def test_tasks_count_when_created_not_per_poll() -> None:
         # A synchronous call of the tool creates no task: not capped (the fourth call: polls were not counted).
         assert MCPClient(user=alice).call_tool("slow_compute", {"seconds": 0}).text.startswith("computed")
     assert [r.reason for r in limited_rows()] == ["tasks 2 open"]
+
+
+def test_without_the_tasks_extension_no_call_is_capped_as_a_task() -> None:
+    alice = get_user_model().objects.create_user("alice")
+    now = timezone.now()
+    MCPTask.objects.create(tool="slow_compute", principal=f"auth.user:{alice.pk}", created=now, updated=now)  # open
+    others = [path for path in conf.mcp_settings.EXTENSIONS if path != "mcp_django.tasks.methods"]
+    with mcp_settings(EXTENSIONS=others), limits(MAX_OPEN_TASKS=1):
+        # The client opts in, but nothing makes a task of the call: it runs synchronously, uncapped.
+        assert MCPClient(user=alice, tasks=True).call_tool("slow_compute", {"seconds": 0}).text.startswith("computed")
+    assert limited_rows() == []
 
 
 def test_invalid_limits_are_a_check_error() -> None:

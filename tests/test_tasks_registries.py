@@ -1,5 +1,5 @@
 """MCP tasks of an endpoint other than the default one (a Registry of its own), and the poll's
-fast path (mcp_django.tasks.runner, mcp_django.tasks.lookup, mcp_django.tasks.store)."""
+query (mcp_django.tasks.runner, mcp_django.tasks.lost, mcp_django.tasks.store)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection, connections
+from django.db import connection
 from django.test import TestCase
 
 from mcp_django import Context, endpoints
 from mcp_django.registry import Registry, mcp
-from mcp_django.tasks import lookup, store
+from mcp_django.tasks import lost, store
 from mcp_django.tasks.models import MCPTask, Status
 from mcp_django.tasks.store import NOT_FOUND
 from mcp_django.testing import JSONRPCError, MCPClient
@@ -104,9 +104,9 @@ class OtherRegistries(TestCase):
             assert endpoints.named("tasks_lazy") is None
             client.run_task(task_id)  # found once the URLconf is imported
             assert endpoints.named("tasks_lazy") is not tasks_lazy_endpoint.lazy  # made anew, there
-            assert lookup.endpoint("no_such_endpoint") is None
+            assert lost.endpoint("no_such_endpoint") is None
         assert client.get_task(task_id)["status"] == "input_required"
-        assert lookup.endpoint("default") is mcp
+        assert lost.endpoint("default") is mcp
 
     def test_a_registry_no_other_process_can_find_fails_its_task_saying_so(self) -> None:
         client = self.mcp_client(second, run_tasks=False)
@@ -129,28 +129,22 @@ class OtherRegistries(TestCase):
         assert not MCPTask.objects.exists()
 
 
-class PollFastPath(TestCase):
-    def test_the_poll_reads_what_the_orm_reads_on_either_path(self) -> None:
+class PollQuery(TestCase):
+    def test_the_poll_reads_its_columns_in_one_query(self) -> None:
         client = MCPClient(tasks=True)
         result = client.call_tool("confirm_delete", {"filename": "b.txt"}, answer=lambda request: True)
         row = MCPTask.objects.get(pk=result.task_id)
-        # Nothing observes this connection's queries: the DB-API cursor, not Django's.
-        with mock.patch.object(connections["default"], "cursor", side_effect=AssertionError("Django's cursor")):
-            fast = store._polled(row.pk)
-        assert fast is not None
         seen: list[str] = []
 
         def watch(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
             seen.append(sql)
             return execute(sql, params, many, context)
 
-        # Anything observing the connection's queries sees the poll's: it takes Django's cursor.
         with connection.execute_wrapper(watch):
-            observed = store._polled(row.pk)
-        assert len(seen) == 1 and "mcp_django_mcptask" in seen[0] and "ORDER BY" not in seen[0]
-        assert observed is not None
-        for polled in (fast, observed):
-            assert [getattr(polled, name) for name in store._POLLED] == [getattr(row, name) for name in store._POLLED]
-        assert fast.result == row.result and fast.result["content"][0]["text"] == "Deleted b.txt."
-        assert fast.created.tzinfo is not None and fast.status == Status.COMPLETED
+            polled = store._polled(row.pk)
+            assert polled is not None
+            assert store.detailed(polled) == store.detailed(row)  # nothing more read to answer it
+        assert len(seen) == 1 and "mcp_django_mcptask" in seen[0] and '"answers"' not in seen[0]
+        assert polled.result["content"][0]["text"] == "Deleted b.txt."
+        assert polled.created.tzinfo is not None and polled.status == Status.COMPLETED
         assert store._polled("no-such-task") is None

@@ -1,21 +1,12 @@
-"""Counting in the shared cache: fixed windows and open-at-once counters, each call bounded.
-
-A rate's count lives under one key per window, incremented atomically (``cache.incr``, Redis's
-``INCR``), so instances sharing the cache share the count and none loses calls to a race (DRF's
-throttle reads and writes back a history). Across the edge of two windows a caller may get up to
-twice the rate in one period's time (docs/limits.md).
-
-The cache is reached off the event loop, for at most ``LIMITS["CACHE_TIMEOUT"]`` seconds, behind a
-breaker of its own (:mod:`mcp_django.breaker`); when it cannot be, :class:`CacheDown`, and the
-stage decides (``LIMITS["WHEN_CACHE_DOWN"]``).
-"""
+"""Counting in the shared cache: fixed windows and open-at-once counters, each call bounded by
+``LIMITS["CACHE_TIMEOUT"]`` behind a breaker of its own (docs/limits.md); the cache away is
+:class:`CacheDown`, and the stage decides."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -25,8 +16,6 @@ from django.core.signals import setting_changed
 
 from ..breaker import Breaker
 from ..conf import mcp_settings
-
-logger = logging.getLogger("mcp_django")
 
 T = TypeVar("T")
 
@@ -46,8 +35,7 @@ async def bounded(work: Callable[[Any], T]) -> T:
 
 
 async def in_thread(work: Callable[[], T]) -> T:
-    """``work()`` (cache calls of its own: a DRF throttle's), in a thread of its own, bounded
-    and behind the breaker as :func:`bounded` is; :class:`CacheDown` when it cannot be."""
+    """``work()`` (a DRF throttle's own cache calls) in a thread, bounded as :func:`bounded` is."""
     return await breaker.run(work, mcp_settings.LIMITS["CACHE_TIMEOUT"], CacheDown)
 
 
@@ -66,8 +54,8 @@ def hit(cache: Any, windows: Sequence[tuple[str, int]]) -> list[int]:
 
 
 def take(cache: Any, key: str, cap: int, lifetime: float) -> bool:
-    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken. The count
-    outlives a process that died holding it by ``lifetime`` at most (each taking renews it)."""
+    """One more of what ``key`` counts is open, unless ``cap`` are: whether it was taken (the count
+    outlives a process that died holding it by ``lifetime``)."""
     if _incr(cache, key, lifetime) > cap:
         release(cache, key)
         return False

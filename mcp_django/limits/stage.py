@@ -1,11 +1,5 @@
-"""The limits stage of the pipeline: ``limit(call_next, call)``, and what a refused call is answered.
-
-After authentication and outside the audit stage, for the methods that run a handler: a refused
-call never reaches the handler, and is on record as its own ``limited`` row, committed before the
-answer. It checks ``LIMITS["RATES"]`` and a handler's ``throttle=`` (all in one hop to the cache's
-thread), DRF throttle classes, ``MAX_OPEN_TASKS`` and, on legacy sessions, ``MAX_OPEN_ASKS``. With
-nothing configured the call is handed on without a frame of its own.
-"""
+"""The limits stage of the pipeline, ``limit(call_next, call)``, and what a refused call is answered
+(docs/limits.md). With nothing configured the call is handed on without a frame of its own."""
 
 from __future__ import annotations
 
@@ -16,19 +10,17 @@ import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.signals import setting_changed
 
-from .. import signals
+from .. import extensions, signals
 from ..asks.call import Call
-from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
 from ..handlers import Handler
 from ..protocol.jsonrpc import MCPError, Unavailable
 from ..protocol.revisions import Era
 from ..registry import Registry
-from ..tasks.methods import requested as task_requested
 from . import counter
 from .rates import Rate, parse
 
@@ -38,7 +30,9 @@ LIMIT_EXCEEDED = -32005
 CAP_RETRY_AFTER = 1
 _SENDER = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
 
+T = TypeVar("T")
 Next = Callable[[Call], Awaitable[dict[str, Any]]]
+OpenTasks = Callable[[Call, Handler], Awaitable[int | None]]
 
 
 class Limited(MCPError):
@@ -68,25 +62,18 @@ class Plan:
     idle: bool
 
 
-_plan: Plan | None = None
-
-
+@functools.cache
 def plan() -> Plan:
-    global _plan
-    found = _plan
-    if found is None:
-        settings = mcp_settings.LIMITS
-        rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
-        asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
-        idle = not rates and not classes and asks is None and tasks is None
-        found = _plan = Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
-    return found
+    settings = mcp_settings.LIMITS
+    rates, classes = tuple(settings["RATES"].items()), tuple(settings["CLASSES"])
+    asks, tasks = settings["MAX_OPEN_ASKS"], settings["MAX_OPEN_TASKS"]
+    idle = not rates and not classes and asks is None and tasks is None
+    return Plan(rates, asks, tasks, settings["WHEN_CACHE_DOWN"] == "open", classes, idle)
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    global _plan
     if setting == "MCP_DJANGO":
-        _plan = None
+        plan.cache_clear()
 
 
 setting_changed.connect(_settings_changed)
@@ -94,7 +81,7 @@ setting_changed.connect(_settings_changed)
 
 def limit(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     """The stage: ``functools.partial(limit, call_next)`` in the pipeline's chains of the methods that run a handler."""
-    found = _plan or plan()
+    found = plan()
     if found.idle and not call.registry.throttled:
         return call_next(call)  # nothing to count: no frame of its own, no cache
     return _limited(call_next, call, found)
@@ -131,11 +118,21 @@ async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
         await _count(call, windows, found)
     if found.classes:
         await _ask_classes(call, handler, found)
-    if found.max_open_tasks is not None and handler is not None and _creates_task(call, handler):
-        await _check_open_tasks(call, found.max_open_tasks)
+    if found.max_open_tasks is not None and handler is not None:
+        await _check_open_tasks(call, handler, found.max_open_tasks)
     if found.max_open_asks is not None and call.era == Era.LEGACY:
         call.ask_guard = functools.partial(_open_ask, call, found.max_open_asks, who, found.fail_open)
     return await call_next(call)
+
+
+async def _reach(work: Awaitable[T], fail_open: bool) -> T | None:
+    """``await work`` (the cache's); the cache away, None (counted as nothing) or a 503, as ``WHEN_CACHE_DOWN`` says."""
+    try:
+        return await work
+    except counter.CacheDown:
+        if fail_open:
+            return None
+        raise Unavailable("the limits cache") from None
 
 
 async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) -> None:
@@ -144,12 +141,9 @@ async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) 
     for scope, rate, what in windows:
         window = int(now // rate.seconds)
         keyed.append((f"{counter.PREFIX}:{scope}:{rate.seconds}:{_digest(what)}:{window}", rate.seconds))
-    try:
-        counts = await counter.bounded(functools.partial(counter.hit, windows=keyed))
-    except counter.CacheDown:
-        if found.fail_open:
-            return  # the documented choice: served uncounted while the cache is away
-        raise Unavailable("the limits cache") from None
+    counts = await _reach(counter.bounded(functools.partial(counter.hit, windows=keyed)), found.fail_open)
+    if counts is None:
+        return
     for (scope, rate, _what), count in zip(windows, counts, strict=True):
         if count > rate.calls:
             ends = (int(now // rate.seconds) + 1) * rate.seconds
@@ -170,30 +164,30 @@ async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None
                 return cls.__name__, throttle.wait()
         return None
 
-    try:
-        refused = await counter.in_thread(first_refusal)
-    except counter.CacheDown:
-        if found.fail_open:
-            return
-        raise Unavailable("the limits cache") from None
+    refused = await _reach(counter.in_thread(first_refusal), found.fail_open)
     if refused is not None:
         name, wait = refused
         await refuse(call, "class", name, max(1, math.ceil(wait or 1)))
 
 
-def _creates_task(call: Call, handler: Handler) -> bool:
-    return call.method == "tools/call" and getattr(handler, "task", None) is not None and task_requested(call)
+# The tasks extension's count, kept with the load of the extensions that set it: a load
+# without the extension drops it (its tools then run synchronously, uncapped).
+_open_tasks: tuple[object, OpenTasks] | None = None
 
 
-async def _check_open_tasks(call: Call, cap: int) -> None:
-    from ..tasks.models import TERMINAL, MCPTask  # deferred: the models load with the app registry
+def count_open_tasks(count: OpenTasks) -> None:
+    """For ``MAX_OPEN_TASKS``, from the tasks extension's ``register()``: ``await count(call, handler)``
+    is how many unfinished tasks the caller has when the call would create one, else None."""
+    global _open_tasks
+    _open_tasks = (extensions.registered, count)
 
-    label = call.principal.label
 
-    def unfinished() -> int:
-        return MCPTask.objects.filter(principal=label).exclude(status__in=TERMINAL).count()
-
-    if await run_in_thread(unfinished) >= cap:
+async def _check_open_tasks(call: Call, handler: Handler, cap: int) -> None:
+    found = _open_tasks
+    if found is None or found[0] is not extensions.registered:
+        return
+    count = await found[1](call, handler)
+    if count is not None and count >= cap:
         await refuse(call, "tasks", f"{cap} open", CAP_RETRY_AFTER)
 
 
@@ -203,12 +197,7 @@ async def _open_ask(call: Call, cap: int, who: str, fail_open: bool) -> AsyncIte
     key = f"{counter.PREFIX}:asks:{_digest(who)}"
     # A count outlives a process that died holding it by at most this.
     lifetime = mcp_settings.ASK_TIMEOUT + 60
-    try:
-        taken = await counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime))
-    except counter.CacheDown:
-        if not fail_open:
-            raise Unavailable("the limits cache") from None
-        taken = None  # uncounted, so nothing to give back
+    taken = await _reach(counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime)), fail_open)
     if taken is False:
         await refuse(call, "asks", f"{cap} open", CAP_RETRY_AFTER)
     try:

@@ -1,5 +1,4 @@
-"""System checks for MCP tasks, E030 and W030 to W032 (docs/tasks.md), registered by the extension
-(:func:`mcp_django.tasks.methods.register`)."""
+"""System checks for MCP tasks, E030 and W030 to W032 (docs/tasks.md), registered by the extension."""
 
 from __future__ import annotations
 
@@ -7,9 +6,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError
 
 from ..conf import mcp_settings
 from ..registry import endpoints
+from . import workers
 
 
 def _task_tools() -> str:
@@ -32,10 +33,6 @@ def check_task_workers(app_configs: Any = None, databases: Any = None, **kwargs:
     named = _task_tools()
     if not named or not databases:
         return []
-    from django.db import DatabaseError
-
-    from . import workers
-
     if not workers.needs_worker():
         return []  # ImmediateBackend runs the task in its request (W030); no backend: E030
     try:

@@ -1,11 +1,5 @@
-"""Runs lost to their infrastructure: started again from the beginning, or failed.
-
-A run is lost when its worker was killed or frozen past its lease, or lost its database
-connection (never for the handler's own error, which settles the task). It starts again, as
-the replay rule lets it, up to the tool's ``retries`` (default ``TASK_RETRIES``); then the task
-fails. Found by the workers' sweep (:mod:`.workers`), by a poll, or by the run itself; an
-outage of the database under any of them is logged by :class:`Outage`.
-"""
+"""Runs lost to their infrastructure (a worker killed, frozen or cut off from the database), started
+again up to the tool's ``retries`` or failed (docs/tasks.md); found by the sweep, a poll or the run."""
 
 from __future__ import annotations
 
@@ -13,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from importlib import import_module
 from typing import Any
 
 from django.db import transaction
@@ -20,7 +15,8 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR
-from . import lookup, store
+from ..registry import Registry, registry_named
+from . import store
 from .models import MCPTask, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -28,13 +24,29 @@ logger = logging.getLogger("mcp_django.tasks")
 TTL_ENDED = "the task's TTL ended before it finished"
 
 
+def endpoint(name: str) -> Registry | None:
+    """The endpoint a task was made at, from any process (a worker's too, which may not have
+    imported the module that makes it): the URLconf, where endpoints are routed, imported first."""
+    found = registry_named(name)
+    if found is None:
+        from django.conf import settings
+
+        urlconf = getattr(settings, "ROOT_URLCONF", None)
+        if isinstance(urlconf, str):
+            try:
+                import_module(urlconf)
+            except Exception:  # a URLconf that cannot load here: the endpoints already made are searched
+                logger.warning("the task worker could not import ROOT_URLCONF %r", urlconf, exc_info=True)
+        found = registry_named(name)
+    return found
+
+
 def run_lost(
     task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
 ) -> str | None:
-    """The task's run was lost (``reason``): run it again (``enqueue``), or fail it once its retries
-    are spent. ``run``: the lost run's number, when the run says so; else only a run whose lease is
-    over counts, or, ``unclaimed``, one that never claimed the task. ``"retried"``, ``"failed"``,
-    ``"cancelled"``, or None when the task moved on meanwhile."""
+    """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
+    ``run``: the lost run's number, when the run says so; else only a run whose lease is over
+    counts, or, ``unclaimed``, one that never claimed the task. What was done, or None."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
@@ -49,7 +61,7 @@ def run_lost(
         elif row.lease_until is None or row.lease_until >= now:
             return None  # its run is alive (or waiting in the queue)
         expired = row.expires is not None and row.expires <= now
-        registry = lookup.endpoint(row.endpoint or "default")
+        registry = endpoint(row.endpoint or "default")
         tool = registry.tools.get(row.tool) if registry is not None else None
         retries = getattr(tool, "retries", None)  # the tool's own, else the setting
         limit = mcp_settings.TASK_RETRIES if retries is None else int(retries)
@@ -74,10 +86,9 @@ def run_lost(
     return "failed" if store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,)) else None
 
 
-def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
-    """A poll's look at a ``working`` task: a lost run (its lease ran out, or it never claimed
-    the task) is started again or failed here, as the sweep does, so a poll never shows a dead
-    worker's task ``working`` for ever. Returns whether it tried (the row is to be read again)."""
+def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
+    """A poll's look at a ``working`` task: a lost run is dealt with here as the sweep does. Whether
+    it tried (the row is to be read again)."""
     if row.status != Status.WORKING:
         return False
     now = timezone.now()
@@ -92,10 +103,9 @@ def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
     return True
 
 
-def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
+def lost_before_claim(row: MCPTask, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
-    worker killed before the claim: no lease to run out). The backend is asked once the task waited
-    a lease since its last change, then at most once a lease (``run_checked``)."""
+    worker killed before the claim); the backend asked at most once a lease (``run_checked``)."""
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     since = now - lease
     if not row.job_id or row.updated is None or row.updated > since:

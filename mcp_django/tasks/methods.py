@@ -1,6 +1,5 @@
-"""The tasks extension's side of dispatch: a tools/call becoming a task, and the
-``tasks/get``, ``tasks/update`` and ``tasks/cancel`` methods (SEP-2663), plugged in on the
-core's public points (:func:`register`, listed in ``MCP_DJANGO["EXTENSIONS"]``)."""
+"""The tasks extension's side of dispatch: a tools/call becoming a task, and ``tasks/*`` (SEP-2663),
+plugged in on the core's public points by :func:`register`."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from ..asks.replay import Outcome
 from ..auth import Principal
 from ..handlers import Handler, Tool
 from ..lifecycle import database_down
+from ..limits import stage as limits
 from ..protocol.jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -30,6 +30,7 @@ from ..protocol.revisions import Era
 from ..registry import Registry, registry_named
 from ..resource_updates import TASK_CHANGED
 from . import EXTENSION, lost, store, workers
+from .models import TERMINAL, MCPTask
 
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
@@ -55,13 +56,12 @@ def register() -> None:
     )
     # A harness that runs tasks itself (the test client) runs them with this, importing nothing of ours.
     lifecycle.run_queued_task = run_queued
+    limits.count_open_tasks(open_tasks)
 
 
 def run_as_task(next: HandlerNext, handler: Any, arguments: dict[str, Any], call: Call) -> Awaitable[Outcome]:
-    """The extension's handler stage, in the chains of the tools with ``task=`` only: a tools/call
-    the client asked to run as a task becomes one, at once or when the handler calls
-    ``ctx.start_task()`` after its own rounds (-32021 when the tool requires a task and the client
-    did not opt in)."""
+    """The handler stage of the tools with ``task=``: a tools/call the client asked to run as a task
+    becomes one, at once or at ``ctx.start_task()`` after its own rounds."""
     if requested(call):
         return _as_task(next, handler, arguments, call)
     if handler.task == "required":
@@ -96,10 +96,17 @@ async def stored(work: Callable[[], T]) -> T:
 
 
 def requested(call: Call) -> bool:
-    """Whether this request's client opted in to tasks (per request, in ``_meta``; the methods
-    that ask are 2026-07-28's only)."""
+    """Whether this request's client opted in to tasks (per request, in ``_meta``)."""
     extensions = call.capabilities.raw.get("extensions")
     return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+
+
+async def open_tasks(call: Call, handler: Handler) -> int | None:
+    """``LIMITS["MAX_OPEN_TASKS"]``'s count: the caller's unfinished tasks when the call would create one."""
+    if call.method != "tools/call" or getattr(handler, "task", None) is None or not requested(call):
+        return None
+    label = call.principal.label
+    return await run_in_thread(lambda: MCPTask.objects.filter(principal=label).exclude(status__in=TERMINAL).count())
 
 
 def missing_capability(what: str) -> MCPError:
@@ -113,8 +120,7 @@ def missing_capability(what: str) -> MCPError:
 async def create(
     call: Call, tool: Tool, answers: dict[str, dict[str, Any]] | None = None, state: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Store the task of the request's endpoint, which only answers for it (committed, its first
-    run enqueued), and answer ``CreateTaskResult``."""
+    """Store the task (of the request's endpoint, which alone answers for it): ``CreateTaskResult``."""
     registry: Registry = call.registry
     if registry_named(registry.name) is not registry:
         # A worker finds the tool's endpoint by its name: an unnamed registry would run another's tool.
@@ -123,24 +129,7 @@ async def create(
             f"tool {tool.name!r} cannot run as a task: its Registry has no name of its own "
             "(make it Registry('name') at module level: see docs/endpoints.md)",
         )
-    arguments = call.params.get("arguments") or {}
-    meta = call.params.get("_meta")
-    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    row = await stored(
-        lambda: store.create(
-            tool=tool.name,
-            endpoint=registry.name,
-            arguments=arguments,
-            principal=call.principal,
-            version=call.version,
-            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
-            client_info=call.client_info,
-            enqueue=enqueue,
-            answers=answers,
-            state=state,
-            notice=workers.no_worker_notice(),
-        )
-    )
+    row = await stored(lambda: store.create(call, tool.name, enqueue, answers, state, workers.no_worker_notice()))
     return {"resultType": "task", **store.envelope(row)}
 
 
@@ -173,16 +162,15 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-def _found(task_id: str, principal: Principal, registry: str) -> store.Polled:
+def _found(task_id: str, principal: Principal, registry: str) -> MCPTask:
     # A lost run (:func:`.lost.polled`) is restarted or failed first: a poll finds a dead
     # worker's task even when no sweep runs.
     row = store.find(task_id, principal, registry)
     return store.find(task_id, principal, registry) if lost.polled(row, enqueue) else row
 
 
-async def _row(call: Call, task_id: str) -> store.Polled:
-    """The caller's task, or the answer an unknown id gets: permissions are checked on every
-    call (a user who lost the tool's permission loses its tasks), and a task is its endpoint's."""
+async def _row(call: Call, task_id: str) -> MCPTask:
+    """The caller's task, or the unknown id's answer: the tool's permissions are checked on every call."""
     registry = call.registry
     row = await stored(lambda: _found(task_id, call.principal, registry.name))
     tool = registry.tools.get(row.tool) if row.endpoint == registry.name else None
@@ -196,8 +184,7 @@ async def get(call: Call) -> dict[str, Any]:
 
 
 def listened(call: Call, task_ids: Any) -> list[str]:
-    """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (-32021 without
-    the opt-in). Any id is agreed to: whether the caller may see it is checked at each push."""
+    """``subscriptions/listen``'s ``notifications.taskIds``: the ids agreed to (any: each push checks)."""
     if not isinstance(task_ids, list) or not all(isinstance(t, str) and 0 < len(t) <= 64 for t in task_ids):
         raise InvalidParams("params.notifications.taskIds must be a list of task ids")
     if not requested(call):
@@ -206,8 +193,7 @@ def listened(call: Call, task_ids: Any) -> list[str]:
 
 
 async def pushed(call: Call, task_id: str) -> dict[str, Any] | None:
-    """The task as ``tasks/get`` would show it to this listener, or None when it may not see it,
-    or cannot now (the database away)."""
+    """The task as ``tasks/get`` shows it to this listener, or None when it may not (or cannot now)."""
     try:
         return store.detailed(await _row(call, task_id))
     except (InvalidParams, Unavailable):

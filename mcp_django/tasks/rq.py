@@ -1,10 +1,6 @@
 """RQ's worker kept alive through an outage of its Redis, for MCP tasks on django-tasks-rq
-(docs/tasks.md). RQ's own quits on a Redis error outside its wait for work; a task's state is in
-the database, so this one says once that Redis is away and lets the job run on::
-
-    python manage.py rqworker default --job-class django_tasks_rq.Job \\
-        --worker-class mcp_django.tasks.rq.Worker
-"""
+(``rqworker --worker-class mcp_django.tasks.rq.Worker``, docs/tasks.md), where RQ's own quits:
+a task's state is in the database, so the job runs on."""
 
 from __future__ import annotations
 

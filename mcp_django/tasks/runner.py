@@ -1,13 +1,9 @@
-"""Running an MCP task: the job Django's task framework runs, one attempt per run.
-
-A run claims the task (a lease its heartbeat keeps pushing forward), replays the tool's handler
-from the start with every answer so far (:mod:`mcp_django.asks.replay`) and stores what that
-came to: a result, an error, new asks (``input_required``) or a cancel. ``tasks/update``
-enqueues the next run.
-"""
+"""Running an MCP task: the job Django's task framework runs, one attempt of the handler on the
+replay engine per run, under a lease its heartbeat renews (docs/tasks.md)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -30,7 +26,7 @@ from ..conf import mcp_settings
 from ..lifecycle import HostThread, host_thread
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
-from . import lookup, lost, store
+from . import lost, store
 from .framework import task
 from .lost import Outage, cause
 from .models import MCPTask, Status
@@ -53,9 +49,8 @@ class TaskBackend(replay.ReplayBackend):
 
 
 class Heartbeat(threading.Thread):
-    """Keeps the run's lease alive, reads the cancel flag (the TTL ending is one) and writes the
-    handler's progress, in a thread of its own; under a host (a test's client, whose transaction
-    holds the row), each beat runs in the host's thread."""
+    """Renews the run's lease, reads the cancel flag and writes the handler's progress, in a thread
+    of its own (each beat in the host's thread under one: a test's client, whose transaction holds the row)."""
 
     def __init__(self, task_id: str, host: HostThread | None, run: int, expires: Any) -> None:
         super().__init__(name=f"mcp-task-{task_id[:8]}", daemon=True)
@@ -74,8 +69,7 @@ class Heartbeat(threading.Thread):
         self.written = ""
 
     def notified(self, message: dict[str, Any]) -> None:
-        """The run's ``call.notify``: a ``ctx.report_progress(...)`` becomes the status message, its
-        message and how far (``Counting orders (2/5)``), or how far alone."""
+        """The run's ``call.notify``: a progress report becomes the status message (``Counting orders (2/5)``)."""
         if message.get("method") != "notifications/progress":
             return
         params = message.get("params") or {}
@@ -139,11 +133,13 @@ class Heartbeat(threading.Thread):
 
 @dataclass
 class Outcome:
+    """What an attempt came to: :func:`.store.finish`'s arguments."""
+
     status: str
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     message: str = ""
-    asks: dict[str, Any] | None = None  # input_required's fields (store.finish)
+    asks: dict[str, Any] | None = None  # input_required's fields
 
 
 def _failed(message: str) -> Outcome:
@@ -151,8 +147,7 @@ def _failed(message: str) -> Outcome:
 
 
 def _claim(task_id: str) -> tuple[MCPTask, Principal] | None:
-    """Take the task for this run, or None when there is nothing to run (finished,
-    waiting for input, cancelled, or already running elsewhere)."""
+    """Take the task for this run, or None when there is nothing to run (now, or here)."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
@@ -186,7 +181,7 @@ async def attempt(
     notify: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
     """One attempt of the task's handler, and what it came to (its notifications to ``notify``)."""
-    registry = lookup.endpoint(row.endpoint or "default")
+    registry = lost.endpoint(row.endpoint or "default")
     if registry is None:
         return _failed(
             f"the endpoint {row.endpoint!r} of this task's tool is not loaded in the worker's process "
@@ -257,8 +252,7 @@ async def attempt(
 
 
 def enqueue(task_id: str) -> None:
-    """Hand the task's next run to ``MCP_DJANGO["TASK_BACKEND"]``, once its row is committed.
-    A backend that cannot take the job leaves the task ``failed``, with the reason."""
+    """Hand the task's next run to ``MCP_DJANGO["TASK_BACKEND"]``; one that cannot take it fails the task."""
     try:
         result = run_task.using(backend=mcp_settings.TASK_BACKEND).enqueue(task_id)
     except Exception as exc:
@@ -277,8 +271,7 @@ OUTAGE_LONGEST_WAIT = 2.0
 
 
 def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
-    """``job()`` (a claim, a settle), tried again with back-off while the database is away, its
-    broken connection closed before each try (as Django does around a request)."""
+    """``job()`` (a claim, a settle), tried again with back-off while the database is away."""
     deadline = time.monotonic() + OUTAGE_PATIENCE
     wait = 0.05
     outage = Outage(f"MCP task {task_id[:8]} ({what})")
@@ -297,9 +290,8 @@ def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
 
 
 async def arun(task_id: str) -> None:
-    """One run of the task ``task_id``: claim it, one attempt, store what it came to. The claim and
-    the settle wait out a database outage; a handler cut off by one runs again; a run whose TTL
-    ended settles as cancelled. (The database work runs in Django's thread-sensitive thread.)"""
+    """One run of the task ``task_id``: claim it, one attempt, store what it came to (the database
+    work in Django's thread-sensitive thread)."""
     claimed = await sync_to_async(_through_outages)("claiming its run", task_id, lambda: _claim(task_id))
     if claimed is None:
         return
@@ -331,20 +323,8 @@ async def arun(task_id: str) -> None:
         )
         return
     # Stored unless the task moved on meanwhile: it was failed, or this run was taken for lost.
-    await sync_to_async(_through_outages)(
-        "storing its outcome",
-        task_id,
-        lambda: store.finish(
-            task_id,
-            outcome.status,
-            result=outcome.result,
-            error=outcome.error,
-            message=outcome.message,
-            asks=outcome.asks,
-            only_if=(Status.WORKING,),
-            run=row.runs,
-        ),
-    )
+    settle = functools.partial(store.finish, task_id, **vars(outcome), only_if=(Status.WORKING,), run=row.runs)
+    await sync_to_async(_through_outages)("storing its outcome", task_id, settle)
 
 
 def run(task_id: str) -> None:

@@ -3,25 +3,25 @@ and the wire shapes of SEP-2663. Sync code, run in worker threads and by the tas
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connections, router, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from .. import audit, resource_updates
+from ..asks.call import Call
 from ..auth import Principal
 from ..conf import mcp_settings
 from ..models import AuditEvent, Kind
 from ..protocol.jsonrpc import INTERNAL_ERROR, InvalidParams
 from ..protocol.revisions import Era
 from ..signals import Event
-from .models import TERMINAL, MCPTask, Status
+from .models import MCPTask, Status
 
 # The same answer for a task that never existed, has expired, or belongs to another
 # principal: a task id must not tell a stranger anything.
@@ -37,12 +37,11 @@ def _iso(value: Any) -> str:
 
 
 def announce_on_commit(task_id: str) -> None:
-    """Tell every instance's ``subscriptions/listen`` streams that the task's status changed,
-    once the change is committed (a listener reading the row earlier would see the old one)."""
+    """Tell every instance's ``subscriptions/listen`` streams of the task's change, once committed."""
     transaction.on_commit(lambda: resource_updates.announce_task_soon(task_id))
 
 
-def envelope(row: MCPTask | Polled) -> dict[str, Any]:
+def envelope(row: MCPTask) -> dict[str, Any]:
     """The ``Task`` fields every task answer carries (CreateTaskResult, tasks/get)."""
     out: dict[str, Any] = {
         "taskId": row.id,
@@ -58,7 +57,7 @@ def envelope(row: MCPTask | Polled) -> dict[str, Any]:
     return out
 
 
-def detailed(row: MCPTask | Polled) -> dict[str, Any]:
+def detailed(row: MCPTask) -> dict[str, Any]:
     """``tasks/get``: the task with, by status, its result, its error or its pending inputRequests."""
     out = envelope(row)
     if row.status == Status.COMPLETED:
@@ -102,34 +101,29 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
 
 
 def create(
-    *,
+    call: Call,
     tool: str,
-    endpoint: str = "default",
-    arguments: dict[str, Any],
-    principal: Principal,
-    version: str,
-    capabilities: dict[str, Any],
-    client_info: dict[str, Any] | None,
     enqueue: Callable[[str], None],
-    answers: dict[str, dict[str, Any]] | None = None,
-    state: dict[str, str] | None = None,
-    notice: str = "",
+    answers: dict[str, dict[str, Any]] | None,
+    state: dict[str, str] | None,
+    notice: str,
 ) -> MCPTask:
-    """Store a new task; ``enqueue(task_id)`` hands its first run to the task framework once
-    the row is committed. Returns after both, so any instance finds the task (SEP-2663's durable
-    create). ``notice``: its first ``statusMessage`` (that no worker was seen alive lately, say).
-    """
+    """Store the call's new task (of its endpoint) and, once committed, ``enqueue(task_id)`` its first
+    run: both done on return (SEP-2663's durable create). ``notice``: its first ``statusMessage``."""
     now = timezone.now()
     ttl = mcp_settings.TASK_TTL_MS
+    principal = call.principal
     user = principal.user if not principal.is_anonymous else None
+    meta = call.params.get("_meta")
+    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
-            endpoint=endpoint,
-            arguments=arguments,
-            version=version,
-            capabilities=capabilities,
-            client_info=client_info,
+            endpoint=call.registry.name,
+            arguments=call.params.get("arguments") or {},
+            version=call.version,
+            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
+            client_info=call.client_info,
             user=user if user is not None and user.pk is not None else None,
             principal=principal.label,
             principal_digest=binding(principal),
@@ -159,10 +153,9 @@ def finish(
     only_if: tuple[str, ...] = (Status.WORKING, Status.INPUT_REQUIRED),
     run: int | None = None,
 ) -> bool:
-    """Move a task to a terminal status or, with ``asks`` (its ``input_requests``, ``asked``,
-    ``answers`` and ``state``), to ``input_required``, unless it left ``only_if`` (or, given
-    ``run``, that run no longer has it: it was taken for lost and started again). A task asked to
-    stop waits for no input: it is cancelled."""
+    """Move a task to a terminal status or, with ``asks`` (:class:`.runner.Outcome`'s), to
+    ``input_required`` (cancelled if asked to stop), unless it left ``only_if`` or, given ``run``,
+    that run no longer has it. Whether it moved."""
     with transaction.atomic():
         rows = MCPTask.objects.select_for_update().filter(pk=task_id, status__in=only_if)
         row = (rows if run is None else rows.filter(runs=run)).first()
@@ -193,9 +186,8 @@ def finish(
 
 
 def binding(principal: Principal) -> str:
-    """The keyed hash a task is bound to: the principal's id, join date and password hash (a new
-    password or a re-created account no longer matches), keyed with ``SECRET_KEY`` (a task outlives
-    a process's request-state key). Kept on the principal: a request hashes once."""
+    """The keyed hash (``SECRET_KEY``'s: a task outlives the request-state key) of the principal's
+    binding (id, join date, password hash) a task is bound to; kept on the principal."""
     secret = settings.SECRET_KEY
     found = principal.__dict__.get("_task_binding")
     if found is None or found[0] is not secret:
@@ -204,7 +196,7 @@ def binding(principal: Principal) -> str:
     return found[1]
 
 
-def _bound(row: MCPTask | Polled, principal: Principal) -> bool:
+def _bound(row: MCPTask, principal: Principal) -> bool:
     return row.principal == principal.label and constant_time_compare(row.principal_digest, binding(principal))
 
 
@@ -219,144 +211,18 @@ def principal_of(row: MCPTask) -> Principal | None:
     return principal if _bound(row, principal) else None
 
 
-class _Columns(NamedTuple):
-    """The columns a poll reads, in the model's order (the JSON ones as the database sent them)."""
-
-    id: str
-    tool: str
-    endpoint: str
-    status: str
-    status_message: str
-    raw_result: Any
-    raw_error: Any
-    raw_input_requests: Any
-    principal: str
-    principal_digest: str
-    created: Any
-    updated: Any
-    ttl_ms: int | None
-    expires: Any
-    lease_until: Any
-    job_id: str
-    run_checked: Any
-    decode: Callable[[int, Any], Any] | None = None
+# What a poll never reads: the replay's JSON, which may be large.
+UNPOLLED = ("arguments", "answers", "asked", "keys", "state", "capabilities", "client_info")
 
 
-class Polled(_Columns):
-    """What a poll reads of a task, in one query (:func:`_polled`). Not a model instance, whose
-    ``Model.from_db`` cost a poll more than its query; :func:`envelope` and :func:`detailed` take
-    either. A status answers with at most one of the JSON columns, so each is decoded when it is
-    read (``decode``: the ORM's converters)."""
-
-    __slots__ = ()
-
-    def _read(self, index: int) -> Any:
-        value = self[_FIRST_JSON + index]
-        return value if self.decode is None else self.decode(index, value)
-
-    result = property(lambda self: self._read(0))
-    error = property(lambda self: self._read(1))
-    input_requests = property(lambda self: self._read(2))
-    pk = property(lambda self: self.id)
-    is_terminal = property(lambda self: self.status in TERMINAL)
+def _polled(task_id: str) -> MCPTask | None:
+    """The task ``task_id`` as a poll reads it: one query by primary key."""
+    return MCPTask.objects.defer(*UNPOLLED).filter(pk=task_id).first()
 
 
-# The model's names of the columns, and of the JSON ones among them.
-_POLLED = tuple(name.removeprefix("raw_") for name in _Columns._fields[:-1])
-_READ_DECODED = ("result", "error", "input_requests")
-_FIRST_JSON = _POLLED.index("result")
-
-
-class _PollQuery:
-    """The poll's query, compiled once per thread and connection (building the SQL cost a poll more
-    than the rest of it), its rows through the compiler's converters. Unless something observes the
-    connection's queries, it runs on the DB-API cursor (Django's wrapper cost as much as the query)."""
-
-    def __init__(self, alias: str) -> None:
-        self.connection = connections[alias]
-        queryset = MCPTask.objects.using(alias).only(*_POLLED).filter(pk="").order_by()
-        compiler = queryset.query.get_compiler(alias)
-        sql, params = compiler.as_sql()
-        self.sql: str | None = None
-        self.eager: list[tuple[int, Any, Any]] = []
-        self.json: list[Any] = []
-        if list(params) == [""] and [column[0].target.attname for column in compiler.select] == list(_POLLED):
-            self.sql = sql
-            converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
-            self.eager = [(pos, *pair) for pos, pair in converters.items() if _POLLED[pos] not in _READ_DECODED]
-            self.json = [converters.get(_POLLED.index(name)) for name in _READ_DECODED]
-            # sqlite3's own placeholder is "?"; the other DB-APIs Django supports take "%s".
-            sqlite = self.connection.vendor == "sqlite" and "%" not in sql.replace("%s", "")
-            self.native = sql.replace("%s", "?") if sqlite else None
-
-    def decode(self, index: int, value: Any) -> Any:
-        """The value of the ``index``-th of ``_READ_DECODED`` as the ORM gives it."""
-        found = self.json[index]
-        if found is not None:
-            converters, expression = found
-            for converter in converters:
-                value = converter(value, expression, self.connection)
-        return value
-
-    def row(self, values: Any) -> Polled:
-        """A DB-API row through the compiler's converters (``SQLCompiler.apply_converters``)."""
-        row = list(values)
-        connection = self.connection
-        for pos, converters, expression in self.eager:
-            value = row[pos]
-            for converter in converters:
-                value = converter(value, expression, connection)
-            row[pos] = value
-        row.append(self.decode if any(self.json) else None)
-        return Polled._make(row)
-
-    def rows(self, task_id: str) -> Any:
-        """The rows for ``task_id``, or None when the query is not one this class can run."""
-        connection = self.connection
-        if self.sql is None:
-            return None
-        if connection.queries_logged or any(
-            getattr(wrapper, "__module__", None) != _GUARD for wrapper in connection.execute_wrappers
-        ):
-            with connection.cursor() as cursor:
-                cursor.execute(self.sql, [task_id])
-                return cursor.fetchall()
-        connection.validate_no_broken_transaction()
-        connection.close_if_health_check_failed()
-        connection.ensure_connection()
-        with connection.wrap_database_errors:
-            if self.native is not None:
-                return connection.connection.execute(self.native, (task_id,)).fetchall()
-            cursor = connection.create_cursor()
-            try:
-                cursor.execute(self.sql, (task_id,))
-                return cursor.fetchall()
-            finally:
-                cursor.close()
-
-
-# The replay guard's execute wrapper looks for a replayed handler's writes: a poll may pass it by.
-_GUARD = "mcp_django.asks.guard"
-_compiled = threading.local()
-
-
-def _polled(task_id: str) -> Polled | None:
-    """The task ``task_id`` with only the columns a poll reads: one query by primary key."""
-    alias = router.db_for_read(MCPTask)
-    cache: dict[str, _PollQuery] = _compiled.__dict__
-    query = cache.get(alias)
-    if query is None or query.connection is not connections[alias]:
-        query = cache[alias] = _PollQuery(alias)
-    rows = query.rows(task_id)
-    if rows is None:  # a backend whose SQL is not this simple: the ORM's own way
-        row = MCPTask.objects.using(alias).only(*_POLLED).filter(pk=task_id).first()
-        return None if row is None else Polled(*(getattr(row, name) for name in _POLLED))
-    return query.row(rows[0]) if rows else None
-
-
-def find(task_id: Any, principal: Principal, registry: str) -> Polled:
+def find(task_id: Any, principal: Principal, registry: str) -> MCPTask:
     """The caller's live task ``task_id`` of ``registry``, or -32602 (unknown, expired, foreign,
-    or another endpoint's, alike). A lost run is looked for by the caller (:func:`.lost.polled`)."""
+    or another endpoint's, alike)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidParams("params.taskId must be a task id (a string)")
     if "\x00" in task_id:
@@ -371,8 +237,7 @@ def find(task_id: Any, principal: Principal, registry: str) -> Polled:
 
 
 def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], None]) -> None:
-    """``tasks/update`` (the caller's task, found): take the answers to pending asks (others are
-    ignored, SEP-2663); once none is pending, run again."""
+    """``tasks/update``: the answers to pending asks taken (others ignored); none pending, run again."""
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.INPUT_REQUIRED).first()
         if row is None or not (taken := [key for key in responses if key in row.asked]):
@@ -390,9 +255,8 @@ def update(task_id: str, responses: dict[str, Any], enqueue: Callable[[str], Non
 
 
 def cancel(task_id: str, message: str = BY_CLIENT) -> bool:
-    """``tasks/cancel`` (the caller's task, found) and the admin's action: a task no worker is
-    running is cancelled at once; a running one is asked to stop (its handler sees it at
-    ``ctx.check_cancelled()`` and at every ask). Whether it did either."""
+    """``tasks/cancel`` and the admin's action: a task no worker runs is cancelled, a running one asked
+    to stop. Whether it did either."""
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id).first()
         if row is None or row.is_terminal:

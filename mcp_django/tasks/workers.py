@@ -1,9 +1,5 @@
-"""Task workers you can see, and the sweep they run.
-
-Each ``manage.py mcp_worker`` keeps its :class:`~.models.MCPWorker` row fresh (every third of a
-lease) and, on the same beat, sweeps (:func:`sweep`), so a lost run is found when no client
-polls. A worker is alive while its row was seen within a lease.
-"""
+"""Task workers you can see (each ``manage.py mcp_worker`` keeps its row fresh), and the sweep they
+run on the same beat, so a lost run is found when no client polls (docs/tasks.md)."""
 
 from __future__ import annotations
 
@@ -60,8 +56,7 @@ def queue() -> dict[str, int]:
 
 def needs_worker() -> bool:
     """Whether the task backend's jobs are run by ``mcp_worker``, which reports itself alive:
-    django-tasks-db's database backend. Other backends' workers (RQ's ``rqworker``) report
-    nothing here, so nothing is said of them; ImmediateBackend runs the job in its request."""
+    django-tasks-db's (other backends' workers report nothing here)."""
     from .framework import task_backends
 
     try:
@@ -97,8 +92,7 @@ def no_worker_notice() -> str:
 
 
 def sweep(now: Any = None) -> dict[str, int]:
-    """One sweep: lost runs (:func:`.lost.run_lost`) started again or failed, running tasks past
-    their TTL asked to stop, waiting ones (queued or for input) cancelled."""
+    """One sweep: lost runs started again or failed, tasks past their TTL asked to stop or cancelled."""
     from .runner import enqueue  # deferred: Django's task framework is loaded by the first task
 
     now = now or timezone.now()

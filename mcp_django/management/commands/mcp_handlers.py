@@ -33,7 +33,7 @@ def describe(handler: Any) -> dict[str, Any]:
 
 class Command(BaseCommand):
     help = "List the registered MCP tools, prompts, resources and resource templates."
-    # Runs before the setup is right (that is when a key is needed, or a duplicate is looked for).
+    # Lists what is registered even while the setup is not right yet (what a failing check names).
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:

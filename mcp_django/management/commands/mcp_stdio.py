@@ -21,8 +21,6 @@ from ...transports import stdio
 
 class Command(BaseCommand):
     help = "Serve MCP over stdin/stdout (the stdio transport) as the given user."
-    # The database may be touched by handlers; checks run as for any command.
-    requires_system_checks = "__all__"
 
     def add_arguments(self, parser: CommandParser) -> None:
         who = parser.add_mutually_exclusive_group()
