@@ -43,7 +43,7 @@ def _described(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
-def _did_you_mean(unknown: list[Any], known: Any) -> str:
+def did_you_mean(unknown: list[Any], known: Any) -> str:
     guesses = []
     for key in unknown:
         close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
@@ -55,7 +55,7 @@ def _did_you_mean(unknown: list[Any], known: Any) -> str:
 def _unknown(given: Any, known: Any) -> str:
     """The keys of ``given`` that are not ``known``, with a "did you mean" ("" when none)."""
     unknown = sorted(set(given) - set(known), key=str)
-    return f"{', '.join(map(str, unknown))}{_did_you_mean(unknown, known)}" if unknown else ""
+    return f"{', '.join(map(str, unknown))}{did_you_mean(unknown, known)}" if unknown else ""
 
 
 # -- coercers ---------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def rates(value: Any) -> dict[str, Any]:
     for scope, rate in value.items():
         if scope not in SCOPES:
             raise InvalidSetting(
-                f"has the scope {scope!r}{_did_you_mean([scope], SCOPES)}; the scopes are {', '.join(SCOPES)}"
+                f"has the scope {scope!r}{did_you_mean([scope], SCOPES)}; the scopes are {', '.join(SCOPES)}"
             )
         if rate is not None:
             try:
@@ -573,10 +573,6 @@ class MCPSettings:
                 except InvalidSetting as exc:
                     found.append((name, exc))
         return found
-
-    def unknown_keys(self) -> list[tuple[str, str]]:
-        """Keys of ``MCP_DJANGO`` that are no setting, each with a "did you mean" (or "")."""
-        return [(str(key), _did_you_mean([key], SETTINGS)) for key in user_settings() if key not in SETTINGS]
 
     def endpoint(self, name: str) -> EndpointSettings:
         """The settings as the endpoint ``name`` reads them (one object per name, kept)."""

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from typing import Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -17,7 +16,6 @@ from . import schema as schemas
 from .completion import completers
 from .conf import EndpointSettings, endpoint_name_problem, mcp_settings
 from .handlers import (
-    TOOL_NAME_MAX,
     Func,
     Handler,
     Prompt,
@@ -31,8 +29,6 @@ from .handlers import (
 from .icons import IconSpec
 from .icons import icons as checked_icons
 from .views_as_tools import ViewReference, view_tools
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,10 +49,7 @@ def _describe(func: Func, description: str | None) -> str:
     return schemas.first_paragraph(inspect.getdoc(func))
 
 
-DEFAULT_ENDPOINT = endpoint_table.DEFAULT
-
-
-class ToolTable(MutableMapping[str, Tool]):
+class ToolTable(Mapping[str, Tool]):
     """A registry's tools by name; views registered by dotted path are built (under a lock) when an
     unknown name, a listing or the length first needs them. One that cannot be built stays waiting (E015)."""
 
@@ -127,45 +120,22 @@ class ToolTable(MutableMapping[str, Tool]):
             raise failures[0]
         return failures
 
-    @property
-    def built(self) -> dict[str, Tool]:
-        """The tools there now, without building waiting views (for the system checks)."""
-        return self.ready
-
-    @overload
-    def get(self, name: str, /) -> Tool | None: ...
-
-    @overload
-    def get(self, name: str, /, default: Tool | R) -> Tool | R: ...
-
-    def get(self, name: str, /, default: Any = None) -> Any:
+    def __getitem__(self, name: str) -> Tool:
+        # get() and "in" come here: a name not built yet builds the waiting views first.
         tool = self.ready.get(name)
         if tool is None and self._waiting:
             self.resolve()
             tool = self.ready.get(name)
-        return default if tool is None else tool
-
-    def __getitem__(self, name: str) -> Tool:
-        tool = self.get(name)
         if tool is None:
             raise KeyError(name)
         return tool
 
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.get(name) is not None
-
-    def __setitem__(self, name: str, tool: Tool) -> None:
-        with self._lock:
-            if name not in self._order:
-                self._count += 1
-                self._order[name] = (self._count, 0)
-            self.ready[name] = tool
-
-    def __delitem__(self, name: str) -> None:
+    def pop(self, name: str, default: Any = None) -> Any:
+        """Unregister the tool ``name`` (:meth:`Registry.remove`)."""
         self.resolve()
         with self._lock:
-            del self.ready[name]
-            del self._order[name]
+            self._order.pop(name, None)
+            return self.ready.pop(name, default)
 
     def __iter__(self) -> Iterator[str]:
         self.resolve()
@@ -192,21 +162,13 @@ class DeferredTools(Sequence[Tool]):
         self._table = table
         self._reference = reference
 
-    def _tools(self) -> list[Tool]:
+    def __getitem__(self, index: Any) -> Any:
+        # Typed by Sequence[Tool], what register_view() is declared to return.
         self._table.resolve()
-        return list(self._reference.tools or ())
-
-    @overload
-    def __getitem__(self, index: int) -> Tool: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
-
-    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
-        return self._tools()[index]
+        return list(self._reference.tools or ())[index]
 
     def __len__(self) -> int:
-        return len(self._tools())
+        return len(self[:])
 
     def __repr__(self) -> str:
         return f"<DeferredTools {self._reference.path}>"
@@ -228,11 +190,11 @@ class Registry:
             problem = endpoint_name_problem(name)
             if problem is not None:
                 raise ImproperlyConfigured(f"Registry({name!r}): {problem}")
-            if endpoint_table.named(name) is not None:
+            if registry_named(name) is not None:
                 raise ImproperlyConfigured(
                     f"Registry({name!r}): an endpoint of that name exists already; each endpoint's name is its own"
                 )
-        self.name: str = name or DEFAULT_ENDPOINT
+        self.name: str = name or endpoint_table.DEFAULT
         self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
         if name is not None:
             endpoint_table.add(self)
@@ -274,8 +236,7 @@ class Registry:
     def remove(self, listing: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources) from
         ``listing``: "tools", "prompts", "resources" or "templates"."""
-        table: MutableMapping[str, Any] = getattr(self, listing)
-        removed = table.pop(key, None)
+        removed = getattr(self, listing).pop(key, None)
         if removed is not None:
             self.changed("resources" if listing == "templates" else listing)
         return removed
@@ -569,12 +530,6 @@ class Registry:
 
         return decorator
 
-    @overload
-    def register_view(self, view: str, **options: Any) -> DeferredTools: ...
-
-    @overload
-    def register_view(self, view: Any, **options: Any) -> list[Tool]: ...
-
     def register_view(self, view: Any, **options: Any) -> Sequence[Tool]:
         """Serve an existing Django or DRF view as tools; returns the tools it made.
 
@@ -639,27 +594,6 @@ def _check_name(primitive: str, name: Any) -> None:
         raise TypeError(f"@mcp.{primitive}(name) takes the {primitive}'s name as a string, not {name!r}")
 
 
-def name_problems(registry: Registry) -> list[str]:
-    """Tool names that clients refuse."""
-    out = []
-    # A view that cannot be built is E015, not a reason to stop checking the others.
-    registry.tools.resolve(strict=False)
-    for tool in registry.tools.built.values():
-        if len(tool.name) > TOOL_NAME_MAX:
-            out.append(f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters")
-        elif not _NAME_RE.match(tool.name):
-            out.append(f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'")
-    return out
-
-
-def registry_named(name: str) -> Registry | None:
-    """The endpoint of that name (``"default"``: :data:`mcp`), or None."""
-    return endpoint_table.named(name)
-
-
-def endpoints() -> list[Registry]:
-    """Every named endpoint, the default first, then in the order they were made."""
-    return endpoint_table.every()
-
-
-mcp = Registry(DEFAULT_ENDPOINT)
+registry_named = endpoint_table.named
+endpoints = endpoint_table.every
+mcp = Registry(endpoint_table.DEFAULT)
