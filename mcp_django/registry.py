@@ -326,30 +326,31 @@ class Registry:
         retries: int | None = None,
         **options: Any,
     ) -> Any:
-        """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
-
-        The input schema comes from the signature (``ctx`` excluded) unless given, arguments
-        converted into the annotated types; the output schema from an object-typed return
-        annotation unless given. ``atomic=True`` (or an alias): a sync handler's every attempt
-        runs in ``transaction.atomic()``. ``read_only``, ``destructive``, ``idempotent``,
-        ``open_world``: the tool's annotation hints; ``icons``: static paths, URLs or
-        :class:`~mcp_django.icons.Icon`. ``task``, ``input_first``, ``retries``: docs/tasks.md;
-        ``throttle="10/min"``: docs/limits.md. Other keywords are the extensions' options
-        (``app=``: docs/apps.md). The function is returned unchanged.
-        """
+        """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``; the function
+        is returned unchanged. The options: docs/index.md (``task``, ``input_first``, ``retries``:
+        docs/tasks.md; ``throttle``: docs/limits.md); other keywords are the extensions' (docs/apps.md)."""
         if callable(name):  # @mcp.tool, without parentheses
             return self.tool()(name)
         _check_name("tool", name)
         declared_by = f"tool {name!r}" if name else "a tool"
-        hints = tool_annotations(
-            annotations,
-            title=title,
-            read_only=read_only,
-            destructive=destructive,
-            idempotent=idempotent,
-            open_world=open_world,
-            owner=declared_by,
-        )
+        # The keyword hints as MCP names them, over any annotations={...}.
+        hints = dict(annotations or {})
+        for keyword, hint, value in (
+            ("read_only", "readOnlyHint", read_only),
+            ("destructive", "destructiveHint", destructive),
+            ("idempotent", "idempotentHint", idempotent),
+            ("open_world", "openWorldHint", open_world),
+        ):
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                raise TypeError(f"{declared_by}: {keyword}= takes True or False, not {value!r}")
+            hints[hint] = value
+        if hints.get("readOnlyHint") and (hints.get("destructiveHint") or hints.get("idempotentHint") is False):
+            # The specification gives destructive and idempotent meaning only for tools that write.
+            raise TypeError(f"{declared_by}: a read_only tool cannot be destructive or non-idempotent")
+        if hints and title and "title" not in hints:
+            hints["title"] = title  # where 2025-03-26 clients read it
         declared_icons = checked_icons(icons, declared_by)
         extra: dict[str, Any] = {}
         if options:
@@ -376,7 +377,7 @@ class Registry:
                     input_schema=input_schema or parameters.schema,  # type: ignore[union-attr]
                     parameters=parameters,
                     output_schema=output_schema if output_schema is not None else schemas.output_schema(func, owner),
-                    annotations=hints,
+                    annotations=hints or None,
                     icons=declared_icons,
                     permissions=tuple(permissions),
                     permission_classes=tuple(permission_classes),
@@ -433,11 +434,7 @@ class Registry:
         throttle: str | None = None,
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
-        ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``, ``icons``: as for tools).
-
-        ``completions`` maps an argument to its completer: a function, a model field
-        (its choices), a list of values, or ``from_queryset(...)`` (mcp_django.completion).
-        """
+        ``@mcp.prompt()`` or ``@mcp.prompt`` (``completions``: docs/index.md)."""
         if callable(name):  # @mcp.prompt, without parentheses
             return self.prompt()(name)
         _check_name("prompt", name)
@@ -531,14 +528,8 @@ class Registry:
         return decorator
 
     def register_view(self, view: Any, **options: Any) -> Sequence[Tool]:
-        """Serve an existing Django or DRF view as tools; returns the tools it made.
-
-        ``view`` is the view or its dotted path: then its module is imported only when a
-        listing, an unknown tool's call, the admin or ``manage.py check`` first needs it
-        (a missing module fails here; anything else at check, E015). A viewset gives one
-        tool per action, an ``APIView`` one per HTTP method; a plain view needs
-        ``input_schema=``. Options: docs/views.md.
-        """
+        """Serve an existing Django or DRF view (or its dotted path, imported when first needed) as
+        tools; returns the tools it made (docs/views.md)."""
         if isinstance(view, str):
             return self.tools.defer(ViewReference(view, options))
         return [self.add_tool(tool) for tool in view_tools(view, **options)]
@@ -557,36 +548,6 @@ class Registry:
 
     def all_handlers(self) -> list[Handler]:
         return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]
-
-
-_HINTS = {
-    "read_only": "readOnlyHint",
-    "destructive": "destructiveHint",
-    "idempotent": "idempotentHint",
-    "open_world": "openWorldHint",
-}
-
-
-def tool_annotations(
-    annotations: dict[str, Any] | None, *, title: str | None, owner: str, **hints: bool | None
-) -> dict[str, Any] | None:
-    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}``;
-    the title repeated as ``annotations.title``, where 2025-03-26 clients read it."""
-    out = dict(annotations or {})
-    for keyword, value in hints.items():
-        if value is None:
-            continue
-        if not isinstance(value, bool):
-            raise TypeError(f"{owner}: {keyword}= takes True or False, not {value!r}")
-        out[_HINTS[keyword]] = value
-    if out.get("readOnlyHint") and (out.get("destructiveHint") or out.get("idempotentHint") is False):
-        # The specification gives destructive and idempotent meaning only for tools that write.
-        raise TypeError(f"{owner}: a read_only tool cannot be destructive or non-idempotent")
-    if not out:
-        return None
-    if title and "title" not in out:
-        out["title"] = title
-    return out
 
 
 def _check_name(primitive: str, name: Any) -> None:
