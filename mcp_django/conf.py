@@ -591,11 +591,8 @@ DERIVED: dict[str, Callable[[EndpointSettings], Any]] = {}
 
 
 class EndpointSettings:
-    """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the
-    ``ENDPOINT_KEYS``, the project-wide ones otherwise (and for every other setting).
-
-    Read on the request path like ``mcp_settings``: each value is kept once read.
-    """
+    """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the ``ENDPOINT_KEYS``,
+    the project-wide ones otherwise; read on the request path, so each value is kept once read."""
 
     name: str
 
