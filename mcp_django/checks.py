@@ -43,10 +43,8 @@ def reads_settings(check: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
 @register(Tags.security, deploy=False)
 @reads_settings
 def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak.
-
-    Checked without --deploy, since uvicorn runs no checks. An empty or short key is E017.
-    """
+    """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak;
+    checked without --deploy, since uvicorn runs no checks (an empty or short key is E017)."""
     if mcp_settings.REQUEST_STATE_KEY or settings.DEBUG:
         return []
     secrets: list[tuple[str, str | bytes]] = [("SECRET_KEY", settings.SECRET_KEY)]
