@@ -180,21 +180,6 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for failure in registry.tools.resolve(strict=False)
     ]
-    # E005: tool names that clients refuse.
-    for tool in registry.tools.ready.values():
-        if len(tool.name) > TOOL_NAME_MAX:
-            problem = f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters"
-        elif not _TOOL_NAME.match(tool.name):
-            problem = f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'"
-        else:
-            continue
-        errors.append(
-            Error(
-                problem + _where(registry),
-                hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
-                id="mcp_django.E005",
-            )
-        )
     errors += [
         Error(
             f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
@@ -203,20 +188,33 @@ def handler_problems(registry: Any) -> list[Any]:
         )
         for primitive, name, source in registry.duplicates
     ]
-    # E016: an input_schema= that does not compile (registration checks only its shape).
     for tool in registry.tools.ready.values():
-        if not isinstance(tool.parameters, SchemaArguments):
-            continue
-        try:
-            tool.parameters.validator  # noqa: B018 - compiled here, the check's point
-        except ImproperlyConfigured as exc:
+        # E005: a name clients refuse.
+        problem = ""
+        if len(tool.name) > TOOL_NAME_MAX:
+            problem = f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters"
+        elif not _TOOL_NAME.match(tool.name):
+            problem = f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'"
+        if problem:
             errors.append(
                 Error(
-                    f"{exc}{_where(registry)}.",
-                    hint="Fix the schema: it must be valid against its draft's meta-schema (Draft 2020-12 without $schema).",
-                    id="mcp_django.E016",
+                    problem + _where(registry),
+                    hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
+                    id="mcp_django.E005",
                 )
             )
+        # E016: an input_schema= that does not compile (registration checks only its shape).
+        if isinstance(tool.parameters, SchemaArguments):
+            try:
+                tool.parameters.validator  # noqa: B018 - compiled here, the check's point
+            except ImproperlyConfigured as exc:
+                errors.append(
+                    Error(
+                        f"{exc}{_where(registry)}.",
+                        hint="Fix the schema: it must be valid against its draft's meta-schema (Draft 2020-12 without $schema).",
+                        id="mcp_django.E016",
+                    )
+                )
     return errors
 
 
