@@ -8,6 +8,7 @@ of an endpoint's settings and handlers run for every endpoint and name it.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,9 @@ from django.core.checks.security.base import (
 )
 from django.core.exceptions import ImproperlyConfigured
 
-from .conf import SETTINGS, mcp_settings
+from .conf import SETTINGS, did_you_mean, mcp_settings, user_settings
+from .handlers import TOOL_NAME_MAX
+from .registry import endpoints
 
 
 def reads_settings(check: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
@@ -40,15 +43,22 @@ def reads_settings(check: Callable[..., list[Any]]) -> Callable[..., list[Any]]:
 @register(Tags.security, deploy=False)
 @reads_settings
 def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak.
-
-    Checked without --deploy, since uvicorn runs no checks. An empty or short key is E017.
-    """
+    """W001: keys derived from a SECRET_KEY Django's own deploy check (security.W009) finds weak;
+    checked without --deploy, since uvicorn runs no checks (an empty or short key is E017)."""
     if mcp_settings.REQUEST_STATE_KEY or settings.DEBUG:
         return []
     secrets: list[tuple[str, str | bytes]] = [("SECRET_KEY", settings.SECRET_KEY)]
     secrets += [(f"SECRET_KEY_FALLBACKS[{i}]", v) for i, v in enumerate(settings.SECRET_KEY_FALLBACKS)]
-    weak = [name for name, value in secrets if weak_secret_key(value)]
+    weak = []
+    for name, value in secrets:
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        # Django's own test of a SECRET_KEY (security.W009), on one key.
+        if (
+            len(set(text)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS
+            or len(text) < SECRET_KEY_MIN_LENGTH
+            or text.startswith(SECRET_KEY_INSECURE_PREFIX)
+        ):
+            weak.append(name)
     if not weak:
         return []
     return [
@@ -64,16 +74,6 @@ def check_request_state_key(app_configs: Any = None, **kwargs: Any) -> list[Any]
     ]
 
 
-def weak_secret_key(value: str | bytes) -> bool:
-    """Django's own test of a SECRET_KEY (security.W009), on one key."""
-    text = value.decode(errors="replace") if isinstance(value, bytes) else value
-    return (
-        len(set(text)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS
-        or len(text) < SECRET_KEY_MIN_LENGTH
-        or text.startswith(SECRET_KEY_INSECURE_PREFIX)
-    )
-
-
 def _where(registry: Any) -> str:
     """How a message names an endpoint's settings: the project-wide key, or the endpoint's own."""
     return "" if registry.name == "default" else f" (endpoint {registry.name!r})"
@@ -82,8 +82,6 @@ def _where(registry: Any) -> str:
 def own_settings(key: str) -> list[Any]:
     """The endpoints whose ``key`` is their own to check: the default, and those that set it
     (the others read the default's value, reported once)."""
-    from .registry import endpoints
-
     return [r for r in endpoints() if r.name == "default" or r.settings.overrides(key)]
 
 
@@ -114,8 +112,6 @@ def check_anonymous(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @reads_settings
 def check_endpoints(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W013 for settings of an endpoint that does not exist, E014 for two endpoints with one RESOURCE_URL."""
-    from .registry import endpoints
-
     named = {registry.name: registry for registry in endpoints()}
     resources: dict[str, list[str]] = {}
     for registry in named.values():
@@ -165,14 +161,14 @@ def check_asgi(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register()
 def check_handlers(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    from .registry import endpoints
-
     return [error for registry in endpoints() for error in handler_problems(registry)]
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
 def handler_problems(registry: Any) -> list[Any]:
     """E005, E006, E015 and E016 for one registry (every endpoint's at ``manage.py check``)."""
-    from .registry import TOOL_NAME_MAX, name_problems
     from .schema import SchemaArguments
 
     # Builds the views registered by dotted path: their tools' names count below.
@@ -186,34 +182,39 @@ def handler_problems(registry: Any) -> list[Any]:
     ]
     errors += [
         Error(
-            problem + _where(registry),
-            hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
-            id="mcp_django.E005",
-        )
-        for problem in name_problems(registry)
-    ]
-    errors += [
-        Error(
             f"{primitive} {name!r} is registered twice{_where(registry)}; {source} was ignored.",
             hint="Give one of them another name (name=... on its decorator).",
             id="mcp_django.E006",
         )
         for primitive, name, source in registry.duplicates
     ]
-    # E016: an input_schema= that does not compile (registration checks only its shape).
-    for tool in registry.tools.built.values():
-        if not isinstance(tool.parameters, SchemaArguments):
-            continue
-        try:
-            tool.parameters.validator  # noqa: B018 - compiled here, the check's point
-        except ImproperlyConfigured as exc:
+    for tool in registry.tools.ready.values():
+        # E005: a name clients refuse.
+        problem = ""
+        if len(tool.name) > TOOL_NAME_MAX:
+            problem = f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters"
+        elif not _TOOL_NAME.match(tool.name):
+            problem = f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'"
+        if problem:
             errors.append(
                 Error(
-                    f"{exc}{_where(registry)}.",
-                    hint="Fix the schema: it must be valid against its draft's meta-schema (Draft 2020-12 without $schema).",
-                    id="mcp_django.E016",
+                    problem + _where(registry),
+                    hint=f"Pass name=... to the decorator: at most {TOOL_NAME_MAX} characters of letters, digits, '_', '-', '.'.",
+                    id="mcp_django.E005",
                 )
             )
+        # E016: an input_schema= that does not compile (registration checks only its shape).
+        if isinstance(tool.parameters, SchemaArguments):
+            try:
+                tool.parameters.validator  # noqa: B018 - compiled here, the check's point
+            except ImproperlyConfigured as exc:
+                errors.append(
+                    Error(
+                        f"{exc}{_where(registry)}.",
+                        hint="Fix the schema: it must be valid against its draft's meta-schema (Draft 2020-12 without $schema).",
+                        id="mcp_django.E016",
+                    )
+                )
     return errors
 
 
@@ -231,11 +232,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         ]
     errors: list[Any] = [
         Error(
-            f"MCP_DJANGO has an unknown key {key!r}{guess}: it is ignored.",
+            f"MCP_DJANGO has an unknown key {str(key)!r}{did_you_mean([key], SETTINGS)}: it is ignored.",
             hint="Remove it or correct its spelling; the settings are listed in docs/index.md.",
             id="mcp_django.E009",
         )
-        for key, guess in mcp_settings.unknown_keys()
+        for key in user_settings()
+        if key not in SETTINGS
     ]
     return errors + [
         Error(

@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -43,7 +43,7 @@ def _described(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:120]
 
 
-def _did_you_mean(unknown: list[Any], known: Any) -> str:
+def did_you_mean(unknown: list[Any], known: Any) -> str:
     guesses = []
     for key in unknown:
         close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
@@ -55,7 +55,7 @@ def _did_you_mean(unknown: list[Any], known: Any) -> str:
 def _unknown(given: Any, known: Any) -> str:
     """The keys of ``given`` that are not ``known``, with a "did you mean" ("" when none)."""
     unknown = sorted(set(given) - set(known), key=str)
-    return f"{', '.join(map(str, unknown))}{_did_you_mean(unknown, known)}" if unknown else ""
+    return f"{', '.join(map(str, unknown))}{did_you_mean(unknown, known)}" if unknown else ""
 
 
 # -- coercers ---------------------------------------------------------------------------
@@ -67,20 +67,18 @@ def boolean(value: Any) -> bool:
     return value
 
 
-def _whole(value: Any, minimum: int) -> int:
-    # bool is an int in Python, and True rounds is surely a mistake.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        what = "a whole number above 0" if minimum > 0 else "a whole number, 0 or more"
-        raise InvalidSetting(f"must be {what}, not {_described(value)}")
-    return value
+def _whole(minimum: int, what: str) -> Callable[[Any], int]:
+    def coerce(value: Any) -> int:
+        # bool is an int in Python, and True rounds is surely a mistake.
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidSetting(f"must be {what}, not {_described(value)}")
+        return value
+
+    return coerce
 
 
-def positive_int(value: Any) -> int:
-    return _whole(value, 1)
-
-
-def non_negative_int(value: Any) -> int:
-    return _whole(value, 0)
+positive_int = _whole(1, "a whole number above 0")
+non_negative_int = _whole(0, "a whole number, 0 or more")
 
 
 def seconds(value: Any) -> float:
@@ -282,27 +280,23 @@ def dpop_algorithms(value: Any) -> list[str]:
     return out
 
 
-def _keyed(value: Any, known: Any, check_id: str) -> dict[Any, Any]:
-    """A dict setting's value (None: empty), refused unless a dict of ``known`` keys: a misspelt
-    key would silently leave the default in force."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidSetting(f"must be a dict with the keys {', '.join(known)}, not {_described(value)}", check_id)
-    unknown = _unknown(value, known)
-    if unknown:
-        raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {', '.join(known)}", check_id)
-    return value
-
-
 def _sub_settings(
     defaults: dict[str, Any], coercers: dict[str, Callable[[Any], Any]], check_id: str
 ) -> Callable[[Any], dict[str, Any]]:
-    """The coercer of a dict setting whose keys given override ``defaults`` one by one."""
+    """The coercer of a dict setting (None: empty) whose keys given override ``defaults`` one by one;
+    an unknown key is refused, since a misspelt one would silently leave the default in force."""
+    keys = ", ".join(defaults)
 
     def coerce(value: Any) -> dict[str, Any]:
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise InvalidSetting(f"must be a dict with the keys {keys}, not {_described(value)}", check_id)
+        unknown = _unknown(value, defaults)
+        if unknown:
+            raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {keys}", check_id)
         out = dict(defaults)
-        for key, raw in _keyed(value, defaults, check_id).items():
+        for key, raw in value.items():
             try:
                 out[key] = coercers[key](raw)
             except InvalidSetting as exc:
@@ -342,7 +336,7 @@ def rates(value: Any) -> dict[str, Any]:
     for scope, rate in value.items():
         if scope not in SCOPES:
             raise InvalidSetting(
-                f"has the scope {scope!r}{_did_you_mean([scope], SCOPES)}; the scopes are {', '.join(SCOPES)}"
+                f"has the scope {scope!r}{did_you_mean([scope], SCOPES)}; the scopes are {', '.join(SCOPES)}"
             )
         if rate is not None:
             try:
@@ -448,12 +442,8 @@ class Setting(Generic[T]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    @overload
-    def __get__(self, obj: None, owner: type) -> Setting[T]: ...
-    @overload
-    def __get__(self, obj: MCPSettings, owner: type) -> T: ...
-    def __get__(self, obj: MCPSettings | None, owner: type) -> Setting[T] | T:
-        return self if obj is None else obj.coerced(self)
+    def __get__(self, obj: MCPSettings, owner: type) -> T:
+        return obj.coerced(self)
 
 
 def user_settings() -> dict[str, Any]:
@@ -574,10 +564,6 @@ class MCPSettings:
                     found.append((name, exc))
         return found
 
-    def unknown_keys(self) -> list[tuple[str, str]]:
-        """Keys of ``MCP_DJANGO`` that are no setting, each with a "did you mean" (or "")."""
-        return [(str(key), _did_you_mean([key], SETTINGS)) for key in user_settings() if key not in SETTINGS]
-
     def endpoint(self, name: str) -> EndpointSettings:
         """The settings as the endpoint ``name`` reads them (one object per name, kept)."""
         found = _endpoint_views.get(name)
@@ -605,11 +591,8 @@ DERIVED: dict[str, Callable[[EndpointSettings], Any]] = {}
 
 
 class EndpointSettings:
-    """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the
-    ``ENDPOINT_KEYS``, the project-wide ones otherwise (and for every other setting).
-
-    Read on the request path like ``mcp_settings``: each value is kept once read.
-    """
+    """One endpoint's settings: its ``MCP_DJANGO["ENDPOINTS"][name]`` values of the ``ENDPOINT_KEYS``,
+    the project-wide ones otherwise; read on the request path, so each value is kept once read."""
 
     name: str
 

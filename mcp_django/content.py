@@ -104,7 +104,7 @@ def resource_contents(uri: str, value: Any, mime_type: str | None) -> dict[str, 
         out["blob"] = base64.b64encode(bytes(value)).decode("ascii")
         return out
     if not isinstance(value, str):
-        value = dumps(jsonable(value)).decode()
+        value = dumps(to_jsonable(value)).decode()
         mime_type = mime_type or "application/json"
     out["mimeType"] = mime_type or "text/plain"
     out["text"] = value
@@ -118,15 +118,7 @@ def content_block(value: Any) -> dict[str, Any]:
         return value
     if isinstance(value, str):
         return {"type": "text", "text": value}
-    return {"type": "text", "text": dumps(jsonable(value)).decode()}
-
-
-def jsonable(value: Any) -> Any:
-    """What a handler returned as JSON data (dataclasses, models, serializers, dates...); ``TypeError``
-    for a value with no JSON form."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return to_jsonable(value)
+    return {"type": "text", "text": dumps(to_jsonable(value)).decode()}
 
 
 def tool_result(value: Any) -> dict[str, Any]:
@@ -134,7 +126,7 @@ def tool_result(value: Any) -> dict[str, Any]:
     if isinstance(value, ToolResult):
         out: dict[str, Any] = {"content": [content_block(c) for c in value.content]}
         if value.structured is not None:
-            out["structuredContent"] = value.structured = jsonable(value.structured)
+            out["structuredContent"] = value.structured = to_jsonable(value.structured)
             if not value.content:
                 out["content"] = [{"type": "text", "text": dumps(value.structured).decode()}]
         if value.is_error:
@@ -152,7 +144,7 @@ def tool_result(value: Any) -> dict[str, Any]:
         and all(hasattr(v, "to_dict") or (isinstance(v, dict) and "type" in v) for v in value)
     ):
         return {"content": [content_block(v) for v in value]}
-    value = jsonable(value)
+    value = to_jsonable(value)
     text = dumps(value).decode()
     out = {"content": [{"type": "text", "text": text}]}
     if isinstance(value, dict):

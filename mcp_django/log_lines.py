@@ -1,10 +1,7 @@
 """One-line log records for a refused ``Host``, which Django logs with a whole traceback.
 
 The endpoint logs one line itself (:func:`host_refused`); :class:`OneLine` in ``LOGGING``
-makes Django's own record one line too (docs/deployment.md):
-
-    "filters": {"one_line": {"()": "mcp_django.log_lines.OneLine"}},
-    "loggers": {"django.security.DisallowedHost": {"filters": ["one_line"]}},
+makes Django's own record one line too (docs/index.md shows the entry).
 """
 
 from __future__ import annotations

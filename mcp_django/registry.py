@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, ValuesView
 from typing import Any, ClassVar, ParamSpec, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured
@@ -17,7 +16,6 @@ from . import schema as schemas
 from .completion import completers
 from .conf import EndpointSettings, endpoint_name_problem, mcp_settings
 from .handlers import (
-    TOOL_NAME_MAX,
     Func,
     Handler,
     Prompt,
@@ -31,8 +29,6 @@ from .handlers import (
 from .icons import IconSpec
 from .icons import icons as checked_icons
 from .views_as_tools import ViewReference, view_tools
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,10 +49,7 @@ def _describe(func: Func, description: str | None) -> str:
     return schemas.first_paragraph(inspect.getdoc(func))
 
 
-DEFAULT_ENDPOINT = endpoint_table.DEFAULT
-
-
-class ToolTable(MutableMapping[str, Tool]):
+class ToolTable(Mapping[str, Tool]):
     """A registry's tools by name; views registered by dotted path are built (under a lock) when an
     unknown name, a listing or the length first needs them. One that cannot be built stays waiting (E015)."""
 
@@ -127,45 +120,22 @@ class ToolTable(MutableMapping[str, Tool]):
             raise failures[0]
         return failures
 
-    @property
-    def built(self) -> dict[str, Tool]:
-        """The tools there now, without building waiting views (for the system checks)."""
-        return self.ready
-
-    @overload
-    def get(self, name: str, /) -> Tool | None: ...
-
-    @overload
-    def get(self, name: str, /, default: Tool | R) -> Tool | R: ...
-
-    def get(self, name: str, /, default: Any = None) -> Any:
+    def __getitem__(self, name: str) -> Tool:
+        # get() and "in" come here: a name not built yet builds the waiting views first.
         tool = self.ready.get(name)
         if tool is None and self._waiting:
             self.resolve()
             tool = self.ready.get(name)
-        return default if tool is None else tool
-
-    def __getitem__(self, name: str) -> Tool:
-        tool = self.get(name)
         if tool is None:
             raise KeyError(name)
         return tool
 
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self.get(name) is not None
-
-    def __setitem__(self, name: str, tool: Tool) -> None:
-        with self._lock:
-            if name not in self._order:
-                self._count += 1
-                self._order[name] = (self._count, 0)
-            self.ready[name] = tool
-
-    def __delitem__(self, name: str) -> None:
+    def pop(self, name: str, default: Any = None) -> Any:
+        """Unregister the tool ``name`` (:meth:`Registry.remove`)."""
         self.resolve()
         with self._lock:
-            del self.ready[name]
-            del self._order[name]
+            self._order.pop(name, None)
+            return self.ready.pop(name, default)
 
     def __iter__(self) -> Iterator[str]:
         self.resolve()
@@ -192,21 +162,13 @@ class DeferredTools(Sequence[Tool]):
         self._table = table
         self._reference = reference
 
-    def _tools(self) -> list[Tool]:
+    def __getitem__(self, index: Any) -> Any:
+        # Typed by Sequence[Tool], what register_view() is declared to return.
         self._table.resolve()
-        return list(self._reference.tools or ())
-
-    @overload
-    def __getitem__(self, index: int) -> Tool: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Tool]: ...
-
-    def __getitem__(self, index: int | slice) -> Tool | Sequence[Tool]:
-        return self._tools()[index]
+        return list(self._reference.tools or ())[index]
 
     def __len__(self) -> int:
-        return len(self._tools())
+        return len(self[:])
 
     def __repr__(self) -> str:
         return f"<DeferredTools {self._reference.path}>"
@@ -228,11 +190,11 @@ class Registry:
             problem = endpoint_name_problem(name)
             if problem is not None:
                 raise ImproperlyConfigured(f"Registry({name!r}): {problem}")
-            if endpoint_table.named(name) is not None:
+            if registry_named(name) is not None:
                 raise ImproperlyConfigured(
                     f"Registry({name!r}): an endpoint of that name exists already; each endpoint's name is its own"
                 )
-        self.name: str = name or DEFAULT_ENDPOINT
+        self.name: str = name or endpoint_table.DEFAULT
         self.settings: EndpointSettings = mcp_settings.endpoint(self.name)
         if name is not None:
             endpoint_table.add(self)
@@ -274,8 +236,7 @@ class Registry:
     def remove(self, listing: str, key: str) -> Handler | None:
         """Unregister a tool, prompt, resource or template (by name, or URI for resources) from
         ``listing``: "tools", "prompts", "resources" or "templates"."""
-        table: MutableMapping[str, Any] = getattr(self, listing)
-        removed = table.pop(key, None)
+        removed = getattr(self, listing).pop(key, None)
         if removed is not None:
             self.changed("resources" if listing == "templates" else listing)
         return removed
@@ -365,30 +326,31 @@ class Registry:
         retries: int | None = None,
         **options: Any,
     ) -> Any:
-        """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``.
-
-        The input schema comes from the signature (``ctx`` excluded) unless given, arguments
-        converted into the annotated types; the output schema from an object-typed return
-        annotation unless given. ``atomic=True`` (or an alias): a sync handler's every attempt
-        runs in ``transaction.atomic()``. ``read_only``, ``destructive``, ``idempotent``,
-        ``open_world``: the tool's annotation hints; ``icons``: static paths, URLs or
-        :class:`~mcp_django.icons.Icon`. ``task``, ``input_first``, ``retries``: docs/tasks.md;
-        ``throttle="10/min"``: docs/limits.md. Other keywords are the extensions' options
-        (``app=``: docs/apps.md). The function is returned unchanged.
-        """
+        """Register a sync or async function as a tool: ``@mcp.tool()`` or ``@mcp.tool``; the function
+        is returned unchanged. The options: docs/index.md (``task``, ``input_first``, ``retries``:
+        docs/tasks.md; ``throttle``: docs/limits.md); other keywords are the extensions' (docs/apps.md)."""
         if callable(name):  # @mcp.tool, without parentheses
             return self.tool()(name)
         _check_name("tool", name)
         declared_by = f"tool {name!r}" if name else "a tool"
-        hints = tool_annotations(
-            annotations,
-            title=title,
-            read_only=read_only,
-            destructive=destructive,
-            idempotent=idempotent,
-            open_world=open_world,
-            owner=declared_by,
-        )
+        # The keyword hints as MCP names them, over any annotations={...}.
+        hints = dict(annotations or {})
+        for keyword, hint, value in (
+            ("read_only", "readOnlyHint", read_only),
+            ("destructive", "destructiveHint", destructive),
+            ("idempotent", "idempotentHint", idempotent),
+            ("open_world", "openWorldHint", open_world),
+        ):
+            if value is None:
+                continue
+            if not isinstance(value, bool):
+                raise TypeError(f"{declared_by}: {keyword}= takes True or False, not {value!r}")
+            hints[hint] = value
+        if hints.get("readOnlyHint") and (hints.get("destructiveHint") or hints.get("idempotentHint") is False):
+            # The specification gives destructive and idempotent meaning only for tools that write.
+            raise TypeError(f"{declared_by}: a read_only tool cannot be destructive or non-idempotent")
+        if hints and title and "title" not in hints:
+            hints["title"] = title  # where 2025-03-26 clients read it
         declared_icons = checked_icons(icons, declared_by)
         extra: dict[str, Any] = {}
         if options:
@@ -415,7 +377,7 @@ class Registry:
                     input_schema=input_schema or parameters.schema,  # type: ignore[union-attr]
                     parameters=parameters,
                     output_schema=output_schema if output_schema is not None else schemas.output_schema(func, owner),
-                    annotations=hints,
+                    annotations=hints or None,
                     icons=declared_icons,
                     permissions=tuple(permissions),
                     permission_classes=tuple(permission_classes),
@@ -472,11 +434,7 @@ class Registry:
         throttle: str | None = None,
     ) -> Any:
         """Register a function returning a string, a message or a list of messages:
-        ``@mcp.prompt()`` or ``@mcp.prompt`` (``atomic``, ``icons``: as for tools).
-
-        ``completions`` maps an argument to its completer: a function, a model field
-        (its choices), a list of values, or ``from_queryset(...)`` (mcp_django.completion).
-        """
+        ``@mcp.prompt()`` or ``@mcp.prompt`` (``completions``: docs/index.md)."""
         if callable(name):  # @mcp.prompt, without parentheses
             return self.prompt()(name)
         _check_name("prompt", name)
@@ -569,21 +527,9 @@ class Registry:
 
         return decorator
 
-    @overload
-    def register_view(self, view: str, **options: Any) -> DeferredTools: ...
-
-    @overload
-    def register_view(self, view: Any, **options: Any) -> list[Tool]: ...
-
     def register_view(self, view: Any, **options: Any) -> Sequence[Tool]:
-        """Serve an existing Django or DRF view as tools; returns the tools it made.
-
-        ``view`` is the view or its dotted path: then its module is imported only when a
-        listing, an unknown tool's call, the admin or ``manage.py check`` first needs it
-        (a missing module fails here; anything else at check, E015). A viewset gives one
-        tool per action, an ``APIView`` one per HTTP method; a plain view needs
-        ``input_schema=``. Options: docs/views.md.
-        """
+        """Serve an existing Django or DRF view (or its dotted path, imported when first needed) as
+        tools; returns the tools it made (docs/views.md)."""
         if isinstance(view, str):
             return self.tools.defer(ViewReference(view, options))
         return [self.add_tool(tool) for tool in view_tools(view, **options)]
@@ -604,62 +550,11 @@ class Registry:
         return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]
 
 
-_HINTS = {
-    "read_only": "readOnlyHint",
-    "destructive": "destructiveHint",
-    "idempotent": "idempotentHint",
-    "open_world": "openWorldHint",
-}
-
-
-def tool_annotations(
-    annotations: dict[str, Any] | None, *, title: str | None, owner: str, **hints: bool | None
-) -> dict[str, Any] | None:
-    """A tool's ``annotations``: the keyword hints as MCP names them, over any ``annotations={...}``;
-    the title repeated as ``annotations.title``, where 2025-03-26 clients read it."""
-    out = dict(annotations or {})
-    for keyword, value in hints.items():
-        if value is None:
-            continue
-        if not isinstance(value, bool):
-            raise TypeError(f"{owner}: {keyword}= takes True or False, not {value!r}")
-        out[_HINTS[keyword]] = value
-    if out.get("readOnlyHint") and (out.get("destructiveHint") or out.get("idempotentHint") is False):
-        # The specification gives destructive and idempotent meaning only for tools that write.
-        raise TypeError(f"{owner}: a read_only tool cannot be destructive or non-idempotent")
-    if not out:
-        return None
-    if title and "title" not in out:
-        out["title"] = title
-    return out
-
-
 def _check_name(primitive: str, name: Any) -> None:
     if name is not None and not isinstance(name, str):
         raise TypeError(f"@mcp.{primitive}(name) takes the {primitive}'s name as a string, not {name!r}")
 
 
-def name_problems(registry: Registry) -> list[str]:
-    """Tool names that clients refuse."""
-    out = []
-    # A view that cannot be built is E015, not a reason to stop checking the others.
-    registry.tools.resolve(strict=False)
-    for tool in registry.tools.built.values():
-        if len(tool.name) > TOOL_NAME_MAX:
-            out.append(f"tool name {tool.name!r} is longer than {TOOL_NAME_MAX} characters")
-        elif not _NAME_RE.match(tool.name):
-            out.append(f"tool name {tool.name!r} may use only letters, digits, '_', '-' and '.'")
-    return out
-
-
-def registry_named(name: str) -> Registry | None:
-    """The endpoint of that name (``"default"``: :data:`mcp`), or None."""
-    return endpoint_table.named(name)
-
-
-def endpoints() -> list[Registry]:
-    """Every named endpoint, the default first, then in the order they were made."""
-    return endpoint_table.every()
-
-
-mcp = Registry(DEFAULT_ENDPOINT)
+registry_named = endpoint_table.named
+endpoints = endpoint_table.every
+mcp = Registry(endpoint_table.DEFAULT)

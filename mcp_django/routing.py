@@ -1,12 +1,4 @@
-"""Routes for the project's ``asgi.py`` (Channels' ``URLRouter``).
-
-from mcp_django.routing import lifespan, mcp_urlpatterns
-application = ProtocolTypeRouter({
-    "http": URLRouter([*mcp_urlpatterns(), re_path(r"", django_asgi_app)]),
-    "websocket": URLRouter(mcp_urlpatterns()),
-    "lifespan": lifespan,
-})
-"""
+"""Routes for the project's ``asgi.py`` (Channels' ``URLRouter``; the README shows one)."""
 
 from __future__ import annotations
 
@@ -26,12 +18,8 @@ _applications: dict[Registry | None, MCPApplication] = {None: application}
 
 
 def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry | None = None) -> list[Any]:
-    """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike).
-
-    ``registry``: another endpoint's handlers (``Registry("staff")``), served at ``prefix``
-    with that endpoint's settings (docs/endpoints.md); ``app``: the application to mount
-    (ASGI middleware around one, say), the default endpoint's by default.
-    """
+    """``/mcp`` and ``/mcp/`` to the MCP application (HTTP and websockets alike): ``registry``'s
+    endpoint (docs/endpoints.md), or ``app`` (ASGI middleware around one, say)."""
     if app is None:
         # One application per endpoint, for its HTTP and its websocket routes alike.
         app = _applications.get(registry)

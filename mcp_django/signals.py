@@ -31,12 +31,9 @@ __all__ = [
 
 
 class Signal(dispatch.Signal):
-    """Django's ``Signal`` whose ``asend`` awaits async receivers one after another.
-
-    Django's gathers them in tasks, which on every call cost more than the audit receiver's
-    work. Receivers are cached per sender in a plain dict: the senders are strings, which
-    Django's weak-keyed cache cannot hold.
-    """
+    """Django's ``Signal`` whose ``asend`` awaits async receivers one after another: Django's gathers
+    them in tasks, which cost every call more than the audit receiver's work. Receivers are cached per
+    sender in a plain dict: the senders are strings, which Django's weak-keyed cache cannot hold."""
 
     def __init__(self) -> None:
         super().__init__(use_caching=True)
@@ -99,9 +96,9 @@ ask_finished = Signal()
 
 @dataclass(kw_only=True)
 class Event:
-    # What happened, in the audit log's words (mcp_django.models.Kind: "round", "completed"...).
-    kind: str
-    # Era.MODERN (2026-07-28) or Era.LEGACY: a StrEnum, so ``event.era == "legacy"`` holds too.
+    """What a signal says happened: the audit row's fields (docs/audit.md)."""
+
+    kind: str  # mcp_django.models.Kind
     era: Era
     transport: str
     method: str
@@ -111,12 +108,9 @@ class Event:
     client_address: str | None = None
     version: str = ""
     round: int | None = None
-    # key -> ask method, for the asks of a round (or the one legacy ask)
-    asks: dict[str, str] = field(default_factory=dict)
+    asks: dict[str, str] = field(default_factory=dict)  # key -> ask method
     reason: str = ""
     outcome: str = ""
     duration_ms: float | None = None
-    # The name of the endpoint (its Registry's) that served the call: "default" for mcp_django.mcp.
     endpoint: str = "default"
-    # A failed call's error message, kept (cut short) by the audit log.
-    error: str = ""
+    error: str = ""  # a failed call's message

@@ -224,7 +224,7 @@ def test_views_by_path_are_built_once_in_registration_order_and_first_of_a_name_
 
     eager, lazy = build(False), build(True)
     # Registration built nothing: until the view is built, the later tool holds its name.
-    assert lazy.tools.waiting and lazy.tools.built["summary"].source.endswith("clash")
+    assert lazy.tools.waiting and lazy.tools.ready["summary"].source.endswith("clash")
     assert list(lazy.tools) == list(eager.tools) == ["first", "summary", "last"]
     assert lazy.tools["summary"].source == eager.tools["summary"].source == "project.shop.views.OrderSummary:get"
     assert lazy.duplicates == eager.duplicates

@@ -14,7 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from mcp_django import mcp
-from mcp_django.registry import TOOL_NAME_MAX, Registry
+from mcp_django.handlers import TOOL_NAME_MAX
+from mcp_django.registry import Registry
 from mcp_django.schema import serializer_schema
 from mcp_django.views_as_tools import clip_name
 from project.shop.models import Order, Product

@@ -21,7 +21,7 @@ def _task_tools() -> str:
     for registry in endpoints():
         # A view registered by dotted path that cannot be built is E015's; the rest count.
         registry.tools.resolve(strict=False)
-        tools += (name for name, tool in registry.tools.built.items() if tool.task is not None)
+        tools += (name for name, tool in registry.tools.ready.items() if tool.task is not None)
     tools = sorted(set(tools))
     return ", ".join(tools[:5]) + (", ..." if len(tools) > 5 else "")
 
