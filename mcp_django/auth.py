@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.core.signals import setting_changed
 from rest_framework import authentication
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -141,31 +140,19 @@ def reads_only_headers(cls: type) -> bool:
     return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
 
 
-def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
-    """True when every class of the endpoint reads only ``Authorization`` or ``Cookie`` (kept with its settings)."""
-    return bool((endpoint or mcp_settings.endpoint("default")).reads_only_headers)
-
-
 def _reads_only_headers(endpoint: EndpointSettings) -> bool:
     return all(isinstance(cls, type) and reads_only_headers(cls) for cls in endpoint.AUTHENTICATION_CLASSES)
 
 
 @functools.cache
 def url_headers() -> tuple[str, ...]:
-    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
+    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``
+    (forgotten when ``SECURE_PROXY_SSL_HEADER`` changes, by ``auth_cache``)."""
     names = ["host", "x-forwarded-host", "x-forwarded-port"]
     proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy_ssl:
         names.append(str(proxy_ssl[0]).removeprefix("HTTP_").lower().replace("_", "-"))
     return tuple(names)
-
-
-def _forget_url_headers(*, setting: str, **kwargs: Any) -> None:
-    if setting == "SECURE_PROXY_SSL_HEADER":
-        url_headers.cache_clear()
-
-
-setting_changed.connect(_forget_url_headers, dispatch_uid="mcp_django.auth.url_headers")
 
 
 class Connection:
