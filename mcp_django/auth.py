@@ -185,10 +185,7 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     first configured class's own. ``drf_request``: the Request the classes saw (with the OAuth error)."""
     endpoint = mcp_settings.for_request(django_request)
     if protected_resource.enabled(endpoint):
-        error = getattr(drf_request, "oauth2_error", None) or {}
-        return protected_resource.challenge(
-            django_request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
-        )
+        return protected_resource.refused_challenge(django_request, drf_request)
     for cls in endpoint.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:

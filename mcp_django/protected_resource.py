@@ -8,11 +8,12 @@ Which tokens are valid is the job of the authentication class
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
+from rest_framework.exceptions import AuthenticationFailed
 
 from . import endpoints
 from .conf import EndpointSettings, mcp_settings
@@ -154,6 +155,24 @@ def challenge(
         return one("Bearer", [])
     proof = one("DPoP", [("algs", " ".join(endpoint.DPOP_ALGORITHMS))])
     return proof if dpop == "required" else f"{one('Bearer', [])}, {proof}"
+
+
+def refuse(
+    request: Any, description: str, error: str = "invalid_token", *, scheme: str | None = None, headers: Any = None
+) -> NoReturn:
+    """Raise DRF's ``AuthenticationFailed``, leaving on ``request`` (DRF's) what its challenge names
+    (:func:`refused_challenge`) and the response headers the refusal needs (a DPoP-Nonce)."""
+    request.oauth2_error = {"error": error, "error_description": description, "scheme": scheme, "headers": headers}
+    raise AuthenticationFailed(description)
+
+
+def refused_challenge(request: Any, refused: Any = None, *, metadata: bool = True) -> str:
+    """:func:`challenge` naming the error an authentication class left on ``refused`` (DRF's
+    request; ``request`` without)."""
+    error = getattr(request if refused is None else refused, "oauth2_error", None) or {}
+    return challenge(
+        request, error.get("error"), error.get("error_description"), scheme=error.get("scheme"), metadata=metadata
+    )
 
 
 def enabled(endpoint: EndpointSettings | None = None) -> bool:

@@ -503,7 +503,7 @@ def test_the_audit_log_shows_and_finds_the_token_a_call_used(client: Any, raw: R
 
 
 def test_a_check_warns_when_another_bearer_class_comes_first() -> None:
-    from mcp_django.tokens.checks import check_token_class_order
+    from mcp_django.tokens.auth import check_token_class_order
 
     assert check_token_class_order() == []  # the demo's order
     wrong = [

@@ -1,15 +1,7 @@
 """DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
 
-An endpoint's ``DPOP`` setting is ``"off"``, ``"allowed"`` or ``"required"``. The authentication
-classes of OAuth access tokens and of MCP tokens call :func:`enforce` once they have found a
-token valid, with the token's binding (its key's thumbprint, ``cnf.jkt``): a bound token must
-come as ``Authorization: DPoP <token>`` with one proof by that key, checked as section 4.3
-says (:func:`verify`); a bound token sent as a bearer token is refused, and with
-``"required"`` so is an unbound one.
-
-The replay check fails closed: a proof whose ``jti`` the shared cache cannot record in time
-is answered 503. A websocket's proof is checked at its upgrade; its later checks hold it to
-the same token and key.
+The authentication classes of OAuth access tokens and of MCP tokens call :func:`enforce` once a
+token is valid; the checks and why each is there: docs/authorization.md, "DPoP".
 """
 
 from __future__ import annotations
@@ -24,12 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from rest_framework import exceptions
-
 from ..bound_tokens import token_checksum
 from ..conf import EndpointSettings, mcp_settings
 from ..keyring import b64decode, b64encode, derive_key, keyring
-from ..protected_resource import canonical_resource
+from ..protected_resource import canonical_resource, refuse
 from ..protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
@@ -43,7 +33,6 @@ RETRY_SECONDS = 0.25
 
 INVALID_PROOF = "invalid_dpop_proof"
 USE_NONCE = "use_dpop_nonce"
-INVALID_TOKEN = "invalid_token"
 
 
 class ProofRefused(Exception):
@@ -59,13 +48,15 @@ class ProofRefused(Exception):
 # -- the Authorization header ------------------------------------------------------------------
 
 
-def credentials(header: str) -> tuple[str | None, str]:
-    """``("bearer" | "dpop", token)`` from an ``Authorization`` value; ``(None, "")`` for another scheme."""
-    scheme, _, value = header.partition(" ")
+def credentials(request: Any) -> tuple[Any, str, str] | None:
+    """``(Django's request, "bearer" | "dpop", token)`` from the ``Authorization`` of ``request``
+    (DRF's); None for another scheme, and for DPoP where the endpoint's ``DPOP`` is off."""
+    django_request = getattr(request, "_request", request)
+    scheme, _, value = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     scheme = scheme.lower()
-    if scheme not in ("bearer", "dpop"):
-        return None, ""
-    return scheme, value.strip()
+    if scheme not in ("bearer", "dpop") or (scheme == "dpop" and mode(django_request) == "off"):
+        return None
+    return django_request, scheme, value.strip()
 
 
 def mode(request: Any) -> str:
@@ -260,14 +251,6 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
 # -- what an authentication class asks ---------------------------------------------------------------
 
 
-def _refuse(drf_request: Any, error: str, description: str, nonce: str | None = None) -> None:
-    # Read by the endpoint's challenge (mcp_django.protected_resource.challenge).
-    drf_request.oauth2_error = {"error": error, "error_description": description, "scheme": "DPoP"}
-    if nonce:
-        drf_request.oauth2_error["headers"] = [("dpop-nonce", nonce)]
-    raise exceptions.AuthenticationFailed(description)
-
-
 def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -> None:
     """Raise DRF's ``AuthenticationFailed`` (the RFC's error on ``drf_request``) unless a token
     found valid may be used as it came: ``scheme`` (:func:`credentials`) with ``jkt``, the
@@ -276,12 +259,12 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
     if scheme == "bearer":
         if jkt:
             # Section 7.2: a bound token is never good as a bearer token (that is the point).
-            _refuse(drf_request, INVALID_TOKEN, "This access token is DPoP-bound: send it as DPoP, with a proof.")
+            refuse(drf_request, "This access token is DPoP-bound: send it as DPoP, with a proof.", scheme="DPoP")
         if setting == "required":
-            _refuse(drf_request, INVALID_TOKEN, "This endpoint accepts only DPoP-bound access tokens.")
+            refuse(drf_request, "This endpoint accepts only DPoP-bound access tokens.", scheme="DPoP")
         return
     if not jkt:
-        _refuse(drf_request, INVALID_TOKEN, "This access token is not DPoP-bound: send it as a Bearer token.")
+        refuse(drf_request, "This access token is not DPoP-bound: send it as a Bearer token.", scheme="DPoP")
     # A websocket's connection holds (the token's checksum, its key's thumbprint) from its upgrade on.
     connection = getattr(request, "mcp_connection", None)
     held = (token_checksum(token), jkt)
@@ -290,16 +273,7 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
     try:
         verify(request, header_proof(request), access_token=token, jkt=jkt)
     except ProofRefused as exc:
-        _refuse(drf_request, exc.error, exc.description, exc.nonce)
+        nonce = [("dpop-nonce", exc.nonce)] if exc.nonce else None
+        refuse(drf_request, exc.description, exc.error, scheme="DPoP", headers=nonce)
     if connection is not None:
         connection.dpop_binding = held
-
-
-def as_bearer(request: Any, token: str) -> Any:
-    """A shallow copy of Django's ``request`` whose ``Authorization`` names ``token`` as a Bearer
-    token: what django-oauth-toolkit's validation reads (it knows no other scheme)."""
-    import copy
-
-    clone = copy.copy(request)
-    clone.META = {**request.META, "HTTP_AUTHORIZATION": f"Bearer {token}"}
-    return clone

@@ -6,7 +6,6 @@ right for 256 random bits, and a slow one would cost every request).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -19,13 +18,11 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from ..bound_tokens import token_checksum
+
 TOKEN_PREFIX = "mcp_"
 # mcp_<hex id>_<url-safe base64 secret>, as set_new_secret makes them.
 _SHAPE = re.compile(r"mcp_([0-9a-f]{1,16})_([A-Za-z0-9_-]{1,128})")
-
-
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def split_token(token: str) -> tuple[str, str] | None:
@@ -39,14 +36,6 @@ class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
     def usable(self) -> MCPTokenQuerySet:
         now = timezone.now()
         return self.filter(revoked__isnull=True).filter(models.Q(expires__isnull=True) | models.Q(expires__gt=now))
-
-
-class MCPTokenManager(models.Manager["MCPToken"]):
-    def get_queryset(self) -> MCPTokenQuerySet:
-        return MCPTokenQuerySet(self.model, using=self._db)
-
-    def usable(self) -> MCPTokenQuerySet:
-        return self.get_queryset().usable()
 
     def issue(
         self,
@@ -98,7 +87,7 @@ class MCPToken(models.Model):
         help_text=_("The thumbprint of the key whose DPoP proofs must come with the token. Empty: none."),
     )
 
-    objects = MCPTokenManager()
+    objects = MCPTokenQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("MCP token")
@@ -112,13 +101,13 @@ class MCPToken(models.Model):
         """Give the row a fresh prefix and secret; the full token text, returned once."""
         self.prefix = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
-        self.secret_hash = hash_secret(secret)
+        self.secret_hash = token_checksum(secret)
         if save:
             self.save()
         return f"{TOKEN_PREFIX}{self.prefix}_{secret}"
 
     def secret_matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.secret_hash, hash_secret(secret))
+        return hmac.compare_digest(self.secret_hash, token_checksum(secret))
 
     @property
     def mcp_credential_label(self) -> str:
