@@ -33,28 +33,19 @@ class Principal:
 
     __slots__ = ("__dict__", "auth", "label", "user")
 
-    def __init__(self, user: Any, auth: Any = None) -> None:
+    def __init__(self, user: Any, auth: Any = None, label: str | None = None) -> None:
         self.user = user
         # The credential the user was found by (DRF's request.auth: a token, or None).
         self.auth = auth
-        if user is None or not user.is_authenticated:
+        if label is not None:
+            self.label = label  # a principal found earlier: the user model's options are not read again
+        elif user is None or not user.is_authenticated:
             self.user = user or AnonymousUser()
             self.label = "anonymous"
         else:
             self.label = f"{user._meta.label_lower}:{user.pk}"
         # An attribute, not a property: read by every call's checks.
         self.is_anonymous = self.label == "anonymous"
-
-    @classmethod
-    def remembered(cls, user: Any, auth: Any, label: str) -> Principal:
-        """A principal found earlier (the principal cache's hit, ``user`` a fresh copy of its
-        user): its label as it was made then, without reading the user model's options again."""
-        principal = cls.__new__(cls)
-        principal.user = user
-        principal.auth = auth
-        principal.label = label
-        principal.is_anonymous = label == "anonymous"
-        return principal
 
     @property
     def binding(self) -> str:
@@ -134,14 +125,13 @@ _HEADER_ONLY: frozenset[type] = frozenset(
 )
 
 
-def reads_only_headers(cls: type) -> bool:
-    """Whether results of ``cls`` may be cached by the Authorization and session cookie values: a
-    class opts in with ``mcp_reads_only_headers = True`` in its own body (docs/index.md)."""
-    return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
-
-
 def _reads_only_headers(endpoint: EndpointSettings) -> bool:
-    return all(isinstance(cls, type) and reads_only_headers(cls) for cls in endpoint.AUTHENTICATION_CLASSES)
+    """Whether the endpoint's principals may be cached by the Authorization and session cookie values:
+    a class opts in with ``mcp_reads_only_headers = True`` in its own body (docs/index.md)."""
+    return all(
+        isinstance(cls, type) and (cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True)
+        for cls in endpoint.AUTHENTICATION_CLASSES
+    )
 
 
 @functools.cache

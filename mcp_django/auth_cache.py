@@ -198,7 +198,7 @@ class PrincipalCache:
 
                 current = await run_in_thread(store.get, vkey)
             if current == version:  # never None: remember() stores no entry without a version
-                return Principal.remembered(_fresh_copy(user), auth, label)
+                return Principal(_fresh_copy(user), auth, label)
         self._entries.pop(key, None)
         return None
 

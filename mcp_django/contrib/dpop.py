@@ -9,26 +9,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from ..bound_tokens import token_checksum
+from django.core.exceptions import DisallowedHost
+
+from ..breaker import Breaker
 from ..conf import EndpointSettings, mcp_settings
 from ..keyring import b64decode, b64encode, derive_key, keyring
 from ..protected_resource import canonical_resource, refuse
 from ..protocol.jsonrpc import Unavailable
-
-logger = logging.getLogger("mcp_django")
+from ..tokens.models import token_checksum
 
 TYP = "dpop+jwt"
 # A proof is a few hundred bytes (with an RSA key a little over a kilobyte).
 MAX_PROOF_BYTES = 8 * 1024
 MAX_JTI_CHARS = 256
-# After the replay cache failed, it is left alone this long (requests are answered 503 at once).
+# While the replay cache is away, one request this often asks it again (the others are answered 503 at once).
 RETRY_SECONDS = 0.25
 
 INVALID_PROOF = "invalid_dpop_proof"
@@ -43,9 +42,6 @@ class ProofRefused(Exception):
         self.error = error
         self.description = description
         self.nonce = nonce
-
-
-# -- the Authorization header ------------------------------------------------------------------
 
 
 def credentials(request: Any) -> tuple[Any, str, str] | None:
@@ -64,8 +60,6 @@ def mode(request: Any) -> str:
     return str(mcp_settings.for_request(request).DPOP)
 
 
-# -- URLs ---------------------------------------------------------------------------------------
-
 # A websocket's upgrade is the http(s) request it began as (the URL a token's audience names).
 _UPGRADED = {"ws": "http", "wss": "https"}
 
@@ -81,19 +75,6 @@ def normalized_url(url: Any) -> str | None:
     if found is None:
         return None
     return found if "/" in found.split("://", 1)[1] else found + "/"
-
-
-def request_url(request: Any) -> str | None:
-    """The URL the client sent ``request`` (Django's) to, as ``build_absolute_uri`` builds it."""
-    from django.core.exceptions import DisallowedHost
-
-    try:
-        return normalized_url(request.build_absolute_uri(request.path))
-    except DisallowedHost:
-        return None  # a forwarded host ALLOWED_HOSTS does not name: no URL a proof may sign
-
-
-# -- nonces ---------------------------------------------------------------------------------------
 
 
 def _nonce_keys() -> list[bytes]:
@@ -126,15 +107,10 @@ def nonce_valid(nonce: Any, now: float | None = None) -> bool:
     return any(hmac.compare_digest(_nonce_for(period, key), nonce) for key in _nonce_keys())
 
 
-# -- the replay cache -------------------------------------------------------------------------------
-
+_replay_cache = Breaker(
+    "the DPoP replay cache (SESSION_CACHE)", retry=RETRY_SECONDS, meanwhile="DPoP requests are answered 503"
+)
 _executor: ThreadPoolExecutor | None = None
-_down_until = 0.0
-
-
-def _replay_key(jkt: str, jti: str) -> str:
-    # A jti is unique per key (section 11.1); hashed, so any text makes a valid cache key.
-    return "mcp_django:dpop:jti:" + hashlib.sha256(f"{jkt}\0{jti}".encode()).hexdigest()
 
 
 def first_use(jkt: str, jti: str) -> bool:
@@ -143,38 +119,28 @@ def first_use(jkt: str, jti: str) -> bool:
     Raises :class:`Unavailable` when the shared cache does not answer within
     ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
     """
-    global _executor, _down_until
+    global _executor
     from django.core.cache import caches
     from django.core.cache.backends.locmem import LocMemCache
 
     cache = caches[mcp_settings.SESSION_CACHE]
     # Remembered while a proof with this jti could still pass the iat check, and a second more.
     timeout = int(2 * mcp_settings.DPOP_PROOF_WINDOW) + 1
-    key = _replay_key(jkt, jti)
+    # A jti is unique per key (section 11.1); hashed, so any text makes a valid cache key.
+    key = "mcp_django:dpop:jti:" + hashlib.sha256(f"{jkt}\0{jti}".encode()).hexdigest()
     if isinstance(cache, LocMemCache):
         return bool(cache.add(key, 1, timeout))  # this process's memory: nothing to wait for
-    if time.monotonic() < _down_until:
+    if not _replay_cache.admit():
         raise Unavailable("the DPoP replay cache")
     if _executor is None:
         _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
-    future = _executor.submit(cache.add, key, 1, timeout)
     try:
-        return bool(future.result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT))
-    except Exception as exc:
-        first = time.monotonic() >= _down_until + RETRY_SECONDS
-        _down_until = time.monotonic() + RETRY_SECONDS
-        if first:
-            reason = "no answer in time" if isinstance(exc, FutureTimeout) else f"{type(exc).__name__}: {exc}"
-            logger.warning("the DPoP replay cache (SESSION_CACHE) failed (%s): DPoP requests are answered 503", reason)
+        added = _executor.submit(cache.add, key, 1, timeout).result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT)
+    except Exception as exc:  # a TimeoutError when it did not answer in time
+        _replay_cache.failed(exc)
         raise Unavailable("the DPoP replay cache") from None
-
-
-# -- the proof ---------------------------------------------------------------------------------------
-
-
-def token_hash(token: str) -> str:
-    """``ath``: the base64url SHA-256 of the access token's text."""
-    return b64encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
+    _replay_cache.closed()
+    return bool(added)
 
 
 def header_proof(request: Any) -> str:
@@ -230,7 +196,11 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs a jti.")
     if htm != request.method:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htm is not this request's method.")
-    if normalized_url(htu) is None or normalized_url(htu) != request_url(request):
+    try:
+        url = normalized_url(request.build_absolute_uri(request.path))  # as the client sent it
+    except DisallowedHost:
+        url = None  # a forwarded host ALLOWED_HOSTS does not name: no URL a proof may sign
+    if normalized_url(htu) is None or normalized_url(htu) != url:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htu is not this request's URL.")
     if mcp_settings.DPOP_NONCE_SECONDS and not nonce_valid(claims.get("nonce")):
         raise ProofRefused(USE_NONCE, "This server requires a nonce it issued in the DPoP proof.", nonce=new_nonce())
@@ -238,17 +208,16 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs an iat.")
     if abs(time.time() - iat) > settings.DPOP_PROOF_WINDOW:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's iat is too far from the server's clock.")
-    if access_token is not None and not hmac.compare_digest(str(claims.get("ath", "")), token_hash(access_token)):
-        raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
+    if access_token is not None:
+        ath = b64encode(hashlib.sha256(access_token.encode("ascii", "replace")).digest())
+        if not hmac.compare_digest(str(claims.get("ath", "")), ath):
+            raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
     found = str(key.thumbprint())  # RFC 7638, SHA-256: what cnf.jkt holds
     if jkt is not None and not hmac.compare_digest(found, jkt):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof is not signed by the key the access token is bound to.")
     if not first_use(found, jti):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof was used before.")
     return found
-
-
-# -- what an authentication class asks ---------------------------------------------------------------
 
 
 def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -> None:

@@ -19,8 +19,8 @@ from oauth2_provider.oauth2_backends import get_oauthlib_core
 from rest_framework import exceptions
 
 from .. import protected_resource
-from ..bound_tokens import BoundAccessToken
 from ..conf import mcp_settings
+from ..tokens.models import BoundAccessToken
 from . import dpop
 
 __all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_matches"]

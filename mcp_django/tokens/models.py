@@ -1,11 +1,13 @@
-"""An MCP token, ``mcp_<prefix>_<secret>``: one client's credential for one user.
+"""The token rows: an MCP token, ``mcp_<prefix>_<secret>``, one client's credential for one
+user; and the key a django-oauth-toolkit access token is bound to (DPoP).
 
-The prefix is the row's public id; only the SHA-256 of the secret is stored (a fast hash is
-right for 256 random bits, and a slow one would cost every request).
+An MCP token's prefix is the row's public id; only the SHA-256 of the secret is stored (a fast
+hash is right for 256 random bits, and a slow one would cost every request).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import re
 import secrets
@@ -18,11 +20,14 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from ..bound_tokens import token_checksum
-
 TOKEN_PREFIX = "mcp_"
 # mcp_<hex id>_<url-safe base64 secret>, as set_new_secret makes them.
 _SHAPE = re.compile(r"mcp_([0-9a-f]{1,16})_([A-Za-z0-9_-]{1,128})")
+
+
+def token_checksum(token: str) -> str:
+    """The SHA-256 of a token's text, in hex (what django-oauth-toolkit's ``token_checksum`` holds)."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def split_token(token: str) -> tuple[str, str] | None:
@@ -141,3 +146,34 @@ class MCPToken(models.Model):
         """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""
         allowed = self.handler_list
         return not allowed or handler.name in allowed
+
+
+class BoundAccessToken(models.Model):
+    """The toolkit's model has no confirmation claim: an authorization server in this project
+    records the key's thumbprint (``cnf.jkt``) here, under the token's SHA-256, and
+    :class:`mcp_django.contrib.oauth.OAuth2Authentication` reads it. No row: a bearer token."""
+
+    token_checksum = models.CharField(_("token checksum"), max_length=64, unique=True)
+    jkt = models.CharField(_("bound key"), max_length=64)
+    # When the token expires: the row is useless past it, and is deleted by the next binding.
+    expires = models.DateTimeField(_("expires"), db_index=True)
+
+    class Meta:
+        app_label = "mcp_django"
+        verbose_name = _("DPoP-bound access token")
+        verbose_name_plural = _("DPoP-bound access tokens")
+
+    def __str__(self) -> str:
+        return f"access token bound to {self.jkt}"
+
+    @classmethod
+    def bind(cls, token: str, jkt: str, expires: datetime) -> None:
+        """Record that ``token`` (its text) is good only with proofs by the key ``jkt``."""
+        cls.objects.filter(expires__lt=timezone.now()).delete()
+        cls.objects.update_or_create(token_checksum=token_checksum(token), defaults={"jkt": jkt, "expires": expires})
+
+    @classmethod
+    def jkt_of(cls, token: str) -> str:
+        """The thumbprint ``token`` is bound to; "" for a bearer token."""
+        found = cls.objects.filter(token_checksum=token_checksum(token)).values_list("jkt", flat=True).first()
+        return found or ""
