@@ -273,9 +273,6 @@ def authenticate_and_remember(request: Any, key: bytes | None, endpoint: Endpoin
     return principal
 
 
-# -- invalidation ----------------------------------------------------------------------------
-
-
 def principal_changed(user: Any = None, *, label: str | None = None, using: str | None = None) -> None:
     """Make every process authenticate ``user`` anew on its next request (call it from a custom
     authentication class's revocation path). In a transaction, again at commit."""

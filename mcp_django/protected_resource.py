@@ -1,9 +1,6 @@
-"""The endpoint as an OAuth 2.1 protected resource, as MCP authorization describes it: its
-RFC 9728 metadata, and the ``WWW-Authenticate`` challenges that point clients there.
-
-Which tokens are valid is the job of the authentication class
-(:class:`mcp_django.contrib.oauth.OAuth2Authentication`).
-"""
+"""The endpoint as an OAuth 2.1 protected resource (MCP authorization): its RFC 9728 metadata,
+and the ``WWW-Authenticate`` challenges that point clients there (which tokens are valid is
+the authentication classes' job)."""
 
 from __future__ import annotations
 

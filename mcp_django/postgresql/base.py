@@ -1,16 +1,6 @@
-"""Django's PostgreSQL backend, answering at once while the database is away.
-
-``ENGINE = "mcp_django.postgresql"``; every option is Django's. The database's breaker
-(:func:`mcp_django.breaker.database`) bounds how long a caller waits:
-
-- a connection that cannot be made opens it; while open, connecting, a pool checkout and every
-  wait on a connection fail at once, and a probe (:class:`Prober`) closes it when it connects;
-- a database that accepts connections and never answers (``SIGSTOP``: no timeout ends that
-  wait): every wait of a psycopg 3 connection longer than :data:`SLOW` asks the prober, whose
-  new connection must answer within :data:`ANSWER_SECONDS`, else the wait ends with
-  ``OperationalError``. A slow statement on a database that answers goes on;
-- with the psycopg pool, which cannot tell a busy pool from a database that is away, a caller
-  waits in slices of :data:`SLICE`, asking the prober after each, up to the pool's ``timeout``.
+"""Django's PostgreSQL backend, answering at once while the database is away (refusing, or
+frozen): the database's breaker (:func:`mcp_django.breaker.database`) bounds every wait for a
+connection and on one. How, and what was measured: docs/deployment.md ("PostgreSQL").
 """
 
 from __future__ import annotations
@@ -187,9 +177,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return None if pool is None else GuardedPool(pool, prober(self.alias, self._probe))
 
     def _probe(self) -> None:
-        params = self.get_connection_params()
-        params.pop("pool", None)
-        self.Database.connect(**params).close()
+        self.Database.connect(**self.get_connection_params()).close()
 
     def _configure_connection(self, connection: Any) -> Any:
         # Every new connection's waits, the pool's too (psycopg 3 waits for the server in Connection.wait).

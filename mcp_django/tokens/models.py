@@ -57,7 +57,7 @@ class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
         token = self.model(
             user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires, jkt=jkt
         )
-        return token, token.set_new_secret(save=True)
+        return token, token.set_new_secret()
 
 
 class MCPToken(models.Model):
@@ -102,13 +102,12 @@ class MCPToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"
 
-    def set_new_secret(self, *, save: bool = False) -> str:
-        """Give the row a fresh prefix and secret; the full token text, returned once."""
+    def set_new_secret(self) -> str:
+        """Save the row with a fresh prefix and secret; the full token text, returned once."""
         self.prefix = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         self.secret_hash = token_checksum(secret)
-        if save:
-            self.save()
+        self.save()
         return f"{TOKEN_PREFIX}{self.prefix}_{secret}"
 
     def secret_matches(self, secret: str) -> bool:
@@ -136,8 +135,7 @@ class MCPToken(models.Model):
             self.revoked = timezone.now()
             self.save(update_fields=["revoked"])
 
-    # -- what the scope checks ask of a credential (as of django-oauth-toolkit's tokens) ------
-
+    # What the scope checks ask of a credential, as of django-oauth-toolkit's tokens.
     def allow_scopes(self, scopes: Iterable[str]) -> bool:
         granted = self.scope_list
         return not granted or set(scopes) <= set(granted)
