@@ -88,12 +88,9 @@ ANONYMOUS = Principal(None)
 
 
 class SessionAuthentication(authentication.BaseAuthentication):
-    """Django's session cookie, without DRF's CSRF check.
-
-    The MCP endpoint refuses foreign ``Origin`` headers and bodies that are not
-    ``application/json`` (which a cross-site form cannot send without a CORS
-    preflight), so CSRF tokens add nothing there, and MCP clients cannot send them.
-    """
+    """Django's session cookie, without DRF's CSRF check: the endpoint refuses foreign ``Origin``
+    headers and bodies that are not ``application/json`` (which a cross-site form cannot send
+    without a CORS preflight), so CSRF tokens add nothing there, and MCP clients cannot send them."""
 
     def authenticate(self, request: Request) -> tuple[Any, None] | None:
         from django.contrib.auth import get_user

@@ -110,7 +110,8 @@ def nonce_valid(nonce: Any, now: float | None = None) -> bool:
 _replay_cache = Breaker(
     "the DPoP replay cache (SESSION_CACHE)", retry=RETRY_SECONDS, meanwhile="DPoP requests are answered 503"
 )
-_executor: ThreadPoolExecutor | None = None
+# Its threads start with the first proof a shared cache records.
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
 
 
 def first_use(jkt: str, jti: str) -> bool:
@@ -119,7 +120,6 @@ def first_use(jkt: str, jti: str) -> bool:
     Raises :class:`Unavailable` when the shared cache does not answer within
     ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
     """
-    global _executor
     from django.core.cache import caches
     from django.core.cache.backends.locmem import LocMemCache
 
@@ -132,8 +132,6 @@ def first_use(jkt: str, jti: str) -> bool:
         return bool(cache.add(key, 1, timeout))  # this process's memory: nothing to wait for
     if not _replay_cache.admit():
         raise Unavailable("the DPoP replay cache")
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
     try:
         added = _executor.submit(cache.add, key, 1, timeout).result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT)
     except Exception as exc:  # a TimeoutError when it did not answer in time

@@ -95,14 +95,6 @@ _NUL_SPELLINGS = (b"\x00", b"%00", b"\\u0000")
 _TEXT_BODIES = ("application/x-www-form-urlencoded", "application/json")
 
 
-def _provider_prefix() -> str | None:
-    """Where django-oauth-toolkit's URLs are mounted (``/o/``), None when they are not."""
-    try:
-        return reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0]
-    except NoReverseMatch:
-        return None
-
-
 def holds_nul(request: HttpRequest) -> bool:
     """Whether a parameter of ``request`` (its query, or a form or JSON body) may hold a NUL."""
     query = request.META.get("QUERY_STRING", "").encode("latin-1", "replace")
@@ -119,11 +111,14 @@ def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequ
     """Middleware: a request to django-oauth-toolkit's URLs whose parameters hold a NUL is
     ``400 invalid_request``, not a 500 (the toolkit looks parameters up as they came, and
     PostgreSQL's text refuses a NUL). No OAuth parameter holds one."""
-    prefix: list[str | None] = []
+    prefix: list[str | None] = []  # where the toolkit's URLs are mounted (/o/), None when they are not
 
     def applies(request: HttpRequest) -> bool:
-        if not prefix:
-            prefix.append(_provider_prefix())  # the URLconf is loaded by the first request
+        if not prefix:  # the URLconf is loaded by the first request
+            try:
+                prefix.append(reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0])
+            except NoReverseMatch:
+                prefix.append(None)
         return prefix[0] is not None and request.path.startswith(prefix[0]) and holds_nul(request)
 
     def refused() -> HttpResponse:

@@ -141,40 +141,34 @@ def _watched_wait(
     return result
 
 
-class GuardedPool:
-    """The psycopg pool as Django's backend uses it, with :meth:`getconn` guarded."""
+def guarded_getconn(pool: Any, getconn: Callable[..., Any], gate: Prober, timeout: float | None = None) -> Any:
+    """The psycopg pool's ``getconn`` (``pool.getconn`` once Django's backend made the pool): its
+    wait in slices of :data:`SLICE`, each followed by asking the prober, up to the pool's ``timeout``."""
+    from psycopg_pool import PoolTimeout
 
-    def __init__(self, pool: Any, gate: Prober) -> None:
-        self._pool = pool
-        self._gate = gate
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
-
-    def getconn(self, timeout: float | None = None) -> Any:
-        from psycopg_pool import PoolTimeout
-
-        if self._gate.refuses():
-            raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
-        total = self._pool.timeout if timeout is None else timeout
-        deadline = time.monotonic() + total
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                return self._pool.getconn(min(SLICE, max(left, 0.001)))
-            except PoolTimeout:
-                if left <= SLICE:
-                    raise
-            # Every connection busy, or the pool cannot connect: does the database still answer?
-            if not self._gate.answers():
-                raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
+    if gate.refuses():
+        raise PoolTimeout(f"{gate.gate.what} is unavailable")
+    deadline = time.monotonic() + (pool.timeout if timeout is None else timeout)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return getconn(min(SLICE, max(left, 0.001)))
+        except PoolTimeout:
+            if left <= SLICE:
+                raise
+        # Every connection busy, or the pool cannot connect: does the database still answer?
+        if not gate.answers():
+            raise PoolTimeout(f"{gate.gate.what} is unavailable")
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
         pool = super().pool
-        return None if pool is None else GuardedPool(pool, prober(self.alias, self._probe))
+        if pool is not None and not isinstance(pool.getconn, functools.partial):
+            # Guarded once per pool (Django keeps one per alias), as a connection's wait is.
+            pool.getconn = functools.partial(guarded_getconn, pool, pool.getconn, prober(self.alias, self._probe))
+        return pool
 
     def _probe(self) -> None:
         self.Database.connect(**self.get_connection_params()).close()

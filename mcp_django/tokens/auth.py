@@ -34,7 +34,8 @@ logger = logging.getLogger("mcp_django")
 TOUCH_SECONDS = 60.0
 _touched: dict[int, float] = {}
 _touch_lock = threading.Lock()
-_toucher: ThreadPoolExecutor | None = None
+# Its thread starts with the first write.
+_toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
 
 
 def _write_last_used(pk: int, now: datetime.datetime) -> None:
@@ -52,7 +53,6 @@ def _write_last_used(pk: int, now: datetime.datetime) -> None:
 
 def touch(token: MCPToken) -> None:
     """Record that ``token`` was used now, unless this process did within the last minute."""
-    global _toucher
     now = time.monotonic()
     with _touch_lock:
         last = _touched.get(token.pk)
@@ -61,14 +61,11 @@ def touch(token: MCPToken) -> None:
         if len(_touched) > 100_000:
             _touched.clear()
         _touched[token.pk] = now
-        if _toucher is None and host_thread.get() is None:
-            _toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
     if host_thread.get() is not None:
         # A host's requests share its transaction (lifecycle.host_thread): written there.
         _write_last_used(token.pk, timezone.now())
-        return
-    assert _toucher is not None
-    _toucher.submit(_write_last_used, token.pk, timezone.now())
+    else:
+        _toucher.submit(_write_last_used, token.pk, timezone.now())
 
 
 class MCPTokenAuthentication(authentication.BaseAuthentication):
