@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,20 +27,17 @@ __all__ = ["MCPTokenAuthentication"]
 
 logger = logging.getLogger("mcp_django")
 
-# last_used is a hint for the token's owner, not an audit trail: written at most
-# once a minute per token and process, off the request's path.
-TOUCH_SECONDS = 60.0
-_touched: dict[int, float] = {}
-_touch_lock = threading.Lock()
+# last_used is a hint for the token's owner, not an audit trail: written at most once a minute
+# per token, off the request's path.
+TOUCH = datetime.timedelta(minutes=1)
 # Its thread starts with the first write.
 _toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
 
 
 def _write_last_used(pk: int, now: datetime.datetime) -> None:
     try:
-        # Conditional: several processes touching one token write it once a minute, not each.
-        stale = now - datetime.timedelta(seconds=TOUCH_SECONDS)
-        fresh = Q(last_used__isnull=True) | Q(last_used__lt=stale)
+        # Conditional: several processes that read the same stale row write it once, not each.
+        fresh = Q(last_used__isnull=True) | Q(last_used__lt=now - TOUCH)
         MCPToken.objects.filter(fresh, pk=pk).update(last_used=now)
     except Exception:
         logger.warning("could not record an MCP token's last use", exc_info=True)
@@ -52,20 +47,15 @@ def _write_last_used(pk: int, now: datetime.datetime) -> None:
 
 
 def touch(token: MCPToken) -> None:
-    """Record that ``token`` was used now, unless this process did within the last minute."""
-    now = time.monotonic()
-    with _touch_lock:
-        last = _touched.get(token.pk)
-        if last is not None and now - last < TOUCH_SECONDS:
-            return
-        if len(_touched) > 100_000:
-            _touched.clear()
-        _touched[token.pk] = now
+    """Record that ``token`` (its row as just read) was used now, unless it was within the last minute."""
+    now = timezone.now()
+    if token.last_used is not None and now - token.last_used < TOUCH:
+        return
     if host_thread.get() is not None:
         # A host's requests share its transaction (lifecycle.host_thread): written there.
-        _write_last_used(token.pk, timezone.now())
+        _write_last_used(token.pk, now)
     else:
-        _toucher.submit(_write_last_used, token.pk, timezone.now())
+        _toucher.submit(_write_last_used, token.pk, now)
 
 
 class MCPTokenAuthentication(authentication.BaseAuthentication):
