@@ -172,7 +172,7 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     first configured class's own. ``drf_request``: the Request the classes saw (with the OAuth error)."""
     endpoint = mcp_settings.for_request(django_request)
     if protected_resource.enabled(endpoint):
-        return protected_resource.refused_challenge(django_request, drf_request)
+        return protected_resource.challenge(django_request, refused=drf_request)
     for cls in endpoint.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:
@@ -206,12 +206,9 @@ def token_model_missing(cls: type) -> bool:
 
 
 def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) -> Principal:
-    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`. ``endpoint``: the
-    settings of the endpoint reached, whose classes run and find them as ``request.mcp_endpoint``.
-
-    Its connections are the caller's to care for: the worker pool closes stale ones after
-    every job, and a host's thread's are the host's (``lifecycle.host_thread``).
-    """
+    """Sync (the classes query the database; its connections are the caller's to care for). Raises
+    :class:`AuthenticationFailed`. ``endpoint``: the settings of the endpoint reached, whose classes
+    run and find them as ``request.mcp_endpoint``."""
     if endpoint is not None:
         django_request.mcp_endpoint = endpoint
     classes = mcp_settings.for_request(django_request).AUTHENTICATION_CLASSES

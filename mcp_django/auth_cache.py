@@ -203,12 +203,9 @@ class PrincipalCache:
         return None
 
     async def after_pending(self, key: bytes) -> Principal | None:
-        """What an authentication of ``key`` already under way (on this loop, started within
-        the cache's seconds) finds once it ends, through :meth:`get`; None without one.
-
-        An entry expires for every connection at once: the requests meanwhile wait for one
-        authentication instead of each paying a thread hop and a query.
-        """
+        """What an authentication of ``key`` already under way (on this loop, started within the
+        cache's seconds) finds once it ends, through :meth:`get`; None without one. An entry expires
+        for every connection at once: they wait for one authentication, not each for its own."""
         future, started = self._pending.get(key, (None, 0.0))
         if (
             future is None

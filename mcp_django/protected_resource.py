@@ -120,13 +120,18 @@ def challenge(
     *,
     scheme: str | None = None,
     metadata: bool = True,
+    refused: Any = None,
 ) -> str:
     """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
 
     ``Bearer``, and where the endpoint's ``DPOP`` setting takes bound tokens a ``DPoP``
     challenge naming the proof algorithms (RFC 9449 section 7.1), alone when DPoP is required.
-    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out.
+    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out;
+    ``refused``: a request (DRF's) an authentication class refused, whose error (:func:`refuse`) it names.
     """
+    if refused is not None:
+        found = getattr(refused, "oauth2_error", None) or {}
+        error, description, scheme = found.get("error"), found.get("error_description"), found.get("scheme")
     endpoint = mcp_settings.for_request(request)
     scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
     dpop = endpoint.DPOP
@@ -158,18 +163,9 @@ def refuse(
     request: Any, description: str, error: str = "invalid_token", *, scheme: str | None = None, headers: Any = None
 ) -> NoReturn:
     """Raise DRF's ``AuthenticationFailed``, leaving on ``request`` (DRF's) what its challenge names
-    (:func:`refused_challenge`) and the response headers the refusal needs (a DPoP-Nonce)."""
+    (:func:`challenge`'s ``refused``) and the response headers the refusal needs (a DPoP-Nonce)."""
     request.oauth2_error = {"error": error, "error_description": description, "scheme": scheme, "headers": headers}
     raise AuthenticationFailed(description)
-
-
-def refused_challenge(request: Any, refused: Any = None, *, metadata: bool = True) -> str:
-    """:func:`challenge` naming the error an authentication class left on ``refused`` (DRF's
-    request; ``request`` without)."""
-    error = getattr(request if refused is None else refused, "oauth2_error", None) or {}
-    return challenge(
-        request, error.get("error"), error.get("error_description"), scheme=error.get("scheme"), metadata=metadata
-    )
 
 
 def enabled(endpoint: EndpointSettings | None = None) -> bool:

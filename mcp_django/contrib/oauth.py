@@ -87,7 +87,7 @@ class OAuth2Authentication(ToolkitAuthentication):
 
     def authenticate_header(self, request: Any) -> str:
         # DRF's Request passes scheme, host and path through to the request it wraps.
-        return protected_resource.refused_challenge(request)
+        return protected_resource.challenge(request, refused=request)
 
 
 # How a NUL arrives in a query string, a form body or a JSON body.

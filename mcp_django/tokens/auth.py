@@ -19,7 +19,7 @@ from rest_framework import authentication
 from ..checks import own_settings, reads_settings, setting_name
 from ..contrib import dpop
 from ..lifecycle import host_thread
-from ..protected_resource import refuse, refused_challenge
+from ..protected_resource import challenge, refuse
 from .models import TOKEN_PREFIX, MCPToken, split_token
 
 __all__ = ["MCPTokenAuthentication"]
@@ -91,7 +91,7 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request: Any) -> str:
         if dpop.mode(request) == "off":
             return 'Bearer realm="mcp"'
-        return refused_challenge(request, metadata=False)
+        return challenge(request, metadata=False, refused=request)
 
 
 def _takes_every_bearer(cls: Any) -> bool:
