@@ -39,8 +39,8 @@ def split_token(token: str) -> tuple[str, str] | None:
 
 class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
     def usable(self) -> MCPTokenQuerySet:
-        now = timezone.now()
-        return self.filter(revoked__isnull=True).filter(models.Q(expires__isnull=True) | models.Q(expires__gt=now))
+        unexpired = models.Q(expires__isnull=True) | models.Q(expires__gt=timezone.now())
+        return self.filter(unexpired, revoked__isnull=True)
 
     def issue(
         self,
@@ -157,7 +157,6 @@ class BoundAccessToken(models.Model):
     expires = models.DateTimeField(_("expires"), db_index=True)
 
     class Meta:
-        app_label = "mcp_django"
         verbose_name = _("DPoP-bound access token")
         verbose_name_plural = _("DPoP-bound access tokens")
 
