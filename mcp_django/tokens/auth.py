@@ -74,8 +74,11 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
         django_request, scheme, value = found
         # The refusals are read by the endpoint's Bearer challenge when it is an OAuth protected resource.
         parts = split_token(value)
-        token = None if parts is None else MCPToken.objects.select_related("user").filter(prefix=parts[0]).first()
-        if parts is None or token is None or not token.secret_matches(parts[1]):
+        if parts is None:
+            refuse(request, "The MCP token is invalid.")
+        prefix, secret = parts
+        token = MCPToken.objects.select_related("user").filter(prefix=prefix).first()
+        if token is None or not token.secret_matches(secret):
             refuse(request, "The MCP token is invalid.")
         if token.revoked is not None:
             refuse(request, "The MCP token was revoked.")
