@@ -15,7 +15,7 @@ class MCPDjangoConfig(AppConfig):
     def ready(self) -> None:
         from . import audit, auth_cache, checks, extensions  # noqa: F401 - checks registers the system checks
         from .conf import mcp_settings
-        from .tokens import checks as token_checks  # noqa: F401 - and the MCP tokens' own
+        from .tokens import auth as token_auth  # noqa: F401 - and the MCP tokens' own (W040)
 
         # The protocol extensions plug in first: the handlers' modules may use what they add.
         with contextlib.suppress(ImproperlyConfigured):  # a bad entry: system check E022

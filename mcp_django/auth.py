@@ -9,7 +9,6 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.core.signals import setting_changed
 from rest_framework import authentication
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
@@ -34,28 +33,19 @@ class Principal:
 
     __slots__ = ("__dict__", "auth", "label", "user")
 
-    def __init__(self, user: Any, auth: Any = None) -> None:
+    def __init__(self, user: Any, auth: Any = None, label: str | None = None) -> None:
         self.user = user
         # The credential the user was found by (DRF's request.auth: a token, or None).
         self.auth = auth
-        if user is None or not user.is_authenticated:
+        if label is not None:
+            self.label = label  # a principal found earlier: the user model's options are not read again
+        elif user is None or not user.is_authenticated:
             self.user = user or AnonymousUser()
             self.label = "anonymous"
         else:
             self.label = f"{user._meta.label_lower}:{user.pk}"
         # An attribute, not a property: read by every call's checks.
         self.is_anonymous = self.label == "anonymous"
-
-    @classmethod
-    def remembered(cls, user: Any, auth: Any, label: str) -> Principal:
-        """A principal found earlier (the principal cache's hit, ``user`` a fresh copy of its
-        user): its label as it was made then, without reading the user model's options again."""
-        principal = cls.__new__(cls)
-        principal.user = user
-        principal.auth = auth
-        principal.label = label
-        principal.is_anonymous = label == "anonymous"
-        return principal
 
     @property
     def binding(self) -> str:
@@ -98,12 +88,9 @@ ANONYMOUS = Principal(None)
 
 
 class SessionAuthentication(authentication.BaseAuthentication):
-    """Django's session cookie, without DRF's CSRF check.
-
-    The MCP endpoint refuses foreign ``Origin`` headers and bodies that are not
-    ``application/json`` (which a cross-site form cannot send without a CORS
-    preflight), so CSRF tokens add nothing there, and MCP clients cannot send them.
-    """
+    """Django's session cookie, without DRF's CSRF check: the endpoint refuses foreign ``Origin``
+    headers and bodies that are not ``application/json`` (which a cross-site form cannot send
+    without a CORS preflight), so CSRF tokens add nothing there, and MCP clients cannot send them."""
 
     def authenticate(self, request: Request) -> tuple[Any, None] | None:
         from django.contrib.auth import get_user
@@ -135,37 +122,24 @@ _HEADER_ONLY: frozenset[type] = frozenset(
 )
 
 
-def reads_only_headers(cls: type) -> bool:
-    """Whether results of ``cls`` may be cached by the Authorization and session cookie values: a
-    class opts in with ``mcp_reads_only_headers = True`` in its own body (docs/index.md)."""
-    return cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True
-
-
-def header_bound_only(endpoint: EndpointSettings | None = None) -> bool:
-    """True when every class of the endpoint reads only ``Authorization`` or ``Cookie`` (kept with its settings)."""
-    return bool((endpoint or mcp_settings.endpoint("default")).reads_only_headers)
-
-
 def _reads_only_headers(endpoint: EndpointSettings) -> bool:
-    return all(isinstance(cls, type) and reads_only_headers(cls) for cls in endpoint.AUTHENTICATION_CLASSES)
+    """Whether the endpoint's principals may be cached by the Authorization and session cookie values:
+    a class opts in with ``mcp_reads_only_headers = True`` in its own body (docs/index.md)."""
+    return all(
+        isinstance(cls, type) and (cls in _HEADER_ONLY or cls.__dict__.get("mcp_reads_only_headers") is True)
+        for cls in endpoint.AUTHENTICATION_CLASSES
+    )
 
 
 @functools.cache
 def url_headers() -> tuple[str, ...]:
-    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``."""
+    """The headers ``request.scheme`` and ``request.get_host()`` may read, besides ``Host``
+    (forgotten when ``SECURE_PROXY_SSL_HEADER`` changes, by ``auth_cache``)."""
     names = ["host", "x-forwarded-host", "x-forwarded-port"]
     proxy_ssl = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
     if proxy_ssl:
         names.append(str(proxy_ssl[0]).removeprefix("HTTP_").lower().replace("_", "-"))
     return tuple(names)
-
-
-def _forget_url_headers(*, setting: str, **kwargs: Any) -> None:
-    if setting == "SECURE_PROXY_SSL_HEADER":
-        url_headers.cache_clear()
-
-
-setting_changed.connect(_forget_url_headers, dispatch_uid="mcp_django.auth.url_headers")
 
 
 class Connection:
@@ -198,10 +172,7 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     first configured class's own. ``drf_request``: the Request the classes saw (with the OAuth error)."""
     endpoint = mcp_settings.for_request(django_request)
     if protected_resource.enabled(endpoint):
-        error = getattr(drf_request, "oauth2_error", None) or {}
-        return protected_resource.challenge(
-            django_request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
-        )
+        return protected_resource.challenge(django_request, refused=drf_request)
     for cls in endpoint.AUTHENTICATION_CLASSES:
         header = cls().authenticate_header(drf_request)
         if header:
@@ -235,12 +206,9 @@ def token_model_missing(cls: type) -> bool:
 
 
 def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) -> Principal:
-    """Sync (the classes query the database). Raises :class:`AuthenticationFailed`. ``endpoint``: the
-    settings of the endpoint reached, whose classes run and find them as ``request.mcp_endpoint``.
-
-    Its connections are the caller's to care for: the worker pool closes stale ones after
-    every job, and a host's thread's are the host's (``lifecycle.host_thread``).
-    """
+    """Sync (the classes query the database; its connections are the caller's to care for). Raises
+    :class:`AuthenticationFailed`. ``endpoint``: the settings of the endpoint reached, whose classes
+    run and find them as ``request.mcp_endpoint``."""
     if endpoint is not None:
         django_request.mcp_endpoint = endpoint
     classes = mcp_settings.for_request(django_request).AUTHENTICATION_CLASSES

@@ -1,17 +1,11 @@
-"""Principals found recently, and what makes processes forget them (docs/index.md, "Authentication").
-
-A process remembers the user each credential found for ``AUTH_CACHE_SECONDS``, keyed by a
-hash of everything the classes' verdict may depend on (``Authorization``, the session cookie,
-the URL reached). An entry is served only while its user's version is unchanged; receivers
-bump the version on anything that could make a credential find another user, or none. Up to
-1 second the versions are this process's own; longer, they live in the shared cache (behind
-a breaker), so a change heard in any process holds everywhere on the next request.
-"""
+"""Principals found recently, served while their user's version is unchanged, and the receivers
+that change it (docs/index.md, "Authentication and the endpoint's defences")."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import datetime
 import hashlib
 import os
@@ -24,7 +18,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.utils import timezone
 
-from .auth import Principal, header_bound_only, url_headers
+from .auth import Principal, url_headers
 from .breaker import Breaker
 from .conf import EndpointSettings, mcp_settings
 
@@ -132,14 +126,6 @@ class _Shared:
 
         return self._shared(store, False)
 
-    def delete(self, key: str) -> None:
-        if self.local:
-            self.versions.pop(key, None)
-            return
-        from django.core.cache import caches
-
-        caches[self.alias].delete(key)
-
 
 _shared: _Shared | None = None
 
@@ -152,18 +138,11 @@ def shared() -> _Shared:
 
 
 def _fresh_copy(user: Any) -> Any:
-    """A copy of a cached user without its permission caches, as a fresh request would load it:
-    what ``copy.copy`` does for a model, without the pickle protocol's costly round trip."""
-    data = {name: value for name, value in user.__dict__.items() if name not in _PER_REQUEST_ATTRS}
-    old_state = data.get("_state")
-    if old_state is not None:
-        state = data["_state"] = object.__new__(type(old_state))
-        state.__dict__.update({name: value for name, value in old_state.__dict__.items() if name != "peers"})
-        if "fields_cache" in state.__dict__:
-            state.__dict__["fields_cache"] = state.__dict__["fields_cache"].copy()
-    new = object.__new__(type(user))
-    new.__dict__.update(data)
-    return new
+    """A copy of a cached user without its permission caches, as a fresh request would load it."""
+    fresh = copy.copy(user)
+    for name in _PER_REQUEST_ATTRS:
+        fresh.__dict__.pop(name, None)
+    return fresh
 
 
 class PrincipalCache:
@@ -179,12 +158,8 @@ class PrincipalCache:
     @staticmethod
     def key(headers: dict[str, str], endpoint: str, settings_of: EndpointSettings | None = None) -> bytes | None:
         """The hash of what the classes' verdict may depend on, or None when there is no safe one.
-
-        ``endpoint`` names the URL the request reached (an OAuth token is valid at one
-        resource only); ``settings_of``: the endpoint's settings, whose classes say whether
-        a key is safe. ``headers["cookie"]`` is the string Django parses.
-        """
-        if not header_bound_only(settings_of):
+        ``endpoint`` names the URL the request reached (an OAuth token is valid at one resource only)."""
+        if not (settings_of or mcp_settings.endpoint("default")).reads_only_headers:
             return None  # a custom class may look at anything: no safe key
         if "dpop" in headers or headers.get("authorization", "")[:5].lower() == "dpop ":
             return None  # a DPoP proof is checked (and its jti spent) on each request: never a hit
@@ -223,17 +198,14 @@ class PrincipalCache:
 
                 current = await run_in_thread(store.get, vkey)
             if current == version:  # never None: remember() stores no entry without a version
-                return Principal.remembered(_fresh_copy(user), auth, label)
+                return Principal(_fresh_copy(user), auth, label)
         self._entries.pop(key, None)
         return None
 
     async def after_pending(self, key: bytes) -> Principal | None:
-        """What an authentication of ``key`` already under way (on this loop, started within
-        the cache's seconds) finds once it ends, through :meth:`get`; None without one.
-
-        An entry expires for every connection at once: the requests meanwhile wait for one
-        authentication instead of each paying a thread hop and a query.
-        """
+        """What an authentication of ``key`` already under way (on this loop, started within the
+        cache's seconds) finds once it ends, through :meth:`get`; None without one. An entry expires
+        for every connection at once: they wait for one authentication, not each for its own."""
         future, started = self._pending.get(key, (None, 0.0))
         if (
             future is None
@@ -296,9 +268,6 @@ def authenticate_and_remember(request: Any, key: bytes | None, endpoint: Endpoin
     if key is not None:
         principal_cache.remember(key, principal)
     return principal
-
-
-# -- invalidation ----------------------------------------------------------------------------
 
 
 def principal_changed(user: Any = None, *, label: str | None = None, using: str | None = None) -> None:
@@ -405,3 +374,4 @@ def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     if setting in ("MCP_DJANGO", "CACHES", "SESSION_ENGINE", "SESSION_COOKIE_NAME", "AUTH_USER_MODEL", *_URL_SETTINGS):
         _shared = None
         principal_cache.clear()
+        url_headers.cache_clear()

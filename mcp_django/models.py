@@ -123,6 +123,5 @@ class RegisteredHandler(AuditEvent):
         verbose_name_plural = _("registered handlers")
 
 
-from .bound_tokens import BoundAccessToken  # noqa: E402 - DPoP bindings of OAuth tokens, in their own module
 from .tasks.models import MCPTask, MCPWorker  # noqa: E402, F401 - the tasks extension's model, in its own module
-from .tokens.models import MCPToken  # noqa: E402, F401 - the MCP tokens' model, in its own module
+from .tokens.models import BoundAccessToken, MCPToken  # noqa: E402, F401 - the token rows, in their own module

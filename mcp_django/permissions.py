@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 
 
 def anonymous_allowed(handler: Handler, call: Call) -> bool:
-    if not call.principal.is_anonymous:
-        return True
-    return handler.allow_anonymous is not False
+    return not call.principal.is_anonymous or handler.allow_anonymous is not False
 
 
 async def allowed(call: Call, handler: Handler) -> bool:

@@ -1,18 +1,16 @@
-"""The endpoint as an OAuth 2.1 protected resource, as MCP authorization describes it: its
-RFC 9728 metadata, and the ``WWW-Authenticate`` challenges that point clients there.
-
-Which tokens are valid is the job of the authentication class
-(:class:`mcp_django.contrib.oauth.OAuth2Authentication`).
-"""
+"""The endpoint as an OAuth 2.1 protected resource (MCP authorization): its RFC 9728 metadata,
+and the ``WWW-Authenticate`` challenges that point clients there (which tokens are valid is
+the authentication classes' job)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
+from rest_framework.exceptions import AuthenticationFailed
 
 from . import endpoints
 from .conf import EndpointSettings, mcp_settings
@@ -122,13 +120,18 @@ def challenge(
     *,
     scheme: str | None = None,
     metadata: bool = True,
+    refused: Any = None,
 ) -> str:
     """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
 
     ``Bearer``, and where the endpoint's ``DPOP`` setting takes bound tokens a ``DPoP``
     challenge naming the proof algorithms (RFC 9449 section 7.1), alone when DPoP is required.
-    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out.
+    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out;
+    ``refused``: a request (DRF's) an authentication class refused, whose error (:func:`refuse`) it names.
     """
+    if refused is not None:
+        found = getattr(refused, "oauth2_error", None) or {}
+        error, description, scheme = found.get("error"), found.get("error_description"), found.get("scheme")
     endpoint = mcp_settings.for_request(request)
     scope = scope or " ".join(endpoint.REQUIRED_SCOPES)
     dpop = endpoint.DPOP
@@ -154,6 +157,15 @@ def challenge(
         return one("Bearer", [])
     proof = one("DPoP", [("algs", " ".join(endpoint.DPOP_ALGORITHMS))])
     return proof if dpop == "required" else f"{one('Bearer', [])}, {proof}"
+
+
+def refuse(
+    request: Any, description: str, error: str = "invalid_token", *, scheme: str | None = None, headers: Any = None
+) -> NoReturn:
+    """Raise DRF's ``AuthenticationFailed``, leaving on ``request`` (DRF's) what its challenge names
+    (:func:`challenge`'s ``refused``) and the response headers the refusal needs (a DPoP-Nonce)."""
+    request.oauth2_error = {"error": error, "error_description": description, "scheme": scheme, "headers": headers}
+    raise AuthenticationFailed(description)
 
 
 def enabled(endpoint: EndpointSettings | None = None) -> bool:

@@ -6,7 +6,7 @@ RFC 9700's hygiene. This module adds what it does not (docs/authorization.md):
 
 - **DPoP-bound tokens** (RFC 9449 section 5): a token request with a ``DPoP`` proof gets a
   token bound to the proof's key (``token_type: DPoP``), recorded in
-  :class:`~mcp_django.bound_tokens.BoundAccessToken` for the resource server, and named by
+  :class:`~mcp_django.models.BoundAccessToken` for the resource server, and named by
   introspection (``cnf.jkt``);
 - **client credentials** (SEP-1046) for confidential clients registered with that grant:
   the token acts for the application's owner, with only the scopes
@@ -35,9 +35,9 @@ from oauth2_provider.settings import oauth2_settings
 from oauth2_provider.views import IntrospectTokenView, OAuthServerMetadataView, TokenView
 from oauthlib.oauth2 import Server as OAuthlibServer
 
-from mcp_django.bound_tokens import BoundAccessToken
 from mcp_django.conf import mcp_settings
 from mcp_django.contrib import dpop
+from mcp_django.tokens.models import BoundAccessToken
 
 from . import idjag
 

@@ -30,7 +30,7 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_django.bound_tokens import BoundAccessToken, token_checksum
+from mcp_django.tokens.models import BoundAccessToken, token_checksum
 from tests.conftest import MODERN, mcp_settings
 from tests.dpop_client import DPoPAuth, DPoPKey
 from tests.processes import ROOT

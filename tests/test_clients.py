@@ -243,7 +243,7 @@ def test_typescript_sdk_v2_with_a_dpop_bound_token(live_url: str, mode: str, non
     nonce followed when it asks for one)."""
     from oauth2_provider.models import Application
 
-    from mcp_django.bound_tokens import BoundAccessToken
+    from mcp_django.tokens.models import BoundAccessToken
     from tests.test_authserver import SECRET, _app
 
     app = _app(Application.GRANT_CLIENT_CREDENTIALS)

@@ -20,9 +20,8 @@ from django.contrib.auth import get_user_model
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_django.bound_tokens import BoundAccessToken
 from mcp_django.contrib import dpop
-from mcp_django.tokens.models import MCPToken
+from mcp_django.tokens.models import BoundAccessToken, MCPToken
 from tests.conftest import MODERN, mcp_settings, meta
 from tests.dpop_client import DPoPAuth, DPoPKey
 from tests.test_oauth import _token

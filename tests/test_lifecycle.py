@@ -360,7 +360,7 @@ def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_the
     never waits for the pool longer than one slice without asking the database again."""
     from psycopg_pool import PoolTimeout
 
-    from mcp_django.postgresql.base import FRESH, SLICE, GuardedPool
+    from mcp_django.postgresql.base import FRESH, SLICE, guarded_getconn
 
     class Reconnecting:
         """A pool whose connections died with the database: it lends nothing."""
@@ -386,7 +386,7 @@ def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_the
     answering[0] = False  # ... and then it stops, within FRESH of that probe
     pool = Reconnecting()
     with pytest.raises(PoolTimeout, match="is unavailable"):
-        GuardedPool(pool, gate).getconn()
+        guarded_getconn(pool, pool.getconn, gate)
     assert max(pool.waits) <= SLICE, f"the caller waited {max(pool.waits)} s for the pool in one go"
     assert gate.gate.down_since is not None
     # Spent waiting: the slices until the trusted "yes" went stale, then one probe said no.
@@ -396,7 +396,7 @@ def test_a_database_that_stops_while_callers_wait_for_the_pool_is_noticed_at_the
 def test_a_busy_pool_is_waited_for_up_to_its_timeout_while_the_database_answers() -> None:
     from psycopg_pool import PoolTimeout
 
-    from mcp_django.postgresql.base import SLICE, GuardedPool
+    from mcp_django.postgresql.base import SLICE, guarded_getconn
 
     class Busy:
         timeout = 1.0
@@ -412,13 +412,13 @@ def test_a_busy_pool_is_waited_for_up_to_its_timeout_while_the_database_answers(
             return "connection"
 
     pool = Busy()
-    assert GuardedPool(pool, _prober(lambda: None)).getconn() == "connection"
+    assert guarded_getconn(pool, pool.getconn, _prober(lambda: None)) == "connection"
     assert len(pool.waits) == 4 and max(pool.waits) <= SLICE
 
     pool = Busy()
     pool.timeout = 0.5
     with pytest.raises(PoolTimeout, match="busy"):
-        GuardedPool(pool, _prober(lambda: None)).getconn()
+        guarded_getconn(pool, pool.getconn, _prober(lambda: None))
     assert sum(pool.waits) <= 0.5 + 0.01
 
 

@@ -185,17 +185,13 @@ def test_an_inactive_users_token_is_refused(raw: Raw) -> None:
 
 @pytest.mark.django_db
 def test_last_used_is_written_at_most_once_a_minute(raw: Raw) -> None:
-    from mcp_django.tokens import auth
-
     token, text = _issue("gil")
-    auth._touched.clear()
     assert whoami(raw, text).status_code == 200
     first = MCPToken.objects.get(pk=token.pk).last_used
     assert first is not None
     principal_cache.clear()
     assert whoami(raw, text).status_code == 200
     assert MCPToken.objects.get(pk=token.pk).last_used == first  # within the minute: not written again
-    auth._touched[token.pk] -= auth.TOUCH_SECONDS + 1
     MCPToken.objects.filter(pk=token.pk).update(last_used=first - datetime.timedelta(minutes=2))
     principal_cache.clear()
     assert whoami(raw, text).status_code == 200
@@ -503,7 +499,7 @@ def test_the_audit_log_shows_and_finds_the_token_a_call_used(client: Any, raw: R
 
 
 def test_a_check_warns_when_another_bearer_class_comes_first() -> None:
-    from mcp_django.tokens.checks import check_token_class_order
+    from mcp_django.tokens.auth import check_token_class_order
 
     assert check_token_class_order() == []  # the demo's order
     wrong = [

@@ -1,15 +1,7 @@
 """DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
 
-An endpoint's ``DPOP`` setting is ``"off"``, ``"allowed"`` or ``"required"``. The authentication
-classes of OAuth access tokens and of MCP tokens call :func:`enforce` once they have found a
-token valid, with the token's binding (its key's thumbprint, ``cnf.jkt``): a bound token must
-come as ``Authorization: DPoP <token>`` with one proof by that key, checked as section 4.3
-says (:func:`verify`); a bound token sent as a bearer token is refused, and with
-``"required"`` so is an unbound one.
-
-The replay check fails closed: a proof whose ``jti`` the shared cache cannot record in time
-is answered 503. A websocket's proof is checked at its upgrade; its later checks hold it to
-the same token and key.
+The authentication classes of OAuth access tokens and of MCP tokens call :func:`enforce` once a
+token is valid; the checks and why each is there: docs/authorization.md, "DPoP".
 """
 
 from __future__ import annotations
@@ -17,33 +9,29 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import logging
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from rest_framework import exceptions
+from django.core.exceptions import DisallowedHost
 
-from ..bound_tokens import token_checksum
+from ..breaker import Breaker
 from ..conf import EndpointSettings, mcp_settings
 from ..keyring import b64decode, b64encode, derive_key, keyring
-from ..protected_resource import canonical_resource
+from ..protected_resource import canonical_resource, refuse
 from ..protocol.jsonrpc import Unavailable
-
-logger = logging.getLogger("mcp_django")
+from ..tokens.models import token_checksum
 
 TYP = "dpop+jwt"
 # A proof is a few hundred bytes (with an RSA key a little over a kilobyte).
 MAX_PROOF_BYTES = 8 * 1024
 MAX_JTI_CHARS = 256
-# After the replay cache failed, it is left alone this long (requests are answered 503 at once).
+# While the replay cache is away, one request this often asks it again (the others are answered 503 at once).
 RETRY_SECONDS = 0.25
 
 INVALID_PROOF = "invalid_dpop_proof"
 USE_NONCE = "use_dpop_nonce"
-INVALID_TOKEN = "invalid_token"
 
 
 class ProofRefused(Exception):
@@ -56,24 +44,21 @@ class ProofRefused(Exception):
         self.nonce = nonce
 
 
-# -- the Authorization header ------------------------------------------------------------------
-
-
-def credentials(header: str) -> tuple[str | None, str]:
-    """``("bearer" | "dpop", token)`` from an ``Authorization`` value; ``(None, "")`` for another scheme."""
-    scheme, _, value = header.partition(" ")
+def credentials(request: Any) -> tuple[Any, str, str] | None:
+    """``(Django's request, "bearer" | "dpop", token)`` from the ``Authorization`` of ``request``
+    (DRF's); None for another scheme, and for DPoP where the endpoint's ``DPOP`` is off."""
+    django_request = getattr(request, "_request", request)
+    scheme, _, value = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     scheme = scheme.lower()
-    if scheme not in ("bearer", "dpop"):
-        return None, ""
-    return scheme, value.strip()
+    if scheme not in ("bearer", "dpop") or (scheme == "dpop" and mode(django_request) == "off"):
+        return None
+    return django_request, scheme, value.strip()
 
 
 def mode(request: Any) -> str:
     """The ``DPOP`` setting of the endpoint ``request`` (Django's) reached."""
     return str(mcp_settings.for_request(request).DPOP)
 
-
-# -- URLs ---------------------------------------------------------------------------------------
 
 # A websocket's upgrade is the http(s) request it began as (the URL a token's audience names).
 _UPGRADED = {"ws": "http", "wss": "https"}
@@ -90,19 +75,6 @@ def normalized_url(url: Any) -> str | None:
     if found is None:
         return None
     return found if "/" in found.split("://", 1)[1] else found + "/"
-
-
-def request_url(request: Any) -> str | None:
-    """The URL the client sent ``request`` (Django's) to, as ``build_absolute_uri`` builds it."""
-    from django.core.exceptions import DisallowedHost
-
-    try:
-        return normalized_url(request.build_absolute_uri(request.path))
-    except DisallowedHost:
-        return None  # a forwarded host ALLOWED_HOSTS does not name: no URL a proof may sign
-
-
-# -- nonces ---------------------------------------------------------------------------------------
 
 
 def _nonce_keys() -> list[bytes]:
@@ -135,15 +107,11 @@ def nonce_valid(nonce: Any, now: float | None = None) -> bool:
     return any(hmac.compare_digest(_nonce_for(period, key), nonce) for key in _nonce_keys())
 
 
-# -- the replay cache -------------------------------------------------------------------------------
-
-_executor: ThreadPoolExecutor | None = None
-_down_until = 0.0
-
-
-def _replay_key(jkt: str, jti: str) -> str:
-    # A jti is unique per key (section 11.1); hashed, so any text makes a valid cache key.
-    return "mcp_django:dpop:jti:" + hashlib.sha256(f"{jkt}\0{jti}".encode()).hexdigest()
+_replay_cache = Breaker(
+    "the DPoP replay cache (SESSION_CACHE)", retry=RETRY_SECONDS, meanwhile="DPoP requests are answered 503"
+)
+# Its threads start with the first proof a shared cache records.
+_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
 
 
 def first_use(jkt: str, jti: str) -> bool:
@@ -152,38 +120,25 @@ def first_use(jkt: str, jti: str) -> bool:
     Raises :class:`Unavailable` when the shared cache does not answer within
     ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
     """
-    global _executor, _down_until
     from django.core.cache import caches
     from django.core.cache.backends.locmem import LocMemCache
 
     cache = caches[mcp_settings.SESSION_CACHE]
     # Remembered while a proof with this jti could still pass the iat check, and a second more.
     timeout = int(2 * mcp_settings.DPOP_PROOF_WINDOW) + 1
-    key = _replay_key(jkt, jti)
+    # A jti is unique per key (section 11.1); hashed, so any text makes a valid cache key.
+    key = "mcp_django:dpop:jti:" + hashlib.sha256(f"{jkt}\0{jti}".encode()).hexdigest()
     if isinstance(cache, LocMemCache):
         return bool(cache.add(key, 1, timeout))  # this process's memory: nothing to wait for
-    if time.monotonic() < _down_until:
+    if not _replay_cache.admit():
         raise Unavailable("the DPoP replay cache")
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-replay")
-    future = _executor.submit(cache.add, key, 1, timeout)
     try:
-        return bool(future.result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT))
-    except Exception as exc:
-        first = time.monotonic() >= _down_until + RETRY_SECONDS
-        _down_until = time.monotonic() + RETRY_SECONDS
-        if first:
-            reason = "no answer in time" if isinstance(exc, FutureTimeout) else f"{type(exc).__name__}: {exc}"
-            logger.warning("the DPoP replay cache (SESSION_CACHE) failed (%s): DPoP requests are answered 503", reason)
+        added = _executor.submit(cache.add, key, 1, timeout).result(timeout=mcp_settings.SESSION_CACHE_TIMEOUT)
+    except Exception as exc:  # a TimeoutError when it did not answer in time
+        _replay_cache.failed(exc)
         raise Unavailable("the DPoP replay cache") from None
-
-
-# -- the proof ---------------------------------------------------------------------------------------
-
-
-def token_hash(token: str) -> str:
-    """``ath``: the base64url SHA-256 of the access token's text."""
-    return b64encode(hashlib.sha256(token.encode("ascii", "replace")).digest())
+    _replay_cache.closed()
+    return bool(added)
 
 
 def header_proof(request: Any) -> str:
@@ -239,7 +194,11 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs a jti.")
     if htm != request.method:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htm is not this request's method.")
-    if normalized_url(htu) is None or normalized_url(htu) != request_url(request):
+    try:
+        url = normalized_url(request.build_absolute_uri(request.path))  # as the client sent it
+    except DisallowedHost:
+        url = None  # a forwarded host ALLOWED_HOSTS does not name: no URL a proof may sign
+    if normalized_url(htu) is None or normalized_url(htu) != url:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's htu is not this request's URL.")
     if mcp_settings.DPOP_NONCE_SECONDS and not nonce_valid(claims.get("nonce")):
         raise ProofRefused(USE_NONCE, "This server requires a nonce it issued in the DPoP proof.", nonce=new_nonce())
@@ -247,25 +206,16 @@ def verify(request: Any, proof: str, *, access_token: str | None = None, jkt: st
         raise ProofRefused(INVALID_PROOF, "The DPoP proof needs an iat.")
     if abs(time.time() - iat) > settings.DPOP_PROOF_WINDOW:
         raise ProofRefused(INVALID_PROOF, "The DPoP proof's iat is too far from the server's clock.")
-    if access_token is not None and not hmac.compare_digest(str(claims.get("ath", "")), token_hash(access_token)):
-        raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
+    if access_token is not None:
+        ath = b64encode(hashlib.sha256(access_token.encode("ascii", "replace")).digest())
+        if not hmac.compare_digest(str(claims.get("ath", "")), ath):
+            raise ProofRefused(INVALID_PROOF, "The DPoP proof's ath is not the access token's hash.")
     found = str(key.thumbprint())  # RFC 7638, SHA-256: what cnf.jkt holds
     if jkt is not None and not hmac.compare_digest(found, jkt):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof is not signed by the key the access token is bound to.")
     if not first_use(found, jti):
         raise ProofRefused(INVALID_PROOF, "The DPoP proof was used before.")
     return found
-
-
-# -- what an authentication class asks ---------------------------------------------------------------
-
-
-def _refuse(drf_request: Any, error: str, description: str, nonce: str | None = None) -> None:
-    # Read by the endpoint's challenge (mcp_django.protected_resource.challenge).
-    drf_request.oauth2_error = {"error": error, "error_description": description, "scheme": "DPoP"}
-    if nonce:
-        drf_request.oauth2_error["headers"] = [("dpop-nonce", nonce)]
-    raise exceptions.AuthenticationFailed(description)
 
 
 def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -> None:
@@ -276,12 +226,12 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
     if scheme == "bearer":
         if jkt:
             # Section 7.2: a bound token is never good as a bearer token (that is the point).
-            _refuse(drf_request, INVALID_TOKEN, "This access token is DPoP-bound: send it as DPoP, with a proof.")
+            refuse(drf_request, "This access token is DPoP-bound: send it as DPoP, with a proof.", scheme="DPoP")
         if setting == "required":
-            _refuse(drf_request, INVALID_TOKEN, "This endpoint accepts only DPoP-bound access tokens.")
+            refuse(drf_request, "This endpoint accepts only DPoP-bound access tokens.", scheme="DPoP")
         return
     if not jkt:
-        _refuse(drf_request, INVALID_TOKEN, "This access token is not DPoP-bound: send it as a Bearer token.")
+        refuse(drf_request, "This access token is not DPoP-bound: send it as a Bearer token.", scheme="DPoP")
     # A websocket's connection holds (the token's checksum, its key's thumbprint) from its upgrade on.
     connection = getattr(request, "mcp_connection", None)
     held = (token_checksum(token), jkt)
@@ -290,16 +240,7 @@ def enforce(drf_request: Any, request: Any, scheme: str, token: str, jkt: str) -
     try:
         verify(request, header_proof(request), access_token=token, jkt=jkt)
     except ProofRefused as exc:
-        _refuse(drf_request, exc.error, exc.description, exc.nonce)
+        nonce = [("dpop-nonce", exc.nonce)] if exc.nonce else None
+        refuse(drf_request, exc.description, exc.error, scheme="DPoP", headers=nonce)
     if connection is not None:
         connection.dpop_binding = held
-
-
-def as_bearer(request: Any, token: str) -> Any:
-    """A shallow copy of Django's ``request`` whose ``Authorization`` names ``token`` as a Bearer
-    token: what django-oauth-toolkit's validation reads (it knows no other scheme)."""
-    import copy
-
-    clone = copy.copy(request)
-    clone.META = {**request.META, "HTTP_AUTHORIZATION": f"Bearer {token}"}
-    return clone

@@ -1,17 +1,12 @@
-"""OAuth 2.1 access tokens from django-oauth-toolkit, checked the way MCP authorization requires.
-
-Put :class:`OAuth2Authentication` in ``MCP_DJANGO["AUTHENTICATION_CLASSES"]`` and name the
-authorization server in ``MCP_DJANGO["AUTHORIZATION_SERVERS"]``. A token is accepted only when
-the toolkit finds it valid and one of its RFC 8707 resource indicators is exactly this
-endpoint's resource URL: the toolkit's default validator takes a resource as a URL prefix, and
-a token without a resource indicator could be meant for another service. An authorization
-server in the same project should validate the same way
-(``OAUTH2_PROVIDER["RESOURCE_SERVER_TOKEN_RESOURCE_VALIDATOR"]``: :func:`resource_matches`).
-A DPoP-bound token needs its proof (:mod:`mcp_django.contrib.dpop`).
+"""OAuth 2.1 access tokens from django-oauth-toolkit, checked the way MCP authorization requires
+(docs/authorization.md): valid for the toolkit, issued for exactly this endpoint's resource URL
+(RFC 8707; the toolkit's own validator takes a resource as a URL prefix, and a token without
+one could be meant for another service), and with its DPoP proof when bound to a key.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +19,8 @@ from oauth2_provider.oauth2_backends import get_oauthlib_core
 from rest_framework import exceptions
 
 from .. import protected_resource
-from ..bound_tokens import BoundAccessToken
 from ..conf import mcp_settings
+from ..tokens.models import BoundAccessToken
 from . import dpop
 
 __all__ = ["InsufficientScope", "OAuth2Authentication", "refuse_nul", "resource_matches"]
@@ -58,11 +53,15 @@ class OAuth2Authentication(ToolkitAuthentication):
     def authenticate(self, request: Any) -> tuple[Any, Any] | None:
         # The toolkit reads the body's form fields too: hand it Django's request, whose POST
         # is empty for a JSON body (DRF's own SessionAuthentication reads _request too).
-        django_request = getattr(request, "_request", request)
-        scheme, text = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
-        if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
+        found = dpop.credentials(request)
+        if found is None:
             return None
-        checked_request = django_request if scheme == "bearer" else dpop.as_bearer(django_request, text)
+        django_request, scheme, text = found
+        checked_request = django_request
+        if scheme == "dpop":
+            # The toolkit's validation knows no other scheme: a shallow copy says Bearer.
+            checked_request = copy.copy(django_request)
+            checked_request.META = {**django_request.META, "HTTP_AUTHORIZATION": f"Bearer {text}"}
         valid, checked = get_oauthlib_core().verify_request(checked_request, scopes=[])
         if not valid:
             error = getattr(checked, "oauth2_error", None) or {}
@@ -73,9 +72,7 @@ class OAuth2Authentication(ToolkitAuthentication):
         user, token = checked.user, checked.access_token
         resource = protected_resource.resource_url(django_request)
         if not token.resource or not resource_matches(resource, token.resource):
-            description = "The access token was not issued for this resource."
-            request.oauth2_error = {"error": "invalid_token", "error_description": description}
-            raise exceptions.AuthenticationFailed(description)
+            protected_resource.refuse(request, "The access token was not issued for this resource.")
         if user is None or not user.is_active:
             # A client-credentials token some servers issue for no user: nobody to act as here.
             raise exceptions.AuthenticationFailed("User inactive or deleted, or the token acts for no user.")
@@ -89,24 +86,13 @@ class OAuth2Authentication(ToolkitAuthentication):
         return user, token
 
     def authenticate_header(self, request: Any) -> str:
-        error = getattr(request, "oauth2_error", None) or {}
         # DRF's Request passes scheme, host and path through to the request it wraps.
-        return protected_resource.challenge(
-            request, error.get("error"), error.get("error_description"), scheme=error.get("scheme")
-        )
+        return protected_resource.challenge(request, refused=request)
 
 
 # How a NUL arrives in a query string, a form body or a JSON body.
 _NUL_SPELLINGS = (b"\x00", b"%00", b"\\u0000")
 _TEXT_BODIES = ("application/x-www-form-urlencoded", "application/json")
-
-
-def _provider_prefix() -> str | None:
-    """Where django-oauth-toolkit's URLs are mounted (``/o/``), None when they are not."""
-    try:
-        return reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0]
-    except NoReverseMatch:
-        return None
 
 
 def holds_nul(request: HttpRequest) -> bool:
@@ -125,11 +111,14 @@ def refuse_nul(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequ
     """Middleware: a request to django-oauth-toolkit's URLs whose parameters hold a NUL is
     ``400 invalid_request``, not a 500 (the toolkit looks parameters up as they came, and
     PostgreSQL's text refuses a NUL). No OAuth parameter holds one."""
-    prefix: list[str | None] = []
+    prefix: list[str | None] = []  # where the toolkit's URLs are mounted (/o/), None when they are not
 
     def applies(request: HttpRequest) -> bool:
-        if not prefix:
-            prefix.append(_provider_prefix())  # the URLconf is loaded by the first request
+        if not prefix:  # the URLconf is loaded by the first request
+            try:
+                prefix.append(reverse("oauth2_provider:authorize").rsplit("authorize/", 1)[0])
+            except NoReverseMatch:
+                prefix.append(None)
         return prefix[0] is not None and request.path.startswith(prefix[0]) and holds_nul(request)
 
     def refused() -> HttpResponse:

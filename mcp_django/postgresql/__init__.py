@@ -1,4 +1,1 @@
-"""Django's PostgreSQL backend that answers at once while the database is away (refusing, or frozen).
-
-``DATABASES["default"]["ENGINE"] = "mcp_django.postgresql"``: see :mod:`.base`.
-"""
+"""The PostgreSQL backend that answers at once while the database is away: see :mod:`.base`."""

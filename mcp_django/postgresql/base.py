@@ -1,16 +1,6 @@
-"""Django's PostgreSQL backend, answering at once while the database is away.
-
-``ENGINE = "mcp_django.postgresql"``; every option is Django's. The database's breaker
-(:func:`mcp_django.breaker.database`) bounds how long a caller waits:
-
-- a connection that cannot be made opens it; while open, connecting, a pool checkout and every
-  wait on a connection fail at once, and a probe (:class:`Prober`) closes it when it connects;
-- a database that accepts connections and never answers (``SIGSTOP``: no timeout ends that
-  wait): every wait of a psycopg 3 connection longer than :data:`SLOW` asks the prober, whose
-  new connection must answer within :data:`ANSWER_SECONDS`, else the wait ends with
-  ``OperationalError``. A slow statement on a database that answers goes on;
-- with the psycopg pool, which cannot tell a busy pool from a database that is away, a caller
-  waits in slices of :data:`SLICE`, asking the prober after each, up to the pool's ``timeout``.
+"""Django's PostgreSQL backend, answering at once while the database is away (refusing, or
+frozen): the database's breaker (:func:`mcp_django.breaker.database`) bounds every wait for a
+connection and on one. How, and what was measured: docs/deployment.md ("PostgreSQL").
 """
 
 from __future__ import annotations
@@ -151,45 +141,37 @@ def _watched_wait(
     return result
 
 
-class GuardedPool:
-    """The psycopg pool as Django's backend uses it, with :meth:`getconn` guarded."""
+def guarded_getconn(pool: Any, getconn: Callable[..., Any], gate: Prober, timeout: float | None = None) -> Any:
+    """The psycopg pool's ``getconn`` (``pool.getconn`` once Django's backend made the pool): its
+    wait in slices of :data:`SLICE`, each followed by asking the prober, up to the pool's ``timeout``."""
+    from psycopg_pool import PoolTimeout
 
-    def __init__(self, pool: Any, gate: Prober) -> None:
-        self._pool = pool
-        self._gate = gate
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._pool, name)
-
-    def getconn(self, timeout: float | None = None) -> Any:
-        from psycopg_pool import PoolTimeout
-
-        if self._gate.refuses():
-            raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
-        total = self._pool.timeout if timeout is None else timeout
-        deadline = time.monotonic() + total
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                return self._pool.getconn(min(SLICE, max(left, 0.001)))
-            except PoolTimeout:
-                if left <= SLICE:
-                    raise
-            # Every connection busy, or the pool cannot connect: does the database still answer?
-            if not self._gate.answers():
-                raise PoolTimeout(f"{self._gate.gate.what} is unavailable")
+    if gate.refuses():
+        raise PoolTimeout(f"{gate.gate.what} is unavailable")
+    deadline = time.monotonic() + (pool.timeout if timeout is None else timeout)
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return getconn(min(SLICE, max(left, 0.001)))
+        except PoolTimeout:
+            if left <= SLICE:
+                raise
+        # Every connection busy, or the pool cannot connect: does the database still answer?
+        if not gate.answers():
+            raise PoolTimeout(f"{gate.gate.what} is unavailable")
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     @property
     def pool(self) -> Any:
         pool = super().pool
-        return None if pool is None else GuardedPool(pool, prober(self.alias, self._probe))
+        if pool is not None and not isinstance(pool.getconn, functools.partial):
+            # Guarded once per pool (Django keeps one per alias), as a connection's wait is.
+            pool.getconn = functools.partial(guarded_getconn, pool, pool.getconn, prober(self.alias, self._probe))
+        return pool
 
     def _probe(self) -> None:
-        params = self.get_connection_params()
-        params.pop("pool", None)
-        self.Database.connect(**params).close()
+        self.Database.connect(**self.get_connection_params()).close()
 
     def _configure_connection(self, connection: Any) -> Any:
         # Every new connection's waits, the pool's too (psycopg 3 waits for the server in Connection.wait).

@@ -79,7 +79,7 @@ def record(row: MCPTask, kind: str, principal: Principal | str, *, reason: str =
     if isinstance(principal, str) and row.user_id is not None:
         # Known by its label only (a worker's change): the row still points at the user, through
         # an unsaved instance that carries the key (no query).
-        principal = Principal.remembered(get_user_model()(pk=row.user_id), None, principal)
+        principal = Principal(get_user_model()(pk=row.user_id), None, principal)
     event = Event(
         kind=kind,
         era=Era.MODERN,

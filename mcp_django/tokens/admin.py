@@ -41,7 +41,7 @@ class MCPTokenAdmin(admin.ModelAdmin):
             super().save_model(request, obj, form, change)
             return
         # Kept on the request only, for the one response that shows it.
-        request._mcp_token_text = obj.set_new_secret(save=True)  # type: ignore[attr-defined]
+        request._mcp_token_text = obj.set_new_secret()  # type: ignore[attr-defined]
 
     def response_add(self, request: HttpRequest, obj: MCPToken, post_url_continue: str | None = None) -> HttpResponse:
         text = getattr(request, "_mcp_token_text", None)

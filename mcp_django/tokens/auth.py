@@ -1,26 +1,25 @@
 """``Authorization: Bearer mcp_...``: the app's own MCP tokens (:class:`~mcp_django.tokens.models.MCPToken`).
-
-:class:`MCPTokenAuthentication` answers only for tokens that start with ``mcp_``: put it
-before ``TokenAuthentication`` and the OAuth class in ``AUTHENTICATION_CLASSES``.
+The class answers only for tokens that start ``mcp_``, so it goes before ``TokenAuthentication``
+and the OAuth class in ``AUTHENTICATION_CLASSES`` (W040, below, says so otherwise).
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NoReturn
+from typing import Any
 
+from django.core.checks import Warning, register
 from django.db import close_old_connections
 from django.db.models import Q
 from django.utils import timezone
-from rest_framework import authentication, exceptions
+from rest_framework import authentication
 
-from .. import protected_resource
+from ..checks import own_settings, reads_settings, setting_name
 from ..contrib import dpop
 from ..lifecycle import host_thread
+from ..protected_resource import challenge, refuse
 from .models import TOKEN_PREFIX, MCPToken, split_token
 
 __all__ = ["MCPTokenAuthentication"]
@@ -28,19 +27,17 @@ __all__ = ["MCPTokenAuthentication"]
 
 logger = logging.getLogger("mcp_django")
 
-# last_used is a hint for the token's owner, not an audit trail: written at most
-# once a minute per token and process, off the request's path.
-TOUCH_SECONDS = 60.0
-_touched: dict[int, float] = {}
-_touch_lock = threading.Lock()
-_toucher: ThreadPoolExecutor | None = None
+# last_used is a hint for the token's owner, not an audit trail: written at most once a minute
+# per token, off the request's path.
+TOUCH = datetime.timedelta(minutes=1)
+# Its thread starts with the first write.
+_toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
 
 
 def _write_last_used(pk: int, now: datetime.datetime) -> None:
     try:
-        # Conditional: several processes touching one token write it once a minute, not each.
-        stale = now - datetime.timedelta(seconds=TOUCH_SECONDS)
-        fresh = Q(last_used__isnull=True) | Q(last_used__lt=stale)
+        # Conditional: several processes that read the same stale row write it once, not each.
+        fresh = Q(last_used__isnull=True) | Q(last_used__lt=now - TOUCH)
         MCPToken.objects.filter(fresh, pk=pk).update(last_used=now)
     except Exception:
         logger.warning("could not record an MCP token's last use", exc_info=True)
@@ -50,24 +47,15 @@ def _write_last_used(pk: int, now: datetime.datetime) -> None:
 
 
 def touch(token: MCPToken) -> None:
-    """Record that ``token`` was used now, unless this process did within the last minute."""
-    global _toucher
-    now = time.monotonic()
-    with _touch_lock:
-        last = _touched.get(token.pk)
-        if last is not None and now - last < TOUCH_SECONDS:
-            return
-        if len(_touched) > 100_000:
-            _touched.clear()
-        _touched[token.pk] = now
-        if _toucher is None and host_thread.get() is None:
-            _toucher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-token-touch")
+    """Record that ``token`` (its row as just read) was used now, unless it was within the last minute."""
+    now = timezone.now()
+    if token.last_used is not None and now - token.last_used < TOUCH:
+        return
     if host_thread.get() is not None:
         # A host's requests share its transaction (lifecycle.host_thread): written there.
-        _write_last_used(token.pk, timezone.now())
-        return
-    assert _toucher is not None
-    _toucher.submit(_write_last_used, token.pk, timezone.now())
+        _write_last_used(token.pk, now)
+    else:
+        _toucher.submit(_write_last_used, token.pk, now)
 
 
 class MCPTokenAuthentication(authentication.BaseAuthentication):
@@ -80,40 +68,66 @@ class MCPTokenAuthentication(authentication.BaseAuthentication):
     keyword = "Bearer"
 
     def authenticate(self, request: Any) -> tuple[Any, MCPToken] | None:
-        django_request = getattr(request, "_request", request)
-        scheme, value = dpop.credentials(request.META.get("HTTP_AUTHORIZATION", ""))
-        if scheme is None or (scheme == "dpop" and dpop.mode(django_request) == "off"):
-            return None
-        if not value.startswith(TOKEN_PREFIX):
-            return None  # another class's token (an OAuth access token)
+        found = dpop.credentials(request)
+        if found is None or not found[2].startswith(TOKEN_PREFIX):
+            return None  # no token, or another class's (an OAuth access token)
+        django_request, scheme, value = found
+        # The refusals are read by the endpoint's Bearer challenge when it is an OAuth protected resource.
         parts = split_token(value)
         if parts is None:
-            self._refuse(request, "The MCP token is invalid.")
+            refuse(request, "The MCP token is invalid.")
         prefix, secret = parts
         token = MCPToken.objects.select_related("user").filter(prefix=prefix).first()
         if token is None or not token.secret_matches(secret):
-            self._refuse(request, "The MCP token is invalid.")
+            refuse(request, "The MCP token is invalid.")
         if token.revoked is not None:
-            self._refuse(request, "The MCP token was revoked.")
+            refuse(request, "The MCP token was revoked.")
         if token.is_expired:
-            self._refuse(request, "The MCP token has expired.")
+            refuse(request, "The MCP token has expired.")
         if not token.user.is_active:
-            self._refuse(request, "User inactive or deleted.")
+            refuse(request, "User inactive or deleted.")
         # Bound to a key (MCPToken.jkt): only as DPoP, with a proof by it.
         dpop.enforce(request, django_request, scheme, value, token.jkt)
         touch(token)
         return token.user, token
 
-    @staticmethod
-    def _refuse(request: Any, description: str) -> NoReturn:
-        # Read by the endpoint's Bearer challenge when it is an OAuth protected resource.
-        request.oauth2_error = {"error": "invalid_token", "error_description": description}
-        raise exceptions.AuthenticationFailed(description)
-
     def authenticate_header(self, request: Any) -> str:
         if dpop.mode(request) == "off":
             return 'Bearer realm="mcp"'
-        error = getattr(request, "oauth2_error", None) or {}
-        return protected_resource.challenge(
-            request, error.get("error"), error.get("error_description"), scheme=error.get("scheme"), metadata=False
+        return challenge(request, metadata=False, refused=request)
+
+
+def _takes_every_bearer(cls: Any) -> bool:
+    if not isinstance(cls, type):
+        return False
+    if issubclass(cls, authentication.TokenAuthentication) and str(cls.keyword).lower() == "bearer":
+        return True
+    try:
+        from oauth2_provider.contrib.rest_framework import OAuth2Authentication
+    except ImportError:
+        return False
+    return issubclass(cls, OAuth2Authentication)
+
+
+# W040, registered when mcp_django.apps imports this module.
+@register()
+@reads_settings
+def check_token_class_order(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    warnings = []
+    for registry in own_settings("AUTHENTICATION_CLASSES"):
+        classes = list(registry.settings.AUTHENTICATION_CLASSES)
+        ours = [i for i, cls in enumerate(classes) if isinstance(cls, type) and issubclass(cls, MCPTokenAuthentication)]
+        before = [cls for cls in classes[: ours[0]] if _takes_every_bearer(cls)] if ours else []
+        if not before:
+            continue
+        names = ", ".join(f"{cls.__module__}.{cls.__qualname__}" for cls in before)
+        warnings.append(
+            Warning(
+                f"{setting_name(registry, 'AUTHENTICATION_CLASSES')} lists MCPTokenAuthentication after {names}, "
+                "which refuses every Bearer token it does not know: MCP tokens would all be refused.",
+                hint="Move mcp_django.tokens.auth.MCPTokenAuthentication before it (it answers only for "
+                "tokens starting mcp_, and leaves the others to the classes after it).",
+                id="mcp_django.W040",
+            )
         )
+    return warnings

@@ -1,7 +1,8 @@
-"""An MCP token, ``mcp_<prefix>_<secret>``: one client's credential for one user.
+"""The token rows: an MCP token, ``mcp_<prefix>_<secret>``, one client's credential for one
+user; and the key a django-oauth-toolkit access token is bound to (DPoP).
 
-The prefix is the row's public id; only the SHA-256 of the secret is stored (a fast hash is
-right for 256 random bits, and a slow one would cost every request).
+An MCP token's prefix is the row's public id; only the SHA-256 of the secret is stored (a fast
+hash is right for 256 random bits, and a slow one would cost every request).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ TOKEN_PREFIX = "mcp_"
 _SHAPE = re.compile(r"mcp_([0-9a-f]{1,16})_([A-Za-z0-9_-]{1,128})")
 
 
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
+def token_checksum(token: str) -> str:
+    """The SHA-256 of a token's text, in hex (what django-oauth-toolkit's ``token_checksum`` holds)."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def split_token(token: str) -> tuple[str, str] | None:
@@ -37,16 +39,8 @@ def split_token(token: str) -> tuple[str, str] | None:
 
 class MCPTokenQuerySet(models.QuerySet["MCPToken"]):
     def usable(self) -> MCPTokenQuerySet:
-        now = timezone.now()
-        return self.filter(revoked__isnull=True).filter(models.Q(expires__isnull=True) | models.Q(expires__gt=now))
-
-
-class MCPTokenManager(models.Manager["MCPToken"]):
-    def get_queryset(self) -> MCPTokenQuerySet:
-        return MCPTokenQuerySet(self.model, using=self._db)
-
-    def usable(self) -> MCPTokenQuerySet:
-        return self.get_queryset().usable()
+        unexpired = models.Q(expires__isnull=True) | models.Q(expires__gt=timezone.now())
+        return self.filter(unexpired, revoked__isnull=True)
 
     def issue(
         self,
@@ -63,7 +57,7 @@ class MCPTokenManager(models.Manager["MCPToken"]):
         token = self.model(
             user=user, name=name, scopes=" ".join(scopes), handlers=" ".join(handlers), expires=expires, jkt=jkt
         )
-        return token, token.set_new_secret(save=True)
+        return token, token.set_new_secret()
 
 
 class MCPToken(models.Model):
@@ -98,7 +92,7 @@ class MCPToken(models.Model):
         help_text=_("The thumbprint of the key whose DPoP proofs must come with the token. Empty: none."),
     )
 
-    objects = MCPTokenManager()
+    objects = MCPTokenQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("MCP token")
@@ -108,17 +102,16 @@ class MCPToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix})"
 
-    def set_new_secret(self, *, save: bool = False) -> str:
-        """Give the row a fresh prefix and secret; the full token text, returned once."""
+    def set_new_secret(self) -> str:
+        """Save the row with a fresh prefix and secret; the full token text, returned once."""
         self.prefix = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
-        self.secret_hash = hash_secret(secret)
-        if save:
-            self.save()
+        self.secret_hash = token_checksum(secret)
+        self.save()
         return f"{TOKEN_PREFIX}{self.prefix}_{secret}"
 
     def secret_matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.secret_hash, hash_secret(secret))
+        return hmac.compare_digest(self.secret_hash, token_checksum(secret))
 
     @property
     def mcp_credential_label(self) -> str:
@@ -142,8 +135,7 @@ class MCPToken(models.Model):
             self.revoked = timezone.now()
             self.save(update_fields=["revoked"])
 
-    # -- what the scope checks ask of a credential (as of django-oauth-toolkit's tokens) ------
-
+    # What the scope checks ask of a credential, as of django-oauth-toolkit's tokens.
     def allow_scopes(self, scopes: Iterable[str]) -> bool:
         granted = self.scope_list
         return not granted or set(scopes) <= set(granted)
@@ -152,3 +144,33 @@ class MCPToken(models.Model):
         """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""
         allowed = self.handler_list
         return not allowed or handler.name in allowed
+
+
+class BoundAccessToken(models.Model):
+    """The toolkit's model has no confirmation claim: an authorization server in this project
+    records the key's thumbprint (``cnf.jkt``) here, under the token's SHA-256, and
+    :class:`mcp_django.contrib.oauth.OAuth2Authentication` reads it. No row: a bearer token."""
+
+    token_checksum = models.CharField(_("token checksum"), max_length=64, unique=True)
+    jkt = models.CharField(_("bound key"), max_length=64)
+    # When the token expires: the row is useless past it, and is deleted by the next binding.
+    expires = models.DateTimeField(_("expires"), db_index=True)
+
+    class Meta:
+        verbose_name = _("DPoP-bound access token")
+        verbose_name_plural = _("DPoP-bound access tokens")
+
+    def __str__(self) -> str:
+        return f"access token bound to {self.jkt}"
+
+    @classmethod
+    def bind(cls, token: str, jkt: str, expires: datetime) -> None:
+        """Record that ``token`` (its text) is good only with proofs by the key ``jkt``."""
+        cls.objects.filter(expires__lt=timezone.now()).delete()
+        cls.objects.update_or_create(token_checksum=token_checksum(token), defaults={"jkt": jkt, "expires": expires})
+
+    @classmethod
+    def jkt_of(cls, token: str) -> str:
+        """The thumbprint ``token`` is bound to; "" for a bearer token."""
+        found = cls.objects.filter(token_checksum=token_checksum(token)).values_list("jkt", flat=True).first()
+        return found or ""

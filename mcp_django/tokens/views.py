@@ -26,7 +26,6 @@ class TokenForm(forms.Form):
     handlers = forms.CharField(
         label=_("Tools, prompts and resources"),
         required=False,
-        widget=forms.TextInput,
         help_text=_("Names, space-separated; empty: all of them."),
     )
     days = forms.IntegerField(

@@ -78,7 +78,7 @@ class Command(BaseCommand):
         self.stdout.write(text)
 
     def _list(self, options: dict[str, Any]) -> None:
-        tokens = MCPToken.objects.get_queryset()
+        tokens = MCPToken.objects.all()
         if not options["all"]:
             tokens = tokens.usable()
         tokens = tokens.select_related("user")
