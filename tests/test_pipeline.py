@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_django
 from mcp_django import pipeline, tracing
-from mcp_django.asks import boundary, live, replay
+from mcp_django.asks import live, replay
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, AuthenticationFailed
 from mcp_django.conf import SETTINGS
@@ -151,12 +151,12 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
         task_methods.run_as_task,
         apps_methods.text_fallback,
         pipeline.handler_errors,
-        boundary.request_state,
+        replay.request_state,
         replay.run,
     ]
     assert _chain(handlers[Era.MODERN]["tools/call"](plain)) == [
         pipeline.handler_errors,
-        boundary.request_state,
+        replay.request_state,
         replay.run,
     ]
     assert _chain(handlers[Era.LEGACY]["tools/call"](both)) == [
@@ -166,7 +166,7 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
     ]
     assert _chain(handlers[Era.MODERN]["prompts/get"](plain)) == [
         pipeline.handler_errors,
-        boundary.request_state,
+        replay.request_state,
         replay.run,
     ]
     assert _chain(handlers[Era.LEGACY]["resources/read"](plain)) == [pipeline.handler_errors, live.run]
