@@ -24,8 +24,7 @@ from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .http import Disconnect, HttpEndpoint, refused
-from .http_io import JSON, SSE, HttpIn, HttpOut
+from .http import JSON, SSE, Disconnect, HttpEndpoint, HttpIn, HttpOut, refused
 from .legacy_http import endpoint_for
 
 logger = logging.getLogger("mcp_django")

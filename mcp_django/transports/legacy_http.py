@@ -12,6 +12,7 @@ cancels its call. A ``GET`` without ``Last-Event-ID`` opens the session's standa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,15 +23,26 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
-from ..pipeline import Pipeline, answer
+from ..pipeline import answer
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import listeners
-from .http import HttpEndpoint, Response, accepts, json_out, refused
-from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
+from .http import (
+    JSON,
+    SSE,
+    HttpEndpoint,
+    HttpIn,
+    HttpOut,
+    Response,
+    json_out,
+    refused,
+    sse_comment,
+    sse_event,
+    sse_message,
+)
 from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, call_key, relay
 
 logger = logging.getLogger("mcp_django")
@@ -88,6 +100,10 @@ class LegacyStream:
         """End the client's connection now; the call goes on and the client may resume."""
         self.cuts += 1
         self.changed.set()
+
+    async def serve(self, handle: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> None:
+        """Answer the call on this stream, whoever follows it."""
+        self.finish((await answer(handle, call))[1])
 
     def finish(self, message: dict[str, Any]) -> None:
         self.push(message)
@@ -244,14 +260,6 @@ async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
             streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
 
 
-def parse_event_id(value: str) -> tuple[str, int, str] | None:
-    head, _, channel = value.partition("@")
-    key, _, number = head.partition(".")
-    if not key.isdigit() or not number.isdigit() or not channel:
-        return None
-    return key, int(number), channel
-
-
 @dataclass(slots=True)
 class HttpSession:
     """A legacy HTTP session's :class:`~mcp_django.protocol.legacy.SessionControl`: its
@@ -277,41 +285,6 @@ class HttpSession:
     async def cancel(self, request_id: Any) -> None:
         assert self.record is not None
         await (await relay()).cancel(self.record.sid, request_id)
-
-
-@dataclass(slots=True)
-class TrackedCall:
-    """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
-    any worker, and a stream nobody reads any more (and nobody resumed) cancels it."""
-
-    pipeline: Pipeline
-    hub: Relay
-    sid: str
-    stream: LegacyStream | None = None
-
-    async def handle(self, call: Call) -> dict[str, Any]:
-        """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""
-        inner = asyncio.ensure_future(self.pipeline.handle(call))
-        key = call_key(self.sid, call.request_id)
-        self.hub.calls[key] = inner
-        if self.stream is not None:
-            self.stream.on_abandoned = inner.cancel
-        try:
-            return await inner
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if inner.cancelled() and current is not None and not current.cancelling():
-                # Cancelled for the client (notifications/cancelled, DELETE, an abandoned stream), not by us.
-                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
-            raise
-        finally:
-            self.hub.calls.pop(key, None)
-
-    async def serve(self, call: Call) -> None:
-        """Answer on the call's stream, whoever follows it."""
-        assert self.stream is not None
-        _status, payload, _headers = await answer(self.handle, call)
-        self.stream.finish(payload)
 
 
 class LegacyHttp:
@@ -389,24 +362,48 @@ class LegacyHttp:
                 pipeline.dispatcher.require_scopes(call)
             except MCPError as exc:
                 return refused(request_id, exc)  # an HTTP 403 the client can step up from
-            tracked = TrackedCall(pipeline, hub, record.sid)
-            if not (req.can_stream and accepts(req.headers, SSE)):
+            accept = req.headers.get("accept", "*/*")
+            if not (req.can_stream and (SSE in accept or "*/*" in accept)):
                 # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
-                return await Response(tracked.handle, call, False, disconnected).out()
-            stream = tracked.stream = LegacyStream(hub, record.sid)
+                return await Response(
+                    functools.partial(self._tracked, hub, record.sid, None), call, False, disconnected
+                ).out()
+            stream = LegacyStream(hub, record.sid)
             call.notify = stream.push
             prime = legacy.primes(record)
             if prime:
                 # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
-            stream.task = asyncio.ensure_future(tracked.serve(call))
+            stream.task = asyncio.ensure_future(
+                stream.serve(functools.partial(self._tracked, hub, record.sid, stream), call)
+            )
             return _sse(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         except Unavailable as exc:
             # The session store, the channel layer or the database is down or hung: 503, never a 500.
             return refused(request_id if shape == "request" else None, exc)
+
+    async def _tracked(self, hub: Relay, sid: str, stream: LegacyStream | None, call: Call) -> dict[str, Any]:
+        """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>` in a task the relay tracks:
+        ``notifications/cancelled`` and ``DELETE`` cancel it from any worker, and so does a stream
+        nobody reads any more (nor resumed)."""
+        inner = asyncio.ensure_future(self.endpoint.pipeline.handle(call))
+        key = call_key(sid, call.request_id)
+        hub.calls[key] = inner
+        if stream is not None:
+            stream.on_abandoned = inner.cancel
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if inner.cancelled() and current is not None and not current.cancelling():
+                # Cancelled for the client (notifications/cancelled, DELETE, an abandoned stream), not by us.
+                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
+            raise
+        finally:
+            hub.calls.pop(key, None)
 
     def _call(
         self,
@@ -469,9 +466,10 @@ class LegacyHttp:
     async def resume(self, record: legacy.SessionRecord, last_event: str) -> HttpOut:
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
         hub = await relay()
-        parsed = parse_event_id(last_event)
-        if parsed is not None:
-            key, after, channel = parsed
+        head, _, channel = last_event.partition("@")
+        key, _, number = head.partition(".")
+        if key.isdigit() and number.isdigit() and channel:
+            after = int(number)
             if channel != hub.channel:
                 # Held by another worker: it forwards the rest through the channel layer.
                 events = await hub.follow_remote(channel, key, after, record.sid)

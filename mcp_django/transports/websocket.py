@@ -34,8 +34,7 @@ from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailab
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
 from .asgi import asgi_headers, scope_url
-from .http import json_out
-from .http_io import HttpIn
+from .http import HttpIn, json_out
 from .legacy_http import endpoint_for
 
 SUBPROTOCOL = "mcp"
