@@ -1,12 +1,7 @@
-"""Database connections around each MCP call, as Django's request handler manages them.
-
-The ASGI fast path does not go through Django's handler, so nothing sends
-``request_started``/``request_finished`` (``close_old_connections``). Sync work runs in the
-worker pool, which closes stale connections after every job; thread-sensitive
-``sync_to_async`` code of one call runs in one *database thread* (:class:`DatabaseThreads`),
-whose first job and one job after the call close stale connections. A call that never used a
-database thread pays neither. Nothing here applies inside Django's handler or a
-:data:`host_thread`.
+"""Database connections around each MCP call, as Django's request handler manages them (docs/index.md,
+"The request lifecycle on /mcp"): a call's thread-sensitive code runs in one *database thread*,
+whose first job and one job after the call close stale connections. Nothing here applies inside
+Django's handler or a :data:`host_thread`.
 """
 
 from __future__ import annotations
@@ -78,16 +73,13 @@ def _fresh(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
 
 
 class DatabaseThreads(concurrent.futures.Executor):
-    """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call.
+    """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call: a call keeps
+    the thread of its first job (the first no running call holds, a new one only when all are held,
+    up to ``DB_THREADS``, else the least held) until it ends.
 
-    Threads are long-lived; a call takes one at its first job and keeps it until it ends: the
-    first no running call holds, a new one only when all are held (up to ``DB_THREADS``),
-    else the least held. So calls that do not overlap share one thread and connection.
-
-    Not asgiref's public arrangements (bench/HISTORY.md, "asgiref's thread hops, measured"):
-    ``async with ThreadSensitiveContext()`` per call costs 55% more instructions
-    (``bench/thread_hops.py``); ``ThreadSensitiveContext(executor=...)`` refuses every
-    thread-sensitive call of a task that outlives its call, which runs here (tests/test_idle_threads.py).
+    Not asgiref's public arrangements: ``async with ThreadSensitiveContext()`` per call costs 55%
+    more instructions (bench/HISTORY.md, "asgiref's thread hops, measured"), and its ``executor=``
+    refuses a task that outlives its call, which runs here (tests/test_idle_threads.py).
     """
 
     def __init__(self) -> None:

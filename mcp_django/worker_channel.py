@@ -121,7 +121,7 @@ class WorkerChannel:
                     if self.shared:
                         # Joined before anyone is served: no update announced later may miss it.
                         joined = await self._join_once()
-                        self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
+                        self._tasks.append(asyncio.ensure_future(self._join(_GROUP_RENEW_SECONDS if joined else 1)))
                 self._ready.set_result(None)
             except BaseException as exc:
                 self._ready.set_exception(exc)
@@ -134,12 +134,8 @@ class WorkerChannel:
         self._tasks.append(task)
         task.add_done_callback(self._tasks.remove)
 
-    async def call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """:func:`layer_call` of ``operation(self.layer)``."""
-        return await layer_call(lambda: operation(self.layer))
-
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        await self.call(lambda layer: layer.send(channel, message))
+        await layer_call(lambda: self.layer.send(channel, message))
 
     def post(self, channel: str, message: dict[str, Any]) -> None:
         """:meth:`send` in the background, a failure logged instead of raised."""
@@ -190,12 +186,11 @@ class WorkerChannel:
             return False
         return True
 
-    async def _join(self, *, renew_first: bool) -> None:
-        if renew_first:
-            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+    async def _join(self, wait: float) -> None:
         while True:
+            await asyncio.sleep(wait)
             joined = await self._join_once(quiet=True, probe=True)
-            await asyncio.sleep(_GROUP_RENEW_SECONDS if joined else 1)
+            wait = _GROUP_RENEW_SECONDS if joined else 1
 
     async def stop(self) -> None:
         tasks = list(self._tasks)

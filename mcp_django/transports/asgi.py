@@ -1,11 +1,6 @@
-"""The ASGI application serving the MCP endpoint (the fast path).
-
-It is mounted in the project's ``asgi.py`` beside Django's own application, so an
-MCP request does not go through Django's handler, middleware or request signals:
-those cost more CPU per request than the whole MCP exchange. Django's request
-object is still built when a handler or an authentication class needs it, and
-what Django's own request signal receivers do for database connections is done
-for every call (:mod:`mcp_django.lifecycle`).
+"""The ASGI application serving the MCP endpoint (the fast path): beside Django's own application,
+not through its handler, middleware or request signals, which cost more CPU than the whole MCP
+exchange (docs/index.md, "The request lifecycle on /mcp").
 """
 
 from __future__ import annotations
@@ -108,12 +103,8 @@ class MCPApplication:
 
 
 def freeze_startup_objects() -> None:
-    """``gc.freeze()`` after one full collection, unless ``GC_FREEZE`` is off.
-
-    Requests that make reference cycles push survivors into the oldest generation, and every
-    full pass then walks the few hundred thousand objects a started Django process holds for
-    good: about 27 µs of a call's CPU, against 2 µs with them frozen (bench/HISTORY.md).
-    """
+    """``gc.freeze()`` after one full collection, unless ``GC_FREEZE`` is off: full passes then skip
+    the objects a started Django process holds for good (bench/HISTORY.md)."""
     if mcp_settings.GC_FREEZE:
         gc.collect()
         gc.freeze()

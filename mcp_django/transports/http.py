@@ -107,7 +107,7 @@ class HttpEndpoint:
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
     # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
-    legacy: LegacyHttp | None = None
+    legacy: LegacyHttp
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -121,12 +121,10 @@ class HttpEndpoint:
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
-            if self.legacy is not None:
-                out = await self.legacy.handle_other(req)
-                if out is not None:
-                    return out
-            out = not_mcp(req)
-            out.headers.extend(cors)
+            out = await self.legacy.handle_other(req)
+            if out is None:
+                out = not_mcp(req)
+                out.headers.extend(cors)
             return out
         # The POST's JSON-RPC message: its media types and size, then the JSON.
         if req.headers.get("content-type", "").split(";", 1)[0].strip().lower() != JSON:
@@ -142,8 +140,6 @@ class HttpEndpoint:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
         if era_of(message, req.headers) == Era.LEGACY:
-            if self.legacy is None:
-                return refused(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)

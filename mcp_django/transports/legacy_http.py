@@ -1,12 +1,6 @@
-"""Streamable HTTP for the legacy revisions: sessions, SSE answers, replies by POST.
-
-``initialize`` mints ``Mcp-Session-Id`` (a sealed record, :mod:`mcp_django.protocol.legacy`)
-bound to its principal. A call that asks, logs or reports progress is answered as an SSE
-stream whose events all have ids, so the client may resume it (``GET`` + ``Last-Event-ID``)
-on any worker; its replies come by POST, routed by :mod:`mcp_django.transports.relay`. A
-dropped stream is not a cancellation, but one nobody reads for ``ABANDONED_STREAM_SECONDS``
-cancels its call. A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream
-(resource updates it subscribed to, list changes); ``DELETE`` ends the session.
+"""Streamable HTTP for the legacy revisions (docs/legacy.md): sessions (``Mcp-Session-Id``, a sealed
+record of :mod:`mcp_django.protocol.legacy`), SSE answers a client may resume on any worker, replies
+by POST (routed by :mod:`mcp_django.transports.relay`), the standalone ``GET`` stream, ``DELETE``.
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ from .http import (
     sse_event,
     sse_message,
 )
-from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, call_key, relay
+from .relay import RESUME_KEEPALIVE_SECONDS, Relay, call_key, relay
 
 logger = logging.getLogger("mcp_django")
 
@@ -357,7 +351,7 @@ class LegacyHttp:
             if message["method"] in LEGACY_METHODS:
                 return await self.direct(call)  # the session's own methods: answered at once, in JSON
             hub = await relay()
-            call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
+            call.session = LiveSession(record, hub.replies(record.sid, record.principal))
             try:
                 pipeline.dispatcher.require_scopes(call)
             except MCPError as exc:

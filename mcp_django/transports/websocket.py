@@ -1,13 +1,7 @@
-"""MCP over websockets, through Channels, at the HTTP endpoint's path (``ws://HOST/mcp``).
-
-Not a transport of the specification but the SDKs' de-facto shape: subprotocol ``mcp``,
-one JSON-RPC message per text frame, and the socket is the session. The upgrade is
-authenticated by the same classes as HTTP, and the credentials are checked again before
-every request: once they no longer find the same user, the socket closes (4401) after an
-error answer. A browser, which cannot set headers, sends its ``Authorization`` value as a
-second subprotocol, ``mcp.authorization.<base64url of the value>`` (never echoed back).
-A request whose ``params._meta`` names a 2026-07-28 version is served statelessly, as over
-HTTP. Every request runs in its own task; closing the socket cancels them all.
+"""MCP over websockets, through Channels, at the HTTP endpoint's path (docs/clients.md): subprotocol
+``mcp``, one JSON-RPC message per text frame, and the socket is the session. The credentials are
+checked again before every request (the socket closes, 4401, once they no longer find the same user);
+a request naming a 2026-07-28 version in ``params._meta`` is served statelessly, as over HTTP.
 """
 
 from __future__ import annotations
@@ -36,6 +30,7 @@ from ..resource_updates import Listeners, listeners
 from .asgi import asgi_headers, scope_url
 from .http import HttpIn, json_out
 from .legacy_http import endpoint_for
+from .relay import Replies
 
 SUBPROTOCOL = "mcp"
 # A subprotocol carrying the Authorization header for clients that cannot send one.
@@ -52,28 +47,6 @@ _CLOSE = object()  # queued after the last frame of a socket being closed
 class CredentialsRevoked(MCPError):
     def __init__(self) -> None:
         super().__init__(INVALID_REQUEST, "the credentials of this socket are no longer valid")
-
-
-class SocketReplies:
-    """A :class:`~mcp_django.asks.live.LiveSession`'s replies on one socket: the reply comes back on the same socket."""
-
-    def __init__(self) -> None:
-        self._ids = itertools.count(1)
-        self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
-
-    def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]:
-        request_id = f"s{next(self._ids)}"
-        future = self.waiting[request_id] = asyncio.get_running_loop().create_future()
-        return request_id, future
-
-    def close(self, request_id: str | int) -> None:
-        self.waiting.pop(request_id, None)
-
-    def deliver(self, message: dict[str, Any]) -> None:
-        request_id = message.get("id")
-        future = self.waiting.get(request_id) if isinstance(request_id, (str, int)) else None
-        if future is not None and not future.done():
-            future.set_result(message)
 
 
 def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
@@ -117,7 +90,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.principal: Principal | None = None
         self.record: legacy.SessionRecord | None = None
         self.log_level: str | None = None
-        self.replies = SocketReplies()
+        ids = itertools.count(1)
+        self.replies = Replies(lambda: f"s{next(ids)}")
         self.calls: dict[str, asyncio.Task[Any]] = {}
         self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
