@@ -49,6 +49,7 @@ class CallScope:
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     index = 0
     left = False  # the call has ended (a task it started may still run)
+    tokens: tuple[contextvars.Token[Any], contextvars.Token[Any]]
 
 
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
@@ -120,10 +121,6 @@ class DatabaseThreads(concurrent.futures.Executor):
             return scope.executor.submit(_fresh, fn, *args, **kwargs)
         return scope.executor.submit(fn, *args, **kwargs)
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        for thread in self._threads:
-            thread.shutdown(wait, cancel_futures=cancel_futures)
-
 
 database_threads = DatabaseThreads()
 
@@ -132,10 +129,8 @@ database_threads = DatabaseThreads()
 _KEY = ThreadSensitiveContext()
 SyncToAsync.context_to_thread_executor[_KEY] = database_threads
 
-Entered = tuple[CallScope, contextvars.Token[Any], contextvars.Token[Any]] | None
 
-
-def enter() -> Entered:
+def enter() -> CallScope | None:
     """At the start of a call (cheap: two context variables)."""
     if SyncToAsync.thread_sensitive_context.get(None) is not None:
         return None  # inside Django's handler: it closes connections itself
@@ -143,16 +138,16 @@ def enter() -> Entered:
         # The host's thread runs it, on the host's connection.
         return None
     scope = CallScope()
-    return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
+    scope.tokens = _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
+    return scope
 
 
-def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
+def leave(scope: CallScope | None) -> concurrent.futures.Future[Any] | None:
     """At the end of a call: the cleanup job to wait for, when the call used a database thread."""
-    if entered is None:
+    if scope is None:
         return None
-    scope, scope_token, key_token = entered
-    _scope.reset(scope_token)
-    SyncToAsync.thread_sensitive_context.reset(key_token)
+    _scope.reset(scope.tokens[0])
+    SyncToAsync.thread_sensitive_context.reset(scope.tokens[1])
     scope.left = True
     if scope.executor is None:
         return None

@@ -246,19 +246,11 @@ def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
             continue
         value = raw_value.decode("latin-1").strip(" \t")
         out[name] = f"{out[name]},{value}" if name in out else value
-    if cookies is not None:
-        out["cookie"] = django_cookie(cookies)
+    if cookies is not None and len(cookies) == 1:
+        out["cookie"] = cookies[0].decode("latin-1")
+    elif cookies is not None:
+        # Several fields (HTTP/2 clients split cookies): Django's versions join them differently
+        # (6.0 with "; ", 5.2 with ","), so Django's own request class does.
+        scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in cookies]}
+        out["cookie"] = ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
     return out
-
-
-def django_cookie(values: list[bytes]) -> str:
-    """The ``Cookie`` string Django builds from these header fields.
-
-    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
-    several fields (HTTP/2 clients split cookies) go through Django's own
-    request class; one field is the common case, and parses alike either way.
-    """
-    if len(values) == 1:
-        return values[0].decode("latin-1")
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
-    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
