@@ -99,7 +99,7 @@ class MCPApplication:
             await _send(out, send, disconnected)
         finally:
             if disconnected.task is not None:  # watched (most calls end before anyone looks)
-                disconnected.close()
+                disconnected.task.cancel()
 
 
 def freeze_startup_objects() -> None:

@@ -113,7 +113,7 @@ class HttpEndpoint:
         self.registry = registry
         self.pipeline = Pipeline(registry)
 
-    async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
+    async def handle(self, req: HttpIn, disconnected: Disconnect | None = None) -> HttpOut:
         try:
             cors = self.pipeline.admit(req.headers, req.scheme)
         except MCPError as exc:
@@ -148,7 +148,7 @@ class HttpEndpoint:
             out.headers.extend(cors)
         return out
 
-    async def modern(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+    async def modern(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "notification":
             return HttpOut(202)
@@ -219,7 +219,7 @@ def not_mcp(req: HttpIn) -> HttpOut:
 
 class Disconnect:
     """Tells when the client went away. The watcher, a task reading the ASGI channel, starts only
-    once someone asks (or awaits this): most calls finish long before it could matter."""
+    once someone asks: most calls finish long before it could matter."""
 
     def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self._receive = receive
@@ -233,14 +233,6 @@ class Disconnect:
     async def _watch(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
             pass
-
-    def __await__(self) -> Any:
-        # Shielded: whoever awaits us and is cancelled must not cancel the shared watcher.
-        return asyncio.shield(self.future()).__await__()
-
-    def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
 
 
 # A call still running after this many seconds starts watching for a disconnect.
@@ -258,7 +250,7 @@ class Response:
         handle: Callable[[Call], Awaitable[dict[str, Any]]],
         call: Call,
         can_stream: bool,
-        disconnected: Awaitable[Any] | None,
+        disconnected: Disconnect | None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.events: list[dict[str, Any]] = []
@@ -281,11 +273,9 @@ class Response:
             self.wake.set_result(None)
 
     def watch(self) -> None:
-        disconnected = self.disconnected
-        assert disconnected is not None
-        gone = disconnected.future() if isinstance(disconnected, Disconnect) else asyncio.ensure_future(disconnected)
-        gone.add_done_callback(self.wake_up)
-        self.gone = gone
+        assert self.disconnected is not None
+        self.gone = self.disconnected.future()
+        self.gone.add_done_callback(self.wake_up)
 
     async def out(self) -> HttpOut:
         task = self.task

@@ -27,6 +27,7 @@ from ..resource_updates import listeners
 from .http import (
     JSON,
     SSE,
+    Disconnect,
     HttpEndpoint,
     HttpIn,
     HttpOut,
@@ -318,7 +319,7 @@ class LegacyHttp:
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+    async def handle(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
