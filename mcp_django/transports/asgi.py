@@ -24,8 +24,6 @@ from .legacy_http import endpoint_for
 
 logger = logging.getLogger("mcp_django")
 
-Scope = dict[str, Any]
-
 
 class MCPApplication:
     """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, given ``websocket`` (a factory
@@ -42,7 +40,7 @@ class MCPApplication:
         """The handlers this application serves (its endpoint's)."""
         return self._registry or registry_module.mcp
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         scope_type = scope["type"]
         if scope_type == "websocket":
             if self._make_websocket is None:
@@ -110,7 +108,7 @@ def freeze_startup_objects() -> None:
         gc.freeze()
 
 
-async def lifespan(scope: Scope, receive: Any, send: Any) -> None:
+async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The ASGI lifespan protocol, for the ``"lifespan"`` key of the project's ``ProtocolTypeRouter``
     (without one, uvicorn logs that lifespan "appears unsupported"); startup freezes the objects
     made so far (:func:`freeze_startup_objects`)."""

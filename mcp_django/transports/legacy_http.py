@@ -85,7 +85,7 @@ class LegacyStream:
         hub.streams[self.key] = self
 
     def event_id(self, n: int) -> str:
-        return f"{self.key}.{n}@{self.hub.channel}"
+        return f"{self.key}.{n}@{self.hub.worker.channel}"
 
     def push(self, message: dict[str, Any]) -> None:
         self.events.append(sse_message(message, event_id=self.event_id(len(self.events) + 1)))
@@ -185,7 +185,7 @@ class SessionStream:
         self.prime = prime
         self.registry = registry
         # Names this stream in the cache: only the session's latest GET stream is told.
-        self.token = f"{hub.channel}!{os.urandom(6).hex()}"
+        self.token = f"{hub.worker.channel}!{os.urandom(6).hex()}"
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     def push(self, message: dict[str, Any]) -> None:
@@ -358,21 +358,19 @@ class LegacyHttp:
             except MCPError as exc:
                 return refused(request_id, exc)  # an HTTP 403 the client can step up from
             accept = req.headers.get("accept", "*/*")
-            if not (req.can_stream and (SSE in accept or "*/*" in accept)):
+            streams = req.can_stream and (SSE in accept or "*/*" in accept)
+            stream = LegacyStream(hub, record.sid) if streams else None
+            tracked = functools.partial(self._tracked, hub, record.sid, stream)
+            if stream is None:
                 # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
-                return await Response(
-                    functools.partial(self._tracked, hub, record.sid, None), call, False, disconnected
-                ).out()
-            stream = LegacyStream(hub, record.sid)
+                return await Response(tracked, call, False, disconnected).out()
             call.notify = stream.push
             prime = legacy.primes(record)
             if prime:
                 # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
-            stream.task = asyncio.ensure_future(
-                stream.serve(functools.partial(self._tracked, hub, record.sid, stream), call)
-            )
+            stream.task = asyncio.ensure_future(stream.serve(tracked, call))
             return _sse(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
@@ -465,7 +463,7 @@ class LegacyHttp:
         key, _, number = head.partition(".")
         if key.isdigit() and number.isdigit() and channel:
             after = int(number)
-            if channel != hub.channel:
+            if channel != hub.worker.channel:
                 # Held by another worker: it forwards the rest through the channel layer.
                 events = await hub.follow_remote(channel, key, after, record.sid)
                 if events is not None:

@@ -110,7 +110,7 @@ class Relay:
         # Replies forwarded here, by (forwarder's channel, ack id): taken or lost, and when, oldest first.
         self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
         # Our requests to clients awaiting replies, by id (mcp-django:<n>:<channel>).
-        self.held = Replies(lambda: f"{PREFIX}:{next(self.ids)}:{self.channel}")
+        self.held = Replies(lambda: f"{PREFIX}:{next(self.ids)}:{self.worker.channel}")
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
@@ -130,10 +130,6 @@ class Relay:
         worker.on("mcp.resume", self._serve_resume)
         worker.on("mcp.resume.stop", self._on_resume_stop)
 
-    @property
-    def channel(self) -> str:
-        return self.worker.channel
-
     # -- our requests and their replies ----------------------------------------------------
 
     def replies(self, sid: str, principal: str) -> Replies:
@@ -152,21 +148,21 @@ class Relay:
             return False
         if not is_worker_channel(channel):
             return self._refused(channel)
-        if channel == self.channel:
+        if channel == self.worker.channel:
             self.held.deliver(message, sid, principal)
             return True
         if not self.worker.shared:
             # One process: only its own relays (one per event loop) can hold the request.
             for hub in list(_relays.values()):
                 loop = hub.worker.loop
-                if hub.channel == channel and loop is not None and not loop.is_closed():
+                if hub.worker.channel == channel and loop is not None and not loop.is_closed():
                     loop.call_soon_threadsafe(hub.held.deliver, message, sid, principal)
                     return True
             return self._refused(channel)
         ack = str(next(self.ids))
         acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks[ack] = acked
-        about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.channel}
+        about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.worker.channel}
         sent_at: float | None = None
         try:
             try:
@@ -252,7 +248,7 @@ class Relay:
         tap = str(next(self.ids))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._taps[tap] = queue
-        request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
+        request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.worker.channel, "tap": tap}
         try:
             await self.worker.send(channel, request)
             first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
@@ -283,7 +279,7 @@ class Relay:
             if not ended:
                 # Our client left first: the holder stops forwarding.
                 with contextlib.suppress(Exception):
-                    await self.worker.send(channel, {"type": "mcp.resume.stop", "to": self.channel, "tap": tap})
+                    await self.worker.send(channel, {"type": "mcp.resume.stop", "to": self.worker.channel, "tap": tap})
 
     def _serve_resume(self, message: dict[str, Any]) -> None:
         to, tap = str(message["to"]), str(message["tap"])
