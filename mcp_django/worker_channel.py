@@ -1,14 +1,7 @@
-"""This worker's channel on the Channels layer: how worker processes tell each other things.
-
-One per event loop. Other workers send to its name (``mcp-django.<...>``); its reader hands each
-message to the handler registered for its ``type`` (:meth:`WorkerChannel.on`). Every worker's
-channel also joins :data:`GROUP`, for what all must hear: resource updates and cancellations of
-legacy calls. Without a layer the channel is a name local to this process; with the in-memory
-layer, every worker is this process.
-
-Every operation on the layer goes through :func:`layer_call`: bounded by
-``CHANNEL_LAYER_TIMEOUT``, retried on a pooled connection that died while Redis was away (each
-fails its next command once), and refused at once while the layer's breaker is open.
+"""This worker's channel on the Channels layer (one per event loop): how worker processes tell each
+other things. Its reader hands each message to the handler of its ``type`` (:meth:`WorkerChannel.on`);
+it also joins :data:`GROUP`, for what all must hear (resource updates, legacy cancellations). Every
+operation on the layer goes through :func:`layer_call`, and its breaker (docs/deployment.md).
 """
 
 from __future__ import annotations

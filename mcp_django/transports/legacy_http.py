@@ -264,8 +264,7 @@ class HttpSession:
     record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
-        if self.record is not None:
-            raise MCPError(INVALID_REQUEST, "the session is already initialized")
+        # Only the handshake's control opens a session, and handle() gives it no record.
         self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
         return self.record
 

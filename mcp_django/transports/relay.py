@@ -1,18 +1,11 @@
-"""The cross-worker reply channel of legacy Streamable HTTP.
+"""The cross-worker side of legacy Streamable HTTP (docs/legacy.md, "Many processes").
 
-A handler's request to the client goes out on the SSE stream of the POST that called it, held by
-one worker; the client's reply may reach any worker. So every request id names the waiting
-worker's channel (``mcp-django:<n>:<channel>``), where the reply is forwarded and accepted only
-for the session and principal the request was sent under.
-
-The forwarder answers its client 202 once the holder acknowledges the reply, else 503, and the
-two must agree. Without a prompt acknowledgment the forwarder asks the holder (``mcp.reply.lost``);
-whichever of the reply and the question arrives first decides: delivered (202), or lost, the ask
-failed and the late reply refused (503). A holder answering neither is gone (503); when the layer
-goes away after it took the reply, the reply waits in the holder's channel (202).
-
-Cancellations not found locally go to the group every worker's channel joins, and a stream
-resumed on a worker that does not hold it is forwarded by its holder (:meth:`Relay.follow_remote`).
+A client's reply reaches the worker whose channel its request id names (``mcp-django:<n>:<channel>``);
+the forwarder answers 202 or 503 as the holder says it went, and the two agree: without a prompt
+acknowledgment the forwarder asks (``mcp.reply.lost``), and whichever of the reply and the question
+arrives first decides (docs/deployment.md, "A reply crossing instances is reported as it went").
+Cancellations not found locally go to every worker; a stream resumed on a worker that does not hold
+it is forwarded by its holder (:meth:`Relay.follow_remote`).
 """
 
 from __future__ import annotations
