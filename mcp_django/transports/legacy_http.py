@@ -61,11 +61,8 @@ def _sse(events: AsyncIterator[bytes]) -> HttpOut:
 
 
 class LegacyStream:
-    """The events of one call's response, numbered, kept a while after the call ends.
-
-    Event ids are ``<key>.<n>@<channel>``: the channel names the worker holding the
-    events, should the resuming ``GET`` reach another one.
-    """
+    """The events of one call's response, kept a while after the call ends. Event ids are
+    ``<key>.<n>@<channel>``: the worker holding them, should the resuming ``GET`` reach another."""
 
     def __init__(self, hub: Relay, sid: str) -> None:
         self.hub = hub
@@ -477,11 +474,8 @@ class LegacyHttp:
 
 
 def endpoint_for(registry: Registry) -> HttpEndpoint:
-    """The registry's endpoint, serving both eras, shared by every transport mounted on it.
-
-    Kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and hand its
-    endpoint to a new registry given the same address.
-    """
+    """The registry's endpoint, serving both eras, shared by every transport mounted on it: kept on
+    the registry (a cache keyed by ``id(registry)`` would hand it to a new registry at the same address)."""
     endpoint = registry.endpoint
     if endpoint is None:
         endpoint = registry.endpoint = HttpEndpoint(registry)

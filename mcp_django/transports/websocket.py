@@ -104,7 +104,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.subscriptions: set[str] = set()
         self.updates: Listeners | None = None
         self.revoked = False
-        self.closing = False
         # as_asgi(registry=...) hands these over; Channels' base class would drop them.
         for key, value in initkwargs.items():
             setattr(self, key, value)
@@ -198,7 +197,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         except AuthenticationFailed:
             principal = None
         if principal is None or principal.binding != self.principal.binding:
-            self.revoked = True
             raise CredentialsRevoked()
         self.principal = principal  # a fresh copy: flags and permissions as they are now
         return principal
@@ -265,8 +263,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         except Exception as exc:
             # On a socket the status has nowhere to go: the JSON-RPC error is the answer.
             self.refuse(message["id"], exc)
-            if isinstance(exc, CredentialsRevoked) and not self.closing:
-                self.closing = True
+            if isinstance(exc, CredentialsRevoked) and not self.revoked:
+                self.revoked = True
                 self.outbox.put_nowait(_CLOSE)  # after the error answer
             return
         self.emit((await answer(self.endpoint.pipeline.handle, call))[1])
