@@ -1,12 +1,7 @@
-"""Database connections around each MCP call, as Django's request handler manages them.
-
-The ASGI fast path does not go through Django's handler, so nothing sends
-``request_started``/``request_finished`` (``close_old_connections``). Sync work runs in the
-worker pool, which closes stale connections after every job; thread-sensitive
-``sync_to_async`` code of one call runs in one *database thread* (:class:`DatabaseThreads`),
-whose first job and one job after the call close stale connections. A call that never used a
-database thread pays neither. Nothing here applies inside Django's handler or a
-:data:`host_thread`.
+"""Database connections around each MCP call, as Django's request handler manages them (docs/index.md,
+"The request lifecycle on /mcp"): a call's thread-sensitive code runs in one *database thread*,
+whose first job and one job after the call close stale connections. Nothing here applies inside
+Django's handler or a :data:`host_thread`.
 """
 
 from __future__ import annotations
@@ -54,6 +49,7 @@ class CallScope:
     executor: concurrent.futures.ThreadPoolExecutor | None = None
     index = 0
     left = False  # the call has ended (a task it started may still run)
+    tokens: tuple[contextvars.Token[Any], contextvars.Token[Any]]
 
 
 _scope: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("mcp_django_call_scope", default=None)
@@ -78,16 +74,13 @@ def _fresh(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
 
 
 class DatabaseThreads(concurrent.futures.Executor):
-    """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call.
+    """Where asgiref sends thread-sensitive ``sync_to_async`` code during an MCP call: a call keeps
+    the thread of its first job (the first no running call holds, a new one only when all are held,
+    up to ``DB_THREADS``, else the least held) until it ends.
 
-    Threads are long-lived; a call takes one at its first job and keeps it until it ends: the
-    first no running call holds, a new one only when all are held (up to ``DB_THREADS``),
-    else the least held. So calls that do not overlap share one thread and connection.
-
-    Not asgiref's public arrangements (bench/HISTORY.md, "asgiref's thread hops, measured"):
-    ``async with ThreadSensitiveContext()`` per call costs 55% more instructions
-    (``bench/thread_hops.py``); ``ThreadSensitiveContext(executor=...)`` refuses every
-    thread-sensitive call of a task that outlives its call, which runs here (tests/test_idle_threads.py).
+    Not asgiref's public arrangements: ``async with ThreadSensitiveContext()`` per call costs 55%
+    more instructions (bench/HISTORY.md, "asgiref's thread hops, measured"), and its ``executor=``
+    refuses a task that outlives its call, which runs here (tests/test_idle_threads.py).
     """
 
     def __init__(self) -> None:
@@ -128,10 +121,6 @@ class DatabaseThreads(concurrent.futures.Executor):
             return scope.executor.submit(_fresh, fn, *args, **kwargs)
         return scope.executor.submit(fn, *args, **kwargs)
 
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        for thread in self._threads:
-            thread.shutdown(wait, cancel_futures=cancel_futures)
-
 
 database_threads = DatabaseThreads()
 
@@ -140,10 +129,8 @@ database_threads = DatabaseThreads()
 _KEY = ThreadSensitiveContext()
 SyncToAsync.context_to_thread_executor[_KEY] = database_threads
 
-Entered = tuple[CallScope, contextvars.Token[Any], contextvars.Token[Any]] | None
 
-
-def enter() -> Entered:
+def enter() -> CallScope | None:
     """At the start of a call (cheap: two context variables)."""
     if SyncToAsync.thread_sensitive_context.get(None) is not None:
         return None  # inside Django's handler: it closes connections itself
@@ -151,16 +138,16 @@ def enter() -> Entered:
         # The host's thread runs it, on the host's connection.
         return None
     scope = CallScope()
-    return scope, _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
+    scope.tokens = _scope.set(scope), SyncToAsync.thread_sensitive_context.set(_KEY)
+    return scope
 
 
-def leave(entered: Entered) -> concurrent.futures.Future[Any] | None:
+def leave(scope: CallScope | None) -> concurrent.futures.Future[Any] | None:
     """At the end of a call: the cleanup job to wait for, when the call used a database thread."""
-    if entered is None:
+    if scope is None:
         return None
-    scope, scope_token, key_token = entered
-    _scope.reset(scope_token)
-    SyncToAsync.thread_sensitive_context.reset(key_token)
+    _scope.reset(scope.tokens[0])
+    SyncToAsync.thread_sensitive_context.reset(scope.tokens[1])
     scope.left = True
     if scope.executor is None:
         return None

@@ -1,14 +1,7 @@
-"""This worker's channel on the Channels layer: how worker processes tell each other things.
-
-One per event loop. Other workers send to its name (``mcp-django.<...>``); its reader hands each
-message to the handler registered for its ``type`` (:meth:`WorkerChannel.on`). Every worker's
-channel also joins :data:`GROUP`, for what all must hear: resource updates and cancellations of
-legacy calls. Without a layer the channel is a name local to this process; with the in-memory
-layer, every worker is this process.
-
-Every operation on the layer goes through :func:`layer_call`: bounded by
-``CHANNEL_LAYER_TIMEOUT``, retried on a pooled connection that died while Redis was away (each
-fails its next command once), and refused at once while the layer's breaker is open.
+"""This worker's channel on the Channels layer (one per event loop): how worker processes tell each
+other things. Its reader hands each message to the handler of its ``type`` (:meth:`WorkerChannel.on`);
+it also joins :data:`GROUP`, for what all must hear (resource updates, legacy cancellations). Every
+operation on the layer goes through :func:`layer_call`, and its breaker (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -121,7 +114,7 @@ class WorkerChannel:
                     if self.shared:
                         # Joined before anyone is served: no update announced later may miss it.
                         joined = await self._join_once()
-                        self._tasks.append(asyncio.ensure_future(self._join(renew_first=joined)))
+                        self._tasks.append(asyncio.ensure_future(self._join(_GROUP_RENEW_SECONDS if joined else 1)))
                 self._ready.set_result(None)
             except BaseException as exc:
                 self._ready.set_exception(exc)
@@ -134,12 +127,8 @@ class WorkerChannel:
         self._tasks.append(task)
         task.add_done_callback(self._tasks.remove)
 
-    async def call(self, operation: Callable[[Any], Awaitable[T]]) -> T:
-        """:func:`layer_call` of ``operation(self.layer)``."""
-        return await layer_call(lambda: operation(self.layer))
-
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        await self.call(lambda layer: layer.send(channel, message))
+        await layer_call(lambda: self.layer.send(channel, message))
 
     def post(self, channel: str, message: dict[str, Any]) -> None:
         """:meth:`send` in the background, a failure logged instead of raised."""
@@ -190,12 +179,11 @@ class WorkerChannel:
             return False
         return True
 
-    async def _join(self, *, renew_first: bool) -> None:
-        if renew_first:
-            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+    async def _join(self, wait: float) -> None:
         while True:
+            await asyncio.sleep(wait)
             joined = await self._join_once(quiet=True, probe=True)
-            await asyncio.sleep(_GROUP_RENEW_SECONDS if joined else 1)
+            wait = _GROUP_RENEW_SECONDS if joined else 1
 
     async def stop(self) -> None:
         tasks = list(self._tasks)

@@ -44,7 +44,7 @@ from mcp_django.registry import Registry
 from mcp_django.signals import Event
 from mcp_django.tasks import methods as task_methods
 from mcp_django.transports.asgi import MCPApplication
-from mcp_django.transports.http_io import HttpIn, HttpOut
+from mcp_django.transports.http import HttpIn, HttpOut
 from mcp_django.transports.legacy_http import endpoint_for
 
 PACKAGE = Path(mcp_django.__file__).parent

@@ -114,7 +114,7 @@ def test_a_delivered_reply_whose_ack_is_lost_is_reported_delivered() -> None:
             return False
 
         network.lose = lose_first_ack
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         # The ask got its reply; the client must hear 202, not 503.
         assert await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL) is True
         assert lost_once and asked.done() and asked.result() == _reply(request_id)
@@ -127,7 +127,7 @@ def test_a_reply_lost_on_the_way_fails_the_ask_and_is_reported_failed() -> None:
     async def run() -> None:
         network, holder, forwarder = _pair()
         network.lose = lambda message: message["type"] == "mcp.reply"
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         with pytest.raises(Unavailable):
             await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
         # The ask ends now, with an error (not at ASK_TIMEOUT).
@@ -142,7 +142,7 @@ def test_a_reply_arriving_after_it_was_declared_lost_is_not_taken() -> None:
         network, holder, forwarder = _pair()
         # The reply is late (held), the forwarder's question overtakes it.
         network.hold = lambda message: message["type"] == "mcp.reply"
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         with pytest.raises(Unavailable):
             await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
         network.hold = lambda message: False
@@ -184,7 +184,7 @@ def test_a_reply_the_layer_took_before_it_froze_is_reported_taken_within_the_lay
                 frozen.append(True)
 
         network.send = send  # type: ignore[method-assign]
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         loop = asyncio.get_running_loop()
         started = loop.time()
         assert await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL) is True
@@ -203,7 +203,7 @@ def test_a_reply_the_layer_refused_is_reported_failed_at_once() -> None:
             raise Unavailable("the channel layer")  # the layer's breaker is open
 
         network.send = refused  # type: ignore[method-assign]
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         with pytest.raises(Unavailable):
             await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
         assert not asked.done()  # the client may answer again, and that answer will count
@@ -217,14 +217,14 @@ def test_a_repeated_answer_is_taken_once_and_answered_202() -> None:
 
     async def run() -> None:
         _network, holder, forwarder = _pair()
-        request_id, asked = holder.open(SID, PRINCIPAL)
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
         first = _reply(request_id)
         again = {**first, "result": {"action": "accept", "content": {"name": "x"}}}
         assert await forwarder.route_reply(first, SID, PRINCIPAL) is True
         assert await forwarder.route_reply(again, SID, PRINCIPAL) is True
         assert await holder.route_reply(again, SID, PRINCIPAL) is True
         assert asked.result() == first
-        holder.close(request_id)  # the call is over
+        holder.held.close(request_id)  # the call is over
         assert await forwarder.route_reply(again, SID, PRINCIPAL) is True
         assert asked.result() == first
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_django.transports.http_io import sse_comment, sse_event, sse_message
+from mcp_django.transports.http import sse_comment, sse_event, sse_message
 
 MESSAGE = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
 DATA = b'{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}'

@@ -47,7 +47,7 @@ class Call:
     # The settings of the endpoint serving the call (set by its pipeline), and its Registry.
     endpoint: EndpointSettings | None = field(default=None, repr=False)
     registry: Any = field(default=None, repr=False)
-    # The HTTP request as the transport received it (transports.http_io.HttpIn), if any.
+    # The HTTP request as the transport received it (transports.http.HttpIn), if any.
     http: Any = field(default=None, repr=False)
     # A legacy call's control of its session (protocol.legacy.SessionControl).
     control: Any = field(default=None, repr=False)

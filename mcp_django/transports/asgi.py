@@ -1,11 +1,6 @@
-"""The ASGI application serving the MCP endpoint (the fast path).
-
-It is mounted in the project's ``asgi.py`` beside Django's own application, so an
-MCP request does not go through Django's handler, middleware or request signals:
-those cost more CPU per request than the whole MCP exchange. Django's request
-object is still built when a handler or an authentication class needs it, and
-what Django's own request signal receivers do for database connections is done
-for every call (:mod:`mcp_django.lifecycle`).
+"""The ASGI application serving the MCP endpoint (the fast path): beside Django's own application,
+not through its handler, middleware or request signals, which cost more CPU than the whole MCP
+exchange (docs/index.md, "The request lifecycle on /mcp").
 """
 
 from __future__ import annotations
@@ -24,13 +19,10 @@ from ..asks.invoke import EAGER_TASKS, start_task
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .http import Disconnect, HttpEndpoint, refused
-from .http_io import JSON, SSE, HttpIn, HttpOut
+from .http import JSON, SSE, Disconnect, HttpEndpoint, HttpIn, HttpOut, refused
 from .legacy_http import endpoint_for
 
 logger = logging.getLogger("mcp_django")
-
-Scope = dict[str, Any]
 
 
 class MCPApplication:
@@ -48,7 +40,7 @@ class MCPApplication:
         """The handlers this application serves (its endpoint's)."""
         return self._registry or registry_module.mcp
 
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         scope_type = scope["type"]
         if scope_type == "websocket":
             if self._make_websocket is None:
@@ -105,22 +97,18 @@ class MCPApplication:
             await _send(out, send, disconnected)
         finally:
             if disconnected.task is not None:  # watched (most calls end before anyone looks)
-                disconnected.close()
+                disconnected.task.cancel()
 
 
 def freeze_startup_objects() -> None:
-    """``gc.freeze()`` after one full collection, unless ``GC_FREEZE`` is off.
-
-    Requests that make reference cycles push survivors into the oldest generation, and every
-    full pass then walks the few hundred thousand objects a started Django process holds for
-    good: about 27 µs of a call's CPU, against 2 µs with them frozen (bench/HISTORY.md).
-    """
+    """``gc.freeze()`` after one full collection, unless ``GC_FREEZE`` is off: full passes then skip
+    the objects a started Django process holds for good (bench/HISTORY.md)."""
     if mcp_settings.GC_FREEZE:
         gc.collect()
         gc.freeze()
 
 
-async def lifespan(scope: Scope, receive: Any, send: Any) -> None:
+async def lifespan(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The ASGI lifespan protocol, for the ``"lifespan"`` key of the project's ``ProtocolTypeRouter``
     (without one, uvicorn logs that lifespan "appears unsupported"); startup freezes the objects
     made so far (:func:`freeze_startup_objects`)."""
@@ -256,19 +244,11 @@ def asgi_headers(scope: dict[str, Any]) -> dict[str, str]:
             continue
         value = raw_value.decode("latin-1").strip(" \t")
         out[name] = f"{out[name]},{value}" if name in out else value
-    if cookies is not None:
-        out["cookie"] = django_cookie(cookies)
+    if cookies is not None and len(cookies) == 1:
+        out["cookie"] = cookies[0].decode("latin-1")
+    elif cookies is not None:
+        # Several fields (HTTP/2 clients split cookies): Django's versions join them differently
+        # (6.0 with "; ", 5.2 with ","), so Django's own request class does.
+        scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in cookies]}
+        out["cookie"] = ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")
     return out
-
-
-def django_cookie(values: list[bytes]) -> str:
-    """The ``Cookie`` string Django builds from these header fields.
-
-    Django's versions differ (6.0 joins fields with "; ", 5.2 with ","), so
-    several fields (HTTP/2 clients split cookies) go through Django's own
-    request class; one field is the common case, and parses alike either way.
-    """
-    if len(values) == 1:
-        return values[0].decode("latin-1")
-    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"cookie", v) for v in values]}
-    return ASGIRequest(scope, io.BytesIO(b"")).META.get("HTTP_COOKIE", "")

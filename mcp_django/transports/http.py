@@ -1,12 +1,14 @@
-"""Streamable HTTP, independent of how the bytes arrived (our ASGI app or a Django view): one POST
-carries one JSON-RPC message; the answer is JSON, or an SSE stream once the handler sends a
-notification before its result (decided lazily: a plain call never pays for a stream)."""
+"""Streamable HTTP, independent of how the bytes arrived (our ASGI app, a Django view, a websocket's
+upgrade): the request a transport received (:class:`HttpIn`), its answer (:class:`HttpOut`), SSE
+framing. One POST carries one JSON-RPC message; the answer is JSON, or an SSE stream once the
+handler sends a notification before its result (decided lazily: a plain call never pays for a stream)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..asks.call import Call
@@ -17,12 +19,78 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
 from ..registry import Registry
-from .http_io import JSON, SSE, HttpIn, HttpOut, sse_message
 
 if TYPE_CHECKING:
     from .legacy_http import LegacyHttp
 
 logger = logging.getLogger("mcp_django")
+
+JSON = "application/json"
+SSE = "text/event-stream"
+
+
+@dataclass(slots=True)
+class HttpIn:
+    """One HTTP request, as the transport received it."""
+
+    method: str
+    headers: dict[str, str]  # lower-case names, values with surrounding whitespace removed
+    body: bytes
+    client_address: str | None
+    request_factory: Callable[[], Any]
+    transport: str = "http"
+    # False where the server cannot stream (the WSGI view): answers are always JSON.
+    can_stream: bool = True
+    too_large: bool = False
+    # The transport's scheme (http or https; a websocket's upgrade counts as the http(s) it began as).
+    scheme: str = "http"
+    # Where the request went as the server saw it (root path, path): an OAuth token is valid
+    # at one URL only, so the principal cache keys on it.
+    endpoint: str = ""
+    # Django's request, once django_request() has built it.
+    built: Any = field(default=None, repr=False)
+
+    def django_request(self) -> Any:
+        """Django's request for this one, built on first use (an authentication class, a handler's ``ctx.request``)."""
+        if self.built is None:
+            self.built = self.request_factory()
+        return self.built
+
+
+@dataclass(slots=True)
+class HttpOut:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    # When set, the response is an SSE stream of these chunks.
+    events: AsyncIterator[bytes] | None = None
+
+
+def sse_event(
+    data: bytes, *, event: str | None = None, event_id: str | None = None, retry_ms: int | None = None
+) -> bytes:
+    """One Server-Sent Event: its fields (``id``, ``retry``, ``event``, in that order) and one ``data``
+    line (compact JSON holds no line break). Empty data with an id or a retry is a priming
+    event: it sets where a client resumes from, or how soon it reconnects."""
+    head = b""
+    if event_id is not None:
+        head += b"id: " + event_id.encode() + b"\n"
+    if retry_ms is not None:
+        head += b"retry: %d\n" % retry_ms
+    if event is not None:
+        head += b"event: " + event.encode() + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+def sse_message(message: dict[str, Any], *, event_id: str | None = None) -> bytes:
+    """A JSON-RPC message as an SSE ``message`` event."""
+    return sse_event(dumps(message), event="message", event_id=event_id)
+
+
+def sse_comment(text: str) -> bytes:
+    """An SSE comment: every client ignores it, and the connection (and any proxy on it) sees traffic."""
+    return b": " + text.encode() + b"\n\n"
+
 
 # A legacy session needs a held connection for its server-to-client requests:
 # refused at initialize, rather than failing at the first ask.
@@ -34,23 +102,18 @@ NO_LEGACY_HERE = MCPError(
 )
 
 
-def accepts(headers: dict[str, str], media_type: str) -> bool:
-    accept = headers.get("accept", "*/*")
-    return media_type in accept or "*/*" in accept
-
-
 class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request: it reads the request, picks the era and
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
     # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
-    legacy: LegacyHttp | None = None
+    legacy: LegacyHttp
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self.pipeline = Pipeline(registry)
 
-    async def handle(self, req: HttpIn, disconnected: Awaitable[Any] | None = None) -> HttpOut:
+    async def handle(self, req: HttpIn, disconnected: Disconnect | None = None) -> HttpOut:
         try:
             cors = self.pipeline.admit(req.headers, req.scheme)
         except MCPError as exc:
@@ -58,19 +121,17 @@ class HttpEndpoint:
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
-            if self.legacy is not None:
-                out = await self.legacy.handle_other(req)
-                if out is not None:
-                    return out
-            out = not_mcp(req)
-            out.headers.extend(cors)
+            out = await self.legacy.handle_other(req)
+            if out is None:
+                out = not_mcp(req)
+                out.headers.extend(cors)
             return out
         # The POST's JSON-RPC message: its media types and size, then the JSON.
         if req.headers.get("content-type", "").split(";", 1)[0].strip().lower() != JSON:
             return refused(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
         if req.too_large:
             return refused(None, MCPError(INVALID_REQUEST, "request body too large", http_status=413))
-        accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
+        accept = req.headers.get("accept", "*/*")
         if JSON not in accept and "*/*" not in accept:
             return refused(None, MCPError(INVALID_REQUEST, "Accept must include application/json", http_status=406))
         try:
@@ -79,8 +140,6 @@ class HttpEndpoint:
             return refused(None, exc)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
         if era_of(message, req.headers) == Era.LEGACY:
-            if self.legacy is None:
-                return refused(None, MCPError(INVALID_REQUEST, "this server speaks only protocol 2026-07-28"))
             if not req.can_stream:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
             return await self.legacy.handle(req, message, disconnected)
@@ -89,7 +148,7 @@ class HttpEndpoint:
             out.headers.extend(cors)
         return out
 
-    async def modern(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+    async def modern(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "notification":
             return HttpOut(202)
@@ -112,7 +171,7 @@ class HttpEndpoint:
             request_factory=req.django_request,
             http=req,
         )
-        accept = req.headers.get("accept", "*/*")  # accepts(), inline: every call's path
+        accept = req.headers.get("accept", "*/*")
         can_stream = req.can_stream and (SSE in accept or "*/*" in accept)
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
 
@@ -160,7 +219,7 @@ def not_mcp(req: HttpIn) -> HttpOut:
 
 class Disconnect:
     """Tells when the client went away. The watcher, a task reading the ASGI channel, starts only
-    once someone asks (or awaits this): most calls finish long before it could matter."""
+    once someone asks: most calls finish long before it could matter."""
 
     def __init__(self, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         self._receive = receive
@@ -174,14 +233,6 @@ class Disconnect:
     async def _watch(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
             pass
-
-    def __await__(self) -> Any:
-        # Shielded: whoever awaits us and is cancelled must not cancel the shared watcher.
-        return asyncio.shield(self.future()).__await__()
-
-    def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
 
 
 # A call still running after this many seconds starts watching for a disconnect.
@@ -199,7 +250,7 @@ class Response:
         handle: Callable[[Call], Awaitable[dict[str, Any]]],
         call: Call,
         can_stream: bool,
-        disconnected: Awaitable[Any] | None,
+        disconnected: Disconnect | None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.events: list[dict[str, Any]] = []
@@ -222,11 +273,9 @@ class Response:
             self.wake.set_result(None)
 
     def watch(self) -> None:
-        disconnected = self.disconnected
-        assert disconnected is not None
-        gone = disconnected.future() if isinstance(disconnected, Disconnect) else asyncio.ensure_future(disconnected)
-        gone.add_done_callback(self.wake_up)
-        self.gone = gone
+        assert self.disconnected is not None
+        self.gone = self.disconnected.future()
+        self.gone.add_done_callback(self.wake_up)
 
     async def out(self) -> HttpOut:
         task = self.task

@@ -1,17 +1,12 @@
-"""Streamable HTTP for the legacy revisions: sessions, SSE answers, replies by POST.
-
-``initialize`` mints ``Mcp-Session-Id`` (a sealed record, :mod:`mcp_django.protocol.legacy`)
-bound to its principal. A call that asks, logs or reports progress is answered as an SSE
-stream whose events all have ids, so the client may resume it (``GET`` + ``Last-Event-ID``)
-on any worker; its replies come by POST, routed by :mod:`mcp_django.transports.relay`. A
-dropped stream is not a cancellation, but one nobody reads for ``ABANDONED_STREAM_SECONDS``
-cancels its call. A ``GET`` without ``Last-Event-ID`` opens the session's standalone stream
-(resource updates it subscribed to, list changes); ``DELETE`` ends the session.
+"""Streamable HTTP for the legacy revisions (docs/legacy.md): sessions (``Mcp-Session-Id``, a sealed
+record of :mod:`mcp_django.protocol.legacy`), SSE answers a client may resume on any worker, replies
+by POST (routed by :mod:`mcp_django.transports.relay`), the standalone ``GET`` stream, ``DELETE``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,16 +17,28 @@ from ..asks.call import Call
 from ..asks.live import LiveSession
 from ..auth import AuthenticationFailed, Principal
 from ..conf import mcp_settings
-from ..pipeline import Pipeline, answer
+from ..pipeline import answer
 from ..protocol import jsonrpc, legacy
 from ..protocol.dispatch import LEGACY_METHODS
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, Unavailable, notification
 from ..protocol.revisions import LEGACY_VERSIONS, MODERN_VERSIONS
 from ..registry import Registry
 from ..resource_updates import listeners
-from .http import HttpEndpoint, Response, accepts, json_out, refused
-from .http_io import JSON, SSE, HttpIn, HttpOut, sse_comment, sse_event, sse_message
-from .relay import RESUME_KEEPALIVE_SECONDS, HttpReplies, Relay, call_key, relay
+from .http import (
+    JSON,
+    SSE,
+    Disconnect,
+    HttpEndpoint,
+    HttpIn,
+    HttpOut,
+    Response,
+    json_out,
+    refused,
+    sse_comment,
+    sse_event,
+    sse_message,
+)
+from .relay import RESUME_KEEPALIVE_SECONDS, Relay, call_key, relay
 
 logger = logging.getLogger("mcp_django")
 
@@ -54,11 +61,8 @@ def _sse(events: AsyncIterator[bytes]) -> HttpOut:
 
 
 class LegacyStream:
-    """The events of one call's response, numbered, kept a while after the call ends.
-
-    Event ids are ``<key>.<n>@<channel>``: the channel names the worker holding the
-    events, should the resuming ``GET`` reach another one.
-    """
+    """The events of one call's response, kept a while after the call ends. Event ids are
+    ``<key>.<n>@<channel>``: the worker holding them, should the resuming ``GET`` reach another."""
 
     def __init__(self, hub: Relay, sid: str) -> None:
         self.hub = hub
@@ -78,7 +82,7 @@ class LegacyStream:
         hub.streams[self.key] = self
 
     def event_id(self, n: int) -> str:
-        return f"{self.key}.{n}@{self.hub.channel}"
+        return f"{self.key}.{n}@{self.hub.worker.channel}"
 
     def push(self, message: dict[str, Any]) -> None:
         self.events.append(sse_message(message, event_id=self.event_id(len(self.events) + 1)))
@@ -88,6 +92,10 @@ class LegacyStream:
         """End the client's connection now; the call goes on and the client may resume."""
         self.cuts += 1
         self.changed.set()
+
+    async def serve(self, handle: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> None:
+        """Answer the call on this stream, whoever follows it."""
+        self.finish((await answer(handle, call))[1])
 
     def finish(self, message: dict[str, Any]) -> None:
         self.push(message)
@@ -174,7 +182,7 @@ class SessionStream:
         self.prime = prime
         self.registry = registry
         # Names this stream in the cache: only the session's latest GET stream is told.
-        self.token = f"{hub.channel}!{os.urandom(6).hex()}"
+        self.token = f"{hub.worker.channel}!{os.urandom(6).hex()}"
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     def push(self, message: dict[str, Any]) -> None:
@@ -244,14 +252,6 @@ async def _deliver_updates(hub: Relay, uris: asyncio.Queue[str]) -> None:
             streams[key].push(notification("notifications/resources/updated", {"uri": uri}))
 
 
-def parse_event_id(value: str) -> tuple[str, int, str] | None:
-    head, _, channel = value.partition("@")
-    key, _, number = head.partition(".")
-    if not key.isdigit() or not number.isdigit() or not channel:
-        return None
-    return key, int(number), channel
-
-
 @dataclass(slots=True)
 class HttpSession:
     """A legacy HTTP session's :class:`~mcp_django.protocol.legacy.SessionControl`: its
@@ -261,8 +261,7 @@ class HttpSession:
     record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
-        if self.record is not None:
-            raise MCPError(INVALID_REQUEST, "the session is already initialized")
+        # Only the handshake's control opens a session, and handle() gives it no record.
         self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
         return self.record
 
@@ -277,41 +276,6 @@ class HttpSession:
     async def cancel(self, request_id: Any) -> None:
         assert self.record is not None
         await (await relay()).cancel(self.record.sid, request_id)
-
-
-@dataclass(slots=True)
-class TrackedCall:
-    """A legacy call the relay tracks: ``notifications/cancelled`` and ``DELETE`` reach it from
-    any worker, and a stream nobody reads any more (and nobody resumed) cancels it."""
-
-    pipeline: Pipeline
-    hub: Relay
-    sid: str
-    stream: LegacyStream | None = None
-
-    async def handle(self, call: Call) -> dict[str, Any]:
-        """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>`, in a task the relay can cancel."""
-        inner = asyncio.ensure_future(self.pipeline.handle(call))
-        key = call_key(self.sid, call.request_id)
-        self.hub.calls[key] = inner
-        if self.stream is not None:
-            self.stream.on_abandoned = inner.cancel
-        try:
-            return await inner
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if inner.cancelled() and current is not None and not current.cancelling():
-                # Cancelled for the client (notifications/cancelled, DELETE, an abandoned stream), not by us.
-                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
-            raise
-        finally:
-            self.hub.calls.pop(key, None)
-
-    async def serve(self, call: Call) -> None:
-        """Answer on the call's stream, whoever follows it."""
-        assert self.stream is not None
-        _status, payload, _headers = await answer(self.handle, call)
-        self.stream.finish(payload)
 
 
 class LegacyHttp:
@@ -351,7 +315,7 @@ class LegacyHttp:
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle(self, req: HttpIn, message: Any, disconnected: Awaitable[Any] | None) -> HttpOut:
+    async def handle(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
@@ -384,29 +348,51 @@ class LegacyHttp:
             if message["method"] in LEGACY_METHODS:
                 return await self.direct(call)  # the session's own methods: answered at once, in JSON
             hub = await relay()
-            call.session = LiveSession(record, HttpReplies(hub, record.sid, record.principal))
+            call.session = LiveSession(record, hub.replies(record.sid, record.principal))
             try:
                 pipeline.dispatcher.require_scopes(call)
             except MCPError as exc:
                 return refused(request_id, exc)  # an HTTP 403 the client can step up from
-            tracked = TrackedCall(pipeline, hub, record.sid)
-            if not (req.can_stream and accepts(req.headers, SSE)):
+            accept = req.headers.get("accept", "*/*")
+            streams = req.can_stream and (SSE in accept or "*/*" in accept)
+            stream = LegacyStream(hub, record.sid) if streams else None
+            tracked = functools.partial(self._tracked, hub, record.sid, stream)
+            if stream is None:
                 # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
-                return await Response(tracked.handle, call, False, disconnected).out()
-            stream = tracked.stream = LegacyStream(hub, record.sid)
+                return await Response(tracked, call, False, disconnected).out()
             call.notify = stream.push
             prime = legacy.primes(record)
             if prime:
                 # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
-            stream.task = asyncio.ensure_future(tracked.serve(call))
+            stream.task = asyncio.ensure_future(stream.serve(tracked, call))
             return _sse(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         except Unavailable as exc:
             # The session store, the channel layer or the database is down or hung: 503, never a 500.
             return refused(request_id if shape == "request" else None, exc)
+
+    async def _tracked(self, hub: Relay, sid: str, stream: LegacyStream | None, call: Call) -> dict[str, Any]:
+        """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>` in a task the relay tracks:
+        ``notifications/cancelled`` and ``DELETE`` cancel it from any worker, and so does a stream
+        nobody reads any more (nor resumed)."""
+        inner = asyncio.ensure_future(self.endpoint.pipeline.handle(call))
+        key = call_key(sid, call.request_id)
+        hub.calls[key] = inner
+        if stream is not None:
+            stream.on_abandoned = inner.cancel
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if inner.cancelled() and current is not None and not current.cancelling():
+                # Cancelled for the client (notifications/cancelled, DELETE, an abandoned stream), not by us.
+                raise MCPError(REQUEST_CANCELLED, "Request cancelled") from None
+            raise
+        finally:
+            hub.calls.pop(key, None)
 
     def _call(
         self,
@@ -469,10 +455,11 @@ class LegacyHttp:
     async def resume(self, record: legacy.SessionRecord, last_event: str) -> HttpOut:
         """GET with Last-Event-ID: the rest of a call's stream, from where the client lost it."""
         hub = await relay()
-        parsed = parse_event_id(last_event)
-        if parsed is not None:
-            key, after, channel = parsed
-            if channel != hub.channel:
+        head, _, channel = last_event.partition("@")
+        key, _, number = head.partition(".")
+        if key.isdigit() and number.isdigit() and channel:
+            after = int(number)
+            if channel != hub.worker.channel:
                 # Held by another worker: it forwards the rest through the channel layer.
                 events = await hub.follow_remote(channel, key, after, record.sid)
                 if events is not None:
@@ -487,11 +474,8 @@ class LegacyHttp:
 
 
 def endpoint_for(registry: Registry) -> HttpEndpoint:
-    """The registry's endpoint, serving both eras, shared by every transport mounted on it.
-
-    Kept on the registry: a cache keyed by ``id(registry)`` would outlive it, and hand its
-    endpoint to a new registry given the same address.
-    """
+    """The registry's endpoint, serving both eras, shared by every transport mounted on it: kept on
+    the registry (a cache keyed by ``id(registry)`` would hand it to a new registry at the same address)."""
     endpoint = registry.endpoint
     if endpoint is None:
         endpoint = registry.endpoint = HttpEndpoint(registry)

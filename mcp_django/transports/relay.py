@@ -1,35 +1,29 @@
-"""The cross-worker reply channel of legacy Streamable HTTP.
+"""The cross-worker side of legacy Streamable HTTP (docs/legacy.md, "Many processes").
 
-A handler's request to the client goes out on the SSE stream of the POST that called it, held by
-one worker; the client's reply may reach any worker. So every request id names the waiting
-worker's channel (``mcp-django:<n>:<channel>``), where the reply is forwarded and accepted only
-for the session and principal the request was sent under.
-
-The forwarder answers its client 202 once the holder acknowledges the reply, else 503, and the
-two must agree. Without a prompt acknowledgment the forwarder asks the holder (``mcp.reply.lost``);
-whichever of the reply and the question arrives first decides: delivered (202), or lost, the ask
-failed and the late reply refused (503). A holder answering neither is gone (503); when the layer
-goes away after it took the reply, the reply waits in the holder's channel (202).
-
-Cancellations not found locally go to the group every worker's channel joins, and a stream
-resumed on a worker that does not hold it is forwarded by its holder (:meth:`Relay.follow_remote`).
+A client's reply reaches the worker whose channel its request id names (``mcp-django:<n>:<channel>``);
+the forwarder answers 202 or 503 as the holder says it went, and the two agree: without a prompt
+acknowledgment the forwarder asks (``mcp.reply.lost``), and whichever of the reply and the question
+arrives first decides (docs/deployment.md, "A reply crossing instances is reported as it went").
+Cancellations not found locally go to every worker; a stream resumed on a worker that does not hold
+it is forwarded by its holder (:meth:`Relay.follow_remote`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, Unavailable, dumps
-from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, worker_channel
+from ..worker_channel import GROUP, PREFIX, WorkerChannel, is_worker_channel, layer_call, worker_channel
 
 logger = logging.getLogger("mcp_django")
 
@@ -55,6 +49,41 @@ class _Waiter:
     principal: str
 
 
+@dataclass
+class Replies:
+    """A :class:`~mcp_django.asks.live.LiveSession`'s replies (a legacy HTTP call's, or a socket's): ids
+    for our requests from ``new_id``, awaited in ``waiting`` (the relay's, shared by its calls); a reply
+    is taken only from the session and principal its request was sent under."""
+
+    new_id: Callable[[], str]
+    sid: str = ""
+    principal: str = ""
+    waiting: dict[str, _Waiter] = field(default_factory=dict)
+
+    def open(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+        request_id = self.new_id()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = _Waiter(future, self.sid, self.principal)
+        return request_id, future
+
+    def close(self, request_id: str | int) -> None:
+        self.waiting.pop(str(request_id), None)
+
+    def take(self, request_id: Any, sid: str, principal: str) -> _Waiter | None:
+        waiter = self.waiting.get(request_id) if isinstance(request_id, str) else None
+        if waiter is None or waiter.future.done():
+            return None  # answered already, timed out, or the call is over
+        if waiter.sid != sid or waiter.principal != principal:
+            logger.warning("dropped a reply to %s sent from another session", request_id)
+            return None
+        return waiter
+
+    def deliver(self, message: dict[str, Any], sid: str = "", principal: str = "") -> None:
+        waiter = self.take(message.get("id"), sid, principal)
+        if waiter is not None:
+            waiter.future.set_result(message)
+
+
 def call_key(sid: str, request_id: Any) -> tuple[str, str]:
     """In-flight calls by session and the client's request id (1 and "1" are different ids)."""
     return sid, dumps(request_id).decode()
@@ -62,6 +91,8 @@ def call_key(sid: str, request_id: Any) -> tuple[str, str]:
 
 class Relay:
     """One per event loop: the waiters and the calls in flight, on the worker's channel of that loop."""
+
+    refused_said = False
 
     def __init__(self, worker: WorkerChannel) -> None:
         self.worker = worker
@@ -71,7 +102,8 @@ class Relay:
         self._acks: dict[str, asyncio.Future[bool]] = {}
         # Replies forwarded here, by (forwarder's channel, ack id): taken or lost, and when, oldest first.
         self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
-        self.waiters: dict[str, _Waiter] = {}
+        # Our requests to clients awaiting replies, by id (mcp-django:<n>:<channel>).
+        self.held = Replies(lambda: f"{PREFIX}:{next(self.ids)}:{self.worker.channel}")
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
@@ -91,20 +123,11 @@ class Relay:
         worker.on("mcp.resume", self._serve_resume)
         worker.on("mcp.resume.stop", self._on_resume_stop)
 
-    @property
-    def channel(self) -> str:
-        return self.worker.channel
-
     # -- our requests and their replies ----------------------------------------------------
 
-    def open(self, sid: str, principal: str) -> tuple[str, asyncio.Future[dict[str, Any]]]:
-        request_id = f"{PREFIX}:{next(self.ids)}:{self.channel}"
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.waiters[request_id] = _Waiter(future, sid, principal)
-        return request_id, future
-
-    def close(self, request_id: str | int) -> None:
-        self.waiters.pop(str(request_id), None)
+    def replies(self, sid: str, principal: str) -> Replies:
+        """A legacy call's :class:`Replies`: their ids name this worker's channel."""
+        return dataclasses.replace(self.held, sid=sid, principal=principal)
 
     async def route_reply(self, message: dict[str, Any], sid: str, principal: str) -> bool:
         """Deliver a client's reply to whichever worker waits for it. False: not an id of ours.
@@ -117,24 +140,22 @@ class Relay:
         if prefix != PREFIX or not number.isdigit():
             return False
         if not is_worker_channel(channel):
-            _refused_once(channel)
-            return False
-        if channel == self.channel:
-            self.deliver(request_id, message, sid, principal)
+            return self._refused(channel)
+        if channel == self.worker.channel:
+            self.held.deliver(message, sid, principal)
             return True
         if not self.worker.shared:
             # One process: only its own relays (one per event loop) can hold the request.
             for hub in list(_relays.values()):
                 loop = hub.worker.loop
-                if hub.channel == channel and loop is not None and not loop.is_closed():
-                    loop.call_soon_threadsafe(hub.deliver, request_id, message, sid, principal)
+                if hub.worker.channel == channel and loop is not None and not loop.is_closed():
+                    loop.call_soon_threadsafe(hub.held.deliver, message, sid, principal)
                     return True
-            _refused_once(channel)
-            return False
+            return self._refused(channel)
         ack = str(next(self.ids))
         acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._acks[ack] = acked
-        about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.channel}
+        about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.worker.channel}
         sent_at: float | None = None
         try:
             try:
@@ -150,6 +171,19 @@ class Relay:
         if not taken:
             raise Unavailable("the server instance holding this request")
         return True
+
+    @classmethod
+    def _refused(cls, channel: str) -> bool:
+        """False, said once per process: a client sending replies to unknown channels on every
+        request must not write a line (or a traceback) each time."""
+        if not cls.refused_said:
+            cls.refused_said = True
+            logger.warning(
+                "refused a reply addressed to %r, a channel no worker of this server has "
+                "(a client's made-up or stale id); later ones are refused without a word",
+                channel[:100],
+            )
+        return False
 
     async def _verdict(
         self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
@@ -169,33 +203,6 @@ class Relay:
             return await asyncio.wait_for(asyncio.shield(acked), REPLY_ACK_SECONDS + REPLY_VERDICT_SECONDS)
         return False
 
-    def _waiter(self, request_id: str, sid: str, principal: str) -> _Waiter | None:
-        waiter = self.waiters.get(request_id)
-        if waiter is None or waiter.future.done():
-            return None  # answered already, timed out, or the call is over
-        if waiter.sid != sid or waiter.principal != principal:
-            logger.warning("dropped a reply to %s sent from another session", request_id)
-            return None
-        return waiter
-
-    def deliver(self, request_id: str, message: dict[str, Any], sid: str, principal: str) -> None:
-        waiter = self._waiter(request_id, sid, principal)
-        if waiter is not None:
-            waiter.future.set_result(message)
-
-    def _outcome(self, key: tuple[str, str], taken: bool) -> bool:
-        """Record what became of a forwarded reply, unless already decided; the decision."""
-        now = asyncio.get_running_loop().time()
-        for old, (_taken, at) in list(self._outcomes.items()):
-            if now - at < _OUTCOME_SECONDS:
-                break  # oldest first: the rest are younger
-            del self._outcomes[old]
-        decided = self._outcomes.get(key)
-        if decided is not None:
-            return decided[0]
-        self._outcomes[key] = (taken, now)
-        return taken
-
     # -- cancellation ------------------------------------------------------------------------
 
     async def cancel(self, sid: str, request_id: Any = None) -> None:
@@ -205,9 +212,8 @@ class Relay:
             return
         if self.worker.shared:
             try:
-                await self.worker.call(
-                    lambda layer: layer.group_send(GROUP, {"type": "mcp.cancel", "sid": sid, "rid": rid})
-                )
+                message = {"type": "mcp.cancel", "sid": sid, "rid": rid}
+                await layer_call(lambda: self.worker.layer.group_send(GROUP, message))
             except Exception as exc:
                 logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
 
@@ -235,7 +241,7 @@ class Relay:
         tap = str(next(self.ids))
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._taps[tap] = queue
-        request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.channel, "tap": tap}
+        request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.worker.channel, "tap": tap}
         try:
             await self.worker.send(channel, request)
             first = await asyncio.wait_for(queue.get(), RESUME_WAIT_SECONDS)
@@ -266,7 +272,7 @@ class Relay:
             if not ended:
                 # Our client left first: the holder stops forwarding.
                 with contextlib.suppress(Exception):
-                    await self.worker.send(channel, {"type": "mcp.resume.stop", "to": self.channel, "tap": tap})
+                    await self.worker.send(channel, {"type": "mcp.resume.stop", "to": self.worker.channel, "tap": tap})
 
     def _serve_resume(self, message: dict[str, Any]) -> None:
         to, tap = str(message["to"]), str(message["tap"])
@@ -286,9 +292,14 @@ class Relay:
         """A forwarded reply (``taken``), or its forwarder's question whether it came: whichever
         arrives first decides, and the forwarder, told, answers its client 202 or 503."""
         to, ack = str(message["to"]), str(message["ack"])
-        decided = self._outcome((to, ack), taken)
+        now = asyncio.get_running_loop().time()
+        for old, (_taken, at) in list(self._outcomes.items()):
+            if now - at < _OUTCOME_SECONDS:
+                break  # oldest first: the rest are younger
+            del self._outcomes[old]
+        decided = self._outcomes.setdefault((to, ack), (taken, now))[0]
         if decided == taken:  # this message arrived first: the ask takes the reply, or fails
-            waiter = self._waiter(str(message["id"]), str(message["sid"]), str(message["p"]))
+            waiter = self.held.take(str(message["id"]), str(message["sid"]), str(message["p"]))
             if waiter is not None and taken:
                 waiter.future.set_result(dict(message["message"]))
             elif waiter is not None:
@@ -315,22 +326,6 @@ class Relay:
             forward.cancel()
 
 
-_refused_logged = False
-
-
-def _refused_once(channel: str) -> None:
-    """Say once per process that replies to unknown channels are refused: a client
-    sending them on every request must not write a line (or a traceback) each time."""
-    global _refused_logged
-    if not _refused_logged:
-        _refused_logged = True
-        logger.warning(
-            "refused a reply addressed to %r, a channel no worker of this server has "
-            "(a client's made-up or stale id); later ones are refused without a word",
-            channel[:100],
-        )
-
-
 _relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
 
 
@@ -342,18 +337,3 @@ async def relay() -> Relay:
     if found is None:
         found = _relays[loop] = Relay(worker)
     return found
-
-
-@dataclass
-class HttpReplies:
-    """A :class:`~mcp_django.asks.live.LiveSession`'s replies for one legacy HTTP call: ids routed through the relay."""
-
-    relay: Relay
-    sid: str
-    principal: str
-
-    def open(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
-        return self.relay.open(self.sid, self.principal)
-
-    def close(self, request_id: str | int) -> None:
-        self.relay.close(request_id)

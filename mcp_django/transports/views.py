@@ -12,8 +12,7 @@ from ..conf import mcp_settings
 from ..log_lines import host_refused
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError
 from ..registry import Registry
-from .http import refused
-from .http_io import HttpIn, HttpOut
+from .http import HttpIn, HttpOut, refused
 from .legacy_http import endpoint_for
 
 

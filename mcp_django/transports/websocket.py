@@ -1,13 +1,8 @@
-"""MCP over websockets, through Channels, at the HTTP endpoint's path (``ws://HOST/mcp``).
-
-Not a transport of the specification but the SDKs' de-facto shape: subprotocol ``mcp``,
-one JSON-RPC message per text frame, and the socket is the session. The upgrade is
-authenticated by the same classes as HTTP, and the credentials are checked again before
-every request: once they no longer find the same user, the socket closes (4401) after an
-error answer. A browser, which cannot set headers, sends its ``Authorization`` value as a
-second subprotocol, ``mcp.authorization.<base64url of the value>`` (never echoed back).
-A request whose ``params._meta`` names a 2026-07-28 version is served statelessly, as over
-HTTP. Every request runs in its own task; closing the socket cancels them all.
+"""MCP over websockets, through Channels, at the HTTP endpoint's path (docs/clients.md): subprotocol
+``mcp``, one JSON-RPC message per text frame, and the socket is the session. The credentials are
+checked again before every request (the socket closes, 4401, once they no longer find the same user);
+a request naming a 2026-07-28 version in ``params._meta`` is served statelessly, as over HTTP.
+Over stdin/stdout (:func:`serve_stdio`) the same consumer serves the process's session.
 """
 
 from __future__ import annotations
@@ -16,7 +11,8 @@ import asyncio
 import contextlib
 import io
 import itertools
-from typing import Any
+import threading
+from typing import IO, Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
@@ -34,9 +30,9 @@ from ..protocol.jsonrpc import INVALID_REQUEST, PARSE_ERROR, MCPError, Unavailab
 from ..protocol.revisions import Era, era_of
 from ..resource_updates import Listeners, listeners
 from .asgi import asgi_headers, scope_url
-from .http import json_out
-from .http_io import HttpIn
+from .http import HttpIn, json_out
 from .legacy_http import endpoint_for
+from .relay import Replies
 
 SUBPROTOCOL = "mcp"
 # A subprotocol carrying the Authorization header for clients that cannot send one.
@@ -53,28 +49,6 @@ _CLOSE = object()  # queued after the last frame of a socket being closed
 class CredentialsRevoked(MCPError):
     def __init__(self) -> None:
         super().__init__(INVALID_REQUEST, "the credentials of this socket are no longer valid")
-
-
-class SocketReplies:
-    """A :class:`~mcp_django.asks.live.LiveSession`'s replies on one socket: the reply comes back on the same socket."""
-
-    def __init__(self) -> None:
-        self._ids = itertools.count(1)
-        self.waiting: dict[str | int, asyncio.Future[dict[str, Any]]] = {}
-
-    def open(self) -> tuple[str | int, asyncio.Future[dict[str, Any]]]:
-        request_id = f"s{next(self._ids)}"
-        future = self.waiting[request_id] = asyncio.get_running_loop().create_future()
-        return request_id, future
-
-    def close(self, request_id: str | int) -> None:
-        self.waiting.pop(request_id, None)
-
-    def deliver(self, message: dict[str, Any]) -> None:
-        request_id = message.get("id")
-        future = self.waiting.get(request_id) if isinstance(request_id, (str, int)) else None
-        if future is not None and not future.done():
-            future.set_result(message)
 
 
 def _subprotocol_credentials(scope: dict[str, Any]) -> dict[str, Any] | None:
@@ -118,7 +92,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.principal: Principal | None = None
         self.record: legacy.SessionRecord | None = None
         self.log_level: str | None = None
-        self.replies = SocketReplies()
+        ids = itertools.count(1)
+        self.replies = Replies(lambda: f"s{next(ids)}")
         self.calls: dict[str, asyncio.Task[Any]] = {}
         self.notifying: set[asyncio.Task[Any]] = set()
         # Frames to send; None ends the writer, _CLOSE closes the socket.
@@ -129,7 +104,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         self.subscriptions: set[str] = set()
         self.updates: Listeners | None = None
         self.revoked = False
-        self.closing = False
         # as_asgi(registry=...) hands these over; Channels' base class would drop them.
         for key, value in initkwargs.items():
             setattr(self, key, value)
@@ -223,7 +197,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         except AuthenticationFailed:
             principal = None
         if principal is None or principal.binding != self.principal.binding:
-            self.revoked = True
             raise CredentialsRevoked()
         self.principal = principal  # a fresh copy: flags and permissions as they are now
         return principal
@@ -290,8 +263,8 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         except Exception as exc:
             # On a socket the status has nowhere to go: the JSON-RPC error is the answer.
             self.refuse(message["id"], exc)
-            if isinstance(exc, CredentialsRevoked) and not self.closing:
-                self.closing = True
+            if isinstance(exc, CredentialsRevoked) and not self.revoked:
+                self.revoked = True
                 self.outbox.put_nowait(_CLOSE)  # after the error answer
             return
         self.emit((await answer(self.endpoint.pipeline.handle, call))[1])
@@ -366,3 +339,75 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
 def websocket_application(registry: Any) -> Any:
     return MCPWebsocketConsumer.as_asgi(registry=registry)
+
+
+class StdioConsumer(MCPWebsocketConsumer):
+    """The websocket session over a pipe (``manage.py mcp_stdio``, one JSON-RPC message per line): the
+    process is the session, as a socket is; no Host, Origin or credentials to check."""
+
+    transport = "stdio"
+
+    async def connect(self) -> None:
+        self._start()  # self.principal: the process's, handed over by as_asgi()
+        await self.accept(subprotocol=SUBPROTOCOL)
+        self.writer = asyncio.ensure_future(self._write())
+
+    async def _recheck(self) -> Principal:
+        # No credentials to check again: the caller is whoever started the command.
+        assert self.principal is not None
+        return self.principal
+
+    async def disconnect(self, code: int) -> None:
+        # stdin ended: calls still running may finish and answer (a piped script closes stdin
+        # right after its last request), unless one waits for an answer that cannot come now.
+        while self.calls and not self.replies.waiting:
+            await asyncio.wait(list(self.calls.values()), timeout=0.05)
+        if self.writer is not None:
+            self.outbox.put_nowait(None)  # the writer drains what the calls answered, then stops
+            await asyncio.wait({self.writer})
+            self.writer = None
+        await super().disconnect(code)
+
+
+# Django's request for a call (ctx.request) is built from this: a GET of the endpoint.
+_SCOPE: dict[str, Any] = {"type": "websocket", "path": "/mcp", "headers": [], "subprotocols": [SUBPROTOCOL]}
+
+
+def _read_lines(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
+    """Blocking reads in a thread of their own: stdin may be a pipe, a file or a terminal."""
+    try:
+        for line in stdin:
+            line = line.strip()
+            if line:
+                loop.call_soon_threadsafe(inbox.put_nowait, {"type": "stdio.line", "line": line})
+    finally:
+        loop.call_soon_threadsafe(inbox.put_nowait, {"type": "websocket.disconnect", "code": 1000})
+
+
+async def serve_stdio(principal: Principal, stdin: IO[bytes], stdout: IO[bytes], registry: Any = None) -> None:
+    """Serve MCP on the two streams until stdin ends, then cancel what is still running."""
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    inbox.put_nowait({"type": "websocket.connect"})
+    threading.Thread(target=_read_lines, args=(stdin, loop, inbox), name="mcp-django-stdin", daemon=True).start()
+
+    def write(line: bytes) -> None:
+        stdout.write(line + b"\n")
+        stdout.flush()
+
+    async def receive() -> dict[str, Any]:
+        while True:
+            message = await inbox.get()
+            if message["type"] != "stdio.line":
+                return message
+            try:
+                return {"type": "websocket.receive", "text": message["line"].decode("utf-8")}
+            except UnicodeDecodeError:
+                write(jsonrpc.dumps(refusal(None, MCPError(PARSE_ERROR, "Parse error: not UTF-8"))[1]))
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "websocket.send":
+            write(message["text"].encode())
+
+    consumer = StdioConsumer.as_asgi(principal=principal, registry=registry)
+    await consumer(dict(_SCOPE), receive, send)
