@@ -20,7 +20,7 @@ from mcp_django import audit, mcp
 from mcp_django.auth import ANONYMOUS
 from mcp_django.checks import check_settings
 from mcp_django.testing import JSONRPCError, MCPClient
-from mcp_django.transports.websocket import serve_stdio
+from mcp_django.transports import stdio
 from tests import pipeline_stages as stages
 from tests.conftest import Raw, sdk_client
 from tests.legacy_fixtures import ws_client
@@ -141,14 +141,14 @@ def test_stdio() -> None:
     set_level = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "error"}}
     echo = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}
     pipe = _Pipe([init, set_level, echo])
-    asyncio.run(serve_stdio(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
+    asyncio.run(stdio.serve(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
     assert pipe.replies()[3]["result"]["content"][0]["text"] == "hi"
     # Each request runs in its own task (and the sync stage in a thread): in any order.
     assert sorted(_seen("stdio", "legacy")) == ["initialize", "logging/setLevel", "tools/call"]
     assert {principal for *_, principal in stages.SEEN} == {"anonymous"}
     stages.NOW[:] = [SUNDAY]
     pipe = _Pipe([init, echo])
-    asyncio.run(serve_stdio(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
+    asyncio.run(stdio.serve(ANONYMOUS, pipe, pipe))  # type: ignore[arg-type]
     _closed_error(pipe.replies()[3]["error"])
     audit.flush()  # the calls' rows, in this test's database
 

@@ -2,7 +2,6 @@
 ``mcp``, one JSON-RPC message per text frame, and the socket is the session. The credentials are
 checked again before every request (the socket closes, 4401, once they no longer find the same user);
 a request naming a 2026-07-28 version in ``params._meta`` is served statelessly, as over HTTP.
-Over stdin/stdout (:func:`serve_stdio`) the same consumer serves the process's session.
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import asyncio
 import contextlib
 import io
 import itertools
-import threading
-from typing import IO, Any
+from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.handlers.asgi import ASGIRequest
@@ -339,75 +337,3 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
 def websocket_application(registry: Any) -> Any:
     return MCPWebsocketConsumer.as_asgi(registry=registry)
-
-
-class StdioConsumer(MCPWebsocketConsumer):
-    """The websocket session over a pipe (``manage.py mcp_stdio``, one JSON-RPC message per line): the
-    process is the session, as a socket is; no Host, Origin or credentials to check."""
-
-    transport = "stdio"
-
-    async def connect(self) -> None:
-        self._start()  # self.principal: the process's, handed over by as_asgi()
-        await self.accept(subprotocol=SUBPROTOCOL)
-        self.writer = asyncio.ensure_future(self._write())
-
-    async def _recheck(self) -> Principal:
-        # No credentials to check again: the caller is whoever started the command.
-        assert self.principal is not None
-        return self.principal
-
-    async def disconnect(self, code: int) -> None:
-        # stdin ended: calls still running may finish and answer (a piped script closes stdin
-        # right after its last request), unless one waits for an answer that cannot come now.
-        while self.calls and not self.replies.waiting:
-            await asyncio.wait(list(self.calls.values()), timeout=0.05)
-        if self.writer is not None:
-            self.outbox.put_nowait(None)  # the writer drains what the calls answered, then stops
-            await asyncio.wait({self.writer})
-            self.writer = None
-        await super().disconnect(code)
-
-
-# Django's request for a call (ctx.request) is built from this: a GET of the endpoint.
-_SCOPE: dict[str, Any] = {"type": "websocket", "path": "/mcp", "headers": [], "subprotocols": [SUBPROTOCOL]}
-
-
-def _read_lines(stdin: IO[bytes], loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[dict[str, Any]]) -> None:
-    """Blocking reads in a thread of their own: stdin may be a pipe, a file or a terminal."""
-    try:
-        for line in stdin:
-            line = line.strip()
-            if line:
-                loop.call_soon_threadsafe(inbox.put_nowait, {"type": "stdio.line", "line": line})
-    finally:
-        loop.call_soon_threadsafe(inbox.put_nowait, {"type": "websocket.disconnect", "code": 1000})
-
-
-async def serve_stdio(principal: Principal, stdin: IO[bytes], stdout: IO[bytes], registry: Any = None) -> None:
-    """Serve MCP on the two streams until stdin ends, then cancel what is still running."""
-    loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    inbox.put_nowait({"type": "websocket.connect"})
-    threading.Thread(target=_read_lines, args=(stdin, loop, inbox), name="mcp-django-stdin", daemon=True).start()
-
-    def write(line: bytes) -> None:
-        stdout.write(line + b"\n")
-        stdout.flush()
-
-    async def receive() -> dict[str, Any]:
-        while True:
-            message = await inbox.get()
-            if message["type"] != "stdio.line":
-                return message
-            try:
-                return {"type": "websocket.receive", "text": message["line"].decode("utf-8")}
-            except UnicodeDecodeError:
-                write(jsonrpc.dumps(refusal(None, MCPError(PARSE_ERROR, "Parse error: not UTF-8"))[1]))
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "websocket.send":
-            write(message["text"].encode())
-
-    consumer = StdioConsumer.as_asgi(principal=principal, registry=registry)
-    await consumer(dict(_SCOPE), receive, send)

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...auth import ANONYMOUS, Principal
 from ...registry import endpoints, registry_named
-from ...transports.websocket import serve_stdio
+from ...transports import stdio
 
 
 class Command(BaseCommand):
@@ -49,7 +49,7 @@ class Command(BaseCommand):
         protocol_in = sys.stdin.buffer
         try:
             with contextlib.suppress(KeyboardInterrupt):
-                asyncio.run(serve_stdio(principal, protocol_in, protocol_out, registry))
+                asyncio.run(stdio.serve(principal, protocol_in, protocol_out, registry))
         finally:
             protocol_out.close()
 
