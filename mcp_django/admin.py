@@ -27,7 +27,7 @@ from . import extensions
 from . import handler_report as report
 from .handlers import PRIMITIVES
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import Registry
+from .registry import endpoints
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -246,8 +246,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     The proxy model only puts the entry on the admin index: its URLs are these two pages.
     """
 
-    registry: Registry | None = None  # None: mcp_django.mcp
-
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _view_allowed(request)
 
@@ -261,14 +259,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             path("", view(self.changelist_view), name="{}_{}_changelist".format(*info)),
             path("<str:primitive>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
         ]
-
-    def _registries(self) -> list[Registry]:
-        """The endpoints whose handlers the pages show: every named one (the default first)."""
-        if self.registry is not None:
-            return [self.registry]
-        from .registry import endpoints
-
-        return endpoints()
 
     def _context(self, request: HttpRequest, title: Any) -> dict[str, Any]:
         from django.core.exceptions import PermissionDenied
@@ -292,7 +282,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         primitive = request.GET.get("type", "")
         if primitive not in PRIMITIVES:
             primitive = ""
-        registries = self._registries()
+        registries = endpoints()  # the default first
         # "endpoint" in the URL: one endpoint's handlers (every endpoint's without).
         endpoint = request.GET.get("endpoint", "")
         if endpoint not in {r.name for r in registries}:
@@ -330,7 +320,8 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
         # ?endpoint=NAME: a handler of another endpoint than the default.
         name = request.GET.get("endpoint") or "default"
-        registry = next((r for r in self._registries() if r.name == name), None)
+        registries = endpoints()
+        registry = next((r for r in registries if r.name == name), None)
         handler = report.find(registry, primitive, address) if registry is not None else None
         if handler is None or registry is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
@@ -349,7 +340,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             asks=report.ask_groups(asked),
             recent=report.recent(handler, endpoint=name),
             endpoint=name,
-            several_endpoints=len(self._registries()) > 1,
+            several_endpoints=len(registries) > 1,
             series=series,
             totals={key: sum(getattr(day, key) for day in series) for key in ("calls", "rounds", "refusals")},
             chart=report.chart(series),

@@ -1,15 +1,5 @@
-"""Writing the audit log: receivers for :mod:`mcp_django.signals` and one writer thread.
-
-The per-call path stays cheap: events are queued as they are, and one daemon thread makes
-the rows and inserts them in batches with one ``executemany``. A refusal's receiver awaits
-its batch's commit for at most ``_COMMIT_WAIT`` (not at all while the database is known to
-be down), so a refusal is on record before the client hears it when the database answers.
-The log loses nothing it can keep: a refused batch is retried row by row, rows wait in
-memory while the database is unreachable, what waits is bounded by ``AUDIT["QUEUE_SIZE"]``
-(overflow counted: :func:`stats`, W020), and the writer and a user's deletion take turns on
-the user's row (:func:`_hold_users`). A harness serving requests inside its own transaction
-sets :data:`inline` so rows are written in its thread and transaction.
-"""
+"""Writing the audit log: receivers for :mod:`mcp_django.signals` and one writer thread that
+inserts the rows in batches (docs/audit.md, "How rows are written", says what is guaranteed)."""
 
 from __future__ import annotations
 
@@ -19,7 +9,6 @@ import contextvars
 import datetime
 import functools
 import logging
-import operator
 import os
 import queue
 import threading
@@ -106,36 +95,12 @@ def _truncate(value: Any, length: int) -> str:
 def row_for(
     event: signals.Event, kind: str | None = None, created: Any = None, *, event_id: uuid.UUID | None = None
 ) -> dict[str, Any]:
-    """The column values of an event: who, what, when; never what was said.
-
-    Only the fields listed here are read, so arguments or answers a sender attaches cannot reach the table.
-    """
+    """The column values of an event: who, what, when; never what was said (only _values_for's fields are read)."""
     return dict(zip(_COLUMNS, _values_for(event, kind, created, event_id), strict=True))
 
 
-# The columns of a row the writer makes (_values_for), in the model's order (tests/test_audit.py).
-_COLUMNS = (
-    "created",
-    "kind",
-    "reason",
-    "error",
-    "outcome",
-    "version",
-    "era",
-    "transport",
-    "method",
-    "target",
-    "user_id",
-    "principal",
-    "credential",
-    "request_id",
-    "round",
-    "asks",
-    "client_address",
-    "duration_ms",
-    "endpoint",
-    "event_id",
-)
+# The columns the writer inserts, in the model's order: _values_for makes a row's values in it.
+_COLUMNS = tuple(f.attname for f in AuditEvent._meta.concrete_fields if not f.primary_key)
 _USER = _COLUMNS.index("user_id")
 
 # A row to insert: the writer's own values in _COLUMNS order (no dict: a twentieth of the writer's
@@ -189,17 +154,9 @@ _RAND_A = 0xFFF << 64
 _RAND_B = (1 << 62) - 1
 
 
-def event_id() -> uuid.UUID:
-    """A new row's ``event_id``: a version 7 UUID (RFC 9562), milliseconds since the epoch first.
-
-    Ordered by time, so a batch's ids go in together at the end of the unique index (random
-    ones dirtied a leaf page each: bench/HISTORY.md, "The audit writer's event ids").
-    """
-    return event_ids(1)[0]
-
-
 def event_ids(count: int) -> list[uuid.UUID]:
-    """``count`` new event ids (:func:`event_id`) of this millisecond."""
+    """``count`` new rows' ``event_id``: version 7 UUIDs (RFC 9562) of this millisecond, ordered by time
+    so a batch's ids go in together at the end of the unique index (bench/HISTORY.md, "The audit writer's event ids")."""
     return [uuid.UUID(int=number) for number in _event_numbers(count)]
 
 
@@ -277,12 +234,7 @@ class Writer:
         writer stuck in the database, most often on a lock held by an open transaction)."""
         if self._thread is None or not self._thread.is_alive():
             # No writer (yet, or any more): write here.
-            items: list[_Item] = []
-            while True:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._take([], None)
             if items or self._kept:
                 self._write(items, retry_now=True)
             return not self._kept
@@ -325,12 +277,16 @@ class Writer:
             # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
-        while len(batch) < size:
+        self._write(self._take(batch, size))
+
+    def _take(self, batch: list[_Item], size: int | None) -> list[_Item]:
+        """``batch`` and what is queued, up to ``size`` items in all (None: everything)."""
+        while size is None or len(batch) < size:
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self._write(batch)
+        return batch
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
         # Events queued by record(): their rows are made here, off the request path.
@@ -399,17 +355,18 @@ def _insert(rows: list[_Row]) -> int:
 
 
 def _insert_one(row: _Row) -> int:
+    values = _as_tuple(row)
     try:
         try:
-            _insert_many([row])
+            _insert_many([values])
         except IntegrityError:
             # Most likely the user was deleted since: the row keeps the label, without the key.
-            _insert_many([_without_user(row)])
+            _insert_many([_without_user(values)])
         return 0
     except _UNREACHABLE:
         raise
     except Exception as exc:
-        refused = _as_dict(row)
+        refused = dict(zip(_COLUMNS, values, strict=True))
         logger.error(
             "mcp_django: the database refused an audit row (%s %s by %r): %s",
             refused.get("kind"),
@@ -420,28 +377,21 @@ def _insert_one(row: _Row) -> int:
         return 1
 
 
-def _as_dict(row: _Row) -> dict[str, Any]:
-    return row if isinstance(row, dict) else dict(zip(_COLUMNS, row, strict=True))
+def _as_tuple(row: _Row) -> tuple[Any, ...]:
+    """A row's values in _COLUMNS order: a dict's missing columns take the model's defaults."""
+    if type(row) is tuple:
+        return row
+    return tuple(row[name] if name in row else AuditEvent._meta.get_field(name).get_default() for name in _COLUMNS)
 
 
-def _user_of(row: _Row) -> Any:
-    return row.get("user_id") if isinstance(row, dict) else row[_USER]
-
-
-def _without_user(row: _Row) -> _Row:
-    if isinstance(row, dict):
-        return {**row, "user_id": None}
+def _without_user(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*row[:_USER], None, *row[_USER + 1 :])
 
 
 class _Statement(NamedTuple):
     sql: str
-    values: Callable[[dict[str, Any]], tuple[Any, ...]]
-    names: tuple[str, ...]
     # (position, preparation) of the dates, JSON and UUIDs; other values go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
-    # The columns are _COLUMNS in order: a row the writer made goes as it is.
-    in_order: bool
 
 
 _SQL_CACHE: dict[str, _Statement] = {}
@@ -468,19 +418,15 @@ def _statement(connection: Any) -> _Statement:
         ", ".join(["%s"] * len(fields)),
         suffix,
     )
-    names = tuple(f.attname for f in fields)
     # Text, numbers and the user's key go as they are (get_db_prep_save leaves them so).
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
     prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
-    return _Statement(sql, operator.itemgetter(*names), names, prepared, names == _COLUMNS)
+    return _Statement(sql, prepared)
 
 
 def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
-    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes (an
-    aware datetime, a dict, a UUID: the backend's adaptation called directly); any other value
-    takes the field's whole path. Kept because it pays: about 45 Python calls a row fewer, 11-14 %
-    of an async tool call's instructions (bench/HISTORY.md).
-    """
+    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes; any
+    other value takes the field's whole path (11-14 % of an async call's instructions: docs/audit.md)."""
     save = functools.partial(field.get_db_prep_save, connection=connection)
     if type(field) is models.DateTimeField:
         adapt_time = connection.ops.adapt_datetimefield_value
@@ -539,20 +485,18 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
 
 
 def _insert_many(rows: list[_Row]) -> None:
-    """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
-
-    Measured (bench/HISTORY.md): a multi-row INSERT costs the writer more a row, ``bulk_create``
-    2.5 times as much (a model instance a row, every field prepared again).
-    """
+    """One INSERT ... executemany for a batch, in one transaction with the lock on its users
+    (not ``bulk_create`` nor multi-row INSERTs: docs/audit.md says why)."""
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
     statement = _SQL_CACHE.get(connection.vendor)
     if statement is None:
         statement = _SQL_CACHE[connection.vendor] = _statement(connection)
+    rows_in_order = [row if type(row) is tuple else _as_tuple(row) for row in rows]
     with transaction.atomic(using=alias):
         # Without row locks (SQLite) a deletion and a batch cannot interleave: see _hold_users.
         users = (
-            {user for row in rows if (user := _user_of(row)) is not None}
+            {user for row in rows_in_order if (user := row[_USER]) is not None}
             if connection.features.has_select_for_update
             else None
         )
@@ -560,19 +504,10 @@ def _insert_many(rows: list[_Row]) -> None:
             live = _hold_users(alias, users)
             if live != users:
                 # Deleted since the request: the row keeps the label, not the key.
-                rows = [_without_user(row) if _user_of(row) in users - live else row for row in rows]
+                rows_in_order = [_without_user(row) if row[_USER] in users - live else row for row in rows_in_order]
         params: list[list[Any]] = []
-        defaults: dict[str, Any] | None = None
-        for row in rows:
-            if type(row) is tuple and statement.in_order:
-                values = list(row)
-            else:
-                row = _as_dict(row)
-                try:
-                    values = list(statement.values(row))
-                except KeyError:  # a row made elsewhere, without every column
-                    defaults = defaults or _defaults()
-                    values = [row.get(name, defaults.get(name)) for name in statement.names]
+        for row in rows_in_order:
+            values = list(row)
             for i, prepare in statement.prepared:
                 values[i] = prepare(values[i])
             params.append(values)
@@ -581,13 +516,8 @@ def _insert_many(rows: list[_Row]) -> None:
 
 
 def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
-    """The users of ``ids`` that exist, each locked until this transaction ends.
-
-    A row inserted between a deletion nulling the rows' key and deleting the user would
-    fail the deletion; the deletion locks the user's row first (:func:`_lock_deleted_user`),
-    so the two take turns. On PostgreSQL the lock is ``FOR KEY SHARE``, a foreign key
-    check's own, which does not conflict with updates of the user or other writers.
-    """
+    """The users of ``ids`` that exist, each locked until this transaction ends, so the writer
+    and a user's deletion take turns (docs/audit.md, "Deleting a user")."""
     connection = connections[alias]
     user_model = get_user_model()
     if connection.vendor == "postgresql":
@@ -610,13 +540,6 @@ def _lock_deleted_user(sender: Any, instance: Any, using: str, **kwargs: Any) ->
     connection = connections[using]
     if connection.features.has_select_for_update and connection.in_atomic_block:
         list(sender._base_manager.using(using).select_for_update().filter(pk=instance.pk).values_list("pk"))
-
-
-def _defaults() -> dict[str, Any]:
-    return {
-        f.attname: f.get_default() if f.has_default() else (None if f.null else "")
-        for f in AuditEvent._meta.concrete_fields
-    }
 
 
 writer = Writer()
@@ -650,11 +573,6 @@ def _flush_at_exit() -> None:
 atexit.register(_flush_at_exit)
 
 
-def _enabled(part: str) -> bool:
-    audit = mcp_settings.AUDIT
-    return bool(audit["ENABLED"] and audit[part])
-
-
 def record(event: signals.Event, kind: str | None = None) -> None:
     """Queue an event; the writer thread makes its row. Its time is taken as a number:
     timezone.now() reads settings.USE_TZ, a few microseconds of every call's path."""
@@ -662,10 +580,8 @@ def record(event: signals.Event, kind: str | None = None) -> None:
 
 
 async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:
-    """Write an event's row and wait, at most ``wait`` seconds, for its commit.
-
-    Not at all while the database is known to be unreachable; the row stays queued either way.
-    """
+    """Write an event's row and wait, at most ``wait`` seconds (not at all while the database is
+    known to be unreachable), for its commit; the row stays queued either way."""
     row = row_for(event, kind)
     if inline.get():
         await sync_to_async(_insert, thread_sensitive=True)([row])
@@ -706,14 +622,9 @@ async def _write(event: signals.Event, kind: str) -> None:
         await record_now(event, kind, wait=_SYNC_COMMIT_WAIT)
 
 
-async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("ROUNDS"):
-        await _write(event, Kind.ROUND)
-
-
 async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     audit = mcp_settings.AUDIT
-    if audit["ENABLED"] and audit["CALLS"]:  # _enabled("CALLS"), inline: every call's path
+    if audit["ENABLED"] and audit["CALLS"]:
         outcome = event.outcome or event.kind
         if outcome == Kind.CANCELLED and _refusing.get() == _request_of(event):
             _refusing.set(None)
@@ -721,14 +632,18 @@ async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> 
         await _write(event, outcome if outcome in _CALL_KINDS else Kind.FAILED)
 
 
-async def on_ask_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("ASKS"):
-        await _write(event, Kind.ASK)
+# A signal's kind, and the AUDIT switch of its rows besides ENABLED (None: none).
+_EVENTS = {
+    signals.round_started: (Kind.ROUND, "ROUNDS"),
+    signals.ask_finished: (Kind.ASK, "ASKS"),
+    signals.replay_unsafe: (Kind.REPLAY_UNSAFE, None),
+}
 
 
-async def on_replay_unsafe(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if mcp_settings.AUDIT["ENABLED"]:
-        await _write(event, Kind.REPLAY_UNSAFE)
+async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
+    kind, part = _EVENTS[signal]
+    if mcp_settings.AUDIT["ENABLED"] and (part is None or mcp_settings.AUDIT[part]):
+        await _write(event, kind)
 
 
 _REFUSALS = {
@@ -749,7 +664,7 @@ def _request_of(event: signals.Event) -> tuple[str, str, str]:
 
 
 async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    if _enabled("REFUSALS"):
+    if mcp_settings.AUDIT["ENABLED"] and mcp_settings.AUDIT["REFUSALS"]:
         token = _refusing.set(_request_of(event))
         await record_now(event, _REFUSALS[signal])
         _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
@@ -758,10 +673,8 @@ async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: A
 def connect() -> None:
     uid = "mcp_django.audit"
     pre_delete.connect(_lock_deleted_user, sender=settings.AUTH_USER_MODEL, dispatch_uid=f"{uid}.user_deleted")
-    signals.round_started.connect(on_round_started, dispatch_uid=f"{uid}.round")
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
-    signals.ask_finished.connect(on_ask_finished, dispatch_uid=f"{uid}.ask")
-    signals.state_refused.connect(on_refused, dispatch_uid=f"{uid}.refused")
-    signals.capability_missing.connect(on_refused, dispatch_uid=f"{uid}.capability")
-    signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")
-    signals.call_limited.connect(on_refused, dispatch_uid=f"{uid}.limited")
+    for signal, (kind, _part) in _EVENTS.items():
+        signal.connect(on_event, dispatch_uid=f"{uid}.{kind}")
+    for signal, kind in _REFUSALS.items():
+        signal.connect(on_refused, dispatch_uid=f"{uid}.{kind}")

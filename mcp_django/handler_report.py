@@ -102,20 +102,18 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
     return groups
 
 
-def registered_object(handler: Handler) -> Any:
-    """What the project registered: the function, or for a view tool the view (its class when it
-    has one), not the adapter that calls it."""
+def source_code(handler: Handler) -> str:
+    """The source of what the project registered: the function, or for a view tool the view (its
+    class when it has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
     if operation is None:
-        return inspect.unwrap(handler.func)
-    view = operation.view
-    view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
-    return view if isinstance(view, type) else inspect.unwrap(view)
-
-
-def source_code(handler: Handler) -> str:
+        registered = inspect.unwrap(handler.func)
+    else:
+        view = operation.view
+        view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
+        registered = view if isinstance(view, type) else inspect.unwrap(view)
     try:
-        return inspect.getsource(registered_object(handler))
+        return inspect.getsource(registered)
     except (OSError, TypeError):
         return ""
 
@@ -159,13 +157,6 @@ def _auth_decorator_label(func: Any) -> str | None:
     return None
 
 
-def _test_label(test: Any) -> str | None:
-    label = _auth_decorator_label(test)
-    if label or getattr(test, "__qualname__", "").startswith(("staff_member_required.", "user_passes_test.")):
-        return label
-    return f"{_DECORATORS}user_passes_test({dotted_name(test)})"
-
-
 def _closure(func: Any) -> dict[str, Any]:
     try:
         return dict(inspect.getclosurevars(func).nonlocals)
@@ -182,10 +173,11 @@ def _decorator_guards(func: Any) -> list[str]:
         seen += 1
         cells = _closure(func)
         test = cells.get("test_func")
-        if test is not None:
-            label = _test_label(test)
-            if label:
-                labels.append(label)
+        # Not a test Django made inside staff_member_required or user_passes_test.
+        if test is not None and not getattr(test, "__qualname__", "").startswith(
+            ("staff_member_required.", "user_passes_test.")
+        ):
+            labels.append(_auth_decorator_label(test) or f"{_DECORATORS}user_passes_test({dotted_name(test)})")
         for decorator in cells.get("decorators") or ():  # method_decorator(...)
             if label := _auth_decorator_label(decorator):
                 labels.append(label)
