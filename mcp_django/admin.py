@@ -241,10 +241,8 @@ def _view_allowed(request: HttpRequest) -> bool:
 
 @admin.register(RegisteredHandler)
 class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The "Registered handlers" page and a page per handler, with what the audit log says.
-
-    The proxy model only puts the entry on the admin index: its URLs are these two pages.
-    """
+    """The "Registered handlers" page and a page per handler, with what the audit log says (the
+    proxy model only puts the entry on the admin index: its URLs are these two pages)."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _view_allowed(request)
@@ -321,9 +319,9 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         # ?endpoint=NAME: a handler of another endpoint than the default.
         name = request.GET.get("endpoint") or "default"
         registries = endpoints()
-        registry = next((r for r in registries if r.name == name), None)
-        handler = report.find(registry, primitive, address) if registry is not None else None
-        if handler is None or registry is None:
+        handlers = [h for r in registries if r.name == name for h in r.all_handlers()]
+        handler = next((h for h in handlers if h.primitive == primitive and report.address(h) == address), None)
+        if handler is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
         context = self._context(request, f"{handler.primitive} {report.address(handler)}")
         series = report.activity(handler, endpoint=name)

@@ -74,8 +74,8 @@ inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_
 
 @dataclass
 class _Item:
-    # A row, or (event, kind, time.time() at the event) for the writer to make the row from.
-    row: _Row | None
+    # None: a flush's item, no row.
+    event: _Event | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
     # Close the writer's connection after this batch (a flush).
@@ -103,9 +103,10 @@ def row_for(
 _COLUMNS = tuple(f.attname for f in AuditEvent._meta.concrete_fields if not f.primary_key)
 _USER = _COLUMNS.index("user_id")
 
-# A row to insert: the writer's own values in _COLUMNS order (no dict: a twentieth of the writer's
-# CPU a row), or a dict of column values (missing columns take the model's defaults).
-_Row = dict[str, Any] | tuple[Any, ...]
+# A row to insert: its values in _COLUMNS order (no dict: a twentieth of the writer's CPU a row).
+_Row = tuple[Any, ...]
+# What the writer makes a row from: the event, its kind, and time.time() at the event.
+_Event = tuple[signals.Event, str | None, float]
 
 
 def _values_for(
@@ -155,8 +156,8 @@ _RAND_B = (1 << 62) - 1
 
 
 def event_ids(count: int) -> list[uuid.UUID]:
-    """``count`` new rows' ``event_id``: version 7 UUIDs (RFC 9562) of this millisecond, ordered by time
-    so a batch's ids go in together at the end of the unique index (bench/HISTORY.md, "The audit writer's event ids")."""
+    """``count`` new rows' ``event_id``: version 7 UUIDs (RFC 9562) of this millisecond, ordered by
+    time so a batch's ids go in together at the end of the unique index (bench/HISTORY.md)."""
     return [uuid.UUID(int=number) for number in _event_numbers(count)]
 
 
@@ -200,8 +201,8 @@ class Writer:
         """Rows queued or kept, not yet committed."""
         return self._queue.qsize() + len(self._kept)
 
-    def put(self, row: _Row | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
-        """Queue a row; False when it was dropped because too many are waiting."""
+    def put(self, event: _Event | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
+        """Queue an event's row; False when it was dropped because too many are waiting."""
         thread = self._thread
         if thread is None or not thread.is_alive():
             with self._lock:
@@ -209,7 +210,7 @@ class Writer:
                     self._thread = threading.Thread(target=self._run, name="mcp-django-audit", daemon=True)
                     self._thread.mcp_unwatched = True  # type: ignore[attr-defined]  # its SQL is never a handler's: no replay guard
                     self._thread.start()
-        if row is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
+        if event is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
             self.dropped += 1
             now = time.monotonic()
             if self.dropped == 1 or now - self._warned >= _WARN_EVERY:
@@ -223,7 +224,7 @@ class Writer:
             if done is not None:
                 done()  # nobody waits for a row that will never be written
             return False
-        self._queue.put(_Item(row, done, close))
+        self._queue.put(_Item(event, done, close))
         if done is not None:
             self._urgent.set()
         return True
@@ -234,7 +235,12 @@ class Writer:
         writer stuck in the database, most often on a lock held by an open transaction)."""
         if self._thread is None or not self._thread.is_alive():
             # No writer (yet, or any more): write here.
-            items = self._take([], None)
+            items: list[_Item] = []
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
             if items or self._kept:
                 self._write(items, retry_now=True)
             return not self._kept
@@ -277,28 +283,23 @@ class Writer:
             # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
-        self._write(self._take(batch, size))
-
-    def _take(self, batch: list[_Item], size: int | None) -> list[_Item]:
-        """``batch`` and what is queued, up to ``size`` items in all (None: everything)."""
-        while size is None or len(batch) < size:
+        while len(batch) < size:
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        return batch
+        self._write(batch)
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
-        # Events queued by record(): their rows are made here, off the request path.
-        events = [item.row for item in batch if type(item.row) is tuple]
+        # The rows are made here, off the request path.
+        events = [item.event for item in batch if item.event is not None]
         ids = _event_numbers(len(events))
         # timezone.now() as it was at the event, the setting read once a batch, not on each call's path.
         zone = datetime.UTC if settings.USE_TZ else None
-        rows: list[_Row] = [
+        rows = [
             _values_for(event, kind, datetime.datetime.fromtimestamp(stamp, zone), number)
             for (event, kind, stamp), number in zip(events, ids, strict=True)
         ]
-        rows += [item.row for item in batch if item.row is not None and type(item.row) is not tuple]
         close = False  # a loop, not any() over a generator: a frame fewer a batch
         for item in batch:
             close = close or item.close
@@ -355,18 +356,17 @@ def _insert(rows: list[_Row]) -> int:
 
 
 def _insert_one(row: _Row) -> int:
-    values = _as_tuple(row)
     try:
         try:
-            _insert_many([values])
+            _insert_many([row])
         except IntegrityError:
             # Most likely the user was deleted since: the row keeps the label, without the key.
-            _insert_many([_without_user(values)])
+            _insert_many([_without_user(row)])
         return 0
     except _UNREACHABLE:
         raise
     except Exception as exc:
-        refused = dict(zip(_COLUMNS, values, strict=True))
+        refused = dict(zip(_COLUMNS, row, strict=True))
         logger.error(
             "mcp_django: the database refused an audit row (%s %s by %r): %s",
             refused.get("kind"),
@@ -377,14 +377,7 @@ def _insert_one(row: _Row) -> int:
         return 1
 
 
-def _as_tuple(row: _Row) -> tuple[Any, ...]:
-    """A row's values in _COLUMNS order: a dict's missing columns take the model's defaults."""
-    if type(row) is tuple:
-        return row
-    return tuple(row[name] if name in row else AuditEvent._meta.get_field(name).get_default() for name in _COLUMNS)
-
-
-def _without_user(row: tuple[Any, ...]) -> tuple[Any, ...]:
+def _without_user(row: _Row) -> _Row:
     return (*row[:_USER], None, *row[_USER + 1 :])
 
 
@@ -492,11 +485,10 @@ def _insert_many(rows: list[_Row]) -> None:
     statement = _SQL_CACHE.get(connection.vendor)
     if statement is None:
         statement = _SQL_CACHE[connection.vendor] = _statement(connection)
-    rows_in_order = [row if type(row) is tuple else _as_tuple(row) for row in rows]
     with transaction.atomic(using=alias):
         # Without row locks (SQLite) a deletion and a batch cannot interleave: see _hold_users.
         users = (
-            {user for row in rows_in_order if (user := row[_USER]) is not None}
+            {user for row in rows if (user := row[_USER]) is not None}
             if connection.features.has_select_for_update
             else None
         )
@@ -504,9 +496,9 @@ def _insert_many(rows: list[_Row]) -> None:
             live = _hold_users(alias, users)
             if live != users:
                 # Deleted since the request: the row keeps the label, not the key.
-                rows_in_order = [_without_user(row) if row[_USER] in users - live else row for row in rows_in_order]
+                rows = [_without_user(row) if row[_USER] in users - live else row for row in rows]
         params: list[list[Any]] = []
-        for row in rows_in_order:
+        for row in rows:
             values = list(row)
             for i, prepare in statement.prepared:
                 values[i] = prepare(values[i])
@@ -582,12 +574,12 @@ def record(event: signals.Event, kind: str | None = None) -> None:
 async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:
     """Write an event's row and wait, at most ``wait`` seconds (not at all while the database is
     known to be unreachable), for its commit; the row stays queued either way."""
-    row = row_for(event, kind)
     if inline.get():
-        await sync_to_async(_insert, thread_sensitive=True)([row])
+        await sync_to_async(_insert, thread_sensitive=True)([_values_for(event, kind, None, None)])
         return
+    queued = (event, kind, time.time())
     if writer.breaker.open:
-        writer.put(row)
+        writer.put(queued)
         return
     loop = asyncio.get_running_loop()
     committed = loop.create_future()
@@ -604,7 +596,7 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
 
     expiry = loop.call_later(wait, settle)
     try:
-        writer.put(row, done)
+        writer.put(queued, done)
         await committed
     finally:
         expiry.cancel()

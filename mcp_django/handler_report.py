@@ -51,10 +51,6 @@ def schema(handler: Handler) -> Any:
     return None
 
 
-def find(registry: Registry, primitive: str, where: str) -> Handler | None:
-    return next((h for h in registry.all_handlers() if h.primitive == primitive and address(h) == where), None)
-
-
 def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
     """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix),
     at the endpoint that serves it (another endpoint may have a handler of the same name)."""
@@ -185,25 +181,6 @@ def _decorator_guards(func: Any) -> list[str]:
     return labels
 
 
-def _django_view_guards(view: Any) -> list[str]:
-    from django.contrib.auth import mixins
-
-    labels = []
-    if isinstance(view, type):
-        if issubclass(view, mixins.PermissionRequiredMixin):
-            perms = view.permission_required
-            perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
-            labels.append(f"{dotted_name(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
-        elif issubclass(view, mixins.LoginRequiredMixin):
-            labels.append(dotted_name(mixins.LoginRequiredMixin))
-        if issubclass(view, mixins.UserPassesTestMixin):
-            labels.append(dotted_name(mixins.UserPassesTestMixin))
-        labels += _decorator_guards(getattr(view, "dispatch", None))
-    else:
-        labels += _decorator_guards(view)
-    return labels
-
-
 def _short(label: str) -> str:
     """``rest_framework.permissions.IsAuthenticated`` as ``IsAuthenticated``, for the list's narrow column."""
     head, paren, rest = label.partition("(")
@@ -213,14 +190,25 @@ def _short(label: str) -> str:
 def permission_labels(handler: Handler) -> list[str]:
     """Who may use the handler, as its code says: its own permission classes, and a view tool's
     view's (DRF's permission classes for the action, or Django's auth decorators and mixins)."""
+    from django.contrib.auth import mixins
+
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
-    if operation is not None:
-        if operation.drf:
-            labels += _drf_view_permissions(operation)
-        else:
-            view = operation.view
-            labels += _django_view_guards(getattr(view, "view_class", None) or view)
+    if operation is not None and operation.drf:
+        labels += _drf_view_permissions(operation)
+    elif operation is not None:
+        view = getattr(operation.view, "view_class", None) or operation.view
+        if isinstance(view, type):
+            if issubclass(view, mixins.PermissionRequiredMixin):
+                perms = view.permission_required
+                perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
+                labels.append(f"{dotted_name(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
+            elif issubclass(view, mixins.LoginRequiredMixin):
+                labels.append(dotted_name(mixins.LoginRequiredMixin))
+            if issubclass(view, mixins.UserPassesTestMixin):
+                labels.append(dotted_name(mixins.UserPassesTestMixin))
+            view = getattr(view, "dispatch", None)
+        labels += _decorator_guards(view)
     return list(dict.fromkeys(labels))
 
 
