@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import datetime
 import functools
@@ -582,24 +583,17 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
         writer.put(queued)
         return
     loop = asyncio.get_running_loop()
-    committed = loop.create_future()
-
-    def settle() -> None:
-        if not committed.done():
-            committed.set_result(None)
+    committed = asyncio.Event()
 
     def done() -> None:
         try:
-            loop.call_soon_threadsafe(settle)
+            loop.call_soon_threadsafe(committed.set)
         except RuntimeError:
             pass  # the loop is closed: nobody is waiting any more
 
-    expiry = loop.call_later(wait, settle)
-    try:
-        writer.put(queued, done)
-        await committed
-    finally:
-        expiry.cancel()
+    writer.put(queued, done)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(committed.wait(), wait)
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
