@@ -13,8 +13,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import django
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -25,6 +26,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import extensions
 from . import handler_report as report
+from .audit import stats
 from .handlers import PRIMITIVES
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
 from .registry import endpoints
@@ -207,10 +209,6 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return "" if obj.duration_ms is None else f"{obj.duration_ms:.1f}"
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        from django.contrib import messages
-
-        from .audit import stats
-
         # Rows this process could not write are not in the list: say so where the list is read.
         lost = stats()
         if lost["dropped"] or lost["rejected"]:
@@ -259,8 +257,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         ]
 
     def _context(self, request: HttpRequest, title: Any) -> dict[str, Any]:
-        from django.core.exceptions import PermissionDenied
-
         if not self.has_view_permission(request):
             raise PermissionDenied
         return {
