@@ -13,8 +13,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 import django
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -25,9 +26,10 @@ from django.utils.translation import gettext_lazy as _
 
 from . import extensions
 from . import handler_report as report
+from .audit import stats
 from .handlers import PRIMITIVES
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import Registry
+from .registry import endpoints
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -207,10 +209,6 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return "" if obj.duration_ms is None else f"{obj.duration_ms:.1f}"
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        from django.contrib import messages
-
-        from .audit import stats
-
         # Rows this process could not write are not in the list: say so where the list is read.
         lost = stats()
         if lost["dropped"] or lost["rejected"]:
@@ -241,12 +239,8 @@ def _view_allowed(request: HttpRequest) -> bool:
 
 @admin.register(RegisteredHandler)
 class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """The "Registered handlers" page and a page per handler, with what the audit log says.
-
-    The proxy model only puts the entry on the admin index: its URLs are these two pages.
-    """
-
-    registry: Registry | None = None  # None: mcp_django.mcp
+    """The "Registered handlers" page and a page per handler, with what the audit log says (the
+    proxy model only puts the entry on the admin index: its URLs are these two pages)."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return _view_allowed(request)
@@ -262,17 +256,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             path("<str:primitive>/<path:address>/", view(self.handler_view), name="{}_{}_handler".format(*info)),
         ]
 
-    def _registries(self) -> list[Registry]:
-        """The endpoints whose handlers the pages show: every named one (the default first)."""
-        if self.registry is not None:
-            return [self.registry]
-        from .registry import endpoints
-
-        return endpoints()
-
     def _context(self, request: HttpRequest, title: Any) -> dict[str, Any]:
-        from django.core.exceptions import PermissionDenied
-
         if not self.has_view_permission(request):
             raise PermissionDenied
         return {
@@ -292,7 +276,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         primitive = request.GET.get("type", "")
         if primitive not in PRIMITIVES:
             primitive = ""
-        registries = self._registries()
+        registries = endpoints()  # the default first
         # "endpoint" in the URL: one endpoint's handlers (every endpoint's without).
         endpoint = request.GET.get("endpoint", "")
         if endpoint not in {r.name for r in registries}:
@@ -330,9 +314,10 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
         # ?endpoint=NAME: a handler of another endpoint than the default.
         name = request.GET.get("endpoint") or "default"
-        registry = next((r for r in self._registries() if r.name == name), None)
-        handler = report.find(registry, primitive, address) if registry is not None else None
-        if handler is None or registry is None:
+        registries = endpoints()
+        handlers = [h for r in registries if r.name == name for h in r.all_handlers()]
+        handler = next((h for h in handlers if h.primitive == primitive and report.address(h) == address), None)
+        if handler is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
         context = self._context(request, f"{handler.primitive} {report.address(handler)}")
         series = report.activity(handler, endpoint=name)
@@ -349,7 +334,7 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             asks=report.ask_groups(asked),
             recent=report.recent(handler, endpoint=name),
             endpoint=name,
-            several_endpoints=len(self._registries()) > 1,
+            several_endpoints=len(registries) > 1,
             series=series,
             totals={key: sum(getattr(day, key) for day in series) for key in ("calls", "rounds", "refusals")},
             chart=report.chart(series),

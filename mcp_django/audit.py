@@ -1,25 +1,15 @@
-"""Writing the audit log: receivers for :mod:`mcp_django.signals` and one writer thread.
-
-The per-call path stays cheap: events are queued as they are, and one daemon thread makes
-the rows and inserts them in batches with one ``executemany``. A refusal's receiver awaits
-its batch's commit for at most ``_COMMIT_WAIT`` (not at all while the database is known to
-be down), so a refusal is on record before the client hears it when the database answers.
-The log loses nothing it can keep: a refused batch is retried row by row, rows wait in
-memory while the database is unreachable, what waits is bounded by ``AUDIT["QUEUE_SIZE"]``
-(overflow counted: :func:`stats`, W020), and the writer and a user's deletion take turns on
-the user's row (:func:`_hold_users`). A harness serving requests inside its own transaction
-sets :data:`inline` so rows are written in its thread and transaction.
-"""
+"""Writing the audit log: receivers for :mod:`mcp_django.signals` and one writer thread that
+inserts the rows in batches (docs/audit.md, "How rows are written", says what is guaranteed)."""
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import contextvars
 import datetime
 import functools
 import logging
-import operator
 import os
 import queue
 import threading
@@ -85,8 +75,8 @@ inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_
 
 @dataclass
 class _Item:
-    # A row, or (event, kind, time.time() at the event) for the writer to make the row from.
-    row: _Row | None
+    # None: a flush's item, no row.
+    event: _Event | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
     # Close the writer's connection after this batch (a flush).
@@ -106,41 +96,18 @@ def _truncate(value: Any, length: int) -> str:
 def row_for(
     event: signals.Event, kind: str | None = None, created: Any = None, *, event_id: uuid.UUID | None = None
 ) -> dict[str, Any]:
-    """The column values of an event: who, what, when; never what was said.
-
-    Only the fields listed here are read, so arguments or answers a sender attaches cannot reach the table.
-    """
+    """The column values of an event: who, what, when; never what was said (only _values_for's fields are read)."""
     return dict(zip(_COLUMNS, _values_for(event, kind, created, event_id), strict=True))
 
 
-# The columns of a row the writer makes (_values_for), in the model's order (tests/test_audit.py).
-_COLUMNS = (
-    "created",
-    "kind",
-    "reason",
-    "error",
-    "outcome",
-    "version",
-    "era",
-    "transport",
-    "method",
-    "target",
-    "user_id",
-    "principal",
-    "credential",
-    "request_id",
-    "round",
-    "asks",
-    "client_address",
-    "duration_ms",
-    "endpoint",
-    "event_id",
-)
+# The columns the writer inserts, in the model's order: _values_for makes a row's values in it.
+_COLUMNS = tuple(f.attname for f in AuditEvent._meta.concrete_fields if not f.primary_key)
 _USER = _COLUMNS.index("user_id")
 
-# A row to insert: the writer's own values in _COLUMNS order (no dict: a twentieth of the writer's
-# CPU a row), or a dict of column values (missing columns take the model's defaults).
-_Row = dict[str, Any] | tuple[Any, ...]
+# A row to insert: its values in _COLUMNS order (no dict: a twentieth of the writer's CPU a row).
+_Row = tuple[Any, ...]
+# What the writer makes a row from: the event, its kind, and time.time() at the event.
+_Event = tuple[signals.Event, str | None, float]
 
 
 def _values_for(
@@ -189,17 +156,9 @@ _RAND_A = 0xFFF << 64
 _RAND_B = (1 << 62) - 1
 
 
-def event_id() -> uuid.UUID:
-    """A new row's ``event_id``: a version 7 UUID (RFC 9562), milliseconds since the epoch first.
-
-    Ordered by time, so a batch's ids go in together at the end of the unique index (random
-    ones dirtied a leaf page each: bench/HISTORY.md, "The audit writer's event ids").
-    """
-    return event_ids(1)[0]
-
-
 def event_ids(count: int) -> list[uuid.UUID]:
-    """``count`` new event ids (:func:`event_id`) of this millisecond."""
+    """``count`` new rows' ``event_id``: version 7 UUIDs (RFC 9562) of this millisecond, ordered by
+    time so a batch's ids go in together at the end of the unique index (bench/HISTORY.md)."""
     return [uuid.UUID(int=number) for number in _event_numbers(count)]
 
 
@@ -243,8 +202,8 @@ class Writer:
         """Rows queued or kept, not yet committed."""
         return self._queue.qsize() + len(self._kept)
 
-    def put(self, row: _Row | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
-        """Queue a row; False when it was dropped because too many are waiting."""
+    def put(self, event: _Event | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
+        """Queue an event's row; False when it was dropped because too many are waiting."""
         thread = self._thread
         if thread is None or not thread.is_alive():
             with self._lock:
@@ -252,7 +211,7 @@ class Writer:
                     self._thread = threading.Thread(target=self._run, name="mcp-django-audit", daemon=True)
                     self._thread.mcp_unwatched = True  # type: ignore[attr-defined]  # its SQL is never a handler's: no replay guard
                     self._thread.start()
-        if row is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
+        if event is not None and self._queue.qsize() + len(self._kept) >= mcp_settings.AUDIT["QUEUE_SIZE"]:
             self.dropped += 1
             now = time.monotonic()
             if self.dropped == 1 or now - self._warned >= _WARN_EVERY:
@@ -266,7 +225,7 @@ class Writer:
             if done is not None:
                 done()  # nobody waits for a row that will never be written
             return False
-        self._queue.put(_Item(row, done, close))
+        self._queue.put(_Item(event, done, close))
         if done is not None:
             self._urgent.set()
         return True
@@ -333,16 +292,15 @@ class Writer:
         self._write(batch)
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
-        # Events queued by record(): their rows are made here, off the request path.
-        events = [item.row for item in batch if type(item.row) is tuple]
+        # The rows are made here, off the request path.
+        events = [item.event for item in batch if item.event is not None]
         ids = _event_numbers(len(events))
         # timezone.now() as it was at the event, the setting read once a batch, not on each call's path.
         zone = datetime.UTC if settings.USE_TZ else None
-        rows: list[_Row] = [
+        rows = [
             _values_for(event, kind, datetime.datetime.fromtimestamp(stamp, zone), number)
             for (event, kind, stamp), number in zip(events, ids, strict=True)
         ]
-        rows += [item.row for item in batch if item.row is not None and type(item.row) is not tuple]
         close = False  # a loop, not any() over a generator: a frame fewer a batch
         for item in batch:
             close = close or item.close
@@ -409,7 +367,7 @@ def _insert_one(row: _Row) -> int:
     except _UNREACHABLE:
         raise
     except Exception as exc:
-        refused = _as_dict(row)
+        refused = dict(zip(_COLUMNS, row, strict=True))
         logger.error(
             "mcp_django: the database refused an audit row (%s %s by %r): %s",
             refused.get("kind"),
@@ -420,28 +378,14 @@ def _insert_one(row: _Row) -> int:
         return 1
 
 
-def _as_dict(row: _Row) -> dict[str, Any]:
-    return row if isinstance(row, dict) else dict(zip(_COLUMNS, row, strict=True))
-
-
-def _user_of(row: _Row) -> Any:
-    return row.get("user_id") if isinstance(row, dict) else row[_USER]
-
-
 def _without_user(row: _Row) -> _Row:
-    if isinstance(row, dict):
-        return {**row, "user_id": None}
     return (*row[:_USER], None, *row[_USER + 1 :])
 
 
 class _Statement(NamedTuple):
     sql: str
-    values: Callable[[dict[str, Any]], tuple[Any, ...]]
-    names: tuple[str, ...]
     # (position, preparation) of the dates, JSON and UUIDs; other values go as they are.
     prepared: tuple[tuple[int, Callable[[Any], Any]], ...]
-    # The columns are _COLUMNS in order: a row the writer made goes as it is.
-    in_order: bool
 
 
 _SQL_CACHE: dict[str, _Statement] = {}
@@ -468,19 +412,15 @@ def _statement(connection: Any) -> _Statement:
         ", ".join(["%s"] * len(fields)),
         suffix,
     )
-    names = tuple(f.attname for f in fields)
     # Text, numbers and the user's key go as they are (get_db_prep_save leaves them so).
     plain = ("CharField", "PositiveIntegerField", "FloatField", "ForeignKey")
     prepared = tuple((i, _preparer(f, connection)) for i, f in enumerate(fields) if f.get_internal_type() not in plain)
-    return _Statement(sql, operator.itemgetter(*names), names, prepared, names == _COLUMNS)
+    return _Statement(sql, prepared)
 
 
 def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
-    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes (an
-    aware datetime, a dict, a UUID: the backend's adaptation called directly); any other value
-    takes the field's whole path. Kept because it pays: about 45 Python calls a row fewer, 11-14 %
-    of an async tool call's instructions (bench/HISTORY.md).
-    """
+    """``field.get_db_prep_save`` for ``connection``, shortened for the values row_for makes; any
+    other value takes the field's whole path (11-14 % of an async call's instructions: docs/audit.md)."""
     save = functools.partial(field.get_db_prep_save, connection=connection)
     if type(field) is models.DateTimeField:
         adapt_time = connection.ops.adapt_datetimefield_value
@@ -539,11 +479,8 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
 
 
 def _insert_many(rows: list[_Row]) -> None:
-    """One INSERT ... executemany for a batch, in one transaction with the lock on its users.
-
-    Measured (bench/HISTORY.md): a multi-row INSERT costs the writer more a row, ``bulk_create``
-    2.5 times as much (a model instance a row, every field prepared again).
-    """
+    """One INSERT ... executemany for a batch, in one transaction with the lock on its users
+    (not ``bulk_create`` nor multi-row INSERTs: docs/audit.md says why)."""
     alias = router.db_for_write(AuditEvent)
     connection = connections[alias]
     statement = _SQL_CACHE.get(connection.vendor)
@@ -552,7 +489,7 @@ def _insert_many(rows: list[_Row]) -> None:
     with transaction.atomic(using=alias):
         # Without row locks (SQLite) a deletion and a batch cannot interleave: see _hold_users.
         users = (
-            {user for row in rows if (user := _user_of(row)) is not None}
+            {user for row in rows if (user := row[_USER]) is not None}
             if connection.features.has_select_for_update
             else None
         )
@@ -560,19 +497,10 @@ def _insert_many(rows: list[_Row]) -> None:
             live = _hold_users(alias, users)
             if live != users:
                 # Deleted since the request: the row keeps the label, not the key.
-                rows = [_without_user(row) if _user_of(row) in users - live else row for row in rows]
+                rows = [_without_user(row) if row[_USER] in users - live else row for row in rows]
         params: list[list[Any]] = []
-        defaults: dict[str, Any] | None = None
         for row in rows:
-            if type(row) is tuple and statement.in_order:
-                values = list(row)
-            else:
-                row = _as_dict(row)
-                try:
-                    values = list(statement.values(row))
-                except KeyError:  # a row made elsewhere, without every column
-                    defaults = defaults or _defaults()
-                    values = [row.get(name, defaults.get(name)) for name in statement.names]
+            values = list(row)
             for i, prepare in statement.prepared:
                 values[i] = prepare(values[i])
             params.append(values)
@@ -581,13 +509,8 @@ def _insert_many(rows: list[_Row]) -> None:
 
 
 def _hold_users(alias: str, ids: set[Any]) -> set[Any]:
-    """The users of ``ids`` that exist, each locked until this transaction ends.
-
-    A row inserted between a deletion nulling the rows' key and deleting the user would
-    fail the deletion; the deletion locks the user's row first (:func:`_lock_deleted_user`),
-    so the two take turns. On PostgreSQL the lock is ``FOR KEY SHARE``, a foreign key
-    check's own, which does not conflict with updates of the user or other writers.
-    """
+    """The users of ``ids`` that exist, each locked until this transaction ends, so the writer
+    and a user's deletion take turns (docs/audit.md, "Deleting a user")."""
     connection = connections[alias]
     user_model = get_user_model()
     if connection.vendor == "postgresql":
@@ -610,13 +533,6 @@ def _lock_deleted_user(sender: Any, instance: Any, using: str, **kwargs: Any) ->
     connection = connections[using]
     if connection.features.has_select_for_update and connection.in_atomic_block:
         list(sender._base_manager.using(using).select_for_update().filter(pk=instance.pk).values_list("pk"))
-
-
-def _defaults() -> dict[str, Any]:
-    return {
-        f.attname: f.get_default() if f.has_default() else (None if f.null else "")
-        for f in AuditEvent._meta.concrete_fields
-    }
 
 
 writer = Writer()
@@ -650,11 +566,6 @@ def _flush_at_exit() -> None:
 atexit.register(_flush_at_exit)
 
 
-def _enabled(part: str) -> bool:
-    audit = mcp_settings.AUDIT
-    return bool(audit["ENABLED"] and audit[part])
-
-
 def record(event: signals.Event, kind: str | None = None) -> None:
     """Queue an event; the writer thread makes its row. Its time is taken as a number:
     timezone.now() reads settings.USE_TZ, a few microseconds of every call's path."""
@@ -662,36 +573,27 @@ def record(event: signals.Event, kind: str | None = None) -> None:
 
 
 async def record_now(event: signals.Event, kind: str | None = None, *, wait: float = _COMMIT_WAIT) -> None:
-    """Write an event's row and wait, at most ``wait`` seconds, for its commit.
-
-    Not at all while the database is known to be unreachable; the row stays queued either way.
-    """
-    row = row_for(event, kind)
+    """Write an event's row and wait, at most ``wait`` seconds (not at all while the database is
+    known to be unreachable), for its commit; the row stays queued either way."""
     if inline.get():
-        await sync_to_async(_insert, thread_sensitive=True)([row])
+        await sync_to_async(_insert, thread_sensitive=True)([_values_for(event, kind, None, None)])
         return
+    queued = (event, kind, time.time())
     if writer.breaker.open:
-        writer.put(row)
+        writer.put(queued)
         return
     loop = asyncio.get_running_loop()
-    committed = loop.create_future()
-
-    def settle() -> None:
-        if not committed.done():
-            committed.set_result(None)
+    committed = asyncio.Event()
 
     def done() -> None:
         try:
-            loop.call_soon_threadsafe(settle)
+            loop.call_soon_threadsafe(committed.set)
         except RuntimeError:
             pass  # the loop is closed: nobody is waiting any more
 
-    expiry = loop.call_later(wait, settle)
-    try:
-        writer.put(row, done)
-        await committed
-    finally:
-        expiry.cancel()
+    writer.put(queued, done)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(committed.wait(), wait)
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
@@ -706,14 +608,9 @@ async def _write(event: signals.Event, kind: str) -> None:
         await record_now(event, kind, wait=_SYNC_COMMIT_WAIT)
 
 
-async def on_round_started(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("ROUNDS"):
-        await _write(event, Kind.ROUND)
-
-
 async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
     audit = mcp_settings.AUDIT
-    if audit["ENABLED"] and audit["CALLS"]:  # _enabled("CALLS"), inline: every call's path
+    if audit["ENABLED"] and audit["CALLS"]:
         outcome = event.outcome or event.kind
         if outcome == Kind.CANCELLED and _refusing.get() == _request_of(event):
             _refusing.set(None)
@@ -721,14 +618,18 @@ async def on_call_finished(sender: Any, event: signals.Event, **kwargs: Any) -> 
         await _write(event, outcome if outcome in _CALL_KINDS else Kind.FAILED)
 
 
-async def on_ask_finished(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if _enabled("ASKS"):
-        await _write(event, Kind.ASK)
+# A signal's kind, and the AUDIT switch of its rows besides ENABLED (None: none).
+_EVENTS = {
+    signals.round_started: (Kind.ROUND, "ROUNDS"),
+    signals.ask_finished: (Kind.ASK, "ASKS"),
+    signals.replay_unsafe: (Kind.REPLAY_UNSAFE, None),
+}
 
 
-async def on_replay_unsafe(sender: Any, event: signals.Event, **kwargs: Any) -> None:
-    if mcp_settings.AUDIT["ENABLED"]:
-        await _write(event, Kind.REPLAY_UNSAFE)
+async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
+    kind, part = _EVENTS[signal]
+    if mcp_settings.AUDIT["ENABLED"] and (part is None or mcp_settings.AUDIT[part]):
+        await _write(event, kind)
 
 
 _REFUSALS = {
@@ -749,7 +650,7 @@ def _request_of(event: signals.Event) -> tuple[str, str, str]:
 
 
 async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    if _enabled("REFUSALS"):
+    if mcp_settings.AUDIT["ENABLED"] and mcp_settings.AUDIT["REFUSALS"]:
         token = _refusing.set(_request_of(event))
         await record_now(event, _REFUSALS[signal])
         _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
@@ -758,10 +659,8 @@ async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: A
 def connect() -> None:
     uid = "mcp_django.audit"
     pre_delete.connect(_lock_deleted_user, sender=settings.AUTH_USER_MODEL, dispatch_uid=f"{uid}.user_deleted")
-    signals.round_started.connect(on_round_started, dispatch_uid=f"{uid}.round")
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
-    signals.ask_finished.connect(on_ask_finished, dispatch_uid=f"{uid}.ask")
-    signals.state_refused.connect(on_refused, dispatch_uid=f"{uid}.refused")
-    signals.capability_missing.connect(on_refused, dispatch_uid=f"{uid}.capability")
-    signals.replay_unsafe.connect(on_replay_unsafe, dispatch_uid=f"{uid}.replay_unsafe")
-    signals.call_limited.connect(on_refused, dispatch_uid=f"{uid}.limited")
+    for signal, (kind, _part) in _EVENTS.items():
+        signal.connect(on_event, dispatch_uid=f"{uid}.{kind}")
+    for signal, kind in _REFUSALS.items():
+        signal.connect(on_refused, dispatch_uid=f"{uid}.{kind}")

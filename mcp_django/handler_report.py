@@ -51,10 +51,6 @@ def schema(handler: Handler) -> Any:
     return None
 
 
-def find(registry: Registry, primitive: str, where: str) -> Handler | None:
-    return next((h for h in registry.all_handlers() if h.primitive == primitive and address(h) == where), None)
-
-
 def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
     """The audit log's filter for this handler's rows (a template's: by its URIs' common prefix),
     at the endpoint that serves it (another endpoint may have a handler of the same name)."""
@@ -102,20 +98,18 @@ def ask_groups(asks: dict[str, str]) -> list[AskGroup]:
     return groups
 
 
-def registered_object(handler: Handler) -> Any:
-    """What the project registered: the function, or for a view tool the view (its class when it
-    has one), not the adapter that calls it."""
+def source_code(handler: Handler) -> str:
+    """The source of what the project registered: the function, or for a view tool the view (its
+    class when it has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
     if operation is None:
-        return inspect.unwrap(handler.func)
-    view = operation.view
-    view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
-    return view if isinstance(view, type) else inspect.unwrap(view)
-
-
-def source_code(handler: Handler) -> str:
+        registered = inspect.unwrap(handler.func)
+    else:
+        view = operation.view
+        view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
+        registered = view if isinstance(view, type) else inspect.unwrap(view)
     try:
-        return inspect.getsource(registered_object(handler))
+        return inspect.getsource(registered)
     except (OSError, TypeError):
         return ""
 
@@ -159,13 +153,6 @@ def _auth_decorator_label(func: Any) -> str | None:
     return None
 
 
-def _test_label(test: Any) -> str | None:
-    label = _auth_decorator_label(test)
-    if label or getattr(test, "__qualname__", "").startswith(("staff_member_required.", "user_passes_test.")):
-        return label
-    return f"{_DECORATORS}user_passes_test({dotted_name(test)})"
-
-
 def _closure(func: Any) -> dict[str, Any]:
     try:
         return dict(inspect.getclosurevars(func).nonlocals)
@@ -182,33 +169,15 @@ def _decorator_guards(func: Any) -> list[str]:
         seen += 1
         cells = _closure(func)
         test = cells.get("test_func")
-        if test is not None:
-            label = _test_label(test)
-            if label:
-                labels.append(label)
+        # Not a test Django made inside staff_member_required or user_passes_test.
+        if test is not None and not getattr(test, "__qualname__", "").startswith(
+            ("staff_member_required.", "user_passes_test.")
+        ):
+            labels.append(_auth_decorator_label(test) or f"{_DECORATORS}user_passes_test({dotted_name(test)})")
         for decorator in cells.get("decorators") or ():  # method_decorator(...)
             if label := _auth_decorator_label(decorator):
                 labels.append(label)
         func = getattr(func, "__wrapped__", None)
-    return labels
-
-
-def _django_view_guards(view: Any) -> list[str]:
-    from django.contrib.auth import mixins
-
-    labels = []
-    if isinstance(view, type):
-        if issubclass(view, mixins.PermissionRequiredMixin):
-            perms = view.permission_required
-            perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
-            labels.append(f"{dotted_name(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
-        elif issubclass(view, mixins.LoginRequiredMixin):
-            labels.append(dotted_name(mixins.LoginRequiredMixin))
-        if issubclass(view, mixins.UserPassesTestMixin):
-            labels.append(dotted_name(mixins.UserPassesTestMixin))
-        labels += _decorator_guards(getattr(view, "dispatch", None))
-    else:
-        labels += _decorator_guards(view)
     return labels
 
 
@@ -221,14 +190,25 @@ def _short(label: str) -> str:
 def permission_labels(handler: Handler) -> list[str]:
     """Who may use the handler, as its code says: its own permission classes, and a view tool's
     view's (DRF's permission classes for the action, or Django's auth decorators and mixins)."""
+    from django.contrib.auth import mixins
+
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
-    if operation is not None:
-        if operation.drf:
-            labels += _drf_view_permissions(operation)
-        else:
-            view = operation.view
-            labels += _django_view_guards(getattr(view, "view_class", None) or view)
+    if operation is not None and operation.drf:
+        labels += _drf_view_permissions(operation)
+    elif operation is not None:
+        view = getattr(operation.view, "view_class", None) or operation.view
+        if isinstance(view, type):
+            if issubclass(view, mixins.PermissionRequiredMixin):
+                perms = view.permission_required
+                perms = (perms,) if isinstance(perms, str) else tuple(perms or ())
+                labels.append(f"{dotted_name(mixins.PermissionRequiredMixin)}({', '.join(perms)})")
+            elif issubclass(view, mixins.LoginRequiredMixin):
+                labels.append(dotted_name(mixins.LoginRequiredMixin))
+            if issubclass(view, mixins.UserPassesTestMixin):
+                labels.append(dotted_name(mixins.UserPassesTestMixin))
+            view = getattr(view, "dispatch", None)
+        labels += _decorator_guards(view)
     return list(dict.fromkeys(labels))
 
 

@@ -102,15 +102,11 @@ class AuditEvent(models.Model):
             what = f"{what} ({detail})"
         target = f" {self.target}" if self.target else ""
         when = self.created.strftime("%Y-%m-%d %H:%M:%S") if self.created is not None else "?"
-        return f"{when} {what}: {self.method}{target} by {self.who}"
-
-    @property
-    def who(self) -> str:
-        """The caller as a person reads it: the user's username while the account exists,
-        otherwise the principal label the row was written with (``auth.user:2``, ``anonymous``)."""
+        # The user's username while the account exists, else the label the row was written with.
+        who = self.principal or "?"
         if self.user_id is not None and self.user is not None:
-            return str(self.user.get_username())
-        return self.principal or "?"
+            who = str(self.user.get_username())
+        return f"{when} {what}: {self.method}{target} by {who}"
 
 
 class RegisteredHandler(AuditEvent):

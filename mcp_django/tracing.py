@@ -48,6 +48,13 @@ def _tracer() -> Any:
     return trace_api.get_tracer(TRACER_NAME)
 
 
+def _current_span(name: str, kind: Any, attributes: dict[str, Any], **options: Any) -> Any:
+    # An exception's message may quote what the client sent: the outcome says enough.
+    return _tracer().start_as_current_span(
+        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False, **options
+    )
+
+
 def _configured() -> bool:
     """Whether a tracer provider is set; until one is, the call skips the span (a no-op) and
     the Django request that reading the ``traceparent`` header would build."""
@@ -122,15 +129,7 @@ async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
     if target:
         attributes["mcp_django.handler"] = target
     name = f"{call.method} {target}" if target else call.method
-    with _tracer().start_as_current_span(
-        name,
-        context=parent,
-        kind=trace_api.SpanKind.SERVER,
-        attributes=attributes,
-        # The exception's message may quote what the client sent: the outcome says enough.
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    with _current_span(name, trace_api.SpanKind.SERVER, attributes, context=parent) as span:
         call.trace = CallTrace(span)
         try:
             result = await call_next(call)
@@ -217,19 +216,14 @@ async def task_attempt(task_id: str, principal: str, tool: str, rounds: int, att
     on; only the id's first characters, as the id reaches the task."""
     if not ENABLED:
         return await attempt
-    with _tracer().start_as_current_span(
-        f"mcp_django.task {tool}",
-        kind=trace_api.SpanKind.CONSUMER,
-        attributes={
-            "mcp.method.name": "tools/call",
-            "mcp_django.handler": tool,
-            "mcp_django.task": task_id[:8],
-            "mcp_django.principal": principal,
-            "mcp_django.round": rounds,
-        },
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
+    attributes = {
+        "mcp.method.name": "tools/call",
+        "mcp_django.handler": tool,
+        "mcp_django.task": task_id[:8],
+        "mcp_django.principal": principal,
+        "mcp_django.round": rounds,
+    }
+    with _current_span(f"mcp_django.task {tool}", trace_api.SpanKind.CONSUMER, attributes) as span:
         outcome = await attempt
         status = str(outcome.status)
         span.set_attribute("mcp_django.outcome", status)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,8 +23,10 @@ from django.db import connection
 from django.db.models.signals import post_delete
 from rest_framework.authtoken.models import Token
 
-from mcp_django import audit
+from mcp_django import audit, signals
+from mcp_django.auth import Principal
 from mcp_django.models import AuditEvent, Kind
+from mcp_django.protocol.revisions import Era
 from tests.conftest import Raw
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,10 +167,16 @@ def test_a_row_queued_during_a_deletion_waits_for_it_and_loses_only_the_key(live
         deleting.start()
         assert inside.wait(10)
         # The keys are nulled and the user is not yet deleted: a late row for the user arrives.
-        values = {f.attname: getattr(before, f.attname) for f in AuditEvent._meta.concrete_fields}
-        del values["id"]
-        # Another event (its own id: the writer skips a row whose event is already in).
-        audit.writer.put({**values, "request_id": "late", "event_id": uuid.uuid4()})
+        late_call = signals.Event(
+            kind="completed",
+            era=Era.MODERN,
+            transport="http",
+            method=before.method,
+            target=before.target,
+            principal=Principal(user),
+            request_id="late",
+        )
+        audit.record(late_call, Kind.COMPLETED)
         time.sleep(0.3)  # the writer's turn comes after the deletion's
         go_on.set()
         deleting.join(10)

@@ -90,9 +90,9 @@ def test_nul_in_a_tool_name_and_a_uri(raw: Raw) -> None:
 
 def test_one_bad_row_never_takes_the_others_with_it(caplog: pytest.LogCaptureFixture) -> None:
     writer = audit.Writer()
-    good = [audit.row_for(event(request_id=f"good-{i}")) for i in range(10)]
+    good = [(event(request_id=f"good-{i}"), None, time.time()) for i in range(10)]
     # A row the database refuses on its own (round is a positive integer column).
-    bad = {**audit.row_for(event(request_id="bad")), "round": -5}
+    bad = (event(request_id="bad", round=-5), None, time.time())
     hold, resume = threading.Event(), threading.Event()
 
     def held() -> None:
