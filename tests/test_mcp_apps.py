@@ -159,7 +159,7 @@ def test_a_client_without_the_extension_gets_the_tool_without_its_view(vera: Any
     assert Order.objects.count() == 1
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 @pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
 def test_the_view_calls_an_asking_app_only_tool(vera: Any, order: Order, revision: str) -> None:
     host = MCPClient(user=vera, apps=True, revision=revision)
