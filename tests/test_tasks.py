@@ -18,6 +18,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
+from django.db.models.sql.compiler import SQLCompiler
 from django.test import TestCase
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -208,13 +209,21 @@ class TaskTools(TestCase):
         client.run_task(lost)
         assert MCPTask.objects.get(pk=lost).runs == 0
 
-    def test_a_poll_is_one_query_by_primary_key(self) -> None:
+    def test_a_poll_is_one_query_by_primary_key_whose_sql_is_not_built_again(self) -> None:
         client = MCPClient(user=self.alice, tasks=True)
         task_id = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
         first = client.get_task(task_id)
         audited = AuditEvent.objects.count()
-        with CaptureQueriesContext(connection) as queries:
+        built: list[object] = []
+        as_sql = SQLCompiler.as_sql
+
+        def counted(compiler: SQLCompiler, *args: Any, **kwargs: Any) -> Any:
+            built.append(compiler.query.model)
+            return as_sql(compiler, *args, **kwargs)
+
+        with mock.patch.object(SQLCompiler, "as_sql", counted), CaptureQueriesContext(connection) as queries:
             again = client.get_task(task_id)
+        assert MCPTask not in built  # the poll's SQL was compiled once, by the first poll
         assert [q["sql"] for q in queries.captured_queries if "mcp_django_mcptask" in q["sql"]] == [
             q["sql"] for q in queries.captured_queries
         ]

@@ -1,5 +1,5 @@
 """MCP tasks of an endpoint other than the default one (a Registry of its own), and the poll's
-query (mcp_django.tasks.runner, mcp_django.tasks.lost, mcp_django.tasks.store)."""
+fast path (mcp_django.tasks.runner, mcp_django.tasks.lost, mcp_django.tasks.store)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import connection, connections
 from django.test import TestCase
 
 from mcp_django import Context, endpoints
@@ -129,22 +129,28 @@ class OtherRegistries(TestCase):
         assert not MCPTask.objects.exists()
 
 
-class PollQuery(TestCase):
-    def test_the_poll_reads_its_columns_in_one_query(self) -> None:
+class PollFastPath(TestCase):
+    def test_the_poll_reads_what_the_orm_reads_on_either_path(self) -> None:
         client = MCPClient(tasks=True)
         result = client.call_tool("confirm_delete", {"filename": "b.txt"}, answer=lambda request: True)
         row = MCPTask.objects.get(pk=result.task_id)
+        # Nothing observes this connection's queries: the DB-API cursor, not Django's.
+        with mock.patch.object(connections["default"], "cursor", side_effect=AssertionError("Django's cursor")):
+            fast = store._polled(row.pk)
+        assert fast is not None
         seen: list[str] = []
 
         def watch(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
             seen.append(sql)
             return execute(sql, params, many, context)
 
+        # Anything observing the connection's queries sees the poll's: it takes Django's cursor.
         with connection.execute_wrapper(watch):
-            polled = store._polled(row.pk)
-            assert polled is not None
-            assert store.detailed(polled) == store.detailed(row)  # nothing more read to answer it
-        assert len(seen) == 1 and "mcp_django_mcptask" in seen[0] and '"answers"' not in seen[0]
-        assert polled.result["content"][0]["text"] == "Deleted b.txt."
-        assert polled.created.tzinfo is not None and polled.status == Status.COMPLETED
+            observed = store._polled(row.pk)
+        assert len(seen) == 1 and "mcp_django_mcptask" in seen[0] and "ORDER BY" not in seen[0]
+        assert observed is not None
+        for polled in (fast, observed):
+            assert [getattr(polled, name) for name in store._POLLED] == [getattr(row, name) for name in store._POLLED]
+        assert fast.result == row.result and fast.result["content"][0]["text"] == "Deleted b.txt."
+        assert fast.created.tzinfo is not None and fast.status == Status.COMPLETED
         assert store._polled("no-such-task") is None

@@ -86,7 +86,7 @@ def run_lost(
     return "failed" if store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,)) else None
 
 
-def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
+def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
     """A poll's look at a ``working`` task: a lost run is dealt with here as the sweep does. Whether
     it tried (the row is to be read again)."""
     if row.status != Status.WORKING:
@@ -103,7 +103,7 @@ def polled(row: MCPTask, enqueue: Callable[[str], None]) -> bool:
     return True
 
 
-def lost_before_claim(row: MCPTask, now: Any) -> bool:
+def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
     worker killed before the claim); the backend asked at most once a lease (``run_checked``)."""
     lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)

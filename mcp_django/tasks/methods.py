@@ -162,14 +162,14 @@ def _task_id(call: Call) -> str:
     return task_id
 
 
-def _found(task_id: str, principal: Principal, registry: str) -> MCPTask:
+def _found(task_id: str, principal: Principal, registry: str) -> store.Polled:
     # A lost run (:func:`.lost.polled`) is restarted or failed first: a poll finds a dead
     # worker's task even when no sweep runs.
     row = store.find(task_id, principal, registry)
     return store.find(task_id, principal, registry) if lost.polled(row, enqueue) else row
 
 
-async def _row(call: Call, task_id: str) -> MCPTask:
+async def _row(call: Call, task_id: str) -> store.Polled:
     """The caller's task, or the unknown id's answer: the tool's permissions are checked on every call."""
     registry = call.registry
     row = await stored(lambda: _found(task_id, call.principal, registry.name))
