@@ -346,5 +346,4 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/mcp_django/handler.html", context)
 
 
-from .tasks import admin as tasks_admin  # noqa: E402, F401 - registers the MCP tasks' ModelAdmin
 from .tokens import admin as tokens_admin  # noqa: E402, F401 - registers the MCP tokens' ModelAdmin

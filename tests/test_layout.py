@@ -184,7 +184,6 @@ NOT_YET_UNWIRED = {
     # The tasks extension's model and admin live in mcp_django's app (its migrations).
     ("mcp_django.models", "mcp_django.tasks.models"),
     ("mcp_django.migrations.0003_tasks", "mcp_django.tasks.models"),
-    ("mcp_django.admin", "mcp_django.tasks.admin"),
     ("mcp_django.management.commands.mcp_tasks_purge", "mcp_django.tasks.store"),
     # The task workers' commands (Django finds commands in mcp_django's app only).
     ("mcp_django.management.commands.mcp_worker", "mcp_django.tasks.models"),

@@ -1,5 +1,5 @@
 """MCP tasks in Django's admin: read-only rows (a task's state is the protocol's), with
-filters and a cancel action. Registered from ``mcp_django.admin``."""
+filters and a cancel action. Registered by the extension's ``register()`` (``methods.py``)."""
 
 from __future__ import annotations
 

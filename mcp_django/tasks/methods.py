@@ -37,7 +37,10 @@ HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 def register() -> None:
     """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
-    from . import checks  # noqa: F401 - registers the tasks' system checks
+    from . import (
+        admin,  # noqa: F401 - registers the tasks' ModelAdmin (admin.site)
+        checks,  # noqa: F401 - registers the tasks' system checks
+    )
 
     # 2026-07-28 only: legacy revisions run every tool synchronously, and their tasks/* is a
     # -32601 that says which revision has it (_task_id).
