@@ -8,8 +8,12 @@ import asyncio
 import datetime
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,3 +249,27 @@ def test_an_extension_adds_tool_options_filters_listed_meta_and_admin_panels(raw
 def test_a_bad_extension_is_a_system_check(settings: Any) -> None:
     settings.MCP_DJANGO = {**settings.MCP_DJANGO, "EXTENSIONS": ["tests.pipeline_stages"]}
     assert "mcp_django.E022" in {message.id for message in check_settings()}
+
+
+def test_a_project_without_the_admin_starts_with_every_extension(tmp_path: Path) -> None:
+    """The extensions register their admin pages only where ``django.contrib.admin`` is installed."""
+    (tmp_path / "no_admin_settings.py").write_text(
+        "SECRET_KEY = 'x'\n"
+        "INSTALLED_APPS = ['django.contrib.contenttypes', 'django.contrib.auth', 'rest_framework.authtoken', 'mcp_django']\n"
+        "DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': ':memory:'}}\n"
+        "MCP_DJANGO = {'REQUEST_STATE_KEY': 'no-admin-request-state-key-0123456789'}\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "no_admin_settings"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(Path(__file__).resolve().parent.parent)])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django; django.setup(); from django.core.management import call_command; call_command('check')",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -37,10 +37,12 @@ HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 
 def register() -> None:
     """Plug the extension in: its methods, and the extension declared on 2026-07-28."""
-    from . import (
-        admin,  # noqa: F401 - registers the tasks' ModelAdmin (admin.site)
-        checks,  # noqa: F401 - registers the tasks' system checks
-    )
+    from django.apps import apps
+
+    from . import checks  # noqa: F401 - registers the tasks' system checks
+
+    if apps.is_installed("django.contrib.admin"):
+        from . import admin  # noqa: F401 - registers the tasks' ModelAdmin (admin.site)
 
     # 2026-07-28 only: legacy revisions run every tool synchronously, and their tasks/* is a
     # -32601 that says which revision has it (_task_id).
