@@ -55,8 +55,8 @@ class Reason(StrEnum):
 class StateRefused(MCPError):
     """A requestState that must not reach the handler. ``reason`` is for the log only."""
 
-    def __init__(self, reason: Reason) -> None:
-        super().__init__(INVALID_PARAMS, REFUSED_MESSAGE)
+    def __init__(self, reason: Reason, message: str = REFUSED_MESSAGE) -> None:
+        super().__init__(INVALID_PARAMS, message)
         self.reason = reason
 
 
@@ -155,40 +155,6 @@ def decode_claims(payload: bytes) -> Claims:
         raise StateRefused(Reason.MALFORMED) from None
 
 
-def check_claims(
-    claims: Claims,
-    method: str,
-    target: str,
-    principal: str | tuple[str, ...],
-    digest: str,
-    audience: str,
-    now: float,
-) -> None:
-    """Refuse (:class:`StateRefused`) claims that expired or were issued for another request
-    (the bindings by position: the boundary matching seven keywords cost a tenth of the call)."""
-    if now >= claims.expires_at:
-        raise StateRefused(Reason.EXPIRED)
-    # Each binding is compared in constant time; the order only picks the reason logged.
-    compare = hmac.compare_digest
-    pairs = ((claims.method, method), (claims.target, target), (claims.digest, digest), (claims.audience, audience))
-    try:
-        # ASCII text is compared as it is (compare_digest takes ASCII str): no bytes made of each.
-        same = [compare(ours, theirs) for ours, theirs in pairs]
-    except TypeError:
-        # Text that is not ASCII (a target's or an audience's may be): compared as UTF-8.
-        same = [compare(ours.encode(), theirs.encode()) for ours, theirs in pairs]
-    if not same[0]:
-        raise StateRefused(Reason.WRONG_METHOD)
-    if not same[1]:
-        raise StateRefused(Reason.WRONG_TARGET)
-    if not principal_matches(claims.principal, principal):
-        raise StateRefused(Reason.WRONG_PRINCIPAL)
-    if not same[2]:
-        raise StateRefused(Reason.WRONG_PARAMS)
-    if not same[3]:
-        raise StateRefused(Reason.WRONG_AUDIENCE)
-
-
 # Audiences found by audience_for(), under what names the URL a request reached.
 _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
@@ -260,10 +226,31 @@ def unseal(
     audience: str,
     now: float | None = None,
 ) -> Claims:
-    """Verify a client-supplied requestState, or raise :class:`StateRefused`.
-
-    ``principal``: the caller's digest, or its digests under every key of the ring (a rotation).
+    """Verify a client-supplied requestState, or raise :class:`StateRefused` when it expired or was
+    issued for another request (the bindings by position: the boundary matching seven keywords cost
+    a tenth of the call). ``principal``: the caller's digest, or its digests under every key of the
+    ring (a rotation).
     """
     claims = decode_claims(decode_token(token))
-    check_claims(claims, method, target, principal, digest, audience, time.time() if now is None else now)
+    if (time.time() if now is None else now) >= claims.expires_at:
+        raise StateRefused(Reason.EXPIRED)
+    # Each binding is compared in constant time; the order only picks the reason logged.
+    compare = hmac.compare_digest
+    pairs = ((claims.method, method), (claims.target, target), (claims.digest, digest), (claims.audience, audience))
+    try:
+        # ASCII text is compared as it is (compare_digest takes ASCII str): no bytes made of each.
+        same = [compare(ours, theirs) for ours, theirs in pairs]
+    except TypeError:
+        # Text that is not ASCII (a target's or an audience's may be): compared as UTF-8.
+        same = [compare(ours.encode(), theirs.encode()) for ours, theirs in pairs]
+    if not same[0]:
+        raise StateRefused(Reason.WRONG_METHOD)
+    if not same[1]:
+        raise StateRefused(Reason.WRONG_TARGET)
+    if not principal_matches(claims.principal, principal):
+        raise StateRefused(Reason.WRONG_PRINCIPAL)
+    if not same[2]:
+        raise StateRefused(Reason.WRONG_PARAMS)
+    if not same[3]:
+        raise StateRefused(Reason.WRONG_AUDIENCE)
     return claims

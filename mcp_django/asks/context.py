@@ -345,11 +345,7 @@ class SyncContext(Context):
 
         def debug(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
 
-        def info(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
-
-        def warning(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
-
-        def error(self, data: Any, **kw: Any) -> None: ...  # type: ignore[override]
+        info = warning = error = debug  # type: ignore[assignment]
 
 
 @overload

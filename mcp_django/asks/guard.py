@@ -130,8 +130,7 @@ def install() -> None:
     connection opened from now on."""
     connection_created.connect(on_connection_created, dispatch_uid=_UID)
     for connection in connections.all():
-        if _watch not in connection.execute_wrappers:
-            connection.execute_wrappers.append(_watch)
+        on_connection_created(None, connection)
 
 
 # MCP_DJANGO["REPLAY_GUARD"], else DEBUG: kept in one module global an attempt reads.

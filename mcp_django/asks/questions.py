@@ -122,8 +122,8 @@ def _require_dict(key: str, raw: Any) -> dict[str, Any]:
     return raw
 
 
-def _action(key: str, raw: dict[str, Any]) -> Action:
-    action = raw.get("action")
+def _action(key: str, raw: Any) -> Action:
+    action = _require_dict(key, raw).get("action")
     if action not in ("accept", "decline", "cancel"):
         raise AnswerInvalid(key, "action must be accept, decline or cancel")
     return action
@@ -137,7 +137,6 @@ def _elicit_parser(
     validator = schemas.validator_for(json_schema) if serializer is None and target is None else None
 
     def parse(key: str, raw: Any) -> ElicitResult:
-        raw = _require_dict(key, raw)
         action = _action(key, raw)
         content = raw.get("content")
         if action != "accept":
@@ -174,14 +173,11 @@ def _drf_errors(errors: Any) -> str:
 
 @functools.cache
 def _form(tp: Any) -> tuple[dict[str, Any], Any]:
-    """The requested schema of a type, and the type to convert answers into (built once per type)."""
-    prepared = schemas.prepare(tp, f"the elicitation schema {getattr(tp, '__qualname__', tp)!r}")
-    return _flat_form(schemas.type_schema(tp)), prepared.type
-
-
-def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
-    """A form's fields with one type each, as elicitation's primitive schemas have them
+    """The requested schema of a type, and the type to convert answers into (built once per type):
+    a form's fields have one type each, as elicitation's primitive schemas have them
     (``start: date | None = None`` is an optional date field)."""
+    prepared = schemas.prepare(tp, f"the elicitation schema {getattr(tp, '__qualname__', tp)!r}")
+    schema = prepared.schema
     for name, prop in schema.get("properties", {}).items():
         types = prop.get("type")
         if isinstance(types, list) and "null" in types and len(types) == 2 and name not in schema.get("required", ()):
@@ -190,7 +186,7 @@ def _flat_form(schema: dict[str, Any]) -> dict[str, Any]:
                 del prop["default"]
             if isinstance(prop.get("enum"), list):
                 prop["enum"] = [v for v in prop["enum"] if v is not None]
-    return schema
+    return schema, prepared.type
 
 
 def elicit(message: str, schema: Any, *, key: str | None = None) -> Ask:
@@ -222,27 +218,26 @@ CONFIRM_SCHEMA = {
 
 def confirm(message: str, *, key: str | None = None) -> Ask:
     """Yes or no: true only when the user accepts and ticks confirm."""
-    inner = _elicit_parser(CONFIRM_SCHEMA)
-
-    def parse(k: str, raw: Any) -> bool:
-        result = inner(k, raw)
-        return bool(result.accepted and result.data.get("confirm"))
-
     params = {"mode": "form", "message": message, "requestedSchema": CONFIRM_SCHEMA}
-    return Ask("elicitation/create", params, "elicitation.form", "confirm", key, parse)
+    return Ask("elicitation/create", params, "elicitation.form", "confirm", key, _confirmed)
+
+
+def _confirmed(key: str, raw: Any) -> bool:
+    result = _elicit_parser(CONFIRM_SCHEMA)(key, raw)
+    return bool(result.accepted and result.data.get("confirm"))
 
 
 def elicit_url(message: str, url: str, *, key: str | None = None, elicitation_id: str | None = None) -> Ask:
     """Send the user to a URL (an OAuth consent, a payment page) and wait for them."""
 
-    def parse(k: str, raw: Any) -> ElicitResult:
-        raw = _require_dict(k, raw)
-        return ElicitResult(_action(k, raw))
-
     params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
-    ask = Ask("elicitation/create", params, "elicitation.url", "elicit-url", key, parse)
+    ask = Ask("elicitation/create", params, "elicitation.url", "elicit-url", key, _url_answer)
     params["elicitationId"] = elicitation_id or ask.digest
     return ask
+
+
+def _url_answer(key: str, raw: Any) -> ElicitResult:
+    return ElicitResult(_action(key, raw))
 
 
 def sample(

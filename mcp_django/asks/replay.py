@@ -373,13 +373,6 @@ async def attempt(
     return backend, ctx, finished, value, error
 
 
-class RoundCapExceeded(StateRefused):
-    def __init__(self, cap: int) -> None:
-        super().__init__(Reason.ROUND_CAP)
-        self.message = f"this request needed more than {cap} rounds of input"
-        self.args = (self.message,)
-
-
 async def request_state(engine: Engine, handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
     """Run ``engine`` with the rounds the request's state carries; seal the next round's (a
     handler stage of 2026-07-28's chains: :mod:`mcp_django.pipeline`)."""
@@ -413,7 +406,8 @@ async def request_state(engine: Engine, handler: Handler, arguments: dict[str, A
         return outcome
     round_no = prior.round + 1
     if round_no > mcp_settings.MAX_INPUT_ROUNDS:
-        capped = RoundCapExceeded(mcp_settings.MAX_INPUT_ROUNDS)
+        message = f"this request needed more than {mcp_settings.MAX_INPUT_ROUNDS} rounds of input"
+        capped = StateRefused(Reason.ROUND_CAP, message)
         await refused(call, handler.primitive, capped.reason)
         raise capped
     # One pass over the pending asks for what the state, the audit event and the answer say of them.
