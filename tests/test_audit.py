@@ -29,6 +29,7 @@ from mcp_django.pipeline import Pipeline
 from mcp_django.protocol.revisions import ClientCapabilities, Era
 from mcp_django.registry import Registry
 from mcp_django.request_state import Claims, Reason, params_digest, seal
+from mcp_django.testing import JSONRPCError, MCPClient
 from tests.conftest import Raw
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -290,6 +291,17 @@ def test_missing_capability(raw: Raw) -> None:
     (row,) = AuditEvent.objects.filter(kind=Kind.MISSING_CAPABILITY)  # committed before the answer
     assert (row.reason, row.target, row.request_id) == ("sampling", "test_input_required_result_sampling", "5")
     assert not rows(kind=Kind.FAILED)  # one row per refusal, not a second "failed" one
+
+
+def test_missing_capability_on_a_legacy_revision() -> None:
+    """The legacy engine's -32021 is audited as the replay engine's is: one row, no "failed" one."""
+    client = MCPClient(revision="2025-11-25", capabilities={"elicitation": {}})
+    with pytest.raises(JSONRPCError) as raised:
+        client.call_tool("test_input_required_result_sampling")
+    assert raised.value.code == -32021
+    (row,) = AuditEvent.objects.filter(kind=Kind.MISSING_CAPABILITY)
+    assert (row.reason, row.target, row.era) == ("sampling", "test_input_required_result_sampling", "legacy")
+    assert not rows(kind=Kind.FAILED)
 
 
 def test_missing_url_elicitation_names_the_sub_capability(raw: Raw) -> None:

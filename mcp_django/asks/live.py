@@ -25,7 +25,7 @@ from .call import Call
 from .context import AsyncContext, SyncContext
 from .invoke import Scoped, invoke, pool
 from .questions import Ask, ClientError, ContentInvalid, MissingCapability, escaped
-from .replay import Outcome
+from .replay import Outcome, missing_capabilities
 
 REQUEST_TIMEOUT = -32001
 # How many times a form whose content did not fit is sent again before the call fails.
@@ -220,8 +220,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcom
         value = await (Scoped(running, backend.loop) if handler.is_async else running)
     except Exception as exc:
         if backend.missing and escaped(exc) is not None:
-            # Every capability the call's asks lacked, not only the one that escaped.
-            raise MissingCapability(backend.missing) from None
+            raise await missing_capabilities(call, handler.primitive, backend.missing) from None
         raise
     finally:
         backend.abort()

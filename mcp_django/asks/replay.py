@@ -299,6 +299,15 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         exc.__traceback__ = None
 
 
+async def missing_capabilities(call: Call, primitive: str, missing: Sequence[str]) -> MissingCapability:
+    """The -32021 a call's asks end with, in both eras: every capability they lacked, not only the
+    one that escaped, announced (``signals.capability_missing``: the audit's row)."""
+    lacking = MissingCapability(missing)
+    event = call.event("missing_capability", reason=",".join(lacking.capabilities))
+    await signals.capability_missing.asend(primitive, event=event)
+    return lacking
+
+
 async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Prior) -> Outcome:
     """Serve one tools/call, prompts/get or resources/read under the replay rule: an
     attempt with the ``prior`` rounds' answers; asks still pending end up in the outcome."""
@@ -320,11 +329,7 @@ async def run(handler: Handler, arguments: dict[str, Any], call: Call, prior: Pr
     if backend.error is not None:
         raise backend.error
     if backend.missing and escaped(error) is not None:
-        # Every capability the attempt's asks lacked, not only the one that escaped.
-        lacking = MissingCapability(backend.missing)
-        event = call.event("missing_capability", reason=",".join(lacking.capabilities))
-        await signals.capability_missing.asend(handler.primitive, event=event)
-        raise lacking from None
+        raise await missing_capabilities(call, handler.primitive, backend.missing) from None
     if error is not None and not (backend.pending and isinstance(error, Exception)):
         raise error
     if backend.recorder is not None and (backend.pending or not finished):
