@@ -87,6 +87,10 @@ def sse_message(message: dict[str, Any], *, event_id: str | None = None) -> byte
     return sse_event(dumps(message), event="message", event_id=event_id)
 
 
+def sse_out(events: AsyncIterator[bytes]) -> HttpOut:
+    return HttpOut(200, [("content-type", SSE), ("cache-control", "no-cache")], events=events)
+
+
 def sse_comment(text: str) -> bytes:
     """An SSE comment: every client ignores it, and the connection (and any proxy on it) sees traffic."""
     return b": " + text.encode() + b"\n\n"
@@ -306,8 +310,7 @@ class Response:
             return HttpOut(499)
         if task.done() and not self.events:
             return json_out(*task.result())
-        headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        return HttpOut(200, headers, events=self.stream())
+        return sse_out(self.stream())
 
     async def stream(self) -> AsyncIterator[bytes]:
         task, events = self.task, self.events

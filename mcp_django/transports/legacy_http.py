@@ -37,6 +37,7 @@ from .http import (
     sse_comment,
     sse_event,
     sse_message,
+    sse_out,
 )
 from .relay import RESUME_KEEPALIVE_SECONDS, Relay, call_key, relay
 
@@ -54,10 +55,6 @@ KEEPALIVE = sse_comment("keepalive")
 
 def _refused(status: int, text: str) -> HttpOut:
     return refused(None, MCPError(INVALID_REQUEST, text, http_status=status))
-
-
-def _sse(events: AsyncIterator[bytes]) -> HttpOut:
-    return HttpOut(200, [("content-type", SSE), ("cache-control", "no-cache")], events=events)
 
 
 class LegacyStream:
@@ -367,7 +364,7 @@ class LegacyHttp:
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
             stream.task = asyncio.ensure_future(stream.serve(tracked, call))
-            return _sse(stream.follow(0, prime=prime))
+            return sse_out(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         except Unavailable as exc:
@@ -445,7 +442,7 @@ class LegacyHttp:
             if req.method == "GET":  # the session's standalone stream
                 stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.endpoint.registry)
                 await legacy.set_state(record, "get", stream.token)
-                return _sse(stream.events())
+                return sse_out(stream.events())
             await legacy.set_state(record, "ended", True)
             await (await relay()).cancel(record.sid)
             return HttpOut(200, [("content-type", JSON)], b"")
@@ -463,11 +460,11 @@ class LegacyHttp:
                 # Held by another worker: it forwards the rest through the channel layer.
                 events = await hub.follow_remote(channel, key, after, record.sid)
                 if events is not None:
-                    return _sse(events)
+                    return sse_out(events)
             else:
                 stream = hub.streams.get(key)
                 if stream is not None and stream.sid == record.sid:
-                    return _sse(stream.follow(after, prime=False))
+                    return sse_out(stream.follow(after, prime=False))
         # Unknown, expired, another session's, or its worker is gone: the client's SDK
         # reports the stream lost; the call itself is unaffected.
         return _refused(404, "no stream to resume from this event id")

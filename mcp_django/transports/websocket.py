@@ -1,8 +1,5 @@
-"""MCP over websockets, through Channels, at the HTTP endpoint's path (docs/clients.md): subprotocol
-``mcp``, one JSON-RPC message per text frame, and the socket is the session. The credentials are
-checked again before every request (the socket closes, 4401, once they no longer find the same user);
-a request naming a 2026-07-28 version in ``params._meta`` is served statelessly, as over HTTP.
-"""
+"""MCP over websockets, through Channels (docs/legacy.md, "Websockets"). The credentials are checked
+again before every request: the socket closes, 4401, once they no longer find the same user."""
 
 from __future__ import annotations
 
