@@ -275,11 +275,8 @@ class HttpSession:
         await (await relay()).cancel(self.record.sid, request_id)
 
 
-class LegacyHttp:
-    """The legacy sessions' side of :class:`~.http.HttpEndpoint` (2025-11-25 and earlier)."""
-
-    def __init__(self, endpoint: HttpEndpoint) -> None:
-        self.endpoint = endpoint
+class LegacyHttp(HttpEndpoint):
+    """:class:`~.http.HttpEndpoint` with the legacy sessions' side (2025-11-25 and earlier)."""
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None
@@ -289,7 +286,7 @@ class LegacyHttp:
         if token is None:
             return _refused(400, "Mcp-Session-Id header is required: send initialize first")
         record = legacy.open_session(token)
-        if record is None or record.endpoint != self.endpoint.registry.name:
+        if record is None or record.endpoint != self.registry.name:
             return _refused(404, "Session not found")
         if not principal.matches(record.principal):
             return _refused(403, "this session belongs to another user")
@@ -312,14 +309,14 @@ class LegacyHttp:
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
+    async def handle_legacy(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
                 return _refused(400, "batches are not supported")
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
-        pipeline = self.endpoint.pipeline
+        pipeline = self.pipeline
         try:
             # Django's request is built only if the credentials are not in the principal cache.
             principal = await pipeline.authenticate(req, req.request_factory)
@@ -375,7 +372,7 @@ class LegacyHttp:
         """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>` in a task the relay tracks:
         ``notifications/cancelled`` and ``DELETE`` cancel it from any worker, and so does a stream
         nobody reads any more (nor resumed)."""
-        inner = asyncio.ensure_future(self.endpoint.pipeline.handle(call))
+        inner = asyncio.ensure_future(self.pipeline.handle(call))
         key = call_key(sid, call.request_id)
         hub.calls[key] = inner
         if stream is not None:
@@ -408,13 +405,13 @@ class LegacyHttp:
             request_factory=req.request_factory,
             log_level=level,
             session=None,
-            control=HttpSession(self.endpoint.registry.name, record),
+            control=HttpSession(self.registry.name, record),
         )
 
     async def direct(self, call: Call) -> HttpOut:
         """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
         try:
-            result = await self.endpoint.pipeline.handle(call)
+            result = await self.pipeline.handle(call)
         except Unavailable:
             raise
         except Exception as exc:
@@ -432,7 +429,7 @@ class LegacyHttp:
         else:
             return None
         try:
-            principal = await self.endpoint.pipeline.authenticate(req, req.request_factory)
+            principal = await self.pipeline.authenticate(req, req.request_factory)
             found = await self._session(req, principal)
             if isinstance(found, HttpOut):
                 return found
@@ -440,7 +437,7 @@ class LegacyHttp:
             if last_event is not None:
                 return await self.resume(record, last_event)
             if req.method == "GET":  # the session's standalone stream
-                stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.endpoint.registry)
+                stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.registry)
                 await legacy.set_state(record, "get", stream.token)
                 return sse_out(stream.events())
             await legacy.set_state(record, "ended", True)
@@ -475,6 +472,5 @@ def endpoint_for(registry: Registry) -> HttpEndpoint:
     the registry (a cache keyed by ``id(registry)`` would hand it to a new registry at the same address)."""
     endpoint = registry.endpoint
     if endpoint is None:
-        endpoint = registry.endpoint = HttpEndpoint(registry)
-        endpoint.legacy = LegacyHttp(endpoint)
+        endpoint = registry.endpoint = LegacyHttp(registry)
     return endpoint

@@ -79,6 +79,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     # Set by _start() when the socket connects.
     endpoint: Any
     req: HttpIn
+    caller: dict[str, Any]
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
 
@@ -171,6 +172,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             scheme=scheme,
             endpoint=endpoint,
         )
+        # What every call on this socket is built with, besides its message and principal.
+        self.caller = {
+            "transport": self.transport,
+            "client_address": self.req.client_address,
+            "request_factory": request_factory,
+            "notify": self.emit,
+        }
 
     async def _write(self) -> None:
         # One writer keeps frames in the order they were queued.
@@ -272,15 +280,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if era_of(message) == Era.MODERN:
             # Each message stands alone, as on HTTP (without the headers).
             meta = check_request(message, None, self.endpoint.registry)
-            return Call.modern(
-                message,
-                meta,
-                transport=self.transport,
-                principal=principal,
-                client_address=self.req.client_address,
-                request_factory=self.req.request_factory,
-                notify=self.emit,
-            )
+            return Call.modern(message, meta, principal=principal, **self.caller)
         if self.record is None and message["method"] not in ("initialize", "ping"):
             raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
         return self._in_session(message, principal)
@@ -291,14 +291,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         return Call.in_session(
             message,
             record,
-            transport=self.transport,
             principal=principal,
-            client_address=self.req.client_address,
-            request_factory=self.req.request_factory,
             log_level=self.log_level,
             session=None if record is None else LiveSession(record, self.replies),
             control=self,
-            notify=self.emit,
+            **self.caller,
         )
 
     # -- the socket's session (mcp_django.protocol.legacy.SessionControl) -------------------
