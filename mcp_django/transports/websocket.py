@@ -327,7 +327,3 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         task = self.calls.get(jsonrpc.dumps(request_id).decode())
         if task is not None:
             task.cancel()
-
-
-def websocket_application(registry: Any) -> Any:
-    return MCPWebsocketConsumer.as_asgi(registry=registry)
