@@ -6,10 +6,11 @@ by POST (routed by :mod:`mcp_django.transports.relay`), the standalone ``GET`` s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,26 +93,26 @@ class LegacyStream:
 
     async def serve(self, handle: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> None:
         """Answer the call on this stream, whoever follows it."""
-        self.finish((await answer(handle, call))[1])
-
-    def finish(self, message: dict[str, Any]) -> None:
-        self.push(message)
+        self.push((await answer(handle, call))[1])
         self.finished = True
         self._keep()
         asyncio.get_running_loop().call_later(RESUME_SECONDS, self.hub.streams.pop, self.key, None)
 
-    def _attach(self) -> None:
+    @contextlib.contextmanager
+    def _followed(self) -> Iterator[None]:
+        """A client reading the stream, here or through another worker."""
         self.followers += 1
         self._keep()
-
-    def _detach(self) -> None:
-        self.followers -= 1
-        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
-            # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
-            # sync handler waiting in one gets AskAborted, and its thread is freed).
-            self._abandon = asyncio.get_running_loop().call_later(
-                mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
-            )
+        try:
+            yield
+        finally:
+            self.followers -= 1
+            if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+                # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
+                # sync handler waiting in one gets AskAborted, and its thread is freed).
+                self._abandon = asyncio.get_running_loop().call_later(
+                    mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
+                )
 
     def _keep(self) -> None:
         if self._abandon is not None:
@@ -139,8 +140,7 @@ class LegacyStream:
 
     async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
         batches = self._batches(after, self.cuts, mcp_settings.SSE_KEEPALIVE or None)
-        self._attach()
-        try:
+        with self._followed():
             if prime:
                 yield sse_event(b"", event_id=self.event_id(0), retry_ms=RETRY_MS)
             async for batch, done in batches:
@@ -148,25 +148,21 @@ class LegacyStream:
                     yield event
                 if not batch and not done:
                     yield KEEPALIVE  # proxies must not cut a waiting call
-        finally:
-            self._detach()
 
-    async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
+    async def forward(self, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
         batches = self._batches(after, self.cuts, RESUME_KEEPALIVE_SECONDS)
-        self._attach()
-        try:
-            await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
-            async for batch, done in batches:
-                await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
-        except Unavailable:
-            # The layer is away (said once, by its breaker): the follower gives up on its own.
-            logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
-        except Exception:
-            # The follower's channel is gone or full: it gives up on its own after a while.
-            logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
-        finally:
-            self._detach()
+        with self._followed():
+            try:
+                await self.hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
+                async for batch, done in batches:
+                    await self.hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
+            except Unavailable:
+                # The layer is away (said once, by its breaker): the follower gives up on its own.
+                logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
+            except Exception:
+                # The follower's channel is gone or full: it gives up on its own after a while.
+                logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
 
 
 class SessionStream:

@@ -267,7 +267,7 @@ class Relay:
             # Unknown, expired, or another session's: the same answer for all three.
             self.worker.post(to, {"type": "mcp.events", "tap": tap, "found": False})
         else:
-            task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
+            task = asyncio.ensure_future(stream.forward(to, tap, int(message["after"])))
             self._forwards[(to, tap)] = task
             task.add_done_callback(lambda _t: self._forwards.pop((to, tap), None))
             self.worker.keep(task)
