@@ -1,10 +1,6 @@
-"""A dependency known to be down is not waited on by every request: the one outage tracker.
-
-Each service mcp-django waits on (Redis, each database, the audit writer's) has a :class:`Breaker`.
-The first call finding the service away opens it: later calls fail at once instead of waiting out
-a timeout, and the log says so once at each end of the outage. An async ``probe`` or the caller
-:meth:`Breaker.admit` lets through every ``retry`` seconds closes it. State is per process.
-"""
+"""A dependency known to be down is not waited on by every request: one :class:`Breaker` per service,
+per process (docs/deployment.md, "What an outage logs"). The first call finding the service away
+opens it; an async ``probe``, or the caller :meth:`Breaker.admit` lets through every ``retry`` seconds, closes it."""
 
 from __future__ import annotations
 

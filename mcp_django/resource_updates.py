@@ -1,9 +1,5 @@
-"""Resource updates and task status changes, told to every worker's listeners (docs/legacy.md).
-
-Whatever holds a client that may have subscribed (a legacy session's GET stream, a websocket, a
-``subscriptions/listen`` stream) listens on its event loop; across processes an update goes through
-the Channels layer, to the group every worker's channel joins (:mod:`mcp_django.worker_channel`).
-"""
+"""Resource updates and task status changes, told to every worker's listeners on each event loop,
+across processes through the workers' group (docs/legacy.md, "Resource updates")."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ from django.urls import path, re_path
 from .endpoints import add_path
 from .registry import Registry
 from .transports.asgi import MCPApplication, freeze_startup_objects, lifespan
-from .transports.websocket import websocket_application
+from .transports.websocket import MCPWebsocketConsumer
 
 __all__ = ["application", "freeze_startup_objects", "lifespan", "mcp_urlpatterns"]
 
-application = MCPApplication(websocket=websocket_application)
+application = MCPApplication(websocket=MCPWebsocketConsumer.as_asgi)
 _applications: dict[Registry | None, MCPApplication] = {None: application}
 
 
@@ -24,7 +24,7 @@ def mcp_urlpatterns(prefix: str = "mcp", app: Any = None, *, registry: Registry 
         # One application per endpoint, for its HTTP and its websocket routes alike.
         app = _applications.get(registry)
         if app is None:
-            app = _applications[registry] = MCPApplication(registry, websocket=websocket_application)
+            app = _applications[registry] = MCPApplication(registry, websocket=MCPWebsocketConsumer.as_asgi)
     prefix = prefix.strip("/")
     add_path(prefix, registry or getattr(app, "registry", None))
     return [path(prefix, app), re_path(rf"^{prefix}/$", app)]

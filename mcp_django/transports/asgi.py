@@ -26,10 +26,10 @@ logger = logging.getLogger("mcp_django")
 
 
 class MCPApplication:
-    """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, given ``websocket`` (a factory
-    of the websocket application, ``mcp_django.routing`` passes Channels'), websockets."""
+    """ASGI app for ``/mcp``: Streamable HTTP (both eras) and, given ``websocket`` (a factory of the
+    websocket application, called with ``registry=``: ``mcp_django.routing`` passes Channels'), websockets."""
 
-    def __init__(self, registry: Registry | None = None, *, websocket: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, registry: Registry | None = None, *, websocket: Callable[..., Any] | None = None) -> None:
         self._registry = registry
         self._endpoint: HttpEndpoint | None = None
         self._make_websocket = websocket
@@ -48,7 +48,7 @@ class MCPApplication:
                 await send({"type": "websocket.close"})  # no websocket transport here: refused (403)
                 return
             if self._websocket is None:
-                self._websocket = self._make_websocket(self._registry)
+                self._websocket = self._make_websocket(registry=self._registry)
             await self._websocket(scope, receive, send)
             return
         if scope_type == "lifespan":

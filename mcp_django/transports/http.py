@@ -9,7 +9,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..asks.call import Call
 from ..asks.invoke import start_task
@@ -19,9 +19,6 @@ from ..protocol import jsonrpc
 from ..protocol.jsonrpc import INVALID_REQUEST, MCPError, dumps
 from ..protocol.revisions import Era, era_of
 from ..registry import Registry
-
-if TYPE_CHECKING:
-    from .legacy_http import LegacyHttp
 
 logger = logging.getLogger("mcp_django")
 
@@ -87,6 +84,10 @@ def sse_message(message: dict[str, Any], *, event_id: str | None = None) -> byte
     return sse_event(dumps(message), event="message", event_id=event_id)
 
 
+def sse_out(events: AsyncIterator[bytes]) -> HttpOut:
+    return HttpOut(200, [("content-type", SSE), ("cache-control", "no-cache")], events=events)
+
+
 def sse_comment(text: str) -> bytes:
     """An SSE comment: every client ignores it, and the connection (and any proxy on it) sees traffic."""
     return b": " + text.encode() + b"\n\n"
@@ -106,8 +107,9 @@ class HttpEndpoint:
     """The MCP endpoint's logic for one HTTP request: it reads the request, picks the era and
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
-    # The legacy sessions' transport, which builds on this one (set by legacy_http.endpoint_for).
-    legacy: LegacyHttp
+    # The legacy sessions' side: legacy_http.LegacyHttp's, the endpoint endpoint_for builds.
+    handle_other: Callable[[HttpIn], Awaitable[HttpOut | None]]
+    handle_legacy: Callable[[HttpIn, Any, Disconnect | None], Awaitable[HttpOut]]
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -121,7 +123,7 @@ class HttpEndpoint:
         if req.method == "OPTIONS":
             return HttpOut(204, cors)
         if req.method != "POST":
-            out = await self.legacy.handle_other(req)
+            out = await self.handle_other(req)
             if out is None:
                 out = not_mcp(req)
                 out.headers.extend(cors)
@@ -142,7 +144,7 @@ class HttpEndpoint:
         if era_of(message, req.headers) == Era.LEGACY:
             if not req.can_stream:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
-            return await self.legacy.handle(req, message, disconnected)
+            return await self.handle_legacy(req, message, disconnected)
         out = await self.modern(req, message, disconnected)
         if cors:
             out.headers.extend(cors)
@@ -306,8 +308,7 @@ class Response:
             return HttpOut(499)
         if task.done() and not self.events:
             return json_out(*task.result())
-        headers = [("content-type", SSE), ("cache-control", "no-cache")]
-        return HttpOut(200, headers, events=self.stream())
+        return sse_out(self.stream())
 
     async def stream(self) -> AsyncIterator[bytes]:
         task, events = self.task, self.events

@@ -6,10 +6,11 @@ by POST (routed by :mod:`mcp_django.transports.relay`), the standalone ``GET`` s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from .http import (
     sse_comment,
     sse_event,
     sse_message,
+    sse_out,
 )
 from .relay import RESUME_KEEPALIVE_SECONDS, Relay, call_key, relay
 
@@ -54,10 +56,6 @@ KEEPALIVE = sse_comment("keepalive")
 
 def _refused(status: int, text: str) -> HttpOut:
     return refused(None, MCPError(INVALID_REQUEST, text, http_status=status))
-
-
-def _sse(events: AsyncIterator[bytes]) -> HttpOut:
-    return HttpOut(200, [("content-type", SSE), ("cache-control", "no-cache")], events=events)
 
 
 class LegacyStream:
@@ -95,26 +93,26 @@ class LegacyStream:
 
     async def serve(self, handle: Callable[[Call], Awaitable[dict[str, Any]]], call: Call) -> None:
         """Answer the call on this stream, whoever follows it."""
-        self.finish((await answer(handle, call))[1])
-
-    def finish(self, message: dict[str, Any]) -> None:
-        self.push(message)
+        self.push((await answer(handle, call))[1])
         self.finished = True
         self._keep()
         asyncio.get_running_loop().call_later(RESUME_SECONDS, self.hub.streams.pop, self.key, None)
 
-    def _attach(self) -> None:
+    @contextlib.contextmanager
+    def _followed(self) -> Iterator[None]:
+        """A client reading the stream, here or through another worker."""
         self.followers += 1
         self._keep()
-
-    def _detach(self) -> None:
-        self.followers -= 1
-        if self.followers == 0 and not self.finished and self.on_abandoned is not None:
-            # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
-            # sync handler waiting in one gets AskAborted, and its thread is freed).
-            self._abandon = asyncio.get_running_loop().call_later(
-                mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
-            )
+        try:
+            yield
+        finally:
+            self.followers -= 1
+            if self.followers == 0 and not self.finished and self.on_abandoned is not None:
+                # Unless someone resumes in time, the call is cancelled: that withdraws its asks (a
+                # sync handler waiting in one gets AskAborted, and its thread is freed).
+                self._abandon = asyncio.get_running_loop().call_later(
+                    mcp_settings.ABANDONED_STREAM_SECONDS, self.on_abandoned
+                )
 
     def _keep(self) -> None:
         if self._abandon is not None:
@@ -142,8 +140,7 @@ class LegacyStream:
 
     async def follow(self, after: int, *, prime: bool) -> AsyncIterator[bytes]:
         batches = self._batches(after, self.cuts, mcp_settings.SSE_KEEPALIVE or None)
-        self._attach()
-        try:
+        with self._followed():
             if prime:
                 yield sse_event(b"", event_id=self.event_id(0), retry_ms=RETRY_MS)
             async for batch, done in batches:
@@ -151,25 +148,21 @@ class LegacyStream:
                     yield event
                 if not batch and not done:
                     yield KEEPALIVE  # proxies must not cut a waiting call
-        finally:
-            self._detach()
 
-    async def forward(self, hub: Relay, to: str, tap: str, after: int) -> None:
+    async def forward(self, to: str, tap: str, after: int) -> None:
         """:meth:`follow` for a client that resumed on another worker: events sent to its channel."""
         batches = self._batches(after, self.cuts, RESUME_KEEPALIVE_SECONDS)
-        self._attach()
-        try:
-            await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
-            async for batch, done in batches:
-                await hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
-        except Unavailable:
-            # The layer is away (said once, by its breaker): the follower gives up on its own.
-            logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
-        except Exception:
-            # The follower's channel is gone or full: it gives up on its own after a while.
-            logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
-        finally:
-            self._detach()
+        with self._followed():
+            try:
+                await self.hub.worker.send(to, {"type": "mcp.events", "tap": tap, "found": True})
+                async for batch, done in batches:
+                    await self.hub.worker.send(to, {"type": "mcp.events", "tap": tap, "events": batch, "end": done})
+            except Unavailable:
+                # The layer is away (said once, by its breaker): the follower gives up on its own.
+                logger.warning("stopped forwarding a resumed stream to %s (the channel layer is unavailable)", to)
+            except Exception:
+                # The follower's channel is gone or full: it gives up on its own after a while.
+                logger.warning("stopped forwarding a resumed stream to %s", to, exc_info=True)
 
 
 class SessionStream:
@@ -278,11 +271,8 @@ class HttpSession:
         await (await relay()).cancel(self.record.sid, request_id)
 
 
-class LegacyHttp:
-    """The legacy sessions' side of :class:`~.http.HttpEndpoint` (2025-11-25 and earlier)."""
-
-    def __init__(self, endpoint: HttpEndpoint) -> None:
-        self.endpoint = endpoint
+class LegacyHttp(HttpEndpoint):
+    """:class:`~.http.HttpEndpoint` with the legacy sessions' side (2025-11-25 and earlier)."""
 
     async def _session(
         self, req: HttpIn, principal: Principal, request_id: Any = None
@@ -292,7 +282,7 @@ class LegacyHttp:
         if token is None:
             return _refused(400, "Mcp-Session-Id header is required: send initialize first")
         record = legacy.open_session(token)
-        if record is None or record.endpoint != self.endpoint.registry.name:
+        if record is None or record.endpoint != self.registry.name:
             return _refused(404, "Session not found")
         if not principal.matches(record.principal):
             return _refused(403, "this session belongs to another user")
@@ -315,14 +305,14 @@ class LegacyHttp:
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
+    async def handle_legacy(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
         shape = jsonrpc.classify(message)
         if shape == "invalid":
             if isinstance(message, list):
                 return _refused(400, "batches are not supported")
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
         request_id = message.get("id")
-        pipeline = self.endpoint.pipeline
+        pipeline = self.pipeline
         try:
             # Django's request is built only if the credentials are not in the principal cache.
             principal = await pipeline.authenticate(req, req.request_factory)
@@ -367,7 +357,7 @@ class LegacyHttp:
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
             stream.task = asyncio.ensure_future(stream.serve(tracked, call))
-            return _sse(stream.follow(0, prime=prime))
+            return sse_out(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
         except Unavailable as exc:
@@ -378,7 +368,7 @@ class LegacyHttp:
         """:meth:`Pipeline.handle <mcp_django.pipeline.Pipeline.handle>` in a task the relay tracks:
         ``notifications/cancelled`` and ``DELETE`` cancel it from any worker, and so does a stream
         nobody reads any more (nor resumed)."""
-        inner = asyncio.ensure_future(self.endpoint.pipeline.handle(call))
+        inner = asyncio.ensure_future(self.pipeline.handle(call))
         key = call_key(sid, call.request_id)
         hub.calls[key] = inner
         if stream is not None:
@@ -411,13 +401,13 @@ class LegacyHttp:
             request_factory=req.request_factory,
             log_level=level,
             session=None,
-            control=HttpSession(self.endpoint.registry.name, record),
+            control=HttpSession(self.registry.name, record),
         )
 
     async def direct(self, call: Call) -> HttpOut:
         """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
         try:
-            result = await self.endpoint.pipeline.handle(call)
+            result = await self.pipeline.handle(call)
         except Unavailable:
             raise
         except Exception as exc:
@@ -435,7 +425,7 @@ class LegacyHttp:
         else:
             return None
         try:
-            principal = await self.endpoint.pipeline.authenticate(req, req.request_factory)
+            principal = await self.pipeline.authenticate(req, req.request_factory)
             found = await self._session(req, principal)
             if isinstance(found, HttpOut):
                 return found
@@ -443,9 +433,9 @@ class LegacyHttp:
             if last_event is not None:
                 return await self.resume(record, last_event)
             if req.method == "GET":  # the session's standalone stream
-                stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.endpoint.registry)
+                stream = SessionStream(await relay(), record.sid, legacy.primes(record), self.registry)
                 await legacy.set_state(record, "get", stream.token)
-                return _sse(stream.events())
+                return sse_out(stream.events())
             await legacy.set_state(record, "ended", True)
             await (await relay()).cancel(record.sid)
             return HttpOut(200, [("content-type", JSON)], b"")
@@ -463,11 +453,11 @@ class LegacyHttp:
                 # Held by another worker: it forwards the rest through the channel layer.
                 events = await hub.follow_remote(channel, key, after, record.sid)
                 if events is not None:
-                    return _sse(events)
+                    return sse_out(events)
             else:
                 stream = hub.streams.get(key)
                 if stream is not None and stream.sid == record.sid:
-                    return _sse(stream.follow(after, prime=False))
+                    return sse_out(stream.follow(after, prime=False))
         # Unknown, expired, another session's, or its worker is gone: the client's SDK
         # reports the stream lost; the call itself is unaffected.
         return _refused(404, "no stream to resume from this event id")
@@ -478,6 +468,5 @@ def endpoint_for(registry: Registry) -> HttpEndpoint:
     the registry (a cache keyed by ``id(registry)`` would hand it to a new registry at the same address)."""
     endpoint = registry.endpoint
     if endpoint is None:
-        endpoint = registry.endpoint = HttpEndpoint(registry)
-        endpoint.legacy = LegacyHttp(endpoint)
+        endpoint = registry.endpoint = LegacyHttp(registry)
     return endpoint

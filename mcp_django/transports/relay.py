@@ -1,12 +1,5 @@
-"""The cross-worker side of legacy Streamable HTTP (docs/legacy.md, "Many processes").
-
-A client's reply reaches the worker whose channel its request id names (``mcp-django:<n>:<channel>``);
-the forwarder answers 202 or 503 as the holder says it went, and the two agree: without a prompt
-acknowledgment the forwarder asks (``mcp.reply.lost``), and whichever of the reply and the question
-arrives first decides (docs/deployment.md, "A reply crossing instances is reported as it went").
-Cancellations not found locally go to every worker; a stream resumed on a worker that does not hold
-it is forwarded by its holder (:meth:`Relay.follow_remote`).
-"""
+"""The cross-worker side of legacy Streamable HTTP: replies, cancellations and resumed streams
+(docs/legacy.md, "Many processes"; docs/deployment.md, "A reply crossing instances is reported as it went")."""
 
 from __future__ import annotations
 
@@ -43,13 +36,6 @@ _RESUME_IDLE_SECONDS = 3 * RESUME_KEEPALIVE_SECONDS
 
 
 @dataclass
-class _Waiter:
-    future: asyncio.Future[dict[str, Any]]
-    sid: str
-    principal: str
-
-
-@dataclass
 class Replies:
     """A :class:`~mcp_django.asks.live.LiveSession`'s replies (a legacy HTTP call's, or a socket's): ids
     for our requests from ``new_id``, awaited in ``waiting`` (the relay's, shared by its calls); a reply
@@ -58,30 +44,31 @@ class Replies:
     new_id: Callable[[], str]
     sid: str = ""
     principal: str = ""
-    waiting: dict[str, _Waiter] = field(default_factory=dict)
+    # By request id: (the reply's future, the session and principal the request was sent under).
+    waiting: dict[str, tuple[asyncio.Future[dict[str, Any]], str, str]] = field(default_factory=dict)
 
     def open(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
         request_id = self.new_id()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.waiting[request_id] = _Waiter(future, self.sid, self.principal)
+        self.waiting[request_id] = future, self.sid, self.principal
         return request_id, future
 
     def close(self, request_id: str | int) -> None:
         self.waiting.pop(str(request_id), None)
 
-    def take(self, request_id: Any, sid: str, principal: str) -> _Waiter | None:
+    def take(self, request_id: Any, sid: str, principal: str) -> asyncio.Future[dict[str, Any]] | None:
         waiter = self.waiting.get(request_id) if isinstance(request_id, str) else None
-        if waiter is None or waiter.future.done():
+        if waiter is None or waiter[0].done():
             return None  # answered already, timed out, or the call is over
-        if waiter.sid != sid or waiter.principal != principal:
+        if waiter[1:] != (sid, principal):
             logger.warning("dropped a reply to %s sent from another session", request_id)
             return None
-        return waiter
+        return waiter[0]
 
     def deliver(self, message: dict[str, Any], sid: str = "", principal: str = "") -> None:
-        waiter = self.take(message.get("id"), sid, principal)
-        if waiter is not None:
-            waiter.future.set_result(message)
+        future = self.take(message.get("id"), sid, principal)
+        if future is not None:
+            future.set_result(message)
 
 
 def call_key(sid: str, request_id: Any) -> tuple[str, str]:
@@ -188,9 +175,8 @@ class Relay:
     async def _verdict(
         self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
     ) -> bool:
-        """No acknowledgment yet: whether the holder took the reply, as it says when asked. When the
-        layer cannot carry the question within ``CHANNEL_LAYER_TIMEOUT`` of the reply's sending, a
-        reply it took waits in the holder's channel: taken; one it did not take: failed."""
+        """No acknowledgment yet: whether the holder took the reply, as it says when asked (a question
+        the layer cannot carry: taken when the layer took the reply, docs/deployment.md)."""
         loop = asyncio.get_running_loop()
         budget = None if sent_at is None else max(sent_at + mcp_settings.CHANNEL_LAYER_TIMEOUT - loop.time(), 0.05)
         try:
@@ -281,7 +267,7 @@ class Relay:
             # Unknown, expired, or another session's: the same answer for all three.
             self.worker.post(to, {"type": "mcp.events", "tap": tap, "found": False})
         else:
-            task = asyncio.ensure_future(stream.forward(self, to, tap, int(message["after"])))
+            task = asyncio.ensure_future(stream.forward(to, tap, int(message["after"])))
             self._forwards[(to, tap)] = task
             task.add_done_callback(lambda _t: self._forwards.pop((to, tap), None))
             self.worker.keep(task)
@@ -301,10 +287,10 @@ class Relay:
         if decided == taken:  # this message arrived first: the ask takes the reply, or fails
             waiter = self.held.take(str(message["id"]), str(message["sid"]), str(message["p"]))
             if waiter is not None and taken:
-                waiter.future.set_result(dict(message["message"]))
+                waiter.set_result(dict(message["message"]))
             elif waiter is not None:
                 lost = "the client's reply could not be forwarded to this server instance"
-                waiter.future.set_exception(MCPError(INTERNAL_ERROR, lost))
+                waiter.set_exception(MCPError(INTERNAL_ERROR, lost))
         self.worker.post(to, {"type": "mcp.reply.ack", "ack": ack, "taken": decided})
 
     def _on_ack(self, message: dict[str, Any]) -> None:

@@ -1,8 +1,5 @@
-"""MCP over websockets, through Channels, at the HTTP endpoint's path (docs/clients.md): subprotocol
-``mcp``, one JSON-RPC message per text frame, and the socket is the session. The credentials are
-checked again before every request (the socket closes, 4401, once they no longer find the same user);
-a request naming a 2026-07-28 version in ``params._meta`` is served statelessly, as over HTTP.
-"""
+"""MCP over websockets, through Channels (docs/legacy.md, "Websockets"). The credentials are checked
+again before every request: the socket closes, 4401, once they no longer find the same user."""
 
 from __future__ import annotations
 
@@ -82,6 +79,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
     # Set by _start() when the socket connects.
     endpoint: Any
     req: HttpIn
+    caller: dict[str, Any]
     # How the audit log and signals name this transport (the stdio command reuses this class).
     transport = "websocket"
 
@@ -174,6 +172,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             scheme=scheme,
             endpoint=endpoint,
         )
+        # What every call on this socket is built with, besides its message and principal.
+        self.caller = {
+            "transport": self.transport,
+            "client_address": self.req.client_address,
+            "request_factory": request_factory,
+            "notify": self.emit,
+        }
 
     async def _write(self) -> None:
         # One writer keeps frames in the order they were queued.
@@ -275,15 +280,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         if era_of(message) == Era.MODERN:
             # Each message stands alone, as on HTTP (without the headers).
             meta = check_request(message, None, self.endpoint.registry)
-            return Call.modern(
-                message,
-                meta,
-                transport=self.transport,
-                principal=principal,
-                client_address=self.req.client_address,
-                request_factory=self.req.request_factory,
-                notify=self.emit,
-            )
+            return Call.modern(message, meta, principal=principal, **self.caller)
         if self.record is None and message["method"] not in ("initialize", "ping"):
             raise MCPError(INVALID_REQUEST, "send initialize first (or a 2026-07-28 request with params._meta)")
         return self._in_session(message, principal)
@@ -294,14 +291,11 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         return Call.in_session(
             message,
             record,
-            transport=self.transport,
             principal=principal,
-            client_address=self.req.client_address,
-            request_factory=self.req.request_factory,
             log_level=self.log_level,
             session=None if record is None else LiveSession(record, self.replies),
             control=self,
-            notify=self.emit,
+            **self.caller,
         )
 
     # -- the socket's session (mcp_django.protocol.legacy.SessionControl) -------------------
@@ -333,7 +327,3 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         task = self.calls.get(jsonrpc.dumps(request_id).decode())
         if task is not None:
             task.cancel()
-
-
-def websocket_application(registry: Any) -> Any:
-    return MCPWebsocketConsumer.as_asgi(registry=registry)
