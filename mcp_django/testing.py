@@ -454,7 +454,7 @@ class MCPClient:
         notifications: list[dict[str, Any]] = []
         failed: Exception | None = None
         async with self._exchange(auth, body) as response:
-            if not response.is_stream:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 return await _json_or_raise(response), notifications
             async for message in response.events():
                 if "method" in message and "id" in message:
