@@ -261,21 +261,43 @@ class MCPClient:
     # -- who is calling ---------------------------------------------------------------
 
     def _auth_headers(self) -> dict[str, str]:
-        """Made once, in the test's thread (logging in writes a session row)."""
-        if self._auth is None:
-            headers: dict[str, str] = {}
-            if self.token is not None:
-                headers["authorization"] = f"Token {self.token}"
-            elif self.user is not None:
-                from .conf import mcp_settings
-                from .protected_resource import endpoint_at
+        """Made once, in the test's thread (logging in writes a session row): for ``user``, a session,
+        else a DRF token, as the endpoint's authentication classes take."""
+        if self._auth is not None:
+            return self._auth
+        headers: dict[str, str] = {}
+        user: Any = self.user  # the stubs want AUTH_USER_MODEL
+        if self.token is not None:
+            headers["authorization"] = f"Token {self.token}"
+        elif user is not None:
+            from django.conf import settings
+            from rest_framework import authentication
 
-                # The endpoint's classes: its application's registry's (an MCPApplication), else the one at its path.
-                registry = getattr(self.app, "registry", None) or endpoint_at(self.path)
-                classes = (registry.settings if registry is not None else mcp_settings).AUTHENTICATION_CLASSES
-                headers.update(_credentials_for(self.user, list(classes)))
-            self._auth = headers
-        return self._auth
+            from .auth import SessionAuthentication
+            from .conf import mcp_settings
+            from .protected_resource import endpoint_at
+
+            # The endpoint's classes: its application's registry's (an MCPApplication), else the one at its path.
+            registry = getattr(self.app, "registry", None) or endpoint_at(self.path)
+            classes = (registry.settings if registry is not None else mcp_settings).AUTHENTICATION_CLASSES
+            if any(issubclass(c, (SessionAuthentication, authentication.SessionAuthentication)) for c in classes):
+                from django.test import Client
+
+                client = Client()
+                client.force_login(user)
+                cookie = settings.SESSION_COOKIE_NAME
+                headers["cookie"] = f"{cookie}={client.cookies[cookie].value}"
+            elif any(issubclass(c, authentication.TokenAuthentication) for c in classes):
+                from rest_framework.authtoken.models import Token
+
+                headers["authorization"] = f"Token {Token.objects.get_or_create(user=user)[0].key}"
+            else:
+                raise ValueError(
+                    "MCPClient(user=...) needs session or token authentication in the endpoint's "
+                    "AUTHENTICATION_CLASSES; pass headers= with your own credentials instead"
+                )
+        self._auth = headers
+        return headers
 
     # -- the public API -------------------------------------------------------------------
 
@@ -376,9 +398,26 @@ class MCPClient:
         return serving.run(lambda: coro_func(auth, *args))
 
     async def _call(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
+        """A call to its end: 2026-07-28's rounds (or its task) retried with the answers; a legacy
+        call answered in one request, the server's requests on its stream."""
         watching = Observer(guarding=self.replay_guard != "off")
         signals.observer.set(watching)
-        result = await self._rounds(auth, method, params, answer)
+        result = Result(method, {})
+        retry = params
+        while True:
+            reply, notes = await self._post(auth, method, retry, answer, result.rounds)
+            result.notifications.extend(notes)
+            result.raw = _result_of(reply)
+            if result.raw.get("resultType") == "task" and method == "tools/call":
+                result.task_id, result.task_states = result.raw["taskId"], [result.raw["status"]]
+                await self._drive_task(auth, result.raw["taskId"], result, answer)
+                break
+            if result.raw.get("resultType") != "input_required":
+                break
+            await self._answer(result.raw.get("inputRequests") or {}, answer, result.rounds)
+            retry = {**params, "inputResponses": result.rounds[-1].responses}
+            if "requestState" in result.raw:
+                retry["requestState"] = result.raw["requestState"]
         result.runs = watching.runs
         result.unsafe_writes = list(watching.unsafe_writes)
         if watching.unsafe_writes:
@@ -415,7 +454,7 @@ class MCPClient:
         notifications: list[dict[str, Any]] = []
         failed: Exception | None = None
         async with self._exchange(auth, body) as response:
-            if not response.is_stream:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
                 return await _json_or_raise(response), notifications
             async for message in response.events():
                 if "method" in message and "id" in message:
@@ -431,27 +470,6 @@ class MCPClient:
             if failed is not None:
                 raise failed
             raise AssertionError(f"the stream for {method} ended without a response")
-
-    async def _rounds(self, auth: dict[str, str], method: str, params: dict[str, Any], answer: Answerer) -> Result:
-        """A call to its end: 2026-07-28's rounds (or its task) retried with the answers; a legacy
-        call answered in one request, the server's requests on its stream."""
-        rounds: list[Round] = []
-        notifications: list[dict[str, Any]] = []
-        retry = params
-        while True:
-            message, notes = await self._post(auth, method, retry, answer, rounds)
-            notifications.extend(notes)
-            result = _result_of(message)
-            done = Result(method, result, rounds, notifications=notifications)
-            if result.get("resultType") == "task" and method == "tools/call":
-                done.task_id, done.task_states = result["taskId"], [result["status"]]
-                return await self._drive_task(auth, result["taskId"], done, answer)
-            if result.get("resultType") != "input_required":
-                return done
-            await self._answer(result.get("inputRequests") or {}, answer, rounds)
-            retry = {**params, "inputResponses": rounds[-1].responses}
-            if "requestState" in result:
-                retry["requestState"] = result["requestState"]
 
     async def _answer(self, entries: dict[str, Any], answer: Answerer, rounds: list[Round]) -> dict[str, Answer]:
         """A new round of input: the test's answer to each of the server's requests (by key)."""
@@ -491,7 +509,7 @@ class MCPClient:
 
     # -- 2026-07-28 ------------------------------------------------------------------
 
-    async def _drive_task(self, auth: dict[str, str], task_id: str, done: Result, answer: Answerer) -> Result:
+    async def _drive_task(self, auth: dict[str, str], task_id: str, done: Result, answer: Answerer) -> None:
         """Poll the task to its end (``done``: the call's result so far), answering its input requests
         by ``tasks/update``."""
         states = done.task_states
@@ -503,7 +521,7 @@ class MCPClient:
                 states.append(status)
             if status in ("completed", "cancelled"):
                 done.raw = task["result"] if status == "completed" else {"content": []}
-                return done
+                return
             if status == "failed":
                 error = task.get("error") or {}
                 failure = JSONRPCError(int(error.get("code", -32603)), error.get("message", ""), error.get("data"))
@@ -622,30 +640,6 @@ def _param_headers(name: Any, arguments: dict[str, Any]) -> dict[str, str]:
             text = ("true" if value else "false") if isinstance(value, bool) else str(value)
             out["mcp-param-" + header.lower()] = _header_value(text)
     return out
-
-
-def _credentials_for(user: Any, classes: list[Any]) -> dict[str, str]:  # the stubs want AUTH_USER_MODEL
-    """Headers that authenticate ``user`` with the endpoint's classes: a session, else a DRF token."""
-    from django.conf import settings
-    from rest_framework import authentication
-
-    from .auth import SessionAuthentication
-
-    if any(issubclass(c, (SessionAuthentication, authentication.SessionAuthentication)) for c in classes):
-        from django.test import Client
-
-        client = Client()
-        client.force_login(user)
-        return {"cookie": f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"}
-    if any(issubclass(c, authentication.TokenAuthentication) for c in classes):
-        from rest_framework.authtoken.models import Token
-
-        token, _ = Token.objects.get_or_create(user=user)
-        return {"authorization": f"Token {token.key}"}
-    raise ValueError(
-        "MCPClient(user=...) needs session or token authentication in the endpoint's AUTHENTICATION_CLASSES; "
-        "pass headers= with your own credentials instead"
-    )
 
 
 def __getattr__(name: str) -> object:

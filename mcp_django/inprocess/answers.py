@@ -88,45 +88,15 @@ def error(code: int, message: str, data: Any = None) -> Answer:
     return Answer(error={"code": code, "message": message, **({"data": data} if data is not None else {})})
 
 
-def _defaults(schema: dict[str, Any] | None) -> dict[str, Any]:
-    props = (schema or {}).get("properties") or {}
-    return {name: prop["default"] for name, prop in props.items() if isinstance(prop, dict) and "default" in prop}
-
+Answerer = Callable[[InputRequest], Any] | Mapping[str, Any] | None
 
 # A sampling answer given as text: the model's reply.
 _SAMPLED = {"role": "assistant", "model": "mcp-django-test", "stopReason": "endTurn"}
 
 
-def to_result(request: InputRequest, value: Any) -> Answer:
-    """The wire answer for what the test's ``answer`` returned."""
-    if isinstance(value, Answer):
-        return value
-    ask_type = request.type
-    if ask_type in ("confirm", "elicit", "elicit_url"):
-        if value is True:
-            if ask_type == "confirm":
-                return accept({"confirm": True})
-            return accept(None if ask_type == "elicit_url" else _defaults(request.schema))
-        if value is False:
-            return decline()
-        if isinstance(value, Mapping) and ask_type != "elicit_url":
-            return accept(dict(value))
-    elif ask_type == "sample":
-        if isinstance(value, str):
-            return Answer({**_SAMPLED, "content": {"type": "text", "text": value}})
-        if isinstance(value, Mapping):
-            return Answer(dict(value))
-    elif ask_type == "roots" and isinstance(value, (list, tuple)):
-        roots = [{"uri": r} if isinstance(r, str) else dict(r) for r in value]
-        return Answer({"roots": roots})
-    raise TypeError(f"cannot answer {request} with {value!r}")
-
-
-Answerer = Callable[[InputRequest], Any] | Mapping[str, Any] | None
-
-
 def answer_for(answer: Answerer, request: InputRequest) -> Answer:
-    """Ask the test's ``answer`` (a callable, or a dict keyed by ask key or message)."""
+    """Ask the test's ``answer`` (a callable, or a dict keyed by ask key or message); the wire answer
+    for what it returned."""
     if answer is None:
         raise NoAnswer(f"the server asked {request} and the test gave no answer= for it")
     if isinstance(answer, Mapping):
@@ -142,4 +112,26 @@ def answer_for(answer: Answerer, request: InputRequest) -> Answer:
         value = answer(request)
     if value is None:
         raise NoAnswer(f"the test's answer returned None for {request}")
-    return to_result(request, value)
+    if isinstance(value, Answer):
+        return value
+    ask_type = request.type
+    if ask_type in ("confirm", "elicit", "elicit_url"):
+        if value is True:
+            if ask_type == "confirm":
+                return accept({"confirm": True})
+            props = (request.schema or {}).get("properties") or {}
+            defaults = {name: p["default"] for name, p in props.items() if isinstance(p, dict) and "default" in p}
+            return accept(None if ask_type == "elicit_url" else defaults)
+        if value is False:
+            return decline()
+        if isinstance(value, Mapping) and ask_type != "elicit_url":
+            return accept(dict(value))
+    elif ask_type == "sample":
+        if isinstance(value, str):
+            return Answer({**_SAMPLED, "content": {"type": "text", "text": value}})
+        if isinstance(value, Mapping):
+            return Answer(dict(value))
+    elif ask_type == "roots" and isinstance(value, (list, tuple)):
+        roots = [{"uri": r} if isinstance(r, str) else dict(r) for r in value]
+        return Answer({"roots": roots})
+    raise TypeError(f"cannot answer {request} with {value!r}")

@@ -19,11 +19,8 @@ class HttpxTransport(httpx.BaseTransport):
     def handle_request(self, request: Any) -> Any:
         if self.app is None:
             self.app = serving.default_app()
-        headers: dict[str, str] = {}
-        for name, value in request.headers.multi_items():
-            if name.lower() == "host":
-                continue
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        # httpx joins a repeated header's values with ", ", as one header line would carry them.
+        headers = {name: value for name, value in request.headers.items() if name != "host"}
         path = request.url.raw_path.decode("ascii")
         host = request.headers.get("host") or request.url.netloc.decode("ascii") or "testserver"
         body = request.read()

@@ -137,10 +137,6 @@ class Response:
         self.headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
         self._chunks = chunks
 
-    @property
-    def is_stream(self) -> bool:
-        return self.headers.get("content-type", "").startswith("text/event-stream")
-
     async def body(self) -> bytes:
         """The rest of the body (read once)."""
         parts = []

@@ -40,7 +40,14 @@ def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, An
 
     backend = backend_cls()
     if DjangoFilterBackend is not None and isinstance(backend, DjangoFilterBackend):
-        return filterset_parameters(backend, view, model)
+        # One argument per filter, typed (django-filter's own OpenAPI says "string" for all).
+        try:
+            filterset = backend.get_filterset_class(view, model._default_manager.none() if model is not None else None)
+        except Exception:
+            logger.exception("mcp_django: could not read the filterset of %s", type(view).__name__)
+            return {}
+        found = filterset.base_filters.items() if filterset is not None else ()
+        return {k: v for name, f in found for k, v in filter_schema(name, f).items()}
     if isinstance(backend, filters.SearchFilter):
         fields = getattr(view, "search_fields", None)
         if not fields:
@@ -72,19 +79,6 @@ def _openapi_parameter(param: dict[str, Any]) -> dict[str, Any]:
     if param.get("description"):
         schema["description"] = str(param["description"])
     return schema
-
-
-def filterset_parameters(backend: Any, view: Any, model: Any) -> dict[str, Any]:
-    """One argument per django-filter filter, typed (django-filter's own OpenAPI says "string" for all)."""
-    queryset = model._default_manager.none() if model is not None else None
-    try:
-        filterset_class = backend.get_filterset_class(view, queryset)
-    except Exception:
-        logger.exception("mcp_django: could not read the filterset of %s", type(view).__name__)
-        return {}
-    if filterset_class is None:
-        return {}
-    return {k: v for name, f in filterset_class.base_filters.items() for k, v in filter_schema(name, f).items()}
 
 
 def filter_schema(name: str, f: Any) -> dict[str, Any]:

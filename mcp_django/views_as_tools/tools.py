@@ -113,6 +113,8 @@ def view_tools(
     body: str = "json",
 ) -> list[ViewTool]:
     """The tools for one view. See :meth:`mcp_django.registry.Registry.register_view`."""
+    from rest_framework.views import APIView
+
     cls = view_class_of(view)
     common: dict[str, Any] = dict(
         permissions=tuple(permissions),
@@ -128,7 +130,7 @@ def view_tools(
     builder.input_schema, builder.path_params, builder.body = input_schema, tuple(path_params), body
     if is_viewset(cls):
         specs = builder.viewset_specs(actions)
-    elif is_apiview(cls):
+    elif isinstance(cls, type) and issubclass(cls, APIView):
         specs = builder.apiview_specs(methods)
     else:
         specs = builder.plain_specs(methods)
@@ -188,7 +190,7 @@ class _Builder:
         if self.basename:
             self.prefix = self.basename
         elif self.model is not None and is_viewset(self.cls):
-            self.prefix = slug(str(self.model._meta.verbose_name_plural))
+            self.prefix = re.sub(r"[^A-Za-z0-9]+", "_", str(self.model._meta.verbose_name_plural)).strip("_").lower()
         elif self.cls is not None:
             self.prefix = snake_name(self.cls.__name__)
         else:
@@ -344,8 +346,12 @@ class _Builder:
         wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         generic = issubclass(self.cls, generics.GenericAPIView)
         if generic and not self.basename:
-            # Each tool's name ends with its action: the class name need not say it again.
-            self.prefix = generic_prefix(self.cls.__name__)
+            # Each tool's name ends with its action: the class name need not say it again
+            # (ProductListCreateView → product).
+            words = snake_name(self.cls.__name__).split("_")
+            while len(words) > 1 and words[-1] in GENERIC_SUFFIXES:
+                words.pop()
+            self.prefix = "_".join(words)
         specs = []
         for method in wanted:
             if not hasattr(self.cls, method):
@@ -404,7 +410,8 @@ class _Builder:
             drf=drf,
         )
         name = self.prefix if alone and not drf else f"{self.prefix}_{method}"
-        return self._spec(method, name, doc or method_text(method, self.prefix), op, schema)
+        text = f"{METHOD_VERBS.get(method, method.upper())} the {self.prefix.replace('_', ' ').strip() or 'view'}."
+        return self._spec(method, name, doc or text, op, schema)
 
 
 def _object(path: dict[str, Any], body: dict[str, Any] | None) -> dict[str, Any]:
@@ -445,22 +452,10 @@ def with_article(noun: str) -> str:
     return f"an {noun}"
 
 
-def method_text(method: str, what: str) -> str:
-    """A sentence for a view with no docstring: "Get the order summary." (``what`` is a snake_case name)."""
-    words = what.replace("_", " ").strip() or "view"
-    return f"{METHOD_VERBS.get(method, method.upper())} the {words}."
-
-
 def is_viewset(cls: Any) -> bool:
     from rest_framework.viewsets import ViewSetMixin
 
     return isinstance(cls, type) and issubclass(cls, ViewSetMixin)
-
-
-def is_apiview(cls: Any) -> bool:
-    from rest_framework.views import APIView
-
-    return isinstance(cls, type) and issubclass(cls, APIView)
 
 
 def snake_name(name: str) -> str:
@@ -469,18 +464,6 @@ def snake_name(name: str) -> str:
             name = name[: -len(suffix)]
             break
     return camel_case_to_spaces(name).replace(" ", "_") or "view"
-
-
-def generic_prefix(name: str) -> str:
-    """A generic view's class name without the actions it ends with (``ProductListCreateView`` → ``product``)."""
-    words = snake_name(name).split("_")
-    while len(words) > 1 and words[-1] in GENERIC_SUFFIXES:
-        words.pop()
-    return "_".join(words)
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_").lower()
 
 
 def clip_name(name: str) -> str:
