@@ -253,7 +253,7 @@ def _custom(tp: Any) -> _Custom | None:
     else:
         return None
     return _Custom(
-        lambda: _self_contained(adapter.json_schema()),
+        lambda: inline(adapter.json_schema()),
         adapter.validate_python,
         lambda value: adapter.dump_python(value, mode="json"),
     )
@@ -307,14 +307,12 @@ def json_schema(tp: Any) -> dict[str, Any]:
         return _cached_schema.__wrapped__(tp)
 
 
-def _self_contained(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema made by another library, its own ``$defs`` inlined (it is embedded in ours)."""
-    return inline(schema, schema.pop("$defs", {}))
-
-
-def inline(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+def inline(schema: dict[str, Any], components: dict[str, Any] | None = None) -> dict[str, Any]:
     """Each ``$ref`` replaced by a copy of its target (clients, elicitation forms above all, handle
-    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``."""
+    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``. Without ``components``, the
+    schema's own ``$defs`` (a schema another library made, embedded in ours)."""
+    if components is None:
+        components = schema.pop("$defs", {})
     kept: dict[str, Any] = {}
     for component in components.values():
         docs = _FIELD_DOCS.get(component.get("title", "")) if isinstance(component, dict) else None
