@@ -158,18 +158,13 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
         return Annotated[tp, msgspec.Meta(extra_json_schema={"format": _FORMATS[tp]})]
     if origin in (Union, types.UnionType):
         return Union[tuple(_prepare(a, where, state) for a in get_args(tp))]  # noqa: UP007
-    if origin is Literal or origin is typing.ClassVar:
+    if origin in (None, Literal, typing.ClassVar) or not get_args(tp):
+        return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
+    prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in get_args(tp))
+    try:
+        return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
+    except TypeError:
         return tp
-    if origin is not None:
-        args = get_args(tp)
-        if not args:
-            return tp
-        prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in args)
-        try:
-            return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
-        except TypeError:
-            return tp
-    return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
 
 
 def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
@@ -191,13 +186,10 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
         if rest:
             kwargs["extra_json_schema"] = rest
     else:
-        documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
-        if isinstance(documentation, str):
-            kwargs["description"] = documentation
-        for attr in ("description", "title"):
-            value = getattr(extra, attr, None)
-            if isinstance(value, str):
-                kwargs[attr] = value
+        # typing_extensions.Doc's documentation; pydantic.Field's description and title.
+        for attr, key in (("documentation", "description"), ("description", "description"), ("title", "title")):
+            if isinstance(value := getattr(extra, attr, None), str):
+                kwargs[key] = value
         for item in [extra, *getattr(extra, "metadata", ())]:
             for attr in _CONSTRAINT_ATTRS:
                 value = getattr(item, attr, None)
