@@ -3,6 +3,7 @@ client sees and the check its arguments meet cannot drift apart. Pydantic and DR
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import datetime
@@ -98,10 +99,8 @@ def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None
     elif isinstance(tp, type) and issubclass(tp, enum.Enum):
         values = [m.value for m in tp]
     if values is not None:
-        try:
+        with contextlib.suppress(TypeError):  # unhashable values: msgspec's order stays
             _ORDERS[_order_key(values)] = values
-        except TypeError:
-            pass
         return
     for arg in get_args(tp):
         _remember_orders(arg, seen, where)
@@ -353,15 +352,9 @@ def tidy(schema: Any) -> Any:
         schema.setdefault("pattern", DECIMAL_PATTERN)
     values = schema.get("enum")
     if isinstance(values, list) and values:
-        try:
-            declared = _ORDERS.get(_order_key(values))
-        except TypeError:
-            declared = None
-        if declared is not None:
-            schema["enum"] = values = list(declared)
-    if isinstance(values, list) and "type" not in schema and values:
-        json_type = enum_type(values)
-        if json_type is not None:
+        with contextlib.suppress(TypeError):
+            schema["enum"] = values = list(_ORDERS.get(_order_key(values), values))
+        if "type" not in schema and (json_type := enum_type(values)) is not None:
             schema["type"] = json_type
     options = schema.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:

@@ -254,9 +254,7 @@ def is_text(mime: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
 
 
-@functools.cache
-def _scanned() -> Library:
-    return scan()
+_scanned = functools.cache(scan)
 
 
 def library() -> Library:
