@@ -4,7 +4,7 @@ the host's policy, built from the declaration alone, blocks), and what a page lo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from html.parser import HTMLParser
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
@@ -99,16 +99,6 @@ def allows(declared: Iterable[str], origin: str) -> bool:
     return False
 
 
-def undeclared(html: str, csp: dict[str, tuple[str, ...]]) -> Iterator[Load]:
-    """The page's loads no declared origin allows (relative URLs included: they never load)."""
-    reader = _Reader()
-    reader.feed(html)
-    reader.close()
-    for load in reader.loads:
-        if load.origin == "" or not allows(csp.get(load.kind, ()), load.origin):
-            yield load
-
-
 _ARGUMENT = {kind: argument for argument, kind in CSP_ARGUMENTS.items()}
 
 
@@ -134,7 +124,12 @@ def check_views(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 Error(f"the MCP Apps view {view.uri} ({view.template}) does not render: {exc}", id="mcp_django.ui.E001")
             )
             continue
-        for load in undeclared(html, dict(view.csp)):
+        reader = _Reader()
+        reader.feed(html)
+        reader.close()
+        for load in reader.loads:
+            if load.origin and allows(view.csp.get(load.kind, ()), load.origin):
+                continue  # declared (a relative URL never is: it never loads)
             if load.origin == "":
                 message = f"the MCP Apps view {view.uri} ({view.template}) loads the relative URL {load.url!r}"
                 hint = (
