@@ -167,11 +167,8 @@ def enum_type(values: list[Any]) -> str | None:
 def enum_schema(choices: Iterable[Any]) -> dict[str, Any]:
     """``{"enum": [...]}`` of ``choices`` as JSON data (lazy text, a Decimal as text), with the type they share."""
     values = [c if is_json_scalar(c) else str(c) for c in choices]
-    schema: dict[str, Any] = {"enum": values}
     json_type = enum_type(values)
-    if json_type is not None:
-        schema["type"] = json_type
-    return schema
+    return {"enum": values} if json_type is None else {"enum": values, "type": json_type}
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:
