@@ -6,6 +6,7 @@ from __future__ import annotations
 import decimal
 import sys
 from collections.abc import Iterable
+from copy import deepcopy
 from typing import Any
 
 # A decimal written as a string, as DRF's DecimalField and msgspec's Decimal read it (JSON Schema's
@@ -79,8 +80,11 @@ def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
         # What DRF puts on the wire: COERCE_DECIMAL_TO_STRING makes decimals strings.
         schema = {"type": "string", "pattern": DECIMAL_PATTERN}
     else:
-        plain = ((dict(schema), bounds) for name, schema, bounds in _PLAIN_FIELDS if isinstance(f, getattr(s, name)))
-        schema, bounds = next(plain, ({}, {}))
+        schema = {}
+        for name, plain_schema, plain_bounds in _PLAIN_FIELDS:
+            if isinstance(f, getattr(s, name)):
+                schema, bounds = deepcopy(plain_schema), plain_bounds
+                break
     for keyword, attribute in bounds.items():
         if (value := _number(getattr(f, attribute, None))) is not None:
             schema[keyword] = value
