@@ -4,9 +4,9 @@ the host's policy, built from the declaration alone, blocks), and what a page lo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from html.parser import HTMLParser
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.core.checks import Error, register
@@ -37,19 +37,12 @@ _CSS_URL = re.compile(r"""url\(\s*["']?([^"')\s]+)|@import\s+["']([^"']+)""", re
 _CONNECT = re.compile(r"""\b(?:fetch|WebSocket|EventSource)\(\s*["'`]([^"'`]+)""")
 
 
-class Load(NamedTuple):
-    """One URL the page loads, the CSP list (``resourceDomains``...) that must allow it, and its
-    origin, ``scheme://host[:port]`` ("" when relative: the host's origin, which no view can declare)."""
-
-    url: str
-    kind: str
-    origin: str
-
-
 class _Reader(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.loads: list[Load] = []
+        # Each URL the page loads, the CSP list (resourceDomains...) that must allow it, and its origin,
+        # scheme://host[:port] ("" when relative: the host's origin, which no view can declare).
+        self.loads: list[tuple[str, str, str]] = []
         self._in: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -84,7 +77,7 @@ class _Reader(HTMLParser):
             if not url or url.startswith("#") or parts.scheme in ("data", "blob", "about", "javascript"):
                 continue  # it stays in the page
             origin = f"{parts.scheme or 'https'}://{parts.netloc}".lower() if parts.netloc else ""
-            self.loads.append(Load(url, kind, origin))
+            self.loads.append((url, kind, origin))
 
 
 def allows(declared: Iterable[str], origin: str) -> bool:
@@ -97,16 +90,6 @@ def allows(declared: Iterable[str], origin: str) -> bool:
         if host and origin.startswith(f"{scheme}://") and origin.endswith(f".{host}"):
             return True
     return False
-
-
-def undeclared(html: str, csp: dict[str, tuple[str, ...]]) -> Iterator[Load]:
-    """The page's loads no declared origin allows (relative URLs included: they never load)."""
-    reader = _Reader()
-    reader.feed(html)
-    reader.close()
-    for load in reader.loads:
-        if load.origin == "" or not allows(csp.get(load.kind, ()), load.origin):
-            yield load
 
 
 _ARGUMENT = {kind: argument for argument, kind in CSP_ARGUMENTS.items()}
@@ -134,19 +117,22 @@ def check_views(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 Error(f"the MCP Apps view {view.uri} ({view.template}) does not render: {exc}", id="mcp_django.ui.E001")
             )
             continue
-        for load in undeclared(html, dict(view.csp)):
-            if load.origin == "":
-                message = f"the MCP Apps view {view.uri} ({view.template}) loads the relative URL {load.url!r}"
+        reader = _Reader()
+        reader.feed(html)
+        reader.close()
+        for url, kind, origin in reader.loads:
+            if origin and allows(view.csp.get(kind, ()), origin):
+                continue  # declared (a relative URL never is: it never loads)
+            if origin == "":
+                message = f"the MCP Apps view {view.uri} ({view.template}) loads the relative URL {url!r}"
                 hint = (
                     "a view runs in a sandboxed frame with no origin of the site's: inline it with {% mcp_app_inline %}"
                 )
             else:
                 message = (
-                    f"the MCP Apps view {view.uri} ({view.template}) loads {load.url!r} from {load.origin}, "
+                    f"the MCP Apps view {view.uri} ({view.template}) loads {url!r} from {origin}, "
                     f"which it does not declare: the host's CSP will block it"
                 )
-                hint = (
-                    f"declare it: mcp_django.mcp_ui.view({view.template!r}, {_ARGUMENT[load.kind]}=[{load.origin!r}])"
-                )
+                hint = f"declare it: mcp_django.mcp_ui.view({view.template!r}, {_ARGUMENT[kind]}=[{origin!r}])"
             problems.append(Error(message, hint=hint, id="mcp_django.ui.E002"))
     return problems

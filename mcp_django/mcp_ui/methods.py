@@ -56,16 +56,11 @@ def callable_by(call: Call, handler: Handler) -> bool:
 
 def tool_meta(call: Call, handler: Handler) -> dict[str, Any] | None:
     """A listed tool's ``_meta.ui``, for a client that renders views."""
-    view: View | None = handler.options.get("app")
-    visibility = handler.options.get("visibility")
-    if (view is None and visibility is None) or not renders(call):
-        return None
-    ui: dict[str, Any] = {}
-    if view is not None:
-        ui["resourceUri"] = view.uri
-    if visibility is not None:
-        ui["visibility"] = list(visibility)
-    return {"ui": ui}
+    options = handler.options
+    ui: dict[str, Any] = {"resourceUri": options["app"].uri} if "app" in options else {}
+    if "visibility" in options:
+        ui["visibility"] = list(options["visibility"])
+    return {"ui": ui} if ui and renders(call) else None
 
 
 def fallback_text(view: View) -> str:

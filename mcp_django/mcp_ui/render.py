@@ -35,15 +35,6 @@ def render(view: View) -> str:
     return render_to_string(view.template, {"view": view})
 
 
-def static_text(path: str) -> str:
-    """The text of the static file ``path`` (as ``{% static %}`` names it), found by the finders."""
-    found = finders.find(path)
-    if not found:
-        raise StaticFileMissing(f"no static file {path!r} (django.contrib.staticfiles' finders found none)")
-    stat = os.stat(found)
-    return _read(found, stat.st_mtime_ns, stat.st_size)
-
-
 @functools.lru_cache(maxsize=64)
 def _read(absolute: str, mtime_ns: int, size: int) -> str:
     # Keyed by the file's time and size too: an edited file is read again (runserver, DEBUG).
@@ -58,8 +49,12 @@ def mcp_app_inline(path: str) -> SafeString:
     kind = path.rsplit(".", 1)[-1].lower()
     if kind not in _ELEMENTS:
         raise ValueError(f"mcp_app_inline inlines .css, .js and .mjs files, not {path!r}")
+    found = finders.find(path)  # as {% static %} names it
+    if not found:
+        raise StaticFileMissing(f"no static file {path!r} (django.contrib.staticfiles' finders found none)")
+    stat = os.stat(found)
     tag, attributes = _ELEMENTS[kind]
-    text = re.sub(f"</({tag})", r"<\\/\1", static_text(path), flags=re.IGNORECASE)
+    text = re.sub(f"</({tag})", r"<\\/\1", _read(found, stat.st_mtime_ns, stat.st_size), flags=re.IGNORECASE)
     return mark_safe(f"<{tag}{attributes}>{text}</{tag}>")  # a static file, its closing tags escaped
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import decimal
 import sys
 from collections.abc import Iterable
+from copy import deepcopy
 from typing import Any
 
 # A decimal written as a string, as DRF's DecimalField and msgspec's Decimal read it (JSON Schema's
@@ -37,58 +38,56 @@ def serializer_schema(serializer: Any, *, for_output: bool = False) -> dict[str,
     return schema
 
 
+_VALUES = {"minimum": "min_value", "maximum": "max_value"}  # JSON Schema keyword: the field's attribute
+# DRF fields with no parts of their own, tried in order (a subclass before its base: HStoreField is a
+# DictField, EmailField a CharField), their schemas, and the attributes their bounds are in.
+_PLAIN_FIELDS: tuple[tuple[str, dict[str, Any], dict[str, str]], ...] = (
+    ("BooleanField", {"type": "boolean"}, {}),
+    ("IntegerField", {"type": "integer"}, _VALUES),
+    # DRF takes a number or a decimal string, so a client may send back the "2.00" it was given;
+    # standard keywords only ("format": "decimal" is no JSON Schema format: clients warn of it).
+    ("DecimalField", {"type": ["number", "string"], "pattern": DECIMAL_PATTERN}, _VALUES),
+    ("FloatField", {"type": "number"}, _VALUES),
+    ("EmailField", {"type": "string", "format": "email"}, {}),
+    ("URLField", {"type": "string", "format": "uri"}, {}),
+    ("UUIDField", {"type": "string", "format": "uuid"}, {}),
+    ("DateTimeField", {"type": "string", "format": "date-time"}, {}),
+    ("DateField", {"type": "string", "format": "date"}, {}),
+    ("DictField", {"type": "object"}, {}),
+    ("JSONField", {}, {}),
+    ("PrimaryKeyRelatedField", {"type": "integer"}, {}),
+    ("CharField", {"type": "string"}, {"minLength": "min_length", "maxLength": "max_length"}),
+)
+
+
 def field_schema(f: Any, *, for_output: bool = False) -> dict[str, Any]:
     from rest_framework import serializers as s
 
     schema: dict[str, Any]
-    if isinstance(f, s.ListSerializer):
-        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
+    bounds: dict[str, str] = {}
+    if isinstance(f, (s.ListSerializer, s.ListField, s.ManyRelatedField)):
+        child = f.child_relation if isinstance(f, s.ManyRelatedField) else f.child
+        schema = {"type": "array", "items": field_schema(child, for_output=for_output)}
+        if isinstance(f, s.ListField):
+            bounds = {"minItems": "min_length", "maxItems": "max_length"}
     elif isinstance(f, s.BaseSerializer):
         schema = serializer_schema(f, for_output=for_output)
     elif isinstance(f, s.MultipleChoiceField):
         schema = {"type": "array", "items": enum_schema(f.choices), "uniqueItems": True}
     elif isinstance(f, s.ChoiceField):
         schema = enum_schema(f.choices)
-    elif isinstance(f, s.BooleanField):
-        schema = {"type": "boolean"}
-    elif isinstance(f, s.IntegerField):
-        schema = {"type": "integer"}
-        _bounds(schema, f, "minimum", "maximum")
     elif isinstance(f, s.DecimalField) and for_output and _decimal_as_string(f):
         # What DRF puts on the wire: COERCE_DECIMAL_TO_STRING makes decimals strings.
         schema = {"type": "string", "pattern": DECIMAL_PATTERN}
-    elif isinstance(f, s.DecimalField):
-        # DRF takes a number or a decimal string, so a client may send back the "2.00" it was given;
-        # standard keywords only ("format": "decimal" is no JSON Schema format: clients warn of it).
-        schema = {"type": ["number", "string"], "pattern": DECIMAL_PATTERN}
-        _bounds(schema, f, "minimum", "maximum")
-    elif isinstance(f, s.FloatField):
-        schema = {"type": "number"}
-        _bounds(schema, f, "minimum", "maximum")
-    elif isinstance(f, s.EmailField):
-        schema = {"type": "string", "format": "email"}
-    elif isinstance(f, s.URLField):
-        schema = {"type": "string", "format": "uri"}
-    elif isinstance(f, s.UUIDField):
-        schema = {"type": "string", "format": "uuid"}
-    elif isinstance(f, s.DateTimeField):
-        schema = {"type": "string", "format": "date-time"}
-    elif isinstance(f, s.DateField):
-        schema = {"type": "string", "format": "date"}
-    elif isinstance(f, s.ListField):
-        schema = {"type": "array", "items": field_schema(f.child, for_output=for_output)}
-        _bounds(schema, f, "minItems", "maxItems", attrs=("min_length", "max_length"))
-    elif isinstance(f, (s.DictField, s.JSONField, s.HStoreField)):
-        schema = {"type": "object"} if not isinstance(f, s.JSONField) else {}
-    elif isinstance(f, s.PrimaryKeyRelatedField):
-        schema = {"type": "integer"}
-    elif isinstance(f, s.ManyRelatedField):
-        schema = {"type": "array", "items": field_schema(f.child_relation, for_output=for_output)}
-    elif isinstance(f, s.CharField):
-        schema = {"type": "string"}
-        _bounds(schema, f, "minLength", "maxLength", attrs=("min_length", "max_length"))
     else:
         schema = {}
+        for name, plain_schema, plain_bounds in _PLAIN_FIELDS:
+            if isinstance(f, getattr(s, name)):
+                schema, bounds = deepcopy(plain_schema), plain_bounds
+                break
+    for keyword, attribute in bounds.items():
+        if (value := _number(getattr(f, attribute, None))) is not None:
+            schema[keyword] = value
     label = getattr(f, "label", None)
     if label:
         schema["title"] = str(label)
@@ -117,16 +116,17 @@ def _validator_constraints(schema: dict[str, Any], f: Any) -> None:
     """The constraints of a field's validators that JSON Schema can say (the field still checks them all)."""
     from django.core import validators as v
 
+    limits = (
+        (v.MinLengthValidator, "minLength"),
+        (v.MaxLengthValidator, "maxLength"),
+        (v.MinValueValidator, "minimum"),
+        (v.MaxValueValidator, "maximum"),
+    )
     for validator in getattr(f, "validators", ()):
-        limit = getattr(validator, "limit_value", None)
-        if isinstance(validator, v.MinLengthValidator) and isinstance(limit, int):
-            schema.setdefault("minLength", limit)
-        elif isinstance(validator, v.MaxLengthValidator) and isinstance(limit, int):
-            schema.setdefault("maxLength", limit)
-        elif isinstance(validator, v.MinValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
-            schema.setdefault("minimum", int(limit) if isinstance(limit, int) else float(limit))
-        elif isinstance(validator, v.MaxValueValidator) and isinstance(limit, (int, float, decimal.Decimal)):
-            schema.setdefault("maximum", int(limit) if isinstance(limit, int) else float(limit))
+        keyword = next((keyword for cls, keyword in limits if isinstance(validator, cls)), None)
+        limit = _number(getattr(validator, "limit_value", None))
+        if keyword is not None and limit is not None and (isinstance(limit, int) or "Length" not in keyword):
+            schema.setdefault(keyword, limit)
         elif isinstance(validator, v.URLValidator):
             schema.setdefault("format", "uri")
         elif isinstance(validator, v.EmailValidator):
@@ -148,13 +148,11 @@ def _ecma_pattern(pattern: str) -> str | None:
     return pattern
 
 
-def _bounds(
-    schema: dict[str, Any], f: Any, low: str, high: str, attrs: tuple[str, str] = ("min_value", "max_value")
-) -> None:
-    for key, attr in zip((low, high), attrs, strict=True):
-        value = getattr(f, attr, None)
-        if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
-            schema[key] = int(value) if isinstance(value, int) else float(value)
+def _number(value: Any) -> int | float | None:
+    """A bound as JSON: an int stays one, a float or a Decimal is a float; None when it is no number."""
+    if isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool):
+        return int(value) if isinstance(value, int) else float(value)
+    return None
 
 
 def is_json_scalar(value: Any) -> bool:
@@ -173,11 +171,8 @@ def enum_type(values: list[Any]) -> str | None:
 def enum_schema(choices: Iterable[Any]) -> dict[str, Any]:
     """``{"enum": [...]}`` of ``choices`` as JSON data (lazy text, a Decimal as text), with the type they share."""
     values = [c if is_json_scalar(c) else str(c) for c in choices]
-    schema: dict[str, Any] = {"enum": values}
     json_type = enum_type(values)
-    if json_type is not None:
-        schema["type"] = json_type
-    return schema
+    return {"enum": values} if json_type is None else {"enum": values, "type": json_type}
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ client sees and the check its arguments meet cannot drift apart. Pydantic and DR
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import datetime
@@ -98,10 +99,8 @@ def _remember_orders(tp: Any, seen: set[int], where: str = "annotation") -> None
     elif isinstance(tp, type) and issubclass(tp, enum.Enum):
         values = [m.value for m in tp]
     if values is not None:
-        try:
+        with contextlib.suppress(TypeError):  # unhashable values: msgspec's order stays
             _ORDERS[_order_key(values)] = values
-        except TypeError:
-            pass
         return
     for arg in get_args(tp):
         _remember_orders(arg, seen, where)
@@ -158,18 +157,13 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
         return Annotated[tp, msgspec.Meta(extra_json_schema={"format": _FORMATS[tp]})]
     if origin in (Union, types.UnionType):
         return Union[tuple(_prepare(a, where, state) for a in get_args(tp))]  # noqa: UP007
-    if origin is Literal or origin is typing.ClassVar:
+    if origin in (None, Literal, typing.ClassVar) or not get_args(tp):
+        return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
+    prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in get_args(tp))
+    try:
+        return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
+    except TypeError:
         return tp
-    if origin is not None:
-        args = get_args(tp)
-        if not args:
-            return tp
-        prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in args)
-        try:
-            return origin[prepared] if len(prepared) > 1 else origin[prepared[0]]
-        except TypeError:
-            return tp
-    return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
 
 
 def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
@@ -191,13 +185,10 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
         if rest:
             kwargs["extra_json_schema"] = rest
     else:
-        documentation = getattr(extra, "documentation", None)  # typing_extensions.Doc
-        if isinstance(documentation, str):
-            kwargs["description"] = documentation
-        for attr in ("description", "title"):
-            value = getattr(extra, attr, None)
-            if isinstance(value, str):
-                kwargs[attr] = value
+        # typing_extensions.Doc's documentation; pydantic.Field's description and title.
+        for attr, key in (("documentation", "description"), ("description", "description"), ("title", "title")):
+            if isinstance(value := getattr(extra, attr, None), str):
+                kwargs[key] = value
         for item in [extra, *getattr(extra, "metadata", ())]:
             for attr in _CONSTRAINT_ATTRS:
                 value = getattr(item, attr, None)
@@ -253,7 +244,7 @@ def _custom(tp: Any) -> _Custom | None:
     else:
         return None
     return _Custom(
-        lambda: _self_contained(adapter.json_schema()),
+        lambda: inline(adapter.json_schema()),
         adapter.validate_python,
         lambda value: adapter.dump_python(value, mode="json"),
     )
@@ -307,14 +298,12 @@ def json_schema(tp: Any) -> dict[str, Any]:
         return _cached_schema.__wrapped__(tp)
 
 
-def _self_contained(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema made by another library, its own ``$defs`` inlined (it is embedded in ours)."""
-    return inline(schema, schema.pop("$defs", {}))
-
-
-def inline(schema: dict[str, Any], components: dict[str, Any]) -> dict[str, Any]:
+def inline(schema: dict[str, Any], components: dict[str, Any] | None = None) -> dict[str, Any]:
     """Each ``$ref`` replaced by a copy of its target (clients, elicitation forms above all, handle
-    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``."""
+    flat schemas best); a recursive one stays a ``$ref`` into ``$defs``. Without ``components``, the
+    schema's own ``$defs`` (a schema another library made, embedded in ours)."""
+    if components is None:
+        components = schema.pop("$defs", {})
     kept: dict[str, Any] = {}
     for component in components.values():
         docs = _FIELD_DOCS.get(component.get("title", "")) if isinstance(component, dict) else None
@@ -363,15 +352,9 @@ def tidy(schema: Any) -> Any:
         schema.setdefault("pattern", DECIMAL_PATTERN)
     values = schema.get("enum")
     if isinstance(values, list) and values:
-        try:
-            declared = _ORDERS.get(_order_key(values))
-        except TypeError:
-            declared = None
-        if declared is not None:
-            schema["enum"] = values = list(declared)
-    if isinstance(values, list) and "type" not in schema and values:
-        json_type = enum_type(values)
-        if json_type is not None:
+        with contextlib.suppress(TypeError):
+            schema["enum"] = values = list(_ORDERS.get(_order_key(values), values))
+        if "type" not in schema and (json_type := enum_type(values)) is not None:
             schema["type"] = json_type
     options = schema.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:

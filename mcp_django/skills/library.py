@@ -52,7 +52,6 @@ class SkillFile:
 @dataclass(frozen=True)
 class Skill:
     uri: str  # its SKILL.md
-    name: str
     frontmatter: dict[str, Any]
     files: tuple[SkillFile, ...]
     origin: str
@@ -70,7 +69,7 @@ class Skill:
         manifest = next(f for f in self.files if f.uri == self.uri)
         return {
             "uri": self.uri,
-            "name": self.name,
+            "name": self.frontmatter["name"],
             "description": self.frontmatter["description"],
             "mimeType": "text/markdown",
             "size": manifest.size,
@@ -124,7 +123,7 @@ def scan() -> Library:
                 )
                 continue
             library.skills[skill.uri] = skill
-            names.setdefault(skill.name, []).append(skill.uri)
+            names.setdefault(skill.frontmatter["name"], []).append(skill.uri)
             _add_files(library, skill)
     for name, uris in names.items():
         if len(uris) > 1:
@@ -222,7 +221,7 @@ def _load(library: Library, origin: str, folder: Path, skill_dir: Path) -> Skill
     for parts, path in paths:
         data = path.read_bytes()
         files.append(SkillFile(_uri(parts), path, len(data), digest(data), mime_type(path.name)))
-    return Skill(manifest_uri, frontmatter["name"], frontmatter, tuple(files), origin)
+    return Skill(manifest_uri, frontmatter, tuple(files), origin)
 
 
 def _add_files(library: Library, skill: Skill) -> None:
@@ -254,9 +253,7 @@ def is_text(mime: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
 
 
-@functools.cache
-def _scanned() -> Library:
-    return scan()
+_scanned = functools.cache(scan)
 
 
 def library() -> Library:

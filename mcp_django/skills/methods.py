@@ -24,11 +24,14 @@ async def _library() -> lib.Library:
     return await run_in_thread(lib.library)
 
 
-def _uri(params: dict[str, Any]) -> str:
+def _find(table: dict[str, Any], params: dict[str, Any], unknown: str) -> Any:
+    """The entry of ``table`` that ``params.uri`` names; InvalidParams when it names none."""
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise InvalidParams("params.uri must be a string")
-    return uri
+    if uri not in table:
+        raise InvalidParams(f"{unknown}: {uri}", {"uri": uri})
+    return table[uri]
 
 
 def _no_cursor(params: dict[str, Any]) -> None:
@@ -69,19 +72,12 @@ def list_skills(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_skill(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
-    uri = _uri(params)
-    skill = library.skills.get(uri)
-    if skill is None:
-        raise InvalidParams(f"Unknown skill: {uri}", {"uri": uri})
-    return {"skill": skill.entry()}
+    return {"skill": _find(library.skills, params, "Unknown skill").entry()}
 
 
 def read_directory(library: lib.Library, params: dict[str, Any]) -> dict[str, Any]:
-    uri = _uri(params)
+    children = _find(library.directories, params, "Not a directory resource")
     _no_cursor(params)
-    children = library.directories.get(uri)
-    if children is None:
-        raise InvalidParams(f"Not a directory resource: {uri}", {"uri": uri})
     return {"resources": list(children.values())}
 
 
