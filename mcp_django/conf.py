@@ -61,36 +61,30 @@ def _unknown(given: Any, known: Any) -> str:
 # -- coercers ---------------------------------------------------------------------------
 
 
-def boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidSetting(f"must be True or False, not {_described(value)}")
-    return value
+def _coercer(accepts: Callable[[Any], Any], must: str, convert: Callable[[Any], T]) -> Callable[[Any], T]:
+    """The coercer of one value: ``convert(value)`` when ``accepts(value)``, else "must {must}, not <the value>"."""
 
+    def coerce(value: Any) -> T:
+        if not accepts(value):
+            raise InvalidSetting(f"must {must}, not {_described(value)}")
+        return convert(value)
 
-def _whole(minimum: int, what: str) -> Callable[[Any], int]:
-    def coerce(value: Any) -> int:
-        # bool is an int in Python, and True rounds is surely a mistake.
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InvalidSetting(f"must be {what}, not {_described(value)}")
-        return value
-
+    coerce.__annotations__["return"] = convert if isinstance(convert, type) else Any  # what get_type_hints reads
     return coerce
 
 
-positive_int = _whole(1, "a whole number above 0")
-non_negative_int = _whole(0, "a whole number, 0 or more")
+def _number(value: Any, kinds: tuple[type, ...] = (int,)) -> bool:
+    # bool is an int in Python, and True rounds is surely a mistake.
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
-def seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InvalidSetting(f"must be a number of seconds (an int or a float, 0 or more), not {_described(value)}")
-    return float(value)
-
-
-def text(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidSetting(f"must be a non-empty str, not {_described(value)}")
-    return value
+boolean = _coercer(lambda v: isinstance(v, bool), "be True or False", bool)
+positive_int = _coercer(lambda v: _number(v) and v >= 1, "be a whole number above 0", int)
+non_negative_int = _coercer(lambda v: _number(v) and v >= 0, "be a whole number, 0 or more", int)
+seconds = _coercer(
+    lambda v: _number(v, (int, float)) and v >= 0, "be a number of seconds (an int or a float, 0 or more)", float
+)
+text = _coercer(lambda v: isinstance(v, str) and v, "be a non-empty str", str)
 
 
 def optional(coerce: Callable[[Any], T]) -> Callable[[Any], T | None]:
@@ -99,12 +93,7 @@ def optional(coerce: Callable[[Any], T]) -> Callable[[Any], T | None]:
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:
-    def coerce(value: Any) -> str:
-        if value not in choices:
-            raise InvalidSetting(f"must be one of {', '.join(map(repr, choices))}, not {_described(value)}")
-        return value
-
-    return coerce
+    return _coercer(lambda v: v in choices, f"be one of {', '.join(map(repr, choices))}", str)
 
 
 def _sequence(value: Any, what: str) -> list[Any]:
@@ -228,17 +217,17 @@ def _origin(item: Any) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def _url(item: Any) -> str:
-    """An absolute URL, or a path on this server (resolved against each request's host)."""
-    if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
-        raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
-    return item.rstrip("/") or "/"
-
-
-def web_url(value: Any) -> str:
-    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
-        raise InvalidSetting(f'must be an http(s) URL such as "https://shop.example", not {_described(value)}')
-    return value
+# An absolute URL, or a path on this server (resolved against each request's host).
+_url = _coercer(
+    lambda v: isinstance(v, str) and (v.startswith("/") or urlsplit(v).scheme in ("http", "https")),
+    'list http(s) URLs or paths starting with "/"',
+    lambda v: v.rstrip("/") or "/",
+)
+web_url = _coercer(
+    lambda v: isinstance(v, str) and urlsplit(v).scheme in ("http", "https") and urlsplit(v).netloc,
+    'be an http(s) URL such as "https://shop.example"',
+    str,
+)
 
 
 def icon_list(value: Any) -> tuple[Any, ...]:
@@ -251,19 +240,8 @@ def icon_list(value: Any) -> tuple[Any, ...]:
         raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
 
 
-def _folder(item: Any) -> Path:
-    if not isinstance(item, (str, os.PathLike)) or not str(item):
-        raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
-    return Path(item)
-
-
-def _string(item: Any) -> str:
-    if not isinstance(item, str) or not item:
-        raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
-    return item
-
-
-strings = list_of("str", _string)
+_folder = _coercer(lambda v: isinstance(v, (str, os.PathLike)) and str(v), "list folders as str or pathlib.Path", Path)
+strings = list_of("str", _coercer(lambda v: isinstance(v, str) and v, "list non-empty str values", str))
 
 
 # Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
