@@ -285,8 +285,7 @@ def _sub_settings(
     return coerce
 
 
-# The AUDIT keys (docs/audit.md). ENABLED False: no rows at all (a project may keep only its own
-# receivers); ASYNC_WRITES False: every row committed before the response (in-memory SQLite).
+# The AUDIT keys (docs/audit.md, which says what each does).
 AUDIT_DEFAULTS: dict[str, Any] = {
     "ENABLED": True,
     "ROUNDS": True,
@@ -593,9 +592,7 @@ class EndpointSettings:
         return key in mcp_settings.ENDPOINTS.get(self.name, {})
 
     def reload(self) -> None:
-        name = self.name
-        self.__dict__.clear()
-        self.__dict__["name"] = name
+        self.__dict__ = {"name": self.name}
 
     def __repr__(self) -> str:
         return f"<EndpointSettings {self.name}>"
