@@ -155,30 +155,28 @@ def _class(item: Any) -> type:
 classes = list_of("dotted paths of DRF authentication classes", _class)
 
 
-def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
-    """A dotted path (or the callable itself) to a function called with two arguments."""
+def _function(item: Any, takes: str, check_id: str, names: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """A dotted path (or the callable itself) to a function called with two arguments (by these
+    ``names``, when given)."""
     found = _imported(item, check_id) if isinstance(item, str) else item
     if not callable(found):
         raise InvalidSetting(f"must name callables taking {takes}, not {_described(item)}", check_id)
     try:
-        inspect.signature(found).bind(None, None)
+        signature = inspect.signature(found)
+    except ValueError:
+        return found  # no signature to read (a builtin): called as it is
+    try:
+        signature.bind(None, None)
     except TypeError:
         raise InvalidSetting(f"names {item!r}, which does not take {takes}", check_id) from None
-    except ValueError:
-        pass  # no signature to read (a builtin): called as it is
+    if not set(names) <= set(signature.parameters):
+        raise InvalidSetting(f"names {item!r}, whose arguments are not named {' and '.join(names)}", check_id)
     return found
 
 
 def _stage(item: Any) -> Callable[..., Any]:
     """A ``PIPELINE`` stage, ``stage(call, call_next)``: the two are passed by name."""
-    stage = _function(item, "(call, call_next)", "mcp_django.E020")
-    try:
-        names = set(inspect.signature(stage).parameters)
-    except ValueError:
-        names = {"call", "call_next"}
-    if not {"call", "call_next"} <= names:
-        raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
-    return stage
+    return _function(item, "(call, call_next)", "mcp_django.E020", ("call", "call_next"))
 
 
 def exception_handler(value: Any) -> Callable[..., Any]:
@@ -258,25 +256,25 @@ def dpop_algorithms(value: Any) -> list[str]:
     return out
 
 
-def _sub_settings(
-    defaults: dict[str, Any], coercers: dict[str, Callable[[Any], Any]], check_id: str
-) -> Callable[[Any], dict[str, Any]]:
-    """The coercer of a dict setting (None: empty) whose keys given override ``defaults`` one by one;
-    an unknown key is refused, since a misspelt one would silently leave the default in force."""
-    keys = ", ".join(defaults)
+def _sub_settings(keys: dict[str, tuple[Any, Callable[[Any], Any]]], check_id: str) -> Callable[[Any], dict[str, Any]]:
+    """The coercer of a dict setting (None: empty) of ``keys`` (key -> its default and coercer),
+    whose keys given override the defaults one by one; an unknown key is refused, since a
+    misspelt one would silently leave the default in force."""
+    defaults = {key: default for key, (default, _) in keys.items()}
+    names = ", ".join(keys)
 
     def coerce(value: Any) -> dict[str, Any]:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise InvalidSetting(f"must be a dict with the keys {keys}, not {_described(value)}", check_id)
-        unknown = _unknown(value, defaults)
+            raise InvalidSetting(f"must be a dict with the keys {names}, not {_described(value)}", check_id)
+        unknown = _unknown(value, keys)
         if unknown:
-            raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {keys}", check_id)
+            raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {names}", check_id)
         out = dict(defaults)
         for key, raw in value.items():
             try:
-                out[key] = coercers[key](raw)
+                out[key] = keys[key][1](raw)
             except InvalidSetting as exc:
                 sep = "" if str(exc).startswith("[") else " "  # ['RATES']['user']: a nested key
                 raise InvalidSetting(f"[{key!r}]{sep}{exc}", check_id) from None
@@ -286,19 +284,17 @@ def _sub_settings(
 
 
 # The AUDIT keys (docs/audit.md, which says what each does).
-AUDIT_DEFAULTS: dict[str, Any] = {
-    "ENABLED": True,
-    "ROUNDS": True,
-    "CALLS": True,
-    "ASKS": True,
-    "REFUSALS": True,  # committed before the client is answered, whatever ASYNC_WRITES says
-    "BATCH_SIZE": 500,
-    "QUEUE_SIZE": 100_000,  # rows beyond it are dropped, counted and logged (W020)
-    "ASYNC_WRITES": True,
-}
 audit = _sub_settings(
-    AUDIT_DEFAULTS,
-    {key: boolean for key in AUDIT_DEFAULTS} | {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int},
+    {
+        "ENABLED": (True, boolean),
+        "ROUNDS": (True, boolean),
+        "CALLS": (True, boolean),
+        "ASKS": (True, boolean),
+        "REFUSALS": (True, boolean),  # committed before the client is answered, whatever ASYNC_WRITES says
+        "BATCH_SIZE": (500, positive_int),
+        "QUEUE_SIZE": (100_000, positive_int),  # rows beyond it are dropped, counted and logged (W020)
+        "ASYNC_WRITES": (True, boolean),
+    },
     "mcp_django.E008",
 )
 
@@ -324,25 +320,18 @@ def rates(value: Any) -> dict[str, Any]:
 
 
 # The LIMITS keys (docs/limits.md).
-LIMITS_DEFAULTS: dict[str, Any] = {
-    "RATES": {},  # scope ("user", "token", "tool", "endpoint") -> rate ("100/min")
-    "CLASSES": [],  # DRF throttle classes, asked allow_request(request, handler) each call
-    "CACHE": "default",  # a shared one (Redis) when several instances serve
-    "CACHE_TIMEOUT": 0.75,
-    "WHEN_CACHE_DOWN": "open",  # "open" serves calls uncounted, "closed" refuses them (503)
-    "MAX_OPEN_ASKS": None,
-    "MAX_OPEN_TASKS": None,
-}
 limits = _sub_settings(
-    LIMITS_DEFAULTS,
     {
-        "RATES": rates,
-        "CLASSES": classes,
-        "CACHE": text,
-        "CACHE_TIMEOUT": seconds,
-        "WHEN_CACHE_DOWN": one_of("open", "closed"),
-        "MAX_OPEN_ASKS": optional(positive_int),
-        "MAX_OPEN_TASKS": optional(positive_int),
+        "RATES": ({}, rates),  # scope ("user", "token", "tool", "endpoint") -> rate ("100/min")
+        "CLASSES": ([], classes),  # DRF throttle classes, asked allow_request(request, handler) each call
+        "CACHE": ("default", text),  # a shared one (Redis) when several instances serve
+        "CACHE_TIMEOUT": (0.75, seconds),
+        "WHEN_CACHE_DOWN": (
+            "open",
+            one_of("open", "closed"),
+        ),  # "closed" refuses calls (503), "open" serves them uncounted
+        "MAX_OPEN_ASKS": (None, optional(positive_int)),
+        "MAX_OPEN_TASKS": (None, optional(positive_int)),
     },
     "mcp_django.E050",
 )
