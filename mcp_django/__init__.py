@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -24,18 +25,15 @@ if TYPE_CHECKING:
     from .registry import Registry, mcp
 
 
+# Each lazy name's module, so that importing mcp_django (e.g. from settings or apps.py) does not import Django models.
+_LAZY = (
+    dict.fromkeys(("mcp", "Registry"), "registry")
+    | dict.fromkeys(("Context", "AsyncContext", "SyncContext", "get_context"), "asks.context")
+    | dict.fromkeys(("ToolError", "ToolResult"), "content")
+)
+
+
 def __getattr__(name: str) -> Any:
-    # Lazy, so that importing mcp_django (e.g. from settings or apps.py) does not import Django models.
-    if name in ("mcp", "Registry"):
-        from . import registry
-
-        return getattr(registry, name)
-    if name in ("Context", "AsyncContext", "SyncContext", "get_context"):
-        from .asks import context
-
-        return getattr(context, name)
-    if name in ("ToolError", "ToolResult"):
-        from . import content
-
-        return getattr(content, name)
-    raise AttributeError(name)
+    if name not in _LAZY:
+        raise AttributeError(name)
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

@@ -1,9 +1,5 @@
-"""Completers for ``completions={...}`` on prompts and resource templates (docs/index.md):
-a function ``completer(value)`` or ``completer(value, ctx)``, or a model field, a list of
-values or ``from_queryset(queryset, "field")``, which :func:`completer` turns into one.
-
-Matching is by prefix, case-insensitive, sorted; a result carries at most 100 values.
-"""
+"""Completers for ``completions={...}`` on prompts and resource templates: what each spec may be,
+and how values match, is in docs/index.md ("Completers from models")."""
 
 from __future__ import annotations
 

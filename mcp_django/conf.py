@@ -61,36 +61,30 @@ def _unknown(given: Any, known: Any) -> str:
 # -- coercers ---------------------------------------------------------------------------
 
 
-def boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidSetting(f"must be True or False, not {_described(value)}")
-    return value
+def _coercer(accepts: Callable[[Any], Any], must: str, convert: Callable[[Any], T]) -> Callable[[Any], T]:
+    """The coercer of one value: ``convert(value)`` when ``accepts(value)``, else "must {must}, not <the value>"."""
 
+    def coerce(value: Any) -> T:
+        if not accepts(value):
+            raise InvalidSetting(f"must {must}, not {_described(value)}")
+        return convert(value)
 
-def _whole(minimum: int, what: str) -> Callable[[Any], int]:
-    def coerce(value: Any) -> int:
-        # bool is an int in Python, and True rounds is surely a mistake.
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InvalidSetting(f"must be {what}, not {_described(value)}")
-        return value
-
+    coerce.__annotations__["return"] = convert if isinstance(convert, type) else Any  # what get_type_hints reads
     return coerce
 
 
-positive_int = _whole(1, "a whole number above 0")
-non_negative_int = _whole(0, "a whole number, 0 or more")
+def _number(value: Any, kinds: tuple[type, ...] = (int,)) -> bool:
+    # bool is an int in Python, and True rounds is surely a mistake.
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
-def seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InvalidSetting(f"must be a number of seconds (an int or a float, 0 or more), not {_described(value)}")
-    return float(value)
-
-
-def text(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidSetting(f"must be a non-empty str, not {_described(value)}")
-    return value
+boolean = _coercer(lambda v: isinstance(v, bool), "be True or False", bool)
+positive_int = _coercer(lambda v: _number(v) and v >= 1, "be a whole number above 0", int)
+non_negative_int = _coercer(lambda v: _number(v) and v >= 0, "be a whole number, 0 or more", int)
+seconds = _coercer(
+    lambda v: _number(v, (int, float)) and v >= 0, "be a number of seconds (an int or a float, 0 or more)", float
+)
+text = _coercer(lambda v: isinstance(v, str) and v, "be a non-empty str", str)
 
 
 def optional(coerce: Callable[[Any], T]) -> Callable[[Any], T | None]:
@@ -99,12 +93,7 @@ def optional(coerce: Callable[[Any], T]) -> Callable[[Any], T | None]:
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:
-    def coerce(value: Any) -> str:
-        if value not in choices:
-            raise InvalidSetting(f"must be one of {', '.join(map(repr, choices))}, not {_described(value)}")
-        return value
-
-    return coerce
+    return _coercer(lambda v: v in choices, f"be one of {', '.join(map(repr, choices))}", str)
 
 
 def _sequence(value: Any, what: str) -> list[Any]:
@@ -166,30 +155,28 @@ def _class(item: Any) -> type:
 classes = list_of("dotted paths of DRF authentication classes", _class)
 
 
-def _function(item: Any, takes: str, check_id: str) -> Callable[..., Any]:
-    """A dotted path (or the callable itself) to a function called with two arguments."""
+def _function(item: Any, takes: str, check_id: str, names: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """A dotted path (or the callable itself) to a function called with two arguments (by these
+    ``names``, when given)."""
     found = _imported(item, check_id) if isinstance(item, str) else item
     if not callable(found):
         raise InvalidSetting(f"must name callables taking {takes}, not {_described(item)}", check_id)
     try:
-        inspect.signature(found).bind(None, None)
+        signature = inspect.signature(found)
+    except ValueError:
+        return found  # no signature to read (a builtin): called as it is
+    try:
+        signature.bind(None, None)
     except TypeError:
         raise InvalidSetting(f"names {item!r}, which does not take {takes}", check_id) from None
-    except ValueError:
-        pass  # no signature to read (a builtin): called as it is
+    if not set(names) <= set(signature.parameters):
+        raise InvalidSetting(f"names {item!r}, whose arguments are not named {' and '.join(names)}", check_id)
     return found
 
 
 def _stage(item: Any) -> Callable[..., Any]:
     """A ``PIPELINE`` stage, ``stage(call, call_next)``: the two are passed by name."""
-    stage = _function(item, "(call, call_next)", "mcp_django.E020")
-    try:
-        names = set(inspect.signature(stage).parameters)
-    except ValueError:
-        names = {"call", "call_next"}
-    if not {"call", "call_next"} <= names:
-        raise InvalidSetting(f"names {item!r}, whose arguments are not named call and call_next", "mcp_django.E020")
-    return stage
+    return _function(item, "(call, call_next)", "mcp_django.E020", ("call", "call_next"))
 
 
 def exception_handler(value: Any) -> Callable[..., Any]:
@@ -228,17 +215,17 @@ def _origin(item: Any) -> str:
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
 
 
-def _url(item: Any) -> str:
-    """An absolute URL, or a path on this server (resolved against each request's host)."""
-    if not isinstance(item, str) or not (item.startswith("/") or urlsplit(item).scheme in ("http", "https")):
-        raise InvalidSetting(f'must list http(s) URLs or paths starting with "/", not {_described(item)}')
-    return item.rstrip("/") or "/"
-
-
-def web_url(value: Any) -> str:
-    if not isinstance(value, str) or urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).netloc:
-        raise InvalidSetting(f'must be an http(s) URL such as "https://shop.example", not {_described(value)}')
-    return value
+# An absolute URL, or a path on this server (resolved against each request's host).
+_url = _coercer(
+    lambda v: isinstance(v, str) and (v.startswith("/") or urlsplit(v).scheme in ("http", "https")),
+    'list http(s) URLs or paths starting with "/"',
+    lambda v: v.rstrip("/") or "/",
+)
+web_url = _coercer(
+    lambda v: isinstance(v, str) and urlsplit(v).scheme in ("http", "https") and urlsplit(v).netloc,
+    'be an http(s) URL such as "https://shop.example"',
+    str,
+)
 
 
 def icon_list(value: Any) -> tuple[Any, ...]:
@@ -251,19 +238,8 @@ def icon_list(value: Any) -> tuple[Any, ...]:
         raise InvalidSetting(str(exc).removeprefix("SERVER_ICONS: ")) from None
 
 
-def _folder(item: Any) -> Path:
-    if not isinstance(item, (str, os.PathLike)) or not str(item):
-        raise InvalidSetting(f"must list folders as str or pathlib.Path, not {_described(item)}")
-    return Path(item)
-
-
-def _string(item: Any) -> str:
-    if not isinstance(item, str) or not item:
-        raise InvalidSetting(f"must list non-empty str values, not {_described(item)}")
-    return item
-
-
-strings = list_of("str", _string)
+_folder = _coercer(lambda v: isinstance(v, (str, os.PathLike)) and str(v), "list folders as str or pathlib.Path", Path)
+strings = list_of("str", _coercer(lambda v: isinstance(v, str) and v, "list non-empty str values", str))
 
 
 # Asymmetric JWS algorithms a DPoP proof may be signed with (RFC 9449 section 4.2: never
@@ -280,25 +256,25 @@ def dpop_algorithms(value: Any) -> list[str]:
     return out
 
 
-def _sub_settings(
-    defaults: dict[str, Any], coercers: dict[str, Callable[[Any], Any]], check_id: str
-) -> Callable[[Any], dict[str, Any]]:
-    """The coercer of a dict setting (None: empty) whose keys given override ``defaults`` one by one;
-    an unknown key is refused, since a misspelt one would silently leave the default in force."""
-    keys = ", ".join(defaults)
+def _sub_settings(keys: dict[str, tuple[Any, Callable[[Any], Any]]], check_id: str) -> Callable[[Any], dict[str, Any]]:
+    """The coercer of a dict setting (None: empty) of ``keys`` (key -> its default and coercer),
+    whose keys given override the defaults one by one; an unknown key is refused, since a
+    misspelt one would silently leave the default in force."""
+    defaults = {key: default for key, (default, _) in keys.items()}
+    names = ", ".join(keys)
 
     def coerce(value: Any) -> dict[str, Any]:
         if value is None:
             value = {}
         if not isinstance(value, dict):
-            raise InvalidSetting(f"must be a dict with the keys {keys}, not {_described(value)}", check_id)
-        unknown = _unknown(value, defaults)
+            raise InvalidSetting(f"must be a dict with the keys {names}, not {_described(value)}", check_id)
+        unknown = _unknown(value, keys)
         if unknown:
-            raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {keys}", check_id)
+            raise InvalidSetting(f"has unknown key(s): {unknown}; the keys are {names}", check_id)
         out = dict(defaults)
         for key, raw in value.items():
             try:
-                out[key] = coercers[key](raw)
+                out[key] = keys[key][1](raw)
             except InvalidSetting as exc:
                 sep = "" if str(exc).startswith("[") else " "  # ['RATES']['user']: a nested key
                 raise InvalidSetting(f"[{key!r}]{sep}{exc}", check_id) from None
@@ -307,21 +283,18 @@ def _sub_settings(
     return coerce
 
 
-# The AUDIT keys (docs/audit.md). ENABLED False: no rows at all (a project may keep only its own
-# receivers); ASYNC_WRITES False: every row committed before the response (in-memory SQLite).
-AUDIT_DEFAULTS: dict[str, Any] = {
-    "ENABLED": True,
-    "ROUNDS": True,
-    "CALLS": True,
-    "ASKS": True,
-    "REFUSALS": True,  # committed before the client is answered, whatever ASYNC_WRITES says
-    "BATCH_SIZE": 500,
-    "QUEUE_SIZE": 100_000,  # rows beyond it are dropped, counted and logged (W020)
-    "ASYNC_WRITES": True,
-}
+# The AUDIT keys (docs/audit.md, which says what each does).
 audit = _sub_settings(
-    AUDIT_DEFAULTS,
-    {key: boolean for key in AUDIT_DEFAULTS} | {"BATCH_SIZE": positive_int, "QUEUE_SIZE": positive_int},
+    {
+        "ENABLED": (True, boolean),
+        "ROUNDS": (True, boolean),
+        "CALLS": (True, boolean),
+        "ASKS": (True, boolean),
+        "REFUSALS": (True, boolean),  # committed before the client is answered, whatever ASYNC_WRITES says
+        "BATCH_SIZE": (500, positive_int),
+        "QUEUE_SIZE": (100_000, positive_int),  # rows beyond it are dropped, counted and logged (W020)
+        "ASYNC_WRITES": (True, boolean),
+    },
     "mcp_django.E008",
 )
 
@@ -347,25 +320,18 @@ def rates(value: Any) -> dict[str, Any]:
 
 
 # The LIMITS keys (docs/limits.md).
-LIMITS_DEFAULTS: dict[str, Any] = {
-    "RATES": {},  # scope ("user", "token", "tool", "endpoint") -> rate ("100/min")
-    "CLASSES": [],  # DRF throttle classes, asked allow_request(request, handler) each call
-    "CACHE": "default",  # a shared one (Redis) when several instances serve
-    "CACHE_TIMEOUT": 0.75,
-    "WHEN_CACHE_DOWN": "open",  # "open" serves calls uncounted, "closed" refuses them (503)
-    "MAX_OPEN_ASKS": None,
-    "MAX_OPEN_TASKS": None,
-}
 limits = _sub_settings(
-    LIMITS_DEFAULTS,
     {
-        "RATES": rates,
-        "CLASSES": classes,
-        "CACHE": text,
-        "CACHE_TIMEOUT": seconds,
-        "WHEN_CACHE_DOWN": one_of("open", "closed"),
-        "MAX_OPEN_ASKS": optional(positive_int),
-        "MAX_OPEN_TASKS": optional(positive_int),
+        "RATES": ({}, rates),  # scope ("user", "token", "tool", "endpoint") -> rate ("100/min")
+        "CLASSES": ([], classes),  # DRF throttle classes, asked allow_request(request, handler) each call
+        "CACHE": ("default", text),  # a shared one (Redis) when several instances serve
+        "CACHE_TIMEOUT": (0.75, seconds),
+        "WHEN_CACHE_DOWN": (
+            "open",
+            one_of("open", "closed"),
+        ),  # "closed" refuses calls (503), "open" serves them uncounted
+        "MAX_OPEN_ASKS": (None, optional(positive_int)),
+        "MAX_OPEN_TASKS": (None, optional(positive_int)),
     },
     "mcp_django.E050",
 )
@@ -615,9 +581,7 @@ class EndpointSettings:
         return key in mcp_settings.ENDPOINTS.get(self.name, {})
 
     def reload(self) -> None:
-        name = self.name
-        self.__dict__.clear()
-        self.__dict__["name"] = name
+        self.__dict__ = {"name": self.name}
 
     def __repr__(self) -> str:
         return f"<EndpointSettings {self.name}>"

@@ -64,12 +64,8 @@ class ResourceLink:
     description: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "resource_link", "uri": self.uri, "name": self.name}
-        if self.mime_type:
-            out["mimeType"] = self.mime_type
-        if self.description:
-            out["description"] = self.description
-        return out
+        optional = {"mimeType": self.mime_type, "description": self.description}
+        return {"type": "resource_link", "uri": self.uri, "name": self.name, **{k: v for k, v in optional.items() if v}}
 
 
 @dataclass
@@ -161,10 +157,7 @@ def prompt_messages(value: Any) -> list[dict[str, Any]]:
         value = [value]
     out = []
     for item in value:
-        if isinstance(item, Message):
-            out.append(item.to_dict())
-        elif isinstance(item, dict) and "role" in item:
-            out.append({"role": item["role"], "content": content_block(item["content"])})
-        else:
-            out.append({"role": "user", "content": content_block(item)})
+        if isinstance(item, dict) and "role" in item:
+            item = Message(item["content"], item["role"])
+        out.append((item if isinstance(item, Message) else Message(item)).to_dict())
     return out

@@ -57,14 +57,8 @@ class Icon:
             object.__setattr__(self, "mime_type", mimetypes.guess_type(urlsplit(self.src).path)[0])
 
     def described(self, url: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"src": url}
-        if self.mime_type:
-            out["mimeType"] = self.mime_type
-        if self.sizes:
-            out["sizes"] = list(self.sizes)
-        if self.theme:
-            out["theme"] = self.theme
-        return out
+        out = {"src": url, "mimeType": self.mime_type, "sizes": list(self.sizes), "theme": self.theme}
+        return {key: value for key, value in out.items() if value}  # the optional ones only when set
 
 
 IconSpec = Icon | str | Mapping[str, Any]
@@ -78,26 +72,18 @@ def icons(values: Iterable[IconSpec] | None, owner: str) -> tuple[Icon, ...]:
         raise ImproperlyConfigured(f"{owner}: icons= takes a list of icons, not one {type(values).__name__}")
     out = []
     for value in values:
-        if isinstance(value, Icon):
-            out.append(value)
-        elif isinstance(value, str):
-            out.append(Icon(value))
+        if isinstance(value, str):
+            value = Icon(value)
         elif isinstance(value, Mapping):
-            known = {"src", "mimeType", "mime_type", "sizes", "theme"}
-            if "src" not in value or set(value) - known:
+            if "src" not in value or set(value) - {"src", "mimeType", "mime_type", "sizes", "theme"}:
                 raise ImproperlyConfigured(
                     f"{owner}: an icon dict takes src and optionally mimeType, sizes, theme; got {sorted(value)}"
                 )
-            out.append(
-                Icon(
-                    value["src"],
-                    mime_type=value.get("mimeType", value.get("mime_type")),
-                    sizes=value.get("sizes", ()),
-                    theme=value.get("theme"),
-                )
-            )
-        else:
+            mime_type = value.get("mimeType", value.get("mime_type"))
+            value = Icon(value["src"], mime_type=mime_type, sizes=value.get("sizes", ()), theme=value.get("theme"))
+        elif not isinstance(value, Icon):
             raise ImproperlyConfigured(f"{owner}: an icon is an Icon, a static path or a dict, not {value!r}")
+        out.append(value)
     return tuple(out)
 
 

@@ -28,12 +28,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, action: str, **options: Any) -> None:
         if action == "sweep":
-            every = options["every"]
-            if every <= 0:
-                found = workers.sweep()
-                self.stdout.write(", ".join(f"{key} {value}" for key, value in found.items()))
-                return
-            workers.sweep_forever(every)
+            if options["every"] > 0:
+                workers.sweep_forever(options["every"])
+            else:
+                self.stdout.write(", ".join(f"{key} {value}" for key, value in workers.sweep().items()))
             return
         now = timezone.now()
         alive = workers.alive(now)
