@@ -10,6 +10,7 @@ from datetime import timedelta
 from importlib import import_module
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,8 +30,6 @@ def endpoint(name: str) -> Registry | None:
     imported the module that makes it): the URLconf, where endpoints are routed, imported first."""
     found = registry_named(name)
     if found is None:
-        from django.conf import settings
-
         urlconf = getattr(settings, "ROOT_URLCONF", None)
         if isinstance(urlconf, str):
             try:
