@@ -72,8 +72,9 @@ def plan() -> Plan:
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "MCP_DJANGO":
+    if setting in ("CACHES", "MCP_DJANGO"):
         plan.cache_clear()
+        counter.breaker.reset()  # maybe another cache: what was known of the old one says nothing
 
 
 setting_changed.connect(_settings_changed)
