@@ -130,11 +130,10 @@ def logged_sweep(now: Any = None) -> None:
 
 def sweep_forever(every: float) -> None:
     """Sweep every ``every`` seconds until the process is stopped, through database outages."""
-    never = threading.Event()  # never set: each wait lasts ``every`` seconds
-    _repeat(Outage("the task sweep"), logged_sweep, lambda: never.wait(every))
+    _repeat(Outage("the task sweep"), logged_sweep, lambda: time.sleep(every))
 
 
-def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool]) -> None:
+def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool | None]) -> None:
     """``job()``, again after each ``wait()`` until it says to stop, through database outages."""
     while True:
         try:
