@@ -97,8 +97,7 @@ async def stored(work: Callable[[], T]) -> T:
 
 def requested(call: Call) -> bool:
     """Whether this request's client opted in to tasks (per request, in ``_meta``)."""
-    extensions = call.capabilities.raw.get("extensions")
-    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+    return extensions.client_extension(call, EXTENSION) is not None
 
 
 async def open_tasks(call: Call, handler: Handler) -> int | None:
