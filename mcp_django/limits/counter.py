@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
-from django.core.signals import setting_changed
 
 from ..breaker import Breaker
 from ..conf import mcp_settings
@@ -77,12 +76,5 @@ async def _probe() -> None:
     )
 
 
+# Reset by the stage when the settings change (:func:`.stage._settings_changed`).
 breaker = Breaker("the limits cache", _probe)
-
-
-def _cache_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("CACHES", "MCP_DJANGO"):
-        breaker.reset()  # another cache: what was known of the old one says nothing
-
-
-setting_changed.connect(_cache_changed)

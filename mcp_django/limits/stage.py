@@ -72,8 +72,9 @@ def plan() -> Plan:
 
 
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting == "MCP_DJANGO":
+    if setting in ("CACHES", "MCP_DJANGO"):
         plan.cache_clear()
+        counter.breaker.reset()  # maybe another cache: what was known of the old one says nothing
 
 
 setting_changed.connect(_settings_changed)
@@ -99,27 +100,26 @@ limit.applies_to = _applies  # type: ignore[attr-defined]
 async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
     handler = _handler(call)
     who = _who(call)
-    windows: list[tuple[str, Rate, str]] = []  # (scope, rate, what is counted)
-    for scope, rate in found.rates:
-        if scope == "user":
-            windows.append((scope, rate, who))
-        elif scope == "token":
-            token = _token(call)
-            if token is not None:
-                windows.append((scope, rate, token))
-        elif scope == "tool":
-            if handler is not None:
-                windows.append((scope, rate, f"{who}\0{handler.primitive}\0{handler.name}"))
-        else:  # endpoint
-            windows.append((scope, rate, call.endpoint.name if call.endpoint is not None else "default"))
-    if handler is not None and handler.throttle is not None:
-        windows.append(("handler", _rate(handler.throttle), f"{who}\0{handler.primitive}\0{handler.name}"))
+    own = None if handler is None else f"{who}\0{handler.primitive}\0{handler.name}"  # the caller's calls of it
+    counted = {
+        "user": who,
+        "token": _token(call),
+        "tool": own,
+        "endpoint": call.endpoint.name if call.endpoint is not None else "default",
+    }
+    # (scope, rate, what is counted); a scope with nothing to count here (no credential, no handler) is left out.
+    windows = [(scope, rate, what) for scope, rate in found.rates if (what := counted[scope]) is not None]
+    if own is not None and handler is not None and handler.throttle is not None:
+        windows.append(("handler", _rate(handler.throttle), own))
     if windows:
         await _count(call, windows, found)
     if found.classes:
         await _ask_classes(call, handler, found)
-    if found.max_open_tasks is not None and handler is not None:
-        await _check_open_tasks(call, handler, found.max_open_tasks)
+    tasks = _open_tasks
+    if found.max_open_tasks is not None and handler is not None and tasks and tasks[0] is extensions.registered:
+        count = await tasks[1](call, handler)
+        if count is not None and count >= found.max_open_tasks:
+            await refuse(call, "tasks", f"{found.max_open_tasks} open", CAP_RETRY_AFTER)
     if found.max_open_asks is not None and call.era == Era.LEGACY:
         call.ask_guard = functools.partial(_open_ask, call, found.max_open_asks, who, found.fail_open)
     return await call_next(call)
@@ -180,15 +180,6 @@ def count_open_tasks(count: OpenTasks) -> None:
     is how many unfinished tasks the caller has when the call would create one, else None."""
     global _open_tasks
     _open_tasks = (extensions.registered, count)
-
-
-async def _check_open_tasks(call: Call, handler: Handler, cap: int) -> None:
-    found = _open_tasks
-    if found is None or found[0] is not extensions.registered:
-        return
-    count = await found[1](call, handler)
-    if count is not None and count >= cap:
-        await refuse(call, "tasks", f"{cap} open", CAP_RETRY_AFTER)
 
 
 @contextlib.asynccontextmanager

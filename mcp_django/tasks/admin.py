@@ -108,8 +108,7 @@ class MCPTaskAdmin(admin.ModelAdmin):
         )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        opts = self.opts
-        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+        return super().has_change_permission(request)  # the model's change permission, as the admin reads it
 
     # The workers seen alive and the queue, above the list (its own template's header).
     change_list_template = "admin/mcp_django/mcptask/change_list.html"

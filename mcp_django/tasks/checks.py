@@ -69,22 +69,23 @@ def check_task_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         ]
     kind = type(found).__name__
-    if kind == "ImmediateBackend" and not settings.DEBUG:
-        return [
-            Warning(
-                f"tools run as MCP tasks ({named}) on ImmediateBackend: each task runs inside the request "
-                "that creates it, so the client waits for all of it",
-                hint="Use a backend with an out-of-process worker (django_tasks_db.DatabaseBackend and "
-                "manage.py mcp_worker, or RQ); see docs/tasks.md.",
-                id="mcp_django.W030",
-            )
-        ]
-    if kind == "DummyBackend":
-        return [
-            Warning(
-                f"tools run as MCP tasks ({named}) on DummyBackend: tasks are stored and never run",
-                hint="Use a backend with a worker; see docs/tasks.md.",
-                id="mcp_django.W031",
-            )
-        ]
-    return []
+    if kind not in _NO_WORKER or (kind == "ImmediateBackend" and settings.DEBUG):
+        return []
+    check_id, says, hint = _NO_WORKER[kind]
+    return [Warning(f"tools run as MCP tasks ({named}) on {kind}: {says}", hint=hint, id=check_id)]
+
+
+# The backends that run no task in a worker (ImmediateBackend's warning is left out under DEBUG).
+_NO_WORKER = {
+    "ImmediateBackend": (
+        "mcp_django.W030",
+        "each task runs inside the request that creates it, so the client waits for all of it",
+        "Use a backend with an out-of-process worker (django_tasks_db.DatabaseBackend and "
+        "manage.py mcp_worker, or RQ); see docs/tasks.md.",
+    ),
+    "DummyBackend": (
+        "mcp_django.W031",
+        "tasks are stored and never run",
+        "Use a backend with a worker; see docs/tasks.md.",
+    ),
+}

@@ -10,6 +10,7 @@ from datetime import timedelta
 from importlib import import_module
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,8 +30,6 @@ def endpoint(name: str) -> Registry | None:
     imported the module that makes it): the URLconf, where endpoints are routed, imported first."""
     found = registry_named(name)
     if found is None:
-        from django.conf import settings
-
         urlconf = getattr(settings, "ROOT_URLCONF", None)
         if isinstance(urlconf, str):
             try:
@@ -43,23 +42,23 @@ def endpoint(name: str) -> Registry | None:
 
 def run_lost(
     task_id: str, reason: str, *, enqueue: Callable[[str], None], run: int | None = None, unclaimed: bool = False
-) -> str | None:
+) -> str:
     """The task's run was lost (``reason``): run it again, or fail it once its retries are spent.
     ``run``: the lost run's number, when the run says so; else only a run whose lease is over
-    counts, or, ``unclaimed``, one that never claimed the task. What was done, or None."""
+    counts, or, ``unclaimed``, one that never claimed the task. What was done ("": nothing)."""
     now = timezone.now()
     with transaction.atomic():
         row = MCPTask.objects.select_for_update().filter(pk=task_id, status=Status.WORKING).first()
         if row is None:
-            return None
+            return ""
         if run is not None:
             if row.runs != run:
-                return None  # a later run has the task
+                return ""  # a later run has the task
         elif unclaimed:
             if row.lease_until is not None:
-                return None
+                return ""
         elif row.lease_until is None or row.lease_until >= now:
-            return None  # its run is alive (or waiting in the queue)
+            return ""  # its run is alive (or waiting in the queue)
         expired = row.expires is not None and row.expires <= now
         registry = endpoint(row.endpoint or "default")
         tool = registry.tools.get(row.tool) if registry is not None else None
@@ -79,28 +78,24 @@ def run_lost(
     if row.cancel_requested or expired:
         message = store.BY_CLIENT if row.cancel_requested else TTL_ENDED
         return (
-            "cancelled" if store.finish(task_id, Status.CANCELLED, message=message, only_if=(Status.WORKING,)) else None
+            "cancelled" if store.finish(task_id, Status.CANCELLED, message=message, only_if=(Status.WORKING,)) else ""
         )
     tries = f" ({row.retried + 1} runs, all lost)" if row.retried else ""
     error: dict[str, Any] = {"code": INTERNAL_ERROR, "message": f"{store.WORKER_LOST}{tries}: {reason}"}
-    return "failed" if store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,)) else None
+    return "failed" if store.finish(task_id, Status.FAILED, error=error, only_if=(Status.WORKING,)) else ""
 
 
-def polled(row: MCPTask | store.Polled, enqueue: Callable[[str], None]) -> bool:
-    """A poll's look at a ``working`` task: a lost run is dealt with here as the sweep does. Whether
-    it tried (the row is to be read again)."""
+def recover(row: MCPTask | store.Polled, enqueue: Callable[[str], None], now: Any = None) -> str | None:
+    """A look at a ``working`` task (a poll's, the sweep's): a run whose lease is over, or that the
+    backend started and never claimed, is run again or failed (:func:`run_lost`'s answer), else None."""
     if row.status != Status.WORKING:
-        return False
-    now = timezone.now()
+        return None
+    now = now or timezone.now()
     if row.lease_until is not None:
-        if row.lease_until >= now:
-            return False
-        run_lost(row.pk, store.SILENT, enqueue=enqueue)
-    elif lost_before_claim(row, now):
-        run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
-    else:
-        return False
-    return True
+        return run_lost(row.pk, store.SILENT, enqueue=enqueue) if row.lease_until < now else None
+    if lost_before_claim(row, now):
+        return run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
+    return None
 
 
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:

@@ -102,8 +102,7 @@ async def stored(work: Callable[[], T]) -> T:
 
 def requested(call: Call) -> bool:
     """Whether this request's client opted in to tasks (per request, in ``_meta``)."""
-    extensions = call.capabilities.raw.get("extensions")
-    return isinstance(extensions, dict) and isinstance(extensions.get(EXTENSION), dict)
+    return extensions.client_extension(call, EXTENSION) is not None
 
 
 async def open_tasks(call: Call, handler: Handler) -> int | None:
@@ -168,10 +167,10 @@ def _task_id(call: Call) -> str:
 
 
 def _found(task_id: str, principal: Principal, registry: str) -> store.Polled:
-    # A lost run (:func:`.lost.polled`) is restarted or failed first: a poll finds a dead
+    # A lost run (:func:`.lost.recover`) is restarted or failed first: a poll finds a dead
     # worker's task even when no sweep runs.
     row = store.find(task_id, principal, registry)
-    return store.find(task_id, principal, registry) if lost.polled(row, enqueue) else row
+    return row if lost.recover(row, enqueue) is None else store.find(task_id, principal, registry)
 
 
 async def _row(call: Call, task_id: str) -> store.Polled:

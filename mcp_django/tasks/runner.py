@@ -114,17 +114,16 @@ class Heartbeat(threading.Thread):
                 connection.close_if_unusable_or_obsolete()  # one a restart dropped: replaced next beat
 
     def run(self) -> None:
-        if self.host is not None:
-            pending: Future[Any] | None = None
-            while not self.stopped.wait(CANCEL_POLL):
-                if pending is None or pending.done():  # one beat queued at a time
-                    pending = self.host.submit(self.beat)
-            return
+        pending: Future[Any] | None = None
         try:
             while not self.stopped.wait(CANCEL_POLL):
-                self.beat()
+                if self.host is None:
+                    self.beat()
+                elif pending is None or pending.done():  # one beat queued at a time
+                    pending = self.host.submit(self.beat)
         finally:
-            connection.close()
+            if self.host is None:
+                connection.close()
 
     def stop(self) -> None:
         self.stopped.set()

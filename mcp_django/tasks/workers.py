@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from . import store
-from .lost import TTL_ENDED, Outage, lost_before_claim, run_lost
+from .lost import TTL_ENDED, Outage, recover
 from .models import MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -98,10 +98,14 @@ def sweep(now: Any = None) -> dict[str, int]:
     now = now or timezone.now()
     done = {"retried": 0, "failed": 0, "cancelled": 0, "asked_to_stop": 0}
     working = MCPTask.objects.filter(status=Status.WORKING)
-    lapsed = list(working.filter(lease_until__lt=now).values_list("pk", flat=True)[:SWEEP_BATCH])
-    for task_id in lapsed:
-        found = run_lost(task_id, store.SILENT, enqueue=enqueue)
-        if found is not None:
+    # Lost runs: a lease over, or started by the backend and never claimed (asked of the backend).
+    since = now - timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
+    quiet = Q(lease_until__isnull=True, updated__lt=since) & ~Q(job_id="")
+    quiet &= Q(run_checked__isnull=True) | Q(run_checked__lt=since)
+    lost = working.filter(Q(lease_until__lt=now) | quiet)
+    for row in lost.only("pk", "status", "lease_until", "job_id", "updated", "run_checked")[:SWEEP_BATCH]:
+        found = recover(row, enqueue, now)
+        if found:
             done[found] += 1
     # Running past its TTL: asked to stop as tasks/cancel asks (its run settles it as cancelled).
     done["asked_to_stop"] = working.filter(lease_until__isnull=False, expires__lte=now, cancel_requested=False).update(
@@ -114,15 +118,6 @@ def sweep(now: Any = None) -> dict[str, int]:
     for task_id in waiting.values_list("pk", flat=True)[:SWEEP_BATCH]:
         if store.finish(task_id, Status.CANCELLED, message=TTL_ENDED):
             done["cancelled"] += 1
-    # Started by the backend, never claimed (a worker killed in between): asked of the backend.
-    since = now - timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    quiet = working.filter(lease_until__isnull=True, updated__lt=since).exclude(job_id="")
-    quiet = quiet.filter(Q(run_checked__isnull=True) | Q(run_checked__lt=since))
-    for row in quiet.only("pk", "job_id", "updated", "run_checked")[:SWEEP_BATCH]:
-        if lost_before_claim(row, now):
-            found = run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
-            if found is not None:
-                done[found] += 1
     return done
 
 
@@ -135,11 +130,10 @@ def logged_sweep(now: Any = None) -> None:
 
 def sweep_forever(every: float) -> None:
     """Sweep every ``every`` seconds until the process is stopped, through database outages."""
-    never = threading.Event()  # never set: each wait lasts ``every`` seconds
-    _repeat(Outage("the task sweep"), logged_sweep, lambda: never.wait(every))
+    _repeat(Outage("the task sweep"), logged_sweep, lambda: time.sleep(every))
 
 
-def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool]) -> None:
+def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool | None]) -> None:
     """``job()``, again after each ``wait()`` until it says to stop, through database outages."""
     while True:
         try:
