@@ -4,17 +4,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from django.core.cache import caches
-from django.core.cache.backends.locmem import LocMemCache
-from django.core.signals import setting_changed
-
-from ..breaker import Breaker
+from ..breaker import CacheBreaker
 from ..conf import mcp_settings
 
 T = TypeVar("T")
@@ -24,14 +18,6 @@ PREFIX = "mcp_django:limit"
 
 class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
-
-
-async def bounded(work: Callable[[Any], T]) -> T:
-    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be."""
-    cache = caches[mcp_settings.LIMITS["CACHE"]]
-    if isinstance(cache, LocMemCache):
-        return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
-    return await in_thread(functools.partial(work, cache))
 
 
 async def in_thread(work: Callable[[], T]) -> T:
@@ -70,19 +56,12 @@ def release(cache: Any, key: str) -> None:
             cache.delete(key)  # an expired count taken again meanwhile: never below nothing
 
 
-async def _probe() -> None:
-    await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(None, caches[mcp_settings.LIMITS["CACHE"]].get, f"{PREFIX}:probe"),
-        mcp_settings.LIMITS["CACHE_TIMEOUT"],
-    )
-
-
-breaker = Breaker("the limits cache", _probe)
-
-
-def _cache_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("CACHES", "MCP_DJANGO"):
-        breaker.reset()  # another cache: what was known of the old one says nothing
-
-
-setting_changed.connect(_cache_changed)
+breaker = CacheBreaker(
+    "the limits cache",
+    lambda: mcp_settings.LIMITS["CACHE"],
+    lambda: mcp_settings.LIMITS["CACHE_TIMEOUT"],
+    f"{PREFIX}:probe",
+    CacheDown,
+)
+# ``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be.
+bounded = breaker.use
