@@ -246,27 +246,25 @@ class Registry:
     def _add(self, table: dict[str, Any], item: Handler, key: str) -> None:
         if key in table and table[key].source != item.source:
             self.duplicates.append((item.primitive, key, item.source))
-            return
-        table[key] = item
-        self._note_throttle(item)
+        else:
+            table[key] = item
+            self._added(item)
+
+    def _added(self, item: Handler) -> None:
+        if item.throttle is not None:
+            self.throttled = True
+            if not Registry.any_throttled:
+                # The first throttle= anywhere: the chains built without the limits stage get it.
+                Registry.any_throttled = True
+                pipeline = sys.modules.get("mcp_django.pipeline")
+                if pipeline is not None:
+                    pipeline.rebuild_all()
         if self._listeners:
             self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
-    def _note_throttle(self, item: Handler) -> None:
-        if item.throttle is None:
-            return
-        self.throttled = True
-        if not Registry.any_throttled:
-            # The first throttle= anywhere: the chains built without the limits stage get it.
-            Registry.any_throttled = True
-            pipeline = sys.modules.get("mcp_django.pipeline")
-            if pipeline is not None:
-                pipeline.rebuild_all()
-
     def add_tool(self, tool: Tool) -> Tool:
-        self._note_throttle(tool)
-        if self.tools.add(tool) and self._listeners:
-            self.changed("tools")
+        if self.tools.add(tool):  # else a duplicate, recorded
+            self._added(tool)
         return tool
 
     @overload

@@ -450,19 +450,11 @@ class Dispatcher:
         ctx_param, is_async = completer_info(completer)
         ctx = (AsyncContext if is_async else SyncContext)(call, _NO_ASKS)
         kwargs = {ctx_param: ctx} if ctx_param else {}
-        if is_async:
-
-            async def run() -> list[str]:
-                return _values(await completer(value, **kwargs))
-
-        else:
-
-            def run() -> list[str]:  # type: ignore[misc]
-                return _values(completer(value, **kwargs))  # the values too: a QuerySet is read here
-
+        run = partial(completer, value, **kwargs)
         try:
-            values: list[str] = await invoke(_Completion(run, is_async), {}, ctx)
-            return values
+            # A sync completer's values are read in its thread too: a QuerySet is read there.
+            values = await invoke(_Completion(run if is_async else lambda: _values(run()), is_async), {}, ctx)
+            return _values(values)
         except MCPError:
             raise
         except DataError as exc:
@@ -495,13 +487,13 @@ class _Completion(NamedTuple):
 class _NoAsks:
     """The backend of a completer's context: a completion cannot ask the client anything."""
 
-    async def resolve(self, asks: Any) -> list[Any]:
-        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
-
-    resolve_one = resolve
-
     def resolve_blocking(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+
+    async def resolve(self, asks: Any) -> list[Any]:
+        return self.resolve_blocking(asks)
+
+    resolve_one = resolve
 
 
 _NO_ASKS = _NoAsks()
