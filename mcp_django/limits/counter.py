@@ -5,8 +5,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
+
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 
 from ..breaker import CacheBreaker
 from ..conf import mcp_settings
@@ -18,6 +22,15 @@ PREFIX = "mcp_django:limit"
 
 class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
+
+
+async def bounded(work: Callable[[Any], T]) -> T:
+    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be
+    (``breaker.use``, with the alias read inline: this runs on every limited call)."""
+    cache = caches[mcp_settings.LIMITS["CACHE"]]
+    if isinstance(cache, LocMemCache):
+        return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
+    return await in_thread(functools.partial(work, cache))
 
 
 async def in_thread(work: Callable[[], T]) -> T:
@@ -63,5 +76,3 @@ breaker = CacheBreaker(
     f"{PREFIX}:probe",
     CacheDown,
 )
-# ``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be.
-bounded = breaker.use
