@@ -97,7 +97,7 @@ limit.applies_to = _applies  # type: ignore[attr-defined]
 
 
 async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
-    handler = _handler(call)
+    handler = call.registry.handler_for(call.method, call.target)
     who = _who(call)
     windows: list[tuple[str, Rate, str]] = []  # (scope, rate, what is counted)
     for scope, rate in found.rates:
@@ -229,17 +229,6 @@ _SAYS = {
 
 # A handler's throttle= as a Rate (checked when the handler was made).
 _rate = functools.lru_cache(maxsize=256)(parse)
-
-
-def _handler(call: Call) -> Handler | None:
-    registry = call.registry
-    target = call.target
-    if call.method == "tools/call":
-        return registry.tools.get(target)
-    if call.method == "prompts/get":
-        return registry.prompts.get(target)
-    found = registry.find_resource(target) if target else None
-    return found[0] if found is not None else None
 
 
 def _who(call: Call) -> str:

@@ -146,15 +146,7 @@ class Dispatcher:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
         asked early by a transport that commits to a stream before the handler runs (legacy SSE)."""
         call.endpoint = self.registry.settings
-        target = call.target
-        handler: Handler | None = None
-        if target and call.method == "tools/call":
-            handler = self.registry.tools.get(target)
-        elif target and call.method == "prompts/get":
-            handler = self.registry.prompts.get(target)
-        elif target and call.method == "resources/read":
-            found = self.registry.find_resource(target)
-            handler = found[0] if found else None
+        handler = self.registry.handler_for(call.method, call.target)
         if handler is not None:
             require_scopes(call, handler)
 
