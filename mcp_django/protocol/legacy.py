@@ -306,6 +306,7 @@ _ALLOWED = {
     "boolean": {"type", "title", "description", "default"},
 }
 _FORMATS = {"email", "uri", "date", "date-time"}
+_SCHEMA_KEYS = ("type", "properties", "required")
 
 
 def fit_elicitation(params: dict[str, Any], version: str) -> dict[str, Any]:
@@ -314,20 +315,13 @@ def fit_elicitation(params: dict[str, Any], version: str) -> dict[str, Any]:
         return params
     if params.get("mode", "form") != "form":
         raise MCPError(INTERNAL_ERROR, f"URL elicitation needs protocol 2025-11-25; this session speaks {version}")
-    schema = params.get("requestedSchema")
     out = {k: v for k, v in params.items() if k != "mode"}
-    if isinstance(schema, dict):
-        out["requestedSchema"] = _fit_schema(schema, version)
-    return out
-
-
-def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return schema
+    schema = params.get("requestedSchema")
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return out
     unsupported: list[str] = []
     fitted: dict[str, Any] = {}
-    for name, prop in properties.items():
+    for name, prop in schema["properties"].items():
         try:
             fitted[name] = _fit_property(prop)
         except ValueError as exc:
@@ -339,7 +333,8 @@ def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
             "needs protocol 2025-11-25",
             {"protocolVersion": version, "unsupported": sorted(unsupported)},
         )
-    return {k: fitted if k == "properties" else v for k, v in schema.items() if k in ("type", "properties", "required")}
+    out["requestedSchema"] = {k: fitted if k == "properties" else v for k, v in schema.items() if k in _SCHEMA_KEYS}
+    return out
 
 
 def _fit_property(prop: Any) -> dict[str, Any]:
