@@ -11,6 +11,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
+from django.core.signals import setting_changed
+
 from .protocol.jsonrpc import Unavailable
 
 logger = logging.getLogger("mcp_django")
@@ -160,6 +164,38 @@ class Breaker:
                 await asyncio.sleep(PROBE_SECONDS)
                 continue
             self.closed()
+
+
+class CacheBreaker(Breaker):
+    """The breaker of the Django cache ``alias()`` names, probed by reading ``key``; forgotten when
+    ``CACHES`` or ``MCP_DJANGO`` change (another cache: what was known of the old one says nothing)."""
+
+    def __init__(
+        self,
+        what: str,
+        alias: Callable[[], str],
+        timeout: Callable[[], float],
+        key: str,
+        refused: type[Exception] = Unavailable,
+    ) -> None:
+        super().__init__(what, self._probe_cache)
+        self.alias, self.timeout, self.key, self.refused = alias, timeout, key, refused
+        setting_changed.connect(self._settings_changed)
+
+    async def use(self, work: Callable[[Any], T]) -> T:
+        """``work(cache)``, bounded by ``timeout()``; ``refused(what)`` when it cannot be."""
+        cache = caches[self.alias()]
+        if isinstance(cache, LocMemCache):
+            return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
+        return await self.run(lambda: work(cache), self.timeout(), self.refused)
+
+    async def _probe_cache(self) -> None:
+        get = caches[self.alias()].get
+        await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, get, self.key), self.timeout())
+
+    def _settings_changed(self, *, setting: str, **kwargs: Any) -> None:
+        if setting in ("CACHES", "MCP_DJANGO"):
+            self.reset()
 
 
 _databases: dict[str, Breaker] = {}

@@ -42,6 +42,7 @@ from .protocol.jsonrpc import (
     METHOD_NOT_FOUND,
     MISSING_CAPABILITY,
     RESOURCE_NOT_FOUND_LEGACY,
+    UNSUPPORTED_VERSION,
     MCPError,
     ResourceNotFound,
     Unavailable,
@@ -56,7 +57,6 @@ from .protocol.revisions import (
     check_headers,
     check_param_headers,
     read_meta,
-    unsupported_version,
 )
 from .registry import Registry
 from .request_state import StateRefused
@@ -124,7 +124,8 @@ def check_request(message: dict[str, Any], headers: dict[str, str] | None, regis
     if headers is not None:
         check_headers(headers, method, params, meta)
     if meta.version not in MODERN_VERSIONS:  # after the headers: a mismatch is reported first
-        raise unsupported_version(meta.version)
+        supported = {"supported": list(MODERN_VERSIONS), "requested": meta.version}
+        raise MCPError(UNSUPPORTED_VERSION, f"unsupported protocol version {meta.version!r}", supported)
     if headers is not None and method == "tools/call":
         name = params.get("name")
         tools = registry.tools
@@ -253,10 +254,7 @@ def _error_text(result: dict[str, Any]) -> str:
     return " ".join(texts)[:500]
 
 
-# The protocol's own stages around and inside the project's (docs/pipeline.md): every
-# 2026-07-28 result is complete_result's, whatever a stage returned; the database lifecycle
-# wraps the project's stages as Django's request signals wrap its middleware; a call refused
-# by the rate limits reaches none of the project's stages.
+# The protocol's own stages around and inside the project's, and why there: docs/pipeline.md.
 OUTER_STAGES: tuple[Stage, ...] = (complete_result, result_meta, database_lifecycle, limits.limit)
 INNER_STAGES: tuple[Stage, ...] = (cache_hints,)
 

@@ -175,12 +175,8 @@ class DeferredTools(Sequence[Tool]):
 
 
 class Registry:
-    """The handlers one MCP endpoint serves. ``mcp_django.mcp`` is the default one.
-
-    ``Registry("staff")`` makes another endpoint (route it with ``mcp_urlpatterns("staff/mcp",
-    registry=...)``); its name picks its settings in ``MCP_DJANGO["ENDPOINTS"]`` and labels its
-    audit rows, sessions and admin entries. A registry without a name uses the project-wide settings.
-    """
+    """The handlers one MCP endpoint serves: ``mcp_django.mcp`` is the default one, ``Registry("staff")``
+    another, its settings by its name (docs/endpoints.md)."""
 
     # Whether any registry has a handler with throttle= (the limits stage joins the chains then).
     any_throttled: ClassVar[bool] = False
@@ -246,27 +242,25 @@ class Registry:
     def _add(self, table: dict[str, Any], item: Handler, key: str) -> None:
         if key in table and table[key].source != item.source:
             self.duplicates.append((item.primitive, key, item.source))
-            return
-        table[key] = item
-        self._note_throttle(item)
+        else:
+            table[key] = item
+            self._added(item)
+
+    def _added(self, item: Handler) -> None:
+        if item.throttle is not None:
+            self.throttled = True
+            if not Registry.any_throttled:
+                # The first throttle= anywhere: the chains built without the limits stage get it.
+                Registry.any_throttled = True
+                pipeline = sys.modules.get("mcp_django.pipeline")
+                if pipeline is not None:
+                    pipeline.rebuild_all()
         if self._listeners:
             self.changed({"tool": "tools", "prompt": "prompts"}.get(item.primitive, "resources"))
 
-    def _note_throttle(self, item: Handler) -> None:
-        if item.throttle is None:
-            return
-        self.throttled = True
-        if not Registry.any_throttled:
-            # The first throttle= anywhere: the chains built without the limits stage get it.
-            Registry.any_throttled = True
-            pipeline = sys.modules.get("mcp_django.pipeline")
-            if pipeline is not None:
-                pipeline.rebuild_all()
-
     def add_tool(self, tool: Tool) -> Tool:
-        self._note_throttle(tool)
-        if self.tools.add(tool) and self._listeners:
-            self.changed("tools")
+        if self.tools.add(tool):  # else a duplicate, recorded
+            self._added(tool)
         return tool
 
     @overload
@@ -545,6 +539,17 @@ class Registry:
             if params is not None:
                 return template, params
         return None
+
+    def handler_for(self, method: str, target: str | None) -> Handler | None:
+        """The handler a ``tools/call``, ``prompts/get`` or ``resources/read`` of ``target`` names, if any."""
+        if not target:
+            return None
+        if method == "tools/call":
+            return self.tools.get(target)
+        if method == "prompts/get":
+            return self.prompts.get(target)
+        found = self.find_resource(target) if method == "resources/read" else None
+        return found[0] if found is not None else None
 
     def all_handlers(self) -> list[Handler]:
         return [*self.tools.values(), *self.prompts.values(), *self.resources.values(), *self.templates.values()]

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 from collections.abc import Callable, Sequence
@@ -13,7 +12,7 @@ from typing import Any, TypeVar
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 
-from ..breaker import Breaker
+from ..breaker import CacheBreaker
 from ..conf import mcp_settings
 
 T = TypeVar("T")
@@ -26,7 +25,8 @@ class CacheDown(Exception):
 
 
 async def bounded(work: Callable[[Any], T]) -> T:
-    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be."""
+    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be
+    (``breaker.use``, with the alias read inline: this runs on every limited call)."""
     cache = caches[mcp_settings.LIMITS["CACHE"]]
     if isinstance(cache, LocMemCache):
         return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
@@ -69,12 +69,10 @@ def release(cache: Any, key: str) -> None:
             cache.delete(key)  # an expired count taken again meanwhile: never below nothing
 
 
-async def _probe() -> None:
-    await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(None, caches[mcp_settings.LIMITS["CACHE"]].get, f"{PREFIX}:probe"),
-        mcp_settings.LIMITS["CACHE_TIMEOUT"],
-    )
-
-
-# Reset by the stage when the settings change (:func:`.stage._settings_changed`).
-breaker = Breaker("the limits cache", _probe)
+breaker = CacheBreaker(
+    "the limits cache",
+    lambda: mcp_settings.LIMITS["CACHE"],
+    lambda: mcp_settings.LIMITS["CACHE_TIMEOUT"],
+    f"{PREFIX}:probe",
+    CacheDown,
+)

@@ -74,7 +74,6 @@ def plan() -> Plan:
 def _settings_changed(*, setting: str, **kwargs: Any) -> None:
     if setting in ("CACHES", "MCP_DJANGO"):
         plan.cache_clear()
-        counter.breaker.reset()  # maybe another cache: what was known of the old one says nothing
 
 
 setting_changed.connect(_settings_changed)
@@ -98,7 +97,7 @@ limit.applies_to = _applies  # type: ignore[attr-defined]
 
 
 async def _limited(call_next: Next, call: Call, found: Plan) -> dict[str, Any]:
-    handler = _handler(call)
+    handler = call.registry.handler_for(call.method, call.target)
     who = _who(call)
     own = None if handler is None else f"{who}\0{handler.primitive}\0{handler.name}"  # the caller's calls of it
     counted = {
@@ -220,17 +219,6 @@ _SAYS = {
 
 # A handler's throttle= as a Rate (checked when the handler was made).
 _rate = functools.lru_cache(maxsize=256)(parse)
-
-
-def _handler(call: Call) -> Handler | None:
-    registry = call.registry
-    target = call.target
-    if call.method == "tools/call":
-        return registry.tools.get(target)
-    if call.method == "prompts/get":
-        return registry.prompts.get(target)
-    found = registry.find_resource(target) if target else None
-    return found[0] if found is not None else None
 
 
 def _who(call: Call) -> str:

@@ -146,15 +146,7 @@ class Dispatcher:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
         asked early by a transport that commits to a stream before the handler runs (legacy SSE)."""
         call.endpoint = self.registry.settings
-        target = call.target
-        handler: Handler | None = None
-        if target and call.method == "tools/call":
-            handler = self.registry.tools.get(target)
-        elif target and call.method == "prompts/get":
-            handler = self.registry.prompts.get(target)
-        elif target and call.method == "resources/read":
-            found = self.registry.find_resource(target)
-            handler = found[0] if found else None
+        handler = self.registry.handler_for(call.method, call.target)
         if handler is not None:
             require_scopes(call, handler)
 
@@ -450,19 +442,11 @@ class Dispatcher:
         ctx_param, is_async = completer_info(completer)
         ctx = (AsyncContext if is_async else SyncContext)(call, _NO_ASKS)
         kwargs = {ctx_param: ctx} if ctx_param else {}
-        if is_async:
-
-            async def run() -> list[str]:
-                return _values(await completer(value, **kwargs))
-
-        else:
-
-            def run() -> list[str]:  # type: ignore[misc]
-                return _values(completer(value, **kwargs))  # the values too: a QuerySet is read here
-
+        run = partial(completer, value, **kwargs)
         try:
-            values: list[str] = await invoke(_Completion(run, is_async), {}, ctx)
-            return values
+            # A sync completer's values are read in its thread too: a QuerySet is read there.
+            values = await invoke(_Completion(run if is_async else lambda: _values(run()), is_async), {}, ctx)
+            return _values(values)
         except MCPError:
             raise
         except DataError as exc:
@@ -495,13 +479,13 @@ class _Completion(NamedTuple):
 class _NoAsks:
     """The backend of a completer's context: a completion cannot ask the client anything."""
 
-    async def resolve(self, asks: Any) -> list[Any]:
-        raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
-
-    resolve_one = resolve
-
     def resolve_blocking(self, asks: Any) -> list[Any]:
         raise MCPError(INTERNAL_ERROR, "a completer cannot ask the client")
+
+    async def resolve(self, asks: Any) -> list[Any]:
+        return self.resolve_blocking(asks)
+
+    resolve_one = resolve
 
 
 _NO_ASKS = _NoAsks()

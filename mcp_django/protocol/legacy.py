@@ -9,9 +9,7 @@ failure is a 503), behind a circuit breaker (:mod:`mcp_django.breaker`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 import hashlib
 import hmac
 import logging
@@ -21,10 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from django.core.signals import setting_changed
-
 from .. import __version__, extensions
-from ..breaker import Breaker
+from ..breaker import CacheBreaker
 from ..conf import mcp_settings
 from ..icons import IconBase, revision_has_icons
 from ..keyring import b64decode, b64encode, keyring
@@ -114,7 +110,7 @@ class SessionRecord:
 async def open_record(params: Any, principal: str, endpoint: str = "default") -> SessionRecord:
     """:func:`read_initialize`, under the session cache's epoch (written by the first process needing one)."""
     record = read_initialize(params, principal, endpoint)
-    epoch = await _cached("get_or_set", _EPOCH, b64encode(os.urandom(9)), None)
+    epoch = await cache_breaker.use(lambda cache: cache.get_or_set(_EPOCH, b64encode(os.urandom(9)), None))
     return dataclasses.replace(record, epoch=str(epoch))
 
 
@@ -222,40 +218,16 @@ def _key(sid: str, what: str) -> str:
 _EPOCH = "mcp_django:sessions:epoch"
 
 
-async def _cached(method: str, *args: Any, **kwargs: Any) -> Any:
-    """``cache.<method>(*args, **kwargs)``, bounded; :class:`Unavailable` when it fails."""
-    from django.core.cache.backends.locmem import LocMemCache
-
-    cache = session_cache()
-    call = functools.partial(getattr(cache, method), *args, **kwargs)
-    if isinstance(cache, LocMemCache):
-        return call()  # memory of this process: no I/O to wait for, no thread to hop to
-    return await cache_breaker.run(call, mcp_settings.SESSION_CACHE_TIMEOUT)
-
-
-async def _probe_cache() -> None:
-    await asyncio.wait_for(
-        asyncio.get_running_loop().run_in_executor(None, session_cache().get, _EPOCH),
-        mcp_settings.SESSION_CACHE_TIMEOUT,
-    )
-
-
-cache_breaker = Breaker("the session store", _probe_cache)
-
-
-def _cache_changed(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("CACHES", "MCP_DJANGO"):
-        cache_breaker.reset()  # another cache: what was known of the old one says nothing
-
-
-setting_changed.connect(_cache_changed)
+cache_breaker = CacheBreaker(
+    "the session store", lambda: mcp_settings.SESSION_CACHE, lambda: mcp_settings.SESSION_CACHE_TIMEOUT, _EPOCH
+)
 
 
 async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
     """(ended, log level) of a session, in one cache round trip. A session opened
     under another epoch than the cache's has ended: the cache lost its state."""
     sid = record.sid
-    found = await _cached("get_many", [_key(sid, "ended"), _key(sid, "level"), _EPOCH])
+    found = await cache_breaker.use(lambda cache: cache.get_many([_key(sid, "ended"), _key(sid, "level"), _EPOCH]))
     ended = bool(found.get(_key(sid, "ended"))) or found.get(_EPOCH) != record.epoch
     return ended, found.get(_key(sid, "level"))
 
@@ -263,7 +235,7 @@ async def session_status(record: SessionRecord) -> tuple[bool, str | None]:
 async def set_state(record: SessionRecord, what: str, value: Any) -> None:
     """Keep the session's ``level``, ``ended``, or ``get`` (its current standalone GET stream:
     a message goes to one stream only) until the session expires."""
-    await _cached("set", _key(record.sid, what), value, timeout=_remaining(record))
+    await cache_breaker.use(lambda cache: cache.set(_key(record.sid, what), value, timeout=_remaining(record)))
 
 
 def _uri_key(sid: str, uri: str) -> str:
@@ -286,16 +258,20 @@ async def set_subscribed(record: SessionRecord, uri: str, on: bool) -> None:
     """
     key, count = _uri_key(record.sid, uri), _key(record.sid, "subs")
     timeout = _remaining(record)
-    if not on:
-        if await _cached("delete", key):
-            await _cached("decr", count)
-        return
-    if not await _cached("add", key, True, timeout=timeout):
-        return  # subscribed already: it counts once
-    await _cached("add", count, 0, timeout=timeout)
-    if await _cached("incr", count) > mcp_settings.MAX_SUBSCRIPTIONS:
-        await _cached("delete", key)
-        await _cached("decr", count)
+
+    def change(cache: Any) -> bool:  # False: one too many
+        if not on:
+            if cache.delete(key):
+                cache.decr(count)
+        elif cache.add(key, True, timeout=timeout):  # else subscribed already: it counts once
+            cache.add(count, 0, timeout=timeout)
+            if cache.incr(count) > mcp_settings.MAX_SUBSCRIPTIONS:
+                cache.delete(key)
+                cache.decr(count)
+                return False
+        return True
+
+    if not await cache_breaker.use(change):
         raise too_many_subscriptions()
 
 
@@ -304,7 +280,7 @@ async def subscribers(streams: Iterable[tuple[str, str]], uri: str) -> set[tuple
     the session subscribed to it, and the stream is the session's current one."""
     streams = list(streams)
     keys = [k for sid, _token in streams for k in (_uri_key(sid, uri), _key(sid, "get"))]
-    found = await _cached("get_many", keys)
+    found = await cache_breaker.use(lambda cache: cache.get_many(keys))
     return {
         (sid, token) for sid, token in streams if found.get(_uri_key(sid, uri)) and found.get(_key(sid, "get")) == token
     }
@@ -330,6 +306,7 @@ _ALLOWED = {
     "boolean": {"type", "title", "description", "default"},
 }
 _FORMATS = {"email", "uri", "date", "date-time"}
+_SCHEMA_KEYS = ("type", "properties", "required")
 
 
 def fit_elicitation(params: dict[str, Any], version: str) -> dict[str, Any]:
@@ -338,20 +315,13 @@ def fit_elicitation(params: dict[str, Any], version: str) -> dict[str, Any]:
         return params
     if params.get("mode", "form") != "form":
         raise MCPError(INTERNAL_ERROR, f"URL elicitation needs protocol 2025-11-25; this session speaks {version}")
-    schema = params.get("requestedSchema")
     out = {k: v for k, v in params.items() if k != "mode"}
-    if isinstance(schema, dict):
-        out["requestedSchema"] = _fit_schema(schema, version)
-    return out
-
-
-def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return schema
+    schema = params.get("requestedSchema")
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return out
     unsupported: list[str] = []
     fitted: dict[str, Any] = {}
-    for name, prop in properties.items():
+    for name, prop in schema["properties"].items():
         try:
             fitted[name] = _fit_property(prop)
         except ValueError as exc:
@@ -363,7 +333,8 @@ def _fit_schema(schema: dict[str, Any], version: str) -> dict[str, Any]:
             "needs protocol 2025-11-25",
             {"protocolVersion": version, "unsupported": sorted(unsupported)},
         )
-    return {k: fitted if k == "properties" else v for k, v in schema.items() if k in ("type", "properties", "required")}
+    out["requestedSchema"] = {k: fitted if k == "properties" else v for k, v in schema.items() if k in _SCHEMA_KEYS}
+    return out
 
 
 def _fit_property(prop: Any) -> dict[str, Any]:

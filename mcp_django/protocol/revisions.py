@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from .jsonrpc import HEADER_MISMATCH, UNSUPPORTED_VERSION, InvalidParams, MCPError
+from .jsonrpc import HEADER_MISMATCH, InvalidParams, MCPError
 
 MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
 LEGACY_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -116,7 +116,7 @@ class RequestMeta(NamedTuple):
 
 def read_meta(params: dict[str, Any]) -> RequestMeta:
     """The 2026-07-28 per-request fields, present and well-formed (-32602); the version is
-    checked after the headers (:func:`unsupported_version`), so a mismatch is reported first."""
+    checked after the headers (:func:`mcp_django.pipeline.check_request`), so a mismatch is reported first."""
     meta = params.get("_meta")
     if not isinstance(meta, dict):
         raise InvalidParams("params._meta is required and must be an object")
@@ -133,14 +133,6 @@ def read_meta(params: dict[str, Any]) -> RequestMeta:
         ClientCapabilities(caps),
         info if isinstance(info, dict) else None,
         level if isinstance(level, str) else None,
-    )
-
-
-def unsupported_version(version: str) -> MCPError:
-    return MCPError(
-        UNSUPPORTED_VERSION,
-        f"unsupported protocol version {version!r}",
-        {"supported": list(MODERN_VERSIONS), "requested": version},
     )
 
 
