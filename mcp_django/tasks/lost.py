@@ -4,7 +4,6 @@ again up to the tool's ``retries`` or failed (docs/tasks.md); found by the sweep
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from importlib import import_module
@@ -14,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from ..breaker import Breaker
 from ..conf import mcp_settings
 from ..protocol.jsonrpc import INTERNAL_ERROR
 from ..registry import Registry, registry_named
@@ -132,22 +132,7 @@ def cause(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
-class Outage:
-    """One log line when a service (the database) goes away and one when it is back, not one per try."""
-
-    def __init__(self, what: str, service: str = "the database") -> None:
-        self.what = what
-        self.service = service
-        self.since: float | None = None
-
-    def failed(self, exc: BaseException) -> None:
-        if self.since is None:
-            self.since = time.monotonic()
-            logger.warning(
-                "%s cannot reach %s (%s): trying again until it answers", self.what, self.service, cause(exc)
-            )
-
-    def over(self) -> None:
-        if self.since is not None:
-            logger.warning("%s reaches %s again after %.1f s", self.what, self.service, time.monotonic() - self.since)
-            self.since = None
+def outage(what: str, service: str = "the database") -> Breaker:
+    """The outage tracker of ``what``, which tries ``service`` again itself: one log line when it
+    goes away and one when it is back, not one per try (the one :class:`~mcp_django.breaker.Breaker`)."""
+    return Breaker(f"{service}, for {what},", meanwhile=f"{what} tries again until it answers")

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 from rq import Worker as RQWorker  # type: ignore[import-not-found,unused-ignore]
 
-from .lost import Outage
+from .lost import outage
 
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
@@ -39,10 +39,10 @@ class Worker(RQWorker):  # type: ignore[misc,unused-ignore]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.outage = Outage("the RQ task worker", "its Redis")
+        self.outage = outage("the RQ task worker", "its Redis")
 
     def dequeue_job_and_maintain_ttl(self, *args: Any, **kwargs: Any) -> Any:
         # RQ waits here, with back-off, for a Redis that refuses; what it returns is Redis's answer.
         found = super().dequeue_job_and_maintain_ttl(*args, **kwargs)
-        self.outage.over()
+        self.outage.closed()
         return found

@@ -28,7 +28,7 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lost, store
 from .framework import task
-from .lost import Outage, cause
+from .lost import cause, outage
 from .models import MCPTask, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -60,7 +60,7 @@ class Heartbeat(threading.Thread):
         self.expires = expires
         self.expired = False
         self.lost = False
-        self.outage = Outage(f"the heartbeat of MCP task {task_id[:8]}")
+        self.outage = outage(f"the heartbeat of MCP task {task_id[:8]}")
         self.cancel = threading.Event()
         self.stopped = threading.Event()
         self.renewed = timezone.now()
@@ -106,7 +106,7 @@ class Heartbeat(threading.Thread):
                 if not kept and rows.exists():  # (a test's uncommitted row is not seen here)
                     self.lost = True
                     self.cancel.set()
-            self.outage.over()
+            self.outage.closed()
         except Exception as exc:
             # The database away for a moment: tried again next beat (a lease outlasts a few).
             self.outage.failed(exc)
@@ -273,16 +273,16 @@ def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
     """``job()`` (a claim, a settle), tried again with back-off while the database is away."""
     deadline = time.monotonic() + OUTAGE_PATIENCE
     wait = 0.05
-    outage = Outage(f"MCP task {task_id[:8]} ({what})")
+    away = outage(f"MCP task {task_id[:8]} ({what})")
     while True:
         try:
             result = job()
-            outage.over()
+            away.closed()
             return result
         except (OperationalError, InterfaceError) as exc:
             if connection.in_atomic_block or time.monotonic() + wait > deadline:
                 raise  # a test's transaction (nothing to reconnect), or patience spent
-            outage.failed(exc)
+            away.failed(exc)
             close_old_connections()
             time.sleep(wait)
             wait = min(wait * 2, OUTAGE_LONGEST_WAIT)

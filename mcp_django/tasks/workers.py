@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from . import store
-from .lost import TTL_ENDED, Outage, recover
+from .lost import TTL_ENDED, outage, recover
 from .models import MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -130,20 +130,21 @@ def logged_sweep(now: Any = None) -> None:
 
 def sweep_forever(every: float) -> None:
     """Sweep every ``every`` seconds until the process is stopped, through database outages."""
-    _repeat(Outage("the task sweep"), logged_sweep, lambda: time.sleep(every))
+    _repeat("the task sweep", logged_sweep, lambda: time.sleep(every))
 
 
-def _repeat(outage: Outage, job: Callable[[], None], wait: Callable[[], bool | None]) -> None:
+def _repeat(what: str, job: Callable[[], None], wait: Callable[[], bool | None]) -> None:
     """``job()``, again after each ``wait()`` until it says to stop, through database outages."""
+    away = outage(what)
     while True:
         try:
             job()
-            outage.over()
+            away.closed()
         except DatabaseError as exc:
-            outage.failed(exc)
+            away.failed(exc)
             close_old_connections()  # a connection the outage broke: a fresh one next time
         except Exception:
-            logger.exception("%s failed", outage.what)
+            logger.exception("%s failed", what)
         if wait():
             return
 
@@ -156,7 +157,6 @@ class Pulse(threading.Thread):
         self.worker_id = worker_id
         self.backend = backend
         self.stopped = threading.Event()
-        self.outage = Outage("the task worker's heartbeat")
         self.started_at = timezone.now()
         self.runs = 0  # counted by the worker (a plain int: one writer)
 
@@ -178,7 +178,7 @@ class Pulse(threading.Thread):
 
     def run(self) -> None:
         try:
-            _repeat(self.outage, self.beat, lambda: self.stopped.wait(beat_seconds()))
+            _repeat("the task worker's heartbeat", self.beat, lambda: self.stopped.wait(beat_seconds()))
             with contextlib.suppress(DatabaseError):  # else its row ages out
                 MCPWorker.objects.filter(pk=self.worker_id).delete()  # stopped cleanly: no longer alive
         finally:

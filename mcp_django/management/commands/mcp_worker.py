@@ -13,7 +13,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.utils.autoreload import DJANGO_AUTORELOAD_ENV, run_with_reloader
 
 from mcp_django.tasks.models import MCPTask
-from mcp_django.tasks.workers import Outage, Pulse
+from mcp_django.tasks.workers import Pulse, outage
 
 try:
     from django_tasks_db.management.commands.db_worker import Command as DBWorkerCommand
@@ -33,7 +33,7 @@ class OutlivingWorker(Worker):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pulse = Pulse(self.worker_id, self.backend_name)
-        self.outage = Outage("the task worker")
+        self.outage = outage("the task worker")
 
     def run(self) -> None:
         self.pulse.start()
@@ -63,7 +63,7 @@ class OutlivingWorker(Worker):
                 time.sleep(wait)
                 wait = min(wait * 2, LONGEST_WAIT)
                 continue
-            self.outage.over()
+            self.outage.closed()
             return
 
     def run_task(self, db_task_result: DBTaskResult) -> None:
