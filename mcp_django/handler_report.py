@@ -21,7 +21,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from .asks.questions import ASK_TYPES
-from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool, dotted_name
+from .handlers import Handler, Resource, ResourceTemplate, Tool, address, dotted_name
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
@@ -31,24 +31,11 @@ _TYPES = "|".join(re.escape(ask_type) for ask_type in ASK_TYPES)
 _DERIVED_KEY = re.compile(rf"^(?P<ask_type>{_TYPES})-[0-9a-f]{{12}}(?:-\d+)?$")
 
 
-def address(handler: Handler) -> str:
-    if isinstance(handler, Resource):
-        return handler.uri
-    if isinstance(handler, ResourceTemplate):
-        return handler.uri_template
-    return handler.name
-
-
 def schema(handler: Handler) -> Any:
-    if isinstance(handler, Tool):
-        return handler.input_schema
-    if isinstance(handler, Prompt):
-        return handler.arguments
-    if isinstance(handler, ResourceTemplate):
-        return {"uriTemplate": handler.uri_template, "mimeType": handler.mime_type}
-    if isinstance(handler, Resource):
-        return {"uri": handler.uri, "mimeType": handler.mime_type}
-    return None
+    if isinstance(handler, Resource | ResourceTemplate):
+        key = "uriTemplate" if isinstance(handler, ResourceTemplate) else "uri"
+        return {key: address(handler), "mimeType": handler.mime_type}
+    return handler.input_schema if isinstance(handler, Tool) else getattr(handler, "arguments", None)
 
 
 def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
@@ -285,6 +272,14 @@ class Day:
     refusals: int = 0
 
 
+# The chart's series a kind's rows count in.
+_SERIES: dict[str, str] = {
+    **dict.fromkeys(RUN_KINDS, "calls"),
+    Kind.ROUND: "rounds",
+    **dict.fromkeys(REFUSAL_KINDS, "refusals"),
+}
+
+
 def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> list[Day]:
     """Calls, rounds and refusals per day over the last ``days`` days (today included)."""
     today = timezone.localdate()
@@ -300,14 +295,8 @@ def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> lis
     )
     for row in rows:
         day = series.get(row["day"])
-        if day is None or not owns(handler, row["target"]):
-            continue
-        if row["kind"] in RUN_KINDS:
-            day.calls += row["n"]
-        elif row["kind"] == Kind.ROUND:
-            day.rounds += row["n"]
-        elif row["kind"] in REFUSAL_KINDS:
-            day.refusals += row["n"]
+        if day is not None and (key := _SERIES.get(row["kind"])) and owns(handler, row["target"]):
+            setattr(day, key, getattr(day, key) + row["n"])
     return list(series.values())
 
 

@@ -12,6 +12,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .handlers import address
 from .protocol.jsonrpc import MCPError
 from .request_state import StateRefused
 
@@ -88,10 +89,7 @@ def _target(call: Call) -> str:
     if method == "prompts/get":
         return target if target in registry.prompts else ""
     found = registry.find_resource(target)
-    if found is None:
-        return ""
-    handler = found[0]
-    return str(getattr(handler, "uri_template", None) or getattr(handler, "uri", None) or handler.name)
+    return "" if found is None else address(found[0])
 
 
 def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
