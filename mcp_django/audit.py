@@ -623,19 +623,10 @@ _EVENTS = {
     signals.round_started: (Kind.ROUND, "ROUNDS"),
     signals.ask_finished: (Kind.ASK, "ASKS"),
     signals.replay_unsafe: (Kind.REPLAY_UNSAFE, None),
-}
-
-
-async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    kind, part = _EVENTS[signal]
-    if mcp_settings.AUDIT["ENABLED"] and (part is None or mcp_settings.AUDIT[part]):
-        await _write(event, kind)
-
-
-_REFUSALS = {
-    signals.state_refused: Kind.STATE_REFUSED,
-    signals.capability_missing: Kind.MISSING_CAPABILITY,
-    signals.call_limited: Kind.LIMITED,
+    # Refusals: the answer waits (a little) for the row's commit.
+    signals.state_refused: (Kind.STATE_REFUSED, "REFUSALS"),
+    signals.capability_missing: (Kind.MISSING_CAPABILITY, "REFUSALS"),
+    signals.call_limited: (Kind.LIMITED, "REFUSALS"),
 }
 
 # The refusal being recorded in this context while its commit is awaited: a cancellation
@@ -649,11 +640,16 @@ def _request_of(event: signals.Event) -> tuple[str, str, str]:
     return (str(event.request_id), event.method, event.target)
 
 
-async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    if mcp_settings.AUDIT["ENABLED"] and mcp_settings.AUDIT["REFUSALS"]:
-        token = _refusing.set(_request_of(event))
-        await record_now(event, _REFUSALS[signal])
-        _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
+async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
+    kind, part = _EVENTS[signal]
+    if not mcp_settings.AUDIT["ENABLED"] or (part is not None and not mcp_settings.AUDIT[part]):
+        return
+    if part != "REFUSALS":
+        await _write(event, kind)
+        return
+    token = _refusing.set(_request_of(event))
+    await record_now(event, kind)
+    _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
 
 
 def connect() -> None:
@@ -662,5 +658,3 @@ def connect() -> None:
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
     for signal, (kind, _part) in _EVENTS.items():
         signal.connect(on_event, dispatch_uid=f"{uid}.{kind}")
-    for signal, kind in _REFUSALS.items():
-        signal.connect(on_refused, dispatch_uid=f"{uid}.{kind}")
