@@ -236,12 +236,7 @@ class Writer:
         writer stuck in the database, most often on a lock held by an open transaction)."""
         if self._thread is None or not self._thread.is_alive():
             # No writer (yet, or any more): write here.
-            items: list[_Item] = []
-            while True:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._take([], self._queue.qsize())
             if items or self._kept:
                 self._write(items, retry_now=True)
             return not self._kept
@@ -284,12 +279,16 @@ class Writer:
             # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
+        self._write(self._take(batch, size))
+
+    def _take(self, batch: list[_Item], size: int) -> list[_Item]:
+        """``batch`` with queued items added, up to ``size`` in all."""
         while len(batch) < size:
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self._write(batch)
+        return batch
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
         # The rows are made here, off the request path.
