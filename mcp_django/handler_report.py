@@ -1,9 +1,5 @@
-"""What the admin and ``manage.py mcp_handlers`` say about each registered handler.
-
-A handler is known by its primitive and address (a name, a URI or a URI template). The
-audit log is read with grouped queries whose number does not grow with the handlers';
-rows for a template's URIs are matched to the template in Python.
-"""
+"""What the admin and ``manage.py mcp_handlers`` say about each registered handler (docs/audit.md,
+"The admin"); rows for a template's URIs are matched to the template in Python."""
 
 from __future__ import annotations
 
@@ -89,12 +85,8 @@ def source_code(handler: Handler) -> str:
     """The source of what the project registered: the function, or for a view tool the view (its
     class when it has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
-    if operation is None:
-        registered = inspect.unwrap(handler.func)
-    else:
-        view = operation.view
-        view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
-        registered = view if isinstance(view, type) else inspect.unwrap(view)
+    view = handler.func if operation is None else operation.cls or operation.view
+    registered = view if isinstance(view, type) else inspect.unwrap(view)
     try:
         return inspect.getsource(registered)
     except (OSError, TypeError):
@@ -110,20 +102,6 @@ def _drf_label(permission: Any) -> str:
     if op1 is not None and name == "NOT":
         return f"~{_drf_label(op1)}"
     return dotted_name(permission if isinstance(permission, type) else type(permission))
-
-
-def _drf_view_permissions(operation: Any) -> list[str]:
-    """The permission classes the view applies to this action (the project's DRF default included)."""
-    cls = operation.cls
-    try:
-        view = cls(**operation.initkwargs)
-        view.action = operation.action
-        view.action_map = operation.actions_map or {}
-        view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
-        return [_drf_label(p) for p in view.get_permissions()]
-    except Exception:
-        # get_permissions() may read the request, which a page of the admin has none of.
-        return [_drf_label(p) for p in getattr(cls, "permission_classes", ())]
 
 
 _DECORATORS = "django.contrib.auth.decorators."
@@ -182,9 +160,18 @@ def permission_labels(handler: Handler) -> list[str]:
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
     if operation is not None and operation.drf:
-        labels += _drf_view_permissions(operation)
+        # The permission classes the view applies to this action (the project's DRF default included).
+        try:
+            view = operation.cls(**operation.initkwargs)
+            view.action = operation.action
+            view.action_map = operation.actions_map or {}
+            view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
+            labels += [_drf_label(p) for p in view.get_permissions()]
+        except Exception:
+            # get_permissions() may read the request, which a page of the admin has none of.
+            labels += [_drf_label(p) for p in getattr(operation.cls, "permission_classes", ())]
     elif operation is not None:
-        view = getattr(operation.view, "view_class", None) or operation.view
+        view = operation.cls or operation.view
         if isinstance(view, type):
             if issubclass(view, mixins.PermissionRequiredMixin):
                 perms = view.permission_required
