@@ -190,14 +190,12 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     """One dict per handler: what it is, where it lives, what it asked and how often it ran
     (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
-    templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
-    by_key = {(METHOD[h.primitive], address(h)): h for h in handlers if not isinstance(h, ResourceTemplate)}
 
     def owner(method: str, target: str) -> Handler | None:
-        found = by_key.get((method, target))
-        if found is None and method == "resources/read":
-            found = next((t for t in templates if t.match(target) is not None), None)
-        return found
+        if method == "resources/read":
+            found = registry.find_resource(target)
+            return None if found is None else found[0]
+        return (registry.tools if method == "tools/call" else registry.prompts).get(target)
 
     counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     methods = sorted(set(METHOD.values()))
