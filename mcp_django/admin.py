@@ -117,9 +117,6 @@ class ReadOnlyAdminMixin:
         return False
 
 
-_ROW_FIELDS: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
-
-
 def _stacked(first: Any, *under: Any) -> str:
     """``first`` with each of ``under`` in small print on a line of its own below it."""
     return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
@@ -143,9 +140,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         PrincipalFilter,
     )
     date_hierarchy = "created"
-    # A row's page: every field, its time printed as the list prints it.
-    fields = _ROW_FIELDS
-    readonly_fields = _ROW_FIELDS
+    # A row's page: every field (read-only, as nobody may change a row), its time printed as the list prints it.
+    fields = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
