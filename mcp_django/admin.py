@@ -1,9 +1,5 @@
-"""The audit log and the registered handlers in Django's admin.
-
-Both are read-only: the audit log is evidence, so nobody edits or deletes it
-from the admin (``manage.py mcp_audit_purge`` applies the retention policy),
-and the handlers are code.
-"""
+"""The audit log and the registered handlers in Django's admin (docs/audit.md, "The admin"): both
+read-only, as the log is evidence (``mcp_audit_purge`` applies the retention) and handlers are code."""
 
 from __future__ import annotations
 
@@ -121,9 +117,6 @@ class ReadOnlyAdminMixin:
         return False
 
 
-_ROW_FIELDS: tuple[str, ...] = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
-
-
 def _stacked(first: Any, *under: Any) -> str:
     """``first`` with each of ``under`` in small print on a line of its own below it."""
     return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
@@ -147,9 +140,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         PrincipalFilter,
     )
     date_hierarchy = "created"
-    # A row's page: every field, its time printed as the list prints it.
-    fields = _ROW_FIELDS
-    readonly_fields = _ROW_FIELDS
+    # A row's page: every field (read-only, as nobody may change a row), its time printed as the list prints it.
+    fields = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
@@ -228,25 +220,21 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
 
-def _view_allowed(request: HttpRequest) -> bool:
-    user = request.user
-    return bool(
-        user.is_active
-        and user.is_staff
-        and (user.has_perm("mcp_django.view_auditevent") or user.has_perm("mcp_django.view_registeredhandler"))
-    )
-
-
 @admin.register(RegisteredHandler)
 class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """The "Registered handlers" page and a page per handler, with what the audit log says (the
     proxy model only puts the entry on the admin index: its URLs are these two pages)."""
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return _view_allowed(request)
+        user = request.user
+        return bool(
+            user.is_active
+            and user.is_staff
+            and (user.has_perm("mcp_django.view_auditevent") or user.has_perm("mcp_django.view_registeredhandler"))
+        )
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return _view_allowed(request)
+        return self.has_view_permission(request)
 
     def get_urls(self) -> list[Any]:
         info = self.opts.app_label, self.opts.model_name

@@ -236,12 +236,7 @@ class Writer:
         writer stuck in the database, most often on a lock held by an open transaction)."""
         if self._thread is None or not self._thread.is_alive():
             # No writer (yet, or any more): write here.
-            items: list[_Item] = []
-            while True:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._take([], self._queue.qsize())
             if items or self._kept:
                 self._write(items, retry_now=True)
             return not self._kept
@@ -284,12 +279,16 @@ class Writer:
             # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
+        self._write(self._take(batch, size))
+
+    def _take(self, batch: list[_Item], size: int) -> list[_Item]:
+        """``batch`` with queued items added, up to ``size`` in all."""
         while len(batch) < size:
             try:
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        self._write(batch)
+        return batch
 
     def _write(self, batch: list[_Item], *, retry_now: bool = False) -> None:
         # The rows are made here, off the request path.
@@ -623,19 +622,10 @@ _EVENTS = {
     signals.round_started: (Kind.ROUND, "ROUNDS"),
     signals.ask_finished: (Kind.ASK, "ASKS"),
     signals.replay_unsafe: (Kind.REPLAY_UNSAFE, None),
-}
-
-
-async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    kind, part = _EVENTS[signal]
-    if mcp_settings.AUDIT["ENABLED"] and (part is None or mcp_settings.AUDIT[part]):
-        await _write(event, kind)
-
-
-_REFUSALS = {
-    signals.state_refused: Kind.STATE_REFUSED,
-    signals.capability_missing: Kind.MISSING_CAPABILITY,
-    signals.call_limited: Kind.LIMITED,
+    # Refusals: the answer waits (a little) for the row's commit.
+    signals.state_refused: (Kind.STATE_REFUSED, "REFUSALS"),
+    signals.capability_missing: (Kind.MISSING_CAPABILITY, "REFUSALS"),
+    signals.call_limited: (Kind.LIMITED, "REFUSALS"),
 }
 
 # The refusal being recorded in this context while its commit is awaited: a cancellation
@@ -649,11 +639,16 @@ def _request_of(event: signals.Event) -> tuple[str, str, str]:
     return (str(event.request_id), event.method, event.target)
 
 
-async def on_refused(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
-    if mcp_settings.AUDIT["ENABLED"] and mcp_settings.AUDIT["REFUSALS"]:
-        token = _refusing.set(_request_of(event))
-        await record_now(event, _REFUSALS[signal])
-        _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
+async def on_event(sender: Any, event: signals.Event, signal: Any, **kwargs: Any) -> None:
+    kind, part = _EVENTS[signal]
+    if not mcp_settings.AUDIT["ENABLED"] or (part is not None and not mcp_settings.AUDIT[part]):
+        return
+    if part != "REFUSALS":
+        await _write(event, kind)
+        return
+    token = _refusing.set(_request_of(event))
+    await record_now(event, kind)
+    _refusing.reset(token)  # not reached when cancelled: the cancellation's report is then dropped
 
 
 def connect() -> None:
@@ -662,5 +657,3 @@ def connect() -> None:
     signals.call_finished.connect(on_call_finished, dispatch_uid=f"{uid}.call")
     for signal, (kind, _part) in _EVENTS.items():
         signal.connect(on_event, dispatch_uid=f"{uid}.{kind}")
-    for signal, kind in _REFUSALS.items():
-        signal.connect(on_refused, dispatch_uid=f"{uid}.{kind}")

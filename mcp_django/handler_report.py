@@ -1,9 +1,5 @@
-"""What the admin and ``manage.py mcp_handlers`` say about each registered handler.
-
-A handler is known by its primitive and address (a name, a URI or a URI template). The
-audit log is read with grouped queries whose number does not grow with the handlers';
-rows for a template's URIs are matched to the template in Python.
-"""
+"""What the admin and ``manage.py mcp_handlers`` say about each registered handler (docs/audit.md,
+"The admin"); rows for a template's URIs are matched to the template in Python."""
 
 from __future__ import annotations
 
@@ -21,7 +17,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from .asks.questions import ASK_TYPES
-from .handlers import Handler, Prompt, Resource, ResourceTemplate, Tool, dotted_name
+from .handlers import Handler, Resource, ResourceTemplate, Tool, address, dotted_name
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind
 from .registry import Registry
 
@@ -31,24 +27,11 @@ _TYPES = "|".join(re.escape(ask_type) for ask_type in ASK_TYPES)
 _DERIVED_KEY = re.compile(rf"^(?P<ask_type>{_TYPES})-[0-9a-f]{{12}}(?:-\d+)?$")
 
 
-def address(handler: Handler) -> str:
-    if isinstance(handler, Resource):
-        return handler.uri
-    if isinstance(handler, ResourceTemplate):
-        return handler.uri_template
-    return handler.name
-
-
 def schema(handler: Handler) -> Any:
-    if isinstance(handler, Tool):
-        return handler.input_schema
-    if isinstance(handler, Prompt):
-        return handler.arguments
-    if isinstance(handler, ResourceTemplate):
-        return {"uriTemplate": handler.uri_template, "mimeType": handler.mime_type}
-    if isinstance(handler, Resource):
-        return {"uri": handler.uri, "mimeType": handler.mime_type}
-    return None
+    if isinstance(handler, Resource | ResourceTemplate):
+        key = "uriTemplate" if isinstance(handler, ResourceTemplate) else "uri"
+        return {key: address(handler), "mimeType": handler.mime_type}
+    return handler.input_schema if isinstance(handler, Tool) else getattr(handler, "arguments", None)
 
 
 def audit_query(handler: Handler, endpoint: str = "default") -> dict[str, str]:
@@ -102,12 +85,8 @@ def source_code(handler: Handler) -> str:
     """The source of what the project registered: the function, or for a view tool the view (its
     class when it has one), not the adapter that calls it."""
     operation = getattr(handler, "operation", None)
-    if operation is None:
-        registered = inspect.unwrap(handler.func)
-    else:
-        view = operation.view
-        view = getattr(view, "view_class", None) or getattr(view, "cls", None) or view
-        registered = view if isinstance(view, type) else inspect.unwrap(view)
+    view = handler.func if operation is None else operation.cls or operation.view
+    registered = view if isinstance(view, type) else inspect.unwrap(view)
     try:
         return inspect.getsource(registered)
     except (OSError, TypeError):
@@ -123,20 +102,6 @@ def _drf_label(permission: Any) -> str:
     if op1 is not None and name == "NOT":
         return f"~{_drf_label(op1)}"
     return dotted_name(permission if isinstance(permission, type) else type(permission))
-
-
-def _drf_view_permissions(operation: Any) -> list[str]:
-    """The permission classes the view applies to this action (the project's DRF default included)."""
-    cls = operation.cls
-    try:
-        view = cls(**operation.initkwargs)
-        view.action = operation.action
-        view.action_map = operation.actions_map or {}
-        view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
-        return [_drf_label(p) for p in view.get_permissions()]
-    except Exception:
-        # get_permissions() may read the request, which a page of the admin has none of.
-        return [_drf_label(p) for p in getattr(cls, "permission_classes", ())]
 
 
 _DECORATORS = "django.contrib.auth.decorators."
@@ -195,9 +160,18 @@ def permission_labels(handler: Handler) -> list[str]:
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
     if operation is not None and operation.drf:
-        labels += _drf_view_permissions(operation)
+        # The permission classes the view applies to this action (the project's DRF default included).
+        try:
+            view = operation.cls(**operation.initkwargs)
+            view.action = operation.action
+            view.action_map = operation.actions_map or {}
+            view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
+            labels += [_drf_label(p) for p in view.get_permissions()]
+        except Exception:
+            # get_permissions() may read the request, which a page of the admin has none of.
+            labels += [_drf_label(p) for p in getattr(operation.cls, "permission_classes", ())]
     elif operation is not None:
-        view = getattr(operation.view, "view_class", None) or operation.view
+        view = operation.cls or operation.view
         if isinstance(view, type):
             if issubclass(view, mixins.PermissionRequiredMixin):
                 perms = view.permission_required
@@ -216,14 +190,12 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     """One dict per handler: what it is, where it lives, what it asked and how often it ran
     (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
-    templates = [h for h in handlers if isinstance(h, ResourceTemplate)]
-    by_key = {(METHOD[h.primitive], address(h)): h for h in handlers if not isinstance(h, ResourceTemplate)}
 
     def owner(method: str, target: str) -> Handler | None:
-        found = by_key.get((method, target))
-        if found is None and method == "resources/read":
-            found = next((t for t in templates if t.match(target) is not None), None)
-        return found
+        if method == "resources/read":
+            found = registry.find_resource(target)
+            return None if found is None else found[0]
+        return (registry.tools if method == "tools/call" else registry.prompts).get(target)
 
     counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     methods = sorted(set(METHOD.values()))
@@ -285,6 +257,14 @@ class Day:
     refusals: int = 0
 
 
+# The chart's series a kind's rows count in.
+_SERIES: dict[str, str] = {
+    **dict.fromkeys(RUN_KINDS, "calls"),
+    Kind.ROUND: "rounds",
+    **dict.fromkeys(REFUSAL_KINDS, "refusals"),
+}
+
+
 def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> list[Day]:
     """Calls, rounds and refusals per day over the last ``days`` days (today included)."""
     today = timezone.localdate()
@@ -300,14 +280,8 @@ def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> lis
     )
     for row in rows:
         day = series.get(row["day"])
-        if day is None or not owns(handler, row["target"]):
-            continue
-        if row["kind"] in RUN_KINDS:
-            day.calls += row["n"]
-        elif row["kind"] == Kind.ROUND:
-            day.rounds += row["n"]
-        elif row["kind"] in REFUSAL_KINDS:
-            day.refusals += row["n"]
+        if day is not None and (key := _SERIES.get(row["kind"])) and owns(handler, row["target"]):
+            setattr(day, key, getattr(day, key) + row["n"])
     return list(series.values())
 
 

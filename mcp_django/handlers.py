@@ -256,6 +256,15 @@ class ResourceTemplate(Handler):
         return _described({"uriTemplate": self.uri_template, "name": self.name}, self, icons)
 
 
+def address(handler: Handler) -> str:
+    """What the admin, ``mcp_handlers`` and the traces know a handler by: its name, URI or URI template."""
+    if isinstance(handler, Resource):
+        return handler.uri
+    if isinstance(handler, ResourceTemplate):
+        return handler.uri_template
+    return handler.name
+
+
 def is_template(uri: str) -> bool:
     """Whether ``uri`` has ``{placeholders}``: a resource template rather than a resource."""
     return _TEMPLATE_VAR.search(uri) is not None

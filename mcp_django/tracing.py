@@ -1,9 +1,5 @@
-"""OpenTelemetry traces of MCP calls, when ``opentelemetry-api`` is installed (see docs/tracing.md).
-
-Each request is a server span, child of the caller's W3C trace context (``params._meta``, else
-the HTTP headers), current while its handler runs; the engines add rounds and legacy asks.
-Attributes never hold arguments, answers, ``requestState`` or credentials.
-"""
+"""OpenTelemetry traces of MCP calls, when ``opentelemetry-api`` is installed: docs/tracing.md says
+what each span holds (never arguments, answers, ``requestState`` or credentials)."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .handlers import address
 from .protocol.jsonrpc import MCPError
 from .request_state import StateRefused
 
@@ -37,8 +34,8 @@ TRACER_NAME = "mcp_django"
 # The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
-# Methods whose target names a handler (the others have none).
-_TARGETED = frozenset({"tools/call", "prompts/get", "resources/read"})
+# Methods whose target names a handler (the others have none), and the registry's table of them.
+_TARGETED = {"tools/call": "tools", "prompts/get": "prompts", "resources/read": "resources"}
 
 Next = Callable[["Call"], Awaitable[dict[str, Any]]]
 
@@ -79,19 +76,13 @@ def carrier(call: Call) -> dict[str, str]:
 def _target(call: Call) -> str:
     """The registered name (or URI, or template) of the call's handler, or "": never what the
     client sent, so span names stay few and a template's variables are not named."""
-    method = call.method
-    if method not in _TARGETED or not (target := call.target):
+    table = _TARGETED.get(call.method)
+    if table is None or not (target := call.target):
         return ""
-    registry = call.registry
-    if method == "tools/call":
-        return target if target in registry.tools else ""
-    if method == "prompts/get":
-        return target if target in registry.prompts else ""
-    found = registry.find_resource(target)
-    if found is None:
-        return ""
-    handler = found[0]
-    return str(getattr(handler, "uri_template", None) or getattr(handler, "uri", None) or handler.name)
+    if table != "resources":
+        return target if target in getattr(call.registry, table) else ""
+    found = call.registry.find_resource(target)
+    return "" if found is None else address(found[0])
 
 
 def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
