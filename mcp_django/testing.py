@@ -595,7 +595,7 @@ class MCPClient:
         return None
 
     async def _delete(self, auth: dict[str, str], session: str) -> None:
-        headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision}
+        headers = {**auth, "mcp-session-id": session, "mcp-protocol-version": self.revision, **self.extra_headers}
         async with serving.exchange(self.app, "DELETE", self.path, headers, b""):
             pass
 

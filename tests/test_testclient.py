@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth.models import Permission, User
 from django.test import TestCase
 from rest_framework.authtoken.models import Token
@@ -17,6 +17,7 @@ from rest_framework.authtoken.models import Token
 import tests.modern_tools  # noqa: F401 - registers the modtest_ tools
 import tests.testclient_tools as tools
 from mcp_django.models import AuditEvent
+from mcp_django.protocol import legacy
 from mcp_django.testing import (
     InputRoundsExceeded,
     JSONRPCError,
@@ -169,6 +170,17 @@ class Legacy(TestCase):
                 assert len(result.rounds) == 1
                 assert next(iter(result.rounds[0].input_requests.values())).type == "confirm"
                 client.close()
+
+    def test_close_ends_the_session_with_the_clients_own_headers(self) -> None:
+        # Credentials given only by headers=: the DELETE carries them too, or another principal's
+        # DELETE is refused and the session stays open.
+        token = Token.objects.create(user=self.alice).key
+        client = MCPClient(revision="2025-11-25", headers={"authorization": f"Token {token}"})
+        assert client.call_tool("tctest_stock", {"sku": "MUG-01"}, answer=lambda r: True).text == "Mug: 7"
+        record = legacy.open_session(client._session_id or "")
+        assert record is not None
+        client.close()
+        assert async_to_sync(legacy.session_status)(record)[0]
 
     def test_async_tool_and_parallel_asks(self) -> None:
         client = MCPClient(revision="2025-11-25")
