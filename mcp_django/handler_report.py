@@ -191,24 +191,18 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     (two grouped queries over the audit log, whatever the number of handlers)."""
     handlers = registry.all_handlers()
 
-    def owner(method: str, target: str) -> Handler | None:
-        if method == "resources/read":
-            found = registry.find_resource(target)
-            return None if found is None else found[0]
-        return (registry.tools if method == "tools/call" else registry.prompts).get(target)
-
     counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     methods = sorted(set(METHOD.values()))
     rows_here = AuditEvent.objects.filter(endpoint=registry.name, method__in=methods)
     for row in rows_here.values("method", "target", "kind").annotate(n=Count("id")):
-        ran = owner(row["method"], row["target"])
+        ran = registry.handler_for(row["method"], row["target"])
         if ran is not None:
             counts[id(ran)][row["kind"]] += row["n"]
     asked: dict[int, dict[str, str]] = defaultdict(dict)
     for method, target, asks in (
         rows_here.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct()
     ):
-        asker = owner(method, target)
+        asker = registry.handler_for(method, target)
         if asker is not None and isinstance(asks, dict):
             asked[id(asker)].update(asks)
 

@@ -34,8 +34,6 @@ TRACER_NAME = "mcp_django"
 # The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
-# Methods whose target names a handler (the others have none), and the registry's table of them.
-_TARGETED = {"tools/call": "tools", "prompts/get": "prompts", "resources/read": "resources"}
 
 Next = Callable[["Call"], Awaitable[dict[str, Any]]]
 
@@ -76,13 +74,8 @@ def carrier(call: Call) -> dict[str, str]:
 def _target(call: Call) -> str:
     """The registered name (or URI, or template) of the call's handler, or "": never what the
     client sent, so span names stay few and a template's variables are not named."""
-    table = _TARGETED.get(call.method)
-    if table is None or not (target := call.target):
-        return ""
-    if table != "resources":
-        return target if target in getattr(call.registry, table) else ""
-    found = call.registry.find_resource(target)
-    return "" if found is None else address(found[0])
+    handler = call.registry.handler_for(call.method, call.target)
+    return "" if handler is None else address(handler)
 
 
 def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:

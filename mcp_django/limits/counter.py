@@ -5,12 +5,8 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-
-from django.core.cache import caches
-from django.core.cache.backends.locmem import LocMemCache
 
 from ..breaker import CacheBreaker
 from ..conf import mcp_settings
@@ -24,17 +20,8 @@ class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
 
 
-async def bounded(work: Callable[[Any], T]) -> T:
-    """``work(cache)``, bounded by ``LIMITS["CACHE_TIMEOUT"]``; :class:`CacheDown` when it cannot be
-    (``breaker.use``, with the alias read inline: this runs on every limited call)."""
-    cache = caches[mcp_settings.LIMITS["CACHE"]]
-    if isinstance(cache, LocMemCache):
-        return work(cache)  # this process's memory: nothing to wait for, no thread to hop to
-    return await in_thread(functools.partial(work, cache))
-
-
 async def in_thread(work: Callable[[], T]) -> T:
-    """``work()`` (a DRF throttle's own cache calls) in a thread, bounded as :func:`bounded` is."""
+    """``work()`` (a DRF throttle's own cache calls) in a thread, bounded as ``breaker.use`` is."""
     return await breaker.run(work, mcp_settings.LIMITS["CACHE_TIMEOUT"], CacheDown)
 
 

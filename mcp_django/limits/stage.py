@@ -140,7 +140,7 @@ async def _count(call: Call, windows: list[tuple[str, Rate, str]], found: Plan) 
     for scope, rate, what in windows:
         window = int(now // rate.seconds)
         keyed.append((f"{counter.PREFIX}:{scope}:{rate.seconds}:{_digest(what)}:{window}", rate.seconds))
-    counts = await _reach(counter.bounded(functools.partial(counter.hit, windows=keyed)), found.fail_open)
+    counts = await _reach(counter.breaker.use(functools.partial(counter.hit, windows=keyed)), found.fail_open)
     if counts is None:
         return
     for (scope, rate, _what), count in zip(windows, counts, strict=True):
@@ -187,7 +187,7 @@ async def _open_ask(call: Call, cap: int, who: str, fail_open: bool) -> AsyncIte
     key = f"{counter.PREFIX}:asks:{_digest(who)}"
     # A count outlives a process that died holding it by at most this.
     lifetime = mcp_settings.ASK_TIMEOUT + 60
-    taken = await _reach(counter.bounded(lambda cache: counter.take(cache, key, cap, lifetime)), fail_open)
+    taken = await _reach(counter.breaker.use(lambda cache: counter.take(cache, key, cap, lifetime)), fail_open)
     if taken is False:
         await refuse(call, "asks", f"{cap} open", CAP_RETRY_AFTER)
     try:
@@ -195,7 +195,7 @@ async def _open_ask(call: Call, cap: int, who: str, fail_open: bool) -> AsyncIte
     finally:
         if taken:
             with contextlib.suppress(counter.CacheDown):
-                await counter.bounded(lambda cache: counter.release(cache, key))
+                await counter.breaker.use(lambda cache: counter.release(cache, key))
 
 
 async def refuse(call: Call, limit: str, value: str, retry_after: int) -> None:

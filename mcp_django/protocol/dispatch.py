@@ -446,7 +446,7 @@ class Dispatcher:
         try:
             # A sync completer's values are read in its thread too: a QuerySet is read there.
             values = await invoke(_Completion(run if is_async else lambda: _values(run()), is_async), {}, ctx)
-            return _values(values)
+            return _values(values) if is_async else values
         except MCPError:
             raise
         except DataError as exc:

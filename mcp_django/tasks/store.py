@@ -171,9 +171,11 @@ def finish(
         row.input_requests = {}
         row.asked = {}
         if asks is not None:
-            for name, value in asks.items():  # input_requests, asked, answers, state
-                setattr(row, name, value)
+            row.input_requests = asks["input_requests"]
+            row.asked = asks["asked"]
             row.keys = [*row.keys, *row.asked]  # keys are unique over a task's life
+            row.answers = asks["answers"]
+            row.state = asks["state"]
             row.rounds += 1
         row.lease_until = None
         row.updated = timezone.now()

@@ -58,12 +58,15 @@ class Replies:
 
     def take(self, request_id: Any, sid: str, principal: str) -> asyncio.Future[dict[str, Any]] | None:
         waiter = self.waiting.get(request_id) if isinstance(request_id, str) else None
-        if waiter is None or waiter[0].done():
-            return None  # answered already, timed out, or the call is over
-        if waiter[1:] != (sid, principal):
+        if waiter is None:
+            return None  # timed out, or the call is over
+        future, held_sid, held_principal = waiter
+        if future.done():
+            return None  # answered already
+        if (held_sid, held_principal) != (sid, principal):
             logger.warning("dropped a reply to %s sent from another session", request_id)
             return None
-        return waiter[0]
+        return future
 
     def deliver(self, message: dict[str, Any], sid: str = "", principal: str = "") -> None:
         future = self.take(message.get("id"), sid, principal)

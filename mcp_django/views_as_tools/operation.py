@@ -210,23 +210,8 @@ class Operation:
             return _error(f"The view failed (HTTP {status}).")
         if 300 <= status < 400:
             return _error(f"The view redirected (HTTP {status}) to {response.get('Location', '?')}.")
-        if status == 400:
-            lines = _flatten_errors(data)
-            message = "Invalid input: " + "; ".join(lines) if lines else "Invalid input."
-            return _error(message, {"status": status, "errors": data})
-        if status > 400:
-            detail = data.get("detail") if isinstance(data, dict) and set(data) == {"detail"} else None
-            prefix = {
-                401: "Not authenticated",
-                403: "Permission denied",
-                404: "Not found",
-                405: "Method not allowed",
-                429: "Too many requests",
-            }.get(status, f"HTTP {status}")
-            text = f"{prefix}: {detail}" if isinstance(detail, str) else prefix + "."
-            if detail is None and isinstance(data, (dict, list)):
-                text += " " + json.dumps(data, ensure_ascii=False)
-            return _error(text, {"status": status, "errors": data} if data is not None else {"status": status})
+        if status >= 400:
+            return _client_error(status, data)
         if data in (None, ""):
             return ToolResult(content=[Text(f"Done (HTTP {status}).")])
         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
@@ -280,6 +265,25 @@ def _response_data(response: Any) -> Any:
 
 def _error(message: str, structured: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(content=[Text(message)], structured=structured, is_error=True)
+
+
+def _client_error(status: int, data: Any) -> ToolResult:
+    if status == 400:
+        lines = _flatten_errors(data)
+        message = "Invalid input: " + "; ".join(lines) if lines else "Invalid input."
+        return _error(message, {"status": status, "errors": data})
+    detail = data.get("detail") if isinstance(data, dict) and set(data) == {"detail"} else None
+    prefix = {
+        401: "Not authenticated",
+        403: "Permission denied",
+        404: "Not found",
+        405: "Method not allowed",
+        429: "Too many requests",
+    }.get(status, f"HTTP {status}")
+    text = f"{prefix}: {detail}" if isinstance(detail, str) else prefix + "."
+    if detail is None and isinstance(data, (dict, list)):
+        text += " " + json.dumps(data, ensure_ascii=False)
+    return _error(text, {"status": status, "errors": data} if data is not None else {"status": status})
 
 
 def _flatten_errors(data: Any, prefix: str = "") -> list[str]:
