@@ -13,7 +13,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -35,7 +35,7 @@ from .handlers import Handler
 from .limits import stage as limits
 from .log_lines import host_refused
 from .protocol import jsonrpc
-from .protocol.dispatch import CACHE_HINTED, Dispatcher, HandlerNext, refused_value
+from .protocol.dispatch import CACHE_HINTED, Dispatcher, HandlerNext, per_handler, refused_value
 from .protocol.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -335,11 +335,6 @@ HANDLER_STAGES: dict[Era, tuple[tuple[str, Callable[..., Awaitable[Outcome]]], .
 ENGINES: dict[Era, Callable[..., Awaitable[Outcome]]] = {Era.MODERN: replay.run, Era.LEGACY: live.run}
 
 
-# What is built for each handler on its first call (its chain, its filters) is kept, boundedly:
-# handlers may be registered and removed at run time.
-per_handler = lru_cache(maxsize=4096)
-
-
 def _handler_chain(era: Era, method: str, handler: Handler) -> HandlerNext:
     """The extensions' stages that concern ``handler``, the core's, and the era's engine innermost."""
     chain: Any = ENGINES[era]
@@ -383,12 +378,10 @@ async def answer(handle: Next, call: Call, finished: Callable[[], None] | None =
 def refusal(request_id: Any, exc: Exception, extra: list[tuple[str, str]] | None = None) -> Answer:
     """A request refused before or instead of its call: the error's own HTTP status, whatever the era."""
     if isinstance(exc, AuthenticationFailed):
-        error = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status)
-        headers = [*(extra or []), ("www-authenticate", exc.challenge)] if exc.challenge else extra
-        if exc.headers:
-            headers = [*(headers or []), *exc.headers]
-        return error.http_status, jsonrpc.error_response(request_id, error), headers
-    if not isinstance(exc, MCPError):
+        challenge = [("www-authenticate", exc.challenge)] if exc.challenge else []
+        headers = [*challenge, *(exc.headers or [])]
+        exc = MCPError(INVALID_REQUEST, exc.detail, http_status=exc.status, headers=headers)
+    elif not isinstance(exc, MCPError):
         logger.error("mcp_django: a request failed", exc_info=exc)
         exc = MCPError(INTERNAL_ERROR, "Internal error", http_status=500)
     if exc.headers:
@@ -404,10 +397,7 @@ class Pipeline:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.handler_chains: dict[Era, dict[str, Callable[[Handler], HandlerNext]]] = {}
-        # The extensions' filters that concern each handler (extensions.add_handler_filter).
-        self.handler_filters = per_handler(extensions.handler_filters)
-        self.dispatcher = Dispatcher(registry, self.handler_chains, self.handler_filters)
+        self.dispatcher = Dispatcher(registry)
         self.build()
         _pipelines.add(self)
 
@@ -423,10 +413,10 @@ class Pipeline:
                         chain = link(stage, chain)
                 chains[method] = chain
             self.chains[era] = chains
-            self.handler_chains[era] = {
+            self.dispatcher.handler_chains[era] = {
                 method: per_handler(partial(_handler_chain, era, method)) for method in FINISH_SIGNALLED
             }
-        self.handler_filters.cache_clear()
+        self.dispatcher.handler_filters.cache_clear()
 
     def admit(self, headers: dict[str, str], scheme: str) -> list[tuple[str, str]]:
         """The first request stage: ``Host`` (Django's ALLOWED_HOSTS) and ``Origin`` (this site's, or

@@ -137,7 +137,7 @@ def test_each_chain_holds_the_stages_that_apply_to_its_era_and_method(monkeypatc
         methods.methods_of(Era.MODERN)["skills/list"],
     ]
     assert {"tasks/get", "skills/get", "resources/directory/read"} <= set(modern)
-    handlers = built.handler_chains
+    handlers = built.dispatcher.handler_chains
 
     class Tool:  # what the extensions' applies= read of a handler
         def __init__(self, task: str | None, options: dict[str, Any]) -> None:

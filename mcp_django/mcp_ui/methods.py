@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -16,11 +16,11 @@ from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..asks.replay import Outcome
 from ..handlers import Handler
+from ..protocol.dispatch import HandlerNext
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from . import EXTENSION, MIME_TYPE, View, app_option, render, views, visibility_option
 
 logger = logging.getLogger("mcp_django.mcp_ui")
-HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[Outcome]]
 _HEAD = re.compile(r"<head[^>]*>", re.IGNORECASE)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
+from collections.abc import Awaitable, Callable
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 from django.db import DataError, InterfaceError, OperationalError
@@ -37,14 +37,15 @@ from .revisions import ALL_VERSIONS, META_SERVER_INFO, MODERN_METHODS, Era
 
 logger = logging.getLogger("mcp_django")
 
-# Runs a handler: the handler stages and the era's engine (Pipeline.handler_chains).
+# Runs a handler: the handler stages and the era's engine (Dispatcher.handler_chains).
 HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome]]
 
 # Methods only the legacy revisions have (2026-07-28 answers them -32601); they act
 # through the transport's session control (Call.control: protocol.legacy.SessionControl).
 LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
-# Results that carry 2026-07-28's caching hints (ttlMs, cacheScope: mcp_django.pipeline.cache_hints).
+# The core's methods whose results carry 2026-07-28's caching hints (ttlMs, cacheScope:
+# mcp_django.pipeline.cache_hints); an extension's method says so itself (add_method's cache_hints).
 CACHE_HINTED = frozenset(
     {
         "server/discover",
@@ -53,8 +54,6 @@ CACHE_HINTED = frozenset(
         "resources/list",
         "resources/templates/list",
         "resources/read",
-        "skills/list",
-        "skills/get",
     }
 )
 
@@ -70,19 +69,20 @@ _LISTINGS = {
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
 META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
+# What is built for each handler on its first call (its chain, its filters) is kept, boundedly:
+# handlers may be registered and removed at run time.
+per_handler = lru_cache(maxsize=4096)
+
 
 class Dispatcher:
     """What each method does; a stage of the pipeline (mcp_django.pipeline), the innermost one."""
 
-    def __init__(
-        self,
-        registry: Registry,
-        handler_chains: Mapping[Era, Mapping[str, Callable[[Handler], HandlerNext]]],
-        handler_filters: Callable[[Handler], tuple[Callable[[Call, Handler], bool], ...]],
-    ) -> None:
+    def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.handler_chains = handler_chains
-        self.handler_filters = handler_filters
+        # Each era's method's handler chain, by handler (Pipeline.build makes them).
+        self.handler_chains: dict[Era, dict[str, Callable[[Handler], HandlerNext]]] = {}
+        # The extensions' filters that concern each handler (extensions.add_handler_filter).
+        self.handler_filters = per_handler(extensions.handler_filters)
         self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             "server/discover": self.discover,
             "tools/list": self.list_handlers,
