@@ -17,12 +17,8 @@ if TYPE_CHECKING:
     from .handlers import Handler
 
 
-def anonymous_allowed(handler: Handler, call: Call) -> bool:
-    return not call.principal.is_anonymous or handler.allow_anonymous is not False
-
-
 async def allowed(call: Call, handler: Handler) -> bool:
-    return admitted(call, handler) and (not handler.guarded or await permitted(call, handler))
+    return admitted(call, handler) and (not handler.guarded or bool(await permitted(call, [handler])))
 
 
 def admitted(call: Call, handler: Handler) -> bool:
@@ -35,11 +31,18 @@ def admitted(call: Call, handler: Handler) -> bool:
     return True
 
 
-async def permitted(call: Call, handler: Handler) -> bool:
-    """A guarded handler's permission checks (they may query the database: in a worker thread)."""
+async def permitted(call: Call, handlers: list[Handler]) -> list[Handler]:
+    """Those of ``handlers`` their own permissions let the principal use, checked in one worker thread
+    (they may query the database: while it refuses, a 503, not an internal error)."""
     request = call.request
+
+    def check() -> list[Handler]:
+        return [
+            h for h in handlers if not h.guarded or h.has_permission(call.principal.user, drf_request(request, call))
+        ]
+
     try:
-        return await run_in_thread(lambda: handler.has_permission(call.principal.user, drf_request(request, call)))
+        return await run_in_thread(check)
     except (OperationalError, InterfaceError):
         raise Unavailable("the database") from None
 

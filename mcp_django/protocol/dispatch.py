@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import DataError
 
 from .. import content, extensions, resource_updates, schema
 from ..asks import replay
@@ -20,7 +20,7 @@ from ..completion import LIMIT
 from ..conf import mcp_settings
 from ..handlers import Handler, ResourceTemplate, completer_info
 from ..icons import IconBase, icon_base
-from ..permissions import admitted, allowed, anonymous_allowed, drf_request, permitted, require_scopes
+from ..permissions import admitted, allowed, permitted, require_scopes
 from ..registry import Registry
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -28,7 +28,6 @@ from .jsonrpc import (
     InvalidParams,
     MCPError,
     ResourceNotFound,
-    Unavailable,
     notification,
     storable,
 )
@@ -118,7 +117,8 @@ class Dispatcher:
         return all(check(call, handler) for check in self.handler_filters(handler))
 
     async def _visible(self, call: Call, handlers: list[Handler]) -> list[Handler]:
-        handlers = [h for h in handlers if anonymous_allowed(h, call)]
+        if call.principal.is_anonymous:
+            handlers = [h for h in handlers if h.allow_anonymous is not False]
         if extensions.registered.handler_filters:
             handlers = [h for h in handlers if self._admits(call, h)]
         # A credential limited to some handlers (an MCP token) does not see the others.
@@ -127,20 +127,7 @@ class Dispatcher:
             handlers = [h for h in handlers if limit(h)]
         if not any(h.guarded for h in handlers):
             return handlers
-        request = call.request
-
-        def check() -> list[Handler]:
-            return [
-                h
-                for h in handlers
-                if not h.guarded or h.has_permission(call.principal.user, drf_request(request, call))
-            ]
-
-        try:
-            return await run_in_thread(check)
-        except (OperationalError, InterfaceError):
-            # Permission checks read the database: while it refuses, the list is a 503, not an internal error.
-            raise Unavailable("the database") from None
+        return await permitted(call, handlers)
 
     def require_scopes(self, call: Call) -> None:
         """The 403 ``insufficient_scope`` of a call whose handler the token lacks scopes for,
@@ -187,7 +174,7 @@ class Dispatcher:
             # admitted(), inline for a caller without credentials (nothing to check but that).
             or not (tool.allow_anonymous is not False if call.principal.is_anonymous else admitted(call, tool))
             or (self.handler_filters(tool) and not self._admits(call, tool))
-            or (tool.guarded and not await permitted(call, tool))
+            or (tool.guarded and not await permitted(call, [tool]))
         ):
             raise InvalidParams(f"Unknown tool: {name}")
         arguments = call.params.get("arguments")
