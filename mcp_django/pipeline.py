@@ -65,7 +65,8 @@ logger = logging.getLogger("mcp_django")
 
 # (HTTP status, JSON-RPC response, extra headers): what a transport renders.
 Answer = tuple[int, dict[str, Any], list[tuple[str, str]] | None]
-Next = Callable[[Call], Awaitable[dict[str, Any]]]
+# The rest of a chain (its innermost: the method, as the dispatcher or an extension runs it).
+Next = extensions.Run
 # A call stage: stage(call, call_next) (by name, either order), awaiting call_next(call) or
 # answering without it.
 Stage = Callable[..., Awaitable[dict[str, Any]]]

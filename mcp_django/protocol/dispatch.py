@@ -82,7 +82,7 @@ class Dispatcher:
         self.handler_chains: dict[Era, dict[str, Callable[[Handler], HandlerNext]]] = {}
         # The extensions' filters that concern each handler (extensions.add_handler_filter).
         self.handler_filters = per_handler(extensions.handler_filters)
-        self.methods: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+        self.methods: dict[str, extensions.Run] = {
             "server/discover": self.discover,
             "tools/list": self.list_handlers,
             "tools/call": self.call_tool,
@@ -102,7 +102,7 @@ class Dispatcher:
             "notifications/initialized": self.ping,
         }
 
-    def methods_of(self, era: Era) -> dict[str, Callable[[Call], Awaitable[dict[str, Any]]]]:
+    def methods_of(self, era: Era) -> dict[str, extensions.Run]:
         """The methods a call of ``era`` may name: the core's, and the extensions' (mcp_django.extensions)."""
         found = {name: run for name, run in self.methods.items() if era == Era.LEGACY or name in MODERN_METHODS}
         for name, method in extensions.registered.methods.items():
