@@ -92,15 +92,6 @@ class LiveSession:
         return message.get("result")
 
 
-def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
-    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask); a host's
-    thread runs the loop's work for it meanwhile, rather than deadlock."""
-    executor = host_thread.get()
-    if executor is not None:
-        executor.run_until(future)
-    return future.result()
-
-
 class LiveBackend:
     """Answers each ask by asking the client (see the module's docstring)."""
 
@@ -135,8 +126,11 @@ class LiveBackend:
         # and the principal's bound on waiting threads applies (-32005 beyond it).
         with pool.parked(self.call.principal.label):
             future = asyncio.run_coroutine_threadsafe(self._asking(asks, self.aborts), self.loop)
+            executor = host_thread.get()
             try:
-                return wait_in_thread(future)
+                if executor is not None:
+                    executor.run_until(future)  # the host's thread runs the loop's work meanwhile, rather than deadlock
+                return future.result()
             except concurrent.futures.CancelledError:
                 raise AskAborted from None
 
