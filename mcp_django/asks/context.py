@@ -1,9 +1,8 @@
 """The handler's ``ctx``: the asks, the caller, notifications.
 
-An async handler gets an :class:`AsyncContext` whose asks are awaited; a sync handler gets a
-:class:`SyncContext` whose asks return the answer. The *backend* answers them: the replay engine
-(2026-07-28) or the live one (legacy). ``Context`` types the asks as :class:`Asking` awaitables,
-so a type checker (mypy's ``truthy-bool``) sees a forgotten ``await``.
+An async handler gets an :class:`AsyncContext` whose asks are awaited (:class:`Asking`); a sync
+handler gets a :class:`SyncContext` whose asks return the answer. The *backend* answers them: the
+replay engine (2026-07-28) or the live one (legacy).
 """
 
 from __future__ import annotations

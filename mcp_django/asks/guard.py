@@ -63,15 +63,11 @@ class Recorder:
     def __init__(self, handler: Any) -> None:
         self.handler = handler
         self.label = f"{handler.primitive} {handler.name!r}"
-        if handler.is_async:
-            self.fix = (
-                "write after the last ask, or make the write idempotent (keyed on the arguments or on "
-                "ctx.state); atomic=True needs a sync handler"
-            )
-        else:
-            self.fix = (
-                "write after the last ask, or register the handler with atomic=True (each ended attempt is rolled back)"
-            )
+        self.fix = "write after the last ask, or " + (
+            "make the write idempotent (keyed on the arguments or on ctx.state); atomic=True needs a sync handler"
+            if handler.is_async
+            else "register the handler with atomic=True (each ended attempt is rolled back)"
+        )
         self.code = getattr(inspect.unwrap(handler.func), "__code__", None)
         self.writes: list[Write] = []
         # An async handler's coroutine, to find its line from the thread running its query.

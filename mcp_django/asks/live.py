@@ -9,7 +9,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import itertools
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -93,15 +92,6 @@ class LiveSession:
         return message.get("result")
 
 
-def wait_in_thread(future: concurrent.futures.Future[Any]) -> Any:
-    """Block a sync handler's thread until the loop resolves ``future`` (a legacy ask); a host's
-    thread runs the loop's work for it meanwhile, rather than deadlock."""
-    executor = host_thread.get()
-    if executor is not None:
-        executor.run_until(future)
-    return future.result()
-
-
 class LiveBackend:
     """Answers each ask by asking the client (see the module's docstring)."""
 
@@ -109,7 +99,9 @@ class LiveBackend:
         self.call = call
         self.primitive = primitive
         self.loop = asyncio.get_running_loop()
-        self._blocking: set[concurrent.futures.Future[Any]] = set()
+        # A sync handler's asks running on the loop, and how often abort() cancelled them.
+        self._blocking: set[asyncio.Task[Any]] = set()
+        self.aborts = 0
         self._default_keys: dict[str, int] = {}
         # Capabilities the call's asks needed and the session did not declare.
         self.missing: list[str] = []
@@ -132,42 +124,34 @@ class LiveBackend:
         self._check(asks)
         # The wait may last ASK_TIMEOUT: the thread leaves the worker pool meanwhile,
         # and the principal's bound on waiting threads applies (-32005 beyond it).
-        over: concurrent.futures.Future[None] = concurrent.futures.Future()
-        lock = threading.Lock()
-        started = aborted = False
-
-        async def asking() -> list[Any]:
-            nonlocal started
-            with lock:
-                if aborted:
-                    raise asyncio.CancelledError
-                started = True
-            try:
-                return await self.resolve(asks)
-            finally:
-                over.set_result(None)
-
         with pool.parked(self.call.principal.label):
-            future = asyncio.run_coroutine_threadsafe(asking(), self.loop)
-            self._blocking.add(future)
+            future = asyncio.run_coroutine_threadsafe(self._asking(asks, self.aborts), self.loop)
+            executor = host_thread.get()
             try:
-                return wait_in_thread(future)
+                if executor is not None:
+                    executor.run_until(future)  # the host's thread runs the loop's work meanwhile, rather than deadlock
+                return future.result()
             except concurrent.futures.CancelledError:
-                # Cancelling only asks the loop to cancel the asks: let those that started finish
-                # (their audit rows) before the handler unwinds, so none outlives the call.
-                with lock:
-                    aborted = True
-                    was_started = started
-                if was_started:
-                    wait_in_thread(over)
                 raise AskAborted from None
-            finally:
-                self._blocking.discard(future)
+
+    async def _asking(self, asks: Sequence[Ask], aborts: int) -> list[Any]:
+        """A sync handler's asks, on the loop; cancelled by :meth:`abort`, they finish (their audit
+        rows) before the handler's thread hears it, so none outlives the call."""
+        if self.aborts != aborts:
+            raise asyncio.CancelledError  # the call ended before these asks began
+        task = asyncio.current_task()
+        assert task is not None
+        self._blocking.add(task)
+        try:
+            return await self.resolve(asks)
+        finally:
+            self._blocking.discard(task)
 
     def abort(self) -> None:
         """Unblock sync handlers still waiting: the call is over."""
-        for future in list(self._blocking):
-            future.cancel()
+        self.aborts += 1
+        for task in list(self._blocking):
+            task.cancel()
 
     async def _ask(self, ask: Ask) -> Any:
         key = ask.key_among(self._default_keys)

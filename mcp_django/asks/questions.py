@@ -42,8 +42,7 @@ class Ask:
     method: str
     params: dict[str, Any]
     capability: str
-    # One of ASK_TYPES: it starts the key an ask gets without key=..., which travels.
-    type: str
+    type: str  # one of ASK_TYPES
     key: str | None = None
     parse: Callable[[str, Any], Any] = field(default=lambda key, raw: raw, repr=False)
     # Why the previous answer was refused, when this ask is asked again (see again()).
