@@ -1,8 +1,7 @@
 """DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
 
 The authentication classes of OAuth access tokens and of MCP tokens call :func:`enforce` once a
-token is valid; the checks and why each is there: docs/authorization.md, "DPoP".
-"""
+token is valid; the checks and why each is there: docs/authorization.md, "DPoP"."""
 
 from __future__ import annotations
 
@@ -115,11 +114,8 @@ _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-repla
 
 
 def first_use(jkt: str, jti: str) -> bool:
-    """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay).
-
-    Raises :class:`Unavailable` when the shared cache does not answer within
-    ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
-    """
+    """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay); :class:`Unavailable`
+    when the shared cache does not answer within ``SESSION_CACHE_TIMEOUT``, or failed a moment ago."""
     from django.core.cache import caches
     from django.core.cache.backends.locmem import LocMemCache
 
