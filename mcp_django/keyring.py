@@ -33,8 +33,7 @@ def derive_key(secret: bytes, info: bytes, *, salt: bytes = b"mcp-django") -> by
 
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
     kept for memory: importing cryptography costs 7.4 MiB of RSS, so only a sealed requestState
-    (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py).
-    """
+    (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py)."""
     prk = hmac.new(salt or bytes(32), secret, hashlib.sha256).digest()
     return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
@@ -47,8 +46,7 @@ def b64decode(text: str, *, canonical: bool = True) -> bytes:
     """The bytes ``text`` spells, or ``ValueError`` unless it is :func:`b64encode`'s spelling of them.
 
     Python's decoder accepts several spellings of the same bytes; an edited token must never
-    verify. ``canonical=False`` skips the check for a text a verified MAC already covers.
-    """
+    verify. ``canonical=False`` skips the check for a text a verified MAC already covers."""
     data = base64.urlsafe_b64decode(text.encode("ascii") + b"=" * (-len(text) % 4))
     if canonical and (not text or b64encode(data) != text):
         raise ValueError("not canonical base64url")
