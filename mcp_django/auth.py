@@ -7,7 +7,9 @@ import logging
 from importlib import import_module
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication
 from rest_framework.exceptions import APIException
@@ -28,8 +30,7 @@ class Principal:
 
     The hash (:attr:`digest`) names ``date_joined`` and the password hash too, so an account
     created later with a deleted user's id cannot continue that user's flows or sessions, and
-    a password change ends them (as Django ends the user's login sessions).
-    """
+    a password change ends them (as Django ends the user's login sessions)."""
 
     __slots__ = ("__dict__", "auth", "label", "user")
 
@@ -93,8 +94,6 @@ class SessionAuthentication(authentication.BaseAuthentication):
     without a CORS preflight), so CSRF tokens add nothing there, and MCP clients cannot send them."""
 
     def authenticate(self, request: Request) -> tuple[Any, None] | None:
-        from django.contrib.auth import get_user
-
         # The session goes on the MCP request itself (views called as tools see it). DRF gives an
         # authentication class no public way to the HttpRequest its Request wraps; DRF's own
         # SessionAuthentication reads request._request too.
@@ -196,8 +195,6 @@ DERIVED["reads_only_headers"] = _reads_only_headers
 
 def token_model_missing(cls: type) -> bool:
     """DRF's TokenAuthentication (or a subclass on its Token model) without its app installed."""
-    from django.apps import apps
-
     return (
         issubclass(cls, authentication.TokenAuthentication)
         and cls.model is None

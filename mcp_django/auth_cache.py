@@ -13,8 +13,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
+from django.apps import apps
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY, get_user_model
+from django.contrib.auth.signals import user_logged_out
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.signals import setting_changed
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.http.cookie import parse_cookie
 from django.utils import timezone
 
 from .auth import Principal, url_headers
@@ -63,9 +71,6 @@ class _Shared:
     MAX_LOCAL = 100_000
 
     def __init__(self) -> None:
-        from django.core.cache import caches
-        from django.core.cache.backends.locmem import LocMemCache
-
         self.alias = mcp_settings.SESSION_CACHE
         self.local = mcp_settings.AUTH_CACHE_SECONDS <= LOCAL_ONLY_SECONDS or isinstance(
             caches[self.alias], LocMemCache
@@ -82,8 +87,6 @@ class _Shared:
         try:
             if not self.breaker.admit():
                 return failed
-            from django.core.cache import caches
-
             found = use(caches[self.alias])
         except Exception as exc:
             if self.breaker.failed(exc):
@@ -176,8 +179,6 @@ class PrincipalCache:
         session = ""
         cookie = headers.get("cookie")
         if cookie:
-            from django.http.cookie import parse_cookie
-
             session = parse_cookie(cookie).get(settings.SESSION_COOKIE_NAME, "")
             if session and settings.SESSION_ENGINE not in _SIGNALLED_SESSION_ENGINES:
                 return None  # a deleted session would go unnoticed
@@ -288,8 +289,6 @@ def principal_changed(user: Any = None, *, label: str | None = None, using: str 
             return
         label = _label(user, user.pk)
     _bump(label)
-    from django.db import DEFAULT_DB_ALIAS, connections, transaction
-
     if connections[using or DEFAULT_DB_ALIAS].in_atomic_block:
         transaction.on_commit(lambda: _bump(label), using=using)
 
@@ -302,11 +301,6 @@ def _bump(label: str) -> None:
 
 def connect() -> None:
     """Connect the receivers that keep the cache honest (called from AppConfig.ready)."""
-    from django.apps import apps
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.signals import user_logged_out
-    from django.db.models.signals import m2m_changed, post_delete, post_save
-
     user_model = get_user_model()
 
     def user_changed(
@@ -335,8 +329,6 @@ def connect() -> None:
         principal_changed(user)
 
     def session_deleted(sender: Any, instance: Any, using: str | None = None, **kw: Any) -> None:
-        from django.contrib.auth import SESSION_KEY
-
         try:
             pk = instance.get_decoded().get(SESSION_KEY)
         except Exception:

@@ -3,8 +3,7 @@
 Each secret gives, by HKDF-SHA256 with an info string per use, the keys for ``requestState``,
 legacy session ids and principal hashes, so a token made for one use never passes for another.
 The first secret signs and every one verifies (rotate by putting the new one first). Without a
-configured secret they derive from ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS`` (a salted HMAC).
-"""
+configured secret they derive from ``SECRET_KEY`` and ``SECRET_KEY_FALLBACKS`` (a salted HMAC)."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils.crypto import salted_hmac
+from django.utils.http import urlsafe_base64_encode
 
 from .conf import mcp_settings
 
@@ -33,23 +33,20 @@ def derive_key(secret: bytes, info: bytes, *, salt: bytes = b"mcp-django") -> by
 
     A replica of cryptography's ``HKDF`` (tests/test_keyring.py holds the two to the same bytes),
     kept for memory: importing cryptography costs 7.4 MiB of RSS, so only a sealed requestState
-    (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py).
-    """
+    (``ENCRYPT_REQUEST_STATE``) imports it (tests/test_lazy_start.py)."""
     prk = hmac.new(salt or bytes(32), secret, hashlib.sha256).digest()
     return hmac.new(prk, info + b"\x01", hashlib.sha256).digest()
 
 
-def b64encode(data: bytes) -> str:
-    """base64url without padding (RFC 4648, section 5), the alphabet of every token this app issues."""
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+# base64url without padding (RFC 4648, section 5), the alphabet of every token this app issues.
+b64encode = urlsafe_base64_encode
 
 
 def b64decode(text: str, *, canonical: bool = True) -> bytes:
     """The bytes ``text`` spells, or ``ValueError`` unless it is :func:`b64encode`'s spelling of them.
 
     Python's decoder accepts several spellings of the same bytes; an edited token must never
-    verify. ``canonical=False`` skips the check for a text a verified MAC already covers.
-    """
+    verify. ``canonical=False`` skips the check for a text a verified MAC already covers."""
     data = base64.urlsafe_b64decode(text.encode("ascii") + b"=" * (-len(text) % 4))
     if canonical and (not text or b64encode(data) != text):
         raise ValueError("not canonical base64url")

@@ -58,8 +58,7 @@ def canonical_resource(uri: str) -> str | None:
 
     Scheme and host lower-case, the default port dropped, the path ``/`` written as none
     (RFC 3986 section 6.2.3); other paths and a query kept as written (``/mcp/`` is not
-    ``/mcp``). A fragment or userinfo makes it none (RFC 8707 section 2).
-    """
+    ``/mcp``). A fragment or userinfo makes it none (RFC 8707 section 2)."""
     if not isinstance(uri, str) or "#" in uri:
         return None
     try:
@@ -122,13 +121,10 @@ def challenge(
     metadata: bool = True,
     refused: Any = None,
 ) -> str:
-    """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728).
-
-    ``Bearer``, and where the endpoint's ``DPOP`` setting takes bound tokens a ``DPoP``
-    challenge naming the proof algorithms (RFC 9449 section 7.1), alone when DPoP is required.
-    ``scheme``: which the error is for; ``metadata`` False leaves ``resource_metadata`` out;
-    ``refused``: a request (DRF's) an authentication class refused, whose error (:func:`refuse`) it names.
-    """
+    """A ``WWW-Authenticate`` value pointing at the metadata (RFC 6750, RFC 9728), with a ``DPoP``
+    challenge (RFC 9449 section 7.1) where the endpoint's ``DPOP`` takes bound tokens. ``scheme``:
+    which the error is for; ``refused``: a request (DRF's) an authentication class refused, whose
+    error (:func:`refuse`) it names."""
     if refused is not None:
         found = getattr(refused, "oauth2_error", None) or {}
         error, description, scheme = found.get("error"), found.get("error_description"), found.get("scheme")

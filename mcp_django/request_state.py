@@ -1,13 +1,5 @@
-"""Sealing and verifying ``requestState`` (docs/request-state.md).
-
-The token is untrusted input, signed (HMAC-SHA256) or sealed (AES-256-GCM) with keys from
-:mod:`mcp_django.keyring`, all parts strict base64url without padding:
-
-    v1.<kid>.<payload>.<mac>        signed
-    v1.<kid>.<nonce+ciphertext>     sealed
-
-Every refusal is the same ``-32602``; the reason goes to the audit log.
-"""
+"""Sealing and verifying ``requestState``, untrusted input: its format and every check are in
+docs/request-state.md. Every refusal is the same ``-32602``; the reason goes to the audit log."""
 
 from __future__ import annotations
 
@@ -146,15 +138,6 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(_Issued)
 
 
-def decode_claims(payload: bytes) -> Claims:
-    """The claims of a verified payload, or :class:`StateRefused` when its shape is wrong."""
-    try:
-        return _decoder.decode(payload)
-    # msgspec.DecodeError and UnicodeDecodeError are both ValueErrors.
-    except ValueError:
-        raise StateRefused(Reason.MALFORMED) from None
-
-
 # Audiences found by audience_for(), under what names the URL a request reached.
 _audiences: dict[tuple[str, ...], str] = {}
 _MAX_AUDIENCES = 1024
@@ -229,9 +212,13 @@ def unseal(
     """Verify a client-supplied requestState, or raise :class:`StateRefused` when it expired or was
     issued for another request (the bindings by position: the boundary matching seven keywords cost
     a tenth of the call). ``principal``: the caller's digest, or its digests under every key of the
-    ring (a rotation).
-    """
-    claims = decode_claims(decode_token(token))
+    ring (a rotation)."""
+    payload = decode_token(token)
+    try:
+        claims = _decoder.decode(payload)
+    # A verified payload of the wrong shape: msgspec.DecodeError and UnicodeDecodeError are both ValueErrors.
+    except ValueError:
+        raise StateRefused(Reason.MALFORMED) from None
     if (time.time() if now is None else now) >= claims.expires_at:
         raise StateRefused(Reason.EXPIRED)
     # Each binding is compared in constant time; the order only picks the reason logged.

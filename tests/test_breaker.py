@@ -176,7 +176,7 @@ def test_each_tracker_says_an_outage_once_when_it_begins_and_once_when_it_ends(
     store = auth_cache._Shared()
     store.local = False
     store.breaker.retry = 0.05
-    monkeypatch.setattr("django.core.cache.caches", {store.alias: Cache()})
+    monkeypatch.setattr(auth_cache, "caches", {store.alias: Cache()})
     database = Prober(breaker.Breaker("the database 'logged'", retry=0.05), connect)
     with caplog.at_level(logging.WARNING, logger="mcp_django"):
         for _ in range(5):

@@ -393,14 +393,14 @@ def test_with_resource_url_a_round_builds_no_django_request(
     monkeypatch.setattr(tracing, "_configured", lambda: False)
     with override_settings(MCP_DJANGO={**settings.MCP_DJANGO, "RESOURCE_URL": "https://one.example/mcp/"}):
         state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
-        assert request_state.decode_claims(request_state.decode_token(state)).audience == "https://one.example/mcp"
+        assert request_state._decoder.decode(request_state.decode_token(state)).audience == "https://one.example/mcp"
         done = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state)
         assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
     assert built == []
     # Without it, the URL the request reached is the audience, and Django's request says which:
     # once for each URL (the scheme, path, Host and proxy headers), until a setting changes.
     state = raw_inprocess.call(FLOW).json()["result"]["requestState"]
-    assert request_state.decode_claims(request_state.decode_token(state)).audience == "http://testserver/mcp"
+    assert request_state._decoder.decode(request_state.decode_token(state)).audience == "http://testserver/mcp"
     assert built == ["/mcp"]
     done = raw_inprocess.call(FLOW, inputResponses=ADA, requestState=state)
     assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
@@ -409,12 +409,12 @@ def test_with_resource_url_a_round_builds_no_django_request(
     assert moved.json()["error"]["code"] == -32602  # bound to testserver, not localhost
     assert built == ["/mcp", "/mcp"]
     other = raw_inprocess.call(FLOW, headers={"host": "localhost"}).json()["result"]["requestState"]
-    assert request_state.decode_claims(request_state.decode_token(other)).audience == "http://localhost/mcp"
+    assert request_state._decoder.decode(request_state.decode_token(other)).audience == "http://localhost/mcp"
     assert built == ["/mcp", "/mcp"]
     with override_settings(USE_X_FORWARDED_HOST=True):
         # A proxy header Django now reads: another URL, which Django's request names.
         forwarded = raw_inprocess.call(FLOW, headers={"x-forwarded-host": "localhost"}).json()["result"]
-        assert request_state.decode_claims(request_state.decode_token(forwarded["requestState"])).audience == (
+        assert request_state._decoder.decode(request_state.decode_token(forwarded["requestState"])).audience == (
             "http://localhost/mcp"
         )
         assert built == ["/mcp", "/mcp", "/mcp"]

@@ -1,8 +1,7 @@
 """DPoP (RFC 9449): access tokens bound to a key the client proves, on each request, that it holds.
 
 The authentication classes of OAuth access tokens and of MCP tokens call :func:`enforce` once a
-token is valid; the checks and why each is there: docs/authorization.md, "DPoP".
-"""
+token is valid; the checks and why each is there: docs/authorization.md, "DPoP"."""
 
 from __future__ import annotations
 
@@ -14,6 +13,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import DisallowedHost
 
 from ..breaker import Breaker
@@ -115,14 +116,8 @@ _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-dpop-repla
 
 
 def first_use(jkt: str, jti: str) -> bool:
-    """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay).
-
-    Raises :class:`Unavailable` when the shared cache does not answer within
-    ``SESSION_CACHE_TIMEOUT``, or failed a moment ago.
-    """
-    from django.core.cache import caches
-    from django.core.cache.backends.locmem import LocMemCache
-
+    """Record the proof ``jti`` of the key ``jkt``: False when it was recorded before (a replay); :class:`Unavailable`
+    when the shared cache does not answer within ``SESSION_CACHE_TIMEOUT``, or failed a moment ago."""
     cache = caches[mcp_settings.SESSION_CACHE]
     # Remembered while a proof with this jti could still pass the iat check, and a second more.
     timeout = int(2 * mcp_settings.DPOP_PROOF_WINDOW) + 1

@@ -1,8 +1,7 @@
 """OAuth 2.1 access tokens from django-oauth-toolkit, checked the way MCP authorization requires
 (docs/authorization.md): valid for the toolkit, issued for exactly this endpoint's resource URL
 (RFC 8707; the toolkit's own validator takes a resource as a URL prefix, and a token without
-one could be meant for another service), and with its DPoP proof when bound to a key.
-"""
+one could be meant for another service), and with its DPoP proof when bound to a key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,2 @@
 """Rate limits and caps on what one caller holds open: a plug-in on the pipeline (docs/limits.md).
-
-Imports nothing, so :mod:`mcp_django.conf` reads rates without loading the stage.
-"""
+Imports nothing, so :mod:`mcp_django.conf` reads rates without loading the stage."""

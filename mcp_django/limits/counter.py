@@ -5,24 +5,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ..breaker import CacheBreaker
 from ..conf import mcp_settings
-
-T = TypeVar("T")
 
 PREFIX = "mcp_django:limit"
 
 
 class CacheDown(Exception):
     """The limits cache failed, did not answer in time, or is known to be away."""
-
-
-async def in_thread(work: Callable[[], T]) -> T:
-    """``work()`` (a DRF throttle's own cache calls) in a thread, bounded as ``breaker.use`` is."""
-    return await breaker.run(work, mcp_settings.LIMITS["CACHE_TIMEOUT"], CacheDown)
 
 
 def _incr(cache: Any, key: str, timeout: float) -> int:

@@ -163,7 +163,9 @@ async def _ask_classes(call: Call, handler: Handler | None, found: Plan) -> None
                 return cls.__name__, throttle.wait()
         return None
 
-    refused = await _reach(counter.in_thread(first_refusal), found.fail_open)
+    # In a thread (the classes' own cache calls), bounded as the counting is.
+    breaker = counter.breaker
+    refused = await _reach(breaker.run(first_refusal, breaker.timeout(), counter.CacheDown), found.fail_open)
     if refused is not None:
         name, wait = refused
         await refuse(call, "class", name, max(1, math.ceil(wait or 1)))

@@ -1,7 +1,6 @@
 """``Authorization: Bearer mcp_...``: the app's own MCP tokens (:class:`~mcp_django.tokens.models.MCPToken`).
 The class answers only for tokens that start ``mcp_``, so it goes before ``TokenAuthentication``
-and the OAuth class in ``AUTHENTICATION_CLASSES`` (W040, below, says so otherwise).
-"""
+and the OAuth class in ``AUTHENTICATION_CLASSES`` (W040, below, says so otherwise)."""
 
 from __future__ import annotations
 

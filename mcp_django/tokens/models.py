@@ -2,8 +2,7 @@
 user; and the key a django-oauth-toolkit access token is bound to (DPoP).
 
 An MCP token's prefix is the row's public id; only the SHA-256 of the secret is stored (a fast
-hash is right for 256 random bits, and a slow one would cost every request).
-"""
+hash is right for 256 random bits, and a slow one would cost every request)."""
 
 from __future__ import annotations
 

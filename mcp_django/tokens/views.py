@@ -4,7 +4,6 @@ tokens; a project includes it with ``include("mcp_django.tokens.urls")``."""
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -33,13 +32,8 @@ class TokenForm(forms.Form):
     )
 
 
-def _user(request: HttpRequest) -> Any:
-    # Signed in (login_required): django-stubs cannot know the AnonymousUser is ruled out.
-    return request.user
-
-
 def _page(request: HttpRequest, form: TokenForm, token_text: str | None = None, status: int = 200) -> HttpResponse:
-    tokens = MCPToken.objects.filter(user=_user(request)).order_by("-created")
+    tokens = MCPToken.objects.filter(user=request.user.pk).order_by("-created")
     context = {"tokens": tokens, "form": form, "token_text": token_text, "now": timezone.now()}
     return render(request, "mcp_django/tokens/list.html", context, status=status)
 
@@ -66,6 +60,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @require_POST
 def revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     # Only the user's own: someone else's id is a 404, as if it did not exist.
-    token = get_object_or_404(MCPToken, prefix=prefix, user=_user(request))
+    token = get_object_or_404(MCPToken, prefix=prefix, user=request.user)
     token.revoke()
     return redirect("mcp_tokens:list")
