@@ -12,6 +12,7 @@ import django
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -117,14 +118,38 @@ class ReadOnlyAdminMixin:
         return False
 
 
-def _stacked(first: Any, *under: Any) -> str:
+def stacked(first: Any, *under: Any) -> str:
     """``first`` with each of ``under`` in small print on a line of its own below it."""
     return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
 
 
-def _stamp(moment: Any) -> str:
-    """One way to print an audit row's time, in the list and on its page: local, to the second."""
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+def time_column(name: str, description: Any, *, two_lines: bool = False) -> Any:
+    """A column or field showing the row's time ``name`` one way in a list and on a row's page:
+    local, to the second, not DATETIME_FORMAT's "2:03 p.m.". ``two_lines`` puts the date over
+    the time, which leaves a list room for its other columns."""
+
+    @admin.display(description=description, ordering=name)
+    def column(model_admin: admin.ModelAdmin[Any], obj: Any) -> str:
+        moment = getattr(obj, name)
+        if moment is None:
+            return "-"
+        day, clock = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S").split(" ")
+        return format_html("{}<br>{}", day, clock) if two_lines else f"{day} {clock}"
+
+    return column
+
+
+def show_every_field(model_admin: type[admin.ModelAdmin[Any]], model: type[models.Model]) -> None:
+    """A row's page shows every field of ``model`` (read-only, as nobody may change a row), its
+    times printed as a list prints them (``<name>_exact`` fields of ``model_admin``)."""
+    fields = []
+    for field in model._meta.fields:
+        if isinstance(field, models.DateTimeField):
+            setattr(model_admin, f"{field.name}_exact", time_column(field.name, field.verbose_name))
+            fields.append(f"{field.name}_exact")
+        else:
+            fields.append(field.name)
+    model_admin.fields = tuple(fields)
 
 
 @admin.register(AuditEvent)
@@ -140,8 +165,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         PrincipalFilter,
     )
     date_hierarchy = "created"
-    # A row's page: every field (read-only, as nobody may change a row), its time printed as the list prints it.
-    fields = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
+    when = time_column("created", _("time"), two_lines=True)
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
@@ -154,12 +178,6 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         username = f"user__{get_user_model().USERNAME_FIELD}"
         return ("target", "principal", username, "credential", "request_id", "client_address", "reason", "error")
 
-    @admin.display(description=_("time"), ordering="created")
-    def when(self, obj: AuditEvent) -> str:
-        # The date over the time: two short lines leave room for the other columns.
-        day, clock = _stamp(obj.created).split(" ")
-        return format_html("{}<br>{}", day, clock)
-
     @admin.display(description=_("kind"), ordering="kind")
     def what(self, obj: AuditEvent) -> str:
         # The kind, its reason or outcome under it, and a failed call's error (whole on hover).
@@ -167,23 +185,18 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         kind = obj.get_kind_display()
         if obj.error:
             error = format_html('<small class="mcp-error" title="{}">{}</small>', obj.error, obj.error)
-            return format_html("{}{}", _stacked(kind, detail), error)
-        return _stacked(kind, detail) if detail else kind
+            return format_html("{}{}", stacked(kind, detail), error)
+        return stacked(kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")
     def target_method(self, obj: AuditEvent) -> str:
-        return _stacked(obj.target or "—", obj.method)
+        return stacked(obj.target or "—", obj.method)
 
     @admin.display(description=_("transport / revision"), ordering="transport")
     def via(self, obj: AuditEvent) -> str:
         if obj.endpoint and obj.endpoint != "default":  # another endpoint than the default names itself
-            return _stacked(obj.transport, obj.version, f"@{obj.endpoint}")
-        return _stacked(obj.transport, obj.version)
-
-    @admin.display(description=_("time"), ordering="created")
-    def when_exact(self, obj: AuditEvent) -> str:
-        # As the list prints it (one format, seconds included), not DATETIME_FORMAT's "2:03 p.m.".
-        return _stamp(obj.created)
+            return stacked(obj.transport, obj.version, f"@{obj.endpoint}")
+        return stacked(obj.transport, obj.version)
 
     @admin.display(description=_("user"), ordering="principal")
     def who(self, obj: AuditEvent) -> str:
@@ -194,7 +207,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         else:
             name = obj.principal or "—"
         # The credential under the user, when it names itself (an MCP token: name and id).
-        return _stacked(name, obj.credential) if obj.credential else name
+        return stacked(name, obj.credential) if obj.credential else name
 
     @admin.display(description=_("ms"), ordering="duration_ms")
     def duration(self, obj: AuditEvent) -> str:
@@ -218,6 +231,9 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 _("The audit log's database cannot be reached: %(waiting)d row(s) wait to be written.") % lost,
             )
         return super().changelist_view(request, extra_context)
+
+
+show_every_field(AuditEventAdmin, AuditEvent)
 
 
 @admin.register(RegisteredHandler)
