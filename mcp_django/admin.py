@@ -26,7 +26,7 @@ from . import handler_report as report
 from .audit import stats
 from .handlers import PRIMITIVES
 from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import endpoints
+from .registry import endpoints, registry_named
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -318,12 +318,12 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
         # ?endpoint=NAME: a handler of another endpoint than the default.
         name = request.GET.get("endpoint") or "default"
-        registries = endpoints()
-        handlers = [h for r in registries if r.name == name for h in r.all_handlers()]
+        registry = registry_named(name)
+        handlers = registry.all_handlers() if registry is not None else []
         handler = next((h for h in handlers if h.primitive == primitive and report.address(h) == address), None)
         if handler is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
-        context = self._context(request, f"{handler.primitive} {report.address(handler)}")
+        context = self._context(request, f"{primitive} {address}")
         series = report.activity(handler, endpoint=name)
         asked: dict[str, str] = {}
         for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
@@ -331,14 +331,14 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 asked.update(asks)
         context.update(
             handler=handler,
-            address=report.address(handler),
+            address=address,
             schema=json.dumps(report.schema(handler), indent=2, sort_keys=True, default=str),
             source_code=report.source_code(handler),
             permission_classes=report.permission_labels(handler),
             asks=report.ask_groups(asked),
             recent=report.recent(handler, endpoint=name),
             endpoint=name,
-            several_endpoints=len(registries) > 1,
+            several_endpoints=len(endpoints()) > 1,
             series=series,
             totals={key: sum(getattr(day, key) for day in series) for key in ("calls", "rounds", "refusals")},
             chart=report.chart(series),
