@@ -25,7 +25,7 @@ from . import extensions
 from . import handler_report as report
 from .audit import stats
 from .handlers import PRIMITIVES
-from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
+from .models import REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
 from .registry import endpoints, registry_named
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
@@ -321,14 +321,11 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         registry = registry_named(name)
         handlers = registry.all_handlers() if registry is not None else []
         handler = next((h for h in handlers if h.primitive == primitive and report.address(h) == address), None)
-        if handler is None:
+        if registry is None or handler is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
         context = self._context(request, f"{primitive} {address}")
         series = report.activity(handler, endpoint=name)
-        asked: dict[str, str] = {}
-        for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
-            if isinstance(asks, dict):
-                asked.update(asks)
+        asked = report.asked_by(registry, report.audit_rows(handler, name)).get(id(handler), {})
         context.update(
             handler=handler,
             address=address,

@@ -196,6 +196,16 @@ _SERIES: dict[str, str] = {
 _FAILED = (Kind.FAILED, Kind.TASK_FAILED)
 
 
+def asked_by(registry: Registry, rows: QuerySet[AuditEvent]) -> dict[int, dict[str, str]]:
+    """What each handler (by ``id``) asked, from its ``rows``: ask key -> ask method."""
+    asked: dict[int, dict[str, str]] = defaultdict(dict)
+    for method, target, asks in rows.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct():
+        asker = registry.handler_for(method, target)
+        if asker is not None and isinstance(asks, dict):
+            asked[id(asker)].update(asks)
+    return asked
+
+
 def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     """One dict per handler: what it is, where it lives, what it asked and how often it ran
     (two grouped queries over the audit log, whatever the number of handlers)."""
@@ -208,14 +218,7 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
             counts[id(ran)][series] += row["n"]
             if row["kind"] in _FAILED:
                 counts[id(ran)]["failed"] += row["n"]
-    asked: dict[int, dict[str, str]] = defaultdict(dict)
-    for method, target, asks in (
-        rows_here.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct()
-    ):
-        asker = registry.handler_for(method, target)
-        if asker is not None and isinstance(asks, dict):
-            asked[id(asker)].update(asks)
-
+    asked = asked_by(registry, rows_here)
     return [
         {
             "endpoint": registry.name,
