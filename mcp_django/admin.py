@@ -105,14 +105,18 @@ class PrincipalFilter(ActiveValueFilter):
     parameter_name = "principal"
 
 
-class ReadOnlyAdminMixin:
-    """Nobody adds, changes or deletes from the admin, superusers included."""
+class ViewOnlyAdminMixin:
+    """Nobody adds or changes rows from the admin, superusers included."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdminMixin(ViewOnlyAdminMixin):
+    """Nor deletes them."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

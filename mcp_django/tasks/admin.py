@@ -12,13 +12,13 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from ..admin import show_every_field, stacked, time_column
+from ..admin import ViewOnlyAdminMixin, show_every_field, stacked, time_column
 from . import store, workers
 from .models import TERMINAL, MCPTask
 
 
 @admin.register(MCPTask)
-class MCPTaskAdmin(admin.ModelAdmin):
+class MCPTaskAdmin(ViewOnlyAdminMixin, admin.ModelAdmin):
     # Six columns, so that at 1280 px they fit beside the app list and the filters: the
     # endpoint sits under the tool and the status message under the status (input rounds
     # and runs are on the task's page).
@@ -57,13 +57,6 @@ class MCPTaskAdmin(admin.ModelAdmin):
     created_at = time_column("created", _("created"), two_lines=True)
     updated_at = time_column("updated", _("updated"), two_lines=True)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Viewing only; the cancel action asks for the change permission itself.
-        return False
-
     @admin.action(description=_("Cancel the selected tasks"), permissions=["cancel"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[MCPTask]) -> None:
         unfinished = queryset.exclude(status__in=TERMINAL).values_list("pk", flat=True)
@@ -76,7 +69,8 @@ class MCPTaskAdmin(admin.ModelAdmin):
         )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return super().has_change_permission(request)  # the model's change permission, as the admin reads it
+        # The model's change permission, as ModelAdmin reads it: the rows themselves are view-only.
+        return admin.ModelAdmin.has_change_permission(self, request)
 
     # The workers seen alive and the queue, above the list (its own template's header).
     change_list_template = "admin/mcp_django/mcptask/change_list.html"
