@@ -12,6 +12,7 @@ import django
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -24,8 +25,8 @@ from . import extensions
 from . import handler_report as report
 from .audit import stats
 from .handlers import PRIMITIVES
-from .models import ASKED_KINDS, REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
-from .registry import endpoints
+from .models import REFUSAL_KINDS, RUN_KINDS, AuditEvent, Kind, RegisteredHandler
+from .registry import endpoints, registry_named
 
 # What a kind's rows are grouped under in the filter besides the kinds themselves.
 _GROUPS: dict[str, tuple[Any, tuple[str, ...]]] = {
@@ -104,8 +105,8 @@ class PrincipalFilter(ActiveValueFilter):
     parameter_name = "principal"
 
 
-class ReadOnlyAdminMixin:
-    """Nobody adds, changes or deletes from the admin, superusers included."""
+class ViewOnlyAdminMixin:
+    """Nobody adds or changes rows from the admin, superusers included."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -113,18 +114,46 @@ class ReadOnlyAdminMixin:
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+
+class ReadOnlyAdminMixin(ViewOnlyAdminMixin):
+    """Nor deletes them."""
+
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
-def _stacked(first: Any, *under: Any) -> str:
+def stacked(first: Any, *under: Any) -> str:
     """``first`` with each of ``under`` in small print on a line of its own below it."""
     return format_html("{}" + "<br><small>{}</small>" * len(under), first, *under)
 
 
-def _stamp(moment: Any) -> str:
-    """One way to print an audit row's time, in the list and on its page: local, to the second."""
-    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
+def time_column(name: str, description: Any, *, two_lines: bool = False) -> Any:
+    """A column or field showing the row's time ``name`` one way in a list and on a row's page:
+    local, to the second, not DATETIME_FORMAT's "2:03 p.m.". ``two_lines`` puts the date over
+    the time, which leaves a list room for its other columns."""
+
+    @admin.display(description=description, ordering=name)
+    def column(model_admin: admin.ModelAdmin[Any], obj: Any) -> str:
+        moment = getattr(obj, name)
+        if moment is None:
+            return "-"
+        day, clock = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S").split(" ")
+        return format_html("{}<br>{}", day, clock) if two_lines else f"{day} {clock}"
+
+    return column
+
+
+def show_every_field(model_admin: type[admin.ModelAdmin[Any]], model: type[models.Model]) -> None:
+    """A row's page shows every field of ``model`` (read-only, as nobody may change a row), its
+    times printed as a list prints them (``<name>_exact`` fields of ``model_admin``)."""
+    fields = []
+    for field in model._meta.fields:
+        if isinstance(field, models.DateTimeField):
+            setattr(model_admin, f"{field.name}_exact", time_column(field.name, field.verbose_name))
+            fields.append(f"{field.name}_exact")
+        else:
+            fields.append(field.name)
+    model_admin.fields = tuple(fields)
 
 
 @admin.register(AuditEvent)
@@ -140,8 +169,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         PrincipalFilter,
     )
     date_hierarchy = "created"
-    # A row's page: every field (read-only, as nobody may change a row), its time printed as the list prints it.
-    fields = tuple("when_exact" if f.name == "created" else f.name for f in AuditEvent._meta.fields)
+    when = time_column("created", _("time"), two_lines=True)
     list_select_related = ("user",)
     # Counting a large log on every page is the slow part of a changelist.
     show_full_result_count = False
@@ -154,12 +182,6 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         username = f"user__{get_user_model().USERNAME_FIELD}"
         return ("target", "principal", username, "credential", "request_id", "client_address", "reason", "error")
 
-    @admin.display(description=_("time"), ordering="created")
-    def when(self, obj: AuditEvent) -> str:
-        # The date over the time: two short lines leave room for the other columns.
-        day, clock = _stamp(obj.created).split(" ")
-        return format_html("{}<br>{}", day, clock)
-
     @admin.display(description=_("kind"), ordering="kind")
     def what(self, obj: AuditEvent) -> str:
         # The kind, its reason or outcome under it, and a failed call's error (whole on hover).
@@ -167,23 +189,18 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         kind = obj.get_kind_display()
         if obj.error:
             error = format_html('<small class="mcp-error" title="{}">{}</small>', obj.error, obj.error)
-            return format_html("{}{}", _stacked(kind, detail), error)
-        return _stacked(kind, detail) if detail else kind
+            return format_html("{}{}", stacked(kind, detail), error)
+        return stacked(kind, detail) if detail else kind
 
     @admin.display(description=_("target / method"), ordering="target")
     def target_method(self, obj: AuditEvent) -> str:
-        return _stacked(obj.target or "—", obj.method)
+        return stacked(obj.target or "—", obj.method)
 
     @admin.display(description=_("transport / revision"), ordering="transport")
     def via(self, obj: AuditEvent) -> str:
         if obj.endpoint and obj.endpoint != "default":  # another endpoint than the default names itself
-            return _stacked(obj.transport, obj.version, f"@{obj.endpoint}")
-        return _stacked(obj.transport, obj.version)
-
-    @admin.display(description=_("time"), ordering="created")
-    def when_exact(self, obj: AuditEvent) -> str:
-        # As the list prints it (one format, seconds included), not DATETIME_FORMAT's "2:03 p.m.".
-        return _stamp(obj.created)
+            return stacked(obj.transport, obj.version, f"@{obj.endpoint}")
+        return stacked(obj.transport, obj.version)
 
     @admin.display(description=_("user"), ordering="principal")
     def who(self, obj: AuditEvent) -> str:
@@ -194,7 +211,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         else:
             name = obj.principal or "—"
         # The credential under the user, when it names itself (an MCP token: name and id).
-        return _stacked(name, obj.credential) if obj.credential else name
+        return stacked(name, obj.credential) if obj.credential else name
 
     @admin.display(description=_("ms"), ordering="duration_ms")
     def duration(self, obj: AuditEvent) -> str:
@@ -218,6 +235,9 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 _("The audit log's database cannot be reached: %(waiting)d row(s) wait to be written.") % lost,
             )
         return super().changelist_view(request, extra_context)
+
+
+show_every_field(AuditEventAdmin, AuditEvent)
 
 
 @admin.register(RegisteredHandler)
@@ -302,27 +322,24 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def handler_view(self, request: HttpRequest, primitive: str, address: str) -> HttpResponse:
         # ?endpoint=NAME: a handler of another endpoint than the default.
         name = request.GET.get("endpoint") or "default"
-        registries = endpoints()
-        handlers = [h for r in registries if r.name == name for h in r.all_handlers()]
+        registry = registry_named(name)
+        handlers = registry.all_handlers() if registry is not None else []
         handler = next((h for h in handlers if h.primitive == primitive and report.address(h) == address), None)
-        if handler is None:
+        if registry is None or handler is None:
             raise Http404(f"No {primitive} {address!r} is registered at the endpoint {name!r}.")
-        context = self._context(request, f"{handler.primitive} {report.address(handler)}")
+        context = self._context(request, f"{primitive} {address}")
         series = report.activity(handler, endpoint=name)
-        asked: dict[str, str] = {}
-        for asks in report.audit_rows(handler, name).filter(kind__in=ASKED_KINDS).values_list("asks", flat=True):
-            if isinstance(asks, dict):
-                asked.update(asks)
+        asked = report.asked_by(registry, report.audit_rows(handler, name)).get(id(handler), {})
         context.update(
             handler=handler,
-            address=report.address(handler),
+            address=address,
             schema=json.dumps(report.schema(handler), indent=2, sort_keys=True, default=str),
             source_code=report.source_code(handler),
             permission_classes=report.permission_labels(handler),
             asks=report.ask_groups(asked),
             recent=report.recent(handler, endpoint=name),
             endpoint=name,
-            several_endpoints=len(registries) > 1,
+            several_endpoints=len(endpoints()) > 1,
             series=series,
             totals={key: sum(getattr(day, key) for day in series) for key in ("calls", "rounds", "refusals")},
             chart=report.chart(series),

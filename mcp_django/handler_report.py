@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
@@ -186,50 +186,57 @@ def permission_labels(handler: Handler) -> list[str]:
     return list(dict.fromkeys(labels))
 
 
+# What a kind's rows count as, on both pages: a handler's calls (its task runs included), rounds and refusals.
+_SERIES: dict[str, str] = {
+    **dict.fromkeys(RUN_KINDS, "calls"),
+    Kind.ROUND: "rounds",
+    **dict.fromkeys(REFUSAL_KINDS, "refusals"),
+}
+# The calls the handlers page notes as failed.
+_FAILED = (Kind.FAILED, Kind.TASK_FAILED)
+
+
+def asked_by(registry: Registry, rows: QuerySet[AuditEvent]) -> dict[int, dict[str, str]]:
+    """What each handler (by ``id``) asked, from its ``rows``: ask key -> ask method."""
+    asked: dict[int, dict[str, str]] = defaultdict(dict)
+    for method, target, asks in rows.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct():
+        asker = registry.handler_for(method, target)
+        if asker is not None and isinstance(asks, dict):
+            asked[id(asker)].update(asks)
+    return asked
+
+
 def handler_rows(registry: Registry) -> list[dict[str, Any]]:
     """One dict per handler: what it is, where it lives, what it asked and how often it ran
     (two grouped queries over the audit log, whatever the number of handlers)."""
-    handlers = registry.all_handlers()
-
-    counts: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    counts: dict[int, Counter[str]] = defaultdict(Counter)
     methods = sorted(set(METHOD.values()))
     rows_here = AuditEvent.objects.filter(endpoint=registry.name, method__in=methods)
     for row in rows_here.values("method", "target", "kind").annotate(n=Count("id")):
         ran = registry.handler_for(row["method"], row["target"])
-        if ran is not None:
-            counts[id(ran)][row["kind"]] += row["n"]
-    asked: dict[int, dict[str, str]] = defaultdict(dict)
-    for method, target, asks in (
-        rows_here.filter(kind__in=ASKED_KINDS).values_list("method", "target", "asks").distinct()
-    ):
-        asker = registry.handler_for(method, target)
-        if asker is not None and isinstance(asks, dict):
-            asked[id(asker)].update(asks)
-
-    rows = []
-    for handler in handlers:
-        c = counts.get(id(handler), {})
-        rows.append(
-            {
-                "endpoint": registry.name,
-                "primitive": handler.primitive,
-                "name": handler.name,
-                "address": address(handler),
-                "title": handler.title or "",
-                "description": handler.description,
-                "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
-                "source": handler.source,
-                "is_async": handler.is_async,
-                "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
-                "asks": ask_groups(asked.get(id(handler), {})),
-                "calls": sum(c.get(str(k), 0) for k in RUN_KINDS),  # its task runs included
-                "failed": c.get(str(Kind.FAILED), 0) + c.get(str(Kind.TASK_FAILED), 0),
-                "rounds": c.get(str(Kind.ROUND), 0),
-                "refusals": sum(c.get(str(k), 0) for k in REFUSAL_KINDS),
-                "query": urlencode(audit_query(handler, registry.name)),
-            }
-        )
-    return rows
+        if ran is not None and (series := _SERIES.get(row["kind"])):
+            counts[id(ran)][series] += row["n"]
+            if row["kind"] in _FAILED:
+                counts[id(ran)]["failed"] += row["n"]
+    asked = asked_by(registry, rows_here)
+    return [
+        {
+            "endpoint": registry.name,
+            "primitive": handler.primitive,
+            "name": handler.name,
+            "address": address(handler),
+            "title": handler.title or "",
+            "description": handler.description,
+            "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
+            "source": handler.source,
+            "is_async": handler.is_async,
+            "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
+            "asks": ask_groups(asked.get(id(handler), {})),
+            **{key: counts[id(handler)][key] for key in ("calls", "failed", "rounds", "refusals")},
+            "query": urlencode(audit_query(handler, registry.name)),
+        }
+        for handler in registry.all_handlers()
+    ]
 
 
 def matches(rows: list[dict[str, Any]], q: str, primitive: str) -> list[dict[str, Any]]:
@@ -249,14 +256,6 @@ class Day:
     calls: int = 0
     rounds: int = 0
     refusals: int = 0
-
-
-# The chart's series a kind's rows count in.
-_SERIES: dict[str, str] = {
-    **dict.fromkeys(RUN_KINDS, "calls"),
-    Kind.ROUND: "rounds",
-    **dict.fromkeys(REFUSAL_KINDS, "refusals"),
-}
 
 
 def activity(handler: Handler, days: int = 14, endpoint: str = "default") -> list[Day]:

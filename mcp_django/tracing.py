@@ -71,13 +71,6 @@ def carrier(call: Call) -> dict[str, str]:
     return {key: value for key, name in _META_HEADERS.items() if isinstance(value := headers.get(name), str)}
 
 
-def _target(call: Call) -> str:
-    """The registered name (or URI, or template) of the call's handler, or "": never what the
-    client sent, so span names stay few and a template's variables are not named."""
-    handler = call.registry.handler_for(call.method, call.target)
-    return "" if handler is None else address(handler)
-
-
 def trace(call_next: Next, call: Call) -> Awaitable[dict[str, Any]]:
     """The pipeline's tracing stage (in ``MCP_DJANGO["PIPELINE"]`` by default): one span per call.
 
@@ -101,7 +94,10 @@ if not ENABLED:
 async def _handle_in_span(call: Call, call_next: Next) -> dict[str, Any]:
     """One call in its server span (tracing is configured)."""
     parent = propagate.extract(carrier(call))
-    target = _target(call)
+    # The handler's registered name (or URI, or template), never what the client sent: span
+    # names stay few and a template's variables are not named.
+    handler = call.registry.handler_for(call.method, call.target)
+    target = "" if handler is None else address(handler)
     attributes: dict[str, Any] = {
         "mcp.method.name": call.method,
         "mcp.protocol.version": call.version,

@@ -149,7 +149,7 @@ def test_the_audit_list_and_a_rows_page_fit(admin_server: AdminServer, width: in
         page.goto(admin_server.url + f"/admin/mcp_django/auditevent/{first.pk}/change/")
         page.wait_for_selector("#content-main")
         page.screenshot(path=str(SHOTS / f"audit-row-{width}.png"), full_page=True)
-        shown = page.locator(".field-when_exact .readonly").inner_text()
+        shown = page.locator(".field-created_exact .readonly").inner_text()
         assert shown == "2026-03-14 14:03:33", shown
         assert "p.m." not in page.locator("#content-main").inner_text()
 

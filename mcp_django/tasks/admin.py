@@ -3,49 +3,22 @@ filters and a cancel action. Registered by the extension's ``register()`` (``met
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db import DatabaseError, models
+from django.db import DatabaseError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.utils import timezone
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from ..admin import ViewOnlyAdminMixin, show_every_field, stacked, time_column
 from . import store, workers
 from .models import TERMINAL, MCPTask
 
 
-def _stamp(moment: Any) -> str:
-    """A time as the audit list prints it (local, 24 hours, to the second), not DATETIME_FORMAT's "2:25 a.m."."""
-    return "-" if moment is None else timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _two_lines(moment: Any) -> str:
-    # The date over the time, as in the audit list: two short lines leave room for the others.
-    return format_html("{}<br>{}", *_stamp(moment).split(" ")) if moment is not None else "-"
-
-
-def _time(name: str, verbose: Any, shown: Callable[[Any], str]) -> Any:
-    """A column or field of the admin: the row's time ``name``, printed by ``shown``."""
-
-    @admin.display(description=verbose, ordering=name)
-    def column(self: MCPTaskAdmin, obj: MCPTask) -> str:
-        return shown(getattr(obj, name))
-
-    return column
-
-
-# A task's page: every field, its times printed as the list prints them (``created_exact``, ...).
-_TIMES = {field.name: field.verbose_name for field in MCPTask._meta.fields if isinstance(field, models.DateTimeField)}
-_ROW_FIELDS = tuple(f"{field.name}_exact" if field.name in _TIMES else field.name for field in MCPTask._meta.fields)
-
-
 @admin.register(MCPTask)
-class MCPTaskAdmin(admin.ModelAdmin):
+class MCPTaskAdmin(ViewOnlyAdminMixin, admin.ModelAdmin):
     # Six columns, so that at 1280 px they fit beside the app list and the filters: the
     # endpoint sits under the tool and the status message under the status (input rounds
     # and runs are on the task's page).
@@ -56,9 +29,6 @@ class MCPTaskAdmin(admin.ModelAdmin):
     ordering = ("-created",)
     list_select_related = ("user",)
     actions = ["cancel_tasks"]
-    # The answers and arguments are the client's data: shown, never edited here.
-    fields = _ROW_FIELDS
-    readonly_fields = _ROW_FIELDS
 
     class Media:
         css = {"all": ["mcp_django/admin.css"]}
@@ -70,15 +40,13 @@ class MCPTaskAdmin(admin.ModelAdmin):
     @admin.display(description=_("tool / endpoint"), ordering="tool")
     def tool_endpoint(self, obj: MCPTask) -> str:
         if obj.endpoint and obj.endpoint != "default":
-            return format_html("{}<br><small>@{}</small>", obj.tool, obj.endpoint)
+            return stacked(obj.tool, f"@{obj.endpoint}")
         return obj.tool
 
     @admin.display(description=_("status"), ordering="status")
     def task_status(self, obj: MCPTask) -> str:
         status = obj.get_status_display()
-        if obj.status_message:
-            return format_html("{}<br><small>{}</small>", status, obj.status_message)
-        return status
+        return stacked(status, obj.status_message) if obj.status_message else status
 
     @admin.display(description=_("user"), ordering="principal")
     def who(self, obj: MCPTask) -> str:
@@ -86,15 +54,8 @@ class MCPTaskAdmin(admin.ModelAdmin):
             return obj.user.get_username()
         return obj.principal if obj.user_id is None else f"{obj.principal} ({_('deleted')})"
 
-    created_at = _time("created", _("created"), _two_lines)
-    updated_at = _time("updated", _("updated"), _two_lines)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Viewing only; the cancel action asks for the change permission itself.
-        return False
+    created_at = time_column("created", _("created"), two_lines=True)
+    updated_at = time_column("updated", _("updated"), two_lines=True)
 
     @admin.action(description=_("Cancel the selected tasks"), permissions=["cancel"])
     def cancel_tasks(self, request: HttpRequest, queryset: QuerySet[MCPTask]) -> None:
@@ -108,7 +69,8 @@ class MCPTaskAdmin(admin.ModelAdmin):
         )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return super().has_change_permission(request)  # the model's change permission, as the admin reads it
+        # The model's change permission, as ModelAdmin reads it: the rows themselves are view-only.
+        return admin.ModelAdmin.has_change_permission(self, request)
 
     # The workers seen alive and the queue, above the list (its own template's header).
     change_list_template = "admin/mcp_django/mcptask/change_list.html"
@@ -122,5 +84,5 @@ class MCPTaskAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context=context)
 
 
-for _name, _verbose in _TIMES.items():
-    setattr(MCPTaskAdmin, f"{_name}_exact", _time(_name, _verbose, _stamp))
+# The answers and arguments are the client's data: shown, never edited here.
+show_every_field(MCPTaskAdmin, MCPTask)
