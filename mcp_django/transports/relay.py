@@ -108,7 +108,7 @@ class Relay:
         worker.on("mcp.reply", functools.partial(self._decide, taken=True))
         worker.on("mcp.reply.ack", self._on_ack)
         worker.on("mcp.reply.lost", functools.partial(self._decide, taken=False))
-        worker.on("mcp.cancel", self._on_cancel)
+        worker.on("mcp.cancel", self._cancel_local)
         worker.on("mcp.events", self._on_events)
         worker.on("mcp.resume", self._serve_resume)
         worker.on("mcp.resume.stop", self._on_resume_stop)
@@ -197,16 +197,17 @@ class Relay:
     async def cancel(self, sid: str, request_id: Any = None) -> None:
         """Cancel one call of a session (``request_id``) or all of them (None), on every worker."""
         rid = None if request_id is None else call_key(sid, request_id)[1]
-        if self._cancel_local(sid, rid):
+        message = {"type": "mcp.cancel", "sid": sid, "rid": rid}
+        if self._cancel_local(message) or not self.worker.shared:
             return
-        if self.worker.shared:
-            try:
-                message = {"type": "mcp.cancel", "sid": sid, "rid": rid}
-                await layer_call(lambda: self.worker.layer.group_send(GROUP, message))
-            except Exception as exc:
-                logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
+        try:
+            await layer_call(lambda: self.worker.layer.group_send(GROUP, message))
+        except Exception as exc:
+            logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
 
-    def _cancel_local(self, sid: str, rid: str | None) -> bool:
+    def _cancel_local(self, message: dict[str, Any]) -> bool:
+        """An ``mcp.cancel`` (ours, or another worker's) here; True when the one call it names ran here."""
+        sid, rid = str(message["sid"]), message.get("rid")
         if rid is not None:
             task = self.calls.get((sid, rid))
             if task is None:
@@ -300,9 +301,6 @@ class Relay:
         acked = self._acks.get(str(message["ack"]))
         if acked is not None and not acked.done():
             acked.set_result(bool(message.get("taken", True)))
-
-    def _on_cancel(self, message: dict[str, Any]) -> None:
-        self._cancel_local(str(message["sid"]), message.get("rid"))
 
     def _on_events(self, message: dict[str, Any]) -> None:
         queue = self._taps.get(str(message["tap"]))
