@@ -34,7 +34,7 @@ _READ_RETRY_SECONDS = 0.25
 # Attempts of an operation failing with a connection error: each dead pooled connection fails once.
 _ATTEMPTS = 3
 
-Handler = Callable[[dict[str, Any]], None]
+Handler = Callable[[dict[str, Any]], object]
 T = TypeVar("T")
 
 
@@ -86,15 +86,12 @@ class WorkerChannel:
             # test client's) gets its own. (In-memory instances do not see each other: shared.)
             layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         self.layer: Any = layer
+        self.shared = is_shared(layer)
         self.channel = ""
         self.handlers: dict[str, Handler] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
         self._tasks: list[asyncio.Future[Any]] = []
         self._ready: asyncio.Future[None] | None = None
-
-    @property
-    def shared(self) -> bool:
-        return is_shared(self.layer)
 
     def on(self, message_type: str, handler: Handler) -> None:
         """Call ``handler`` with every message of this type read on this channel (on this loop)."""

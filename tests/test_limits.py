@@ -48,6 +48,9 @@ def test_legacy_subscriptions_are_capped_per_session(live_url: str) -> None:
 
 
 def test_subscription_keys_expire_with_the_session(live_url: str) -> None:
+    from django.core.cache import caches
+
+    from mcp_django.conf import mcp_settings as settings
     from mcp_django.protocol import legacy
 
     with mcp_settings(SESSION_LIFETIME=120), httpx.Client(timeout=10) as client:
@@ -55,7 +58,7 @@ def test_subscription_keys_expire_with_the_session(live_url: str) -> None:
         assert subscribe(client, live_url, headers, URIS[0])["result"] == {}
         record = legacy.open_session(headers["mcp-session-id"])
         assert record is not None
-        cache = legacy.session_cache()
+        cache = caches[settings.SESSION_CACHE]
         keys = [legacy._uri_key(record.sid, URIS[0]), legacy._key(record.sid, "subs")]
         for key in keys:
             assert cache.get(key) is not None, key

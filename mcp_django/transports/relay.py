@@ -88,8 +88,9 @@ class Relay:
         self.worker = worker
         # Numbers everything this relay names: our requests, forwarded replies, resumes, streams.
         self.ids = itertools.count(1)
-        # Replies forwarded from here, by ack id: whether the holder took it.
-        self._acks: dict[str, asyncio.Future[bool]] = {}
+        # What other workers answer this relay, by the id it gave them: whether the holder took a reply
+        # forwarded from here (its ack id), a stream another worker holds, resumed here (its tap id).
+        self._answers: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         # Replies forwarded here, by (forwarder's channel, ack id): taken or lost, and when, oldest first.
         self._outcomes: dict[tuple[str, str], tuple[bool, float]] = {}
         # Our requests to clients awaiting replies, by id (mcp-django:<n>:<channel>).
@@ -97,8 +98,6 @@ class Relay:
         self.calls: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy response streams of this worker, by key, kept for resumption (Last-Event-ID).
         self.streams: dict[str, Any] = {}
-        # Resumes served here for streams another worker holds, by tap id: their incoming events.
-        self._taps: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         # Streams held here forwarded to another worker's resume, by (its channel, its tap id).
         self._forwards: dict[tuple[str, str], asyncio.Task[Any]] = {}
         # Legacy standalone GET streams of this worker, by session: ended with their session.
@@ -106,10 +105,10 @@ class Relay:
         # The legacy transport's delivery of resource updates to session_streams (set at the first GET stream).
         self.session_updates: Any = None
         worker.on("mcp.reply", functools.partial(self._decide, taken=True))
-        worker.on("mcp.reply.ack", self._on_ack)
+        worker.on("mcp.reply.ack", functools.partial(self._answered, "ack"))
         worker.on("mcp.reply.lost", functools.partial(self._decide, taken=False))
-        worker.on("mcp.cancel", self._on_cancel)
-        worker.on("mcp.events", self._on_events)
+        worker.on("mcp.cancel", self._cancel_local)
+        worker.on("mcp.events", functools.partial(self._answered, "tap"))
         worker.on("mcp.resume", self._serve_resume)
         worker.on("mcp.resume.stop", self._on_resume_stop)
 
@@ -143,21 +142,20 @@ class Relay:
                     return True
             return self._refused(channel)
         ack = str(next(self.ids))
-        acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._acks[ack] = acked
+        acks = self._answers[ack] = asyncio.Queue[dict[str, Any]]()
         about = {"id": request_id, "sid": sid, "p": principal, "ack": ack, "to": self.worker.channel}
         sent_at: float | None = None
         try:
             try:
                 await self.worker.send(channel, {"type": "mcp.reply", "message": message, **about})
                 sent_at = asyncio.get_running_loop().time()
-                taken = await asyncio.wait_for(asyncio.shield(acked), min(REPLY_ACK_PROMPT, REPLY_ACK_SECONDS))
+                taken = await _taken(acks, min(REPLY_ACK_PROMPT, REPLY_ACK_SECONDS))
             except Exception as exc:
                 if sent_at is None:
                     logger.warning("could not forward a reply to %s (%s)", channel, type(exc).__name__)
-                taken = await self._verdict(channel, {"type": "mcp.reply.lost", **about}, acked, sent_at)
+                taken = await self._verdict(channel, {"type": "mcp.reply.lost", **about}, acks, sent_at)
         finally:
-            self._acks.pop(ack, None)
+            self._answers.pop(ack, None)
         if not taken:
             raise Unavailable("the server instance holding this request")
         return True
@@ -176,7 +174,7 @@ class Relay:
         return False
 
     async def _verdict(
-        self, channel: str, question: dict[str, Any], acked: asyncio.Future[bool], sent_at: float | None
+        self, channel: str, question: dict[str, Any], acks: asyncio.Queue[dict[str, Any]], sent_at: float | None
     ) -> bool:
         """No acknowledgment yet: whether the holder took the reply, as it says when asked (a question
         the layer cannot carry: taken when the layer took the reply, docs/deployment.md)."""
@@ -189,7 +187,7 @@ class Relay:
         except Exception:
             return False
         with contextlib.suppress(TimeoutError):
-            return await asyncio.wait_for(asyncio.shield(acked), REPLY_ACK_SECONDS + REPLY_VERDICT_SECONDS)
+            return await _taken(acks, REPLY_ACK_SECONDS + REPLY_VERDICT_SECONDS)
         return False
 
     # -- cancellation ------------------------------------------------------------------------
@@ -197,16 +195,17 @@ class Relay:
     async def cancel(self, sid: str, request_id: Any = None) -> None:
         """Cancel one call of a session (``request_id``) or all of them (None), on every worker."""
         rid = None if request_id is None else call_key(sid, request_id)[1]
-        if self._cancel_local(sid, rid):
+        message = {"type": "mcp.cancel", "sid": sid, "rid": rid}
+        if self._cancel_local(message) or not self.worker.shared:
             return
-        if self.worker.shared:
-            try:
-                message = {"type": "mcp.cancel", "sid": sid, "rid": rid}
-                await layer_call(lambda: self.worker.layer.group_send(GROUP, message))
-            except Exception as exc:
-                logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
+        try:
+            await layer_call(lambda: self.worker.layer.group_send(GROUP, message))
+        except Exception as exc:
+            logger.warning("could not broadcast a cancellation (%s)", type(exc).__name__)
 
-    def _cancel_local(self, sid: str, rid: str | None) -> bool:
+    def _cancel_local(self, message: dict[str, Any]) -> bool:
+        """An ``mcp.cancel`` (ours, or another worker's) here; True when the one call it names ran here."""
+        sid, rid = str(message["sid"]), message.get("rid")
         if rid is not None:
             task = self.calls.get((sid, rid))
             if task is None:
@@ -228,8 +227,7 @@ class Relay:
         if not self.worker.shared:
             return None  # the in-memory layer ends at this process: nobody else holds streams
         tap = str(next(self.ids))
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._taps[tap] = queue
+        queue = self._answers[tap] = asyncio.Queue[dict[str, Any]]()
         request = {"type": "mcp.resume", "key": key, "after": after, "sid": sid, "to": self.worker.channel, "tap": tap}
         try:
             await self.worker.send(channel, request)
@@ -237,7 +235,7 @@ class Relay:
         except Exception:
             first = {}  # the holder is gone (its channel unknown or full, or no answer)
         if not first.get("found"):
-            self._taps.pop(tap, None)
+            self._answers.pop(tap, None)
             return None
         return self._remote_events(channel, tap, queue)
 
@@ -257,7 +255,7 @@ class Relay:
                     ended = True
                     return
         finally:
-            self._taps.pop(tap, None)
+            self._answers.pop(tap, None)
             if not ended:
                 # Our client left first: the holder stops forwarding.
                 with contextlib.suppress(Exception):
@@ -296,16 +294,8 @@ class Relay:
                 waiter.set_exception(MCPError(INTERNAL_ERROR, lost))
         self.worker.post(to, {"type": "mcp.reply.ack", "ack": ack, "taken": decided})
 
-    def _on_ack(self, message: dict[str, Any]) -> None:
-        acked = self._acks.get(str(message["ack"]))
-        if acked is not None and not acked.done():
-            acked.set_result(bool(message.get("taken", True)))
-
-    def _on_cancel(self, message: dict[str, Any]) -> None:
-        self._cancel_local(str(message["sid"]), message.get("rid"))
-
-    def _on_events(self, message: dict[str, Any]) -> None:
-        queue = self._taps.get(str(message["tap"]))
+    def _answered(self, key: str, message: dict[str, Any]) -> None:
+        queue = self._answers.get(str(message[key]))
         if queue is not None:
             queue.put_nowait(message)
 
@@ -313,6 +303,11 @@ class Relay:
         forward = self._forwards.get((str(message["to"]), str(message["tap"])))
         if forward is not None:
             forward.cancel()
+
+
+async def _taken(acks: asyncio.Queue[dict[str, Any]], timeout: float) -> bool:
+    """Whether the holder took a forwarded reply, as its acknowledgment says (within ``timeout``)."""
+    return bool((await asyncio.wait_for(acks.get(), timeout)).get("taken", True))
 
 
 _relays: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Relay] = weakref.WeakKeyDictionary()
