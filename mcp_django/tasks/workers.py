@@ -20,7 +20,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from . import store
 from .lost import TTL_ENDED, outage, recover
-from .models import MCPTask, MCPWorker, Status
+from .models import TERMINAL, MCPTask, MCPWorker, Status
 
 logger = logging.getLogger("mcp_django.tasks")
 
@@ -107,17 +107,14 @@ def sweep(now: Any = None) -> dict[str, int]:
         found = recover(row, enqueue, now)
         if found:
             done[found] += 1
-    # Running past its TTL: asked to stop as tasks/cancel asks (its run settles it as cancelled).
-    done["asked_to_stop"] = working.filter(lease_until__isnull=False, expires__lte=now, cancel_requested=False).update(
-        cancel_requested=True, updated=now
-    )
-    # Waiting past its TTL (queued, or for input): nothing runs it, so it is cancelled here.
-    waiting = MCPTask.objects.filter(
-        Q(status=Status.WORKING, lease_until__isnull=True) | Q(status=Status.INPUT_REQUIRED), expires__lte=now
-    )
-    for task_id in waiting.values_list("pk", flat=True)[:SWEEP_BATCH]:
-        if store.finish(task_id, Status.CANCELLED, message=TTL_ENDED):
-            done["cancelled"] += 1
+    # Past its TTL, as tasks/cancel does: a running task asked to stop (its run settles it as
+    # cancelled), a waiting one (queued, or for input) cancelled here.
+    expired = MCPTask.objects.filter(expires__lte=now).exclude(status__in=TERMINAL)
+    asked = Q(status=Status.WORKING, lease_until__isnull=False, cancel_requested=True)
+    for row in expired.exclude(asked).only("pk", "status", "lease_until")[:SWEEP_BATCH]:
+        running = row.status == Status.WORKING and row.lease_until is not None
+        if store.cancel(row.pk, TTL_ENDED):
+            done["asked_to_stop" if running else "cancelled"] += 1
     return done
 
 

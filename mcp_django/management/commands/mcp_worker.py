@@ -4,20 +4,18 @@ with back-off), beside a thread that reports the worker alive and sweeps lost ru
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
+from unittest import mock
 
 from django.core.management.base import CommandError
 from django.db import InterfaceError, OperationalError, close_old_connections, connections, router
-from django.utils.autoreload import DJANGO_AUTORELOAD_ENV, run_with_reloader
 
 from mcp_django.tasks.models import MCPTask
 from mcp_django.tasks.workers import Pulse, outage
 
 try:
-    from django_tasks_db.management.commands.db_worker import Command as DBWorkerCommand
-    from django_tasks_db.management.commands.db_worker import Worker
+    from django_tasks_db.management.commands import db_worker
     from django_tasks_db.models import DBTaskResult
 except ImportError as exc:  # pragma: no cover - the command needs the database backend
     raise CommandError("manage.py mcp_worker runs django-tasks-db's worker: pip install django-tasks-db") from exc
@@ -27,7 +25,7 @@ FIRST_WAIT = 0.1
 LONGEST_WAIT = 2.0
 
 
-class OutlivingWorker(Worker):
+class OutlivingWorker(db_worker.Worker):
     """django-tasks-db's worker whose loop outlives the database going away."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -73,33 +71,13 @@ class OutlivingWorker(Worker):
             self.pulse.runs += 1
 
 
-class Command(DBWorkerCommand):
+class Command(db_worker.Command):
     help = (
         "Run MCP tasks (and any other django-tasks-db task): db_worker's loop that outlives database "
         "outages, with a heartbeat (manage.py mcp_tasks status) and the sweep that retries lost runs."
     )
 
-    def handle(self, *, verbosity: int, reload: bool, batch: bool, **options: Any) -> None:
-        self.configure_logging(verbosity)
-        reload = reload and not batch  # as db_worker: --batch turns --reload off
-        queue_names = options["queue_name"].split(",")
-        excluded = options["exclude_queues"].split(",") if options["exclude_queues"] else []
-        if excluded and "*" not in queue_names:
-            raise CommandError("--exclude-queues can only be used with --queue-name=*")
-        worker = OutlivingWorker(
-            queue_names=queue_names,
-            interval=options["interval"],
-            batch=batch,
-            backend_name=options["backend_name"],
-            startup_delay=options["startup_delay"],
-            max_tasks=options["max_tasks"],
-            worker_id=options["worker_id"],
-            excluded_queue_names=excluded,
-        )
-        if reload:
-            if os.environ.get(DJANGO_AUTORELOAD_ENV) == "true":
-                worker.configure_signals()
-            run_with_reloader(worker.run)
-        else:
-            worker.configure_signals()
-            worker.run()
+    def handle(self, **options: Any) -> None:
+        # db_worker's own handle (its options, --reload, signals), making this worker instead of its own.
+        with mock.patch.object(db_worker, "Worker", OutlivingWorker):
+            super().handle(**options)
