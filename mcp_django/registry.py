@@ -69,11 +69,12 @@ class ToolTable(Mapping[str, Tool]):
             self._count += 1
             return self._place(tool, (self._count, 0))
 
-    def defer(self, reference: ViewReference) -> DeferredTools:
+    def defer(self, reference: ViewReference) -> ViewReference:
         with self._lock:
             self._count += 1
             self._waiting.append((self._count, reference))
-        return DeferredTools(self, reference)
+        reference.table = self
+        return reference
 
     def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool] | None = None) -> bool:
         tools = self.ready if tools is None else tools
@@ -153,25 +154,6 @@ class ToolTable(Mapping[str, Tool]):
     def __repr__(self) -> str:
         waiting = f", waiting for {[ref.path for _, ref in self._waiting]}" if self._waiting else ""
         return f"<ToolTable {list(self.ready)}{waiting}>"
-
-
-class DeferredTools(Sequence[Tool]):
-    """What ``register_view("dotted.path")`` returns: the tools the view makes, built when first read."""
-
-    def __init__(self, table: ToolTable, reference: ViewReference) -> None:
-        self._table = table
-        self._reference = reference
-
-    def __getitem__(self, index: Any) -> Any:
-        # Typed by Sequence[Tool], what register_view() is declared to return.
-        self._table.resolve()
-        return list(self._reference.tools or ())[index]
-
-    def __len__(self) -> int:
-        return len(self[:])
-
-    def __repr__(self) -> str:
-        return f"<DeferredTools {self._reference.path}>"
 
 
 class Registry:

@@ -8,7 +8,7 @@ import importlib.util
 import inspect
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -477,9 +477,10 @@ def clip_name(name: str) -> str:
 _OPTIONS = frozenset(inspect.signature(view_tools).parameters) - {"view"}
 
 
-class ViewReference:
+class ViewReference(Sequence[ViewTool]):
     """A view by dotted path: :meth:`build` imports it and makes its tools when first needed (a
-    process that never lists or calls them need not import it, nor DRF), checked without the import."""
+    process that never lists or calls them need not import it, nor DRF), checked without the import.
+    What ``register_view("dotted.path")`` returns: read as a sequence, the tools it made."""
 
     def __init__(self, path: str, options: Mapping[str, Any]) -> None:
         module = path.rpartition(".")[0]
@@ -497,8 +498,9 @@ class ViewReference:
             raise ImproperlyConfigured(f"register_view({path!r}): there is no module {module!r}")
         self.path = path
         self.options = dict(options)
-        # What build() made, once the registry has built it.
+        # What build() made, once the registry's table (ToolTable.defer sets it) has built it.
         self.tools: list[ViewTool] | None = None
+        self.table: Any = None
 
     def build(self) -> list[ViewTool]:
         """Import the view and make its tools; any failure is an ``ImproperlyConfigured`` naming the path."""
@@ -507,6 +509,14 @@ class ViewReference:
             return view_tools(view, **self.options)
         except Exception as exc:
             raise ImproperlyConfigured(f"register_view({self.path!r}): {exc}") from exc
+
+    def __getitem__(self, index: Any) -> Any:
+        # Typed by Sequence[ViewTool]; the table builds every waiting view at once.
+        self.table.resolve()
+        return list(self.tools or ())[index]
+
+    def __len__(self) -> int:
+        return len(self[:])
 
     def __repr__(self) -> str:
         return f"<ViewReference {self.path}>"
