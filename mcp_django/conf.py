@@ -326,10 +326,8 @@ limits = _sub_settings(
         "CLASSES": ([], classes),  # DRF throttle classes, asked allow_request(request, handler) each call
         "CACHE": ("default", text),  # a shared one (Redis) when several instances serve
         "CACHE_TIMEOUT": (0.75, seconds),
-        "WHEN_CACHE_DOWN": (
-            "open",
-            one_of("open", "closed"),
-        ),  # "closed" refuses calls (503), "open" serves them uncounted
+        # "closed" refuses calls (503), "open" serves them uncounted
+        "WHEN_CACHE_DOWN": ("open", one_of("open", "closed")),
         "MAX_OPEN_ASKS": (None, optional(positive_int)),
         "MAX_OPEN_TASKS": (None, optional(positive_int)),
     },
@@ -399,7 +397,8 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
 
 class Setting(Generic[T]):
     """One setting: its default, and the coercer of the project's value (whose return type is
-    the setting's). Read on an :class:`MCPSettings`, coerced once and then kept on it."""
+    the setting's). Read on an :class:`MCPSettings`, coerced once and then kept on it as a plain
+    attribute (the request path reads it)."""
 
     def __init__(self, default: Any, coerce: Callable[[Any], T]) -> None:
         self.default = default
@@ -409,7 +408,20 @@ class Setting(Generic[T]):
         self.name = name
 
     def __get__(self, obj: MCPSettings, owner: type) -> T:
-        return obj.coerced(self)
+        try:
+            value: Any = self.coerce(user_settings().get(self.name, self.default))
+        except InvalidSetting as exc:
+            raise ImproperlyConfigured(f"MCP_DJANGO[{self.name!r}] {exc} (check id {exc.check_id}).") from None
+        if self.name == "AUDIT" and obj.AUDIT_ROUNDS is not None:
+            value["ROUNDS"] = obj.AUDIT_ROUNDS  # the older spelling still counts, with a warning
+            new, removal = DEPRECATED["AUDIT_ROUNDS"]
+            warnings.warn(
+                f'MCP_DJANGO["AUDIT_ROUNDS"] is deprecated and will be removed in {removal}: set {new} instead',
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        obj.__dict__[self.name] = value
+        return value
 
 
 def user_settings() -> dict[str, Any]:
@@ -499,24 +511,6 @@ class MCPSettings:
     )
     LIMITS = Setting({}, limits)
     ENDPOINTS = Setting({}, endpoints)
-
-    def coerced(self, setting: Setting[T]) -> T:
-        """``setting``'s value, coerced and kept as a plain attribute (the request path reads it)."""
-        name = setting.name
-        try:
-            value: Any = setting.coerce(user_settings().get(name, setting.default))
-        except InvalidSetting as exc:
-            raise ImproperlyConfigured(f"MCP_DJANGO[{name!r}] {exc} (check id {exc.check_id}).") from None
-        if name == "AUDIT" and self.AUDIT_ROUNDS is not None:
-            value["ROUNDS"] = self.AUDIT_ROUNDS  # the older spelling still counts, with a warning
-            new, removal = DEPRECATED["AUDIT_ROUNDS"]
-            warnings.warn(
-                f'MCP_DJANGO["AUDIT_ROUNDS"] is deprecated and will be removed in {removal}: set {new} instead',
-                DeprecationWarning,
-                stacklevel=3,
-            )
-        self.__dict__[name] = value
-        return value
 
     def problems(self) -> list[tuple[str, InvalidSetting]]:
         """Every key whose value its coercer refuses, in the table's order."""
