@@ -10,9 +10,9 @@ import contextlib
 import itertools
 import time
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from asgiref.sync import sync_to_async
@@ -60,7 +60,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
@@ -192,15 +191,6 @@ def _header_value(value: str) -> str:
 
 # The MCP Apps extension as a host declares it (the client's own words: no import of mcp_django.mcp_ui).
 APPS_EXTENSION = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
-
-
-def _awaitable(method: Callable[P, T]) -> Callable[P, Coroutine[Any, Any, T]]:
-    """The async twin of a sync method: the method, run in the thread-sensitive thread."""
-
-    async def twin(*args: P.args, **kwargs: P.kwargs) -> T:
-        return await sync_to_async(method, thread_sensitive=True)(*args, **kwargs)
-
-    return twin
 
 
 class MCPClient:
@@ -371,13 +361,14 @@ class MCPClient:
         """Any request; its ``result`` (a JSON-RPC error raises :class:`JSONRPCError`)."""
         return self._sync(self._plain, method, dict(params or {}))
 
-    acall_tool = _awaitable(call_tool)
-    aget_prompt = _awaitable(get_prompt)
-    aread_resource = _awaitable(read_resource)
-    alist_tools = _awaitable(list_tools)
-    alist_prompts = _awaitable(list_prompts)
-    alist_resources = _awaitable(list_resources)
-    arequest = _awaitable(request)
+    # Each sync method, run thread-sensitively (in a TestCase: in the test's thread, on its transaction).
+    acall_tool = sync_to_async(call_tool, thread_sensitive=True)
+    aget_prompt = sync_to_async(get_prompt, thread_sensitive=True)
+    aread_resource = sync_to_async(read_resource, thread_sensitive=True)
+    alist_tools = sync_to_async(list_tools, thread_sensitive=True)
+    alist_prompts = sync_to_async(list_prompts, thread_sensitive=True)
+    alist_resources = sync_to_async(list_resources, thread_sensitive=True)
+    arequest = sync_to_async(request, thread_sensitive=True)
 
     def close(self) -> None:
         """End a legacy session (DELETE); nothing to do under 2026-07-28."""
@@ -443,14 +434,14 @@ class MCPClient:
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """One request: its response, and the notifications sent before it. On a legacy revision the
         server's requests on the call's stream are answered meanwhile (each a round in ``rounds``)."""
-        if not self.legacy:
-            meta = {META_VERSION: self.revision, META_CAPABILITIES: self.capabilities, META_CLIENT_INFO: CLIENT_INFO}
-            params = {**params, "_meta": {**meta, **(params.get("_meta") or {})}}
         request_id = next(self._ids)
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        rounds = [] if rounds is None else rounds
         if self.legacy:
             await self._initialize(auth)
+        else:
+            meta = {META_VERSION: self.revision, META_CAPABILITIES: self.capabilities, META_CLIENT_INFO: CLIENT_INFO}
+            params = {**params, "_meta": {**meta, **(params.get("_meta") or {})}}
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        rounds = [] if rounds is None else rounds
         notifications: list[dict[str, Any]] = []
         failed: Exception | None = None
         async with self._exchange(auth, body) as response:
