@@ -26,9 +26,11 @@ logger = logging.getLogger("mcp_django")
 PREFIX = "mcp-django"
 # Every worker's channel is in it.
 GROUP = "mcp-django.workers"
-# Group membership expires in the layer and is lost when Redis restarts: renewed when the reader
-# reads again after a failure, and this often anyway (a restart it did not notice costs this long).
-_GROUP_RENEW_SECONDS = 30
+# Group membership expires in the layer and is lost when Redis restarts or is flushed: renewed
+# when the reader reads again after a failure, and this often anyway. A failed read is no sure sign:
+# redis-py retries a blocked read on a fresh connection without raising, so a quick restart may show
+# as none, and a flush never does; until the renewal, updates and cancellations miss this worker.
+_GROUP_RENEW_SECONDS = 1
 # A reader whose layer failed reads again this often, so replies cross again as soon as Redis is back.
 _READ_RETRY_SECONDS = 0.25
 # Attempts of an operation failing with a connection error: each dead pooled connection fails once.
@@ -110,8 +112,8 @@ class WorkerChannel:
                     self._tasks.append(asyncio.ensure_future(self._read()))
                     if self.shared:
                         # Joined before anyone is served: no update announced later may miss it.
-                        joined = await self._join_once()
-                        self._tasks.append(asyncio.ensure_future(self._join(_GROUP_RENEW_SECONDS if joined else 1)))
+                        await self._join_once()
+                        self._tasks.append(asyncio.ensure_future(self._renew()))
                 self._ready.set_result(None)
             except BaseException as exc:
                 self._ready.set_exception(exc)
@@ -176,11 +178,10 @@ class WorkerChannel:
             return False
         return True
 
-    async def _join(self, wait: float) -> None:
+    async def _renew(self) -> None:
         while True:
-            await asyncio.sleep(wait)
-            joined = await self._join_once(quiet=True, probe=True)
-            wait = _GROUP_RENEW_SECONDS if joined else 1
+            await asyncio.sleep(_GROUP_RENEW_SECONDS)
+            await self._join_once(quiet=True, probe=True)
 
     async def stop(self) -> None:
         tasks = list(self._tasks)
