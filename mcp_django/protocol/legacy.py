@@ -145,28 +145,26 @@ class SessionControl(Protocol):
 # -- sealed session ids --------------------------------------------------------------------
 
 
-# A session id's payload: each field of the record under its short name.
-_SEALED = {
-    "s": "sid",
-    "v": "version",
-    "c": "capabilities",
-    "i": "client_info",
-    "p": "principal",
-    "exp": "expires_at",
-    "e": "epoch",
-    "n": "endpoint",
-}
-
-
 def seal_session(record: SessionRecord) -> str:
     key = keyring().signing
-    sealed = {short: getattr(record, name) for short, name in _SEALED.items()}
-    sealed["c"] = record.capabilities.raw
-    if sealed["i"] is not None and len(dumps(sealed["i"])) > _MAX_CLIENT_INFO:
-        sealed["i"] = None
-    if record.endpoint == "default":
-        del sealed["n"]  # only another endpoint names itself (the default's ids are unchanged)
-    payload = b64encode(dumps(sealed))
+    info = record.client_info
+    if info is not None and len(dumps(info)) > _MAX_CLIENT_INFO:
+        info = None
+    payload = b64encode(
+        dumps(
+            {
+                "s": record.sid,
+                "v": record.version,
+                "c": record.capabilities.raw,
+                "i": info,
+                "p": record.principal,
+                "exp": record.expires_at,
+                "e": record.epoch,
+                # Only another endpoint than the default names itself (the default's ids are unchanged).
+                **({"n": record.endpoint} if record.endpoint != "default" else {}),
+            }
+        )
+    )
     head = f"{_TOKEN_PREFIX}.{key.kid}.{payload}"
     mac = hmac.new(key.session_key, head.encode(), hashlib.sha256).digest()
     return f"{head}.{b64encode(mac)}"
@@ -187,10 +185,16 @@ def open_session(token: str) -> SessionRecord | None:
         if not hmac.compare_digest(b64decode(parts[3]), expected):
             return None
         data = loads(b64decode(parts[2]))
-        # The epoch and endpoint may be absent (ids sealed before them, the default endpoint's).
-        fields = {name: data[short] for short, name in _SEALED.items() if short in data or short not in ("e", "n")}
-        fields["capabilities"] = ClientCapabilities(fields["capabilities"])
-        record = SessionRecord(**fields)
+        record = SessionRecord(
+            version=data["v"],
+            capabilities=ClientCapabilities(data["c"]),
+            client_info=data["i"],
+            principal=data["p"],
+            sid=data["s"],
+            expires_at=data["exp"],
+            epoch=data.get("e", ""),
+            endpoint=data.get("n", "default"),
+        )
     except (ValueError, KeyError, TypeError):
         return None
     valid = record.version in LEGACY_VERSIONS and isinstance(record.expires_at, int) and time.time() < record.expires_at

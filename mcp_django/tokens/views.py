@@ -60,6 +60,6 @@ def tokens(request: HttpRequest) -> HttpResponse:
 @require_POST
 def revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     # Only the user's own: someone else's id is a 404, as if it did not exist.
-    token = get_object_or_404(MCPToken, prefix=prefix, user=request.user)
+    token = get_object_or_404(MCPToken, prefix=prefix, user=request.user.pk)
     token.revoke()
     return redirect("mcp_tokens:list")

@@ -78,6 +78,7 @@ class Command(db_worker.Command):
     )
 
     def handle(self, **options: Any) -> None:
-        # db_worker's own handle (its options, --reload, signals), making this worker instead of its own.
+        # db_worker's own handle (its options, --reload, signals), making this worker instead of its own:
+        # it names its module's Worker class and offers no hook to pass another.
         with mock.patch.object(db_worker, "Worker", OutlivingWorker):
             super().handle(**options)
