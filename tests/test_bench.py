@@ -69,6 +69,29 @@ def test_a_call_crosses_no_more_than_its_bounds() -> None:
         assert functions <= most_functions and modules <= most_modules, (label, functions, modules)
 
 
+def test_the_line_count_tells_each_kind_of_line_apart() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from count_lines import kinds
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    source = 'def f():\n    """One.\n\n    Two."""\n\n    # why\n    x = """not a\n    docstring"""  # trailing\n    return x\n'
+    assert kinds(source) == {"doc": 3, "blank": 1, "comment": 1, "code": 4}
+
+
+def test_the_line_count_counts_the_work_tree_and_a_revision() -> None:
+    done = run("bench/count_lines.py", "--by-file")
+    assert done.returncode == 0, done.stderr
+    *files, total = done.stdout.splitlines()
+    counted = {line.split()[1]: int(line.split()[0]) for line in files}
+    assert "mcp_django/pipeline.py" in counted and not any("migrations" in path for path in counted)
+    lines = sum(len((ROOT / path).read_text().splitlines()) for path in counted)
+    assert total.startswith(f"{lines} lines in {len(counted)} modules: code ")
+    if (ROOT / ".git").exists():
+        at_head = run("bench/count_lines.py", "--rev", "HEAD")
+        assert at_head.returncode == 0 and at_head.stdout.split()[0].isdigit(), at_head.stderr
+
+
 def test_the_sdk_server_loads_as_bench_run_serves_it() -> None:
     # bench/run.py starts `uvicorn bench.sdk_server:app` from the root.
     done = run(
