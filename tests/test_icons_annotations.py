@@ -136,6 +136,14 @@ def test_an_icon_whose_url_needs_a_host_is_left_out_without_one() -> None:
         assert IconBase(lambda: hosted).describe(declared)[0]["src"] == "http://shop.example/static/shop/icons/cart.svg"
     with_host = IconBase(None, "http://127.0.0.1:8000/mcp").describe(declared)
     assert with_host[0] == {"src": "http://127.0.0.1:8000/static/shop/icons/cart.svg", "mimeType": "image/svg+xml"}
+    # A Host the project does not allow is no origin either: the relative icon is left out, not an error.
+    with override_settings(ALLOWED_HOSTS=["other.example"]):
+        assert [i["src"] for i in IconBase(lambda: hosted).describe(declared)] == ["https://cdn.example/x.png"]
+    # A changed STATIC_URL (override_settings in a project's tests) is not hidden by the cached URLs.
+    with override_settings(STATIC_URL="/assets/"):
+        moved = IconBase(None, "http://127.0.0.1:8000/mcp").describe(declared)
+        assert moved[0]["src"] == "http://127.0.0.1:8000/assets/shop/icons/cart.svg"
+    assert IconBase(None, "http://127.0.0.1:8000/mcp").describe(declared) == with_host
 
 
 def test_icons_and_annotations_are_checked_at_registration() -> None:
@@ -152,6 +160,18 @@ def test_icons_and_annotations_are_checked_at_registration() -> None:
         registry.tool(open_world="no")  # type: ignore[arg-type]
     with pytest.raises(InvalidSetting, match="theme"):
         icon_list([{"src": "a.svg", "theme": "sepia"}])
+    with pytest.raises(ImproperlyConfigured, match="an icon's src must be a non-empty str"):
+        registry.tool(icons=[{"src": ""}])
+    with pytest.raises(ImproperlyConfigured, match="sizes must be strings"):
+        registry.tool(icons=[Icon("a.svg", sizes=("48x48", 48))])  # type: ignore[arg-type]
+    with pytest.raises(ImproperlyConfigured, match="an icon is an Icon, a static path or a dict, not 7"):
+        registry.tool(icons=[7])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="takes the tool's name as a string, not 7"):
+        registry.tool(7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="task= must be None, 'optional' or 'required', not 'always'"):
+        registry.tool(task="always")(lambda: "")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="retries= must be a whole number 0 or more, not True"):
+        registry.tool(retries=True)(lambda: "")
 
     @registry.tool(read_only=True, open_world=False, title="Look", annotations={"custom": 1})
     def look() -> str:

@@ -74,6 +74,27 @@ def test_only_the_hash_of_the_secret_is_stored() -> None:
     assert secret not in {str(getattr(stored, f.attname)) for f in MCPToken._meta.concrete_fields}
 
 
+def test_a_function_tool_with_scopes_is_hidden_from_a_token_without_them() -> None:
+    """A listing asks each guarded handler's has_permission: a token lacking one of a tool's
+    scopes does not see it (view tools check scopes in their own has_permission)."""
+    from django.contrib.auth.models import AnonymousUser
+    from django.test import RequestFactory
+
+    from mcp_django.registry import Registry
+
+    registry = Registry()
+
+    @registry.tool(scopes=["shop"])
+    def stock() -> str:
+        return ""
+
+    tool = registry.tools["stock"]
+    request = RequestFactory().get("/")
+    for scopes, seen in (("mcp", False), ("mcp shop", True), ("", True)):  # no scopes: not limited
+        request.auth = MCPToken(scopes=scopes)  # type: ignore[attr-defined]
+        assert tool.has_permission(AnonymousUser(), request) is seen, scopes
+
+
 @pytest.mark.django_db
 def test_a_token_authenticates_and_names_itself_in_the_audit_log(raw: Raw) -> None:
     token, text = _issue("bob", "claude desktop")
