@@ -6,8 +6,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, JsonResponse
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied, SuspiciousOperation
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.http.response import HttpResponseBase
+from django.template import engines
+from django.template.response import TemplateResponse
+from django.views import View
 from rest_framework import generics, serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
@@ -17,6 +28,7 @@ from mcp_django import mcp
 from mcp_django.handlers import TOOL_NAME_MAX
 from mcp_django.registry import Registry
 from mcp_django.schema import serializer_schema
+from mcp_django.testing import MCPClient
 from mcp_django.views_as_tools import clip_name
 from project.shop.models import Order, Product
 from project.shop.serializers import OrderSerializer
@@ -237,3 +249,97 @@ async def test_a_failing_view_is_an_error_without_internals(live_url: str, tempo
         teapot = await client.call_tool("test_views_teapot", {})
         assert teapot.is_error and teapot.content[0].text == "HTTP 418: I am a teapot."
     assert not orm(Order.objects.exists)
+
+
+class Page(View):
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse()
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return HttpResponse()
+
+
+def test_register_view_refuses_what_it_cannot_make_a_tool_of() -> None:
+    registry = Registry()
+    given = {"type": "object", "properties": {}}
+    with pytest.raises(ImproperlyConfigured, match="body must be 'json' or 'form', not 'xml'"):
+        registry.register_view(plain, input_schema=given, body="xml")
+    with pytest.raises(ImproperlyConfigured, match="has none of the requested actions or methods"):
+        registry.register_view(Teapot, methods=[])
+    with pytest.raises(ImproperlyConfigured, match="Teapot does not handle PUT"):
+        registry.register_view(Teapot, methods=["put"])
+    with pytest.raises(ImproperlyConfigured, match="name= names one tool"):
+        registry.register_view(Page, name="page", input_schema=given)
+    with pytest.raises(ImproperlyConfigured, match="is not a view"):
+        registry.register_view(42, input_schema=given)
+    # A schema for GET only: a plain view's POST says nothing of its body.
+    with pytest.raises(ImproperlyConfigured, match="page needs input_schema="):
+        registry.register_view(Page, input_schemas={"get": given})
+
+
+def answers(request: HttpRequest) -> HttpResponseBase:
+    """What a plain view may answer, by ?kind=."""
+    kind = request.GET.get("kind") or request.POST.get("kind")
+    if kind == "missing":
+        raise Http404("no such row")
+    if kind == "forbidden":
+        raise PermissionDenied
+    if kind == "suspicious":
+        raise SuspiciousOperation("tampered")
+    if kind == "gateway":
+        return HttpResponse("upstream down", status=502)
+    if kind == "redirect":
+        return HttpResponseRedirect("/login/")
+    if kind == "empty":
+        return HttpResponse(status=204)
+    if kind == "html":
+        return HttpResponse("<h1>Hello</h1>\n  <p>there</p>", content_type="text/html")
+    if kind == "not-json":
+        return HttpResponse("{oops", content_type="application/json")
+    if kind == "stream":
+        return StreamingHttpResponse(iter([b"[1, ", b"2]"]), content_type="application/json")
+    if kind == "template":
+        return TemplateResponse(request, engines["django"].from_string("Hi {{ who }}."), {"who": "Ann"})
+    return JsonResponse({"kind": kind, "method": request.method})
+
+
+@pytest.fixture
+def answering_tools() -> Iterator[None]:
+    schema = {"type": "object", "properties": {"kind": {"type": "string"}}}
+    tools = [
+        *mcp.register_view(answers, name="test_views_answers", input_schema=schema),
+        *mcp.register_view(answers, name="test_views_form", methods=["POST"], body="form", input_schema=schema),
+    ]
+    yield
+    for tool in tools:
+        mcp.tools.pop(tool.name, None)
+
+
+@pytest.mark.django_db
+def test_what_a_plain_view_answers_is_the_tools_result(answering_tools: None) -> None:
+    client = MCPClient()
+
+    def call(kind: str) -> Any:
+        return client.call_tool("test_views_answers", {"kind": kind})
+
+    for kind, text in (
+        ("missing", "Not found."),
+        ("forbidden", "Permission denied."),
+        ("suspicious", "Bad request."),
+        ("gateway", "The view failed (HTTP 502)."),
+        ("redirect", "The view redirected (HTTP 302) to /login/."),
+    ):
+        result = call(kind)
+        assert result.is_error and result.text == text, kind
+    for kind, text in (
+        ("empty", "Done (HTTP 204)."),
+        ("html", "Hello there"),
+        ("not-json", "{oops"),
+        ("template", "Hi Ann."),
+    ):
+        result = call(kind)
+        assert not result.is_error and result.text == text, kind
+    streamed = call("stream")
+    assert streamed.structured == {"results": [1, 2]}  # structured content is an object
+    # body="form": the arguments arrive as a form, in request.POST.
+    assert client.call_tool("test_views_form", {"kind": "sent"}).structured == {"kind": "sent", "method": "POST"}
