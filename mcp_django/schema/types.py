@@ -157,6 +157,8 @@ def _prepare(tp: Any, where: str, state: Prepared) -> Any:
         return Annotated[tp, msgspec.Meta(extra_json_schema={"format": _FORMATS[tp]})]
     if origin in (Union, types.UnionType):
         return Union[tuple(_prepare(a, where, state) for a in get_args(tp))]  # noqa: UP007
+    if origin is None and is_serializer(tp):
+        return serializer_data(tp)
     if origin in (None, Literal, typing.ClassVar) or not get_args(tp):
         return tp  # a class msgspec does not know goes to _schema_hook, which refuses it
     prepared = tuple(a if a is Ellipsis else _prepare(a, where, state) for a in get_args(tp))
@@ -218,16 +220,24 @@ class _Custom:
 
 
 @functools.cache
+def serializer_data(serializer: type) -> type[dict[str, Any]]:
+    """The type an argument described by a DRF ``serializer`` is converted into: a dict (of a class of
+    its own, as msgspec's ``dec_hook`` must return an instance of the type it is asked for)."""
+    return type(f"{serializer.__name__}Data", (dict,), {"serializer": serializer, "__module__": serializer.__module__})
+
+
+@functools.cache
 def _custom(tp: Any) -> _Custom | None:
     """How to describe and convert a type msgspec does not know, or None."""
-    if is_serializer(tp):
-        schema = serializer_schema(tp)
+    serializer = getattr(tp, "serializer", None) if isinstance(tp, type) and issubclass(tp, dict) else None
+    if is_serializer(serializer):
+        schema = serializer_schema(serializer)
 
         def from_json(value: Any) -> Any:
             errors = validator_for(schema).errors(value)
             if errors:
                 raise ValueError("; ".join(errors))
-            return value
+            return tp(value)
 
         return _Custom(lambda: schema, from_json)
     pydantic = sys.modules.get("pydantic")
