@@ -106,6 +106,38 @@ def test_layer_calls_retry_a_dead_pooled_connection_and_trip_only_on_outages() -
     asyncio.run(run())
 
 
+def test_a_worker_channel_the_layer_could_not_start_starts_at_the_next_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The layer is down when a worker first needs its channel: that request is refused as the
+    layer being away (a 503), and the next one starts the channel afresh."""
+    from channels.layers import InMemoryChannelLayer
+
+    class DownAtFirst(InMemoryChannelLayer):
+        failures = 1
+
+        async def new_channel(self, prefix: str = "specific.") -> str:
+            if self.failures:
+                self.failures -= 1
+                raise redis.exceptions.ConnectionError("Connection refused")
+            return await super().new_channel(prefix)
+
+    async def run() -> None:
+        worker = worker_channel.WorkerChannel()
+        worker.layer = DownAtFirst()
+        worker_channel._workers[asyncio.get_running_loop()] = worker
+        with pytest.raises(Unavailable):
+            await worker_channel.worker_channel()
+        try:
+            assert await worker_channel.worker_channel() is worker
+            assert worker.channel.startswith("mcp-django.")
+        finally:
+            await worker.stop()
+
+    asyncio.run(run())
+    assert "the channel layer is unavailable" in caplog.text
+
+
 def test_a_hung_layer_operation_is_refused_within_a_second() -> None:
     """A send to a Redis that stopped answering (no error, no reply) is cancelled at
     CHANNEL_LAYER_TIMEOUT (by default under a second; here shortened with the setting), and

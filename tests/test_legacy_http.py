@@ -360,3 +360,19 @@ async def test_a_client_that_keeps_answering_wrongly_fails_the_call(live_url: st
     assert getattr(caught.value, "code", None) == -32602 or "-32602" in str(caught.value)
     assert "is not of type" in str(caught.value)
     assert calls == 4  # asked once, then again three times
+
+
+def test_a_stream_or_session_end_refused_for_bad_credentials_or_an_unknown_worker(raw_inprocess: Any) -> None:
+    """GET and DELETE authenticate as POST does (401 for a bad token, not a 500); a Last-Event-ID
+    naming a worker this process does not have (one process, the in-memory layer) is a 404."""
+    client, url = raw_inprocess.client, raw_inprocess.url
+    opened = client.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, headers=HEADERS)
+    session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+    for method in ("GET", "DELETE"):
+        refused = client.request(method, url, headers={**session, "authorization": "Token nope"})
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"]["code"] == -32600 and "www-authenticate" in refused.headers
+    elsewhere = {**session, "accept": "text/event-stream", "last-event-id": "1.1@mcp-django.elsewhere!0"}
+    lost = client.get(url, headers=elsewhere)
+    assert lost.status_code == 404 and "no stream to resume" in lost.json()["error"]["message"]
+    assert client.delete(url, headers=session).status_code == 200

@@ -13,6 +13,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 import mcp_django
 from mcp_django import pipeline, tracing
 from mcp_django.asks import live, replay
@@ -46,6 +48,7 @@ from mcp_django.tasks import methods as task_methods
 from mcp_django.transports.asgi import MCPApplication
 from mcp_django.transports.http import HttpIn, HttpOut
 from mcp_django.transports.legacy_http import endpoint_for
+from tests.conftest import MODERN, mcp_settings, meta
 
 PACKAGE = Path(mcp_django.__file__).parent
 
@@ -399,6 +402,64 @@ def test_the_asgi_request_carries_each_value_in_its_own_field() -> None:
         "/root /mcp",
     )
     assert callable(req.request_factory) and req.built is None
+
+
+def test_a_client_gone_during_a_json_call_cancels_it_and_is_sent_nothing() -> None:
+    """The client disconnects while a call answered in JSON still runs: the call is cancelled
+    (its handler stops), and nothing is sent to the connection that went away."""
+    registry = Registry()
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    @registry.tool()
+    async def slow() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+        return "never"
+
+    app = MCPApplication(registry)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": meta()},
+    }
+    headers = {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "slow"}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "scheme": "http",
+        "root_path": "",
+        "path": "/mcp",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json"),
+            *((k.encode(), v.encode()) for k, v in headers.items()),
+        ],
+        "client": ("127.0.0.1", 1234),
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        body = [{"type": "http.request", "body": orjson.dumps(call), "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if body:
+                return body.pop(0)
+            await started.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await asyncio.wait_for(app(scope, receive, send), 10)
+
+    with mcp_settings(AUDIT={"ENABLED": False}):  # no database here for the cancelled call's row
+        asyncio.run(run())
+    assert stopped.is_set() and sent == []
 
 
 def test_the_engines_per_call_objects_keep_the_order_their_builders_pass() -> None:

@@ -211,6 +211,30 @@ def test_a_reply_the_layer_refused_is_reported_failed_at_once() -> None:
     asyncio.run(run())
 
 
+def test_a_reply_to_a_full_channel_is_reported_failed_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    """The holder's channel is full (an error that says nothing of the layer, raised as it is):
+    neither the reply nor the question can go, and the client is told 503 without waiting."""
+    from channels.exceptions import ChannelFull
+
+    async def run() -> None:
+        network, holder, forwarder = _pair()
+
+        async def full(channel: str, message: dict[str, Any]) -> None:
+            raise ChannelFull()
+
+        network.send = full  # type: ignore[method-assign]
+        request_id, asked = holder.replies(SID, PRINCIPAL).open()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(Unavailable):
+            await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL)
+        assert loop.time() - started < 0.1
+        assert not asked.done()
+
+    asyncio.run(run())
+    assert "could not forward a reply to mcp-django.a!0 (ChannelFull)" in caplog.text
+
+
 def test_a_repeated_answer_is_taken_once_and_answered_202() -> None:
     """A client told 503 may answer again, to any instance: the ask takes one reply, and the
     repeated one is acknowledged (202) and ignored, during the call and after it."""
@@ -229,3 +253,47 @@ def test_a_repeated_answer_is_taken_once_and_answered_202() -> None:
         assert asked.result() == first
 
     asyncio.run(run())
+
+
+def test_a_holder_forgets_old_outcomes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What became of each forwarded reply is kept _OUTCOME_SECONDS, not for the process's life."""
+    monkeypatch.setattr(relay_module, "_OUTCOME_SECONDS", 0)
+
+    async def run() -> None:
+        _network, holder, forwarder = _pair()
+        for _ in range(3):
+            request_id, asked = holder.replies(SID, PRINCIPAL).open()
+            assert await forwarder.route_reply(_reply(request_id), SID, PRINCIPAL) is True
+            assert asked.result() == _reply(request_id)
+        assert len(holder._outcomes) == 1  # the latest only: the older ones expired
+
+    asyncio.run(run())
+
+
+def test_without_a_channel_layer_replies_and_updates_stay_in_the_process() -> None:
+    """A project that configures no CHANNEL_LAYERS (one process): the worker's channel is a local
+    name, replies are delivered and resource updates heard all the same (docs/legacy.md)."""
+    from django.test import override_settings
+
+    from mcp_django.resource_updates import announce, listeners
+    from mcp_django.transports.relay import relay
+    from mcp_django.worker_channel import is_worker_channel
+
+    async def run() -> None:
+        hub = await relay()
+        try:
+            assert hub.worker.layer is None and not hub.worker.shared
+            assert hub.worker.channel.startswith("local.") and is_worker_channel(hub.worker.channel)
+            request_id, asked = hub.replies(SID, PRINCIPAL).open()
+            assert await hub.route_reply(_reply(request_id), SID, PRINCIPAL) is True
+            assert asked.result() == _reply(request_id)
+            heard: list[str] = []
+            (await listeners()).watch(heard.append)
+            await announce("test://r")
+            await asyncio.sleep(0)
+            assert heard == ["test://r"]
+        finally:
+            await hub.worker.stop()
+
+    with override_settings(CHANNEL_LAYERS={}):
+        asyncio.run(run())

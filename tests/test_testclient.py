@@ -453,6 +453,47 @@ def test_the_plugin_is_an_entry_point() -> None:
     assert hasattr(importlib.import_module(target), "mcp_client")
 
 
+def test_what_an_answer_becomes_for_each_kind_of_ask() -> None:
+    """docs/testing.md, "Answering": what ``answer`` may return, per ask, made into the wire result."""
+    from mcp_django.inprocess.answers import Answer, InputRequest, answer_for
+    from mcp_django.testing import raw
+
+    schema = {"properties": {"name": {"type": "string", "default": "Ada"}, "age": {"type": "integer"}}}
+    form = InputRequest("form", "elicitation/create", {"message": "Who?", "requestedSchema": schema})
+    link = InputRequest("link", "elicitation/create", {"mode": "url", "url": "https://example.com/pay"})
+    said = [{"role": "user", "content": {"type": "text", "text": "Capital of France?"}}]
+    sample = InputRequest("model", "sampling/createMessage", {"messages": said})
+    roots = InputRequest("roots", "roots/list")
+    assert (form.type, form.schema, link.type, link.url, link.message) == (
+        "elicit",
+        schema,
+        "elicit_url",
+        "https://example.com/pay",
+        None,
+    )
+    assert (sample.type, sample.message, roots.type, roots.message) == ("sample", "Capital of France?", "roots", None)
+    # True: accepted with the schema's defaults (a URL elicitation has no content).
+    assert answer_for(lambda r: True, form) == Answer({"action": "accept", "content": {"name": "Ada"}})
+    assert answer_for(lambda r: True, link) == Answer({"action": "accept"})
+    assert answer_for(lambda r: False, link) == Answer({"action": "decline"})
+    full = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}
+    assert answer_for({"model": full}, sample) == Answer(full)
+    assert answer_for({"Capital of France?": "Paris"}, sample).result["content"]["text"] == "Paris"  # type: ignore[index]
+    assert answer_for({"roots": ["file:///a", {"uri": "file:///b", "name": "b"}]}, roots) == Answer(
+        {"roots": [{"uri": "file:///a"}, {"uri": "file:///b", "name": "b"}]}
+    )
+    # A dict's value may itself be a callable, given the request.
+    assert answer_for({"form": lambda r: {"name": r.key}}, form) == Answer(
+        {"action": "accept", "content": {"name": "form"}}
+    )
+    assert answer_for(lambda r: raw({"action": "maybe"}), form) == Answer({"action": "maybe"})
+    with pytest.raises(NoAnswer, match="returned None"):
+        answer_for(lambda r: None, form)
+    for wrong, request in ((["x"], form), ({"name": "x"}, link), (3, sample), ("file:///a", roots)):
+        with pytest.raises(TypeError, match="cannot answer"):
+            answer_for(lambda r, wrong=wrong: wrong, request)
+
+
 class DemoTools(TestCase):
     """The demo project's own tools, as a user of the package would test them, in both eras."""
 
