@@ -205,3 +205,9 @@ async def modtest_gather_two(ctx: Context) -> str:
     """Two asks in one round through asyncio.gather (tasks the host's factory may start eagerly)."""
     first, second = await asyncio.gather(ctx.confirm("One?", key="one"), ctx.confirm("Two?", key="two"))
     return f"{first}-{second}"
+
+
+@mcp.tool()
+def modtest_unserializable():  # type: ignore[no-untyped-def]
+    """Returns a value with no JSON form (a bug of the tool's)."""
+    return object()
