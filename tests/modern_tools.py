@@ -119,6 +119,7 @@ async def modtest_dataclass_elicit(ctx: Context) -> dict[str, Any]:
 async def modtest_notify(ctx: Context) -> str:
     await ctx.info("hello log")
     await ctx.debug("debug log")
+    await ctx.error("error log", logger="modtest")
     return "done"
 
 

@@ -291,8 +291,19 @@ def test_logs_only_with_a_log_level(raw: Raw) -> None:
     assert quiet.headers["content-type"] == "application/json"
     params = {"name": "modtest_notify", "arguments": {}, "_meta": meta(**{"io.modelcontextprotocol/logLevel": "info"})}
     loud = sse_messages(raw.post("tools/call", params))
+    logs = [m["params"] for m in loud if m.get("method") == "notifications/message"]
+    # debug is below the requested level; a logger given is named
+    assert logs == [
+        {"level": "info", "data": "hello log"},
+        {"level": "error", "data": "error log", "logger": "modtest"},
+    ]
+
+
+def test_an_unknown_log_level_hears_every_message(raw: Raw) -> None:
+    level = meta(**{"io.modelcontextprotocol/logLevel": "verbose"})
+    loud = sse_messages(raw.post("tools/call", {"name": "modtest_notify", "arguments": {}, "_meta": level}))
     logs = [m["params"]["data"] for m in loud if m.get("method") == "notifications/message"]
-    assert logs == ["hello log"]  # debug is below the requested level
+    assert logs == ["hello log", "debug log", "error log"]
 
 
 def test_sse_only_when_accepted(raw: Raw) -> None:
