@@ -139,6 +139,8 @@ async def askstest_state(ctx: Context, how: str) -> str:
             ctx.state.update(count=3)  # type: ignore[arg-type]
         elif how == "setdefault":
             ctx.state.setdefault("n", 1)  # type: ignore[arg-type]
+        elif how == "ior":
+            ctx.state |= {"n": 1}  # type: ignore[dict-item]
         elif how == "replace":
             ctx.state = {"n": 1}  # type: ignore[dict-item]
         elif how == "key":

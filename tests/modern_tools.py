@@ -119,6 +119,7 @@ async def modtest_dataclass_elicit(ctx: Context) -> dict[str, Any]:
 async def modtest_notify(ctx: Context) -> str:
     await ctx.info("hello log")
     await ctx.debug("debug log")
+    await ctx.error("error log", logger="modtest")
     return "done"
 
 
@@ -205,3 +206,9 @@ async def modtest_gather_two(ctx: Context) -> str:
     """Two asks in one round through asyncio.gather (tasks the host's factory may start eagerly)."""
     first, second = await asyncio.gather(ctx.confirm("One?", key="one"), ctx.confirm("Two?", key="two"))
     return f"{first}-{second}"
+
+
+@mcp.tool()
+def modtest_unserializable():  # type: ignore[no-untyped-def]
+    """Returns a value with no JSON form (a bug of the tool's)."""
+    return object()

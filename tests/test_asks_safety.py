@@ -193,7 +193,7 @@ async def test_a_single_branch_does_not_wait_for_the_bound(live_url: str) -> Non
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("how", ["bool", "dict", "update", "setdefault", "replace", "key"])
+@pytest.mark.parametrize("how", ["bool", "dict", "update", "ior", "setdefault", "replace", "key"])
 async def test_state_refuses_non_strings_on_every_revision(live_url: str, mode: str, how: str) -> None:
     async with client(live_url, mode, elicitation_callback=_yes) as (sdk, seen):
         out = text(await sdk.call_tool("askstest_state", {"how": how}))

@@ -302,6 +302,8 @@ def _ids(errors: list[Any]) -> list[str]:
         ),
         ({"staff": {"ALLOW_ANONYMOUS": "yes"}}, "mcp_django.E010", "must be True or False"),
         ({"staff desk": {}}, "mcp_django.E013", "may use only ASCII letters"),
+        ({"": {}}, "mcp_django.E013", "an endpoint's name is a str of 1 to"),
+        ({"staff": ["ALLOW_ANONYMOUS"]}, "mcp_django.E013", "['staff'] must be a dict of settings"),
     ],
 )
 def test_endpoint_settings_are_checked(endpoints: Any, check_id: str, said: str) -> None:

@@ -149,6 +149,17 @@ def test_param_headers(raw: Raw, header: str | None, value: str, ok: bool) -> No
         assert r.status_code == 400 and error(r)["code"] == -32020
 
 
+def test_param_header_of_an_argument_left_out(raw: Raw) -> None:
+    """An argument the client leaves out (its default applies) has no header to match; a header
+    for it is a mismatch."""
+    assert raw.call("test_x_mcp_header").json()["result"]["content"][0]["text"] == "region=<none>"
+    r = raw.call("test_x_mcp_header", headers={"mcp-param-region": "eu"})
+    assert r.status_code == 400 and error(r) == {
+        "code": -32020,
+        "message": "the Mcp-Param-Region header has no matching argument",
+    }
+
+
 @pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "unknown/method"])
 def test_methods_not_in_this_revision(raw: Raw, method: str) -> None:
     r = raw.post(method)
@@ -213,6 +224,41 @@ def test_unknown_tool_and_bad_arguments(raw: Raw) -> None:
     assert missing["isError"] is True and "text: this field is required" in missing["content"][0]["text"]
 
 
+@pytest.mark.parametrize(
+    ("method", "params", "message"),
+    [
+        ("tools/call", {"name": "echo", "arguments": ["a"]}, "params.arguments must be an object"),
+        (
+            "prompts/get",
+            {"name": "test_prompt_with_arguments", "arguments": ["a"]},
+            "params.arguments must be an object of strings",
+        ),
+        (
+            "prompts/get",
+            {"name": "test_prompt_with_arguments", "arguments": {"arg1": 1, "arg2": "b"}},
+            "params.arguments must be an object of strings",
+        ),
+        ("subscriptions/listen", {"notifications": ["toolsListChanged"]}, "params.notifications must be an object"),
+    ],
+)
+def test_malformed_params_are_invalid_params(raw: Raw, method: str, params: dict[str, Any], message: str) -> None:
+    r = raw.post(method, params)
+    assert r.status_code == 400 and error(r) == {"code": -32602, "message": message}
+
+
+def test_listen_needs_a_stream(raw: Raw) -> None:
+    params = {"notifications": {"toolsListChanged": True}, "_meta": meta()}
+    r = raw.post("subscriptions/listen", params, headers={"accept": "application/json"})
+    assert error(r)["code"] == -32600 and "Accept: text/event-stream" in error(r)["message"]
+
+
+def test_a_result_with_no_json_form_is_a_tool_error(raw: Raw, caplog: pytest.LogCaptureFixture) -> None:
+    result = raw.call("modtest_unserializable").json()["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Error executing tool modtest_unserializable: ")
+    assert "tool modtest_unserializable returned a value with no JSON form" in caplog.text
+
+
 def test_tool_errors_are_results(raw: Raw) -> None:
     result = raw.call("test_error_handling").json()["result"]
     assert result.pop("_meta")["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-django-demo"
@@ -245,8 +291,19 @@ def test_logs_only_with_a_log_level(raw: Raw) -> None:
     assert quiet.headers["content-type"] == "application/json"
     params = {"name": "modtest_notify", "arguments": {}, "_meta": meta(**{"io.modelcontextprotocol/logLevel": "info"})}
     loud = sse_messages(raw.post("tools/call", params))
+    logs = [m["params"] for m in loud if m.get("method") == "notifications/message"]
+    # debug is below the requested level; a logger given is named
+    assert logs == [
+        {"level": "info", "data": "hello log"},
+        {"level": "error", "data": "error log", "logger": "modtest"},
+    ]
+
+
+def test_an_unknown_log_level_hears_every_message(raw: Raw) -> None:
+    level = meta(**{"io.modelcontextprotocol/logLevel": "verbose"})
+    loud = sse_messages(raw.post("tools/call", {"name": "modtest_notify", "arguments": {}, "_meta": level}))
     logs = [m["params"]["data"] for m in loud if m.get("method") == "notifications/message"]
-    assert logs == ["hello log"]  # debug is below the requested level
+    assert logs == ["hello log", "debug log", "error log"]
 
 
 def test_sse_only_when_accepted(raw: Raw) -> None:

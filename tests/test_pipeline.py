@@ -287,6 +287,32 @@ def test_a_signals_receivers_are_found_anew_after_any_change() -> None:
     assert heard == ["first tool", "first tool", "second tool", "first prompt", "second prompt", "second tool"]
 
 
+def test_a_signals_sync_receivers_run_off_the_loop_before_its_async_ones() -> None:
+    """A project's plain-function receiver (a Django receiver as usually written) is called in a
+    worker thread, so its database work never blocks the loop; every receiver's answer is returned."""
+    import threading
+
+    from mcp_django.signals import Signal
+
+    signal = Signal()
+    loop_thread = threading.get_ident()  # asyncio.run runs its loop in this thread
+    threads: list[str] = []
+
+    def sync_receiver(sender: Any, **kwargs: Any) -> str:
+        threads.append("loop" if threading.get_ident() == loop_thread else "worker")
+        return f"sync {sender} {kwargs['n']}"
+
+    async def async_receiver(sender: Any, **kwargs: Any) -> str:
+        threads.append("loop" if threading.get_ident() == loop_thread else "worker")
+        return f"async {sender} {kwargs['n']}"
+
+    signal.connect(async_receiver, weak=False)
+    signal.connect(sync_receiver, weak=False)
+    responses = asyncio.run(signal.asend("tool", n=1))
+    assert responses == [(sync_receiver, "sync tool 1"), (async_receiver, "async tool 1")]
+    assert threads == ["worker", "loop"]
+
+
 def test_a_call_and_its_events_carry_each_value_in_its_own_field() -> None:
     # Call.modern and read_meta build their objects positionally (matching a keyword per field
     # cost every request more than the rest of each construction): each value must still land

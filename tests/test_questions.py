@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
+
+import pytest
+from rest_framework import serializers
 
 from mcp_django.asks import questions
 
@@ -31,3 +35,47 @@ def test_the_digest_is_computed_at_its_first_read_and_kept() -> None:
     again = ask.again("try again")
     assert again.digest == first and again.retry == "try again"
     assert isinstance(questions.Ask.digest, functools.cached_property)  # read on the class: the descriptor
+
+
+class _Contact(serializers.Serializer):  # type: ignore[type-arg]
+    name = serializers.CharField(max_length=5)
+    age = serializers.IntegerField(min_value=0)
+
+
+def test_a_serializer_form_answers_validated_data_or_asks_again() -> None:
+    for schema in (_Contact, _Contact()):
+        ask = questions.elicit("Who?", schema, key="who")
+        assert ask.params["requestedSchema"]["type"] == "object"
+        assert set(ask.params["requestedSchema"]["properties"]) == {"name", "age"}
+        answer = ask.parse("who", {"action": "accept", "content": {"name": "Ada", "age": "36"}})
+        assert answer.data == {"name": "Ada", "age": 36}  # validated_data: the age converted
+        with pytest.raises(questions.ContentInvalid) as info:
+            ask.parse("who", {"action": "accept", "content": {"name": "Adelaide", "age": -1}})
+        assert info.value.problem.startswith("name: ") and "; age: " in info.value.problem
+
+
+def test_an_elicitation_schema_must_describe_an_object() -> None:
+    with pytest.raises(TypeError, match="must describe an object"):
+        questions.elicit("How many?", {"type": "integer"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ({"content": {"type": "text", "text": "hi"}, "model": "m"}, "a sampling result needs role and model"),
+        ({"role": "assistant", "content": {"type": "text", "text": "hi"}}, "a sampling result needs role and model"),
+        ({"role": "assistant", "model": "m", "content": []}, "a sampling result needs content blocks"),
+        ({"role": "assistant", "model": "m", "content": {"text": "no type"}}, "a sampling result needs content blocks"),
+    ],
+)
+def test_a_malformed_sampling_result_is_refused(raw: dict[str, Any], problem: str) -> None:
+    with pytest.raises(questions.AnswerInvalid) as info:
+        questions.sample("Hi?").parse("s", raw)
+    assert info.value.problem == problem and not isinstance(info.value, questions.ContentInvalid)
+
+
+@pytest.mark.parametrize("roots", [None, "file:///a", [{"name": "no uri"}], ["file:///a"]])
+def test_a_malformed_roots_result_is_refused(roots: Any) -> None:
+    with pytest.raises(questions.AnswerInvalid) as info:
+        questions.list_roots().parse("r", {"roots": roots})
+    assert info.value.problem == "roots must be a list of objects with a uri"

@@ -118,6 +118,13 @@ def test_malformed(algorithm: bool, token: object) -> None:
     assert refused(token) in (Reason.MALFORMED, Reason.UNKNOWN_KEY)  # type: ignore[arg-type]
 
 
+def test_sealed_state_too_short_to_hold_its_nonce_and_tag_is_malformed() -> None:
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A, "ENCRYPT_REQUEST_STATE": True}):
+        head = seal(claims()).rsplit(".", 1)[0]
+        short = base64.urlsafe_b64encode(b"x" * 20).rstrip(b"=").decode()
+        assert refused(f"{head}.{short}") == Reason.MALFORMED
+
+
 def test_unknown_key_and_rotation() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         old = seal(claims())
@@ -323,6 +330,47 @@ def test_legacy_session_ids_verify_under_every_key_and_only_canonically() -> Non
         assert legacy.open_session(fresh) is None  # sealed with the new key
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
         assert legacy.open_session(sid) is None and legacy.open_session(fresh) == record
+
+
+def test_a_legacy_session_id_with_another_payload_under_its_mac_is_refused() -> None:
+    from mcp_django.keyring import b64encode
+    from mcp_django.protocol import legacy
+
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        sid = legacy.seal_session(legacy.read_initialize({"protocolVersion": "2025-11-25"}, "digest"))
+        other = legacy.seal_session(legacy.read_initialize({"protocolVersion": "2025-11-25"}, "another digest"))
+        prefix, kid, _payload, mac = sid.split(".")
+        assert legacy.open_session(f"{prefix}.{kid}.{other.split('.')[2]}.{mac}") is None
+        assert legacy.open_session(f"{prefix}.{kid}.{b64encode(b'{}')}.{mac}") is None
+
+
+def test_a_legacy_session_id_leaves_out_an_oversized_client_info() -> None:
+    from mcp_django.protocol import legacy
+
+    params = {"protocolVersion": "2025-11-25", "clientInfo": {"name": "big", "version": "1", "notes": "x" * 2000}}
+    with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
+        record = legacy.read_initialize(params, "digest")
+        opened = legacy.open_session(legacy.seal_session(record))
+    assert opened is not None and opened.sid == record.sid and opened.client_info is None
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        (None, "initialize needs params"),
+        (["2025-11-25"], "initialize needs params"),
+        ({"capabilities": {}}, "params.protocolVersion must be a string"),
+        ({"protocolVersion": 20251125}, "params.protocolVersion must be a string"),
+        ({"protocolVersion": "2025-11-25", "capabilities": []}, "params.capabilities must be an object"),
+    ],
+)
+def test_malformed_initialize_params_are_invalid_params(params: object, message: str) -> None:
+    from mcp_django.protocol import legacy
+    from mcp_django.protocol.jsonrpc import InvalidParams
+
+    with pytest.raises(InvalidParams) as info:
+        legacy.read_initialize(params, "digest")
+    assert info.value.message == message
 
 
 # -- the audience: a state is accepted only by the endpoint that issued it --------------------

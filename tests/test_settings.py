@@ -135,6 +135,23 @@ def test_e010_wrong_type(name: str, value: Any, expected: str) -> None:
     assert f"MCP_DJANGO[{name!r}]" in found[0].msg and expected in found[0].msg
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "check_id", "expected"),
+    [
+        ("AUTHENTICATION_CLASSES", [42], "mcp_django.E010", "must list dotted paths of classes, not"),
+        ("ALLOWED_ORIGINS", [42], "mcp_django.E010", 'must list origins such as "https://app.example", not'),
+        ("EXTENSIONS", [42], "mcp_django.E022", "must list dotted paths of modules, not"),
+        ("PIPELINE", ["os.path.basename"], "mcp_django.E020", "which does not take (call, call_next)"),
+        ("LIMITS", {"RATES": ["100/min"]}, "mcp_django.E050", "must be a dict of scope -> rate, not"),
+    ],
+)
+def test_a_list_or_dict_setting_refuses_entries_of_the_wrong_kind(
+    name: str, value: Any, check_id: str, expected: str
+) -> None:
+    found = problems(**{name: value})
+    assert [m.id for m in found] == [check_id] and expected in found[0].msg, found
+
+
 def test_e010_mcp_django_not_a_dict() -> None:
     with override_settings(MCP_DJANGO=["ALLOW_ANONYMOUS"]):
         assert [m.id for m in checks.check_settings()] == ["mcp_django.E010"]

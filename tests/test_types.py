@@ -15,7 +15,7 @@ from mcp import MCPError
 
 import tests.typed_tools  # noqa: F401 - registers the typetest_ tools
 from mcp_django.schema.drf import DECIMAL_PATTERN
-from tests.conftest import MODERN, sdk_client
+from tests.conftest import MODERN, Raw, sdk_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.django_db(transaction=True)]
 
@@ -178,6 +178,14 @@ async def test_prompt_arguments_arrive_as_declared_types(live_url: str, mode: st
     async with sdk_client(live_url, mode=mode) as client:
         result = await client.get_prompt("typetest_prompt", {"count": "41", "day": "2026-05-01", "priority": "high"})
     assert result.messages[0].content.text == "42 2026-05-01 HIGH"
+
+
+def test_a_prompt_argument_not_of_its_declared_type_is_invalid_params(raw_inprocess: Raw) -> None:
+    params = {"name": "typetest_prompt", "arguments": {"count": "many", "day": "2026-05-01"}}
+    error = raw_inprocess.post("prompts/get", params).json()["error"]
+    assert error["code"] == -32602 and error["message"].startswith(
+        "Invalid arguments for prompt typetest_prompt: count"
+    )
 
 
 async def test_demo_plan_trip_without_the_optional_budget(live_url: str) -> None:

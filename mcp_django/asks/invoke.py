@@ -290,9 +290,6 @@ class Scoped(Coroutine[Any, Any, T]):
     def __await__(self) -> Generator[Any, None, T]:
         return self
 
-    def __iter__(self) -> Scoped[T]:
-        return self
-
     def __next__(self) -> Any:
         return self.send(None)
 

@@ -169,11 +169,9 @@ def check_headers(headers: dict[str, str], method: str, params: dict[str, Any], 
 
 
 def check_param_headers(headers: dict[str, str], input_schema: dict[str, Any], arguments: dict[str, Any]) -> None:
-    """Arguments a tool mirrors into ``Mcp-Param-*`` headers must match them (-32020)."""
-    properties = input_schema.get("properties")
-    if not isinstance(properties, dict):
-        return
-    for name, prop in properties.items():
+    """Arguments a tool mirrors into ``Mcp-Param-*`` headers must match them (-32020). Called only
+    for a tool that mirrors one (``Handler.mirrors_headers``): its schema's properties are a dict."""
+    for name, prop in input_schema["properties"].items():
         header = prop.get("x-mcp-header") if isinstance(prop, dict) else None
         if not isinstance(header, str):
             continue
