@@ -462,7 +462,7 @@ def _preparer(field: Any, connection: Any) -> Callable[[Any], Any]:
     if type(field) is models.UUIDField:
         native = connection.features.has_native_uuid_field
 
-        def prepare_uuid(value: uuid.UUID | int) -> Any:
+        def prepare_uuid(value: Any) -> Any:  # a UUID, or its number: what _values_for makes
             if type(value) is uuid.UUID:
                 return value if native else value.hex
             # A UUID's number (the writer's ids): what the field makes of it, UUID(int=value).

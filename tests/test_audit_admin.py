@@ -85,7 +85,9 @@ def test_changelist_renders(admin_client: Client, log: dict[str, AuditEvent]) ->
     assert "Registered handlers" in admin_client.get(reverse("admin:index")).content.decode()
 
 
-def test_changelist_says_what_this_process_could_not_write(admin_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_changelist_says_what_this_process_could_not_write(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Rows lost or still waiting are not in the list: the page that reads the list says so.
     lost = {"waiting": 4, "dropped": 3, "rejected": 2, "unreachable": True}
     monkeypatch.setattr("mcp_django.admin.stats", lambda: lost)
