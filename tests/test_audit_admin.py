@@ -85,6 +85,18 @@ def test_changelist_renders(admin_client: Client, log: dict[str, AuditEvent]) ->
     assert "Registered handlers" in admin_client.get(reverse("admin:index")).content.decode()
 
 
+def test_changelist_says_what_this_process_could_not_write(
+    admin_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rows lost or still waiting are not in the list: the page that reads the list says so.
+    lost = {"waiting": 4, "dropped": 3, "rejected": 2, "unreachable": True}
+    monkeypatch.setattr("mcp_django.admin.stats", lambda: lost)
+    said = [str(m) for m in admin_client.get(reverse(CHANGELIST)).context["messages"]]
+    assert len(said) == 2
+    assert "lost 3 audit row(s) to a full queue" in said[0] and "the database refused 2" in said[0]
+    assert said[1] == "The audit log's database cannot be reached: 4 row(s) wait to be written."
+
+
 @pytest.mark.parametrize(
     ("query", "expected"),
     [

@@ -203,7 +203,9 @@ def test_a_batch_whose_commit_landed_but_whose_reply_was_lost_is_not_written_twi
         real_commit(self)
         if threading.current_thread().name == "mcp-django-audit" and not lost.is_set():
             lost.set()
-            raise self.Database.OperationalError("server closed the connection unexpectedly")
+            # As Django's own _commit raises it: the driver's error, wrapped in django.db's.
+            with self.wrap_database_errors:
+                raise self.Database.OperationalError("server closed the connection unexpectedly")
 
     monkeypatch.setattr(wrapper, "_commit", commit_then_lose_the_reply)
     for i in range(5):

@@ -158,6 +158,17 @@ def test_a_permission_change_takes_effect_at_once(raw: Raw) -> None:
     assert read() == -32602
     user.user_permissions.add(view)
     assert read() is None
+    # From the group's side (the users in the signal's pk_set): every process is told.
+    from mcp_django.auth_cache import shared, version_key
+
+    user.user_permissions.remove(view)
+    group.permissions.add(view)
+    assert read() is None
+    version = version_key(f"auth.user:{user.pk}")
+    before = shared().get(version)
+    group.user_set.remove(user)
+    assert shared().get(version) != before
+    assert read() == -32602
 
 
 def test_only_a_shared_version_that_is_unchanged_serves_a_hit(raw: Raw) -> None:

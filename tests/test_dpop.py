@@ -387,6 +387,40 @@ def test_htu_normal_form() -> None:
         assert dpop.normalized_url(bad) is None, bad
 
 
+def test_a_malformed_proof_is_refused_before_its_claims_are_used() -> None:
+    # In process, the checks a client's hand-made proof can fail that the live tests above do not send.
+    from django.test import RequestFactory
+    from jwcrypto.jws import JWS
+
+    url = "http://testserver/mcp"
+    request = RequestFactory().post("/mcp")
+    key = DPoPKey()
+
+    def signed(payload: Any) -> str:
+        jws = JWS(json.dumps(payload))
+        protected = {"typ": "dpop+jwt", "alg": key.alg, "jwk": key.key.export_public(as_dict=True)}
+        jws.add_signature(key.key, alg=key.alg, protected=json.dumps(protected))
+        return str(jws.serialize(compact=True))
+
+    refusals = [
+        ("a.b", "not a JWT signed by its jwk"),
+        (key.proof("POST", url, header={"jwk": "a key"}), "header has no jwk"),
+        (signed(["POST", url]), "payload is not a JSON object"),
+        (key.proof("POST", url, claims={"jti": 7}), "needs a jti"),
+        (key.proof("POST", url, claims={"jti": "j" * (dpop.MAX_JTI_CHARS + 1)}), "needs a jti"),
+        (key.proof("POST", url, claims={"htu": 7}), "htu is not this request's URL"),
+        (key.proof("POST", url, claims={"iat": True}), "needs an iat"),
+        (key.proof("POST", url, claims={"iat": "now"}), "needs an iat"),
+    ]
+    for proof, why in refusals:
+        with pytest.raises(dpop.ProofRefused) as refused:
+            dpop.verify(request, proof)
+        assert refused.value.error == dpop.INVALID_PROOF
+        assert why in refused.value.description, (proof, refused.value.description)
+    # The same proof made well passes: each refusal above was the flaw's.
+    assert dpop.verify(request, key.proof("POST", url)) == key.jkt
+
+
 def test_settings_refuse_symmetric_algorithms() -> None:
     from mcp_django.conf import InvalidSetting, dpop_algorithms
 

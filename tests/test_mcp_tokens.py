@@ -270,6 +270,8 @@ def test_mcp_token_command_creates_lists_and_revokes(raw: Raw) -> None:
         ["create", "nobody", "x"],
         ["create", "ida", "x", "--expires", "soon"],
         ["create", "ida", "x", "--expires", "-1d"],
+        ["create", "ida", "x", "--expires", "0h"],
+        ["create", "ida", "x", "--jkt", "not-a-thumbprint"],
         ["revoke", "ffffffffffff"],
         ["list", "nobody"],
     ],
@@ -278,6 +280,7 @@ def test_mcp_token_command_refuses_bad_input(args: list[str]) -> None:
     get_user_model().objects.create_user("ida", password="pw")
     with pytest.raises(CommandError):
         call_command("mcp_token", *args, stdout=StringIO())
+    assert not MCPToken.objects.exists()
 
 
 # -- the whole life with the official SDK, and an open websocket -----------------------------
@@ -402,6 +405,15 @@ def test_the_admin_shows_the_secret_once_after_the_save(client: Any, raw: Raw) -
         shown = client.get(url)
         assert shown.status_code == 200 and secret not in shown.content.decode()
     assert secret not in str(dict(client.session.items()))
+    # Edited: the name changes; the secret and the owner stay (a user posted for it is ignored).
+    edited = client.post(
+        f"/admin/mcp_django/mcptoken/{token.pk}/change/",
+        {"user": admin_user.pk, "name": "renamed", "scopes": "mcp", "handlers": "", "expires_0": "", "expires_1": ""},
+    )
+    assert edited.status_code == 302
+    token.refresh_from_db()
+    assert (token.name, token.user_id) == ("renamed", owner.pk) and token.secret_matches(secret)
+    assert whoami(raw, text).json()["result"]["structuredContent"]["username"] == "max"
     # Revoked by the list's action: refused from the next request.
     done = client.post(
         "/admin/mcp_django/mcptoken/", {"action": "revoke_tokens", "_selected_action": [token.pk]}, follow=True

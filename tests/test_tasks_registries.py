@@ -44,6 +44,12 @@ def audit_books(ctx: Context) -> str:
     return "books audited"
 
 
+@staff.tool(task="required")
+def reconcile_books(ctx: Context) -> str:
+    """Fails with an error that is no ToolError: a bug in the tool."""
+    raise RuntimeError("the ledger at db-7 is locked")
+
+
 def _forgotten(*names: str) -> Any:
     """A worker process that has not imported the modules making these endpoints yet."""
     table = {name: registry for name, registry in endpoints._named.items() if name not in names}
@@ -71,6 +77,14 @@ class OtherRegistries(TestCase):
         result = self.mcp_client(staff).call_tool("audit_books")
         assert (result.text, result.task_status) == ("books audited", "completed")
         assert MCPTask.objects.get(pk=result.task_id).endpoint == "tasks_staff"
+
+    def test_a_task_tool_that_raises_completes_with_an_error_that_says_no_more(self) -> None:
+        with self.assertLogs("mcp_django", "ERROR") as logged:
+            result = self.mcp_client(staff).call_tool("reconcile_books")
+        assert (result.task_status, result.is_error) == ("completed", True)
+        assert result.text == "Error executing tool reconcile_books"  # the exception's text is the log's
+        assert any("tool reconcile_books failed in MCP task" in line for line in logged.output)
+        assert "the ledger at db-7 is locked" in "\n".join(logged.output)
 
     def test_only_the_endpoint_that_made_a_task_answers_for_it(self) -> None:
         theirs = self.mcp_client(second, run_tasks=False).start_tool("slow_compute", {"label": "y"})["taskId"]

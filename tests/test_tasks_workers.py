@@ -122,6 +122,15 @@ class Sweep(TestCase):
         client.run_task(lost)
         assert MCPTask.objects.get(pk=lost).status == Status.COMPLETED
 
+    def test_mcp_tasks_sweep_sweeps_once_and_says_what_it_did(self) -> None:
+        client = MCPClient(tasks=True)
+        queued = client.start_tool("slow_compute", {"seconds": 60})["taskId"]
+        MCPTask.objects.filter(pk=queued).update(expires=timezone.now() - timedelta(seconds=1))
+        out = StringIO()
+        call_command("mcp_tasks", "sweep", stdout=out)
+        assert out.getvalue().strip() == "retried 0, failed 0, cancelled 1, asked_to_stop 0"
+        assert MCPTask.objects.get(pk=queued).status == Status.CANCELLED
+
 
 class TTL(TestCase):
     def test_a_task_whose_ttl_ends_while_it_runs_is_stopped_and_never_completed(self) -> None:

@@ -44,9 +44,8 @@ class MCPTokenAdmin(admin.ModelAdmin):
         request._mcp_token_text = obj.set_new_secret()  # type: ignore[attr-defined]
 
     def response_add(self, request: HttpRequest, obj: MCPToken, post_url_continue: str | None = None) -> HttpResponse:
-        text = getattr(request, "_mcp_token_text", None)
-        if text is None:
-            return super().response_add(request, obj, post_url_continue)
+        # save_model set it: the admin calls response_add only after adding the token there.
+        text = request._mcp_token_text  # type: ignore[attr-defined]
         # Rendered here, not carried through a redirect: the secret never reaches the
         # session or the message store, and reloading the page cannot show it again.
         context = {
