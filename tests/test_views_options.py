@@ -288,3 +288,76 @@ def test_permissions_option_hides_a_drf_view_tool_from_callers_without_them(regi
     assert "test_opts_stock" in listed(client)
     counted = client.call_tool("test_opts_stock", {})
     assert not counted.is_error and counted.structured == {"products": 0}
+
+
+# -- serializer fields whose schemas no other test reaches ---------------------------------------------
+
+
+class Street(serializers.Serializer):
+    street = serializers.CharField(max_length=80)
+
+
+class Parcel(serializers.Serializer):
+    owner = serializers.HiddenField(default=serializers.CurrentUserDefault())
+    weights = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=3)
+    labels = serializers.DictField(child=serializers.IntegerField())
+    size = serializers.ChoiceField(choices=["s", "m"], allow_blank=True)
+    tracking = serializers.URLField(required=False)
+    # A backreference is Python-only regex syntax: JSON Schema gets no pattern, the field still checks it.
+    code = serializers.RegexField(r"^(?P<part>[a-z]+)-(?P=part)\Z", required=False)
+    insured = serializers.DecimalField(max_digits=6, decimal_places=2, allow_null=True)
+    address = Street(allow_null=True, required=False)
+    sender = serializers.SerializerMethodField()
+
+    def get_sender(self, data: dict[str, Any]) -> str:
+        return data["owner"].username
+
+
+class Parcels(APIView):
+    """Check a parcel and echo it as the serializer represents it."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = Parcel
+
+    def post(self, request: Request) -> Response:
+        parcel = Parcel(data=request.data, context={"request": request})
+        parcel.is_valid(raise_exception=True)
+        return Response(parcel.data)
+
+
+def test_serializer_fields_schemas_and_calls(registered: list[str]) -> None:
+    register(registered, Parcels, name="test_opts_parcel")
+    _, client = client_for("alice")
+    schema = listed(client)["test_opts_parcel"]["inputSchema"]
+    props = schema["properties"]
+    # HiddenField takes its default whatever is sent: it is no argument.
+    assert "owner" not in props and "sender" not in props  # sender: read-only
+    assert props["weights"]["type"] == "array" and props["weights"]["items"] == {"type": "integer", "minimum": 1}
+    assert (props["weights"]["minItems"], props["weights"]["maxItems"]) == (1, 3)
+    assert props["labels"]["type"] == "object"
+    assert props["size"]["enum"] == ["s", "m", ""]
+    assert props["tracking"]["format"] == "uri"
+    assert "pattern" not in props["code"]
+    assert props["insured"]["type"] == ["number", "string", "null"]
+    assert props["address"]["type"] == ["object", "null"]
+    assert schema["required"] == ["weights", "labels", "size", "insured"]
+
+    sent = {"weights": [2, 5], "labels": {"fragile": 1}, "size": "", "insured": None, "address": None, "code": "ab-ab"}
+    result = client.call_tool("test_opts_parcel", sent)
+    assert not result.is_error, result.text
+    assert result.structured == {**sent, "sender": "alice"}
+    insured = client.call_tool("test_opts_parcel", {**sent, "insured": "12.50", "address": {"street": "High St"}})
+    assert insured.structured["insured"] == "12.50" and insured.structured["address"] == {"street": "High St"}
+    # What the schema says is refused before the view; what it cannot say, by the serializer.
+    for arguments, word in (
+        ({**sent, "weights": []}, "weights"),
+        ({**sent, "weights": [1, 2, 3, 4]}, "weights"),
+        ({**sent, "size": "xl"}, "size"),
+        ({**sent, "tracking": "not a url"}, "tracking"),
+        ({**sent, "insured": "lots"}, "insured"),
+        ({**sent, "owner": 1}, "owner: unexpected argument"),
+        ({**sent, "code": "ab-cd"}, "code"),
+        ({**sent, "labels": {"fragile": "yes"}}, "labels"),
+    ):
+        refused = client.call_tool("test_opts_parcel", arguments)
+        assert refused.is_error and word in refused.text, (arguments, refused.text)
