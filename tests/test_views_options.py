@@ -19,6 +19,7 @@ from django_tasks_db.models import DBTaskResult
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
+from rest_framework.filters import BaseFilterBackend
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -119,6 +120,53 @@ def test_range_csv_and_multiple_choice_filters_are_typed_arguments_that_filter(r
     # The schema is checked before the view runs: a value outside the enum never reaches it.
     refused = client.call_tool("test_opts_orders_list", {"status": ["lost"]})
     assert refused.is_error and "status" in refused.text
+
+
+class OwnerBackend(BaseFilterBackend):
+    """A project's own backend: ``?mine=true`` keeps the caller's orders."""
+
+    def filter_queryset(self, request: Request, queryset: Any, view: Any) -> Any:
+        if request.query_params.get("mine") == "true":
+            return queryset.filter(owner=request.user)
+        return queryset
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        return [
+            {"name": "mine", "in": "query", "description": "Only my orders.", "schema": {"type": "boolean"}},
+            {"name": "X-Shop", "in": "header", "schema": {"type": "string"}},  # not an argument
+        ]
+
+
+class OwnOrders(viewsets.ReadOnlyModelViewSet):
+    queryset = Order.objects.order_by("id")
+    serializer_class = OrderSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    filter_backends = [OwnerBackend]
+
+    @action(detail=False, methods=["get"])
+    def count(self, request: Request) -> Response:
+        return Response({"at_least": int(request.query_params["at_least"]), "query": sorted(request.query_params)})
+
+
+def test_another_backends_parameters_and_a_get_actions_arguments_are_the_query(registered: list[str]) -> None:
+    at_least = {"type": "object", "properties": {"at_least": {"type": "integer"}}, "required": ["at_least"]}
+    register(
+        registered, OwnOrders, actions=["list", "count"], basename="test_opts_own", input_schemas={"count": at_least}
+    )
+    alice, client = client_for("alice")
+    bob = User.objects.create_user("bob")
+    mug = Product.objects.create(name="Mug", sku="MUG-01", price=Decimal("9.50"), stock=50)
+    mine = Order.objects.create(owner=alice, product=mug, quantity=1)
+    Order.objects.create(owner=bob, product=mug, quantity=2)
+    tools = listed(client)
+    assert tools["test_opts_own_list"]["inputSchema"]["properties"] == {
+        "mine": {"type": "boolean", "description": "Only my orders."}
+    }
+    listing = client.call_tool("test_opts_own_list", {"mine": True})
+    assert [row["id"] for row in listing.structured["results"]] == [mine.pk]
+    assert len(client.call_tool("test_opts_own_list", {}).structured["results"]) == 2
+    counted = client.call_tool("test_opts_own_count", {"at_least": 3})
+    assert counted.structured == {"at_least": 3, "query": ["at_least"]}
 
 
 # -- a detail view looked up by a UUID primary key ---------------------------------------------------
