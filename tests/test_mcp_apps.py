@@ -8,6 +8,7 @@ or a client that renders no views; the legacy era is a real websocket session.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,10 +182,14 @@ def test_the_view_calls_an_asking_app_only_tool(vera: Any, order: Order, revisio
 
 
 @pytest.mark.django_db
-def test_permissions_hold_for_a_view_as_for_any_caller(order: Order) -> None:
+def test_permissions_hold_for_a_view_as_for_any_caller(order: Order, caplog: pytest.LogCaptureFixture) -> None:
     other = get_user_model().objects.create_user("otto")
     result = MCPClient(user=other, apps=True).call_tool("reorder", {"order_id": order.pk}, answer=lambda r: True)
     assert result.is_error and Order.objects.count() == 1  # not otto's order
+    shown = MCPClient(user=other, apps=True).call_tool("show_order", {"order_id": order.pk})
+    # Told as the model reads it, not a server error with a traceback in the log (the fuzzer's find).
+    assert shown.is_error and shown.text == f"You have no order #{order.pk}."
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     with pytest.raises(JSONRPCError):
         MCPClient(apps=True).call_tool("reorder", {"order_id": order.pk})  # anonymous: not listed, not callable
 

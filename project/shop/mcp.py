@@ -130,10 +130,17 @@ def _order_data(order: Order) -> dict[str, object]:
     }
 
 
+def _your_order(ctx: SyncContext, order_id: int) -> Order:
+    order = Order.objects.select_related("product").filter(pk=order_id, owner=ctx.user).first()
+    if order is None:  # the model reads it: no server error, no traceback in the log
+        raise ToolError(f"You have no order #{order_id}.")
+    return order
+
+
 @mcp.tool(app="shop/order_view.html", permission_classes=[IsAuthenticated], read_only=True, title="Show an order")
 def show_order(ctx: SyncContext, order_id: int) -> ToolResult:
     """One of your orders with its lines; a client that renders MCP Apps shows it with a re-order button."""
-    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user)
+    order = _your_order(ctx, order_id)
     text = f"Order #{order.pk} ({order.get_status_display()}): {order.quantity} x {order.product.name}, {order.total}."
     return ToolResult(content=[text], structured=_order_data(order))
 
@@ -141,7 +148,7 @@ def show_order(ctx: SyncContext, order_id: int) -> ToolResult:
 @mcp.tool(visibility=["app"], permission_classes=[IsAuthenticated], title="Order again")
 def reorder(ctx: SyncContext, order_id: int) -> ToolResult:
     """Place a new order with the same lines as one of yours (the order view's button). It asks first."""
-    order = Order.objects.select_related("product").get(pk=order_id, owner=ctx.user)
+    order = _your_order(ctx, order_id)
     if not ctx.confirm(f"Order {order.quantity} x {order.product.name} again, for {order.total}?", key="reorder"):
         return ToolResult(content=["Not ordered again."], structured={"reordered": None})
     again = Order.objects.create(
