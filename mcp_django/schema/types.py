@@ -219,18 +219,24 @@ class _Custom:
     dump: Callable[[Any], Any] | None = None
 
 
+# serializer_data's classes -> their serializer.
+_SERIALIZER_OF: dict[type, type] = {}
+
+
 @functools.cache
 def serializer_data(serializer: type) -> type[dict[str, Any]]:
     """The type an argument described by a DRF ``serializer`` is converted into: a dict (of a class of
     its own, as msgspec's ``dec_hook`` must return an instance of the type it is asked for)."""
-    return type(f"{serializer.__name__}Data", (dict,), {"serializer": serializer, "__module__": serializer.__module__})
+    data = type(f"{serializer.__name__}Data", (dict,), {"__module__": serializer.__module__})
+    _SERIALIZER_OF[data] = serializer
+    return data
 
 
 @functools.cache
 def _custom(tp: Any) -> _Custom | None:
     """How to describe and convert a type msgspec does not know, or None."""
-    serializer = getattr(tp, "serializer", None) if isinstance(tp, type) and issubclass(tp, dict) else None
-    if is_serializer(serializer):
+    serializer = _SERIALIZER_OF.get(tp)
+    if serializer is not None:
         schema = serializer_schema(serializer)
 
         def from_json(value: Any) -> Any:
