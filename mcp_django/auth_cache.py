@@ -271,7 +271,7 @@ class PrincipalCache:
 principal_cache = PrincipalCache()
 
 
-def authenticate_and_remember(request: Any, key: bytes | None, endpoint: EndpointSettings | None = None) -> Principal:
+def authenticate_and_remember(request: Any, key: bytes | None, endpoint: EndpointSettings) -> Principal:
     """Sync: run the endpoint's authentication classes, and cache what they found under ``key``."""
     from .auth import authenticate
 
