@@ -97,8 +97,6 @@ class KeyRing:
     """Keys derived from the configured secrets; the first one signs, every one verifies."""
 
     def __init__(self, secrets: list[bytes], *, from_secret_key: bool = False) -> None:
-        if not secrets:
-            raise ValueError("a key ring needs at least one secret")
         # For the checks' wording only: the keys are made the same way.
         self.from_secret_key = from_secret_key
         self.keys: list[Key] = []
