@@ -179,10 +179,9 @@ def challenge_for(django_request: Any, drf_request: Request) -> str | None:
     return None
 
 
-def refuse_anonymous(django_request: Any, endpoint: EndpointSettings | None = None) -> AuthenticationFailed:
+def refuse_anonymous(django_request: Any, endpoint: EndpointSettings) -> AuthenticationFailed:
     """The 401 for a caller who sent no credentials where anonymous callers are not served."""
-    if endpoint is not None:
-        django_request.mcp_endpoint = endpoint
+    django_request.mcp_endpoint = endpoint
     return AuthenticationFailed(
         "Authentication credentials were not provided.",
         challenge=challenge_for(django_request, Request(django_request)),
@@ -202,13 +201,12 @@ def token_model_missing(cls: type) -> bool:
     )
 
 
-def authenticate(django_request: Any, endpoint: EndpointSettings | None = None) -> Principal:
+def authenticate(django_request: Any, endpoint: EndpointSettings) -> Principal:
     """Sync (the classes query the database; its connections are the caller's to care for). Raises
     :class:`AuthenticationFailed`. ``endpoint``: the settings of the endpoint reached, whose classes
     run and find them as ``request.mcp_endpoint``."""
-    if endpoint is not None:
-        django_request.mcp_endpoint = endpoint
-    classes = mcp_settings.for_request(django_request).AUTHENTICATION_CLASSES
+    django_request.mcp_endpoint = endpoint
+    classes = endpoint.AUTHENTICATION_CLASSES
     drf_request = Request(django_request)
     try:
         for cls in classes:

@@ -25,7 +25,7 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.http.cookie import parse_cookie
 from django.utils import timezone
 
-from .auth import Principal, url_headers
+from .auth import Principal, authenticate, url_headers
 from .breaker import Breaker
 from .conf import EndpointSettings, mcp_settings
 
@@ -271,10 +271,8 @@ class PrincipalCache:
 principal_cache = PrincipalCache()
 
 
-def authenticate_and_remember(request: Any, key: bytes | None, endpoint: EndpointSettings | None = None) -> Principal:
+def authenticate_and_remember(request: Any, key: bytes | None, endpoint: EndpointSettings) -> Principal:
     """Sync: run the endpoint's authentication classes, and cache what they found under ``key``."""
-    from .auth import authenticate
-
     principal = authenticate(request, endpoint)
     if key is not None:
         principal_cache.remember(key, principal)

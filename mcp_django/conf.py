@@ -335,17 +335,6 @@ limits = _sub_settings(
 )
 
 
-# The settings one endpoint may set for itself in MCP_DJANGO["ENDPOINTS"][name]: who may
-# call it and how it is an OAuth protected resource. The rest belong to the process.
-ENDPOINT_KEYS = (
-    "ALLOW_ANONYMOUS",
-    "AUTHENTICATION_CLASSES",
-    "AUTHORIZATION_SERVERS",
-    "RESOURCE_URL",
-    "REQUIRED_SCOPES",
-    "SCOPES_SUPPORTED",
-    "DPOP",
-)
 # An endpoint's name: in audit rows, session ids and the admin, so short and plain.
 ENDPOINT_NAME_MAX = 64
 
@@ -396,13 +385,14 @@ def endpoints(value: Any) -> dict[str, dict[str, Any]]:
 
 
 class Setting(Generic[T]):
-    """One setting: its default, and the coercer of the project's value (whose return type is
-    the setting's). Read on an :class:`MCPSettings`, coerced once and then kept on it as a plain
-    attribute (the request path reads it)."""
+    """One setting: its default, the coercer of the project's value (whose return type is the
+    setting's), and whether one endpoint may set it for itself (``ENDPOINT_KEYS``). Read on an
+    :class:`MCPSettings`, coerced once and then kept on it as a plain attribute (the request path reads it)."""
 
-    def __init__(self, default: Any, coerce: Callable[[Any], T]) -> None:
+    def __init__(self, default: Any, coerce: Callable[[Any], T], *, per_endpoint: bool = False) -> None:
         self.default = default
         self.coerce = coerce
+        self.per_endpoint = per_endpoint
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -446,16 +436,18 @@ class MCPSettings:
     MAX_INPUT_ROUNDS = Setting(10, non_negative_int)
     ROUND_GATHER_TIMEOUT = Setting(2.0, seconds)
     # who may call, and the endpoint as an OAuth protected resource
-    ALLOW_ANONYMOUS = Setting(False, boolean)
+    ALLOW_ANONYMOUS = Setting(False, boolean, per_endpoint=True)
     AUTHENTICATION_CLASSES = Setting(
-        ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"], classes
+        ["mcp_django.auth.SessionAuthentication", "rest_framework.authentication.TokenAuthentication"],
+        classes,
+        per_endpoint=True,
     )
     AUTH_CACHE_SECONDS = Setting(1, seconds)  # see mcp_django.auth_cache
-    AUTHORIZATION_SERVERS = Setting([], list_of('URLs such as "https://auth.example"', _url))
-    RESOURCE_URL = Setting(None, optional(text))
-    REQUIRED_SCOPES = Setting([], strings)
-    SCOPES_SUPPORTED = Setting(None, optional(strings))
-    DPOP = Setting("off", one_of("off", "allowed", "required"))  # see mcp_django.contrib.dpop
+    AUTHORIZATION_SERVERS = Setting([], list_of('URLs such as "https://auth.example"', _url), per_endpoint=True)
+    RESOURCE_URL = Setting(None, optional(text), per_endpoint=True)
+    REQUIRED_SCOPES = Setting([], strings, per_endpoint=True)
+    SCOPES_SUPPORTED = Setting(None, optional(strings), per_endpoint=True)
+    DPOP = Setting("off", one_of("off", "allowed", "required"), per_endpoint=True)  # see mcp_django.contrib.dpop
     DPOP_ALGORITHMS = Setting(["ES256", "ES384", "EdDSA", "PS256", "RS256"], dpop_algorithms)
     DPOP_PROOF_WINDOW = Setting(300, seconds)
     DPOP_NONCE_SECONDS = Setting(0, non_negative_int)
@@ -544,6 +536,9 @@ class MCPSettings:
 SETTINGS: dict[str, Setting[Any]] = {
     name: setting for name, setting in vars(MCPSettings).items() if isinstance(setting, Setting)
 }
+# The settings one endpoint may set for itself in MCP_DJANGO["ENDPOINTS"][name] (per_endpoint=True
+# above): who may call it and how it is an OAuth protected resource. The rest belong to the process.
+ENDPOINT_KEYS = tuple(name for name, setting in SETTINGS.items() if setting.per_endpoint)
 
 # Values worked out from an endpoint's settings (name -> derive(endpoint)), kept like its settings
 # until they change: what the request path would otherwise work out per call.

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 DEFAULT = "default"
 
 _named: dict[str, Registry] = {}
-# Paths the ASGI routes serve an endpoint at -> its registry (None: the default one's).
-_paths: dict[str, Registry | None] = {}
+# Paths the ASGI routes serve an endpoint at ("/mcp") -> its registry (None: the default one's).
+paths: dict[str, Registry | None] = {}
 
 
 def add(registry: Registry) -> None:
@@ -34,10 +34,4 @@ def every() -> list[Registry]:
 
 def add_path(path: str, registry: Registry | None) -> None:
     """Record that an ASGI route serves ``registry``'s endpoint (None: the default) at ``path``."""
-    _paths["/" + path.strip("/")] = registry
-
-
-def routed_at(path: str) -> tuple[bool, Registry | None]:
-    """(whether an ASGI route serves an endpoint at ``path``, its registry: None for the default)."""
-    path = "/" + path.strip("/")
-    return path in _paths, _paths.get(path)
+    paths["/" + path.strip("/")] = registry

@@ -96,11 +96,7 @@ def secrets_from_secret_key(secret_key: str | bytes, fallbacks: list[str | bytes
 class KeyRing:
     """Keys derived from the configured secrets; the first one signs, every one verifies."""
 
-    def __init__(self, secrets: list[bytes], *, from_secret_key: bool = False) -> None:
-        if not secrets:
-            raise ValueError("a key ring needs at least one secret")
-        # For the checks' wording only: the keys are made the same way.
-        self.from_secret_key = from_secret_key
+    def __init__(self, secrets: list[bytes]) -> None:
         self.keys: list[Key] = []
         for secret in secrets:
             mac_key = derive_key(secret, b"mcp-django requestState hmac-sha256 v1")
@@ -131,21 +127,14 @@ def keyring() -> KeyRing:
     fallbacks = () if configured else tuple(settings.SECRET_KEY_FALLBACKS)
     source = (configured, None if configured else settings.SECRET_KEY, fallbacks)
     if _ring_cache is None or _ring_cache[0] != source:
-        if configured:
-            ring = KeyRing(configured)
-        else:
-            ring = KeyRing(secrets_from_secret_key(settings.SECRET_KEY, list(fallbacks)), from_secret_key=True)
-        _ring_cache = (source, ring)
+        secrets = configured or secrets_from_secret_key(settings.SECRET_KEY, list(fallbacks))
+        _ring_cache = (source, KeyRing(secrets))
     return _ring_cache[1]
 
 
-def principal_digest(principal: str) -> str:
-    """A keyed hash of the principal (under the signing key): tokens never name the user."""
-    return principal_digests(principal)[0]
-
-
 def principal_digests(principal: str) -> tuple[str, ...]:
-    """The principal's keyed hash under every key of the ring, the signing key's first."""
+    """The principal's keyed hash under every key of the ring, the signing key's first (the one
+    new tokens carry): tokens never name the user."""
     material = principal.encode()
     return tuple(b64encode(mac(material)[:16]) for mac in keyring().principal_macs)
 

@@ -27,9 +27,8 @@ def endpoint_at(path: str) -> Registry | None:
     view's, or the one whose RESOURCE_URL names that path; None for any other path (whose
     metadata would tell a client it is a resource these authorization servers guard)."""
     path = "/" + path.strip("/")
-    routed, registry = endpoints.routed_at(path)
-    if routed:
-        return registry or endpoints.named(endpoints.DEFAULT)
+    if path in endpoints.paths:
+        return endpoints.paths[path] or endpoints.named(endpoints.DEFAULT)
     for candidate in endpoints.every():
         resource = candidate.settings.RESOURCE_URL
         if resource and (urlsplit(resource).path.rstrip("/") or "/") == path:
@@ -168,18 +167,15 @@ def enabled(endpoint: EndpointSettings | None = None) -> bool:
     return bool((endpoint or mcp_settings.endpoint("default")).AUTHORIZATION_SERVERS)
 
 
-def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry | None = None) -> JsonResponse:
-    """RFC 9728 protected-resource metadata, at the root (of ``registry``'s endpoint, the
-    default one's without) and the path-suffixed location (of the endpoint served at that path)."""
+def metadata(request: HttpRequest, resource_path: str = "", *, registry: Registry) -> JsonResponse:
+    """RFC 9728 protected-resource metadata, at the root (of ``registry``'s endpoint: mcp_django.urls
+    passes the default one) and the path-suffixed location (of the endpoint served at that path)."""
     path = "/" + resource_path.strip("/") if resource_path else None
     if path is not None:
         found = endpoint_at(path)
         if found is None:
             raise Http404("No MCP endpoint is served at this path.")
         registry = found
-    registry = registry or endpoints.named(endpoints.DEFAULT)
-    if registry is None:
-        raise Http404("No MCP endpoint is served here.")
     endpoint = registry.settings
     if not enabled(endpoint):
         raise Http404("This MCP endpoint is not an OAuth protected resource.")

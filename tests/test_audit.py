@@ -23,7 +23,7 @@ from mcp_django import audit, signals
 from mcp_django.asks.call import Call
 from mcp_django.auth import ANONYMOUS, Principal
 from mcp_django.conf import mcp_settings
-from mcp_django.keyring import principal_digest
+from mcp_django.keyring import principal_digests
 from mcp_django.models import AuditEvent, Kind
 from mcp_django.pipeline import Pipeline
 from mcp_django.protocol.revisions import ClientCapabilities, Era
@@ -75,7 +75,7 @@ def sealed(**overrides: Any) -> str:
     claims: dict[str, Any] = {
         "method": "tools/call",
         "target": TOOL,
-        "principal": principal_digest("anonymous"),
+        "principal": ANONYMOUS.digest,
         "digest": params_digest({"name": TOOL, "arguments": {}}),
         "round": 1,
         "asked": {},
@@ -260,7 +260,7 @@ def other_kid(state: str) -> str:
         (Reason.EXPIRED, lambda raw: sealed(now=time.time() - mcp_settings.REQUEST_STATE_LIFETIME - 5)),
         (Reason.WRONG_METHOD, lambda raw: sealed(method="prompts/get")),
         (Reason.WRONG_TARGET, lambda raw: first_state(raw, "test_input_required_result_tampered_state")),
-        (Reason.WRONG_PRINCIPAL, lambda raw: sealed(principal=principal_digest("auth.user:999"))),
+        (Reason.WRONG_PRINCIPAL, lambda raw: sealed(principal=principal_digests("auth.user:999")[0])),
         (Reason.WRONG_PARAMS, lambda raw: sealed(digest=params_digest({"name": TOOL, "arguments": {"x": 1}}))),
     ],
 )

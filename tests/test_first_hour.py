@@ -276,7 +276,7 @@ def test_another_process_derives_the_same_keys_from_secret_key() -> None:
         "import django, json; django.setup();"
         "from mcp_django import keyring;"
         "ring = keyring.keyring();"
-        "print(json.dumps([ring.from_secret_key, ring.signing.session_key.hex(), ring.principal_keys[0].hex()]))"
+        "print(json.dumps([ring.signing.session_key.hex(), ring.principal_keys[0].hex()]))"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MCP_REQUEST_STATE_KEY")}
     env.update(
@@ -285,4 +285,4 @@ def test_another_process_derives_the_same_keys_from_secret_key() -> None:
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     here = keyring.KeyRing(keyring.secrets_from_secret_key(secret_key, []))
-    assert json.loads(done.stdout) == [True, here.signing.session_key.hex(), here.principal_keys[0].hex()]
+    assert json.loads(done.stdout) == [here.signing.session_key.hex(), here.principal_keys[0].hex()]

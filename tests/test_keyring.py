@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from django.conf import settings
 from django.test import override_settings
 
 from mcp_django import keyring
@@ -60,21 +61,22 @@ def test_every_use_has_a_key_of_its_own() -> None:
 def test_the_ring_follows_the_setting() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
         first = keyring.keyring()
-        assert keyring.keyring() is first and not first.from_secret_key
+        assert keyring.keyring() is first and first.signing.kid == KeyRing([KEY_A.encode()]).signing.kid
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": [KEY_B, KEY_A]}):
         rotated = keyring.keyring()
         assert rotated.signing.kid != first.signing.kid and first.signing.kid in rotated.by_kid
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": None}):
-        assert keyring.keyring().from_secret_key
+        from_secret_key = KeyRing(keyring.secrets_from_secret_key(settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS))
+        assert keyring.keyring().signing.kid == from_secret_key.signing.kid
 
 
 def test_principal_digest_is_keyed() -> None:
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_A}):
-        a = keyring.principal_digest("auth.user:1")
+        a = keyring.principal_digests("auth.user:1")[0]
         assert keyring.principal_matches(a, "auth.user:1") is False  # a digest, not the principal
         assert keyring.principal_matches(a, keyring.principal_digests("auth.user:1"))
     with override_settings(MCP_DJANGO={"REQUEST_STATE_KEY": KEY_B}):
-        b = keyring.principal_digest("auth.user:1")
+        b = keyring.principal_digests("auth.user:1")[0]
     assert a != b and "user" not in a
 
 
@@ -87,21 +89,21 @@ def test_without_a_key_the_ring_derives_from_secret_key() -> None:
     # SECRET_KEY, and an upgrade must not end the states and sessions issued before it.
     with override_settings(SECRET_KEY=SECRET, SECRET_KEY_FALLBACKS=[], MCP_DJANGO={"REQUEST_STATE_KEY": None}):
         ring = keyring.keyring()
-        assert ring.from_secret_key and len(ring.keys) == 1
+        assert len(ring.keys) == 1
         assert ring.signing.kid == KeyRing(keyring.secrets_from_secret_key(SECRET, [])).signing.kid
         assert ring.signing.mac_key.hex() == "3dca7cc4d83e044902f48b8583b7fba300230a7ecf0a847548cf7fcef1074b84"
-        digest = keyring.principal_digest("auth.user:1")
+        digest = keyring.principal_digests("auth.user:1")[0]
     # Not SECRET_KEY itself as the secret (that is django.core.signing's key, under its own salts).
     assert ring.signing.kid != KeyRing([SECRET.encode()]).signing.kid
     with override_settings(SECRET_KEY=OLD_SECRET, MCP_DJANGO={"REQUEST_STATE_KEY": None}):
         assert keyring.keyring().signing.kid != ring.signing.kid
-        assert keyring.principal_digest("auth.user:1") != digest
+        assert keyring.principal_digests("auth.user:1")[0] != digest
 
 
 def test_secret_key_fallbacks_verify_and_secret_key_signs() -> None:
     with override_settings(SECRET_KEY=OLD_SECRET, SECRET_KEY_FALLBACKS=[], MCP_DJANGO={"REQUEST_STATE_KEY": None}):
         old = keyring.keyring()
-        old_digest = keyring.principal_digest("auth.user:1")
+        old_digest = keyring.principal_digests("auth.user:1")[0]
     with override_settings(
         SECRET_KEY=SECRET, SECRET_KEY_FALLBACKS=[OLD_SECRET], MCP_DJANGO={"REQUEST_STATE_KEY": None}
     ):

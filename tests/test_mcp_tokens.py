@@ -242,7 +242,7 @@ def test_mcp_token_command_creates_lists_and_revokes(raw: Raw) -> None:
     text = out.getvalue().strip()
     token = MCPToken.objects.get()
     assert text.startswith(f"mcp_{token.prefix}_") and "\n" not in text
-    assert token.name == "cursor" and token.scope_list == ["mcp"] and token.handler_list == ["whoami"]
+    assert token.name == "cursor" and token.scopes == "mcp" and token.handlers == "whoami"
     assert token.expires is not None and token.expires > timezone.now() + datetime.timedelta(days=6)
     assert whoami(raw, text).status_code == 200
 
@@ -447,7 +447,7 @@ def test_the_users_page_lists_creates_once_and_revokes(raw: Raw) -> None:
     text = created.context["token_text"]
     token = MCPToken.objects.get(user=owner)
     assert text.startswith(f"mcp_{token.prefix}_") and text in created.content.decode()
-    assert token.handler_list == ["whoami"] and token.expires is not None
+    assert token.handlers == "whoami" and token.expires is not None
     assert whoami(raw, text).json()["result"]["structuredContent"]["username"] == "ned"
     again = browser.get("/mcp/tokens/").content.decode()
     assert token.prefix in again and text.split("_", 2)[2] not in again

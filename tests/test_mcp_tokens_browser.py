@@ -80,5 +80,5 @@ def test_a_token_created_in_the_admin_is_shown_once_and_revoked_there(server: Ad
             browser.close()
     assert _whoami(server.url, text).status_code == 401
     token = MCPToken.objects.get(prefix=prefix)
-    assert token.name == "browser-made" and token.user == owner and token.handler_list == ["whoami", "echo"]
+    assert token.name == "browser-made" and token.user == owner and token.handlers == "whoami echo"
     assert token.revoked is not None and secret not in token.secret_hash

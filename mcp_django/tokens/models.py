@@ -118,14 +118,6 @@ class MCPToken(models.Model):
         return str(self)
 
     @property
-    def scope_list(self) -> list[str]:
-        return self.scopes.split()
-
-    @property
-    def handler_list(self) -> list[str]:
-        return self.handlers.split()
-
-    @property
     def is_expired(self) -> bool:
         return self.expires is not None and self.expires <= timezone.now()
 
@@ -136,12 +128,12 @@ class MCPToken(models.Model):
 
     # What the scope checks ask of a credential, as of django-oauth-toolkit's tokens.
     def allow_scopes(self, scopes: Iterable[str]) -> bool:
-        granted = self.scope_list
+        granted = self.scopes.split()
         return not granted or set(scopes) <= set(granted)
 
     def mcp_allows_handler(self, handler: Any) -> bool:
         """Whether this token may use ``handler`` (a tool, prompt, resource or template)."""
-        allowed = self.handler_list
+        allowed = self.handlers.split()
         return not allowed or handler.name in allowed
 
 
