@@ -397,9 +397,7 @@ class Dispatcher:
             if not isinstance(prompt_name, str):
                 raise InvalidParams("params.ref.name must be a string")
             handler = self.registry.prompts.get(prompt_name)
-            # A prompt the caller may not get: the same answer as for one that does not exist.
-            if handler is None or not await allowed(call, handler):
-                raise InvalidParams(f"Unknown prompt: {prompt_name}")
+            unknown: MCPError = InvalidParams(f"Unknown prompt: {prompt_name}")
         elif ref_type == "ref/resource":
             uri = ref.get("uri")
             if not isinstance(uri, str):
@@ -409,10 +407,13 @@ class Dispatcher:
             if handler is None:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
-            if handler is None or not await allowed(call, handler):
-                raise ResourceNotFound(uri)
+            unknown = ResourceNotFound(uri)
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
+        # One the caller may not get or read (as prompts/get and resources/read decide): the same
+        # answer as for one that does not exist.
+        if handler is None or not self._admits(call, handler) or not await allowed(call, handler):
+            raise unknown
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []
