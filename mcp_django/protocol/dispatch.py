@@ -43,19 +43,6 @@ HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome
 # through the transport's session control (Call.control: protocol.legacy.SessionControl).
 LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
-# The core's methods whose results carry 2026-07-28's caching hints (ttlMs, cacheScope:
-# mcp_django.pipeline.cache_hints); an extension's method says so itself (add_method's cache_hints).
-CACHE_HINTED = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
-
 # What each listing method lists: its result's key and the registry's table.
 _LISTINGS = {
     "tools/list": ("tools", "tools"),
@@ -63,6 +50,10 @@ _LISTINGS = {
     "resources/list": ("resources", "resources"),
     "resources/templates/list": ("resourceTemplates", "templates"),
 }
+
+# The core's methods whose results carry 2026-07-28's caching hints (ttlMs, cacheScope:
+# mcp_django.pipeline.cache_hints); an extension's method says so itself (add_method's cache_hints).
+CACHE_HINTED = frozenset({"server/discover", *_LISTINGS, "resources/read"})
 
 # subscriptions/listen filter fields, by the registry's list names.
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
@@ -355,9 +346,7 @@ class Dispatcher:
             for kind, listener in watching:
                 updates.watch(listener, kind)
         try:
-            call.notify(
-                notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
-            )
+            notify(notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
             changes: asyncio.Queue[str] = asyncio.Queue()
             loop = asyncio.get_running_loop()
 
@@ -370,7 +359,7 @@ class Dispatcher:
                 while True:
                     listing = await changes.get()
                     if agreed.get(_LIST_FILTERS.get(listing, "")):
-                        call.notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
+                        notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
