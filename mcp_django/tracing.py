@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .handlers import address
@@ -27,6 +27,7 @@ _UNKNOWN = object()
 
 if TYPE_CHECKING:
     from .asks.call import Call
+    from .extensions import Run as Next
 
 # The instrumentation scope spans are reported under.
 TRACER_NAME = "mcp_django"
@@ -34,8 +35,6 @@ TRACER_NAME = "mcp_django"
 # The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
-
-Next = Callable[["Call"], Awaitable[dict[str, Any]]]
 
 
 def _tracer() -> Any:
