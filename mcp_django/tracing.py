@@ -29,17 +29,15 @@ if TYPE_CHECKING:
     from .asks.call import Call
     from .extensions import Run as Next
 
-# The instrumentation scope spans are reported under.
-TRACER_NAME = "mcp_django"
-
 # The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
 
 
 def _tracer() -> Any:
-    # Asked each time (cheap), so a provider set after import still receives the spans.
-    return trace_api.get_tracer(TRACER_NAME)
+    # Asked each time (cheap), so a provider set after import still receives the spans; the
+    # instrumentation scope they are reported under is mcp_django (docs/tracing.md).
+    return trace_api.get_tracer("mcp_django")
 
 
 def _current_span(name: str, kind: Any, attributes: dict[str, Any], **options: Any) -> Any:
