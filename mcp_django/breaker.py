@@ -64,11 +64,11 @@ class Breaker:
     def open(self) -> bool:
         return self.down_since is not None
 
-    def check(self) -> None:
-        """Raise :class:`Unavailable` at once while the service is known to be away."""
+    def check(self, refused: type[Exception] = Unavailable) -> None:
+        """Raise ``refused(self.what)`` at once while the service is known to be away (and probe it)."""
         if self.down_since is not None:
             self._probe_soon()
-            raise Unavailable(self.what)
+            raise refused(self.what)
 
     def admit(self) -> bool:
         """Whether this caller may ask the service: always while it answers; while it is
@@ -111,10 +111,7 @@ class Breaker:
         """``work()`` (blocking I/O to the service) in a thread of the loop's pool, at most ``timeout``
         seconds; ``refused(self.what)`` at once while the service is away, and when the call fails
         (an outage opens the breaker; any other failure is one warning line, no traceback)."""
-        try:
-            self.check()  # refuses at once while the service is known to be away (and probes it)
-        except Unavailable:
-            raise refused(self.what) from None
+        self.check(refused)
 
         def guarded() -> T:
             # Calls queued behind threads stuck on a hung service would each wait it out again.
@@ -158,8 +155,6 @@ class Breaker:
         while self.down_since is not None:
             try:
                 await probe()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 await asyncio.sleep(PROBE_SECONDS)
                 continue
@@ -199,15 +194,14 @@ class CacheBreaker(Breaker):
 
 
 _databases: dict[str, Breaker] = {}
-_databases_lock = threading.Lock()
 
 
 def database(alias: str) -> Breaker:
     """The breaker of database ``alias`` (the PostgreSQL backend opens and closes it)."""
     found = _databases.get(alias)
     if found is None:
-        with _databases_lock:
-            found = _databases.setdefault(alias, Breaker(f"the database {alias!r}", retry=DATABASE_RETRY_SECONDS))
+        # setdefault is atomic: threads that ask at once all get the breaker stored first.
+        found = _databases.setdefault(alias, Breaker(f"the database {alias!r}", retry=DATABASE_RETRY_SECONDS))
     return found
 
 

@@ -449,7 +449,7 @@ class Pipeline:
 
     async def authenticate(self, req: Any, request: Any) -> Principal:
         """The caller, or :class:`AuthenticationFailed` (401) or :class:`Unavailable` (503). ``req``: the
-        transport's ``HttpIn``; ``request``: the Django request, or a callable that builds it when needed."""
+        transport's ``HttpIn``; ``request``: a callable that builds the Django request when needed."""
         endpoint = self.registry.settings  # its authentication classes and anonymous policy
         headers = req.headers
         if "authorization" not in headers and "cookie" not in headers and endpoint.reads_only_headers:
@@ -464,11 +464,8 @@ class Pipeline:
                 waited = time.monotonic() - waiting
             if cached is not None:
                 principal = cached
-                if not callable(request):
-                    request.user = principal.user
             else:
-                if callable(request):
-                    request = request()
+                request = request()
                 # Bounded, the wait for another request's authentication included: a hung
                 # database (a stopped server does not even let statement_timeout fire) must
                 # not hold the request; the thread is freed when the database answers or fails.
@@ -487,17 +484,14 @@ class Pipeline:
                         logger.warning("authentication could not reach the database (%s)", type(exc).__name__)
                     raise Unavailable("the database") from None
         if principal.is_anonymous and not endpoint.ALLOW_ANONYMOUS:
-            raise refuse_anonymous(request() if callable(request) else request or req.request_factory(), endpoint)
+            raise refuse_anonymous(request() if callable(request) else request, endpoint)
         return principal
 
     def handle(self, call: Call) -> Awaitable[dict[str, Any]]:
         # Whatever carried it, the call is this endpoint's (its settings, its audit rows).
         call.endpoint = self.registry.settings
         call.registry = self.registry
-        chain = self.chains[call.era].get(call.method)
-        if chain is None:
-            return _not_found(call)
-        return chain(call)
+        return self.chains[call.era].get(call.method, _not_found)(call)
 
     async def notified(self, call: Call) -> None:
         """A notification through its chain: an error only logged (an unknown one ignored); an outage raises (503)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .handlers import address
@@ -27,20 +27,17 @@ _UNKNOWN = object()
 
 if TYPE_CHECKING:
     from .asks.call import Call
-
-# The instrumentation scope spans are reported under.
-TRACER_NAME = "mcp_django"
+    from .extensions import Run as Next
 
 # The keys SEP-414 reserves in ``_meta`` for W3C Trace Context and Baggage; also HTTP headers.
 CARRIER_KEYS = ("traceparent", "tracestate", "baggage")
 _META_HEADERS = {key: "HTTP_" + key.upper() for key in CARRIER_KEYS}
 
-Next = Callable[["Call"], Awaitable[dict[str, Any]]]
-
 
 def _tracer() -> Any:
-    # Asked each time (cheap), so a provider set after import still receives the spans.
-    return trace_api.get_tracer(TRACER_NAME)
+    # Asked each time (cheap), so a provider set after import still receives the spans; the
+    # instrumentation scope they are reported under is mcp_django (docs/tracing.md).
+    return trace_api.get_tracer("mcp_django")
 
 
 def _current_span(name: str, kind: Any, attributes: dict[str, Any], **options: Any) -> Any:

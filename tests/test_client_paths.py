@@ -2,7 +2,8 @@
 a database outage during a permission check, the legacy session's edge cases (a URL elicitation
 or a form a 2025-06-18 client cannot read, a malformed error reply, ``resources/subscribe``'s
 params), ``subscriptions/listen``'s bound on topics, a resource returning several contents,
-completers that ask, refuse or hit a database error, and a requestState grown too large.
+completers that ask, refuse or hit a database error, the completions of a handler an extension's
+filter hides, and a requestState grown too large.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.contrib.auth.models import User
 from django.db import DataError, OperationalError, connection
 
 import tests.legacy_fixtures  # noqa: F401 - registers the legacytest_ tools
-from mcp_django import Context, SyncContext, mcp
+from mcp_django import Context, SyncContext, extensions, mcp, pipeline
 from mcp_django.protocol.jsonrpc import MCPError
 from mcp_django.testing import Answer, InputRequest, JSONRPCError, MCPClient, accept
 from tests.conftest import mcp_settings
@@ -314,6 +315,54 @@ def test_a_completers_data_error_is_invalid_params_with_one_warning(
     assert record.levelname == "WARNING" and record.exc_info is None
     assert "value too long for type character varying(20)" in record.getMessage()
     assert "CONTEXT" not in record.getMessage()  # the first line only
+
+
+# -- completions of a handler an extension's filter hides ---------------------------------------------
+
+
+@mcp.prompt(completions={"colour": lambda value: ["red"]})
+def pathtest_hidden_prompt(colour: str) -> str:
+    return colour
+
+
+@mcp.resource("pathtest://hidden/{colour}", completions={"colour": lambda value: ["red"]})
+def pathtest_hidden_resource(colour: str) -> str:
+    return colour
+
+
+def _hidden(call: Any, handler: Any) -> bool:
+    return not handler.name.startswith("pathtest_hidden")
+
+
+@pytest.mark.parametrize("revision", ["2026-07-28", "2025-11-25"])
+def test_a_handler_an_extensions_filter_hides_has_no_completions(revision: str) -> None:
+    """docs/extensions.md: a handler a filter hides is "unknown when called, as a handler the principal
+    may not use": completion/complete answers for it as for one that does not exist."""
+    client = MCPClient(revision=revision)
+    argument = {"name": "colour", "value": "r"}
+    prompt = {"type": "ref/prompt", "name": "pathtest_hidden_prompt"}
+    template = {"type": "ref/resource", "uri": "pathtest://hidden/{colour}"}
+    for ref in (prompt, template):
+        completed = client.request("completion/complete", {"ref": ref, "argument": argument})
+        assert completed["completion"]["values"] == ["red"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(extensions.registered, "handler_filters", [(_hidden, None)])
+        pipeline.rebuild_all()  # the per-handler filters are kept: found again
+        for ref, code, message in (
+            (prompt, -32602, "Unknown prompt: pathtest_hidden_prompt"),
+            (
+                template,
+                -32602 if revision == "2026-07-28" else -32002,
+                "Resource not found: pathtest://hidden/{colour}",
+            ),
+        ):
+            with pytest.raises(JSONRPCError) as caught:
+                client.request("completion/complete", {"ref": ref, "argument": argument})
+            assert (caught.value.code, caught.value.message) == (code, message)
+        with pytest.raises(JSONRPCError) as caught:
+            client.request("prompts/get", {"name": "pathtest_hidden_prompt", "arguments": {"colour": "red"}})
+        assert caught.value.message == "Unknown prompt: pathtest_hidden_prompt"  # as prompts/get answers
+    pipeline.rebuild_all()
 
 
 # -- a requestState grown past MAX_REQUEST_STATE_BYTES -------------------------------------------------

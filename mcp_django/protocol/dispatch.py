@@ -43,19 +43,6 @@ HandlerNext = Callable[[Handler, dict[str, Any], Call], Awaitable[replay.Outcome
 # through the transport's session control (Call.control: protocol.legacy.SessionControl).
 LEGACY_METHODS = frozenset({"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"})
 
-# The core's methods whose results carry 2026-07-28's caching hints (ttlMs, cacheScope:
-# mcp_django.pipeline.cache_hints); an extension's method says so itself (add_method's cache_hints).
-CACHE_HINTED = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
-
 # What each listing method lists: its result's key and the registry's table.
 _LISTINGS = {
     "tools/list": ("tools", "tools"),
@@ -63,6 +50,10 @@ _LISTINGS = {
     "resources/list": ("resources", "resources"),
     "resources/templates/list": ("resourceTemplates", "templates"),
 }
+
+# The core's methods whose results carry 2026-07-28's caching hints (ttlMs, cacheScope:
+# mcp_django.pipeline.cache_hints); an extension's method says so itself (add_method's cache_hints).
+CACHE_HINTED = frozenset({"server/discover", *_LISTINGS, "resources/read"})
 
 # subscriptions/listen filter fields, by the registry's list names.
 _LIST_FILTERS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
@@ -355,9 +346,7 @@ class Dispatcher:
             for kind, listener in watching:
                 updates.watch(listener, kind)
         try:
-            call.notify(
-                notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag})
-            )
+            notify(notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
             changes: asyncio.Queue[str] = asyncio.Queue()
             loop = asyncio.get_running_loop()
 
@@ -370,7 +359,7 @@ class Dispatcher:
                 while True:
                     listing = await changes.get()
                     if agreed.get(_LIST_FILTERS.get(listing, "")):
-                        call.notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
+                        notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
             finally:
                 self.registry.unsubscribe(on_change)
         finally:
@@ -397,9 +386,7 @@ class Dispatcher:
             if not isinstance(prompt_name, str):
                 raise InvalidParams("params.ref.name must be a string")
             handler = self.registry.prompts.get(prompt_name)
-            # A prompt the caller may not get: the same answer as for one that does not exist.
-            if handler is None or not await allowed(call, handler):
-                raise InvalidParams(f"Unknown prompt: {prompt_name}")
+            unknown: MCPError = InvalidParams(f"Unknown prompt: {prompt_name}")
         elif ref_type == "ref/resource":
             uri = ref.get("uri")
             if not isinstance(uri, str):
@@ -409,10 +396,13 @@ class Dispatcher:
             if handler is None:
                 found = self.registry.find_resource(uri)
                 handler = found[0] if found else None
-            if handler is None or not await allowed(call, handler):
-                raise ResourceNotFound(uri)
+            unknown = ResourceNotFound(uri)
         else:
             raise InvalidParams("params.ref.type must be ref/prompt or ref/resource")
+        # One the caller may not get or read (as prompts/get and resources/read decide): the same
+        # answer as for one that does not exist.
+        if handler is None or not self._admits(call, handler) or not await allowed(call, handler):
+            raise unknown
         completions = getattr(handler, "completions", None) or {}
         completer = completions.get(name)
         values = await self._completions(handler, completer, value, call) if completer is not None else []

@@ -85,12 +85,11 @@ class ResourceNotFound(InvalidParams):
         super().__init__(f"Resource not found: {uri}{detail}", {"uri": uri})
 
 
-def storable(value: str, what: str) -> str:
-    """``value``, a client's string that goes on to a query; -32602 if it holds a NUL
+def storable(value: str, what: str) -> None:
+    """-32602 if ``value``, a client's string that goes on to a query, holds a NUL
     (which PostgreSQL refuses and SQLite stores: the same client error on every database)."""
     if "\x00" in value:
         raise InvalidParams(f"{what} must not contain a NUL character")
-    return value
 
 
 def response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
@@ -143,14 +142,10 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def valid_id(request_id: Any) -> bool:
-    return isinstance(request_id, (str, int)) and not isinstance(request_id, bool)
-
-
 def reply_id(message: Any) -> Any:
-    """The id to answer an invalid message with: its own when that is a valid id, else null."""
+    """The id to answer an invalid message with: its own when that is a valid id (a string or an integer), else null."""
     request_id = message.get("id") if isinstance(message, dict) else None
-    return request_id if valid_id(request_id) else None
+    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
 
 
 def classify(message: Any) -> str:
@@ -163,7 +158,7 @@ def classify(message: Any) -> str:
         if "id" not in message:
             return "notification"
         request_id = message["id"]
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):  # valid_id(), inline
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):  # as in reply_id()
             return "invalid"
         params = message.get("params")
         if params is not None and not isinstance(params, dict):
