@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -227,7 +226,6 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
             "address": address(handler),
             "title": handler.title or "",
             "description": handler.description,
-            "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
             "source": handler.source,
             "is_async": handler.is_async,
             "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),
