@@ -253,9 +253,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             and (user.has_perm("mcp_django.view_auditevent") or user.has_perm("mcp_django.view_registeredhandler"))
         )
 
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
-
     def get_urls(self) -> list[Any]:
         info = self.opts.app_label, self.opts.model_name
         view = self.admin_site.admin_view

@@ -173,13 +173,19 @@ def test_handlers_page(admin_client: Client, log: dict[str, AuditEvent]) -> None
 
 def test_handlers_page_permissions(client: Client) -> None:
     user = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    # Another of the app's permissions shows the app, not the handlers' entry.
+    user.user_permissions.add(Permission.objects.get(codename="view_mcptoken"))
     client.force_login(user)
     assert client.get(reverse(HANDLERS)).status_code == 403
     assert client.get(reverse(CHANGELIST)).status_code == 403
-    user.user_permissions.add(Permission.objects.get(codename="view_auditevent"))
-    user = get_user_model().objects.get(pk=user.pk)  # drop the permission cache
-    client.force_login(user)
-    assert client.get(reverse(HANDLERS)).status_code == 200
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "MCP tokens" in index and "Registered handlers" not in index
+    for codename in ("view_registeredhandler", "view_auditevent"):
+        user.user_permissions.set([Permission.objects.get(codename=codename)])
+        user = get_user_model().objects.get(pk=user.pk)  # drop the permission cache
+        client.force_login(user)
+        assert client.get(reverse(HANDLERS)).status_code == 200
+        assert "Registered handlers" in client.get(reverse("admin:index")).content.decode()
     assert client.get(reverse(CHANGELIST)).status_code == 200
     assert client.get(reverse("admin:mcp_django_auditevent_add")).status_code == 403
 
