@@ -427,6 +427,29 @@ def test_django_auth_decorators_and_mixins_are_named() -> None:
     assert permission_labels(secret_tool) == ["django.contrib.auth.decorators.login_required"]
 
 
+def test_a_viewsets_permissions_are_its_actions_own() -> None:
+    """A viewset's get_permissions() is asked for each action, as the tool's own check asks it."""
+    from rest_framework import permissions, viewsets
+
+    from mcp_django.handler_report import permission_labels
+    from mcp_django.registry import Registry
+    from project.shop.models import Product
+    from project.shop.serializers import ProductSerializer
+
+    class Products(viewsets.ModelViewSet):
+        queryset = Product.objects.all()
+        serializer_class = ProductSerializer
+
+        def get_permissions(self) -> list[Any]:
+            if self.action == "destroy":
+                return [permissions.IsAdminUser()]
+            return [permissions.IsAuthenticated()]
+
+    tools = {tool.name: tool for tool in Registry().register_view(Products, basename="products")}
+    assert permission_labels(tools["products_destroy"]) == ["rest_framework.permissions.IsAdminUser"]
+    assert permission_labels(tools["products_list"]) == ["rest_framework.permissions.IsAuthenticated"]
+
+
 def test_a_rows_page_prints_its_time_as_the_list_does(admin_client: Client, settings: Any) -> None:
     from datetime import datetime
     from zoneinfo import ZoneInfo
