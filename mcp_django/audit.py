@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
+import concurrent.futures
 import contextvars
 import datetime
 import functools
@@ -567,18 +567,11 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
     if writer.breaker.open:
         writer.put(queued)
         return
-    loop = asyncio.get_running_loop()
-    committed = asyncio.Event()
-
-    def done() -> None:
-        try:
-            loop.call_soon_threadsafe(committed.set)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
-    writer.put(queued, done)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(committed.wait(), wait)
+    committed: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.put(queued, lambda: committed.set_result(None))
+    # wrap_future hands the writer thread's result to this loop (to none once it is closed); wait,
+    # unlike wait_for, cancels nothing at the timeout, so the writer's set_result always succeeds.
+    await asyncio.wait([asyncio.wrap_future(committed)], timeout=wait)
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------
