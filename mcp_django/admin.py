@@ -82,27 +82,18 @@ class LimitFilter(admin.SimpleListFilter):
         return limited if value == "any" else limited.filter(reason__startswith=f"{value} ")
 
 
-class ActiveValueFilter(admin.SimpleListFilter):
-    """A filter on a column with unboundedly many values (a tool name, a principal): it lists
-    only the value a link (the handlers page's counts) set, so that it can be seen and cleared."""
+class ActiveValueFilter(admin.AllValuesFieldListFilter):
+    """Django's filter on a column's values, for a column with unboundedly many (a tool name, a
+    principal): it lists only the value a link (the handlers page's counts) set, so that it can
+    be seen and cleared, and is not shown until one is."""
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        value = self.value()
-        return [(value, value)] if value else []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Not the log's every value (the query Django made is never run): the one the link set.
+        self.lookup_choices = self.lookup_val or []  # type: ignore[assignment]  # any iterable serves
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
-        value = self.value()
-        return queryset.filter(**{str(self.parameter_name): value}) if value else queryset
-
-
-class TargetFilter(ActiveValueFilter):
-    title = _("target")
-    parameter_name = "target"
-
-
-class PrincipalFilter(ActiveValueFilter):
-    title = _("principal")
-    parameter_name = "principal"
+    def has_output(self) -> bool:
+        return bool(self.lookup_val)
 
 
 class ViewOnlyAdminMixin:
@@ -165,8 +156,8 @@ class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         KindFilter,
         LimitFilter,
         *("reason", "outcome", "version", "era", "transport", "method", "endpoint"),
-        TargetFilter,
-        PrincipalFilter,
+        ("target", ActiveValueFilter),
+        ("principal", ActiveValueFilter),
     )
     date_hierarchy = "created"
     when = time_column("created", _("time"), two_lines=True)
@@ -252,9 +243,6 @@ class RegisteredHandlerAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             and user.is_staff
             and (user.has_perm("mcp_django.view_auditevent") or user.has_perm("mcp_django.view_registeredhandler"))
         )
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return self.has_view_permission(request)
 
     def get_urls(self) -> list[Any]:
         info = self.opts.app_label, self.opts.model_name

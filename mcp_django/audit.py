@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
+import concurrent.futures
 import contextvars
 import datetime
 import functools
@@ -75,12 +75,10 @@ inline: contextvars.ContextVar[bool] = contextvars.ContextVar("mcp_django_audit_
 
 @dataclass
 class _Item:
-    # None: a flush's item, no row.
+    # None: a flush's item, no row (the writer closes its connection after the batch).
     event: _Event | None
     # Called from the writer thread once the row's batch is committed (or failed).
     done: Callable[[], None] | None = None
-    # Close the writer's connection after this batch (a flush).
-    close: bool = False
 
 
 def _truncate(value: Any, length: int) -> str:
@@ -202,8 +200,8 @@ class Writer:
         """Rows queued or kept, not yet committed."""
         return self._queue.qsize() + len(self._kept)
 
-    def put(self, event: _Event | None, done: Callable[[], None] | None = None, *, close: bool = False) -> bool:
-        """Queue an event's row; False when it was dropped because too many are waiting."""
+    def put(self, event: _Event | None, done: Callable[[], None] | None = None) -> None:
+        """Queue an event's row, or drop it when too many are waiting."""
         thread = self._thread
         if thread is None or not thread.is_alive():
             with self._lock:
@@ -224,11 +222,10 @@ class Writer:
                 )
             if done is not None:
                 done()  # nobody waits for a row that will never be written
-            return False
-        self._queue.put(_Item(event, done, close))
+            return
+        self._queue.put(_Item(event, done))
         if done is not None:
             self._urgent.set()
-        return True
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Block until every row queued so far is committed; False when rows are kept
@@ -241,7 +238,7 @@ class Writer:
                 self._write(items, retry_now=True)
             return not self._kept
         written = threading.Event()
-        self.put(None, written.set, close=True)
+        self.put(None, written.set)
         if not written.wait(timeout):
             busy, rows = self._busy_since, self._busy_rows
             doing = (
@@ -265,7 +262,6 @@ class Writer:
                 logger.exception("mcp_django: the audit writer hit an error")
 
     def _step(self) -> None:
-        size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
         try:
             first = self._queue.get(timeout=_RETRY_SECONDS if self._kept else _IDLE_CLOSE)
         except queue.Empty:
@@ -279,7 +275,7 @@ class Writer:
             # Let rows gather: waking the writer for each would cost the loop a GIL hand-off per call.
             self._urgent.wait(_LINGER)
         self._urgent.clear()
-        self._write(self._take(batch, size))
+        self._write(self._take(batch, mcp_settings.AUDIT["BATCH_SIZE"]))
 
     def _take(self, batch: list[_Item], size: int) -> list[_Item]:
         """``batch`` with queued items added, up to ``size`` in all."""
@@ -300,9 +296,7 @@ class Writer:
             _values_for(event, kind, datetime.datetime.fromtimestamp(stamp, zone), number)
             for (event, kind, stamp), number in zip(events, ids, strict=True)
         ]
-        close = False  # a loop, not any() over a generator: a frame fewer a batch
-        for item in batch:
-            close = close or item.close
+        close = any(item.event is None for item in batch)  # a flush is in the batch
         if self._kept:
             rows, self._kept = self._kept + rows, []
         self._busy_since, self._busy_rows = time.monotonic(), len(rows)
@@ -328,7 +322,7 @@ class Writer:
         if self.breaker.down_since is not None and not self.breaker.admit() and not retry_now:
             self._kept = rows  # not yet: the database was unreachable a moment ago
             return
-        size = max(1, int(mcp_settings.AUDIT["BATCH_SIZE"]))
+        size = mcp_settings.AUDIT["BATCH_SIZE"]
         for start in range(0, len(rows), size):
             try:
                 self.rejected += _insert(rows[start : start + size])
@@ -336,15 +330,12 @@ class Writer:
                 self._kept = rows[start:]
                 self.breaker.failed(exc)
                 return
-            except Exception:
-                logger.exception("mcp_django: could not write %d audit row(s)", len(rows[start : start + size]))
-                self.rejected += len(rows[start : start + size])
         if self.breaker.down_since is not None:
             self.breaker.closed()
 
 
 def _insert(rows: list[_Row]) -> int:
-    """Insert rows; the number the database refused. Raises ``_UNREACHABLE`` errors."""
+    """Insert rows; the number the database refused. Raises no error but ``_UNREACHABLE``'s."""
     try:
         _insert_many(rows)
         return 0
@@ -576,18 +567,11 @@ async def record_now(event: signals.Event, kind: str | None = None, *, wait: flo
     if writer.breaker.open:
         writer.put(queued)
         return
-    loop = asyncio.get_running_loop()
-    committed = asyncio.Event()
-
-    def done() -> None:
-        try:
-            loop.call_soon_threadsafe(committed.set)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
-    writer.put(queued, done)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(committed.wait(), wait)
+    committed: concurrent.futures.Future[None] = concurrent.futures.Future()
+    writer.put(queued, lambda: committed.set_result(None))
+    # wrap_future hands the writer thread's result to this loop (to none once it is closed); wait,
+    # unlike wait_for, cancels nothing at the timeout, so the writer's set_result always succeeds.
+    await asyncio.wait([asyncio.wrap_future(committed)], timeout=wait)
 
 
 # -- receivers (connected in MCPDjangoConfig.ready) ---------------------------------------

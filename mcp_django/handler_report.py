@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -160,13 +159,10 @@ def permission_labels(handler: Handler) -> list[str]:
     labels = [_drf_label(c) for c in handler.permission_classes]
     operation = getattr(handler, "operation", None)
     if operation is not None and operation.drf:
-        # The permission classes the view applies to this action (the project's DRF default included).
+        # The permission classes the view applies to this action (the project's DRF default included),
+        # from the instance the tool's own permission check makes.
         try:
-            view = operation.cls(**operation.initkwargs)
-            view.action = operation.action
-            view.action_map = operation.actions_map or {}
-            view.request, view.format_kwarg, view.args, view.kwargs = None, None, (), {}
-            labels += [_drf_label(p) for p in view.get_permissions()]
+            labels += [_drf_label(p) for p in operation.instance().get_permissions()]
         except Exception:
             # get_permissions() may read the request, which a page of the admin has none of.
             labels += [_drf_label(p) for p in getattr(operation.cls, "permission_classes", ())]
@@ -227,7 +223,6 @@ def handler_rows(registry: Registry) -> list[dict[str, Any]]:
             "address": address(handler),
             "title": handler.title or "",
             "description": handler.description,
-            "schema": json.dumps(schema(handler), indent=2, sort_keys=True, default=str),
             "source": handler.source,
             "is_async": handler.is_async,
             "permissions": ", ".join([*handler.permissions, *map(_short, permission_labels(handler))]),

@@ -168,6 +168,34 @@ def test_a_flush_that_times_out_says_so(monkeypatch: pytest.MonkeyPatch) -> None
     assert list(AuditEvent.objects.values_list("request_id", flat=True)) == ["late"]
 
 
+def test_a_refusal_waits_for_its_commit_at_most_its_bound(caplog: pytest.LogCaptureFixture) -> None:
+    """record_now waits for the row's commit, up to ``wait``; a commit that lands later, once the
+    waiting loop is closed, is still written, and nothing fails or logs on its way back."""
+    import asyncio
+
+    held, resume = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        resume.wait(10)
+
+    audit.writer.put(None, hold)
+    assert held.wait(5)
+    try:
+        with caplog.at_level(logging.WARNING):
+            started = time.monotonic()
+            asyncio.run(audit.record_now(event(request_id="late"), Kind.STATE_REFUSED, wait=0.3))
+            assert 0.25 < time.monotonic() - started < 3
+    finally:
+        resume.set()
+    assert audit.flush()
+    started = time.monotonic()
+    asyncio.run(audit.record_now(event(request_id="on-time"), Kind.STATE_REFUSED, wait=5))
+    assert time.monotonic() - started < 3  # its commit ended the wait
+    assert sorted(AuditEvent.objects.values_list("request_id", flat=True)) == ["late", "on-time"]
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+
+
 def test_a_flush_blocked_by_a_lock_held_elsewhere_raises() -> None:
     from django.db import connection, connections
 
