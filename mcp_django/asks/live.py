@@ -193,8 +193,6 @@ class LiveBackend:
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
     """Serve one tools/call, prompts/get or resources/read on a legacy session: the handler runs once."""
-    if call.session is None:
-        raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
     backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
     ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend)
