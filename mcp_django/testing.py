@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import itertools
 import time
 import warnings
@@ -234,7 +235,6 @@ class MCPClient:
         self.extra_headers = dict(headers or {})
         self.path = path
         self._app = app
-        self._auth: dict[str, str] | None = None
         self._session_id: str | None = None
         self._ids = itertools.count(1)
 
@@ -250,11 +250,10 @@ class MCPClient:
 
     # -- who is calling ---------------------------------------------------------------
 
-    def _auth_headers(self) -> dict[str, str]:
-        """Made once, in the test's thread (logging in writes a session row): for ``user``, a session,
-        else a DRF token, as the endpoint's authentication classes take."""
-        if self._auth is not None:
-            return self._auth
+    @functools.cached_property
+    def _auth(self) -> dict[str, str]:
+        """The credentials' headers, made once, in the test's thread (logging in writes a session row):
+        for ``user``, a session, else a DRF token, as the endpoint's authentication classes take."""
         headers: dict[str, str] = {}
         user: Any = self.user  # the stubs want AUTH_USER_MODEL
         if self.token is not None:
@@ -286,7 +285,6 @@ class MCPClient:
                     "MCPClient(user=...) needs session or token authentication in the endpoint's "
                     "AUTHENTICATION_CLASSES; pass headers= with your own credentials instead"
                 )
-        self._auth = headers
         return headers
 
     # -- the public API -------------------------------------------------------------------
@@ -381,7 +379,7 @@ class MCPClient:
     def _sync(self, coro_func: Callable[..., Awaitable[T]], *args: Any) -> T:
         # Before logging in (a database write), which would fail in a loop with Django's less helpful error.
         serving.refuse_in_loop()
-        auth = self._auth_headers()
+        auth = self._auth
         if self.replay_guard != "off" and not self.legacy:
             from .asks import guard
 

@@ -54,6 +54,26 @@ def test_a_serializer_form_answers_validated_data_or_asks_again() -> None:
         assert info.value.problem.startswith("name: ") and "; age: " in info.value.problem
 
 
+class _Tags(serializers.Serializer):  # type: ignore[type-arg]
+    tags = serializers.ListField(child=serializers.ChoiceField(choices=["a", "b"]))
+
+    def validate(self, data: Any) -> Any:
+        if data["tags"] == ["b"]:
+            raise serializers.ValidationError("b alone is not enough")
+        return data
+
+
+def test_a_multi_select_forms_errors_are_text_a_person_reads() -> None:
+    # A list's errors come keyed by item: once shown as the dict's repr (ErrorDetail(string=...)).
+    ask = questions.elicit("Which?", _Tags, key="tags")
+    with pytest.raises(questions.ContentInvalid) as info:
+        ask.parse("tags", {"action": "accept", "content": {"tags": ["a", "z"]}})
+    assert info.value.problem == 'tags.1: "z" is not a valid choice.'
+    with pytest.raises(questions.ContentInvalid) as info:
+        ask.parse("tags", {"action": "accept", "content": {"tags": ["b"]}})
+    assert info.value.problem == "b alone is not enough"  # the form's own error, without non_field_errors
+
+
 def test_an_elicitation_schema_must_describe_an_object() -> None:
     with pytest.raises(TypeError, match="must describe an object"):
         questions.elicit("How many?", {"type": "integer"})

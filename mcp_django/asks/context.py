@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 from ..protocol.jsonrpc import notification
@@ -181,16 +181,13 @@ class Context:
     # -- asks ---------------------------------------------------------------------------
 
     # The async flavour's; SyncContext's answer at once. Typed Any: each flavour's asks are typed below.
-    def _many(self, asks: Sequence[Ask], what: str) -> Any:
-        return Asking(self.backend.resolve(asks), what)
-
     def _one(self, ask: Ask, what: str) -> Any:
         # resolve_one: the answer itself, one coroutine fewer per ask than resolve((ask,)).
         return Asking(self.backend.resolve_one(ask), what)
 
     def ask_all(self, *asks: Ask) -> Asking[list[Any]]:
         """Several asks in one round; their answers in the same order."""
-        return self._many(list(asks), "ask_all")
+        return Asking(self.backend.resolve(asks), "ask_all")
 
     def confirm(self, message: str, *, key: str | None = None) -> Asking[bool]:
         """Yes or no: true only when the user accepts and ticks confirm."""
@@ -298,7 +295,7 @@ class AsyncContext(Context):
 class SyncContext(Context):
     """``ctx`` of a sync handler: the asks return answers; ``ctx.ask_all(...)`` asks several at once."""
 
-    def _many(self, asks: Sequence[Ask], what: str) -> list[Any]:
+    def ask_all(self, *asks: Ask) -> list[Any]:  # type: ignore[override]
         return self.backend.resolve_blocking(asks)
 
     def _one(self, ask: Ask, what: str) -> Any:
@@ -313,8 +310,6 @@ class SyncContext(Context):
 
     # The same asks, typed as what a sync handler gets: the answers themselves.
     if TYPE_CHECKING:
-
-        def ask_all(self, *asks: Ask) -> list[Any]: ...  # type: ignore[override]
 
         def confirm(self, message: str, *, key: str | None = None) -> bool: ...  # type: ignore[override]
 

@@ -13,8 +13,8 @@ import logging
 import os
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from django.conf import settings
@@ -81,13 +81,11 @@ class Recorder:
 
     def _where(self) -> str:
         inner = None
-        frame: FrameType | None = sys._getframe(3)
-        while frame is not None:
+        for frame, _ in traceback.walk_stack(sys._getframe(3)):
             if frame.f_code is self.code:
                 return _describe(frame) + (f" (in {inner})" if inner else "")
             if inner is None and not _library(frame.f_code.co_filename):
                 inner = _describe(frame)
-            frame = frame.f_back
         coro = self.coro
         if coro is not None and coro.cr_frame is not None:
             # An async handler: its coroutine waits on the line that made the query.

@@ -171,9 +171,10 @@ async def run_in_thread(func: Callable[..., T], *args: Any) -> T:
 
 
 def _run_sync(handler: Any, kwargs: dict[str, Any], ctx: Context) -> Any:
-    """A sync handler under the replay guard, or in a transaction (``atomic=``)."""
+    """A sync handler, in its worker thread: under the replay guard, or in a transaction (``atomic=``)."""
     if guard.current.get() is not None:
         guard.install()  # the watcher goes on this thread's connections
+    # getattr: completers come here too, as a bare stand-in for a handler.
     alias = getattr(handler, "atomic", None)
     if not alias:
         return handler.func(**kwargs)
@@ -199,10 +200,7 @@ async def invoke(handler: Any, kwargs: dict[str, Any], ctx: Context) -> Any:
                 recorder.coro = coro
             return await coro
         ctx.loop = asyncio.get_running_loop()
-        # getattr: completers come here too, as a bare stand-in for a handler.
-        if getattr(handler, "atomic", None) or guard.current.get() is not None:
-            return await run_in_thread(_run_sync, handler, kwargs, ctx)
-        return await run_in_thread(lambda: handler.func(**kwargs))
+        return await run_in_thread(_run_sync, handler, kwargs, ctx)
     finally:
         current_context.reset(token)
 

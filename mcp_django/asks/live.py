@@ -18,7 +18,7 @@ from ..conf import mcp_settings
 from ..handlers import Handler
 from ..lifecycle import host_thread
 from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError, notification
-from ..protocol.legacy import fit_elicitation
+from ..protocol.legacy import SessionRecord, fit_elicitation
 from ..signals import observer
 from .call import Call
 from .context import AsyncContext, SyncContext
@@ -43,7 +43,7 @@ class AskAborted(BaseException):  # a control-flow signal, like asyncio.Cancelle
 class LiveSession:
     """``call.session`` on legacy revisions: sends server-to-client requests and awaits replies."""
 
-    def __init__(self, record: Any, replies: Any) -> None:
+    def __init__(self, record: SessionRecord, replies: Any) -> None:
         # The transport's side: open() gives an id and the future its reply resolves; close(id).
         self.record = record
         self.replies = replies
@@ -60,10 +60,9 @@ class LiveSession:
                 "(a Streamable HTTP client must accept text/event-stream)",
             )
         timeout = mcp_settings.ASK_TIMEOUT
-        version = getattr(self.record, "version", None)
-        if method == "elicitation/create" and isinstance(version, str):
+        if method == "elicitation/create":
             # Rewritten for older revisions, or refused before anything is sent.
-            params = fit_elicitation(params, version)
+            params = fit_elicitation(params, self.record.version)
         notify = call.notify
         async with call.ask_guard() if call.ask_guard is not None else contextlib.nullcontext():
             request_id, reply = self.replies.open()
@@ -193,8 +192,6 @@ class LiveBackend:
 
 async def run(handler: Handler, arguments: dict[str, Any], call: Call) -> Outcome:
     """Serve one tools/call, prompts/get or resources/read on a legacy session: the handler runs once."""
-    if call.session is None:
-        raise MCPError(INTERNAL_ERROR, "a legacy call needs a session")
     backend = LiveBackend(call, handler.primitive)
     # ctx.state lives for the call: there is nothing to carry between attempts.
     ctx = (AsyncContext if handler.is_async else SyncContext)(call, backend)

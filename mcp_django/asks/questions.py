@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from .. import schema as schemas
 from ..protocol.jsonrpc import INVALID_PARAMS, MISSING_CAPABILITY, MCPError, canonical
+from ..schema.drf import error_lines
 
 Action = Literal["accept", "decline", "cancel"]
 
@@ -145,7 +146,7 @@ def _elicit_parser(
         if serializer is not None:
             instance = serializer(data=content)
             if not instance.is_valid():
-                raise ContentInvalid(key, _drf_errors(instance.errors))
+                raise ContentInvalid(key, "; ".join(error_lines(instance.errors)))
             return ElicitResult(action, dict(instance.validated_data), content)
         if target is not None:
             try:
@@ -159,15 +160,6 @@ def _elicit_parser(
         return ElicitResult(action, content, content)
 
     return parse
-
-
-def _drf_errors(errors: Any) -> str:
-    """A serializer's errors as ``field: message`` text, for a person to read."""
-    parts = []
-    for name, messages in dict(errors).items():
-        texts = messages if isinstance(messages, list) else [messages]
-        parts.append(f"{name}: {' '.join(str(t) for t in texts)}")
-    return "; ".join(parts)
 
 
 @functools.cache

@@ -258,35 +258,29 @@ async def _attempt_async(
         task = start_task(main)
     finally:
         backend.first_step = None
-    if task.done():
-        # Finished eagerly, without waiting on anything: nothing else can ask.
-        backend.close(cancel=bool(backend.pending))
-        if not backend.pending or (not task.cancelled() and task.exception() is not None):
-            return True, task.result()  # the value, or the handler's error for run() to weigh
-        _retrieve(task)
-        return False, None
-    if backend.closed:
-        # Ended at its first step's ask, it caught the CancelledError and awaits a cleanup.
-        task.add_done_callback(_retrieve)
-        return False, None
-    backend.start(task)
-    assert backend.woken is not None
-    try:
-        await backend.woken
-    except BaseException:
-        backend.close(cancel=True)
-        task.cancel()
-        raise
-    if task.done() and not backend.pending:
-        backend.close(cancel=False)
-        return True, task.result()
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        # The handler failed with asks pending: run() decides which wins.
-        backend.close(cancel=True)
-        raise task.exception()  # type: ignore[misc]
-    # Over: it unwinds after the answer has gone (waiting would cost every round a loop turn);
-    # closing cancels the handler's task too, a branch of the attempt.
-    backend.close(cancel=True)
+    if not task.done():
+        if backend.closed:
+            # Ended at its first step's ask, it caught the CancelledError and awaits a cleanup.
+            task.add_done_callback(_retrieve)
+            return False, None
+        backend.start(task)
+        assert backend.woken is not None
+        try:
+            await backend.woken
+        except BaseException:
+            backend.close(cancel=True)
+            task.cancel()
+            raise
+        if not task.done():
+            # Over: it unwinds after the answer has gone (waiting would cost every round a loop turn);
+            # closing cancels the handler's task too, a branch of the attempt.
+            backend.close(cancel=True)
+            return False, None
+    # The handler's task is done: eagerly, or by the end of the round.
+    backend.close(cancel=bool(backend.pending))
+    if not backend.pending or (not task.cancelled() and task.exception() is not None):
+        return True, task.result()  # the value, or the handler's error (asks pending or not) for run() to weigh
+    _retrieve(task)
     return False, None
 
 

@@ -197,3 +197,18 @@ def nullable(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("enum"), list) and None not in out["enum"]:
         out["enum"] = [*out["enum"], None]
     return out
+
+
+def error_lines(data: Any, prefix: str = "") -> list[str]:
+    """DRF's errors as lines: ``{"quantity": ["Too many."]}`` → ``["quantity: Too many."]``; nested as ``a.b``."""
+    if isinstance(data, dict):
+        out: list[str] = []
+        for key, value in data.items():
+            name = "" if key in ("non_field_errors", "detail") else str(key)
+            out += error_lines(value, f"{prefix}.{name}" if prefix and name else (name or prefix))
+        return out
+    if isinstance(data, list):
+        if all(isinstance(v, str) for v in data):
+            return [f"{prefix}: {v}" if prefix else v for v in data]
+        return [line for i, v in enumerate(data) for line in error_lines(v, f"{prefix}[{i}]")]
+    return [f"{prefix}: {data}" if prefix else str(data)] if data not in (None, "") else []

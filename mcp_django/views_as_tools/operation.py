@@ -22,6 +22,7 @@ from django.utils.html import strip_tags
 
 from ..content import Text, ToolResult
 from ..protocol.jsonrpc import MCPError
+from ..schema.drf import error_lines
 
 logger = logging.getLogger("mcp_django")
 
@@ -269,7 +270,7 @@ def _error(message: str, structured: dict[str, Any] | None = None) -> ToolResult
 
 def _client_error(status: int, data: Any) -> ToolResult:
     if status == 400:
-        lines = _flatten_errors(data)
+        lines = error_lines(data)
         message = "Invalid input: " + "; ".join(lines) if lines else "Invalid input."
         return _error(message, {"status": status, "errors": data})
     detail = data.get("detail") if isinstance(data, dict) and set(data) == {"detail"} else None
@@ -284,18 +285,3 @@ def _client_error(status: int, data: Any) -> ToolResult:
     if detail is None and isinstance(data, (dict, list)):
         text += " " + json.dumps(data, ensure_ascii=False)
     return _error(text, {"status": status, "errors": data} if data is not None else {"status": status})
-
-
-def _flatten_errors(data: Any, prefix: str = "") -> list[str]:
-    """``{"quantity": ["Too many."]}`` → ``["quantity: Too many."]``; nested fields as ``a.b``."""
-    if isinstance(data, dict):
-        out: list[str] = []
-        for key, value in data.items():
-            name = "" if key in ("non_field_errors", "detail") else str(key)
-            out += _flatten_errors(value, f"{prefix}.{name}" if prefix and name else (name or prefix))
-        return out
-    if isinstance(data, list):
-        if all(isinstance(v, str) for v in data):
-            return [f"{prefix}: {v}" if prefix else v for v in data]
-        return [line for i, v in enumerate(data) for line in _flatten_errors(v, f"{prefix}[{i}]")]
-    return [f"{prefix}: {data}" if prefix else str(data)] if data not in (None, "") else []
