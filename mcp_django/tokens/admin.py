@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -19,12 +20,15 @@ from .models import MCPToken
 class MCPTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "prefix", "user", "status", "scopes", "created", "expires", "last_used")
     list_filter = ("created", "expires", "last_used", "revoked")
-    search_fields = ("=prefix", "name", "user__username")
     list_select_related = ("user",)
     raw_id_fields = ("user",)
     fields = ("user", "name", "scopes", "handlers", "expires", "prefix", "created", "last_used", "revoked")
     readonly_fields = ("prefix", "created", "last_used", "revoked")
     actions = ["revoke_tokens"]
+
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        # The user model's own name field: a custom user model may have no username.
+        return ("=prefix", "name", f"user__{get_user_model().USERNAME_FIELD}")
 
     @admin.display(description=_("status"))
     def status(self, obj: MCPToken) -> str:
