@@ -425,11 +425,11 @@ def test_the_admin_shows_the_secret_once_after_the_save(client: Any, raw: Raw) -
 @pytest.mark.django_db
 def test_the_admin_searches_tokens_by_the_user_models_own_name_field(client: Any, monkeypatch: Any) -> None:
     # A custom user model may name its users by email and have no username at all.
-    User = get_user_model()
-    client.force_login(User.objects.create_superuser("root", password="pw"))
-    owner = User.objects.create_user("max", email="max@example.com", password="pw")
+    users = get_user_model()
+    client.force_login(users.objects.create_superuser("root", password="pw"))
+    owner = users.objects.create_user("max", email="max@example.com", password="pw")
     MCPToken(user=owner, name="zed editor").set_new_secret()
-    monkeypatch.setattr(User, "USERNAME_FIELD", "email")
+    monkeypatch.setattr(users, "USERNAME_FIELD", "email")
     found = client.get("/admin/mcp_django/mcptoken/", {"q": "max@example"})
     assert found.status_code == 200 and "zed editor" in found.content.decode()
 
