@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timedelta
+from importlib.util import find_spec
 from io import StringIO
 from typing import Any
 from unittest import mock
@@ -32,6 +33,8 @@ from tests.conftest import Raw, mcp_settings, meta, served_before_expiry, wait_p
 
 EXT = "io.modelcontextprotocol/tasks"
 TASK_CAPS = {"elicitation": {}, "extensions": {EXT: {}}}
+# Django's own task backends: django.tasks's on Django 6, the django_tasks backport's on Django 5.2.
+BACKENDS = "django.tasks.backends" if find_spec("django.tasks") is not None else "django_tasks.backends"
 
 
 def _ack(result: dict) -> bool:
@@ -550,18 +553,14 @@ class Operators(TestCase):
         from django.core.checks import run_checks
         from django.test import override_settings
 
-        from mcp_django.tasks.framework import ImmediateBackend
-
         def ids() -> set[str]:
             return {m.id for m in run_checks() if m.id and m.id.startswith(("mcp_django.E03", "mcp_django.W03"))}
 
         with override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}):
             assert ids() == set()
-        # django.tasks on Django 6, the django_tasks backport on Django 5.2.
-        backends = ImmediateBackend.__module__.rsplit(".", 1)[0]
-        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.dummy.DummyBackend"}}):
+        with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.dummy.DummyBackend"}}):
             assert ids() == {"mcp_django.W031"}
-        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.immediate.ImmediateBackend"}}):
+        with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.immediate.ImmediateBackend"}}):
             assert ids() == {"mcp_django.W030"}  # DEBUG is off in the tests
         with mcp_settings(TASK_BACKEND="nowhere"):
             assert ids() == {"mcp_django.E030"}
@@ -641,10 +640,7 @@ class Handlers(TestCase):
 def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
     from django.test import override_settings
 
-    from mcp_django.tasks.framework import ImmediateBackend
-
-    immediate = f"{ImmediateBackend.__module__}.ImmediateBackend"  # django_tasks on Django 5.2
-    with override_settings(TASKS={"default": {"BACKEND": immediate}}):
+    with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.immediate.ImmediateBackend"}}):
         client = MCPClient(tasks=True, run_tasks=False)
         created = client.start_tool("slow_compute", {"seconds": 0, "label": "now"})
         task = client.get_task(created["taskId"])
