@@ -3,11 +3,11 @@ scans and file reads run in the worker pool."""
 
 from __future__ import annotations
 
-import base64
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from .. import extensions
+from .. import content, extensions
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, InvalidParams, MCPError
@@ -95,10 +95,9 @@ async def read(uri: str) -> dict[str, Any] | None:
     if found is None:
         return None
     file, data = found
+    value: bytes | str = data
     if lib.is_text(file.mime_type):
-        try:
+        with contextlib.suppress(UnicodeDecodeError):
             # Text only when it is UTF-8: the client's bytes must be the ones digested.
-            return {"uri": uri, "mimeType": file.mime_type, "text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            pass
-    return {"uri": uri, "mimeType": file.mime_type, "blob": base64.b64encode(data).decode("ascii")}
+            value = data.decode("utf-8")
+    return content.resource_contents(uri, value, file.mime_type)
