@@ -248,7 +248,6 @@ class Polled(_Columns):
     result = property(lambda self: self._read(0))
     error = property(lambda self: self._read(1))
     input_requests = property(lambda self: self._read(2))
-    pk = property(lambda self: self.id)
     is_terminal = property(lambda self: self.status in TERMINAL)
 
 
