@@ -19,6 +19,7 @@ from django.contrib.staticfiles.utils import matches_patterns
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.signals import setting_changed
 
+from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
 
 SKILL_FILE = "SKILL.md"
@@ -257,9 +258,11 @@ def library() -> Library:
     return scan() if settings.DEBUG else _scanned()
 
 
-def cached() -> Library | None:
-    """The process's scan when requests are answered from one (DEBUG off) and it was made."""
-    return None if settings.DEBUG or not _scanned.cache_info().currsize else _scanned()
+async def alibrary() -> Library:
+    """:func:`library` on the event loop: a scan, which reads every file, runs in the worker pool."""
+    if settings.DEBUG or not _scanned.cache_info().currsize:
+        return await run_in_thread(library)
+    return _scanned()
 
 
 forget = _scanned.cache_clear

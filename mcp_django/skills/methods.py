@@ -16,14 +16,6 @@ from . import library as lib
 EXTENSION = "io.modelcontextprotocol/skills"
 
 
-async def _library() -> lib.Library:
-    # Scanning reads files: in the pool, unless the process's scan is made already.
-    found = lib.cached()
-    if found:
-        return found
-    return await run_in_thread(lib.library)
-
-
 def _find(table: dict[str, Any], params: dict[str, Any], unknown: str) -> Any:
     """The entry of ``table`` that ``params.uri`` names; InvalidParams when it names none."""
     uri = params.get("uri")
@@ -58,7 +50,7 @@ def _served(method: Callable[[lib.Library, dict[str, Any]], dict[str, Any]]) -> 
     """The method, where a skill is served: elsewhere it does not exist (-32601)."""
 
     async def run(call: Call) -> dict[str, Any]:
-        library = await _library()
+        library = await lib.alibrary()
         if not library.skills:
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
         return method(library, call.params)
@@ -83,13 +75,13 @@ def read_directory(library: lib.Library, params: dict[str, Any]) -> dict[str, An
 
 async def resources() -> list[dict[str, Any]]:
     """Each skill's SKILL.md, for ``resources/list``."""
-    library = await _library()
+    library = await lib.alibrary()
     return [skill.descriptor() for skill in library.skills.values()]
 
 
 async def read(uri: str) -> dict[str, Any] | None:
     """One ``resources/read`` contents entry for a skill file, or None when ``uri`` is none."""
-    if uri not in (await _library()).files:
+    if uri not in (await lib.alibrary()).files:
         return None
     found = await run_in_thread(lib.read, uri)
     if found is None:
