@@ -78,14 +78,12 @@ def no_worker_notice() -> str:
         return _notice[1]
     message = ""
     if needs_worker():
-        try:
+        with contextlib.suppress(DatabaseError):  # the table not made yet: no verdict
             if not MCPWorker.objects.filter(seen__gte=timezone.now() - alive_within()).exists():
                 message = (
                     "queued, but no task worker has been seen alive lately (manage.py mcp_worker): "
                     "it runs when one starts"
                 )
-        except DatabaseError:  # the table not made yet: no verdict
-            pass
     _notice = (now, message)
     return message
 
