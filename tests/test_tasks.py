@@ -1,7 +1,7 @@
 """MCP tasks (the io.modelcontextprotocol/tasks extension, docs/tasks.md), in process.
 
 The runs of a task execute in the test's thread (MCPClient(run_tasks=True), or
-client.run_task), exactly as a worker runs them (mcp_django.tasks.runner.run); the
+client.run_task, or run below), exactly as a worker runs them (mcp_django.tasks.runner.arun); the
 multi-process tests with a real worker are in tests/test_tasks_worker.py.
 """
 
@@ -35,6 +35,15 @@ EXT = "io.modelcontextprotocol/tasks"
 TASK_CAPS = {"elicitation": {}, "extensions": {EXT: {}}}
 # Django's own task backends: django.tasks's on Django 6, the django_tasks backport's on Django 5.2.
 BACKENDS = "django.tasks.backends" if find_spec("django.tasks") is not None else "django_tasks.backends"
+
+
+def run(task_id: str) -> None:
+    """One run of the task from the test's thread, as the worker's job runs it (runner.run_task)."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_django.tasks.runner import arun
+
+    async_to_sync(arun)(task_id)
 
 
 def _ack(result: dict) -> bool:
@@ -663,7 +672,6 @@ def _get(raw: Raw, task_id: str) -> dict[str, Any]:
 
 
 def test_listen_pushes_the_tasks_status_changes_it_names(raw: Raw) -> None:
-    from mcp_django.tasks.runner import run
     from tests.test_subscriptions import data_events
 
     task_id = raw.call("confirm_delete", {"filename": "a.csv"}, caps=TASK_CAPS).json()["result"]["taskId"]
@@ -717,7 +725,6 @@ def test_progress_reports_are_the_tasks_status_message_polled_and_pushed(raw: Ra
     import threading
 
     from mcp_django import Context, SyncContext, mcp
-    from mcp_django.tasks.runner import run
     from tests.test_subscriptions import data_events
 
     polled: list[str] = []

@@ -325,17 +325,12 @@ async def arun(task_id: str) -> None:
     await sync_to_async(_through_outages)("storing its outcome", task_id, settle)
 
 
-def run(task_id: str) -> None:
-    """One run of the task ``task_id`` (what the enqueued job does), from sync code."""
-    async_to_sync(arun)(task_id)
-
-
 @task()
 def run_task(task_id: str) -> None:
     """The job: one run of an MCP task (enqueued at its creation and after each answer)."""
     close_old_connections()
     try:
-        run(task_id)
+        async_to_sync(arun)(task_id)
     finally:
         close_old_connections()
 
