@@ -101,8 +101,7 @@ def recover(row: MCPTask | store.Polled, enqueue: Callable[[str], None], now: An
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
     worker killed before the claim); the backend asked at most once a lease (``run_checked``)."""
-    lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    since = now - lease
+    since = now - timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     if not row.job_id or row.updated is None or row.updated > since:
         return False
     if row.run_checked is not None and row.run_checked > since:
