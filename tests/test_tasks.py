@@ -1,7 +1,7 @@
 """MCP tasks (the io.modelcontextprotocol/tasks extension, docs/tasks.md), in process.
 
 The runs of a task execute in the test's thread (MCPClient(run_tasks=True), or
-client.run_task), exactly as a worker runs them (mcp_django.tasks.runner.run); the
+client.run_task, or run below), exactly as a worker runs them (mcp_django.tasks.runner.arun); the
 multi-process tests with a real worker are in tests/test_tasks_worker.py.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timedelta
+from importlib.util import find_spec
 from io import StringIO
 from typing import Any
 from unittest import mock
@@ -32,6 +33,17 @@ from tests.conftest import Raw, mcp_settings, meta, served_before_expiry, wait_p
 
 EXT = "io.modelcontextprotocol/tasks"
 TASK_CAPS = {"elicitation": {}, "extensions": {EXT: {}}}
+# Django's own task backends: django.tasks's on Django 6, the django_tasks backport's on Django 5.2.
+BACKENDS = "django.tasks.backends" if find_spec("django.tasks") is not None else "django_tasks.backends"
+
+
+def run(task_id: str) -> None:
+    """One run of the task from the test's thread, as the worker's job runs it (runner.run_task)."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_django.tasks.runner import arun
+
+    async_to_sync(arun)(task_id)
 
 
 def _ack(result: dict) -> bool:
@@ -550,18 +562,14 @@ class Operators(TestCase):
         from django.core.checks import run_checks
         from django.test import override_settings
 
-        from mcp_django.tasks.framework import ImmediateBackend
-
         def ids() -> set[str]:
             return {m.id for m in run_checks() if m.id and m.id.startswith(("mcp_django.E03", "mcp_django.W03"))}
 
         with override_settings(TASKS={"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}):
             assert ids() == set()
-        # django.tasks on Django 6, the django_tasks backport on Django 5.2.
-        backends = ImmediateBackend.__module__.rsplit(".", 1)[0]
-        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.dummy.DummyBackend"}}):
+        with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.dummy.DummyBackend"}}):
             assert ids() == {"mcp_django.W031"}
-        with override_settings(TASKS={"default": {"BACKEND": f"{backends}.immediate.ImmediateBackend"}}):
+        with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.immediate.ImmediateBackend"}}):
             assert ids() == {"mcp_django.W030"}  # DEBUG is off in the tests
         with mcp_settings(TASK_BACKEND="nowhere"):
             assert ids() == {"mcp_django.E030"}
@@ -641,10 +649,7 @@ class Handlers(TestCase):
 def test_immediate_backend_runs_the_task_before_the_create_answers() -> None:
     from django.test import override_settings
 
-    from mcp_django.tasks.framework import ImmediateBackend
-
-    immediate = f"{ImmediateBackend.__module__}.ImmediateBackend"  # django_tasks on Django 5.2
-    with override_settings(TASKS={"default": {"BACKEND": immediate}}):
+    with override_settings(TASKS={"default": {"BACKEND": f"{BACKENDS}.immediate.ImmediateBackend"}}):
         client = MCPClient(tasks=True, run_tasks=False)
         created = client.start_tool("slow_compute", {"seconds": 0, "label": "now"})
         task = client.get_task(created["taskId"])
@@ -667,7 +672,6 @@ def _get(raw: Raw, task_id: str) -> dict[str, Any]:
 
 
 def test_listen_pushes_the_tasks_status_changes_it_names(raw: Raw) -> None:
-    from mcp_django.tasks.runner import run
     from tests.test_subscriptions import data_events
 
     task_id = raw.call("confirm_delete", {"filename": "a.csv"}, caps=TASK_CAPS).json()["result"]["taskId"]
@@ -721,7 +725,6 @@ def test_progress_reports_are_the_tasks_status_message_polled_and_pushed(raw: Ra
     import threading
 
     from mcp_django import Context, SyncContext, mcp
-    from mcp_django.tasks.runner import run
     from tests.test_subscriptions import data_events
 
     polled: list[str] = []

@@ -4,7 +4,6 @@ client sends. What it left out is kept as ``problems``, which the system check r
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import hashlib
 import mimetypes
@@ -16,9 +15,11 @@ from urllib.parse import quote
 
 from django.apps import apps
 from django.conf import settings
+from django.contrib.staticfiles.utils import matches_patterns
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.signals import setting_changed
 
+from ..asks.invoke import run_in_thread
 from ..conf import mcp_settings
 
 SKILL_FILE = "SKILL.md"
@@ -30,7 +31,7 @@ MAX_FILES = 512
 MAX_BYTES = 16 * 1024 * 1024
 # Frontmatter metadata keys that only MCP extensions may define.
 RESERVED_PREFIX = "io.modelcontextprotocol/"
-# Never served, as collectstatic ignores them by default (plus Python's byte code).
+# Never served: collectstatic's default ignore patterns (plus Python's byte code), matched as it matches them.
 IGNORED = ("CVS", ".*", "*~", "__pycache__")
 # Characters a URI path segment keeps as they are (RFC 3986 pchar, less "%").
 _SEGMENT_SAFE = "-._~!$&'()*+,;=:@"
@@ -137,16 +138,12 @@ def scan() -> Library:
     return library
 
 
-def _ignored(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in IGNORED)
-
-
 def _walk(folder: Path) -> list[tuple[Path, list[str]]]:
     """(directory, its file names) under ``folder``, sorted, ignored names left out."""
     out = []
     for current, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not _ignored(d))
-        out.append((Path(current), sorted(f for f in files if not _ignored(f))))
+        dirs[:] = sorted(d for d in dirs if not matches_patterns(d, IGNORED))
+        out.append((Path(current), sorted(f for f in files if not matches_patterns(f, IGNORED))))
     return out
 
 
@@ -261,9 +258,11 @@ def library() -> Library:
     return scan() if settings.DEBUG else _scanned()
 
 
-def cached() -> Library | None:
-    """The process's scan when requests are answered from one (DEBUG off) and it was made."""
-    return None if settings.DEBUG or not _scanned.cache_info().currsize else _scanned()
+async def alibrary() -> Library:
+    """:func:`library` on the event loop: a scan, which reads every file, runs in the worker pool."""
+    if settings.DEBUG or not _scanned.cache_info().currsize:
+        return await run_in_thread(library)
+    return _scanned()
 
 
 forget = _scanned.cache_clear

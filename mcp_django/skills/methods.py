@@ -3,25 +3,17 @@ scans and file reads run in the worker pool."""
 
 from __future__ import annotations
 
-import base64
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from .. import extensions
+from .. import content, extensions
 from ..asks.call import Call
 from ..asks.invoke import run_in_thread
 from ..protocol.jsonrpc import METHOD_NOT_FOUND, InvalidParams, MCPError
 from . import library as lib
 
 EXTENSION = "io.modelcontextprotocol/skills"
-
-
-async def _library() -> lib.Library:
-    # Scanning reads files: in the pool, unless the process's scan is made already.
-    found = lib.cached()
-    if found:
-        return found
-    return await run_in_thread(lib.library)
 
 
 def _find(table: dict[str, Any], params: dict[str, Any], unknown: str) -> Any:
@@ -58,7 +50,7 @@ def _served(method: Callable[[lib.Library, dict[str, Any]], dict[str, Any]]) -> 
     """The method, where a skill is served: elsewhere it does not exist (-32601)."""
 
     async def run(call: Call) -> dict[str, Any]:
-        library = await _library()
+        library = await lib.alibrary()
         if not library.skills:
             raise MCPError(METHOD_NOT_FOUND, f"Method not found: {call.method}")
         return method(library, call.params)
@@ -83,22 +75,21 @@ def read_directory(library: lib.Library, params: dict[str, Any]) -> dict[str, An
 
 async def resources() -> list[dict[str, Any]]:
     """Each skill's SKILL.md, for ``resources/list``."""
-    library = await _library()
+    library = await lib.alibrary()
     return [skill.descriptor() for skill in library.skills.values()]
 
 
 async def read(uri: str) -> dict[str, Any] | None:
     """One ``resources/read`` contents entry for a skill file, or None when ``uri`` is none."""
-    if uri not in (await _library()).files:
+    if uri not in (await lib.alibrary()).files:
         return None
     found = await run_in_thread(lib.read, uri)
     if found is None:
         return None
     file, data = found
+    value: bytes | str = data
     if lib.is_text(file.mime_type):
-        try:
+        with contextlib.suppress(UnicodeDecodeError):
             # Text only when it is UTF-8: the client's bytes must be the ones digested.
-            return {"uri": uri, "mimeType": file.mime_type, "text": data.decode("utf-8")}
-        except UnicodeDecodeError:
-            pass
-    return {"uri": uri, "mimeType": file.mime_type, "blob": base64.b64encode(data).decode("ascii")}
+            value = data.decode("utf-8")
+    return content.resource_contents(uri, value, file.mime_type)

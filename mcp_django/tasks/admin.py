@@ -26,7 +26,6 @@ class MCPTaskAdmin(ViewOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("status", "tool", "endpoint", "cancel_requested", "created")
     search_fields = ("=id", "tool", "principal")
     date_hierarchy = "created"
-    ordering = ("-created",)
     list_select_related = ("user",)
     actions = ["cancel_tasks"]
 

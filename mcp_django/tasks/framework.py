@@ -7,15 +7,11 @@ from importlib.util import find_spec
 
 if find_spec("django.tasks") is not None:
     from django.tasks import TaskResultStatus, task, task_backends
-    from django.tasks.backends.immediate import ImmediateBackend
 else:  # pragma: no cover - Django 5.2 with the backport installed
     from django_tasks import (  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
         TaskResultStatus,
         task,
         task_backends,
     )
-    from django_tasks.backends.immediate import (  # type: ignore[no-redef,import-not-found,assignment,unused-ignore]
-        ImmediateBackend,
-    )
 
-__all__ = ["ImmediateBackend", "TaskResultStatus", "task", "task_backends"]
+__all__ = ["TaskResultStatus", "task", "task_backends"]

@@ -92,24 +92,23 @@ def recover(row: MCPTask | store.Polled, enqueue: Callable[[str], None], now: An
         return None
     now = now or timezone.now()
     if row.lease_until is not None:
-        return run_lost(row.pk, store.SILENT, enqueue=enqueue) if row.lease_until < now else None
+        return run_lost(row.id, store.SILENT, enqueue=enqueue) if row.lease_until < now else None
     if lost_before_claim(row, now):
-        return run_lost(row.pk, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
+        return run_lost(row.id, store.UNCLAIMED, enqueue=enqueue, unclaimed=True)
     return None
 
 
 def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
     """Whether the backend started the task's run over a lease ago and the run never claimed it (its
     worker killed before the claim); the backend asked at most once a lease (``run_checked``)."""
-    lease = timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
-    since = now - lease
+    since = now - timedelta(seconds=mcp_settings.TASK_LEASE_SECONDS)
     if not row.job_id or row.updated is None or row.updated > since:
         return False
     if row.run_checked is not None and row.run_checked > since:
         return False
     from .framework import TaskResultStatus, task_backends
 
-    MCPTask.objects.filter(pk=row.pk, lease_until=None).update(run_checked=now)
+    MCPTask.objects.filter(pk=row.id, lease_until=None).update(run_checked=now)
     try:
         tasks = task_backends[mcp_settings.TASK_BACKEND]
         if not tasks.supports_get_result:
@@ -120,7 +119,7 @@ def lost_before_claim(row: MCPTask | store.Polled, now: Any) -> bool:
         # run is lost. Matched by name: the django_tasks backport (RQ's) raises its own class.
         if type(exc).__name__ == "TaskResultDoesNotExist":
             return True
-        logger.debug("the backend could not report MCP task %s's job", row.pk[:8], exc_info=True)
+        logger.debug("the backend could not report MCP task %s's job", row.id[:8], exc_info=True)
         return False
     started = result.started_at
     return result.status == TaskResultStatus.RUNNING and started is not None and started < since

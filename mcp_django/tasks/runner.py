@@ -28,7 +28,6 @@ from ..protocol.jsonrpc import INTERNAL_ERROR, MCPError
 from ..protocol.revisions import ClientCapabilities, Era
 from . import lost, store
 from .framework import task
-from .lost import cause, outage
 from .models import MCPTask, Status
 
 logger = logging.getLogger("mcp_django.tasks")
@@ -60,7 +59,7 @@ class Heartbeat(threading.Thread):
         self.expires = expires
         self.expired = False
         self.lost = False
-        self.outage = outage(f"the heartbeat of MCP task {task_id[:8]}")
+        self.outage = lost.outage(f"the heartbeat of MCP task {task_id[:8]}")
         self.cancel = threading.Event()
         self.stopped = threading.Event()
         self.renewed = timezone.now()
@@ -273,7 +272,7 @@ def _through_outages(what: str, task_id: str, job: Callable[[], Any]) -> Any:
     """``job()`` (a claim, a settle), tried again with back-off while the database is away."""
     deadline = time.monotonic() + OUTAGE_PATIENCE
     wait = 0.05
-    away = outage(f"MCP task {task_id[:8]} ({what})")
+    away = lost.outage(f"MCP task {task_id[:8]} ({what})")
     while True:
         try:
             result = job()
@@ -316,7 +315,7 @@ async def arun(task_id: str) -> None:
     if beat.expired:
         outcome = Outcome(Status.CANCELLED, message=lost.TTL_ENDED)
     elif cut_off is not None:
-        reason = f"its database connection failed ({cause(cut_off)[:120]})"
+        reason = f"its database connection failed ({lost.cause(cut_off)[:120]})"
         await sync_to_async(_through_outages)(
             "starting it again", task_id, lambda: lost.run_lost(task_id, reason, enqueue=enqueue, run=row.runs)
         )
@@ -326,17 +325,12 @@ async def arun(task_id: str) -> None:
     await sync_to_async(_through_outages)("storing its outcome", task_id, settle)
 
 
-def run(task_id: str) -> None:
-    """One run of the task ``task_id`` (what the enqueued job does), from sync code."""
-    async_to_sync(arun)(task_id)
-
-
 @task()
 def run_task(task_id: str) -> None:
     """The job: one run of an MCP task (enqueued at its creation and after each answer)."""
     close_old_connections()
     try:
-        run(task_id)
+        async_to_sync(arun)(task_id)
     finally:
         close_old_connections()
 

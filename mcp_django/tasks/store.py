@@ -115,15 +115,13 @@ def create(
     ttl = mcp_settings.TASK_TTL_MS
     principal = call.principal
     user = principal.user if not principal.is_anonymous else None
-    meta = call.params.get("_meta")
-    caps = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
     with transaction.atomic():
         row = MCPTask.objects.create(
             tool=tool,
             endpoint=call.registry.name,
             arguments=call.params.get("arguments") or {},
             version=call.version,
-            capabilities=caps if isinstance(caps, dict) else dict(call.capabilities.raw),
+            capabilities=dict(call.capabilities.raw),
             client_info=call.client_info,
             user=user if user is not None and user.pk is not None else None,
             principal=principal.label,
@@ -250,7 +248,6 @@ class Polled(_Columns):
     result = property(lambda self: self._read(0))
     error = property(lambda self: self._read(1))
     input_requests = property(lambda self: self._read(2))
-    pk = property(lambda self: self.id)
     is_terminal = property(lambda self: self.status in TERMINAL)
 
 

@@ -46,12 +46,11 @@ def alive(now: Any = None) -> list[MCPWorker]:
 
 def queue() -> dict[str, int]:
     """How many tasks wait for a worker (``queued``), run (``running``) or wait for input."""
-    counts = MCPTask.objects.filter(status__in=(Status.WORKING, Status.INPUT_REQUIRED)).aggregate(
+    return MCPTask.objects.filter(status__in=(Status.WORKING, Status.INPUT_REQUIRED)).aggregate(
         queued=Count("pk", filter=Q(status=Status.WORKING, lease_until__isnull=True)),
         running=Count("pk", filter=Q(status=Status.WORKING, lease_until__isnull=False)),
         input_required=Count("pk", filter=Q(status=Status.INPUT_REQUIRED)),
     )
-    return {key: int(value or 0) for key, value in counts.items()}
 
 
 def needs_worker() -> bool:
@@ -79,14 +78,12 @@ def no_worker_notice() -> str:
         return _notice[1]
     message = ""
     if needs_worker():
-        try:
+        with contextlib.suppress(DatabaseError):  # the table not made yet: no verdict
             if not MCPWorker.objects.filter(seen__gte=timezone.now() - alive_within()).exists():
                 message = (
                     "queued, but no task worker has been seen alive lately (manage.py mcp_worker): "
                     "it runs when one starts"
                 )
-        except DatabaseError:  # the table not made yet: no verdict
-            pass
     _notice = (now, message)
     return message
 
