@@ -290,9 +290,8 @@ class _Builder:
         body: dict[str, Any] | None = None
         output = None
         override = self.input_schemas.get(key)
+        query = query_parameters(view, self.model) if action == "list" else {}
         if action == "list":
-            query = query_parameters(view, self.model)
-            op.query_params = frozenset(query)
             body = {"properties": query}
         elif override is not None:
             body = _schema_of(override)
@@ -308,7 +307,7 @@ class _Builder:
         text = self._custom_doc(action) or ACTION_TEXT[action].format(
             name=noun, a_name=with_article(noun), plural=plural, lookup=op.path_params[0] if lookup else "id"
         )
-        if op.query_params:
+        if query:
             text += " Filter, search, order and page with the optional arguments."
         return self._spec(key, f"{self.prefix}_{key}", text, op, _object(lookup, body), output)
 
@@ -334,8 +333,6 @@ class _Builder:
         elif serializer is not None and method != "get":
             body = schemas.serializer_schema(serializer)
         schema = _object(lookup, body)
-        if method == "get":
-            op.query_params = frozenset(schema["properties"]) - set(op.path_params)
         doc = schemas.first_paragraph(func.kwargs.get("description") or func.__doc__)
         text = doc or f"{action.replace('_', ' ').capitalize()}."
         return self._spec(key, f"{self.prefix}_{key}", text, op, schema)
@@ -405,7 +402,6 @@ class _Builder:
         op = self._operation(
             method,
             path_params=self.path_params,
-            query_params=frozenset(schema["properties"]) - set(self.path_params) if method == "get" else frozenset(),
             body_format="json" if drf else self.body,
             drf=drf,
         )
