@@ -125,10 +125,11 @@ class Handler:
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
-        for cls in self.permission_classes:
-            if not cls().has_permission(request, self):
-                return False
-        return True
+        return self.classes_permit(user, request)
+
+    def classes_permit(self, user: Any, request: Any) -> bool:
+        """Whether its ``permission_classes`` let the caller use it."""
+        return all(cls().has_permission(request, self) for cls in self.permission_classes)
 
     def kwargs(self, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
         kwargs = dict(arguments)

@@ -65,16 +65,12 @@ class ViewTool(Tool):
         # decide who sees them in tools/list.
         self.guarded = self.guarded or bool(self.operation and self.operation.drf)
 
-    def has_permission(self, user: Any, request: Any) -> bool:
-        """The view's permission classes for this action, plus the tool's own ``permissions``; throttles
-        (a listing must not use up the caller's rate) and object permissions are left to the call."""
+    def classes_permit(self, user: Any, request: Any) -> bool:
+        """A DRF view's permission classes for this action, with the tool's own; throttles (a listing
+        must not use up the caller's rate) and object permissions are left to the call."""
         op = self.operation
         if op is None or not op.drf:
-            return super().has_permission(user, request)
-        if not self.scopes_granted(getattr(request, "auth", None)):
-            return False
-        if self.permissions and not user.has_perms(self.permissions):
-            return False
+            return super().classes_permit(user, request)
         try:
             # DRF's Request passes the MCP request's headers, scheme and session through.
             django_request = op.build_request(request, user, op.locate({})[0] if not op.detail else "/")
