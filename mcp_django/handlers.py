@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import schema as schemas
 from .icons import Icon, IconBase
+from .schema.types import dotted_name
 
 TOOL_NAME_MAX = 64
 # What a handler can be (Handler.primitive): MCP's server primitives, a resource template apart.
@@ -52,12 +53,6 @@ def completer_info(func: Func) -> tuple[str | None, bool]:
     """(its context parameter or None, whether it is async) for a completer, called as
     ``completer(value)`` or ``completer(value, ctx=ctx)``."""
     return find_context_param(func), inspect.iscoroutinefunction(func)
-
-
-def dotted_name(func: Any) -> str:
-    """Where ``func`` is defined (for a view made by ``as_view()``, its class): a handler's ``source``."""
-    target = getattr(func, "view_class", None) or getattr(func, "cls", None) or func
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
 @dataclass(eq=False)
