@@ -26,24 +26,17 @@ from .parameters import list_output_schema, query_parameters
 
 logger = logging.getLogger("mcp_django")
 
-STANDARD_ACTIONS: dict[str, str] = {
-    "list": "get",
-    "retrieve": "get",
-    "create": "post",
-    "update": "put",
-    "partial_update": "patch",
-    "destroy": "delete",
+# The model actions: each one's HTTP method, whether it acts on one object (its lookup an
+# argument), and what its tool is said to do.
+STANDARD_ACTIONS: dict[str, tuple[str, bool, str]] = {
+    "list": ("get", False, "List {plural}."),
+    "retrieve": ("get", True, "Get one {name} by its {lookup}."),
+    "create": ("post", False, "Create {a_name}."),
+    "update": ("put", True, "Replace {a_name} (every writable field)."),
+    "partial_update": ("patch", True, "Change some fields of {a_name}."),
+    "destroy": ("delete", True, "Delete {a_name}."),
 }
-DETAIL_ACTIONS = frozenset({"retrieve", "update", "partial_update", "destroy"})
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
-ACTION_TEXT = {
-    "list": "List {plural}.",
-    "retrieve": "Get one {name} by its {lookup}.",
-    "create": "Create {a_name}.",
-    "update": "Replace {a_name} (every writable field).",
-    "partial_update": "Change some fields of {a_name}.",
-    "destroy": "Delete {a_name}.",
-}
 # What a view without a docstring is said to do with each HTTP method ("Get the order summary.").
 METHOD_VERBS = {"get": "Get", "post": "Submit", "put": "Replace", "patch": "Update", "delete": "Delete"}
 # Words generic views' class names end with that the tool's action already says (NoteList → note_list, not note_list_list).
@@ -261,8 +254,7 @@ class _Builder:
         specs = []
         for action in wanted:
             if action in STANDARD_ACTIONS:
-                method = STANDARD_ACTIONS[action]
-                specs.append(self._standard(action, method, {method: action}))
+                specs.append(self._standard(action, viewset=True))
             else:
                 func = extra[action]
                 methods = [m for m in func.mapping if m in HTTP_METHODS]
@@ -270,12 +262,11 @@ class _Builder:
                     specs.append(self._extra(func, action if len(methods) == 1 else f"{action}_{method}", method))
         return specs
 
-    def _standard(
-        self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None
-    ) -> dict[str, Any]:
+    def _standard(self, action: str, *, viewset: bool, key: str | None = None) -> dict[str, Any]:
         """A model action (list, retrieve, create...) of a viewset or a generic view."""
         key = key or action
-        op = self._operation(method, action=action, actions_map=mapping, detail=action in DETAIL_ACTIONS)
+        method, detail, says = STANDARD_ACTIONS[action]
+        op = self._operation(method, action=action, actions_map={method: action} if viewset else None, detail=detail)
         view = op.instance()
         try:
             serializer = view.get_serializer_class()
@@ -300,7 +291,7 @@ class _Builder:
             output = list_output_schema(view, item) if action == "list" else item
         noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
         plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
-        text = self._custom_doc(action) or ACTION_TEXT[action].format(
+        text = self._custom_doc(action) or says.format(
             name=noun, a_name=with_article(noun), plural=plural, lookup=op.path_params[0] if lookup else "id"
         )
         if query:
@@ -351,7 +342,7 @@ class _Builder:
                 raise ImproperlyConfigured(f"register_view: {self.cls.__name__} does not handle {method.upper()}")
             action = _generic_action(self.cls, method) if generic else None
             if action is not None:
-                specs.append(self._standard(action, method, None, key=method if method in self.names else action))
+                specs.append(self._standard(action, viewset=False, key=method if method in self.names else action))
             else:
                 specs.append(self._method_spec(method, drf=True, alone=len(wanted) == 1))
         return specs
@@ -420,7 +411,7 @@ def _generic_action(cls: Any, method: str) -> str | None:
     """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
     from rest_framework import mixins
 
-    for action, verb in STANDARD_ACTIONS.items():
+    for action, (verb, _detail, _says) in STANDARD_ACTIONS.items():
         # DRF's mixin that performs it: ListModelMixin, ... (partial_update's is UpdateModelMixin).
         mixin = getattr(mixins, f"{action.rpartition('_')[2].capitalize()}ModelMixin")
         if verb == method and issubclass(cls, mixin):
