@@ -16,6 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import schema as schemas
 from .icons import Icon, IconBase
+from .schema.types import dotted_name
 
 TOOL_NAME_MAX = 64
 # What a handler can be (Handler.primitive): MCP's server primitives, a resource template apart.
@@ -52,12 +53,6 @@ def completer_info(func: Func) -> tuple[str | None, bool]:
     """(its context parameter or None, whether it is async) for a completer, called as
     ``completer(value)`` or ``completer(value, ctx=ctx)``."""
     return find_context_param(func), inspect.iscoroutinefunction(func)
-
-
-def dotted_name(func: Any) -> str:
-    """Where ``func`` is defined (for a view made by ``as_view()``, its class): a handler's ``source``."""
-    target = getattr(func, "view_class", None) or getattr(func, "cls", None) or func
-    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', repr(target))}"
 
 
 @dataclass(eq=False)
@@ -125,10 +120,11 @@ class Handler:
             return False
         if self.permissions and not user.has_perms(self.permissions):
             return False
-        for cls in self.permission_classes:
-            if not cls().has_permission(request, self):
-                return False
-        return True
+        return self.classes_permit(user, request)
+
+    def classes_permit(self, user: Any, request: Any) -> bool:
+        """Whether its ``permission_classes`` let the caller use it."""
+        return all(cls().has_permission(request, self) for cls in self.permission_classes)
 
     def kwargs(self, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
         kwargs = dict(arguments)

@@ -67,7 +67,7 @@ class ToolTable(Mapping[str, Tool]):
         """Register ``tool``; False (and a duplicate recorded) when its name is another's already."""
         with self._lock:  # not while a listing builds the views into a copy of the table
             self._count += 1
-            return self._place(tool, (self._count, 0))
+            return self._place(tool, (self._count, 0), self.ready)
 
     def defer(self, reference: ViewReference) -> ViewReference:
         with self._lock:
@@ -76,8 +76,7 @@ class ToolTable(Mapping[str, Tool]):
         reference.table = self
         return reference
 
-    def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool] | None = None) -> bool:
-        tools = self.ready if tools is None else tools
+    def _place(self, tool: Tool, order: tuple[int, int], tools: dict[str, Tool]) -> bool:
         existing = tools.get(tool.name)
         if existing is None:
             self._order[tool.name] = order

@@ -76,7 +76,7 @@ def test_only_the_hash_of_the_secret_is_stored() -> None:
 
 def test_a_function_tool_with_scopes_is_hidden_from_a_token_without_them() -> None:
     """A listing asks each guarded handler's has_permission: a token lacking one of a tool's
-    scopes does not see it (view tools check scopes in their own has_permission)."""
+    scopes does not see it (a view tool's scopes are checked the same way, before the view's own checks)."""
     from django.contrib.auth.models import AnonymousUser
     from django.test import RequestFactory
 

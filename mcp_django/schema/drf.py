@@ -28,25 +28,21 @@ def is_serializer(tp: Any) -> bool:
 
 def serializer_schema(serializer: Any, *, for_output: bool = False) -> dict[str, Any]:
     """Object schema of a DRF serializer: writable fields as input, readable ones as output."""
+    from rest_framework.fields import HiddenField
+
     instance = serializer() if isinstance(serializer, type) else serializer
-    fields = {name: f for name, f in instance.fields.items() if _described(f, for_output=for_output)}
+    if for_output:
+        fields = {name: f for name, f in instance.fields.items() if not f.write_only}
+    else:
+        # A HiddenField takes its default whatever a client sends (DRF's own OpenAPI leaves it out):
+        # listed, it would be an argument that does nothing.
+        fields = {name: f for name, f in instance.fields.items() if not (f.read_only or isinstance(f, HiddenField))}
     properties = {name: field_schema(f, for_output=for_output) for name, f in fields.items()}
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     required = [name for name, f in fields.items() if f.required and not for_output]
     if required:
         schema["required"] = required
     return schema
-
-
-def _described(f: Any, *, for_output: bool) -> bool:
-    """Whether the serializer's schema shows ``f``: readable fields as output, writable ones as input."""
-    from rest_framework import serializers as s
-
-    if for_output:
-        return not f.write_only
-    # A HiddenField takes its default whatever a client sends (DRF's own OpenAPI leaves it out):
-    # listed, it would be an argument that does nothing.
-    return not f.read_only and not isinstance(f, s.HiddenField)
 
 
 _VALUES = {"minimum": "min_value", "maximum": "max_value"}  # JSON Schema keyword: the field's attribute

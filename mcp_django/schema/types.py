@@ -204,8 +204,9 @@ def _meta(extra: Any, where: str, state: Prepared) -> msgspec.Meta | None:
         raise SchemaError(f"{where}: {exc}") from None
 
 
-def _name(tp: Any) -> str:
-    return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', repr(tp))}"
+def dotted_name(obj: Any) -> str:
+    """Where a function or class is defined (``module.qualname``): a handler's ``source``, a type in errors."""
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
 def is_typeddict(tp: Any) -> bool:
@@ -270,7 +271,7 @@ def _schema_hook(tp: Any) -> dict[str, Any]:
     custom = _custom(tp)
     if custom is None:
         raise SchemaError(
-            f"{_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
+            f"{dotted_name(tp)} cannot be described as a JSON schema; use a dataclass, a TypedDict, "
             "a standard type, a DRF serializer or a Pydantic model"
         )
     return custom.schema()
@@ -279,7 +280,7 @@ def _schema_hook(tp: Any) -> dict[str, Any]:
 def dec_hook(tp: Any, value: Any) -> Any:
     custom = _custom(tp)
     if custom is None:
-        raise NotImplementedError(f"no conversion into {_name(tp)}")
+        raise NotImplementedError(f"no conversion into {dotted_name(tp)}")
     try:
         return custom.convert(value)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError: its lines as one

@@ -57,7 +57,6 @@ class Operation:
     initkwargs: dict[str, Any] = field(default_factory=dict)
     detail: bool = False
     path_params: tuple[str, ...] = ()
-    query_params: frozenset[str] = frozenset()
     # "json" (DRF) or "form" (plain Django views read request.POST).
     body_format: str = "json"
     drf: bool = True
@@ -173,13 +172,12 @@ class Operation:
         rest = {k: v for k, v in arguments.items() if k not in self.path_params}
         path, match = self.locate(path_kwargs)
         query, raw, content_type = rest, b"", ""
-        if self.method not in ("get", "delete"):
-            query = {k: v for k, v in rest.items() if k in self.query_params}
-            body = {k: v for k, v in rest.items() if k not in self.query_params}
+        if self.method not in ("get", "delete"):  # a write's arguments are its body
+            query = {}
             if self.body_format == "form":
-                raw, content_type = _query_string(body).encode(), "application/x-www-form-urlencoded"
+                raw, content_type = _query_string(rest).encode(), "application/x-www-form-urlencoded"
             else:
-                raw, content_type = json.dumps(body).encode(), "application/json"
+                raw, content_type = json.dumps(rest).encode(), "application/json"
         request = self.build_request(ctx.request, ctx.user, path, _query_string(query), raw, content_type)
         request.mcp_context = ctx  # type: ignore[attr-defined]
         view_kwargs: dict[str, Any] = dict(path_kwargs)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from typing import Any
 
-from .. import schema as schemas
+from ..schema.drf import enum_schema, nullable
 
 logger = logging.getLogger("mcp_django")
 
@@ -33,13 +34,10 @@ def query_parameters(view: Any, model: Any) -> dict[str, Any]:
 def _backend_parameters(backend_cls: Any, view: Any, model: Any) -> dict[str, Any]:
     from rest_framework import filters
 
-    try:
-        from django_filters.rest_framework import DjangoFilterBackend
-    except ImportError:
-        DjangoFilterBackend = None  # noqa: N806 - the optional class, absent without django-filter
-
     backend = backend_cls()
-    if DjangoFilterBackend is not None and isinstance(backend, DjangoFilterBackend):
+    # django-filter is optional: one of its backends exists only once it is imported.
+    django_filters = sys.modules.get("django_filters.rest_framework")
+    if django_filters is not None and isinstance(backend, django_filters.DjangoFilterBackend):
         # One argument per filter, typed (django-filter's own OpenAPI says "string" for all).
         try:
             filterset = backend.get_filterset_class(view, model._default_manager.none() if model is not None else None)
@@ -128,7 +126,7 @@ def _choice_schema(f: Any) -> dict[str, Any]:
     choices = f.extra.get("choices")
     if callable(choices) or choices is None:
         return {"type": "string"}
-    return schemas.enum_schema(c[0] for c in choices if c[0] not in ("", None))
+    return enum_schema(c[0] for c in choices if c[0] not in ("", None))
 
 
 def list_output_schema(view: Any, item: dict[str, Any]) -> dict[str, Any]:
@@ -150,6 +148,4 @@ def openapi_to_json_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: openapi_to_json_schema(v) for k, v in schema.items() if k not in ("nullable", "example")}
-    if schema.get("nullable") and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-    return out
+    return nullable(out) if schema.get("nullable") else out

@@ -26,24 +26,17 @@ from .parameters import list_output_schema, query_parameters
 
 logger = logging.getLogger("mcp_django")
 
-STANDARD_ACTIONS: dict[str, str] = {
-    "list": "get",
-    "retrieve": "get",
-    "create": "post",
-    "update": "put",
-    "partial_update": "patch",
-    "destroy": "delete",
+# The model actions: each one's HTTP method, whether it acts on one object (its lookup an
+# argument), and what its tool is said to do.
+STANDARD_ACTIONS: dict[str, tuple[str, bool, str]] = {
+    "list": ("get", False, "List {plural}."),
+    "retrieve": ("get", True, "Get one {name} by its {lookup}."),
+    "create": ("post", False, "Create {a_name}."),
+    "update": ("put", True, "Replace {a_name} (every writable field)."),
+    "partial_update": ("patch", True, "Change some fields of {a_name}."),
+    "destroy": ("delete", True, "Delete {a_name}."),
 }
-DETAIL_ACTIONS = frozenset({"retrieve", "update", "partial_update", "destroy"})
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
-ACTION_TEXT = {
-    "list": "List {plural}.",
-    "retrieve": "Get one {name} by its {lookup}.",
-    "create": "Create {a_name}.",
-    "update": "Replace {a_name} (every writable field).",
-    "partial_update": "Change some fields of {a_name}.",
-    "destroy": "Delete {a_name}.",
-}
 # What a view without a docstring is said to do with each HTTP method ("Get the order summary.").
 METHOD_VERBS = {"get": "Get", "post": "Submit", "put": "Replace", "patch": "Update", "delete": "Delete"}
 # Words generic views' class names end with that the tool's action already says (NoteList → note_list, not note_list_list).
@@ -65,16 +58,12 @@ class ViewTool(Tool):
         # decide who sees them in tools/list.
         self.guarded = self.guarded or bool(self.operation and self.operation.drf)
 
-    def has_permission(self, user: Any, request: Any) -> bool:
-        """The view's permission classes for this action, plus the tool's own ``permissions``; throttles
-        (a listing must not use up the caller's rate) and object permissions are left to the call."""
+    def classes_permit(self, user: Any, request: Any) -> bool:
+        """A DRF view's permission classes for this action, with the tool's own; throttles (a listing
+        must not use up the caller's rate) and object permissions are left to the call."""
         op = self.operation
         if op is None or not op.drf:
-            return super().has_permission(user, request)
-        if not self.scopes_granted(getattr(request, "auth", None)):
-            return False
-        if self.permissions and not user.has_perms(self.permissions):
-            return False
+            return super().classes_permit(user, request)
         try:
             # DRF's Request passes the MCP request's headers, scheme and session through.
             django_request = op.build_request(request, user, op.locate({})[0] if not op.detail else "/")
@@ -265,8 +254,7 @@ class _Builder:
         specs = []
         for action in wanted:
             if action in STANDARD_ACTIONS:
-                method = STANDARD_ACTIONS[action]
-                specs.append(self._standard(action, method, {method: action}))
+                specs.append(self._standard(action, viewset=True))
             else:
                 func = extra[action]
                 methods = [m for m in func.mapping if m in HTTP_METHODS]
@@ -274,12 +262,11 @@ class _Builder:
                     specs.append(self._extra(func, action if len(methods) == 1 else f"{action}_{method}", method))
         return specs
 
-    def _standard(
-        self, action: str, method: str, mapping: dict[str, str] | None, key: str | None = None
-    ) -> dict[str, Any]:
+    def _standard(self, action: str, *, viewset: bool, key: str | None = None) -> dict[str, Any]:
         """A model action (list, retrieve, create...) of a viewset or a generic view."""
         key = key or action
-        op = self._operation(method, action=action, actions_map=mapping, detail=action in DETAIL_ACTIONS)
+        method, detail, says = STANDARD_ACTIONS[action]
+        op = self._operation(method, action=action, actions_map={method: action} if viewset else None, detail=detail)
         view = op.instance()
         try:
             serializer = view.get_serializer_class()
@@ -290,9 +277,8 @@ class _Builder:
         body: dict[str, Any] | None = None
         output = None
         override = self.input_schemas.get(key)
+        query = query_parameters(view, self.model) if action == "list" else {}
         if action == "list":
-            query = query_parameters(view, self.model)
-            op.query_params = frozenset(query)
             body = {"properties": query}
         elif override is not None:
             body = _schema_of(override)
@@ -305,10 +291,10 @@ class _Builder:
             output = list_output_schema(view, item) if action == "list" else item
         noun = str(self.model._meta.verbose_name) if self.model is not None else self.prefix
         plural = str(self.model._meta.verbose_name_plural) if self.model is not None else self.prefix
-        text = self._custom_doc(action) or ACTION_TEXT[action].format(
+        text = self._custom_doc(action) or says.format(
             name=noun, a_name=with_article(noun), plural=plural, lookup=op.path_params[0] if lookup else "id"
         )
-        if op.query_params:
+        if query:
             text += " Filter, search, order and page with the optional arguments."
         return self._spec(key, f"{self.prefix}_{key}", text, op, _object(lookup, body), output)
 
@@ -334,8 +320,6 @@ class _Builder:
         elif serializer is not None and method != "get":
             body = schemas.serializer_schema(serializer)
         schema = _object(lookup, body)
-        if method == "get":
-            op.query_params = frozenset(schema["properties"]) - set(op.path_params)
         doc = schemas.first_paragraph(func.kwargs.get("description") or func.__doc__)
         text = doc or f"{action.replace('_', ' ').capitalize()}."
         return self._spec(key, f"{self.prefix}_{key}", text, op, schema)
@@ -358,7 +342,7 @@ class _Builder:
                 raise ImproperlyConfigured(f"register_view: {self.cls.__name__} does not handle {method.upper()}")
             action = _generic_action(self.cls, method) if generic else None
             if action is not None:
-                specs.append(self._standard(action, method, None, key=method if method in self.names else action))
+                specs.append(self._standard(action, viewset=False, key=method if method in self.names else action))
             else:
                 specs.append(self._method_spec(method, drf=True, alone=len(wanted) == 1))
         return specs
@@ -405,7 +389,6 @@ class _Builder:
         op = self._operation(
             method,
             path_params=self.path_params,
-            query_params=frozenset(schema["properties"]) - set(self.path_params) if method == "get" else frozenset(),
             body_format="json" if drf else self.body,
             drf=drf,
         )
@@ -428,7 +411,7 @@ def _generic_action(cls: Any, method: str) -> str | None:
     """The model action a generic view performs for ``method`` (ListCreateAPIView: get → list, ...)."""
     from rest_framework import mixins
 
-    for action, verb in STANDARD_ACTIONS.items():
+    for action, (verb, _detail, _says) in STANDARD_ACTIONS.items():
         # DRF's mixin that performs it: ListModelMixin, ... (partial_update's is UpdateModelMixin).
         mixin = getattr(mixins, f"{action.rpartition('_')[2].capitalize()}ModelMixin")
         if verb == method and issubclass(cls, mixin):
