@@ -259,6 +259,15 @@ class Page(View):
         return HttpResponse()
 
 
+def test_methods_are_named_in_either_case_for_every_kind_of_view() -> None:
+    # A plain view's methods were lowered and a DRF view's were not: methods=["GET"] on an
+    # APIView said it "does not handle GET".
+    for view, given, lower in [(Undocumented, ["GET"], ["get"]), (ProductList, ["POST", "get"], ["post", "get"])]:
+        tools = Registry().register_view(view, methods=given)
+        assert [t.name for t in tools] == [t.name for t in Registry().register_view(view, methods=lower)]
+    assert [t.name for t in tools] == ["product_create", "product_list"]
+
+
 def test_register_view_refuses_what_it_cannot_make_a_tool_of() -> None:
     registry = Registry()
     given = {"type": "object", "properties": {}}

@@ -117,6 +117,8 @@ def view_tools(
         view, cls, dict(initkwargs or {}), basename, names or {}, descriptions or {}, input_schemas or {}
     )
     builder.input_schema, builder.path_params, builder.body = input_schema, tuple(path_params), body
+    # HTTP methods are named in either case, as a view's attributes are lower case.
+    methods = None if methods is None else [m.lower() for m in methods]
     if is_viewset(cls):
         specs = builder.viewset_specs(actions)
     elif isinstance(cls, type) and issubclass(cls, APIView):
@@ -324,10 +326,10 @@ class _Builder:
         text = doc or f"{action.replace('_', ' ').capitalize()}."
         return self._spec(key, f"{self.prefix}_{key}", text, op, schema)
 
-    def apiview_specs(self, methods: Iterable[str] | None) -> list[dict[str, Any]]:
+    def apiview_specs(self, methods: list[str] | None) -> list[dict[str, Any]]:
         from rest_framework import generics
 
-        wanted = list(methods) if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
+        wanted = methods if methods is not None else [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         generic = issubclass(self.cls, generics.GenericAPIView)
         if generic and not self.basename:
             # Each tool's name ends with its action: the class name need not say it again
@@ -347,9 +349,9 @@ class _Builder:
                 specs.append(self._method_spec(method, drf=True, alone=len(wanted) == 1))
         return specs
 
-    def plain_specs(self, methods: Iterable[str] | None) -> list[dict[str, Any]]:
+    def plain_specs(self, methods: list[str] | None) -> list[dict[str, Any]]:
         if methods is not None:
-            wanted = [m.lower() for m in methods]
+            wanted = list(methods)
         elif self.cls is not None:
             wanted = [m for m in HTTP_METHODS if hasattr(self.cls, m)]
         else:
