@@ -34,6 +34,7 @@ from .http import (
     HttpOut,
     Response,
     json_out,
+    not_mcp,
     refused,
     sse_comment,
     sse_event,
@@ -414,16 +415,16 @@ class LegacyHttp(HttpEndpoint):
             return json_out(*mcp_settings.EXCEPTION_HANDLER(exc, call))
         return json_out(200, jsonrpc.response(call.request_id, result), None)
 
-    async def handle_other(self, req: HttpIn) -> HttpOut | None:
-        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
+    async def handle_other(self, req: HttpIn) -> HttpOut:
+        """GET and DELETE on the endpoint; anything else is no MCP request here (:func:`~.http.not_mcp`)."""
         if req.method == "DELETE":
             last_event = None
         elif req.method == "GET":
             last_event = req.headers.get("last-event-id")
             if last_event is None and "mcp-session-id" not in req.headers:
-                return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)
+                return not_mcp(req)  # a standalone stream belongs to a legacy session (2026-07-28 has none)
         else:
-            return None
+            return not_mcp(req)
         try:
             principal = await self.pipeline.authenticate(req, req.request_factory)
             found = await self._session(req, principal)
