@@ -72,7 +72,6 @@ class LegacyStream:
         self.finished = False
         # Bumped by close(): followers attached before it end their connection.
         self.cuts = 0
-        self.task: asyncio.Future[Any] | None = None
         # Clients reading the stream now (here or through another worker); when none has
         # for ABANDONED_STREAM_SECONDS, on_abandoned gives the call up.
         self.followers = 0
@@ -340,10 +339,7 @@ class LegacyHttp(HttpEndpoint):
                 return await self.direct(call)  # the session's own methods: answered at once, in JSON
             hub = await relay()
             call.session = LiveSession(record, hub.replies(record.sid, record.principal))
-            try:
-                pipeline.dispatcher.require_scopes(call)
-            except MCPError as exc:
-                return refused(request_id, exc)  # an HTTP 403 the client can step up from
+            pipeline.dispatcher.require_scopes(call)  # before the stream's 200: a 403 the client can step up from
             accept = req.headers.get("accept", "*/*")
             streams = req.can_stream and (SSE in accept or "*/*" in accept)
             stream = LegacyStream(hub, record.sid) if streams else None
@@ -357,12 +353,13 @@ class LegacyHttp(HttpEndpoint):
                 # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
-            stream.task = asyncio.ensure_future(stream.serve(tracked, call))
+            hub.worker.keep(asyncio.ensure_future(stream.serve(tracked, call)))
             return sse_out(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
-        except Unavailable as exc:
-            # The session store, the channel layer or the database is down or hung: 503, never a 500.
+        except MCPError as exc:
+            # The handler's scopes the token lacks (403), or Unavailable: the session store, the
+            # channel layer or the database is down or hung (503, never a 500).
             return refused(request_id if shape == "request" else None, exc)
 
     async def _tracked(self, hub: Relay, sid: str, stream: LegacyStream | None, call: Call) -> dict[str, Any]:

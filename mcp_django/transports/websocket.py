@@ -106,7 +106,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         scope = _subprotocol_credentials(self.scope)
-        if scope is None:
+        if scope is None or SUBPROTOCOL not in scope.get("subprotocols", []):
             await self.close()  # before accept: the upgrade is answered 403
             return
         self.scope = scope
@@ -115,9 +115,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         try:
             self.endpoint.pipeline.admit(self.req.headers, self.req.scheme)
         except MCPError:
-            await self.close()
-            return
-        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
             await self.close()
             return
         try:
