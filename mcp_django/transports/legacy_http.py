@@ -197,8 +197,7 @@ class SessionStream:
         loop = asyncio.get_running_loop()
 
         def list_changed(listing: str) -> None:
-            # Lists may change on any thread (a sync handler registering a tool).
-            loop.call_soon_threadsafe(self.push, notification(f"notifications/{listing}/list_changed"))
+            self.push(notification(f"notifications/{listing}/list_changed"))
 
         self.registry.subscribe(list_changed)
         try:

@@ -206,8 +206,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.emit(notification("notifications/resources/updated", {"uri": uri}))
 
     def list_changed(self, listing: str) -> None:
-        # Lists may change on any thread (a sync handler registering a tool).
-        self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
+        self.emit(notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
         if self.record is not None:  # open() subscribed it
@@ -302,7 +301,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
         self.record = legacy.read_initialize(call.params, call.principal.digest, self.endpoint.registry.name)
         # initialize declares listChanged: the socket hears this worker's list changes.
-        self.loop = asyncio.get_running_loop()
         self.endpoint.registry.subscribe(self.list_changed)
         return self.record
 
