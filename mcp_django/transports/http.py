@@ -109,7 +109,7 @@ class HttpEndpoint:
 
     # The legacy sessions' side: legacy_http.LegacyHttp's, the endpoint endpoint_for builds.
     handle_other: Callable[[HttpIn], Awaitable[HttpOut]]
-    handle_legacy: Callable[[HttpIn, Any, Disconnect | None], Awaitable[HttpOut]]
+    handle_legacy: Callable[[HttpIn, Any, str, Disconnect | None], Awaitable[HttpOut]]
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -144,15 +144,15 @@ class HttpEndpoint:
             message = jsonrpc.parse(req.body)
         except MCPError as exc:
             return refused(None, exc)
+        shape = jsonrpc.classify(message)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
-        if era_of(message, req.headers) == Era.LEGACY:
+        if shape != "invalid" and era_of(message, req.headers) == Era.LEGACY:
             if not req.can_stream:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
-            return await self.handle_legacy(req, message, disconnected)
-        shape = jsonrpc.classify(message)
+            return await self.handle_legacy(req, message, shape, disconnected)
         if shape == "notification":
             return HttpOut(202)
-        if shape != "request":
+        if shape != "request":  # invalid, whatever its era, or a reply no 2026-07-28 request awaits
             if isinstance(message, list):
                 return refused(None, MCPError(INVALID_REQUEST, "batches are not supported"))
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))

@@ -304,12 +304,8 @@ class LegacyHttp(HttpEndpoint):
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle_legacy(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
-        shape = jsonrpc.classify(message)
-        if shape == "invalid":
-            if isinstance(message, list):
-                return _refused(400, "batches are not supported")
-            return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
+    async def handle_legacy(self, req: HttpIn, message: Any, shape: str, disconnected: Disconnect | None) -> HttpOut:
+        """A valid message of the legacy era (``shape``, as :func:`~mcp_django.protocol.jsonrpc.classify` says)."""
         request_id = message.get("id")
         pipeline = self.pipeline
         try:
