@@ -185,9 +185,7 @@ class WorkerChannel:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.shared and self.channel:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(GROUP, self.channel)

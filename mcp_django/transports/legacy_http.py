@@ -253,7 +253,7 @@ class HttpSession:
     record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
-        # Only the handshake's control opens a session, and handle() gives it no record.
+        # Only the handshake's control opens a session, and handle_legacy() gives it no record.
         self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
         return self.record
 
@@ -335,9 +335,8 @@ class LegacyHttp(HttpEndpoint):
             hub = await relay()
             call.session = LiveSession(record, hub.replies(record.sid, record.principal))
             pipeline.dispatcher.require_scopes(call)  # before the stream's 200: a 403 the client can step up from
-            accept = req.headers.get("accept", "*/*")
-            streams = req.can_stream and (SSE in accept or "*/*" in accept)
-            stream = LegacyStream(hub, record.sid) if streams else None
+            accept = req.headers.get("accept", "*/*")  # (legacy is served only where the server can stream)
+            stream = LegacyStream(hub, record.sid) if SSE in accept or "*/*" in accept else None
             tracked = functools.partial(self._tracked, hub, record.sid, stream)
             if stream is None:
                 # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
@@ -398,7 +397,7 @@ class LegacyHttp(HttpEndpoint):
         )
 
     async def direct(self, call: Call) -> HttpOut:
-        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
+        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle_legacy`)."""
         try:
             result = await self.pipeline.handle(call)
         except Unavailable:

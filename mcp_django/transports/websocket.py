@@ -216,8 +216,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         tasks = list(self.calls.values())
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.writer is not None:
             self.writer.cancel()
             with contextlib.suppress(BaseException):
