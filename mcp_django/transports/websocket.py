@@ -4,7 +4,6 @@ again before every request: the socket closes, 4401, once they no longer find th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import itertools
 from typing import Any
@@ -213,14 +212,13 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.endpoint.registry.unsubscribe(self.list_changed)
         if self.updates is not None:
             self.updates.unwatch(self.resource_updated)
+        # The socket is gone: its calls and its writer end together (a frame has nowhere to go).
         tasks = list(self.calls.values())
+        if self.writer is not None:
+            tasks.append(self.writer)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.writer is not None:
-            self.writer.cancel()
-            with contextlib.suppress(BaseException):
-                await self.writer
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:
