@@ -27,6 +27,7 @@ from ..registry import Registry
 from ..resource_updates import listeners
 from .http import (
     JSON,
+    NO_LEGACY_HERE,
     SSE,
     Disconnect,
     HttpEndpoint,
@@ -414,6 +415,8 @@ class LegacyHttp(HttpEndpoint):
             last_event = req.headers.get("last-event-id")
             if last_event is None and "mcp-session-id" not in req.headers:
                 return not_mcp(req)  # a standalone stream belongs to a legacy session (2026-07-28 has none)
+            if not req.can_stream:
+                return refused(None, NO_LEGACY_HERE)  # a stream (the WSGI view would send it empty)
         else:
             return not_mcp(req)
         try:
