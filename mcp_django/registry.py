@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 import threading
@@ -181,8 +182,9 @@ class Registry:
         self.prompts: dict[str, Prompt] = {}
         self.resources: dict[str, Resource] = {}
         self.templates: dict[str, ResourceTemplate] = {}
-        # Called with "tools", "prompts" or "resources" when a list changes after startup.
-        self._listeners: set[Callable[[str], None]] = set()
+        # Called with "tools", "prompts" or "resources" when a list changes after startup, each
+        # on the event loop it subscribed on (a list may change on any thread: a sync handler's).
+        self._listeners: dict[Callable[[str], None], asyncio.AbstractEventLoop] = {}
         # The HTTP endpoint serving this registry (legacy_http.endpoint_for), built on first use.
         self.endpoint: Any = None
         # Whether a handler here has its own throttle= (counted even without MCP_DJANGO["LIMITS"]).
@@ -191,15 +193,15 @@ class Registry:
     # -- change notification ----------------------------------------------------
 
     def subscribe(self, listener: Callable[[str], None]) -> None:
-        self._listeners.add(listener)
+        self._listeners[listener] = asyncio.get_running_loop()
 
     def unsubscribe(self, listener: Callable[[str], None]) -> None:
-        self._listeners.discard(listener)
+        self._listeners.pop(listener, None)
 
     def changed(self, listing: str) -> None:
         """Tell listeners (subscriptions/listen streams) that a list changed: "tools", "prompts" or "resources"."""
-        for listener in list(self._listeners):
-            listener(listing)
+        for listener, loop in list(self._listeners.items()):
+            loop.call_soon_threadsafe(listener, listing)
 
     def resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed (``notifications/resources/updated``),

@@ -54,7 +54,7 @@ async def listeners() -> Listeners:
     """This event loop's listeners, which hear the updates announced on any worker.
 
     The worker's channel has joined the workers' group when this returns, so no later update
-    is missed. Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` without a channel layer.
+    is missed. Raises :class:`~mcp_django.protocol.jsonrpc.Unavailable` when the layer cannot be reached.
     """
     worker = await worker_channel()
     loop = asyncio.get_running_loop()

@@ -146,8 +146,6 @@ class WorkerChannel:
         while True:
             try:
                 message = await self.layer.receive(self.channel)
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
                 if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("redis"):
                     continue  # redis-py's socket_timeout ended an idle read: nothing was lost
@@ -159,7 +157,7 @@ class WorkerChannel:
                 failing = True
                 await asyncio.sleep(_READ_RETRY_SECONDS)
                 # The layer answers again: group membership may have gone with Redis's memory.
-                if self.shared and await self._join_once(quiet=True, probe=True):
+                if self.shared and await self._join_once(probe=True):
                     failing = False
                 continue
             try:
@@ -169,11 +167,11 @@ class WorkerChannel:
             except (KeyError, TypeError, ValueError):
                 logger.warning("ignored a malformed message on the reply channel")
 
-    async def _join_once(self, *, quiet: bool = False, probe: bool = False) -> bool:
+    async def _join_once(self, *, probe: bool = False) -> bool:
         try:
             await layer_call(lambda: self.layer.group_add(GROUP, self.channel), probe=probe)
         except Exception as exc:
-            if not quiet:
+            if not probe:  # probes repeat while the layer is away, which the reader says once
                 logger.warning("could not join %s (%s); retrying", GROUP, type(exc).__name__)
             return False
         return True
@@ -181,15 +179,13 @@ class WorkerChannel:
     async def _renew(self) -> None:
         while True:
             await asyncio.sleep(_GROUP_RENEW_SECONDS)
-            await self._join_once(quiet=True, probe=True)
+            await self._join_once(probe=True)
 
     async def stop(self) -> None:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
         if self.shared and self.channel:
             with contextlib.suppress(Exception):
                 await self.layer.group_discard(GROUP, self.channel)

@@ -10,7 +10,7 @@ import mcp.types as types
 import pytest
 
 from tests import legacy_fixtures as fx
-from tests.conftest import sdk_client, sse_messages
+from tests.conftest import mcp_settings, sdk_client, sse_messages
 
 pytestmark = pytest.mark.anyio
 
@@ -376,3 +376,24 @@ def test_a_stream_or_session_end_refused_for_bad_credentials_or_an_unknown_worke
     lost = client.get(url, headers=elsewhere)
     assert lost.status_code == 404 and "no stream to resume" in lost.json()["error"]["message"]
     assert client.delete(url, headers=session).status_code == 200
+
+
+def test_a_browser_on_an_allowed_origin_can_read_a_legacy_sessions_answers(raw_inprocess: Any) -> None:
+    """CORS headers on every answer after the Origin check, a legacy session's and a refusal too (they
+    were on 2026-07-28's answers only: a browser could not read initialize, nor the session id it exposes)."""
+    client, url = raw_inprocess.client, raw_inprocess.url
+    origin = {"origin": "https://app.example.com"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}
+    with mcp_settings(ALLOWED_ORIGINS=["https://app.example.com"]):
+        opened = client.post(url, json=initialize, headers={**HEADERS, **origin})
+        session = {"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25", **origin}
+        answers = {
+            "initialize": opened,
+            "not JSON": client.post(url, content=b"{", headers={**HEADERS, **origin}),
+            "bad token": client.get(url, headers={**session, "authorization": "Token nope"}),
+            "DELETE": client.delete(url, headers=session),
+            "PUT": client.put(url, content=b"{}", headers=origin),
+        }
+    assert [answer.status_code for answer in answers.values()] == [200, 400, 401, 200, 405]
+    for name, answer in answers.items():
+        assert answer.headers.get("access-control-allow-origin") == "https://app.example.com", name

@@ -58,3 +58,20 @@ def test_view_errors_and_csrf_exemption() -> None:
     r = post(client, "tools/list", {}, HTTP_MCP_METHOD="prompts/list")
     assert r.status_code == 400 and r.json()["error"]["code"] == -32020
     assert client.get("/mcp").status_code == 405
+
+
+def test_a_legacy_sessions_streams_are_refused_where_the_server_cannot_stream(raw_inprocess: Any) -> None:
+    """A session opened on the ASGI route, its GET stream asked for through the view: refused as its
+    initialize would be here, not answered an empty 200 stream (which a client reconnects to for ever,
+    and which took the session's stream from the ASGI route's GET: its updates went nowhere)."""
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    opened = raw_inprocess.client.post(
+        raw_inprocess.url,
+        json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        headers={"content-type": "application/json", "accept": "application/json, text/event-stream"},
+    )
+    session = {"HTTP_MCP_SESSION_ID": opened.headers["mcp-session-id"], "HTTP_MCP_PROTOCOL_VERSION": "2025-11-25"}
+    for extra in ({"HTTP_ACCEPT": "text/event-stream"}, {"HTTP_LAST_EVENT_ID": "1.1@local.elsewhere"}):
+        stream = Client().get("/mcp", **session, **extra)
+        assert stream.status_code == 400 and "need the ASGI route" in stream.json()["error"]["message"], stream
+    assert Client().delete("/mcp", **session).status_code == 200  # a JSON answer: served here

@@ -348,20 +348,14 @@ class Dispatcher:
         try:
             notify(notification("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": tag}))
             changes: asyncio.Queue[str] = asyncio.Queue()
-            loop = asyncio.get_running_loop()
-
-            def on_change(listing: str) -> None:
-                # Lists may change from any thread (a sync handler registering a tool).
-                loop.call_soon_threadsafe(changes.put_nowait, listing)
-
-            self.registry.subscribe(on_change)
+            self.registry.subscribe(changes.put_nowait)
             try:
                 while True:
                     listing = await changes.get()
                     if agreed.get(_LIST_FILTERS.get(listing, "")):
                         notify(notification(f"notifications/{listing}/list_changed", {"_meta": tag}))
             finally:
-                self.registry.unsubscribe(on_change)
+                self.registry.unsubscribe(changes.put_nowait)
         finally:
             for kind, listener in watching:
                 updates.unwatch(listener, kind)

@@ -32,8 +32,7 @@ class MCPApplication:
     def __init__(self, registry: Registry | None = None, *, websocket: Callable[..., Any] | None = None) -> None:
         self._registry = registry
         self._endpoint: HttpEndpoint | None = None
-        self._make_websocket = websocket
-        self._websocket: Any = None
+        self._websocket = None if websocket is None else websocket(registry=registry)
 
     @property
     def registry(self) -> Registry:
@@ -43,12 +42,10 @@ class MCPApplication:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         scope_type = scope["type"]
         if scope_type == "websocket":
-            if self._make_websocket is None:
+            if self._websocket is None:
                 await receive()  # websocket.connect
                 await send({"type": "websocket.close"})  # no websocket transport here: refused (403)
                 return
-            if self._websocket is None:
-                self._websocket = self._make_websocket(registry=self._registry)
             await self._websocket(scope, receive, send)
             return
         if scope_type == "lifespan":

@@ -108,8 +108,8 @@ class HttpEndpoint:
     renders the answer; the call itself goes through the registry's pipeline (mcp_django.pipeline)."""
 
     # The legacy sessions' side: legacy_http.LegacyHttp's, the endpoint endpoint_for builds.
-    handle_other: Callable[[HttpIn], Awaitable[HttpOut | None]]
-    handle_legacy: Callable[[HttpIn, Any, Disconnect | None], Awaitable[HttpOut]]
+    handle_other: Callable[[HttpIn], Awaitable[HttpOut]]
+    handle_legacy: Callable[[HttpIn, Any, str, Disconnect | None], Awaitable[HttpOut]]
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -120,15 +120,19 @@ class HttpEndpoint:
             cors = self.pipeline.admit(req.headers, req.scheme)
         except MCPError as exc:
             return refused(None, exc)
-        if req.method == "OPTIONS":
-            return HttpOut(204, cors)
-        if req.method != "POST":
+        if req.method == "POST":
+            out = await self.post(req, disconnected)
+        elif req.method == "OPTIONS":
+            out = HttpOut(204)
+        else:
             out = await self.handle_other(req)
-            if out is None:
-                out = not_mcp(req)
-                out.headers.extend(cors)
-            return out
-        # The POST's JSON-RPC message: its media types and size, then the JSON.
+        if cors:
+            # On every answer, either era's, a refusal too: a browser reads none without them.
+            out.headers.extend(cors)
+        return out
+
+    async def post(self, req: HttpIn, disconnected: Disconnect | None) -> HttpOut:
+        """The POST's JSON-RPC message: its media types and size, the JSON, then its era's answer."""
         if req.headers.get("content-type", "").split(";", 1)[0].strip().lower() != JSON:
             return refused(None, MCPError(INVALID_REQUEST, "Content-Type must be application/json", http_status=415))
         if req.too_large:
@@ -140,21 +144,15 @@ class HttpEndpoint:
             message = jsonrpc.parse(req.body)
         except MCPError as exc:
             return refused(None, exc)
+        shape = jsonrpc.classify(message)
         # The era, decided once: the legacy sessions' transport, or 2026-07-28's pipeline.
-        if era_of(message, req.headers) == Era.LEGACY:
+        if shape != "invalid" and era_of(message, req.headers) == Era.LEGACY:
             if not req.can_stream:
                 return refused(jsonrpc.reply_id(message), NO_LEGACY_HERE)
-            return await self.handle_legacy(req, message, disconnected)
-        out = await self.modern(req, message, disconnected)
-        if cors:
-            out.headers.extend(cors)
-        return out
-
-    async def modern(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
-        shape = jsonrpc.classify(message)
+            return await self.handle_legacy(req, message, shape, disconnected)
         if shape == "notification":
             return HttpOut(202)
-        if shape != "request":
+        if shape != "request":  # invalid, whatever its era, or a reply no 2026-07-28 request awaits
             if isinstance(message, list):
                 return refused(None, MCPError(INVALID_REQUEST, "batches are not supported"))
             return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request"))
@@ -173,7 +171,6 @@ class HttpEndpoint:
             request_factory=req.django_request,
             http=req,
         )
-        accept = req.headers.get("accept", "*/*")
         can_stream = req.can_stream and (SSE in accept or "*/*" in accept)
         return await Response(pipeline.handle, call, can_stream, disconnected).out()
 

@@ -27,6 +27,7 @@ from ..registry import Registry
 from ..resource_updates import listeners
 from .http import (
     JSON,
+    NO_LEGACY_HERE,
     SSE,
     Disconnect,
     HttpEndpoint,
@@ -34,6 +35,7 @@ from .http import (
     HttpOut,
     Response,
     json_out,
+    not_mcp,
     refused,
     sse_comment,
     sse_event,
@@ -71,7 +73,6 @@ class LegacyStream:
         self.finished = False
         # Bumped by close(): followers attached before it end their connection.
         self.cuts = 0
-        self.task: asyncio.Future[Any] | None = None
         # Clients reading the stream now (here or through another worker); when none has
         # for ABANDONED_STREAM_SECONDS, on_abandoned gives the call up.
         self.followers = 0
@@ -197,8 +198,7 @@ class SessionStream:
         loop = asyncio.get_running_loop()
 
         def list_changed(listing: str) -> None:
-            # Lists may change on any thread (a sync handler registering a tool).
-            loop.call_soon_threadsafe(self.push, notification(f"notifications/{listing}/list_changed"))
+            self.push(notification(f"notifications/{listing}/list_changed"))
 
         self.registry.subscribe(list_changed)
         try:
@@ -254,7 +254,7 @@ class HttpSession:
     record: legacy.SessionRecord | None = None
 
     async def open(self, call: Call) -> legacy.SessionRecord:
-        # Only the handshake's control opens a session, and handle() gives it no record.
+        # Only the handshake's control opens a session, and handle_legacy() gives it no record.
         self.record = await legacy.open_record(call.params, call.principal.digest, self.endpoint)
         return self.record
 
@@ -305,12 +305,8 @@ class LegacyHttp(HttpEndpoint):
             return _refused(404, "Session not found (it has ended)")
         return record, level
 
-    async def handle_legacy(self, req: HttpIn, message: Any, disconnected: Disconnect | None) -> HttpOut:
-        shape = jsonrpc.classify(message)
-        if shape == "invalid":
-            if isinstance(message, list):
-                return _refused(400, "batches are not supported")
-            return refused(jsonrpc.reply_id(message), MCPError(INVALID_REQUEST, "Invalid Request", http_status=400))
+    async def handle_legacy(self, req: HttpIn, message: Any, shape: str, disconnected: Disconnect | None) -> HttpOut:
+        """A valid message of the legacy era (``shape``, as :func:`~mcp_django.protocol.jsonrpc.classify` says)."""
         request_id = message.get("id")
         pipeline = self.pipeline
         try:
@@ -339,13 +335,9 @@ class LegacyHttp(HttpEndpoint):
                 return await self.direct(call)  # the session's own methods: answered at once, in JSON
             hub = await relay()
             call.session = LiveSession(record, hub.replies(record.sid, record.principal))
-            try:
-                pipeline.dispatcher.require_scopes(call)
-            except MCPError as exc:
-                return refused(request_id, exc)  # an HTTP 403 the client can step up from
-            accept = req.headers.get("accept", "*/*")
-            streams = req.can_stream and (SSE in accept or "*/*" in accept)
-            stream = LegacyStream(hub, record.sid) if streams else None
+            pipeline.dispatcher.require_scopes(call)  # before the stream's 200: a 403 the client can step up from
+            accept = req.headers.get("accept", "*/*")  # (legacy is served only where the server can stream)
+            stream = LegacyStream(hub, record.sid) if SSE in accept or "*/*" in accept else None
             tracked = functools.partial(self._tracked, hub, record.sid, stream)
             if stream is None:
                 # JSON only: the call can answer, but its asks have nowhere to go (a clear error).
@@ -356,12 +348,13 @@ class LegacyHttp(HttpEndpoint):
                 # Before 2025-11-25 a client does not resume a stream the server closed: it would hang.
                 call.session.close_stream = stream.close
             # Not tied to this connection: the client may drop it and resume, the call goes on.
-            stream.task = asyncio.ensure_future(stream.serve(tracked, call))
+            hub.worker.keep(asyncio.ensure_future(stream.serve(tracked, call)))
             return sse_out(stream.follow(0, prime=prime))
         except AuthenticationFailed as exc:
             return refused(request_id, exc)
-        except Unavailable as exc:
-            # The session store, the channel layer or the database is down or hung: 503, never a 500.
+        except MCPError as exc:
+            # The handler's scopes the token lacks (403), or Unavailable: the session store, the
+            # channel layer or the database is down or hung (503, never a 500).
             return refused(request_id if shape == "request" else None, exc)
 
     async def _tracked(self, hub: Relay, sid: str, stream: LegacyStream | None, call: Call) -> dict[str, Any]:
@@ -405,7 +398,7 @@ class LegacyHttp(HttpEndpoint):
         )
 
     async def direct(self, call: Call) -> HttpOut:
-        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle`)."""
+        """A call answered in JSON once it is done; an outage is a 503 (see :meth:`handle_legacy`)."""
         try:
             result = await self.pipeline.handle(call)
         except Unavailable:
@@ -414,16 +407,18 @@ class LegacyHttp(HttpEndpoint):
             return json_out(*mcp_settings.EXCEPTION_HANDLER(exc, call))
         return json_out(200, jsonrpc.response(call.request_id, result), None)
 
-    async def handle_other(self, req: HttpIn) -> HttpOut | None:
-        """GET and DELETE on the endpoint, or None when they are not the legacy transport's."""
+    async def handle_other(self, req: HttpIn) -> HttpOut:
+        """GET and DELETE on the endpoint; anything else is no MCP request here (:func:`~.http.not_mcp`)."""
         if req.method == "DELETE":
             last_event = None
         elif req.method == "GET":
             last_event = req.headers.get("last-event-id")
             if last_event is None and "mcp-session-id" not in req.headers:
-                return None  # 405: a standalone stream belongs to a legacy session (2026-07-28 has none)
+                return not_mcp(req)  # a standalone stream belongs to a legacy session (2026-07-28 has none)
+            if not req.can_stream:
+                return refused(None, NO_LEGACY_HERE)  # a stream (the WSGI view would send it empty)
         else:
-            return None
+            return not_mcp(req)
         try:
             principal = await self.pipeline.authenticate(req, req.request_factory)
             found = await self._session(req, principal)

@@ -4,7 +4,6 @@ again before every request: the socket closes, 4401, once they no longer find th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import itertools
 from typing import Any
@@ -106,7 +105,7 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         scope = _subprotocol_credentials(self.scope)
-        if scope is None:
+        if scope is None or SUBPROTOCOL not in scope.get("subprotocols", []):
             await self.close()  # before accept: the upgrade is answered 403
             return
         self.scope = scope
@@ -115,9 +114,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
         try:
             self.endpoint.pipeline.admit(self.req.headers, self.req.scheme)
         except MCPError:
-            await self.close()
-            return
-        if SUBPROTOCOL not in self.scope.get("subprotocols", []):
             await self.close()
             return
         try:
@@ -209,23 +205,20 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             self.emit(notification("notifications/resources/updated", {"uri": uri}))
 
     def list_changed(self, listing: str) -> None:
-        # Lists may change on any thread (a sync handler registering a tool).
-        self.loop.call_soon_threadsafe(self.emit, notification(f"notifications/{listing}/list_changed"))
+        self.emit(notification(f"notifications/{listing}/list_changed"))
 
     async def disconnect(self, code: int) -> None:
         if self.record is not None:  # open() subscribed it
             self.endpoint.registry.unsubscribe(self.list_changed)
         if self.updates is not None:
             self.updates.unwatch(self.resource_updated)
+        # The socket is gone: its calls and its writer end together (a frame has nowhere to go).
         tasks = list(self.calls.values())
+        if self.writer is not None:
+            tasks.append(self.writer)
         for task in tasks:
             task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        if self.writer is not None:
-            self.writer.cancel()
-            with contextlib.suppress(BaseException):
-                await self.writer
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if text_data is None:
@@ -305,7 +298,6 @@ class MCPWebsocketConsumer(AsyncWebsocketConsumer):
             raise MCPError(INVALID_REQUEST, "this socket's session is already initialized")
         self.record = legacy.read_initialize(call.params, call.principal.digest, self.endpoint.registry.name)
         # initialize declares listChanged: the socket hears this worker's list changes.
-        self.loop = asyncio.get_running_loop()
         self.endpoint.registry.subscribe(self.list_changed)
         return self.record
 
