@@ -87,7 +87,8 @@ def test_the_order_view_in_a_host_reorders_after_a_confirm(live_url: str, host: 
             errors: list[str] = []
             page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
             page.goto(f"{host}/apps_host.html?{query}")
-            page.wait_for_selector("body[data-state=shown]", timeout=60_000)
+            page.wait_for_selector("body[data-state=shown], body[data-state=failed]", timeout=60_000)
+            assert page.get_attribute("body", "data-state") == "shown", (page.inner_text("#log"), errors)
 
             # The host saw the app-only tool with its visibility, and keeps it from the model.
             listed = {tool["name"]: tool["meta"] for tool in page.evaluate("window.listed")}

@@ -85,7 +85,6 @@ async function main() {
   iframe.id = "view";
   iframe.setAttribute("sandbox", "allow-scripts");
   const policy = `<meta http-equiv="Content-Security-Policy" content="${csp(view._meta?.ui?.csp)}">`;
-  iframe.srcdoc = view.text.replace(/<head>/i, `<head>${policy}`);
   if (view._meta?.ui?.prefersBorder) iframe.classList.add("bordered");
 
   const bridge = new AppBridge(
@@ -112,9 +111,11 @@ async function main() {
     await bridge.sendToolResult(result);
     document.body.dataset.state = "shown";
   };
+  // Listening before the view's document exists: its script sends ui/initialize as it runs,
+  // and a message that arrives before the bridge listens is lost (the view then waits for ever).
   document.getElementById("stage").append(iframe);
-  await new Promise((resolve) => iframe.addEventListener("load", resolve, { once: true }));
   await bridge.connect(new PostMessageTransport(iframe.contentWindow, iframe.contentWindow));
+  iframe.srcdoc = view.text.replace(/<head>/i, `<head>${policy}`);
 }
 
 main().catch((error) => {
