@@ -4,6 +4,7 @@ batch, a full queue. (The database going away is tests/test_audit_outage.py.)"""
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 import time
@@ -57,6 +58,23 @@ def event(**fields: Any) -> signals.Event:
     return signals.Event(**{**base, **fields})
 
 
+@contextlib.contextmanager
+def busy(writer: audit.Writer) -> Iterator[None]:
+    """``writer``'s thread busy until the block ends: what is put meanwhile waits for it."""
+    held, resume = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        held.set()
+        resume.wait(10)
+
+    writer.put(None, hold)
+    assert held.wait(5)
+    try:
+        yield
+    finally:
+        resume.set()
+
+
 def test_rows_never_hold_nul() -> None:
     row = audit.row_for(
         event(target="to\x00ol", request_id="id\x00", asks={"k\x00": "elicitation/create"}, client_address="a\x00")
@@ -93,18 +111,10 @@ def test_one_bad_row_never_takes_the_others_with_it(caplog: pytest.LogCaptureFix
     good = [(event(request_id=f"good-{i}"), None, time.time()) for i in range(10)]
     # A row the database refuses on its own (round is a positive integer column).
     bad = (event(request_id="bad", round=-5), None, time.time())
-    hold, resume = threading.Event(), threading.Event()
-
-    def held() -> None:
-        hold.set()
-        resume.wait(10)
-
-    writer.put(None, held)  # every row below lands in one batch
-    assert hold.wait(5)
-    for row in [*good[:5], bad, *good[5:]]:
-        writer.put(row)
     with caplog.at_level(logging.ERROR, logger="mcp_django.audit"):
-        resume.set()
+        with busy(writer):  # every row below lands in one batch
+            for row in [*good[:5], bad, *good[5:]]:
+                writer.put(row)
         writer.flush()
     stored = sorted(AuditEvent.objects.values_list("request_id", flat=True))
     assert stored == sorted(f"good-{i}" for i in range(10))
@@ -114,16 +124,9 @@ def test_one_bad_row_never_takes_the_others_with_it(caplog: pytest.LogCaptureFix
 
 def test_the_queue_is_bounded_and_overflow_is_counted(raw: Raw, caplog: pytest.LogCaptureFixture) -> None:
     before = audit.stats()["dropped"]
-    hold, resume = threading.Event(), threading.Event()
-
-    def held() -> None:
-        hold.set()
-        resume.wait(10)
-
-    audit.writer.put(None, held)
-    assert hold.wait(5)
     try:
         with (
+            busy(audit.writer),
             override_settings(MCP_DJANGO=_mcp(AUDIT={"ASYNC_WRITES": True, "QUEUE_SIZE": 3})),
             caplog.at_level(logging.ERROR, logger="mcp_django.audit"),
         ):
@@ -133,7 +136,6 @@ def test_the_queue_is_bounded_and_overflow_is_counted(raw: Raw, caplog: pytest.L
             assert audit.stats()["dropped"] - before == 5
             warnings = checks.check_audit_losses()
     finally:
-        resume.set()
         audit.writer.dropped = before  # later tests' checks see a clean process
     assert audit.flush()
     assert AuditEvent.objects.filter(kind=Kind.COMPLETED).count() == 3
@@ -173,21 +175,10 @@ def test_a_refusal_waits_for_its_commit_at_most_its_bound(caplog: pytest.LogCapt
     waiting loop is closed, is still written, and nothing fails or logs on its way back."""
     import asyncio
 
-    held, resume = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        held.set()
-        resume.wait(10)
-
-    audit.writer.put(None, hold)
-    assert held.wait(5)
-    try:
-        with caplog.at_level(logging.WARNING):
-            started = time.monotonic()
-            asyncio.run(audit.record_now(event(request_id="late"), Kind.STATE_REFUSED, wait=0.3))
-            assert 0.25 < time.monotonic() - started < 3
-    finally:
-        resume.set()
+    with busy(audit.writer), caplog.at_level(logging.WARNING):
+        started = time.monotonic()
+        asyncio.run(audit.record_now(event(request_id="late"), Kind.STATE_REFUSED, wait=0.3))
+        assert 0.25 < time.monotonic() - started < 3
     assert audit.flush()
     started = time.monotonic()
     asyncio.run(audit.record_now(event(request_id="on-time"), Kind.STATE_REFUSED, wait=5))

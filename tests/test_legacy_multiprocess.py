@@ -29,6 +29,12 @@ def two_servers() -> Iterator[tuple[str, str]]:
         yield a, b
 
 
+def _opened(response: httpx.Response) -> str:
+    """The session an initialize opened; what the server answered instead, when it opened none."""
+    assert "mcp-session-id" in response.headers, (response.status_code, response.text)
+    return response.headers["mcp-session-id"]
+
+
 def _events(lines: Iterator[str]) -> Iterator[dict]:
     for line in lines:
         if line.startswith("data:") and line[5:].strip():
@@ -48,7 +54,7 @@ def test_reply_reaches_the_process_holding_the_stream(two_servers: tuple[str, st
                 "clientInfo": {"name": "t"},
             },
         }
-        sid = client.post(a, json=init, headers=HEADERS).headers["mcp-session-id"]
+        sid = _opened(client.post(a, json=init, headers=HEADERS))
         headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
         # The session opened on A is known to B (the id is a signed record; its state is in Redis).
         level = {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "debug"}}
@@ -90,8 +96,8 @@ def test_reply_from_another_session_is_not_accepted(two_servers: tuple[str, str]
         "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t"}},
     }
     with httpx.Client(timeout=30) as client:
-        sid = client.post(a, json=init, headers=HEADERS).headers["mcp-session-id"]
-        other = client.post(b, json=init, headers=HEADERS).headers["mcp-session-id"]
+        sid = _opened(client.post(a, json=init, headers=HEADERS))
+        other = _opened(client.post(b, json=init, headers=HEADERS))
         headers = {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
         call = {
             "jsonrpc": "2.0",
@@ -122,7 +128,7 @@ def _session(client: httpx.Client, url: str) -> dict[str, str]:
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}},
     }
-    sid = client.post(url, json=init, headers=HEADERS).headers["mcp-session-id"]
+    sid = _opened(client.post(url, json=init, headers=HEADERS))
     return {**HEADERS, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
 
 
@@ -225,11 +231,11 @@ async def test_sdk_legacy_client_on_one_process_hears_the_other(two_servers: tup
                 "params": {"name": "test_trigger_resource_update", "arguments": {"uri": "test://sdk"}},
             }
             init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
-            sid = (
+            sid = _opened(
                 await other.post(
                     a, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, headers=HEADERS
                 )
-            ).headers["mcp-session-id"]
+            )
             headers = {
                 **HEADERS,
                 "accept": "application/json",
