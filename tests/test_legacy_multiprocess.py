@@ -26,7 +26,31 @@ pytestmark = [shared_services.needs_postgres, shared_services.needs_redis]
 def two_servers() -> Iterator[tuple[str, str]]:
     # A database and a key prefix of this run's: other runs' servers never meet these.
     with shared_services.demo_instances("multi") as (a, b):
+        for url in (a, b):
+            _ready(url)
         yield a, b
+
+
+def _ready(url: str) -> None:
+    """Wait until ``url`` opens a legacy session (then closed). An instance's first one joins the
+    channel layer's worker group: on a loaded machine that first Redis round trip can take longer
+    than CHANNEL_LAYER_TIMEOUT, and the instance answers 503 ("try again later") until its breaker's
+    probe finds Redis; what these tests check starts after that."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "ready"}},
+    }
+    deadline = time.monotonic() + 30
+    with httpx.Client(timeout=30) as client:
+        while True:
+            answer = client.post(url, json=init, headers=HEADERS)
+            if answer.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        headers = {**HEADERS, "mcp-session-id": _opened(answer), "mcp-protocol-version": "2025-11-25"}
+        client.delete(url, headers=headers)
 
 
 def _opened(response: httpx.Response) -> str:
