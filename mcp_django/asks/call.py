@@ -12,6 +12,7 @@ from typing import Any
 
 from ..auth import Principal
 from ..conf import EndpointSettings
+from ..protocol.jsonrpc import valid_id
 from ..protocol.revisions import LATEST_LEGACY, ClientCapabilities, Era, RequestMeta
 from ..signals import Event
 
@@ -139,8 +140,7 @@ class Call:
     def progress_token(self) -> Any:
         meta = self.params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
-        # A string or an integer (as an id is); anything else is not echoed.
-        return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+        return token if valid_id(token) else None  # anything else is not echoed
 
     @cached_property
     def target(self) -> str:

@@ -142,10 +142,15 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+def valid_id(value: Any) -> bool:
+    """Whether ``value`` may be a request id (or a progress token): a string or an integer."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
 def reply_id(message: Any) -> Any:
-    """The id to answer an invalid message with: its own when that is a valid id (a string or an integer), else null."""
+    """The id to answer an invalid message with: its own when that is a valid id, else null."""
     request_id = message.get("id") if isinstance(message, dict) else None
-    return request_id if isinstance(request_id, (str, int)) and not isinstance(request_id, bool) else None
+    return request_id if valid_id(request_id) else None
 
 
 def classify(message: Any) -> str:
@@ -158,7 +163,7 @@ def classify(message: Any) -> str:
         if "id" not in message:
             return "notification"
         request_id = message["id"]
-        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):  # as in reply_id()
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):  # valid_id(), inline: every message
             return "invalid"
         params = message.get("params")
         if params is not None and not isinstance(params, dict):
